@@ -1,0 +1,82 @@
+import { Command, CommanderError } from 'commander';
+import { errorToJson, exitCodeOf, formatError, usageError } from './errors.js';
+
+/**
+ * The one place where a CLI turns results and errors into output and exit codes. Every tool's
+ * `cli.ts` builds its commander program with `createProgram`, keeps its actions thin (parse
+ * flags into options, call the library, print), and hands the program to `runCli`.
+ */
+export function createProgram(name: string, description: string): Command {
+  return new Command(name)
+    .description(description)
+    .showHelpAfterError(false)
+    .exitOverride()
+    .configureOutput({
+      // Commander's own error line is replaced by ours in runCli.
+      outputError: () => {},
+    });
+}
+
+/**
+ * Parses argv and runs the chosen action. Sets `process.exitCode` rather than calling
+ * `process.exit`, so that work already handed to the event loop (a poke to notifier) completes.
+ */
+export async function runCli(program: Command, argv: string[] = process.argv): Promise<void> {
+  process.stdout.on('error', ignoreBrokenPipe);
+  const json = argv.includes('--json');
+  try {
+    await program.parseAsync(argv);
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      if (error.exitCode === 0) return; // --help, --version
+      reportError(usageError(error.message.replace(/^error: /, ''), helpHint(program, argv)), json);
+      return;
+    }
+    reportError(error, json);
+  }
+}
+
+function reportError(error: unknown, json: boolean): void {
+  if (json) process.stdout.write(JSON.stringify(errorToJson(error)) + '\n');
+  else process.stderr.write(formatError(error) + '\n');
+  process.exitCode = exitCodeOf(error);
+}
+
+function helpHint(program: Command, argv: string[]): string {
+  const sub = program.commands.find((command) => argv.slice(2).includes(command.name()));
+  return `see '${program.name()}${sub ? ` ${sub.name()}` : ''} --help'`;
+}
+
+/** Prints one JSON document on stdout. */
+export function printJson(value: unknown): void {
+  process.stdout.write(JSON.stringify(value) + '\n');
+}
+
+/** Prints lines on stdout in one write (NDJSON, ids). */
+export function printLines(lines: readonly string[]): void {
+  if (lines.length > 0) process.stdout.write(lines.join('\n') + '\n');
+}
+
+/** Commander option parser for positive integers, with a usage error naming the flag. */
+export function positiveInt(flag: string): (value: string) => number {
+  return (value) => {
+    if (!/^\d+$/.test(value) || Number(value) <= 0 || !Number.isSafeInteger(Number(value))) {
+      throw usageError(`${flag} must be a positive integer, got ${JSON.stringify(value)}`, `pass ${flag} 1 or more`);
+    }
+    return Number(value);
+  };
+}
+
+/** Like `positiveInt` but 0 is allowed (event ids, where 0 means "before the first event"). */
+export function nonNegativeInt(flag: string): (value: string) => number {
+  return (value) => {
+    if (!/^\d+$/.test(value) || !Number.isSafeInteger(Number(value))) {
+      throw usageError(`${flag} must be a whole number, got ${JSON.stringify(value)}`, `pass ${flag} 0 or more`);
+    }
+    return Number(value);
+  };
+}
+
+function ignoreBrokenPipe(error: NodeJS.ErrnoException): void {
+  if (error.code !== 'EPIPE') throw error;
+}

@@ -1,0 +1,128 @@
+import { chmodSync, mkdirSync, unlinkSync } from 'node:fs';
+import { connect, createServer, type Server, type Socket } from 'node:net';
+import { dirname } from 'node:path';
+import { ClawError, errnoCode } from './errors.js';
+
+/**
+ * The daemons' local control sockets: one JSON request per connection, one JSON response line
+ * back. Unix sockets only (never TCP), created with mode 0600 so that only the owner can talk to
+ * a daemon.
+ */
+export type Handler = (request: unknown) => Promise<unknown> | unknown;
+
+const MAX_REQUEST_BYTES = 1 << 20;
+
+export async function listenSocket(path: string, handle: Handler): Promise<Server> {
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  // The caller holds the daemon's lock, so a socket file still here belongs to a dead daemon.
+  try {
+    unlinkSync(path);
+  } catch (error) {
+    if (errnoCode(error) !== 'ENOENT') throw error;
+  }
+  const server = createServer((socket) => serve(socket, handle));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    // umask-independent: the file is restricted before anyone else can connect in practice, and
+    // chmod below makes it exact.
+    server.listen(path, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  chmodSync(path, 0o600);
+  return server;
+}
+
+function serve(socket: Socket, handle: Handler): void {
+  let buffer = '';
+  socket.setEncoding('utf8');
+  socket.on('error', () => socket.destroy());
+  socket.on('data', (chunk: string) => {
+    buffer += chunk;
+    if (buffer.length > MAX_REQUEST_BYTES) return socket.destroy();
+    const end = buffer.indexOf('\n');
+    if (end === -1) return;
+    socket.removeAllListeners('data');
+    void respond(socket, buffer.slice(0, end), handle);
+  });
+}
+
+async function respond(socket: Socket, line: string, handle: Handler): Promise<void> {
+  let reply: unknown;
+  try {
+    reply = { ok: true, result: await handle(JSON.parse(line)) };
+  } catch (error) {
+    reply = {
+      ok: false,
+      error: error instanceof Error ? error.message : String(error),
+      kind: error instanceof ClawError ? error.kind : 'invalid',
+      suggestion: error instanceof ClawError ? error.suggestion : undefined,
+    };
+  }
+  if (!socket.destroyed) socket.end(JSON.stringify(reply) + '\n');
+}
+
+export interface RequestOptions {
+  /** Give up after this long. Default: 5000. */
+  timeoutMs?: number;
+  signal?: AbortSignal;
+}
+
+/**
+ * Sends one request and waits for the response. A daemon that is not running is a `not_found`
+ * error (no socket, or nobody listening); a daemon that answers too slowly is a `timeout`.
+ */
+export function request<T = unknown>(path: string, message: unknown, options: RequestOptions = {}): Promise<T> {
+  const timeoutMs = options.timeoutMs ?? 5_000;
+  return new Promise<T>((resolve, reject) => {
+    const socket = connect(path);
+    let buffer = '';
+    const fail = (error: ClawError) => {
+      socket.destroy();
+      reject(error);
+    };
+    const onAbort = () => fail(new ClawError('aborted', 'request aborted'));
+    options.signal?.addEventListener('abort', onAbort, { once: true });
+    socket.setTimeout(timeoutMs, () => fail(new ClawError('timeout', `no answer on ${path} within ${timeoutMs} ms`)));
+    socket.setEncoding('utf8');
+    socket.on('connect', () => socket.write(JSON.stringify(message) + '\n'));
+    socket.on('data', (chunk: string) => (buffer += chunk));
+    socket.on('error', (error) => {
+      const code = errnoCode(error);
+      const down = code === 'ENOENT' || code === 'ECONNREFUSED';
+      fail(new ClawError(down ? 'not_found' : 'io', down ? `nothing listens on ${path}` : error.message, { cause: error }));
+    });
+    socket.on('close', () => {
+      options.signal?.removeEventListener('abort', onAbort);
+      const line = buffer.split('\n')[0] ?? '';
+      if (!line) return reject(new ClawError('io', `the daemon on ${path} closed the connection without an answer`));
+      let reply: { ok: boolean; result?: T; error?: string; kind?: ClawError['kind']; suggestion?: string };
+      try {
+        reply = JSON.parse(line);
+      } catch {
+        return reject(new ClawError('io', `the daemon on ${path} answered with malformed JSON`));
+      }
+      if (reply.ok) resolve(reply.result as T);
+      else reject(new ClawError(reply.kind ?? 'invalid', reply.error ?? 'request failed', { suggestion: reply.suggestion }));
+    });
+  });
+}
+
+/**
+ * Sends a message without waiting for an answer and never fails: used for pokes, where a daemon
+ * that is down simply finds the work on its next sweep. The returned promise settles when the
+ * message was handed to the kernel or dropped, within `timeoutMs`.
+ */
+export function notify(path: string, message: unknown, timeoutMs = 500): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const socket = connect(path);
+    const done = () => {
+      socket.destroy();
+      resolve();
+    };
+    socket.setTimeout(timeoutMs, done);
+    socket.on('error', done);
+    socket.on('connect', () => socket.end(JSON.stringify(message) + '\n', done));
+  });
+}

@@ -1,0 +1,61 @@
+import { dirname } from 'node:path';
+import { ensureDir } from './home.js';
+import { RotatingFile, type RotatingFileOptions } from './rotating-file.js';
+import { createRedactor } from './secrets.js';
+
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
+
+const RANK: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
+
+export interface Logger {
+  debug(message: string): void;
+  info(message: string): void;
+  warn(message: string): void;
+  error(message: string): void;
+}
+
+export interface LoggerOptions extends RotatingFileOptions {
+  /** Lines below this level are dropped. Default: `$THECLAW_LOG_LEVEL` or `info`. */
+  level?: LogLevel;
+  /** Environment whose secret values are redacted from every line. Default: `process.env`. */
+  env?: NodeJS.ProcessEnv;
+}
+
+/**
+ * A component's log: `[ISO8601] [LEVEL] message`, one file per component, rotated past 10,000
+ * lines. A multi-line message becomes several lines with the same prefix, so every line of the
+ * file can be grepped on its own. Logging never throws: a full disk must not turn into a crash
+ * of the component whose trouble the log was meant to record.
+ */
+export function createLogger(path: string, options: LoggerOptions = {}): Logger {
+  const file = new RotatingFile(path, options);
+  const threshold = RANK[options.level ?? parseLevel(process.env.THECLAW_LOG_LEVEL) ?? 'info'];
+  const redact = createRedactor(options.env);
+  let dirReady = false;
+
+  const write = (level: LogLevel, message: string): void => {
+    if (RANK[level] < threshold) return;
+    const prefix = `[${new Date().toISOString()}] [${level.toUpperCase()}] `;
+    const lines = redact(message).split('\n');
+    try {
+      if (!dirReady) dirReady = Boolean(ensureDir(dirname(path)));
+      file.append(lines.map((line) => prefix + line).join('\n') + '\n', lines.length);
+    } catch {
+      // See above: the log is best effort, the component goes on.
+    }
+  };
+
+  return {
+    debug: (message) => write('debug', message),
+    info: (message) => write('info', message),
+    warn: (message) => write('warn', message),
+    error: (message) => write('error', message),
+  };
+}
+
+/** A logger that drops everything, for library callers that did not ask for a log. */
+export const silentLogger: Logger = { debug() {}, info() {}, warn() {}, error() {} };
+
+function parseLevel(value: string | undefined): LogLevel | undefined {
+  return value !== undefined && value in RANK ? (value as LogLevel) : undefined;
+}

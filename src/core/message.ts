@@ -1,0 +1,74 @@
+import { z } from 'zod';
+import { ClawError } from './errors.js';
+
+/**
+ * The content of a `message` event (DESIGN §7): a JSON string every tool reads through these
+ * schemas. `reply_context` says where a reply goes; it travels with the inbound message into the
+ * conversation thread and back out on the reply.
+ */
+export const ExternalReplyContextSchema = z.object({
+  kind: z.literal('external'),
+  /** `<channel_type>:<instance>`, e.g. `telegram:main`. */
+  channel_id: z.string().min(1),
+  conversation_type: z.string().min(1),
+  conversation_id: z.string().min(1),
+  peer_id: z.string().min(1),
+  /** The platform's id of the message being answered, so the reply can quote it. */
+  message_id: z.string().min(1).optional(),
+});
+
+export const InternalReplyContextSchema = z.object({
+  kind: z.literal('internal'),
+  conversation_type: z.string().min(1),
+  conversation_id: z.string().min(1),
+  /** The agent that sent the message and gets the reply in its inbox. */
+  agent_id: z.string().min(1),
+});
+
+export const ReplyContextSchema = z.discriminatedUnion('kind', [ExternalReplyContextSchema, InternalReplyContextSchema]);
+
+export const AttachmentSchema = z.object({
+  type: z.string().min(1),
+  name: z.string().optional(),
+  url: z.string().optional(),
+  path: z.string().optional(),
+  mime_type: z.string().optional(),
+});
+
+export const MessageContentSchema = z.object({
+  text: z.string(),
+  attachments: z.array(AttachmentSchema).default([]),
+  reply_context: ReplyContextSchema.optional(),
+  /** Id of the event (in the same thread) this message answers. */
+  in_reply_to: z.number().int().positive().optional(),
+});
+
+export type ExternalReplyContext = z.infer<typeof ExternalReplyContextSchema>;
+export type InternalReplyContext = z.infer<typeof InternalReplyContextSchema>;
+export type ReplyContext = z.infer<typeof ReplyContextSchema>;
+export type Attachment = z.infer<typeof AttachmentSchema>;
+export type MessageContent = z.infer<typeof MessageContentSchema>;
+
+/** Parses the `content` string of a message event; a malformed one is an `invalid` error. */
+export function parseMessageContent(content: string): MessageContent {
+  let json: unknown;
+  try {
+    json = JSON.parse(content);
+  } catch (error) {
+    throw new ClawError('invalid', 'message content is not JSON', {
+      suggestion: 'store message content as {"text": "..."}',
+      cause: error,
+    });
+  }
+  const parsed = MessageContentSchema.safeParse(json);
+  if (!parsed.success) {
+    throw new ClawError('invalid', `message content does not match the schema: ${z.prettifyError(parsed.error)}`, {
+      suggestion: 'store message content as {"text": "...", "attachments": [], "reply_context": {...}}',
+    });
+  }
+  return parsed.data;
+}
+
+export function formatMessageContent(content: MessageContent): string {
+  return JSON.stringify(MessageContentSchema.parse(content));
+}

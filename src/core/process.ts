@@ -1,0 +1,76 @@
+import { readFileSync } from 'node:fs';
+import { errnoCode } from './errors.js';
+
+/**
+ * Who holds something (a lock, a lease): a pid, and where the system tells it, the process's start
+ * time, so that a pid reused by an unrelated process after the holder died is not taken for the
+ * holder.
+ */
+export interface ProcessIdentity {
+  pid: number;
+  /** Start time in clock ticks since boot (Linux `/proc/<pid>/stat` field 22); null elsewhere. */
+  start: number | null;
+}
+
+interface ProcStat {
+  /** R, S, D, Z (zombie), X (dead), ... */
+  state: string;
+  start: number | null;
+}
+
+/** `/proc/<pid>/stat` where the system has it (Linux). */
+function readProcStat(pid: number): ProcStat | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The command name (field 2) may hold spaces and parentheses; fields are counted after its
+    // closing parenthesis, where field 3 (state) is the first.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const start = Number(fields[19]);
+    return { state: fields[0] ?? '', start: Number.isFinite(start) ? start : null };
+  } catch {
+    return null;
+  }
+}
+
+export function processStartTime(pid: number): number | null {
+  return readProcStat(pid)?.start ?? null;
+}
+
+export function identify(pid: number): ProcessIdentity {
+  return { pid, start: processStartTime(pid) };
+}
+
+/**
+ * Whether the process is alive and is the same process that was identified. A zombie counts as
+ * dead: a daemon that exited stays a zombie until its parent (often init, which may be slow)
+ * reaps it, and it holds nothing any more.
+ */
+export function isAlive(holder: ProcessIdentity): boolean {
+  if (!Number.isInteger(holder.pid) || holder.pid <= 0) return false;
+  try {
+    process.kill(holder.pid, 0);
+  } catch (error) {
+    // EPERM: it exists but belongs to someone else, so it is alive.
+    if (errnoCode(error) !== 'EPERM') return false;
+  }
+  const stat = readProcStat(holder.pid);
+  if (stat === null) return true; // no /proc: the signal check is all there is
+  if (stat.state === 'Z' || stat.state === 'X') return false;
+  return holder.start === null || stat.start === null || stat.start === holder.start;
+}
+
+/**
+ * Sends `signal` to the process group led by `pid` (children spawned `detached` lead their own
+ * group), falling back to the process alone. Returns false when nothing was there to signal.
+ */
+export function killGroup(pid: number, signal: NodeJS.Signals): boolean {
+  for (const target of [-pid, pid]) {
+    try {
+      process.kill(target, signal);
+      return true;
+    } catch {
+      // try the next target
+    }
+  }
+  return false;
+}

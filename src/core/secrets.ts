@@ -1,0 +1,36 @@
+/**
+ * Secrets are API keys and tokens held in environment variables. They must never reach logs,
+ * events or the environment of a command the model runs.
+ */
+const SECRET_NAME = /(_API_KEY|_TOKEN|_SECRET|_PASSWORD|_ACCESS_KEY)$|^(API_KEY|TOKEN|SECRET|PASSWORD)$/i;
+
+/** Secret values shorter than this are too likely to appear in ordinary text to be replaced. */
+const MIN_SECRET_LENGTH = 8;
+
+export function isSecretName(name: string): boolean {
+  return SECRET_NAME.test(name);
+}
+
+/** A copy of `env` without the variables that hold secrets. */
+export function withoutSecrets(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const clean: NodeJS.ProcessEnv = {};
+  for (const [name, value] of Object.entries(env)) {
+    if (!isSecretName(name)) clean[name] = value;
+  }
+  return clean;
+}
+
+/** Replaces every secret value found in `env` (and any `extra` ones) with `[redacted]`. */
+export function createRedactor(env: NodeJS.ProcessEnv = process.env, extra: string[] = []): (text: string) => string {
+  const values = [
+    ...Object.entries(env)
+      .filter(([name]) => isSecretName(name))
+      .map(([, value]) => value ?? ''),
+    ...extra,
+  ]
+    .filter((value) => value.length >= MIN_SECRET_LENGTH)
+    // Longest first, so a secret that contains another one is replaced whole.
+    .sort((a, b) => b.length - a.length);
+  if (values.length === 0) return (text) => text;
+  return (text) => values.reduce((out, value) => out.split(value).join('[redacted]'), text);
+}

@@ -1,0 +1,212 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Logger } from '../core/logger.js';
+import { startHandler } from '../thread/dispatch.js';
+import { listThreads, unregisterThread } from '../thread/registry.js';
+import { openThread, type Thread } from '../thread/thread.js';
+import type { ConsumerInfo } from '../thread/types.js';
+import type { NotifierConfig } from './config.js';
+import { describeOutcome, OutputFile, succeeded, superviseChild, type RunOutcome } from './run.js';
+
+export interface DispatcherOptions {
+  home: string;
+  config: NotifierConfig;
+  logger: Logger;
+  /** Where run output files live while handlers run. */
+  outputDir: string;
+}
+
+/** A subscription as the daemon tracks it between runs. */
+interface Slot {
+  thread: string;
+  consumer: string;
+  /** The handler this daemon started and is waiting for. */
+  running: { pid: number; since: string } | null;
+  /** Armed when a failing handler waits for its backoff to pass. */
+  retryTimer: NodeJS.Timeout | null;
+}
+
+export interface SubscriptionStatus extends ConsumerInfo {
+  thread: string;
+}
+
+/**
+ * Starts handlers when their threads have pending work. Triggers are pokes (a push happened),
+ * the periodic sweep (pokes can be lost, the daemon may have been down), the end of a handler
+ * run (events may have arrived meanwhile; a poke during a run is never lost) and backoff timers.
+ * Each trigger only marks a thread dirty; one pass per tick looks at what is pending, so a burst
+ * of pokes costs one look.
+ */
+export class Dispatcher {
+  private readonly threads = new Map<string, Thread>();
+  private readonly slots = new Map<string, Slot>();
+  private readonly dirty = new Set<string>();
+  private registered = new Set<string>();
+  private flushScheduled = false;
+  private stopped = false;
+
+  constructor(private readonly options: DispatcherOptions) {}
+
+  poke(threadPath: string): void {
+    // A poke for a thread that subscribed since the last sweep: the registry tells.
+    if (!this.registered.has(threadPath)) this.registered = new Set(listThreads(this.options.home));
+    if (this.registered.has(threadPath)) this.schedule(threadPath);
+  }
+
+  sweep(): void {
+    this.registered = new Set(listThreads(this.options.home));
+    for (const path of this.threads.keys()) if (!this.registered.has(path)) this.closeThread(path);
+    for (const path of this.registered) this.schedule(path);
+  }
+
+  /** Every registered subscription with what this daemon knows of it. */
+  status(): SubscriptionStatus[] {
+    return [...this.registered].sort().flatMap((path) => {
+      const thread = this.open(path);
+      return thread ? thread.subscriptions().map((info) => ({ ...info, thread: path })) : [];
+    });
+  }
+
+  /** Stops starting handlers. Running ones finish their batch; their leases protect them. */
+  stop(): void {
+    this.stopped = true;
+    for (const slot of this.slots.values()) if (slot.retryTimer) clearTimeout(slot.retryTimer);
+    for (const path of [...this.threads.keys()]) this.closeThread(path);
+  }
+
+  private schedule(threadPath: string): void {
+    if (this.stopped) return;
+    this.dirty.add(threadPath);
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(() => {
+      this.flushScheduled = false;
+      const paths = [...this.dirty];
+      this.dirty.clear();
+      for (const path of paths) {
+        try {
+          this.dispatchThread(path);
+        } catch (error) {
+          this.options.logger.error(`dispatch of ${path} failed: ${(error as Error).message}`);
+        }
+      }
+    });
+  }
+
+  private dispatchThread(path: string): void {
+    const thread = this.open(path);
+    if (!thread) return;
+    for (const subscription of thread.subscriptions()) {
+      const slot = this.slot(path, subscription.consumer);
+      if (slot.running || slot.retryTimer) continue;
+      const retryAt = subscription.retry_at === null ? 0 : Date.parse(subscription.retry_at);
+      if (retryAt > Date.now()) {
+        this.armRetry(slot, retryAt);
+        continue;
+      }
+      this.start(thread, slot, subscription);
+    }
+  }
+
+  private start(thread: Thread, slot: Slot, subscription: ConsumerInfo): void {
+    const output = new OutputFile(this.options.outputDir, 'handler');
+    const result = startHandler(thread, subscription, {
+      home: this.options.home,
+      stdio: ['ignore', output.fd, output.fd],
+    });
+    if (!result.started) {
+      output.readAndRemove(0);
+      if (result.reason === 'spawn_failed') this.failed(thread, slot, subscription.failures, result.error);
+      return;
+    }
+    const { child } = result;
+    slot.running = { pid: child.pid, since: new Date().toISOString() };
+    this.options.logger.debug(`started ${slot.consumer} on ${slot.thread} (pid ${child.pid})`);
+    void superviseChild(child, output, {
+      timeoutMs: this.options.config.handler_timeout_seconds * 1000,
+      outputLimitBytes: this.options.config.output_limit_bytes,
+    }).then((outcome) => this.finished(slot, child.pid, subscription, outcome));
+  }
+
+  private finished(slot: Slot, pid: number, before: ConsumerInfo, outcome: RunOutcome): void {
+    slot.running = null;
+    if (this.stopped) return;
+    const thread = this.open(slot.thread);
+    if (!thread) return;
+    thread.releaseLease(slot.consumer, pid);
+    const what = `${slot.consumer} on ${slot.thread} (pid ${pid}) ${describeOutcome(outcome)} in ${outcome.durationMs} ms`;
+    const output = outcome.output.trimEnd();
+    if (!succeeded(outcome)) {
+      this.failed(thread, slot, before.failures, `${describeOutcome(outcome)}${output ? `: ${lastLine(output)}` : ''}`, `${what}${indent(output)}`);
+      return;
+    }
+    const after = thread.consumer(slot.consumer);
+    if (after && after.pending > 0 && after.progress === before.progress) {
+      // Exit 0 without acknowledging anything while work waits: dispatching again at once would
+      // spin, so it counts as a failure and backs off.
+      this.failed(thread, slot, before.failures, 'exited 0 without acknowledging pending events', `${what} without acknowledging pending events${indent(output)}`);
+      return;
+    }
+    this.options.logger.info(`${what}${indent(output)}`);
+    if (before.failures > 0) thread.recordRun(slot.consumer, { ok: true });
+    // Events may have arrived while it ran.
+    this.schedule(slot.thread);
+  }
+
+  private failed(thread: Thread, slot: Slot, previousFailures: number, error: string, logLine = `${slot.consumer} on ${slot.thread}: ${error}`): void {
+    const { initial_seconds, max_seconds } = this.options.config.backoff;
+    const failures = previousFailures + 1;
+    const delayMs = Math.min(initial_seconds * 2 ** (failures - 1), max_seconds) * 1000 * (0.8 + Math.random() * 0.4);
+    const retryAt = new Date(Date.now() + delayMs);
+    thread.recordRun(slot.consumer, { ok: false, error, retryAt });
+    this.options.logger.error(`${logLine}\nfailure ${failures}; retrying at ${retryAt.toISOString()}`);
+    this.armRetry(slot, retryAt.getTime());
+  }
+
+  private armRetry(slot: Slot, at: number): void {
+    if (slot.retryTimer) return;
+    slot.retryTimer = setTimeout(() => {
+      slot.retryTimer = null;
+      this.schedule(slot.thread);
+    }, Math.max(0, at - Date.now()));
+  }
+
+  private slot(thread: string, consumer: string): Slot {
+    const key = `${thread}\u0000${consumer}`;
+    let slot = this.slots.get(key);
+    if (!slot) {
+      slot = { thread, consumer, running: null, retryTimer: null };
+      this.slots.set(key, slot);
+    }
+    return slot;
+  }
+
+  private open(path: string): Thread | null {
+    if (!existsSync(join(path, 'events.db'))) {
+      // The thread was deleted (an agent removed with rm -rf): forget it.
+      this.closeThread(path);
+      unregisterThread(this.options.home, path);
+      this.registered.delete(path);
+      this.options.logger.info(`forgot ${path}: it is no longer a thread`);
+      return null;
+    }
+    const cached = this.threads.get(path);
+    if (cached) return cached;
+    const thread = openThread(path, { home: this.options.home });
+    this.threads.set(path, thread);
+    return thread;
+  }
+
+  private closeThread(path: string): void {
+    this.threads.get(path)?.close();
+    this.threads.delete(path);
+  }
+}
+
+function lastLine(text: string): string {
+  return text.slice(text.lastIndexOf('\n') + 1).slice(0, 300);
+}
+
+function indent(output: string): string {
+  return output ? `\n${output.replace(/^/gm, '  | ')}` : '';
+}

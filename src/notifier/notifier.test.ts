@@ -1,0 +1,268 @@
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync, statSync, writeFileSync, mkdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { joinCommand } from '../core/command.js';
+import { isAlive } from '../core/process.js';
+import { createTestHome, fixture, run, runTool, waitFor, type TestHome } from '../testing/index.js';
+import { openThread } from '../thread/thread.js';
+import type { NotifierStatus } from './types.js';
+
+// These tests run the real daemon (`notifier start`), real thread CLIs and real handler processes
+// in a temp THECLAW_HOME; nothing is mocked.
+
+let t: TestHome;
+let threadDir: string;
+let seen: string;
+
+beforeEach(async () => {
+  t = createTestHome();
+  mkdirSync(join(t.home, 'notifier'), { recursive: true });
+  writeFileSync(
+    join(t.home, 'notifier', 'config.yaml'),
+    'sweep_interval_seconds: 0.5\nhandler_timeout_seconds: 20\nbackoff: { initial_seconds: 0.2, max_seconds: 1 }\n',
+  );
+  threadDir = join(t.home, 'work thread');
+  seen = join(t.home, 'seen.txt');
+  expect((await runTool('thread', ['init', threadDir], t.env)).code).toBe(0);
+});
+
+afterEach(async () => {
+  await runTool('notifier', ['stop'], t.env);
+  t.cleanup();
+});
+
+const startNotifier = async () => {
+  const result = await runTool('notifier', ['start'], t.env);
+  expect(result.stderr).toBe('');
+  expect(result.code).toBe(0);
+};
+
+const subscribe = async (handlerArgs: string[], extra: string[] = []) => {
+  const handler = joinCommand([process.execPath, fixture('handler.mjs'), seen, ...handlerArgs]);
+  const result = await runTool('thread', ['subscribe', '--thread', threadDir, '--consumer', 'worker', '--handler', handler, ...extra], t.env);
+  expect(result.code, result.stderr).toBe(0);
+};
+
+const push = async (content: string) => {
+  const result = await runTool('thread', ['push', '--thread', threadDir, '--source', 'self', '--type', 'message', '--content', content], t.env);
+  expect(result.code, result.stderr).toBe(0);
+  return Number(result.stdout.trim());
+};
+
+const seenIds = () => (existsSync(seen) ? readFileSync(seen, 'utf8').trim().split('\n').filter(Boolean).map(Number) : []);
+const range = (n: number) => Array.from({ length: n }, (_, i) => i + 1);
+const status = async () => JSON.parse((await runTool('notifier', ['status', '--json'], t.env)).stdout) as NotifierStatus;
+
+describe('notifier dispatch', () => {
+  it('delivers 20 spaced pushes to the handler exactly once each, in order', async () => {
+    await startNotifier();
+    await subscribe([]);
+    for (let i = 1; i <= 20; i++) {
+      await push(`event ${i}`);
+      await new Promise((resolve) => setTimeout(resolve, 30)); // the pause between pushes the issue asks for
+    }
+    await waitFor(() => seenIds().length >= 20, '20 events handled');
+    expect(seenIds()).toEqual(range(20));
+  });
+
+  it('delivers a burst of 200 pushes exactly once each, in order, several per handler run', async () => {
+    await startNotifier();
+    await subscribe(['--limit', '50']);
+    const thread = openThread(threadDir, { home: t.home });
+    for (let i = 1; i <= 200; i++) thread.push({ source: 'self', type: 'message', content: `burst ${i}` });
+    thread.close();
+    await waitFor(() => seenIds().length >= 200, '200 events handled', 30_000);
+    expect(seenIds()).toEqual(range(200));
+    const runs = readFileSync(join(t.home, 'logs', 'notifier.log'), 'utf8').match(/worker on .* exited 0/g) ?? [];
+    expect(runs.length).toBeLessThan(200);
+  });
+
+  it('delivers the unacknowledged events of a handler killed mid-batch again, losing none', async () => {
+    await startNotifier();
+    await subscribe(['--delay-ms', '150', '--ack', 'batch']);
+    const thread = openThread(threadDir, { home: t.home });
+    thread.pushBatch(range(6).map((i) => ({ source: 'self', type: 'message', content: `m${i}` })));
+    // Wait until the handler is inside the batch, then kill it.
+    const lease = await waitFor(() => (seenIds().length >= 2 && thread.consumer('worker')?.lease) || undefined, 'a handler mid-batch');
+    process.kill(lease.pid, 'SIGKILL');
+    await waitFor(() => thread.consumer('worker')?.progress === 6, 'all events acknowledged', 30_000);
+    const ids = seenIds();
+    expect(new Set(ids)).toEqual(new Set(range(6)));
+    expect(ids.slice(0, 2)).toEqual([1, 2]);
+    expect(ids.length).toBeGreaterThan(6); // the killed batch was delivered again
+    thread.close();
+  });
+
+  it('dispatches events pushed while the daemon was down once it starts', async () => {
+    await subscribe([]);
+    for (let i = 1; i <= 5; i++) await push(`offline ${i}`);
+    expect(seenIds()).toEqual([]);
+    await startNotifier();
+    await waitFor(() => seenIds().length >= 5, 'offline events handled');
+    expect(seenIds()).toEqual(range(5));
+  });
+
+  it('reclaims a lease whose holder died and dispatches the waiting events', async () => {
+    await subscribe([]);
+    const thread = openThread(threadDir, { home: t.home });
+    const dead = spawn(process.execPath, ['-e', '']);
+    const deadPid = dead.pid!;
+    expect(thread.takeLease('worker', { pid: deadPid, start: null })).toBe(true);
+    await new Promise((resolve) => dead.on('exit', resolve));
+    expect(isAlive({ pid: deadPid, start: null })).toBe(false);
+    await push('after a crash');
+    await startNotifier();
+    await waitFor(() => seenIds().length >= 1, 'event handled after the lease was reclaimed');
+    expect(seenIds()).toEqual([1]);
+    thread.close();
+  });
+
+  it('does not start a second handler while a live process holds the lease', async () => {
+    await subscribe([]);
+    const thread = openThread(threadDir, { home: t.home });
+    const holder = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)']);
+    try {
+      expect(thread.takeLease('worker', { pid: holder.pid!, start: null })).toBe(true);
+      await push('held');
+      await startNotifier();
+      const dispatch = await runTool('thread', ['dispatch', '--thread', threadDir, '--json'], t.env);
+      expect(JSON.parse(dispatch.stdout)).toEqual({ started: [] });
+      // Two sweeps later the event still waits for the live holder.
+      await new Promise((resolve) => setTimeout(resolve, 1200));
+      expect(seenIds()).toEqual([]);
+      holder.kill('SIGKILL');
+      await waitFor(() => seenIds().length >= 1, 'event handled once the holder died');
+    } finally {
+      holder.kill('SIGKILL');
+      thread.close();
+    }
+  });
+
+  it('refuses to start a second daemon while one runs', async () => {
+    await startNotifier();
+    const second = await runTool('notifier', ['start'], t.env);
+    expect(second.code).toBe(1);
+    expect(second.stderr).toMatch(/^Error: notifier is already running \(pid \d+\) - stop it first with: notifier stop\n$/);
+    const foreground = await runTool('notifier', ['start', '--foreground', '--json'], t.env);
+    expect(foreground.code).toBe(1);
+    expect(JSON.parse(foreground.stdout).error).toMatch(/already running/);
+  });
+
+  it('reclaims the pid file of a daemon killed with SIGKILL', async () => {
+    await startNotifier();
+    const { pid } = await status();
+    process.kill(pid!, 'SIGKILL');
+    await waitFor(() => !isAlive({ pid: pid!, start: null }), 'the daemon to die');
+    await startNotifier();
+    const after = await status();
+    expect(after.running).toBe(true);
+    expect(after.pid).not.toBe(pid);
+  });
+
+  it('runs a handler argument holding ; $(...) and quotes literally, in a thread path with spaces', async () => {
+    const marker = join(t.home, 'pwned');
+    const argsFile = join(t.home, 'args.json');
+    const hostile = [`a; touch ${marker}`, `$(touch ${marker})`, `"double" 'single' \`touch ${marker}\``];
+    const script = `require('fs').writeFileSync(${JSON.stringify(argsFile)}, JSON.stringify(process.argv.slice(1))); require('child_process').execFileSync(process.execPath, [${JSON.stringify(fixture('handler.mjs'))}, ${JSON.stringify(seen)}])`;
+    const handler = joinCommand([process.execPath, '-e', script, ...hostile]);
+    expect((await runTool('thread', ['subscribe', '--thread', threadDir, '--consumer', 'worker', '--handler', handler], t.env)).code).toBe(0);
+    await startNotifier();
+    await push('x');
+    await waitFor(() => seenIds().length >= 1, 'the hostile handler to run');
+    expect(JSON.parse(readFileSync(argsFile, 'utf8'))).toEqual(hostile);
+    expect(existsSync(marker)).toBe(false);
+  });
+
+  it('retries a failing handler with backoff and shows the failures in status', async () => {
+    const failFile = join(t.home, 'fail');
+    writeFileSync(failFile, '');
+    await subscribe(['--fail-file', failFile]);
+    await push('doomed for now');
+    await startNotifier();
+    const failing = await waitFor(async () => {
+      const s = (await status()).subscriptions[0];
+      return s && s.failures >= 3 ? s : undefined;
+    }, 'three failures');
+    expect(failing.last_error).toMatch(/exited 1: failing on purpose/);
+    expect(failing.retry_at).not.toBeNull();
+    const human = await runTool('notifier', ['status'], t.env);
+    expect(human.stdout).toMatch(/worker: failing \(\d+x, retry at .*\)/);
+    const log = readFileSync(join(t.home, 'logs', 'notifier.log'), 'utf8');
+    const retries = [...log.matchAll(/\[(\S+)\] \[ERROR\] worker on .* exited 1/g)].map((m) => Date.parse(m[1]!));
+    // Backoff: the gaps between attempts grow (0.2 s, 0.4 s, 0.8 s, with ±20% jitter).
+    expect(retries.length).toBeGreaterThanOrEqual(3);
+    expect(retries[2]! - retries[1]!).toBeGreaterThan(retries[1]! - retries[0]!);
+    rmSync(failFile);
+    await waitFor(() => seenIds().length >= 1, 'the handler to recover');
+    const recovered = await waitFor(async () => {
+      const s = (await status()).subscriptions[0];
+      return s && s.failures === 0 ? s : undefined;
+    }, 'failures to reset');
+    expect(recovered.last_error).toBeNull();
+  });
+
+  it('kills a handler past its timeout together with its children', async () => {
+    writeFileSync(join(t.home, 'notifier', 'config.yaml'), 'sweep_interval_seconds: 0.5\nhandler_timeout_seconds: 0.5\nbackoff: { initial_seconds: 30 }\n');
+    const pidFile = join(t.home, 'grandchild.pid');
+    const handler = joinCommand(['bash', '-c', `sleep 100 & echo $! > ${JSON.stringify(pidFile).slice(1, -1)}; wait`]);
+    expect((await runTool('thread', ['subscribe', '--thread', threadDir, '--consumer', 'worker', '--handler', handler], t.env)).code).toBe(0);
+    await push('slow');
+    await startNotifier();
+    const grandchild = Number(await waitFor(() => existsSync(pidFile) && readFileSync(pidFile, 'utf8').trim(), 'the grandchild'));
+    await waitFor(() => !isAlive({ pid: grandchild, start: null }), 'the grandchild to be killed', 10_000);
+    const s = await waitFor(async () => (await status()).subscriptions.find((x) => x.failures > 0), 'the timeout to be recorded');
+    expect(s.last_error).toMatch(/timed out/);
+  });
+
+  it('captures handler output into its log, bounded', async () => {
+    writeFileSync(join(t.home, 'notifier', 'config.yaml'), 'sweep_interval_seconds: 0.5\noutput_limit_bytes: 1000\n');
+    const script = `process.stdout.write('HEAD' + 'x'.repeat(100000) + 'TAIL\\n'); require('child_process').execFileSync(process.execPath, [${JSON.stringify(fixture('handler.mjs'))}, ${JSON.stringify(seen)}])`;
+    expect((await runTool('thread', ['subscribe', '--thread', threadDir, '--consumer', 'worker', '--handler', joinCommand([process.execPath, '-e', script])], t.env)).code).toBe(0);
+    await startNotifier();
+    await push('noisy');
+    await waitFor(() => seenIds().length >= 1, 'the noisy handler');
+    const logPath = join(t.home, 'logs', 'notifier.log');
+    const log = await waitFor(() => {
+      const text = readFileSync(logPath, 'utf8');
+      return text.includes('TAIL') && text;
+    }, 'the output in the log');
+    expect(log).toContain('HEAD');
+    expect(log).toMatch(/bytes left out/);
+    expect(statSync(logPath).size).toBeLessThan(5000);
+  });
+
+  it('stops with running handlers left to finish, and a stop when stopped says so', async () => {
+    await startNotifier();
+    const stop = await runTool('notifier', ['stop', '--json'], t.env);
+    expect(JSON.parse(stop.stdout)).toEqual({ running: false, was_running: true });
+    const again = await runTool('notifier', ['stop'], t.env);
+    expect(again.code).toBe(0);
+    expect(again.stdout).toBe('notifier is not running\n');
+    expect((await status()).running).toBe(false);
+  });
+
+  it('refuses an invalid config with the field at fault', async () => {
+    writeFileSync(join(t.home, 'notifier', 'config.yaml'), 'sweep_interval_seconds: soon\n');
+    const result = await runTool('notifier', ['start'], t.env);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/sweep_interval_seconds/);
+  });
+
+  it('keeps the control socket private to its owner', async () => {
+    await startNotifier();
+    const mode = statSync(join(t.home, 'run', 'notifier.sock')).mode & 0o777;
+    expect(mode).toBe(0o600);
+  });
+});
+
+describe('push without a daemon', () => {
+  it('succeeds and returns promptly when notifier is down', async () => {
+    await subscribe([]);
+    const started = Date.now();
+    const result = await run(process.execPath, [join(t.home, '.bin', 'thread'), 'push', '--thread', threadDir, '--source', 'self', '--type', 'message', '--content', 'x'], { env: t.env });
+    expect(result.code).toBe(0);
+    expect(result.stdout).toBe('1\n');
+    expect(Date.now() - started).toBeLessThan(5000);
+  });
+});

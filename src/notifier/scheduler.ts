@@ -1,0 +1,83 @@
+import { spawn } from 'node:child_process';
+import { splitCommand } from '../core/command.js';
+import type { Logger } from '../core/logger.js';
+import type { NotifierConfig } from './config.js';
+import { describeOutcome, OutputFile, superviseChild } from './run.js';
+import { nextRunAt, type TimerStore } from './timers.js';
+
+export interface SchedulerOptions {
+  home: string;
+  store: TimerStore;
+  config: NotifierConfig;
+  logger: Logger;
+  outputDir: string;
+}
+
+// Wake at least this often, so a changed clock or a far-away run is re-planned in time.
+const MAX_SLEEP_MS = 60_000;
+
+/**
+ * Runs due timers. It plans one wake-up for the earliest next run, reloads the store on each
+ * wake-up (so `timer add` from another process takes effect when notifier is poked, or within a
+ * minute at worst) and never starts a timer's command while its previous run still goes on.
+ */
+export class TimerScheduler {
+  private wake: NodeJS.Timeout | null = null;
+  private readonly running = new Set<string>();
+  private stopped = false;
+
+  constructor(private readonly options: SchedulerOptions) {}
+
+  /** Re-reads the timers and plans the next wake-up; called at start and on `timers` pokes. */
+  reload(): void {
+    if (this.stopped) return;
+    if (this.wake) clearTimeout(this.wake);
+    const now = new Date();
+    let earliest = now.getTime() + MAX_SLEEP_MS;
+    for (const timer of this.options.store.list()) {
+      const next = nextRunAt(timer, now);
+      if (next === null) continue;
+      if (next.getTime() <= now.getTime()) this.run(timer.id, timer.command, now);
+      else earliest = Math.min(earliest, next.getTime());
+    }
+    this.wake = setTimeout(() => this.reload(), Math.max(10, earliest - Date.now()));
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.wake) clearTimeout(this.wake);
+  }
+
+  private run(id: string, command: string, now: Date): void {
+    const { store, logger, config } = this.options;
+    if (this.running.has(id)) return logger.warn(`timer ${id} is due but its previous run still goes on; skipped`);
+    store.markRun(id, now);
+    const output = new OutputFile(this.options.outputDir, `timer-${id}`);
+    const [program, ...args] = splitCommand(command);
+    const child = spawn(program, args, {
+      detached: true,
+      stdio: ['ignore', output.fd, output.fd],
+      env: { ...process.env, THECLAW_HOME: this.options.home, THECLAW_TIMER: id },
+    });
+    if (child.pid === undefined) {
+      child.once('error', () => {});
+      output.readAndRemove(0);
+      store.markExit(id, 'not started');
+      return logger.error(`timer ${id}: cannot run ${JSON.stringify(command)}: program not found or not executable`);
+    }
+    this.running.add(id);
+    const pid = child.pid;
+    void superviseChild(child as typeof child & { pid: number }, output, {
+      timeoutMs: config.handler_timeout_seconds * 1000,
+      outputLimitBytes: config.output_limit_bytes,
+    }).then((outcome) => {
+      this.running.delete(id);
+      if (this.stopped) return;
+      store.markExit(id, describeOutcome(outcome));
+      const output = outcome.output.trimEnd();
+      const line = `timer ${id} (pid ${pid}) ${describeOutcome(outcome)} in ${outcome.durationMs} ms${output ? `\n${output.replace(/^/gm, '  | ')}` : ''}`;
+      if (outcome.code === 0) logger.info(line);
+      else logger.error(line);
+    });
+  }
+}

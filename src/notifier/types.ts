@@ -1,0 +1,23 @@
+import type { PokeMessage } from '../thread/poke.js';
+import type { SubscriptionStatus } from './dispatcher.js';
+import type { TimerJson } from './timers.js';
+
+/** What the daemon's control socket accepts, one JSON object per connection. */
+export type NotifierRequest =
+  | PokeMessage
+  /** Timers were added or removed: re-read them. */
+  | { op: 'timers' }
+  | { op: 'status' }
+  | { op: 'stop' }
+  | { op: 'ping' };
+
+/** `notifier status --json`. */
+export interface NotifierStatus {
+  running: boolean;
+  pid: number | null;
+  started_at: string | null;
+  uptime_seconds: number | null;
+  /** Every registered subscription: progress, pending events, running handler, failures. */
+  subscriptions: SubscriptionStatus[];
+  timers: TimerJson[];
+}

@@ -1,0 +1,68 @@
+import { spawn, type SpawnOptions } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { cliPath, packageRoot } from '../core/package.js';
+
+/**
+ * Shared helpers for tests that run the real tools: a temp THECLAW_HOME, the built CLIs on PATH,
+ * child processes with their output, and bounded waits. Tests run against `dist/` (built by
+ * `npm test` first), because that is what a user runs.
+ */
+export const TOOLS = ['thread', 'notifier'] as const;
+
+export interface TestHome {
+  home: string;
+  /** Environment for child processes: THECLAW_HOME set and the tools first on PATH. */
+  env: NodeJS.ProcessEnv;
+  cleanup(): void;
+}
+
+export function createTestHome(): TestHome {
+  const home = mkdtempSync(join(tmpdir(), 'theclaw-test-'));
+  const bin = join(home, '.bin');
+  mkdirSync(bin);
+  for (const tool of TOOLS) symlinkSync(cliPath(tool), join(bin, tool));
+  const env = { ...process.env, THECLAW_HOME: home, PATH: `${bin}:${process.env.PATH}`, THECLAW_LOG_LEVEL: 'debug' };
+  return { home, env, cleanup: () => rmSync(home, { recursive: true, force: true }) };
+}
+
+export interface RunResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs a built CLI (`thread`, `notifier`) with the test home's environment. */
+export function runTool(tool: (typeof TOOLS)[number], args: string[], env: NodeJS.ProcessEnv, input?: string | Buffer): Promise<RunResult> {
+  return run(process.execPath, [cliPath(tool), ...args], { env }, input);
+}
+
+export function run(command: string, args: string[], options: SpawnOptions, input?: string | Buffer): Promise<RunResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { ...options, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.on('data', (chunk) => (stdout += chunk));
+    child.stderr!.on('data', (chunk) => (stderr += chunk));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+    child.stdin!.end(input);
+  });
+}
+
+/** Polls `check` until it returns a truthy value; fails after `timeoutMs`. */
+export async function waitFor<T>(check: () => T | Promise<T>, what: string, timeoutMs = 15_000, intervalMs = 20): Promise<NonNullable<T>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value) return value as NonNullable<T>;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  }
+}
+
+/** The test handler script (see fixtures/handler.mjs for its flags). */
+export function fixture(name: string): string {
+  return join(packageRoot(), 'src', 'testing', 'fixtures', name);
+}

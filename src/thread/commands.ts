@@ -1,0 +1,170 @@
+import { openSync } from 'node:fs';
+import { join } from 'node:path';
+import { printJson, printLines } from '../core/cli.js';
+import { usageError } from '../core/errors.js';
+import { resolveHome } from '../core/home.js';
+import { startHandler } from './dispatch.js';
+import { initThread, openThread, type Thread } from './thread.js';
+import type { ConsumerInfo, PushInput } from './types.js';
+
+/** The CLI's commands: flags in, library call, output out. Errors are thrown to runCli. */
+
+interface Json {
+  json?: boolean;
+}
+interface ThreadFlag extends Json {
+  thread: string;
+}
+
+function withThread<T>(path: string, fn: (thread: Thread) => T): T {
+  const thread = openThread(path);
+  try {
+    return fn(thread);
+  } finally {
+    thread.close();
+  }
+}
+
+export function init(path: string, options: Json): void {
+  const thread = initThread(path);
+  thread.close();
+  if (options.json) printJson({ path: thread.path });
+  else printLines([`created thread ${thread.path}`]);
+}
+
+export interface PushFlags extends ThreadFlag {
+  source?: string;
+  type?: string;
+  subtype?: string;
+  content?: string;
+  batch?: boolean;
+  idempotencyKey?: string;
+}
+
+export async function push(options: PushFlags): Promise<void> {
+  const defaults = { source: options.source, type: options.type, subtype: options.subtype };
+  let inputs: PushInput[];
+  if (options.batch) {
+    if (options.idempotencyKey !== undefined) {
+      throw usageError('--idempotency-key applies to a single push', 'give each batch line its own "idempotency_key" field');
+    }
+    inputs = parseBatch(await readStdin(), defaults);
+  } else {
+    if (options.content === undefined) throw usageError('nothing to push', 'pass --content TEXT, or --batch with NDJSON on stdin');
+    inputs = [{ ...defaults, content: options.content, idempotency_key: options.idempotencyKey } as PushInput];
+  }
+  if (inputs.length === 0) throw usageError('the batch on stdin is empty', 'pipe one JSON object per line into thread push --batch');
+  const ids = withThread(options.thread, (thread) => thread.pushBatch(inputs));
+  if (options.json) printJson(options.batch ? { ids } : { id: ids[0] });
+  else printLines(ids.map(String));
+}
+
+export function pop(options: ThreadFlag & { consumer: string; lastEventId?: number; limit?: number }): void {
+  const events = withThread(options.thread, (thread) =>
+    thread.pop(options.consumer, { lastEventId: options.lastEventId, limit: options.limit }),
+  );
+  printLines(events.map((event) => JSON.stringify(event)));
+}
+
+export function ack(options: ThreadFlag & { consumer: string; eventId: number }): void {
+  const progress = withThread(options.thread, (thread) => thread.ack(options.consumer, options.eventId));
+  if (options.json) printJson({ consumer: options.consumer, progress });
+  else printLines([String(progress)]);
+}
+
+export function peek(options: ThreadFlag & { lastEventId?: number; limit?: number; filter?: string; last?: number }): void {
+  const events = withThread(options.thread, (thread) =>
+    thread.peek({ afterId: options.lastEventId, limit: options.limit, filter: options.filter, last: options.last }),
+  );
+  printLines(events.map((event) => JSON.stringify(event)));
+}
+
+export function subscribe(options: ThreadFlag & { consumer: string; handler: string; filter?: string }): void {
+  const path = withThread(options.thread, (thread) => {
+    thread.subscribe({ consumer: options.consumer, handler: options.handler, filter: options.filter });
+    return thread.path;
+  });
+  if (options.json) printJson({ thread: path, consumer: options.consumer, handler: options.handler, filter: options.filter ?? null });
+  else printLines([`subscribed ${options.consumer} to ${path}`]);
+}
+
+export function unsubscribe(options: ThreadFlag & { consumer: string }): void {
+  const path = withThread(options.thread, (thread) => {
+    thread.unsubscribe(options.consumer);
+    return thread.path;
+  });
+  if (options.json) printJson({ thread: path, consumer: options.consumer, subscribed: false });
+  else printLines([`unsubscribed ${options.consumer} from ${path} (progress kept)`]);
+}
+
+export function info(options: ThreadFlag): void {
+  const info = withThread(options.thread, (thread) => thread.info());
+  if (options.json) return printJson(info);
+  printLines([
+    `thread   ${info.path}`,
+    `events   ${info.events} (last id ${info.last_id})`,
+    ...(info.consumers.length === 0 ? ['consumers: none'] : ['consumers:', ...info.consumers.map(describeConsumer)]),
+  ]);
+}
+
+export function dispatch(options: ThreadFlag): void {
+  const home = resolveHome();
+  const started = withThread(options.thread, (thread) => {
+    // The handlers outlive this command; their output goes to the thread's own log directory.
+    const out = openSync(join(thread.path, 'logs', 'handlers.log'), 'a');
+    return thread.subscriptions().flatMap((subscription) => {
+      const result = startHandler(thread, subscription, { home, stdio: ['ignore', out, out] });
+      if (result.started) {
+        result.child.unref();
+        return [{ consumer: subscription.consumer, pid: result.child.pid }];
+      }
+      if (result.reason === 'spawn_failed') process.stderr.write(`${subscription.consumer}: ${result.error}\n`);
+      return [];
+    });
+  });
+  if (options.json) printJson({ started });
+  else printLines(started.length ? started.map((s) => `started ${s.consumer} (pid ${s.pid})`) : ['nothing to dispatch']);
+}
+
+function describeConsumer(c: ConsumerInfo): string {
+  const parts = [`progress ${c.progress}`, `pending ${c.pending}`, c.subscribed ? `handler ${c.handler}` : 'not subscribed'];
+  if (c.filter) parts.push(`filter ${c.filter}`);
+  if (c.lease) parts.push(`running pid ${c.lease.pid}`);
+  if (c.failures > 0) parts.push(`${c.failures} failures, last: ${c.last_error}`, `retry at ${c.retry_at}`);
+  return `  ${c.consumer}: ${parts.join(', ')}`;
+}
+
+async function readStdin(): Promise<Buffer> {
+  if (process.stdin.isTTY) throw usageError('--batch reads NDJSON from stdin', 'pipe events into the command');
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
+}
+
+/** Parses an NDJSON batch; any bad line rejects the whole batch before anything is stored. */
+export function parseBatch(data: Buffer, defaults: Partial<PushInput>): PushInput[] {
+  let text: string;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(data);
+  } catch {
+    throw usageError('the batch is not valid UTF-8', 'send UTF-8 encoded NDJSON');
+  }
+  const inputs: PushInput[] = [];
+  text.split('\n').forEach((line, index) => {
+    if (line.trim() === '') return;
+    let value: unknown;
+    try {
+      value = JSON.parse(line);
+    } catch {
+      throw usageError(`batch line ${index + 1} is not JSON`, 'send one JSON object per line');
+    }
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+      throw usageError(`batch line ${index + 1} is not a JSON object`, 'send objects like {"content": "..."}');
+    }
+    const event = { ...defaults, ...value } as PushInput & { content: unknown };
+    // Structured content is stored as its JSON text: content is always a string in the thread.
+    if (typeof event.content === 'object' && event.content !== null) event.content = JSON.stringify(event.content);
+    inputs.push(event);
+  });
+  return inputs;
+}

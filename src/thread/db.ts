@@ -1,0 +1,75 @@
+import Database from 'better-sqlite3';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { ClawError } from '../core/errors.js';
+
+const SCHEMA_VERSION = 1;
+
+// AUTOINCREMENT keeps ids monotonic and never reused, even if the newest events were deleted.
+const SCHEMA = `
+CREATE TABLE events (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  created_at TEXT NOT NULL,
+  source TEXT NOT NULL,
+  type TEXT NOT NULL,
+  subtype TEXT,
+  content TEXT NOT NULL,
+  idempotency_key TEXT UNIQUE
+);
+CREATE INDEX events_type ON events(type, id);
+CREATE TABLE consumers (
+  consumer TEXT PRIMARY KEY,
+  progress INTEGER NOT NULL DEFAULT 0,
+  subscribed INTEGER NOT NULL DEFAULT 0,
+  handler TEXT,
+  filter TEXT,
+  lease_pid INTEGER,
+  lease_start INTEGER,
+  lease_since TEXT,
+  failures INTEGER NOT NULL DEFAULT 0,
+  last_error TEXT,
+  retry_at INTEGER,
+  updated_at TEXT NOT NULL
+);
+`;
+
+export function dbPath(threadDir: string): string {
+  return join(threadDir, 'events.db');
+}
+
+/** Opens a thread's database; `create` makes the schema (the caller made the directory). */
+export function openDatabase(threadDir: string, create: boolean): Database.Database {
+  const file = dbPath(threadDir);
+  if (!create && !existsSync(file)) {
+    throw new ClawError('not_found', `${threadDir} is not a thread`, {
+      suggestion: `create it with: thread init ${JSON.stringify(threadDir)}`,
+    });
+  }
+  const db = new Database(file);
+  try {
+    // Several processes (pushers, handlers, notifier) share the file: wait for the write lock
+    // instead of failing with SQLITE_BUSY.
+    db.pragma('busy_timeout = 10000');
+    db.pragma('journal_mode = WAL');
+    db.pragma('synchronous = NORMAL');
+    const readVersion = () => db.pragma('user_version', { simple: true }) as number;
+    if (create && readVersion() === 0) {
+      // Checked again under the write lock: two processes may create the same thread at once.
+      db.transaction(() => {
+        if (readVersion() !== 0) return;
+        db.exec(SCHEMA);
+        db.pragma(`user_version = ${SCHEMA_VERSION}`);
+      }).immediate();
+    }
+    const version = readVersion();
+    if (version !== SCHEMA_VERSION) {
+      throw new ClawError('invalid', `${file} has schema version ${version}, this thread tool knows ${SCHEMA_VERSION}`, {
+        suggestion: version > SCHEMA_VERSION ? 'upgrade theclaw' : 'the file is not a thread database; restore it from a backup',
+      });
+    }
+    return db;
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+}

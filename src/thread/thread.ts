@@ -1,0 +1,371 @@
+import type Database from 'better-sqlite3';
+import { existsSync, mkdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { z } from 'zod';
+import { splitCommand } from '../core/command.js';
+import { ClawError, usageError } from '../core/errors.js';
+import { resolveHome } from '../core/home.js';
+import { createLogger, type Logger } from '../core/logger.js';
+import { isAlive, type ProcessIdentity } from '../core/process.js';
+import { RotatingFile } from '../core/rotating-file.js';
+import { dbPath, openDatabase } from './db.js';
+import { compileFilter, parseFilter, type CompiledFilter } from './filter.js';
+import { pokeNotifier } from './poke.js';
+import { registerThread } from './registry.js';
+import {
+  PushInputSchema,
+  type ConsumerInfo,
+  type Lease,
+  type PeekOptions,
+  type PopOptions,
+  type PushInput,
+  type SubscribeOptions,
+  type ThreadEvent,
+  type ThreadInfo,
+} from './types.js';
+
+export interface OpenThreadOptions {
+  /** Create the thread if it does not exist. Default: false (a missing thread is `not_found`). */
+  create?: boolean;
+  /** Data root for the notifier registry and pokes. Default: `resolveHome()`. */
+  home?: string;
+}
+
+const DEFAULT_LIMIT = 100;
+const CONSUMER = /^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$/;
+
+/** Creates a thread directory; a directory that is already a thread is a `conflict`. */
+export function initThread(path: string, options: Omit<OpenThreadOptions, 'create'> = {}): Thread {
+  const dir = resolve(path);
+  if (existsSync(dbPath(dir))) {
+    throw new ClawError('conflict', `${dir} is already a thread`, { suggestion: 'use it as it is, or choose another path' });
+  }
+  return openThread(dir, { ...options, create: true });
+}
+
+export function openThread(path: string, options: OpenThreadOptions = {}): Thread {
+  const dir = resolve(path);
+  if (options.create) mkdirSync(join(dir, 'logs'), { recursive: true });
+  return new Thread(dir, openDatabase(dir, options.create ?? false), options.home ?? resolveHome());
+}
+
+type EventRow = ThreadEvent;
+
+interface ConsumerRow {
+  consumer: string;
+  progress: number;
+  subscribed: number;
+  handler: string | null;
+  filter: string | null;
+  lease_pid: number | null;
+  lease_start: number | null;
+  lease_since: string | null;
+  failures: number;
+  last_error: string | null;
+  retry_at: number | null;
+}
+
+const EVENT_COLUMNS = 'id, created_at, source, type, subtype, content';
+
+/**
+ * One open thread. Every method is synchronous (better-sqlite3) and each write is one
+ * transaction, so a crash leaves either all of a push or none of it.
+ */
+export class Thread {
+  readonly path: string;
+  private readonly db: Database.Database;
+  private readonly home: string;
+  private readonly jsonl: RotatingFile;
+  private readonly filters = new Map<string, CompiledFilter>();
+  private readonly statements = new Map<string, Database.Statement>();
+  private pokeScheduled = false;
+  private logger: Logger | undefined;
+
+  /** @internal use openThread / initThread */
+  constructor(path: string, db: Database.Database, home: string) {
+    this.path = path;
+    this.db = db;
+    this.home = home;
+    this.jsonl = new RotatingFile(join(path, 'events.jsonl'));
+  }
+
+  /** Appends one event and returns its id (the first id when the idempotency key was seen). */
+  push(input: PushInput): number {
+    return this.pushBatch([input])[0]!;
+  }
+
+  /** Appends events in one transaction; returns their ids in input order. */
+  pushBatch(inputs: readonly PushInput[]): number[] {
+    const events = inputs.map((input, index) => validatePush(input, inputs.length > 1 ? index + 1 : undefined));
+    const insert = this.sql(
+      `INSERT INTO events (created_at, source, type, subtype, content, idempotency_key) VALUES (?, ?, ?, ?, ?, ?) RETURNING id`,
+    );
+    const byKey = this.sql('SELECT id FROM events WHERE idempotency_key = ?').pluck();
+    const created: ThreadEvent[] = [];
+    const ids = this.db
+      .transaction(() =>
+        events.map((event) => {
+          // Looked up first (inside the write transaction) rather than relying on the unique
+          // constraint, which would still consume an id from the sequence.
+          const existing = event.idempotency_key ? (byKey.get(event.idempotency_key) as number | undefined) : undefined;
+          if (existing !== undefined) return existing;
+          const created_at = new Date().toISOString();
+          const row = insert.get(created_at, event.source, event.type, event.subtype ?? null, event.content, event.idempotency_key ?? null) as {
+            id: number;
+          };
+          created.push({ id: row.id, created_at, source: event.source, type: event.type, subtype: event.subtype ?? null, content: event.content });
+          return row.id;
+        }),
+      )
+      .immediate();
+    if (created.length > 0) {
+      // The database is the truth; the JSONL copy is written after the commit, so it may miss
+      // the last lines after a crash but never shows an event that was not stored.
+      this.jsonl.append(created.map((event) => JSON.stringify(event)).join('\n') + '\n', created.length);
+      this.schedulePoke();
+    }
+    return ids;
+  }
+
+  /**
+   * Reads the consumer's next events: with `lastEventId`, that id is acknowledged first. Returns
+   * events after the stored progress that match the consumer's subscription filter. Nothing is
+   * acknowledged by reading: a consumer that dies before `ack` gets the same events again.
+   */
+  pop(consumer: string, options: PopOptions = {}): ThreadEvent[] {
+    checkConsumer(consumer);
+    return this.db
+      .transaction(() => {
+        const row = this.ensureConsumer(consumer);
+        const progress = options.lastEventId === undefined ? row.progress : this.advance(consumer, row.progress, options.lastEventId);
+        return this.select(progress, row.filter, options.limit ?? DEFAULT_LIMIT);
+      })
+      .immediate();
+  }
+
+  /** Acknowledges everything up to `eventId` for the consumer; returns the stored progress. */
+  ack(consumer: string, eventId: number): number {
+    checkConsumer(consumer);
+    return this.db
+      .transaction(() => this.advance(consumer, this.ensureConsumer(consumer).progress, eventId))
+      .immediate();
+  }
+
+  peek(options: PeekOptions = {}): ThreadEvent[] {
+    const filter = options.filter === undefined ? null : options.filter;
+    if (options.last !== undefined) {
+      const { where, params } = this.where(options.afterId ?? 0, filter);
+      const rows = this.sql(`SELECT ${EVENT_COLUMNS} FROM events WHERE ${where} ORDER BY id DESC LIMIT ?`).all(...params, options.last) as EventRow[];
+      return rows.reverse();
+    }
+    return this.select(options.afterId ?? 0, filter, options.limit ?? DEFAULT_LIMIT);
+  }
+
+  /**
+   * Registers (or updates) a subscription: notifier starts `handler` when events matching
+   * `filter` are pending. The consumer's progress is kept, so re-subscribing resumes.
+   */
+  subscribe(options: SubscribeOptions): void {
+    checkConsumer(options.consumer);
+    splitCommand(options.handler); // a handler that cannot be split is refused now, not at dispatch
+    if (options.filter !== undefined) this.compile(options.filter);
+    this.db
+      .transaction(() => {
+        this.ensureConsumer(options.consumer);
+        this.sql('UPDATE consumers SET subscribed = 1, handler = ?, filter = ?, updated_at = ? WHERE consumer = ?')
+          .run(options.handler, options.filter ?? null, new Date().toISOString(), options.consumer);
+      })
+      .immediate();
+    registerThread(this.home, this.path);
+    this.log().info(`subscribed ${options.consumer}: handler ${options.handler}${options.filter ? `, filter ${options.filter}` : ''}`);
+    this.schedulePoke(); // events may already be waiting
+  }
+
+  /** Ends a subscription; progress stays, so a later subscribe resumes where it stopped. */
+  unsubscribe(consumer: string): void {
+    checkConsumer(consumer);
+    const changed = this.sql('UPDATE consumers SET subscribed = 0, updated_at = ? WHERE consumer = ?')
+      .run(new Date().toISOString(), consumer).changes;
+    if (changed === 0) {
+      throw new ClawError('not_found', `${consumer} is not a consumer of ${this.path}`, {
+        suggestion: `see the consumers with: thread info --thread ${JSON.stringify(this.path)}`,
+      });
+    }
+    this.log().info(`unsubscribed ${consumer}`);
+  }
+
+  info(): ThreadInfo {
+    const { events, last_id } = this.sql("SELECT COUNT(*) AS events, COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0) AS last_id FROM events")
+      .get() as { events: number; last_id: number };
+    const rows = this.sql('SELECT * FROM consumers ORDER BY consumer').all() as ConsumerRow[];
+    return { path: this.path, events, last_id, consumers: rows.map((row) => this.describe(row)) };
+  }
+
+  /** The consumer's state, or null if it never popped nor subscribed. */
+  consumer(name: string): ConsumerInfo | null {
+    const row = this.readConsumer(name);
+    return row ? this.describe(row) : null;
+  }
+
+  /** Subscribed consumers' states, for dispatch. */
+  subscriptions(): ConsumerInfo[] {
+    const rows = this.sql('SELECT * FROM consumers WHERE subscribed = 1 ORDER BY consumer').all() as ConsumerRow[];
+    return rows.map((row) => this.describe(row));
+  }
+
+  /** Whether events matching the consumer's filter are waiting (cheaper than `info`). */
+  hasPending(consumer: string): boolean {
+    const row = this.readConsumer(consumer);
+    if (!row) return false;
+    const { where, params } = this.where(row.progress, row.filter);
+    return this.sql(`SELECT 1 FROM events WHERE ${where} LIMIT 1`).get(...params) !== undefined;
+  }
+
+  /**
+   * Takes the consumer's lease for `holder` unless a live process holds it. A lease whose holder
+   * died is taken over. Returns whether the lease is now `holder`'s.
+   */
+  takeLease(consumer: string, holder: ProcessIdentity): boolean {
+    return this.db
+      .transaction(() => {
+        const row = this.readConsumer(consumer);
+        if (!row) return false;
+        if (row.lease_pid !== null && isAlive({ pid: row.lease_pid, start: row.lease_start })) return false;
+        this.sql('UPDATE consumers SET lease_pid = ?, lease_start = ?, lease_since = ? WHERE consumer = ?')
+          .run(holder.pid, holder.start, new Date().toISOString(), consumer);
+        return true;
+      })
+      .immediate();
+  }
+
+  /** Hands a lease from the dispatcher to the handler it started. */
+  transferLease(consumer: string, fromPid: number, to: ProcessIdentity): void {
+    this.sql('UPDATE consumers SET lease_pid = ?, lease_start = ? WHERE consumer = ? AND lease_pid = ?')
+      .run(to.pid, to.start, consumer, fromPid);
+  }
+
+  /** Releases the lease if `pid` still holds it. */
+  releaseLease(consumer: string, pid: number): void {
+    this.sql('UPDATE consumers SET lease_pid = NULL, lease_start = NULL, lease_since = NULL WHERE consumer = ? AND lease_pid = ?')
+      .run(consumer, pid);
+  }
+
+  /** Records a handler run's outcome: a success clears the failures, a failure counts one more. */
+  recordRun(consumer: string, outcome: { ok: true } | { ok: false; error: string; retryAt: Date }): void {
+    const now = new Date().toISOString();
+    if (outcome.ok) {
+      this.sql('UPDATE consumers SET failures = 0, last_error = NULL, retry_at = NULL, updated_at = ? WHERE consumer = ?')
+        .run(now, consumer);
+    } else {
+      this.sql('UPDATE consumers SET failures = failures + 1, last_error = ?, retry_at = ?, updated_at = ? WHERE consumer = ?')
+        .run(outcome.error.slice(0, 2000), outcome.retryAt.getTime(), now, consumer);
+    }
+  }
+
+  close(): void {
+    if (this.db.open) this.db.close();
+  }
+
+  /** Prepared statements are cached: preparing costs as much as running a small query. */
+  private sql(source: string): Database.Statement {
+    let statement = this.statements.get(source);
+    if (!statement) {
+      statement = this.db.prepare(source);
+      this.statements.set(source, statement);
+    }
+    return statement;
+  }
+
+  private select(afterId: number, filter: string | null, limit: number): ThreadEvent[] {
+    const { where, params } = this.where(afterId, filter);
+    return this.sql(`SELECT ${EVENT_COLUMNS} FROM events WHERE ${where} ORDER BY id LIMIT ?`).all(...params, limit) as EventRow[];
+  }
+
+  private where(afterId: number, filter: string | null): { where: string; params: (string | number)[] } {
+    if (filter === null) return { where: 'id > ?', params: [afterId] };
+    const compiled = this.compile(filter);
+    return { where: `id > ? AND ${compiled.sql}`, params: [afterId, ...compiled.params] };
+  }
+
+  private compile(filter: string): CompiledFilter {
+    let compiled = this.filters.get(filter);
+    if (!compiled) {
+      compiled = compileFilter(parseFilter(filter));
+      this.filters.set(filter, compiled);
+    }
+    return compiled;
+  }
+
+  /** Moves progress to `eventId` if that is forward; an id past the newest event is refused. */
+  private advance(consumer: string, progress: number, eventId: number): number {
+    if (!Number.isSafeInteger(eventId) || eventId < 0) throw usageError(`event id ${eventId} is not a whole number`, 'pass an id that pop or peek printed');
+    if (eventId <= progress) return progress;
+    const last = this.sql("SELECT seq FROM sqlite_sequence WHERE name = 'events'").pluck().get() as number | undefined;
+    if (eventId > (last ?? 0)) {
+      throw new ClawError('not_found', `event ${eventId} does not exist in ${this.path} (the newest is ${last ?? 0})`, {
+        suggestion: 'acknowledge only ids that pop returned',
+      });
+    }
+    this.sql('UPDATE consumers SET progress = ?, updated_at = ? WHERE consumer = ?').run(eventId, new Date().toISOString(), consumer);
+    return eventId;
+  }
+
+  private readConsumer(consumer: string): ConsumerRow | undefined {
+    return this.sql('SELECT * FROM consumers WHERE consumer = ?').get(consumer) as ConsumerRow | undefined;
+  }
+
+  private ensureConsumer(consumer: string): ConsumerRow {
+    this.sql('INSERT INTO consumers (consumer, updated_at) VALUES (?, ?) ON CONFLICT (consumer) DO NOTHING')
+      .run(consumer, new Date().toISOString());
+    return this.readConsumer(consumer)!;
+  }
+
+  private describe(row: ConsumerRow): ConsumerInfo {
+    const { where, params } = this.where(row.progress, row.filter);
+    const pending = this.sql(`SELECT COUNT(*) FROM events WHERE ${where}`).pluck().get(...params) as number;
+    const lease: Lease | null =
+      row.lease_pid !== null && isAlive({ pid: row.lease_pid, start: row.lease_start })
+        ? { pid: row.lease_pid, start: row.lease_start, since: row.lease_since ?? '' }
+        : null;
+    return {
+      consumer: row.consumer,
+      progress: row.progress,
+      pending,
+      subscribed: row.subscribed === 1,
+      handler: row.handler,
+      filter: row.filter,
+      lease,
+      failures: row.failures,
+      last_error: row.last_error,
+      retry_at: row.retry_at === null ? null : new Date(row.retry_at).toISOString(),
+    };
+  }
+
+  private schedulePoke(): void {
+    if (this.pokeScheduled) return;
+    this.pokeScheduled = true;
+    // One poke per tick however many pushes a caller makes in a loop.
+    queueMicrotask(() => {
+      this.pokeScheduled = false;
+      void pokeNotifier(this.home, this.path);
+    });
+  }
+
+  private log(): Logger {
+    return (this.logger ??= createLogger(join(this.path, 'logs', 'thread.log')));
+  }
+}
+
+function checkConsumer(consumer: string): void {
+  if (!CONSUMER.test(consumer)) {
+    throw usageError(`invalid consumer name ${JSON.stringify(consumer)}`, 'use letters, digits and . _ : @ - (at most 128), starting with a letter or digit');
+  }
+}
+
+function validatePush(input: PushInput, line: number | undefined): z.output<typeof PushInputSchema> {
+  const parsed = PushInputSchema.safeParse(input);
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0]!;
+  const where = line === undefined ? '' : ` (event ${line})`;
+  throw usageError(`invalid event${where}: ${issue.path.length ? `${issue.path.join('.')}: ` : ''}${issue.message}`, 'see thread push --help');
+}

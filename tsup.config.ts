@@ -1,0 +1,20 @@
+import { defineConfig } from 'tsup';
+
+// One entry per tool library and per CLI. Code splitting keeps shared modules in shared chunks,
+// and each CLI loads its command modules lazily, so `thread push` never parses notifier code.
+export default defineConfig({
+  entry: {
+    'core/index': 'src/core/index.ts',
+    'thread/index': 'src/thread/index.ts',
+    'thread/cli': 'src/thread/cli.ts',
+    'notifier/index': 'src/notifier/index.ts',
+    'notifier/cli': 'src/notifier/cli.ts',
+  },
+  format: ['esm'],
+  target: 'node20',
+  platform: 'node',
+  splitting: true,
+  sourcemap: true,
+  clean: true,
+  dts: false,
+});
