@@ -33,12 +33,17 @@ export class TimerScheduler {
     if (this.stopped) return;
     if (this.wake) clearTimeout(this.wake);
     const now = new Date();
-    let earliest = now.getTime() + MAX_SLEEP_MS;
-    for (const timer of this.options.store.list()) {
+    const { store } = this.options;
+    for (const timer of store.list()) {
       const next = nextRunAt(timer, now);
-      if (next === null) continue;
-      if (next.getTime() <= now.getTime()) this.run(timer.id, timer.command, now);
-      else earliest = Math.min(earliest, next.getTime());
+      if (next !== null && next.getTime() <= now.getTime()) this.run(timer.id, timer.command, now);
+    }
+    // Planned after the runs above, which moved their timers' next runs forward. A timer still
+    // due was skipped because its previous run goes on: look again in a second.
+    let earliest = now.getTime() + MAX_SLEEP_MS;
+    for (const timer of store.list()) {
+      const next = nextRunAt(timer, now)?.getTime();
+      if (next !== undefined) earliest = Math.min(earliest, next <= now.getTime() ? now.getTime() + 1_000 : next);
     }
     this.wake = setTimeout(() => this.reload(), Math.max(10, earliest - Date.now()));
   }

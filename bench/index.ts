@@ -1,0 +1,148 @@
+/**
+ * `npm run bench`: the speed figures the issues ask for, as medians on this machine. Each figure
+ * names its target; the script exits 1 when a target is missed, so a regression is visible.
+ * Everything runs in a temp THECLAW_HOME against the built CLIs in dist/.
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { joinCommand } from '../src/core/command.js';
+import { cliPath, packageRoot } from '../src/core/package.js';
+import { openThread, initThread } from '../src/thread/index.js';
+
+interface Figure {
+  name: string;
+  value: number;
+  unit: string;
+  target: string;
+  ok: boolean;
+}
+
+const figures: Figure[] = [];
+const home = mkdtempSync(join(tmpdir(), 'theclaw-bench-'));
+const env = { ...process.env, THECLAW_HOME: home };
+const now = () => performance.timeOrigin + performance.now();
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+function record(name: string, value: number, unit: string, target: { atLeast?: number; atMost?: number }): void {
+  const ok = (target.atLeast === undefined || value >= target.atLeast) && (target.atMost === undefined || value <= target.atMost);
+  const text = target.atLeast !== undefined ? `>= ${target.atLeast}` : `<= ${target.atMost}`;
+  figures.push({ name, value: Math.round(value * 100) / 100, unit, target: `${text} ${unit}`, ok });
+  console.error(`${ok ? 'ok  ' : 'MISS'} ${name}: ${Math.round(value * 100) / 100} ${unit} (target ${text})`);
+}
+
+function wall(argv: string[], runs: number): number {
+  const times: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    const started = now();
+    const result = spawnSync(argv[0]!, argv.slice(1), { env, stdio: ['ignore', 'ignore', 'pipe'] });
+    times.push(now() - started);
+    if (result.status !== 0) throw new Error(`${argv.join(' ')} failed: ${result.stderr}`);
+  }
+  return median(times);
+}
+
+async function waitUntil(check: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error('benchmark wait timed out');
+    await new Promise((resolve) => setTimeout(resolve, 1));
+  }
+}
+
+function benchThreadPush(): void {
+  const thread = initThread(join(home, 'push'), { home });
+  const batch = Array.from({ length: 10_000 }, (_, i) => ({ source: 'self', type: 'message', content: `{"text":"event ${i}"}` }));
+  const batchRates: number[] = [];
+  for (let run = 0; run < 7; run++) {
+    const started = now();
+    thread.pushBatch(batch);
+    batchRates.push(batch.length / ((now() - started) / 1000));
+  }
+  record('thread: in-process batched push (10,000 per batch)', median(batchRates), 'events/s', { atLeast: 100_000 });
+
+  const singleRates: number[] = [];
+  for (let run = 0; run < 7; run++) {
+    const started = now();
+    for (let i = 0; i < 2_000; i++) thread.push({ source: 'self', type: 'message', content: `{"text":"single ${i}"}` });
+    singleRates.push(2_000 / ((now() - started) / 1000));
+  }
+  record('thread: in-process single push', median(singleRates), 'events/s', { atLeast: 10_000 });
+  thread.close();
+}
+
+function benchPeek(): void {
+  const thread = initThread(join(home, 'peek'), { home });
+  const batch = Array.from({ length: 10_000 }, (_, i) => ({ source: 'external:webchat:main:dm:p:p', type: i % 3 ? 'record' : 'message', subtype: i % 3 ? 'usage' : null, content: `{"text":"event ${i}"}` }));
+  for (let i = 0; i < 10; i++) thread.pushBatch(batch);
+  const times: number[] = [];
+  for (let run = 0; run < 50; run++) {
+    const started = now();
+    const events = thread.peek({ last: 50 });
+    times.push(now() - started);
+    if (events.length !== 50) throw new Error('peek returned too few events');
+  }
+  record('thread: peek --last 50 on a 100,000-event thread (in-process)', median(times), 'ms', { atMost: 10 });
+  const filtered: number[] = [];
+  for (let run = 0; run < 50; run++) {
+    const started = now();
+    thread.peek({ last: 50, filter: "type = 'message'" });
+    filtered.push(now() - started);
+  }
+  record("thread: peek --last 50 --filter \"type = 'message'\" on 100,000 events", median(filtered), 'ms', { atMost: 10 });
+  thread.close();
+}
+
+function benchCli(): void {
+  const node = wall([process.execPath, '-e', ''], 15);
+  record("node: bare start-up (node -e '')", node, 'ms', { atMost: 120 });
+  record('thread --help', wall([process.execPath, cliPath('thread'), '--help'], 15), 'ms', { atMost: 120 });
+  const path = join(home, 'cli');
+  initThread(path, { home }).close();
+  const push = wall([process.execPath, cliPath('thread'), 'push', '--thread', path, '--source', 'self', '--type', 'message', '--content', '{"text":"hi"}'], 25);
+  record('thread push (CLI, wall)', push, 'ms', { atMost: 120 });
+}
+
+async function benchDispatch(): Promise<void> {
+  const path = join(home, 'dispatch');
+  const started = join(home, 'started.txt');
+  const seen = join(home, 'seen.txt');
+  const thread = initThread(path, { home });
+  const handler = joinCommand([process.execPath, join(packageRoot(), 'src/testing/fixtures/handler.mjs'), seen, '--started-file', started]);
+  thread.subscribe({ consumer: 'bench', handler });
+  const start = spawnSync(process.execPath, [cliPath('notifier'), 'start'], { env });
+  if (start.status !== 0) throw new Error(`notifier start failed: ${start.stderr}`);
+  try {
+    const latencies: number[] = [];
+    for (let i = 1; i <= 25; i++) {
+      const pushedAt = now();
+      thread.push({ source: 'self', type: 'message', content: `{"text":"dispatch ${i}"}` });
+      await waitUntil(() => existsSync(started) && readFileSync(started, 'utf8').trim().split('\n').length >= i);
+      const startedAt = Number(readFileSync(started, 'utf8').trim().split('\n')[i - 1]);
+      latencies.push(startedAt - pushedAt);
+      // Let the run finish and release its lease before the next push.
+      await waitUntil(() => thread.consumer('bench')?.progress === i && thread.consumer('bench')?.lease === null);
+    }
+    record('notifier: push to handler-process-start (median)', median(latencies), 'ms', { atMost: 50 });
+  } finally {
+    spawnSync(process.execPath, [cliPath('notifier'), 'stop'], { env });
+    thread.close();
+  }
+}
+
+try {
+  benchThreadPush();
+  benchPeek();
+  benchCli();
+  await benchDispatch();
+} finally {
+  rmSync(home, { recursive: true, force: true });
+}
+writeFileSync(1, JSON.stringify({ machine: { cpus: (await import('node:os')).cpus().length, node: process.version }, figures }, null, 2) + '\n');
+process.exitCode = figures.every((figure) => figure.ok) ? 0 : 1;

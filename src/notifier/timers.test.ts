@@ -1,0 +1,116 @@
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { isClawError } from '../core/errors.js';
+import { joinCommand } from '../core/command.js';
+import { createTestHome, runTool, waitFor, type TestHome } from '../testing/index.js';
+import { nextRunAt, parseDuration, parseSchedule, type Timer } from './timers.js';
+
+describe('timer schedules', () => {
+  it('parses durations with units and refuses malformed or sub-second ones', () => {
+    expect(parseDuration('30s')).toBe(30_000);
+    expect(parseDuration('1h30m')).toBe(5_400_000);
+    expect(parseDuration('2d')).toBe(172_800_000);
+    expect(parseDuration('1500ms')).toBe(1_500);
+    for (const bad of ['', '10', '5 m', 'm5', '1x', '500ms', '1s;rm']) {
+      expect(() => parseDuration(bad), bad).toThrow();
+      try {
+        parseDuration(bad);
+      } catch (error) {
+        expect(isClawError(error, 'usage')).toBe(true);
+      }
+    }
+  });
+
+  it('takes exactly one of cron, every and at, and validates cron through the cron library', () => {
+    expect(parseSchedule({ cron: '*/5 * * * *' })).toEqual({ kind: 'cron', expr: '*/5 * * * *' });
+    expect(() => parseSchedule({})).toThrow(/exactly one/);
+    expect(() => parseSchedule({ cron: '* * * * *', every: '1m' })).toThrow(/exactly one/);
+    expect(() => parseSchedule({ cron: '99 * * * *' })).toThrow(/invalid cron/);
+    expect(() => parseSchedule({ at: 'tomorrow-ish' })).toThrow(/invalid time/);
+  });
+
+  it('plans the next run: cron from now, every from the last run, at once only', () => {
+    const base: Omit<Timer, 'schedule'> = { id: 't', command: 'x', created_at: '2026-01-01T00:00:00.000Z', last_run_at: null, last_exit: null, runs: 0, done: false };
+    const now = new Date('2026-01-01T00:02:30.000Z');
+    expect(nextRunAt({ ...base, schedule: { kind: 'cron', expr: '*/5 * * * *' } }, now)?.toISOString()).toBe('2026-01-01T00:05:00.000Z');
+    expect(nextRunAt({ ...base, schedule: { kind: 'every', ms: 60_000 }, last_run_at: '2026-01-01T00:02:00.000Z' }, now)?.toISOString()).toBe('2026-01-01T00:03:00.000Z');
+    // Runs missed while down collapse into one run now.
+    expect(nextRunAt({ ...base, schedule: { kind: 'every', ms: 60_000 } }, now)?.toISOString()).toBe(now.toISOString());
+    const at = { ...base, schedule: { kind: 'at' as const, time: new Date('2026-01-02T00:00:00.000Z') } };
+    expect(nextRunAt(at, now)?.toISOString()).toBe('2026-01-02T00:00:00.000Z');
+    expect(nextRunAt({ ...at, done: true }, now)).toBeNull();
+  });
+});
+
+describe('notifier timer (CLI and daemon)', () => {
+  let t: TestHome;
+  beforeEach(() => {
+    t = createTestHome();
+    mkdirSync(join(t.home, 'notifier'), { recursive: true });
+    writeFileSync(join(t.home, 'notifier', 'config.yaml'), 'sweep_interval_seconds: 0.5\n');
+  });
+  afterEach(async () => {
+    await runTool('notifier', ['stop'], t.env);
+    t.cleanup();
+  });
+
+  const ticks = (file: string) => (existsSync(file) ? readFileSync(file, 'utf8').trim().split('\n').length : 0);
+  const appendCommand = (file: string) => joinCommand(['bash', '-c', `echo "$THECLAW_TIMER" >> '${file}'`]);
+
+  it('runs an interval timer, keeps it across a restart, and stops running it once removed', async () => {
+    const file = join(t.home, 'ticks with space.txt');
+    const add = await runTool('notifier', ['timer', 'add', '--id', 'tick', '--every', '1s', '--command', appendCommand(file), '--json'], t.env);
+    expect(add.code, add.stderr).toBe(0);
+    expect(JSON.parse(add.stdout)).toMatchObject({ id: 'tick', schedule: 'every 1s', runs: 0 });
+    expect((await runTool('notifier', ['start'], t.env)).code).toBe(0);
+    await waitFor(() => ticks(file) >= 2, 'two ticks');
+    expect(readFileSync(file, 'utf8').split('\n')[0]).toBe('tick');
+
+    await runTool('notifier', ['stop'], t.env);
+    const before = ticks(file);
+    expect((await runTool('notifier', ['start'], t.env)).code).toBe(0);
+    await waitFor(() => ticks(file) >= before + 1, 'a tick after the restart');
+
+    const list = JSON.parse((await runTool('notifier', ['timer', 'list', '--json'], t.env)).stdout);
+    expect(list).toHaveLength(1);
+    expect(list[0].runs).toBeGreaterThanOrEqual(3);
+    expect(list[0].last_exit).toBe('exited 0');
+
+    expect((await runTool('notifier', ['timer', 'remove', '--id', 'tick'], t.env)).code).toBe(0);
+    // Give a removed timer the chance to run twice more; the count must not move. The daemon was
+    // poked by `remove`, so a run already planned is dropped on that reload.
+    const after = ticks(file);
+    await new Promise((resolve) => setTimeout(resolve, 2500));
+    expect(ticks(file)).toBeLessThanOrEqual(after + 1);
+    expect(JSON.parse((await runTool('notifier', ['timer', 'list', '--json'], t.env)).stdout)).toEqual([]);
+  });
+
+  it('runs a one-shot timer once and then shows no next run', async () => {
+    const file = join(t.home, 'once.txt');
+    expect((await runTool('notifier', ['start'], t.env)).code).toBe(0);
+    const at = new Date(Date.now() + 500).toISOString();
+    expect((await runTool('notifier', ['timer', 'add', '--id', 'once', '--at', at, '--command', appendCommand(file)], t.env)).code).toBe(0);
+    await waitFor(() => ticks(file) >= 1, 'the one-shot run');
+    const [timer] = JSON.parse((await runTool('notifier', ['timer', 'list', '--json'], t.env)).stdout);
+    expect(timer).toMatchObject({ id: 'once', runs: 1, next_run_at: null });
+  });
+
+  it('refuses a duplicate id, a bad cron expression and an unknown timer with the right exit codes', async () => {
+    const add = ['timer', 'add', '--id', 'dup', '--cron', '0 9 * * 1-5', '--command', 'true'];
+    expect((await runTool('notifier', add, t.env)).code).toBe(0);
+    const again = await runTool('notifier', add, t.env);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toBe('Error: timer dup exists - remove it first: notifier timer remove --id dup\n');
+    const badCron = await runTool('notifier', ['timer', 'add', '--id', 'bad', '--cron', '61 * * * *', '--command', 'true'], t.env);
+    expect(badCron.code).toBe(2);
+    expect(badCron.stderr).toMatch(/^Error: invalid cron expression/);
+    const none = await runTool('notifier', ['timer', 'add', '--id', 'none', '--command', 'true'], t.env);
+    expect(none.code).toBe(2);
+    const remove = await runTool('notifier', ['timer', 'remove', '--id', 'ghost', '--json'], t.env);
+    expect(remove.code).toBe(1);
+    expect(JSON.parse(remove.stdout)).toEqual({ error: 'no timer ghost', suggestion: 'see the timers with: notifier timer list' });
+    const human = await runTool('notifier', ['timer', 'list'], t.env);
+    expect(human.stdout).toMatch(/^timers:\n {2}dup: cron 0 9 \* \* 1-5, next \S+, runs 0: true\n$/);
+  });
+});
