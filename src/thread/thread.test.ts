@@ -1,0 +1,537 @@
+import Database from 'better-sqlite3';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { ClawError, isClawError, type ErrorKind } from '../core/errors.js';
+import { packageRoot } from '../core/package.js';
+import { createTestHome, type TestHome } from '../testing/index.js';
+import { initThread, openThread, type Thread } from './thread.js';
+import { MAX_CONTENT_BYTES, type PushInput } from './types.js';
+
+let t: TestHome;
+let opened: Thread[];
+
+beforeEach(() => {
+  t = createTestHome();
+  opened = [];
+});
+
+afterEach(() => {
+  for (const thread of opened) thread.close();
+  t.cleanup();
+});
+
+/** A fresh thread in the test home; closed after the test. */
+function newThread(name = 'thread'): Thread {
+  const thread = initThread(join(t.home, name), { home: t.home });
+  opened.push(thread);
+  return thread;
+}
+
+function reopen(thread: Thread): Thread {
+  const again = openThread(thread.path, { home: t.home });
+  opened.push(again);
+  return again;
+}
+
+function msg(content: string, extra: Partial<PushInput> = {}): PushInput {
+  return { source: 'self', type: 'message', content, ...extra };
+}
+
+/** Runs `fn`, expects a ClawError of `kind`, returns it. */
+function expectClawError(fn: () => unknown, kind: ErrorKind): ClawError {
+  try {
+    fn();
+  } catch (error) {
+    if (!isClawError(error)) throw error;
+    expect(error.kind, error.message).toBe(kind);
+    return error;
+  }
+  throw new Error(`expected a ${kind} ClawError, but nothing was thrown`);
+}
+
+function ids(events: { id: number }[]): number[] {
+  return events.map((event) => event.id);
+}
+
+describe('push', () => {
+  it('returns strictly increasing ids, starting at 1', () => {
+    const thread = newThread();
+    const pushed = Array.from({ length: 5 }, (_, n) => thread.push(msg(`m${n}`)));
+    expect(pushed).toEqual([1, 2, 3, 4, 5]);
+    expect(ids(thread.peek())).toEqual(pushed);
+    expect(thread.info()).toMatchObject({ events: 5, last_id: 5 });
+  });
+
+  it('stores the event fields as given, with subtype null when not given', () => {
+    const thread = newThread();
+    thread.push({ source: 'external:webchat:main:dm:1:1', type: 'message', content: '{"text":"hi"}' });
+    thread.push({ source: 'self', type: 'record', subtype: 'toolcall', content: 'x' });
+    const [first, second] = thread.peek();
+    expect(first).toMatchObject({ id: 1, source: 'external:webchat:main:dm:1:1', type: 'message', subtype: null, content: '{"text":"hi"}' });
+    expect(second).toMatchObject({ id: 2, type: 'record', subtype: 'toolcall' });
+    expect(new Date(first!.created_at).toISOString()).toBe(first!.created_at);
+  });
+
+  it('pushBatch returns ids in input order', () => {
+    const thread = newThread();
+    thread.push(msg('before'));
+    expect(thread.pushBatch([msg('a'), msg('b'), msg('c')])).toEqual([2, 3, 4]);
+    expect(thread.peek().map((event) => event.content)).toEqual(['before', 'a', 'b', 'c']);
+  });
+
+  it('pushBatch is all-or-nothing: an invalid event in the middle stores nothing and leaves no gap', () => {
+    const thread = newThread();
+    thread.push(msg('first'));
+    const before = thread.info();
+    const error = expectClawError(() => thread.pushBatch([msg('a'), { source: 'self', type: 'Message!', content: 'b' }, msg('c')]), 'usage');
+    expect(error.message).toContain('event 2');
+    expect(thread.info()).toEqual(before);
+    expect(thread.peek().map((event) => event.content)).toEqual(['first']);
+    expect(thread.push(msg('next'))).toBe(2);
+  });
+
+  it('pushBatch with an oversized event at the end stores none of the earlier ones', () => {
+    const thread = newThread();
+    expectClawError(() => thread.pushBatch([msg('a'), msg('b'), msg('x'.repeat(MAX_CONTENT_BYTES + 1))]), 'usage');
+    expect(thread.info()).toMatchObject({ events: 0, last_id: 0 });
+  });
+
+  it('a repeated idempotency key returns the first id, stores nothing and leaves no gap in the ids', () => {
+    const thread = newThread();
+    const first = thread.push(msg('original', { idempotency_key: 'k1' }));
+    const again = thread.push(msg('different content', { idempotency_key: 'k1' }));
+    expect(again).toBe(first);
+    expect(thread.peek().map((event) => event.content)).toEqual(['original']);
+    expect(thread.push(msg('next'))).toBe(first + 1);
+  });
+
+  it('a repeated idempotency key within one batch returns the first id for each repeat', () => {
+    const thread = newThread();
+    thread.push(msg('stored earlier', { idempotency_key: 'old' }));
+    const result = thread.pushBatch([
+      msg('a', { idempotency_key: 'k' }),
+      msg('a again', { idempotency_key: 'k' }),
+      msg('old again', { idempotency_key: 'old' }),
+      msg('b'),
+      msg('a third time', { idempotency_key: 'k' }),
+    ]);
+    expect(result).toEqual([2, 2, 1, 3, 2]);
+    expect(thread.peek().map((event) => event.content)).toEqual(['stored earlier', 'a', 'b']);
+    expect(thread.info()).toMatchObject({ events: 3, last_id: 3 });
+    expect(thread.push(msg('c'))).toBe(4);
+  });
+
+  it('the idempotency key is remembered across processes opening the thread again', () => {
+    const thread = newThread();
+    const first = thread.push(msg('a', { idempotency_key: 'x' }));
+    thread.close();
+    expect(reopen(thread).push(msg('a', { idempotency_key: 'x' }))).toBe(first);
+  });
+
+  it('never reuses an id, even after the newest events were deleted from the database', () => {
+    const thread = newThread();
+    thread.pushBatch([msg('a'), msg('b'), msg('c')]);
+    const db = new Database(join(thread.path, 'events.db'));
+    db.prepare('DELETE FROM events WHERE id >= 2').run();
+    db.close();
+    expect(thread.push(msg('d'))).toBe(4);
+    thread.close();
+    expect(reopen(thread).push(msg('e'))).toBe(5);
+  });
+
+  it.each([
+    ['content over 1 MiB', msg('x'.repeat(MAX_CONTENT_BYTES + 1)), 'content'],
+    ['content over 1 MiB in UTF-8 bytes though not in characters', msg('é'.repeat(MAX_CONTENT_BYTES / 2 + 1)), 'content'],
+    ['an empty source', { source: '', type: 'message', content: 'x' }, 'source'],
+    ['a source with a control character', { source: 'self\nevil', type: 'message', content: 'x' }, 'source'],
+    ["a type like 'Message!'", { source: 'self', type: 'Message!', content: 'x' }, 'type'],
+    ['an upper-case subtype', { source: 'self', type: 'record', subtype: 'ToolCall', content: 'x' }, 'subtype'],
+    ['a missing content', { source: 'self', type: 'message' } as PushInput, 'content'],
+  ])('rejects %s as a usage error and stores nothing', (_, input, field) => {
+    const thread = newThread();
+    const error = expectClawError(() => thread.push(input), 'usage');
+    expect(error.message).toContain(field);
+    expect(thread.info()).toMatchObject({ events: 0, last_id: 0 });
+    expect(existsSync(join(thread.path, 'events.jsonl'))).toBe(false);
+  });
+
+  it('accepts content of exactly 1 MiB', () => {
+    const thread = newThread();
+    const id = thread.push(msg('x'.repeat(MAX_CONTENT_BYTES)));
+    expect(thread.peek()[0]).toMatchObject({ id, content: 'x'.repeat(MAX_CONTENT_BYTES) });
+  });
+});
+
+describe('pop and ack', () => {
+  it('pop without ack returns the same events again (at-least-once), also to a new reader', () => {
+    const thread = newThread();
+    thread.pushBatch([msg('a'), msg('b'), msg('c')]);
+    const first = thread.pop('worker');
+    expect(ids(first)).toEqual([1, 2, 3]);
+    expect(thread.pop('worker')).toEqual(first);
+    expect(reopen(thread).pop('worker')).toEqual(first);
+    expect(thread.consumer('worker')).toMatchObject({ progress: 0, pending: 3 });
+  });
+
+  it('ack moves progress and pop then returns only later events', () => {
+    const thread = newThread();
+    thread.pushBatch([msg('a'), msg('b'), msg('c')]);
+    expect(thread.ack('worker', 2)).toBe(2);
+    expect(ids(thread.pop('worker'))).toEqual([3]);
+    expect(thread.consumer('worker')).toMatchObject({ progress: 2, pending: 1 });
+  });
+
+  it('pop with lastEventId acknowledges that id first, then returns the events after it', () => {
+    const thread = newThread();
+    thread.pushBatch([msg('a'), msg('b'), msg('c')]);
+    expect(ids(thread.pop('worker', { lastEventId: 1 }))).toEqual([2, 3]);
+    expect(thread.consumer('worker')!.progress).toBe(1);
+  });
+
+  it('pop honours limit', () => {
+    const thread = newThread();
+    thread.pushBatch(Array.from({ length: 10 }, (_, n) => msg(`m${n}`)));
+    expect(ids(thread.pop('worker', { limit: 3 }))).toEqual([1, 2, 3]);
+    expect(ids(thread.pop('worker', { lastEventId: 3, limit: 3 }))).toEqual([4, 5, 6]);
+  });
+
+  it('ack of a lower id keeps the higher progress', () => {
+    const thread = newThread();
+    thread.pushBatch(Array.from({ length: 5 }, (_, n) => msg(`m${n}`)));
+    expect(thread.ack('worker', 4)).toBe(4);
+    expect(thread.ack('worker', 2)).toBe(4);
+    expect(thread.ack('worker', 0)).toBe(4);
+    expect(thread.consumer('worker')!.progress).toBe(4);
+    expect(ids(thread.pop('worker'))).toEqual([5]);
+  });
+
+  it('pop with an old lastEventId does not replay acknowledged events (the anchor bug)', () => {
+    const thread = newThread();
+    thread.pushBatch(Array.from({ length: 5 }, (_, n) => msg(`m${n}`)));
+    // A handler read up to 5 and acknowledged it...
+    expect(ids(thread.pop('worker', { lastEventId: 2 }))).toEqual([3, 4, 5]);
+    thread.ack('worker', 5);
+    // ...and a caller that still passes the id it had before must not get 3..5 again.
+    expect(thread.pop('worker', { lastEventId: 2 })).toEqual([]);
+    expect(thread.consumer('worker')!.progress).toBe(5);
+    thread.push(msg('m5'));
+    expect(ids(thread.pop('worker', { lastEventId: 2 }))).toEqual([6]);
+  });
+
+  it('a consumer looping pop --last-event-id <last id seen> gets every event exactly once and finishes', () => {
+    const thread = newThread();
+    thread.pushBatch(Array.from({ length: 11 }, (_, n) => msg(`m${n}`)));
+    const seen: number[] = [];
+    let last: number | undefined;
+    for (let round = 0; round < 20; round++) {
+      const batch = thread.pop('worker', { lastEventId: last, limit: 3 });
+      if (batch.length === 0) break;
+      seen.push(...ids(batch));
+      last = batch.at(-1)!.id;
+    }
+    expect(seen).toEqual(Array.from({ length: 11 }, (_, n) => n + 1));
+    expect(thread.consumer('worker')!.progress).toBe(11);
+  });
+
+  it('ack of an id past the newest event is a not_found error and stores nothing', () => {
+    const thread = newThread();
+    thread.pushBatch([msg('a'), msg('b')]);
+    const before = thread.info();
+    const error = expectClawError(() => thread.ack('worker', 3), 'not_found');
+    expect(error.message).toContain('3');
+    expect(thread.info()).toEqual(before);
+    expect(thread.consumer('worker')).toBeNull();
+    thread.ack('worker', 1);
+    expectClawError(() => thread.ack('worker', 99), 'not_found');
+    expect(thread.consumer('worker')!.progress).toBe(1);
+  });
+
+  it('pop with a lastEventId past the newest event is a not_found error and keeps progress', () => {
+    const thread = newThread();
+    thread.pushBatch([msg('a'), msg('b')]);
+    thread.ack('worker', 1);
+    expectClawError(() => thread.pop('worker', { lastEventId: 7 }), 'not_found');
+    expect(thread.consumer('worker')!.progress).toBe(1);
+    expect(ids(thread.pop('worker'))).toEqual([2]);
+  });
+
+  it.each([-1, 1.5, Number.NaN])('refuses the event id %s as a usage error', (eventId) => {
+    const thread = newThread();
+    thread.push(msg('a'));
+    expectClawError(() => thread.ack('worker', eventId), 'usage');
+    expect(thread.consumer('worker')).toBeNull();
+  });
+
+  it('refuses a consumer name with a slash or a space as a usage error', () => {
+    const thread = newThread();
+    expectClawError(() => thread.pop('../evil'), 'usage');
+    expectClawError(() => thread.ack('a b', 0), 'usage');
+    expect(thread.info().consumers).toEqual([]);
+  });
+
+  it('pop applies the subscription filter, and progress covers the events it skipped', () => {
+    const thread = newThread();
+    thread.subscribe({ consumer: 'worker', handler: 'true', filter: "type = 'message' AND source != 'self'" });
+    thread.pushBatch([
+      msg('from peer', { source: 'external:a' }),
+      { source: 'self', type: 'record', subtype: 'toolcall', content: 'r' },
+      msg('from self'),
+      msg('from peer 2', { source: 'external:b' }),
+    ]);
+    const popped = thread.pop('worker');
+    expect(popped.map((event) => event.content)).toEqual(['from peer', 'from peer 2']);
+    expect(thread.consumer('worker')!.pending).toBe(2);
+    expect(thread.pop('worker', { lastEventId: popped.at(-1)!.id })).toEqual([]);
+    expect(thread.consumer('worker')).toMatchObject({ progress: 4, pending: 0 });
+    expect(thread.hasPending('worker')).toBe(false);
+  });
+
+  it('consumers keep separate progress', () => {
+    const thread = newThread();
+    thread.pushBatch([msg('a'), msg('b')]);
+    thread.ack('one', 2);
+    expect(ids(thread.pop('two'))).toEqual([1, 2]);
+    expect(thread.pop('one')).toEqual([]);
+  });
+});
+
+describe('peek', () => {
+  it('returns events oldest first after lastEventId, up to limit, and consumes nothing', () => {
+    const thread = newThread();
+    thread.pushBatch(Array.from({ length: 10 }, (_, n) => msg(`m${n}`)));
+    expect(ids(thread.peek({ afterId: 3, limit: 4 }))).toEqual([4, 5, 6, 7]);
+    expect(ids(thread.peek({ limit: 2 }))).toEqual([1, 2]);
+    expect(thread.info().consumers).toEqual([]);
+  });
+
+  it('last K returns the newest K, oldest first', () => {
+    const thread = newThread();
+    thread.pushBatch(Array.from({ length: 10 }, (_, n) => msg(`m${n}`)));
+    expect(ids(thread.peek({ last: 3 }))).toEqual([8, 9, 10]);
+    expect(ids(thread.peek({ last: 50 }))).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+  });
+
+  it('last K applies the filter and lastEventId', () => {
+    const thread = newThread();
+    thread.pushBatch(Array.from({ length: 10 }, (_, n) => (n % 2 === 0 ? msg(`m${n}`) : { source: 'self', type: 'record', content: `r${n}` })));
+    // messages are ids 1, 3, 5, 7, 9
+    expect(ids(thread.peek({ last: 2, filter: "type = 'message'" }))).toEqual([7, 9]);
+    expect(ids(thread.peek({ last: 10, filter: "type = 'message'", afterId: 4 }))).toEqual([5, 7, 9]);
+  });
+
+  it('applies a filter', () => {
+    const thread = newThread();
+    thread.pushBatch([msg('a', { source: 'external:x' }), msg('b'), { source: 'self', type: 'record', subtype: 'usage', content: 'u' }]);
+    expect(thread.peek({ filter: "source LIKE 'external:%'" }).map((e) => e.content)).toEqual(['a']);
+    expect(thread.peek({ filter: 'subtype IS NOT NULL' }).map((e) => e.content)).toEqual(['u']);
+    expect(thread.peek({ filter: 'id IN (1, 3)' }).map((e) => e.content)).toEqual(['a', 'u']);
+  });
+
+  it('rejects an invalid filter with a usage error naming the position', () => {
+    const thread = newThread();
+    thread.push(msg('a'));
+    const error = expectClawError(() => thread.peek({ filter: "type = 'message' AND" }), 'usage');
+    expect(error.message).toMatch(/position 21/);
+    expect(error.suggestion).toBeTruthy();
+  });
+
+  it.each(['0) UNION SELECT * FROM events --', "type = 'x' OR 1=1; DROP TABLE events; --", 'content = 1'])(
+    'rejects the injection attempt %j and leaves the events intact',
+    (filter) => {
+      const thread = newThread();
+      thread.pushBatch([msg('a'), msg('b')]);
+      const error = expectClawError(() => thread.peek({ filter }), 'usage');
+      expect(error.message).toMatch(/position \d+/);
+      expectClawError(() => thread.subscribe({ consumer: 'worker', handler: 'true', filter }), 'usage');
+      expect(thread.info()).toMatchObject({ events: 2, consumers: [] });
+    },
+  );
+});
+
+describe('subscribe and unsubscribe', () => {
+  it('an invalid filter at subscribe stores nothing and keeps the previous subscription', () => {
+    const thread = newThread();
+    thread.subscribe({ consumer: 'worker', handler: 'my-handler --flag', filter: "type = 'message'" });
+    thread.push(msg('a'));
+    const before = thread.info();
+    const error = expectClawError(() => thread.subscribe({ consumer: 'worker', handler: 'other', filter: "type = 'message' AND (" }), 'usage');
+    expect(error.message).toMatch(/position \d+/);
+    expect(thread.info()).toEqual(before);
+    expect(thread.consumer('worker')).toMatchObject({ subscribed: true, handler: 'my-handler --flag', filter: "type = 'message'" });
+    expectClawError(() => thread.subscribe({ consumer: 'newcomer', handler: 'x', filter: 'bogus' }), 'usage');
+    expect(thread.consumer('newcomer')).toBeNull();
+  });
+
+  it('a handler that cannot be split is refused at subscribe and stores nothing', () => {
+    const thread = newThread();
+    expectClawError(() => thread.subscribe({ consumer: 'worker', handler: 'handler "unclosed' }), 'usage');
+    expectClawError(() => thread.subscribe({ consumer: 'worker', handler: '   ' }), 'usage');
+    expect(thread.info().consumers).toEqual([]);
+  });
+
+  it('subscribe records handler and filter, registers the thread with notifier and keeps existing progress', () => {
+    const thread = newThread();
+    thread.pushBatch([msg('a'), msg('b')]);
+    thread.ack('worker', 1);
+    thread.subscribe({ consumer: 'worker', handler: 'run it', filter: "type = 'message'" });
+    expect(thread.consumer('worker')).toMatchObject({ progress: 1, pending: 1, subscribed: true, handler: 'run it', filter: "type = 'message'" });
+    const registry = join(t.home, 'notifier', 'threads');
+    const registered = readdirSync(registry)
+      .filter((name) => name.endsWith('.json'))
+      .map((name) => (JSON.parse(readFileSync(join(registry, name), 'utf8')) as { path: string }).path);
+    expect(registered).toEqual([thread.path]);
+  });
+
+  it('unsubscribe keeps progress and a later subscribe resumes where it stopped', () => {
+    const thread = newThread();
+    thread.subscribe({ consumer: 'worker', handler: 'h' });
+    thread.pushBatch([msg('a'), msg('b'), msg('c')]);
+    expect(ids(thread.pop('worker', { limit: 2 }))).toEqual([1, 2]);
+    thread.ack('worker', 2);
+    thread.unsubscribe('worker');
+    expect(thread.consumer('worker')).toMatchObject({ subscribed: false, progress: 2 });
+    expect(thread.subscriptions()).toEqual([]);
+    thread.pushBatch([msg('d'), msg('e')]);
+    thread.subscribe({ consumer: 'worker', handler: 'h' });
+    expect(thread.consumer('worker')).toMatchObject({ subscribed: true, progress: 2, pending: 3 });
+    expect(ids(thread.pop('worker'))).toEqual([3, 4, 5]);
+  });
+
+  it('unsubscribe of an unknown consumer is not_found', () => {
+    const thread = newThread();
+    expectClawError(() => thread.unsubscribe('nobody'), 'not_found');
+    expect(thread.info().consumers).toEqual([]);
+  });
+});
+
+describe('events.jsonl', () => {
+  it('holds one JSON line per stored event, matching what peek returns', () => {
+    const thread = newThread();
+    thread.push(msg('single', { idempotency_key: 'k' }));
+    thread.push(msg('repeat', { idempotency_key: 'k' })); // stores nothing
+    thread.pushBatch([msg('b1'), { source: 'self', type: 'record', subtype: 'decision', content: 'line\nbreak "quoted"' }]);
+    expect(() => thread.pushBatch([msg('never'), { source: '', type: 'message', content: 'x' }])).toThrow(ClawError);
+    thread.push(msg('last'));
+    const lines = readFileSync(join(thread.path, 'events.jsonl'), 'utf8').split('\n');
+    expect(lines.at(-1)).toBe('');
+    const parsed = lines.slice(0, -1).map((line) => JSON.parse(line) as unknown);
+    expect(parsed).toEqual(thread.peek({ limit: 1000 }));
+    expect(parsed).toHaveLength(4);
+  });
+});
+
+describe('opening threads', () => {
+  it('opening a directory that is not a thread is not_found and creates nothing', () => {
+    const empty = join(t.home, 'empty');
+    mkdirSync(empty);
+    expectClawError(() => openThread(empty, { home: t.home }), 'not_found');
+    expect(existsSync(join(empty, 'events.db'))).toBe(false);
+    const missing = join(t.home, 'missing');
+    const error = expectClawError(() => openThread(missing, { home: t.home }), 'not_found');
+    expect(error.suggestion).toContain('thread init');
+    expect(existsSync(missing)).toBe(false);
+  });
+
+  it('initThread creates events.db and logs/', () => {
+    const thread = newThread('made');
+    expect(existsSync(join(thread.path, 'events.db'))).toBe(true);
+    expect(existsSync(join(thread.path, 'logs'))).toBe(true);
+    expect(thread.info()).toEqual({ path: join(t.home, 'made'), events: 0, last_id: 0, consumers: [] });
+  });
+
+  it('initThread on an existing thread is a conflict and leaves it untouched', () => {
+    const thread = newThread('twice');
+    thread.push(msg('keep me'));
+    expectClawError(() => initThread(thread.path, { home: t.home }), 'conflict');
+    expect(reopen(thread).peek().map((event) => event.content)).toEqual(['keep me']);
+  });
+
+  it('a file that is not a thread database is refused, not overwritten', () => {
+    const dir = join(t.home, 'notdb');
+    mkdirSync(dir);
+    writeFileSync(join(dir, 'events.db'), '');
+    // An empty file is a valid empty SQLite database without our schema.
+    const error = expectClawError(() => openThread(dir, { home: t.home }), 'invalid');
+    expect(error.message).toContain('schema version 0');
+  });
+
+  it('two openThread(create: true) in one process on the same new path both succeed and share the events', () => {
+    const path = join(t.home, 'shared');
+    const a = openThread(path, { create: true, home: t.home });
+    const b = openThread(path, { create: true, home: t.home });
+    opened.push(a, b);
+    expect(a.push(msg('from a'))).toBe(1);
+    expect(b.push(msg('from b'))).toBe(2);
+    expect(a.peek().map((event) => event.content)).toEqual(['from a', 'from b']);
+  });
+
+  it('processes opening the same new path with create: true at the same moment all succeed and the schema is created once', async () => {
+    const path = join(t.home, 'raced');
+    const library = pathToFileURL(join(packageRoot(), 'dist', 'thread', 'index.js')).href;
+    const script = `
+      import { openThread } from ${JSON.stringify(library)};
+      process.stdout.write('ready\\n');
+      await new Promise((resolve) => process.stdin.once('data', resolve));
+      const thread = openThread(process.argv[1], { create: true });
+      const id = thread.push({ source: 'self', type: 'message', content: process.argv[2] });
+      thread.close();
+      process.stdout.write(id + '\\n');
+      process.stdin.destroy();
+    `;
+    const results = await startTogether(
+      Array.from({ length: 6 }, (_, n) => [process.execPath, ['--input-type=module', '-e', script, path, `p${n}`]] as const),
+    );
+    for (const result of results) expect(result.code, result.stderr).toBe(0);
+    const pushed = results.map((result) => Number(result.stdout.trim().split('\n').at(-1)));
+    expect([...pushed].sort((x, y) => x - y)).toEqual([1, 2, 3, 4, 5, 6]);
+    const thread = openThread(path, { home: t.home });
+    opened.push(thread);
+    expect(thread.info()).toMatchObject({ events: 6, last_id: 6 });
+    const db = new Database(join(path, 'events.db'), { readonly: true });
+    try {
+      expect(db.prepare("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name IN ('events', 'consumers')").pluck().get()).toBe(2);
+      expect(db.pragma('user_version', { simple: true })).toBe(1);
+      expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
+    } finally {
+      db.close();
+    }
+  });
+});
+
+interface ChildResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Starts processes that each print `ready` and then wait for a line on stdin; once all are ready
+ * they are released together (a barrier, not a sleep), and their results are collected.
+ */
+async function startTogether(commands: readonly (readonly [string, readonly string[]])[]): Promise<ChildResult[]> {
+  const children = commands.map(([command, args]) => {
+    const child = spawn(command, args, { env: t.env, stdio: ['pipe', 'pipe', 'pipe'] });
+    const result: ChildResult = { code: null, stdout: '', stderr: '' };
+    child.stdout.setEncoding('utf8');
+    child.stderr.setEncoding('utf8');
+    child.stderr.on('data', (chunk: string) => (result.stderr += chunk));
+    const ready = new Promise<void>((resolve, reject) => {
+      child.stdout.on('data', (chunk: string) => {
+        result.stdout += chunk;
+        if (result.stdout.includes('ready\n')) resolve();
+      });
+      child.once('exit', (code) => reject(new Error(`child exited with ${code} before it was ready: ${result.stderr}`)));
+    });
+    const done = new Promise<ChildResult>((resolve, reject) => {
+      child.once('error', reject);
+      child.once('close', (code) => resolve({ ...result, code }));
+    });
+    return { child, ready, done };
+  });
+  await Promise.all(children.map((c) => c.ready));
+  for (const { child } of children) child.stdin.end('go\n');
+  return Promise.all(children.map((c) => c.done));
+}
