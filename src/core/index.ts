@@ -12,3 +12,4 @@ export * from './secrets.js';
 export * from './slug.js';
 export * from './ipc.js';
 export * from './package.js';
+export * from './validate.js';

@@ -1,5 +1,6 @@
-import { z } from 'zod';
 import { ClawError } from './errors.js';
+import * as z from 'zod/mini';
+import { validate } from './validate.js';
 
 /**
  * The content of a `message` event (DESIGN §7): a JSON string every tool reads through these
@@ -9,38 +10,38 @@ import { ClawError } from './errors.js';
 export const ExternalReplyContextSchema = z.object({
   kind: z.literal('external'),
   /** `<channel_type>:<instance>`, e.g. `telegram:main`. */
-  channel_id: z.string().min(1),
-  conversation_type: z.string().min(1),
-  conversation_id: z.string().min(1),
-  peer_id: z.string().min(1),
+  channel_id: z.string().check(z.minLength(1)),
+  conversation_type: z.string().check(z.minLength(1)),
+  conversation_id: z.string().check(z.minLength(1)),
+  peer_id: z.string().check(z.minLength(1)),
   /** The platform's id of the message being answered, so the reply can quote it. */
-  message_id: z.string().min(1).optional(),
+  message_id: z.optional(z.string().check(z.minLength(1))),
 });
 
 export const InternalReplyContextSchema = z.object({
   kind: z.literal('internal'),
-  conversation_type: z.string().min(1),
-  conversation_id: z.string().min(1),
+  conversation_type: z.string().check(z.minLength(1)),
+  conversation_id: z.string().check(z.minLength(1)),
   /** The agent that sent the message and gets the reply in its inbox. */
-  agent_id: z.string().min(1),
+  agent_id: z.string().check(z.minLength(1)),
 });
 
 export const ReplyContextSchema = z.discriminatedUnion('kind', [ExternalReplyContextSchema, InternalReplyContextSchema]);
 
 export const AttachmentSchema = z.object({
-  type: z.string().min(1),
-  name: z.string().optional(),
-  url: z.string().optional(),
-  path: z.string().optional(),
-  mime_type: z.string().optional(),
+  type: z.string().check(z.minLength(1)),
+  name: z.optional(z.string()),
+  url: z.optional(z.string()),
+  path: z.optional(z.string()),
+  mime_type: z.optional(z.string()),
 });
 
 export const MessageContentSchema = z.object({
   text: z.string(),
-  attachments: z.array(AttachmentSchema).default([]),
-  reply_context: ReplyContextSchema.optional(),
+  attachments: z._default(z.array(AttachmentSchema), []),
+  reply_context: z.optional(ReplyContextSchema),
   /** Id of the event (in the same thread) this message answers. */
-  in_reply_to: z.number().int().positive().optional(),
+  in_reply_to: z.optional(z.int().check(z.positive())),
 });
 
 export type ExternalReplyContext = z.infer<typeof ExternalReplyContextSchema>;
@@ -60,13 +61,10 @@ export function parseMessageContent(content: string): MessageContent {
       cause: error,
     });
   }
-  const parsed = MessageContentSchema.safeParse(json);
-  if (!parsed.success) {
-    throw new ClawError('invalid', `message content does not match the schema: ${z.prettifyError(parsed.error)}`, {
-      suggestion: 'store message content as {"text": "...", "attachments": [], "reply_context": {...}}',
-    });
-  }
-  return parsed.data;
+  return validate(MessageContentSchema, json, {
+    what: 'message content',
+    suggestion: 'store message content as {"text": "...", "attachments": [], "reply_context": {...}}',
+  });
 }
 
 export function formatMessageContent(content: MessageContent): string {

@@ -6,7 +6,7 @@ import { listThreads, unregisterThread } from '../thread/registry.js';
 import { openThread, type Thread } from '../thread/thread.js';
 import type { ConsumerInfo } from '../thread/types.js';
 import type { NotifierConfig } from './config.js';
-import { describeOutcome, OutputFile, succeeded, superviseChild, type RunOutcome } from './run.js';
+import { describeOutcome, formatRun, OutputFile, succeeded, superviseChild, type RunOutcome } from './run.js';
 
 export interface DispatcherOptions {
   home: string;
@@ -134,20 +134,21 @@ export class Dispatcher {
     const thread = this.open(slot.thread);
     if (!thread) return;
     thread.releaseLease(slot.consumer, pid);
-    const what = `${slot.consumer} on ${slot.thread} (pid ${pid}) ${describeOutcome(outcome)} in ${outcome.durationMs} ms`;
-    const output = outcome.output.trimEnd();
+    const what = `${slot.consumer} on ${slot.thread} (pid ${pid})`;
     if (!succeeded(outcome)) {
-      this.failed(thread, slot, before.failures, `${describeOutcome(outcome)}${output ? `: ${lastLine(output)}` : ''}`, `${what}${indent(output)}`);
+      const output = outcome.output.trimEnd();
+      this.failed(thread, slot, before.failures, `${describeOutcome(outcome)}${output ? `: ${lastLine(output)}` : ''}`, formatRun(what, outcome));
       return;
     }
     const after = thread.consumer(slot.consumer);
     if (after && after.pending > 0 && after.progress === before.progress) {
       // Exit 0 without acknowledging anything while work waits: dispatching again at once would
       // spin, so it counts as a failure and backs off.
-      this.failed(thread, slot, before.failures, 'exited 0 without acknowledging pending events', `${what} without acknowledging pending events${indent(output)}`);
+      const note = ' without acknowledging pending events';
+      this.failed(thread, slot, before.failures, `exited 0${note}`, formatRun(what, outcome, note));
       return;
     }
-    this.options.logger.info(`${what}${indent(output)}`);
+    this.options.logger.info(formatRun(what, outcome));
     if (before.failures > 0) thread.recordRun(slot.consumer, { ok: true });
     // Events may have arrived while it ran.
     this.schedule(slot.thread);
@@ -205,8 +206,4 @@ export class Dispatcher {
 
 function lastLine(text: string): string {
   return text.slice(text.lastIndexOf('\n') + 1).slice(0, 300);
-}
-
-function indent(output: string): string {
-  return output ? `\n${output.replace(/^/gm, '  | ')}` : '';
 }

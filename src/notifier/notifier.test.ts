@@ -1,3 +1,4 @@
+import Database from 'better-sqlite3';
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, statSync, writeFileSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -101,6 +102,17 @@ describe('notifier dispatch', () => {
     await startNotifier();
     await waitFor(() => seenIds().length >= 5, 'offline events handled');
     expect(seenIds()).toEqual(range(5));
+  });
+
+  it('finds an event whose poke was lost on the next sweep', async () => {
+    await startNotifier();
+    await subscribe([]);
+    // A writer that stored its event but died before poking: a raw insert, no poke at all.
+    const db = new Database(join(threadDir, 'events.db'));
+    db.prepare("INSERT INTO events (created_at, source, type, content) VALUES (?, 'self', 'message', 'unpoked')").run(new Date().toISOString());
+    db.close();
+    await waitFor(() => seenIds().length >= 1, 'the sweep to dispatch the unpoked event', 5_000);
+    expect(seenIds()).toEqual([1]);
   });
 
   it('reclaims a lease whose holder died and dispatches the waiting events', async () => {

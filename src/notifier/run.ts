@@ -23,6 +23,12 @@ export function describeOutcome(outcome: RunOutcome): string {
   return `exited ${outcome.code}`;
 }
 
+/** `<what> exited 0 in 12 ms`, then the run's output, each line marked, for the log. */
+export function formatRun(what: string, outcome: RunOutcome, note = ''): string {
+  const output = outcome.output.trimEnd();
+  return `${what} ${describeOutcome(outcome)} in ${outcome.durationMs} ms${note}${output ? `\n${output.replace(/^/gm, '  | ')}` : ''}`;
+}
+
 /**
  * A run's output goes to a file, not a pipe: a handler must not die of SIGPIPE/EPIPE because the
  * daemon that started it was restarted. The file is read (bounded) when the run ends and removed.

@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { splitCommand } from '../core/command.js';
 import type { Logger } from '../core/logger.js';
 import type { NotifierConfig } from './config.js';
-import { describeOutcome, OutputFile, superviseChild } from './run.js';
+import { describeOutcome, formatRun, OutputFile, superviseChild } from './run.js';
 import { nextRunAt, type TimerStore } from './timers.js';
 
 export interface SchedulerOptions {
@@ -79,8 +79,7 @@ export class TimerScheduler {
       this.running.delete(id);
       if (this.stopped) return;
       store.markExit(id, describeOutcome(outcome));
-      const output = outcome.output.trimEnd();
-      const line = `timer ${id} (pid ${pid}) ${describeOutcome(outcome)} in ${outcome.durationMs} ms${output ? `\n${output.replace(/^/gm, '  | ')}` : ''}`;
+      const line = formatRun(`timer ${id} (pid ${pid})`, outcome);
       if (outcome.code === 0) logger.info(line);
       else logger.error(line);
     });

@@ -1,9 +1,10 @@
 import type Database from 'better-sqlite3';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { z } from 'zod';
 import { splitCommand } from '../core/command.js';
 import { ClawError, usageError } from '../core/errors.js';
+import type * as z from 'zod/mini';
+import { validate } from '../core/validate.js';
 import { resolveHome } from '../core/home.js';
 import { createLogger, type Logger } from '../core/logger.js';
 import { isAlive, type ProcessIdentity } from '../core/process.js';
@@ -363,9 +364,9 @@ function checkConsumer(consumer: string): void {
 }
 
 function validatePush(input: PushInput, line: number | undefined): z.output<typeof PushInputSchema> {
-  const parsed = PushInputSchema.safeParse(input);
-  if (parsed.success) return parsed.data;
-  const issue = parsed.error.issues[0]!;
-  const where = line === undefined ? '' : ` (event ${line})`;
-  throw usageError(`invalid event${where}: ${issue.path.length ? `${issue.path.join('.')}: ` : ''}${issue.message}`, 'see thread push --help');
+  return validate(PushInputSchema, input, {
+    what: line === undefined ? 'event' : `event ${line}`,
+    kind: 'usage',
+    suggestion: 'see thread push --help',
+  });
 }

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod/mini';
 
 /**
  * A thread is a directory holding a durable, append-only stream of events (`events.db`, SQLite
@@ -33,18 +33,18 @@ export const MAX_CONTENT_BYTES = 1024 * 1024;
 
 /** One event to push, as the library takes it and as a line of `push --batch` carries it. */
 export const PushInputSchema = z.object({
-  source: z
-    .string()
-    .min(1, 'source is empty')
-    .max(1024, 'source is longer than 1024 characters')
+  source: z.string().check(
+    z.minLength(1, 'source is empty'),
+    z.maxLength(1024, 'source is longer than 1024 characters'),
     // eslint-disable-next-line no-control-regex
-    .regex(/^[^\u0000-\u001f\u007f]*$/, 'source holds a control character'),
-  type: z.string().regex(WORD, 'type must be a lower-case word such as message or record'),
-  subtype: z.string().regex(WORD, 'subtype must be a lower-case word such as toolcall').nullish(),
-  content: z.string().refine((content) => Buffer.byteLength(content) <= MAX_CONTENT_BYTES, {
-    message: `content is larger than ${MAX_CONTENT_BYTES / 1024 / 1024} MiB`,
-  }),
-  idempotency_key: z.string().min(1).max(512).nullish(),
+    z.regex(/^[^\u0000-\u001f\u007f]*$/, 'source holds a control character'),
+  ),
+  type: z.string().check(z.regex(WORD, 'type must be a lower-case word such as message or record')),
+  subtype: z.nullish(z.string().check(z.regex(WORD, 'subtype must be a lower-case word such as toolcall'))),
+  content: z.string().check(
+    z.refine((content) => Buffer.byteLength(content) <= MAX_CONTENT_BYTES, `content is larger than ${MAX_CONTENT_BYTES / 1024 / 1024} MiB`),
+  ),
+  idempotency_key: z.nullish(z.string().check(z.minLength(1), z.maxLength(512))),
 });
 
 export type PushInput = z.input<typeof PushInputSchema>;
