@@ -463,6 +463,14 @@ describe('thread dispatch', () => {
     expect(result.started).toEqual([{ consumer: 'worker', pid: expect.any(Number) }]);
     await waitFor(() => consumerOf('worker')?.progress === 1 && consumerOf('worker')?.lease === null, 'the handler to finish');
   });
+
+  it('a handler that cannot be started exits 1 with the error and leaves no lease behind', async () => {
+    await ok(['subscribe', '--thread', dir, '--consumer', 'worker', '--handler', 'no-such-program-anywhere --flag']);
+    await pushContent(dir, 'a');
+    const stderr = await fails(1, ['dispatch', '--thread', dir]);
+    expect(stderr).toMatch(/^Error: could not start worker: cannot run "no-such-program-anywhere --flag": program not found/);
+    expect(consumerOf('worker')).toMatchObject({ lease: null, progress: 0, pending: 1 });
+  });
 });
 
 describe('a thread path with spaces and quotes', () => {

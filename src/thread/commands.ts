@@ -1,7 +1,7 @@
 import { openSync } from 'node:fs';
 import { join } from 'node:path';
 import { printJson, printLines } from '../core/cli.js';
-import { usageError } from '../core/errors.js';
+import { ClawError, usageError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
 import { startHandler } from './dispatch.js';
 import { initThread, openThread, type Thread } from './thread.js';
@@ -109,6 +109,7 @@ export function info(options: ThreadFlag): void {
 
 export function dispatch(options: ThreadFlag): void {
   const home = resolveHome();
+  const failed: string[] = [];
   const started = withThread(options.thread, (thread) => {
     // The handlers outlive this command; their output goes to the thread's own log directory.
     const out = openSync(join(thread.path, 'logs', 'handlers.log'), 'a');
@@ -118,10 +119,15 @@ export function dispatch(options: ThreadFlag): void {
         result.child.unref();
         return [{ consumer: subscription.consumer, pid: result.child.pid }];
       }
-      if (result.reason === 'spawn_failed') process.stderr.write(`${subscription.consumer}: ${result.error}\n`);
+      if (result.reason === 'spawn_failed') failed.push(`${subscription.consumer}: ${result.error}`);
       return [];
     });
   });
+  if (failed.length > 0) {
+    throw new ClawError('io', `could not start ${failed.join('; ')}${started.length ? ` (started: ${started.map((s) => s.consumer).join(', ')})` : ''}`, {
+      suggestion: 'fix the handler command and subscribe again',
+    });
+  }
   if (options.json) printJson({ started });
   else printLines(started.length ? started.map((s) => `started ${s.consumer} (pid ${s.pid})`) : ['nothing to dispatch']);
 }

@@ -405,6 +405,25 @@ describe('subscribe and unsubscribe', () => {
     expectClawError(() => thread.unsubscribe('nobody'), 'not_found');
     expect(thread.info().consumers).toEqual([]);
   });
+
+  it('a stored filter that no longer compiles disables only its own consumer', () => {
+    const thread = newThread();
+    thread.subscribe({ consumer: 'good', handler: 'true', filter: "type = 'message'" });
+    thread.subscribe({ consumer: 'bad', handler: 'true', filter: "type = 'message'" });
+    thread.push(msg('waiting'));
+    // As if the database had been edited by hand: a filter subscribe would have refused.
+    const db = new Database(join(thread.path, 'events.db'));
+    db.prepare("UPDATE consumers SET filter = '0) UNION SELECT' WHERE consumer = 'bad'").run();
+    db.close();
+    const again = reopen(thread);
+    const byName = Object.fromEntries(again.subscriptions().map((c) => [c.consumer, c]));
+    expect(byName.good).toMatchObject({ pending: 1, last_error: null });
+    expect(byName.bad).toMatchObject({ pending: 0 });
+    expect(byName.bad!.last_error).toMatch(/stored filter is invalid/);
+    expect(again.hasPending('good')).toBe(true);
+    expect(again.hasPending('bad')).toBe(false);
+    expect(again.info().consumers).toHaveLength(2);
+  });
 });
 
 describe('events.jsonl', () => {

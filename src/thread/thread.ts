@@ -217,7 +217,7 @@ export class Thread {
   /** Whether events matching the consumer's filter are waiting (cheaper than `info`). */
   hasPending(consumer: string): boolean {
     const row = this.readConsumer(consumer);
-    if (!row) return false;
+    if (!row || this.brokenFilter(row)) return false;
     const { where, params } = this.where(row.progress, row.filter);
     return this.sql(`SELECT 1 FROM events WHERE ${where} LIMIT 1`).get(...params) !== undefined;
   }
@@ -321,9 +321,28 @@ export class Thread {
     return this.readConsumer(consumer)!;
   }
 
+  /**
+   * Filters are checked at subscribe, but one stored earlier may not compile now (a hand-edited
+   * database, a changed filter language). It disables only its own consumer, so that dispatch and
+   * status go on for every other one (DESIGN §9: one bad filter stopped dispatch for everyone).
+   */
+  private brokenFilter(row: ConsumerRow): string | null {
+    if (row.filter === null) return null;
+    try {
+      this.compile(row.filter);
+      return null;
+    } catch (error) {
+      return `the stored filter is invalid (${(error as Error).message}); subscribe again with a valid --filter`;
+    }
+  }
+
   private describe(row: ConsumerRow): ConsumerInfo {
-    const { where, params } = this.where(row.progress, row.filter);
-    const pending = this.sql(`SELECT COUNT(*) FROM events WHERE ${where}`).pluck().get(...params) as number;
+    const broken = this.brokenFilter(row);
+    let pending = 0;
+    if (!broken) {
+      const { where, params } = this.where(row.progress, row.filter);
+      pending = this.sql(`SELECT COUNT(*) FROM events WHERE ${where}`).pluck().get(...params) as number;
+    }
     const lease: Lease | null =
       row.lease_pid !== null && isAlive({ pid: row.lease_pid, start: row.lease_start })
         ? { pid: row.lease_pid, start: row.lease_start, since: row.lease_since ?? '' }
@@ -337,7 +356,7 @@ export class Thread {
       filter: row.filter,
       lease,
       failures: row.failures,
-      last_error: row.last_error,
+      last_error: broken ?? row.last_error,
       retry_at: row.retry_at === null ? null : new Date(row.retry_at).toISOString(),
     };
   }
