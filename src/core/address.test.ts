@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { expectClawError } from '../testing/index.js';
 import {
   decodeSegment,
   encodeSegment,
@@ -8,7 +9,6 @@ import {
   type ExternalAddress,
   type InternalAddress,
 } from './address.js';
-import { ClawError } from './errors.js';
 
 const ENCODED = /^[A-Za-z0-9._~%-]+$/;
 
@@ -40,16 +40,6 @@ const internal = fc.record({
   agentId: id,
 });
 
-function usageErrorOf(fn: () => unknown): ClawError {
-  try {
-    fn();
-  } catch (error) {
-    expect(error).toBeInstanceOf(ClawError);
-    expect((error as ClawError).kind).toBe('usage');
-    return error as ClawError;
-  }
-  throw new Error('expected a usage ClawError, nothing was thrown');
-}
 
 describe('address segments', () => {
   it('round-trips every well-formed id through encodeSegment and decodeSegment', () => {
@@ -85,9 +75,9 @@ describe('address segments', () => {
   });
 
   it('rejects empty ids and ids with lone surrogates', () => {
-    usageErrorOf(() => encodeSegment(''));
-    usageErrorOf(() => encodeSegment('a\uD800'));
-    usageErrorOf(() => encodeSegment('\uDC00b'));
+    expectClawError(() => encodeSegment(''), 'usage');
+    expectClawError(() => encodeSegment('a\uD800'), 'usage');
+    expectClawError(() => encodeSegment('\uDC00b'), 'usage');
   });
 
   it('rejects non-canonical encodings', () => {
@@ -101,13 +91,13 @@ describe('address segments', () => {
       '%FF', // never valid UTF-8
       '%ED%A0%80', // UTF-8 of a lone surrogate
     ]) {
-      usageErrorOf(() => decodeSegment(segment));
+      expectClawError(() => decodeSegment(segment), 'usage');
     }
   });
 
   it('rejects malformed segments', () => {
     for (const segment of ['', '%', '%4', '%G1', 'a b', 'a:b', 'a/b', '\0', 'é', '%%41', 'abc%']) {
-      usageErrorOf(() => decodeSegment(segment));
+      expectClawError(() => decodeSegment(segment), 'usage');
     }
   });
 });
@@ -193,19 +183,19 @@ describe('source addresses', () => {
       'foo:a:b:c:d:e',
       ':a:b:c',
     ]) {
-      const error = usageErrorOf(() => parseAddress(text));
+      const error = expectClawError(() => parseAddress(text), 'usage');
       expect(error.suggestion).toContain('self');
     }
   });
 
   it('rejects addresses with empty or non-canonical segments', () => {
-    usageErrorOf(() => parseAddress('internal:a::c'));
-    usageErrorOf(() => parseAddress('internal:a:b:%3a'));
-    usageErrorOf(() => parseAddress('external:tg:main:dm:%41:peer'));
-    usageErrorOf(() => parseAddress('internal:a:b:c d'));
+    expectClawError(() => parseAddress('internal:a::c'), 'usage');
+    expectClawError(() => parseAddress('internal:a:b:%3a'), 'usage');
+    expectClawError(() => parseAddress('external:tg:main:dm:%41:peer'), 'usage');
+    expectClawError(() => parseAddress('internal:a:b:c d'), 'usage');
   });
 
   it('rejects formatting an address with an empty id', () => {
-    usageErrorOf(() => formatAddress({ kind: 'internal', conversationType: 'a', conversationId: '', agentId: 'c' }));
+    expectClawError(() => formatAddress({ kind: 'internal', conversationType: 'a', conversationId: '', agentId: 'c' }), 'usage');
   });
 });

@@ -1,19 +1,9 @@
 import { spawnSync } from 'node:child_process';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { expectClawError } from '../testing/index.js';
 import { joinCommand, splitCommand } from './command.js';
-import { ClawError } from './errors.js';
 
-function usageErrorOf(fn: () => unknown): ClawError {
-  try {
-    fn();
-  } catch (error) {
-    expect(error).toBeInstanceOf(ClawError);
-    expect((error as ClawError).kind).toBe('usage');
-    return error as ClawError;
-  }
-  throw new Error('expected a usage ClawError, nothing was thrown');
-}
 
 /** Arguments full of the characters quoting has to get right. */
 const trickyArg = fc
@@ -64,7 +54,7 @@ describe('splitCommand', () => {
 
   it('throws a usage error for unbalanced quotes and a trailing escape', () => {
     for (const command of [`echo "abc`, `echo 'abc`, `echo "it's`, `echo abc\\`, `'`]) {
-      const error = usageErrorOf(() => splitCommand(command));
+      const error = expectClawError(() => splitCommand(command), 'usage');
       expect(error.message).toContain(JSON.stringify(command));
       expect(error.suggestion).toBeTruthy();
     }
@@ -72,7 +62,7 @@ describe('splitCommand', () => {
 
   it('throws a usage error for an empty command or an empty program', () => {
     for (const command of ['', '   ', '\n\t', "''", '"" arg']) {
-      const error = usageErrorOf(() => splitCommand(command));
+      const error = expectClawError(() => splitCommand(command), 'usage');
       expect(error.message).toBe('the command is empty');
     }
   });
@@ -112,6 +102,6 @@ describe('joinCommand', () => {
   });
 
   it('produces a command splitCommand rejects when the program is empty', () => {
-    usageErrorOf(() => splitCommand(joinCommand(['', 'x'])));
+    expectClawError(() => splitCommand(joinCommand(['', 'x'])), 'usage');
   });
 });

@@ -2,6 +2,8 @@ import { spawn, type SpawnOptions } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { expect } from 'vitest';
+import { isClawError, type ClawError, type ErrorKind } from '../core/errors.js';
 import { cliPath, packageRoot } from '../core/package.js';
 
 /**
@@ -65,4 +67,16 @@ export async function waitFor<T>(check: () => T | Promise<T>, what: string, time
 /** The test handler script (see fixtures/handler.mjs for its flags). */
 export function fixture(name: string): string {
   return join(packageRoot(), 'src', 'testing', 'fixtures', name);
+}
+
+/** Runs `fn`, expects it to throw a ClawError of `kind`, and returns the error. */
+export function expectClawError(fn: () => unknown, kind: ErrorKind): ClawError {
+  try {
+    fn();
+  } catch (error) {
+    if (!isClawError(error)) throw error;
+    expect(error.kind, error.message).toBe(kind);
+    return error;
+  }
+  throw new Error(`expected a ${kind} ClawError, but nothing was thrown`);
 }

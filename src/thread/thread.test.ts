@@ -6,7 +6,7 @@ import { pathToFileURL } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ClawError, isClawError, type ErrorKind } from '../core/errors.js';
 import { packageRoot } from '../core/package.js';
-import { createTestHome, type TestHome } from '../testing/index.js';
+import { createTestHome, expectClawError, type TestHome } from '../testing/index.js';
 import { initThread, openThread, type Thread } from './thread.js';
 import { MAX_CONTENT_BYTES, type PushInput } from './types.js';
 
@@ -40,17 +40,6 @@ function msg(content: string, extra: Partial<PushInput> = {}): PushInput {
   return { source: 'self', type: 'message', content, ...extra };
 }
 
-/** Runs `fn`, expects a ClawError of `kind`, returns it. */
-function expectClawError(fn: () => unknown, kind: ErrorKind): ClawError {
-  try {
-    fn();
-  } catch (error) {
-    if (!isClawError(error)) throw error;
-    expect(error.kind, error.message).toBe(kind);
-    return error;
-  }
-  throw new Error(`expected a ${kind} ClawError, but nothing was thrown`);
-}
 
 function ids(events: { id: number }[]): number[] {
   return events.map((event) => event.id);
