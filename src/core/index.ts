@@ -13,3 +13,4 @@ export * from './slug.js';
 export * from './ipc.js';
 export * from './package.js';
 export * from './validate.js';
+export * from './sqlite.js';

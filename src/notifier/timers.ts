@@ -1,8 +1,9 @@
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
 import { Cron } from 'croner';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { splitCommand } from '../core/command.js';
+import { openSqlite } from '../core/sqlite.js';
 import { ClawError, usageError } from '../core/errors.js';
 import { isValidId } from '../core/slug.js';
 
@@ -116,9 +117,7 @@ export class TimerStore {
   constructor(home: string) {
     const dir = join(home, 'notifier');
     mkdirSync(dir, { recursive: true });
-    this.db = new Database(join(dir, 'timers.db'));
-    this.db.pragma('busy_timeout = 10000');
-    this.db.pragma('journal_mode = WAL');
+    this.db = openSqlite(join(dir, 'timers.db'));
     this.db.exec(`CREATE TABLE IF NOT EXISTS timers (
       id TEXT PRIMARY KEY, kind TEXT NOT NULL, spec TEXT NOT NULL, command TEXT NOT NULL,
       created_at TEXT NOT NULL, last_run_at TEXT, last_exit TEXT, runs INTEGER NOT NULL DEFAULT 0,

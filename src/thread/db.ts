@@ -1,7 +1,8 @@
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { ClawError } from '../core/errors.js';
+import { openSqlite } from '../core/sqlite.js';
 
 const SCHEMA_VERSION = 1;
 
@@ -45,13 +46,8 @@ export function openDatabase(threadDir: string, create: boolean): Database.Datab
       suggestion: `create it with: thread init ${JSON.stringify(threadDir)}`,
     });
   }
-  const db = new Database(file);
+  const db = openSqlite(file);
   try {
-    // Several processes (pushers, handlers, notifier) share the file: wait for the write lock
-    // instead of failing with SQLITE_BUSY.
-    db.pragma('busy_timeout = 10000');
-    db.pragma('journal_mode = WAL');
-    db.pragma('synchronous = NORMAL');
     const readVersion = () => db.pragma('user_version', { simple: true }) as number;
     if (create && readVersion() === 0) {
       // Checked again under the write lock: two processes may create the same thread at once.
