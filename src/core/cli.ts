@@ -47,6 +47,22 @@ function helpHint(program: Command, argv: string[]): string {
   return `see '${program.name()}${sub ? ` ${sub.name()}` : ''} --help'`;
 }
 
+const EXAMPLES = new WeakMap<Command, string[]>();
+
+/**
+ * Attaches examples to a command: shown under `--help` and kept for `cmds`, which indexes the
+ * CLIs from these same definitions so that its descriptions never drift from the tools.
+ */
+export function withExamples<T extends Command>(command: T, examples: string[]): T {
+  EXAMPLES.set(command, examples);
+  command.addHelpText('after', `\nExamples:\n${examples.map((line) => `  ${line}`).join('\n')}`);
+  return command;
+}
+
+export function examplesOf(command: Command): string[] {
+  return EXAMPLES.get(command) ?? [];
+}
+
 /** Prints one JSON document on stdout. */
 export function printJson(value: unknown): void {
   process.stdout.write(JSON.stringify(value) + '\n');
