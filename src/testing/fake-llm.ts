@@ -1,0 +1,372 @@
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+
+/**
+ * Fake LLM provider servers on loopback that speak the real wire protocols (OpenAI chat completions
+ * and Anthropic messages, streaming and not), so tests can drive the real SDKs — and everything built
+ * on them — without a network. Each server records every request and answers from a queue of steps:
+ *
+ *   const llm = await startFakeOpenAI();
+ *   llm.enqueue({ kind: 'tool_call', name: 'get_weather', arguments: { city: 'Paris' } }, { kind: 'text', text: 'Sunny.' });
+ *   new OpenAI({ baseURL: llm.url, apiKey: 'k' });   // Anthropic: new Anthropic({ baseURL: llm.url, apiKey: 'k' })
+ *   ...
+ *   await llm.close();
+ */
+
+/** Provider JSON, read loosely (tests reach into arbitrary fields). */
+export type LooseJson = any;
+
+export interface RecordedRequest {
+  method: string;
+  /** Path without the query string, e.g. `/v1/chat/completions`. */
+  path: string;
+  headers: IncomingHttpHeaders;
+  /** Parsed JSON body; undefined when the body was empty or not JSON. */
+  body: LooseJson;
+  /** Raw body length in bytes. */
+  bytes: number;
+  /** True once a complete response was handed to the socket (false for hang, reset, or a client that left). */
+  answered: boolean;
+}
+
+export type FakeUsage = { input: number; output: number };
+
+export type FakeStep =
+  | { kind: 'text'; text: string; delayMs?: number; usage?: FakeUsage }
+  | { kind: 'tool_call'; name: string; arguments: Record<string, unknown>; id?: string; text?: string; delayMs?: number; usage?: FakeUsage }
+  /** An HTTP error with a body in the provider's error format; `Retry-After` when retryAfterSeconds is given. */
+  | { kind: 'error'; status: number; retryAfterSeconds?: number; message?: string; type?: string }
+  /** Accepts the request and never answers, until the client disconnects or close() is called. */
+  | { kind: 'hang' }
+  /** Resets the connection without answering. */
+  | { kind: 'reset' }
+  /** Decides per request; may return another function. */
+  | ((request: RecordedRequest) => FakeStep | Promise<FakeStep>);
+
+export interface FakeLlmOptions {
+  /** Step used when the queue is empty. Default: reply `echo: <text of the last user message>`. */
+  defaultStep?: FakeStep;
+  /** Delay before answering (text, tool_call and error steps) when the step has no delayMs of its own. */
+  defaultDelayMs?: number;
+  /** When set, requests with another key (OpenAI: `Authorization: Bearer`, Anthropic: `x-api-key` or bearer) get 401. */
+  apiKey?: string;
+}
+
+export interface FakeLlmServer {
+  /** Base URL to give the client. */
+  url: string;
+  /** Every request received, in order. */
+  requests: RecordedRequest[];
+  /** Queue responses; each completion request takes the next step; when the queue is empty the default step is used. */
+  enqueue(...steps: FakeStep[]): void;
+  /** Stops the server, ending hanging requests and open connections. */
+  close(): Promise<void>;
+}
+
+/** Deterministic token estimate used for fake usage numbers: ceil(length / 4). */
+export function estimateTokens(text: string): number {
+  return Math.ceil(text.length / 4);
+}
+
+type FixedStep = Exclude<FakeStep, (request: RecordedRequest) => unknown>;
+
+/** What a text or tool_call step becomes once ids and usage are settled. */
+interface Reply {
+  id: string;
+  model: string;
+  text: string;
+  toolCall?: { id: string; name: string; arguments: Record<string, unknown> };
+  usage: FakeUsage;
+}
+
+/** The parts that differ between providers. */
+interface Protocol {
+  /** Appended to `http://127.0.0.1:<port>` to form the client's base URL. */
+  urlSuffix: string;
+  completionPath: string;
+  modelsPath: string;
+  requestIdHeader: string;
+  idPrefixes: { response: string; toolCall: string };
+  authorized(headers: IncomingHttpHeaders, apiKey: string): boolean;
+  authError: { message: string; type: string };
+  errorBody(status: number, message: string | undefined, type: string | undefined): unknown;
+  models(): unknown;
+  lastUserText(body: LooseJson): string;
+  /** Writes a successful completion (streaming or JSON, as the request asked). */
+  answer(res: ServerResponse, body: LooseJson, reply: Reply): void;
+}
+
+const MODELS = ['fake-model', 'fake-model-large'];
+
+// ---------------------------------------------------------------------------------------------
+// OpenAI chat completions
+
+const openaiProtocol: Protocol = {
+  urlSuffix: '/v1',
+  completionPath: '/v1/chat/completions',
+  modelsPath: '/v1/models',
+  requestIdHeader: 'x-request-id',
+  idPrefixes: { response: 'chatcmpl-fake', toolCall: 'call_fake' },
+  authorized: (headers, apiKey) => headers.authorization === `Bearer ${apiKey}`,
+  authError: { message: 'Incorrect API key provided.', type: 'invalid_request_error' },
+  errorBody(status, message, type) {
+    const code = status === 401 ? 'invalid_api_key' : status === 429 ? 'rate_limit_exceeded' : null;
+    const defaultType = status === 429 ? 'requests' : status >= 500 ? 'server_error' : 'invalid_request_error';
+    return { error: { message: message ?? defaultMessage(status), type: type ?? defaultType, param: null, code } };
+  },
+  models: () => ({ object: 'list', data: MODELS.map((id) => ({ id, object: 'model', created: 1_700_000_000, owned_by: 'fake' })) }),
+  lastUserText(body) {
+    const messages: LooseJson[] = Array.isArray(body?.messages) ? body.messages : [];
+    const last = messages.findLast((message) => message?.role === 'user');
+    return last ? textOf(last.content) : '';
+  },
+  answer(res, body, reply) {
+    const created = Math.floor(Date.now() / 1000);
+    const finishReason = reply.toolCall ? 'tool_calls' : 'stop';
+    const usage = {
+      prompt_tokens: reply.usage.input,
+      completion_tokens: reply.usage.output,
+      total_tokens: reply.usage.input + reply.usage.output,
+      prompt_tokens_details: { cached_tokens: 0 },
+      completion_tokens_details: { reasoning_tokens: 0 },
+    };
+    const toolCall = reply.toolCall && { id: reply.toolCall.id, type: 'function', function: { name: reply.toolCall.name, arguments: JSON.stringify(reply.toolCall.arguments) } };
+    if (body.stream !== true) {
+      const message = { role: 'assistant', content: reply.toolCall && !reply.text ? null : reply.text, refusal: null, ...(toolCall && { tool_calls: [toolCall] }) };
+      sendJson(res, 200, { id: reply.id, object: 'chat.completion', created, model: reply.model, choices: [{ index: 0, message, logprobs: null, finish_reason: finishReason }], usage });
+      return;
+    }
+    const includeUsage = body.stream_options?.include_usage === true;
+    const base = { id: reply.id, object: 'chat.completion.chunk', created, model: reply.model, system_fingerprint: 'fp_fake' };
+    const chunk = (delta: object, finish: string | null = null) => ({ ...base, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }], ...(includeUsage && { usage: null }) });
+    const data = (value: unknown) => res.write(`data: ${JSON.stringify(value)}\n\n`);
+    startSse(res);
+    data(chunk({ role: 'assistant', content: '', refusal: null }));
+    for (const piece of fragments(reply.text)) data(chunk({ content: piece }));
+    if (toolCall) {
+      data(chunk({ tool_calls: [{ index: 0, id: toolCall.id, type: 'function', function: { name: toolCall.function.name, arguments: '' } }] }));
+      for (const piece of fragments(toolCall.function.arguments)) data(chunk({ tool_calls: [{ index: 0, function: { arguments: piece } }] }));
+    }
+    data(chunk({}, finishReason));
+    if (includeUsage) data({ ...base, choices: [], usage });
+    res.end('data: [DONE]\n\n');
+  },
+};
+
+// ---------------------------------------------------------------------------------------------
+// Anthropic messages
+
+const anthropicErrorTypes: Record<number, string> = {
+  400: 'invalid_request_error', 401: 'authentication_error', 403: 'permission_error', 404: 'not_found_error',
+  413: 'request_too_large', 429: 'rate_limit_error', 500: 'api_error', 529: 'overloaded_error',
+};
+
+const anthropicProtocol: Protocol = {
+  urlSuffix: '',
+  completionPath: '/v1/messages',
+  modelsPath: '/v1/models',
+  requestIdHeader: 'request-id',
+  idPrefixes: { response: 'msg_fake', toolCall: 'toolu_fake' },
+  authorized: (headers, apiKey) => headers['x-api-key'] === apiKey || headers.authorization === `Bearer ${apiKey}`,
+  authError: { message: 'invalid x-api-key', type: 'authentication_error' },
+  errorBody(status, message, type) {
+    const defaultType = anthropicErrorTypes[status] ?? (status >= 500 ? 'api_error' : 'invalid_request_error');
+    return { type: 'error', error: { type: type ?? defaultType, message: message ?? defaultMessage(status) } };
+  },
+  models: () => ({
+    data: MODELS.map((id) => ({ type: 'model', id, display_name: id, created_at: '2025-01-01T00:00:00Z' })),
+    has_more: false, first_id: MODELS[0], last_id: MODELS.at(-1),
+  }),
+  lastUserText(body) {
+    // The last user message that carries text: a tool_result-only message is skipped, as OpenAI's `tool` role is.
+    const messages: LooseJson[] = Array.isArray(body?.messages) ? body.messages : [];
+    const last = messages.findLast((message) => message?.role === 'user' && textOf(message.content) !== '');
+    return last ? textOf(last.content) : '';
+  },
+  answer(res, body, reply) {
+    const stopReason = reply.toolCall ? 'tool_use' : 'end_turn';
+    const usage = { input_tokens: reply.usage.input, output_tokens: reply.usage.output, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 };
+    const blocks: object[] = [];
+    if (reply.text || !reply.toolCall) blocks.push({ type: 'text', text: reply.text });
+    if (reply.toolCall) blocks.push({ type: 'tool_use', id: reply.toolCall.id, name: reply.toolCall.name, input: reply.toolCall.arguments });
+    const message = { id: reply.id, type: 'message', role: 'assistant', model: reply.model, content: blocks, stop_reason: stopReason, stop_sequence: null, usage };
+    if (body.stream !== true) return sendJson(res, 200, message);
+
+    const event = (type: string, data: object) => res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`);
+    startSse(res);
+    event('message_start', { message: { ...message, content: [], stop_reason: null, usage: { ...usage, output_tokens: 1 } } });
+    event('ping', {});
+    let index = 0;
+    if (reply.text || !reply.toolCall) {
+      event('content_block_start', { index, content_block: { type: 'text', text: '' } });
+      for (const text of fragments(reply.text)) event('content_block_delta', { index, delta: { type: 'text_delta', text } });
+      event('content_block_stop', { index: index++ });
+    }
+    if (reply.toolCall) {
+      const { id, name, arguments: input } = reply.toolCall;
+      event('content_block_start', { index, content_block: { type: 'tool_use', id, name, input: {} } });
+      for (const partial_json of ['', ...fragments(JSON.stringify(input))]) event('content_block_delta', { index, delta: { type: 'input_json_delta', partial_json } });
+      event('content_block_stop', { index: index++ });
+    }
+    event('message_delta', { delta: { stop_reason: stopReason, stop_sequence: null }, usage });
+    event('message_stop', {});
+    res.end();
+  },
+};
+
+// ---------------------------------------------------------------------------------------------
+// The shared server
+
+export function startFakeOpenAI(options: FakeLlmOptions = {}): Promise<FakeLlmServer> {
+  return startFakeServer(openaiProtocol, options);
+}
+
+export function startFakeAnthropic(options: FakeLlmOptions = {}): Promise<FakeLlmServer> {
+  return startFakeServer(anthropicProtocol, options);
+}
+
+async function startFakeServer(protocol: Protocol, options: FakeLlmOptions): Promise<FakeLlmServer> {
+  const requests: RecordedRequest[] = [];
+  const queue: FakeStep[] = [];
+  const sockets = new Set<Socket>();
+  const pendingDelays = new Set<() => void>();
+  let counter = 0;
+  let closing: Promise<void> | undefined;
+
+  const sleep = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        pendingDelays.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      pendingDelays.add(done);
+    });
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    let gone = false;
+    res.on('close', () => (gone = true));
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const raw = Buffer.concat(chunks);
+    const path = new URL(req.url ?? '/', 'http://127.0.0.1').pathname;
+    const record: RecordedRequest = { method: req.method ?? 'GET', path, headers: req.headers, body: parseJson(raw), bytes: raw.length, answered: false };
+    requests.push(record);
+    res.on('finish', () => (record.answered = true));
+    res.setHeader(protocol.requestIdHeader, `req_fake_${requests.length}`);
+    const fail = (status: number, message?: string, type?: string, headers: Record<string, string> = {}) =>
+      sendJson(res, status, protocol.errorBody(status, message, type), headers);
+
+    if (options.apiKey !== undefined && !protocol.authorized(req.headers, options.apiKey)) {
+      return fail(401, protocol.authError.message, protocol.authError.type);
+    }
+    if (record.method === 'GET' && path === protocol.modelsPath) return sendJson(res, 200, protocol.models());
+    if (record.method !== 'POST' || path !== protocol.completionPath) return fail(404, `Unknown endpoint ${record.method} ${path}`);
+    if (typeof record.body !== 'object' || record.body === null) return fail(400, 'The request body is not valid JSON.');
+
+    let step = queue.shift() ?? options.defaultStep ?? { kind: 'text', text: `echo: ${protocol.lastUserText(record.body)}` };
+    while (typeof step === 'function') step = await step(record);
+    const fixed: FixedStep = step;
+
+    if (fixed.kind === 'hang') return; // answered by nobody; the socket ends when the client leaves or close() runs
+    if (fixed.kind === 'reset') {
+      req.socket.resetAndDestroy();
+      return;
+    }
+    const delayMs = ('delayMs' in fixed ? fixed.delayMs : undefined) ?? options.defaultDelayMs ?? 0;
+    if (delayMs > 0) await sleep(delayMs);
+    if (gone || closing) return;
+
+    if (fixed.kind === 'error') {
+      const headers: Record<string, string> = fixed.retryAfterSeconds === undefined ? {} : { 'retry-after': String(fixed.retryAfterSeconds) };
+      return fail(fixed.status, fixed.message, fixed.type, headers);
+    }
+    const n = ++counter;
+    const text = fixed.kind === 'text' ? fixed.text : (fixed.text ?? '');
+    const toolCall = fixed.kind === 'tool_call' ? { id: fixed.id ?? `${protocol.idPrefixes.toolCall}_${n}`, name: fixed.name, arguments: fixed.arguments } : undefined;
+    const replyChars = text.length + (toolCall ? toolCall.name.length + JSON.stringify(toolCall.arguments).length : 0);
+    const usage = fixed.usage ?? { input: Math.ceil(record.bytes / 4), output: Math.ceil(replyChars / 4) };
+    const model = typeof record.body.model === 'string' ? record.body.model : MODELS[0]!;
+    protocol.answer(res, record.body, { id: `${protocol.idPrefixes.response}_${n}`, model, text, toolCall, usage });
+  }
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((error: unknown) => {
+      if (res.headersSent) res.destroy();
+      else sendJson(res, 500, protocol.errorBody(500, `fake server error: ${String(error)}`, undefined));
+    });
+  });
+  server.on('connection', (socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve());
+  });
+  const { port } = server.address() as AddressInfo;
+
+  return {
+    url: `http://127.0.0.1:${port}${protocol.urlSuffix}`,
+    requests,
+    enqueue: (...steps) => void queue.push(...steps),
+    close() {
+      closing ??= new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        for (const wake of [...pendingDelays]) wake();
+        server.closeAllConnections();
+        for (const socket of sockets) socket.destroy();
+      });
+      return closing;
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
+  res.end(text);
+}
+
+function startSse(res: ServerResponse): void {
+  res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
+}
+
+function parseJson(raw: Buffer): unknown {
+  if (raw.length === 0) return undefined;
+  try {
+    return JSON.parse(raw.toString('utf8'));
+  } catch {
+    return undefined;
+  }
+}
+
+/** Text of a message's content: a string, or the text parts/blocks of an array joined by newlines. */
+function textOf(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  return content
+    .filter((part): part is { type: 'text'; text: string } => part?.type === 'text' && typeof part.text === 'string')
+    .map((part) => part.text)
+    .join('\n');
+}
+
+/** Splits text into up to `parts` pieces (by code point), the way streamed deltas arrive. */
+function fragments(text: string, parts = 3): string[] {
+  const chars = Array.from(text);
+  const size = Math.max(1, Math.ceil(chars.length / parts));
+  const pieces: string[] = [];
+  for (let i = 0; i < chars.length; i += size) pieces.push(chars.slice(i, i + size).join(''));
+  return pieces;
+}
+
+function defaultMessage(status: number): string {
+  if (status === 429) return 'Rate limit reached for requests. Please try again later.';
+  if (status === 529) return 'Overloaded';
+  if (status >= 500) return 'The server had an error while processing your request.';
+  return `Fake error ${status}`;
+}
