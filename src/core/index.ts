@@ -14,3 +14,5 @@ export * from './ipc.js';
 export * from './package.js';
 export * from './validate.js';
 export * from './sqlite.js';
+export * from './retry.js';
+export * from './config.js';

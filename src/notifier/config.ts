@@ -1,9 +1,6 @@
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parse } from 'yaml';
-import { ClawError, errnoCode } from '../core/errors.js';
 import * as z from 'zod/mini';
-import { validate } from '../core/validate.js';
+import { loadYamlConfig } from '../core/config.js';
 
 /** `$THECLAW_HOME/notifier/config.yaml`; every field is optional. */
 export const NotifierConfigSchema = z.strictObject({
@@ -30,14 +27,5 @@ export function configPath(home: string): string {
 }
 
 export function loadConfig(home: string): NotifierConfig {
-  const file = configPath(home);
-  let raw: unknown = {};
-  try {
-    raw = parse(readFileSync(file, 'utf8')) ?? {};
-  } catch (error) {
-    if (errnoCode(error) !== 'ENOENT') {
-      throw new ClawError('invalid', `cannot read ${file}: ${(error as Error).message}`, { suggestion: 'fix the YAML syntax', cause: error });
-    }
-  }
-  return validate(NotifierConfigSchema, raw, { what: file, suggestion: 'fix the listed fields or remove them to use the defaults' });
+  return loadYamlConfig(configPath(home), NotifierConfigSchema);
 }

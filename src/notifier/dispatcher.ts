@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from '../core/logger.js';
+import { backoffMs } from '../core/retry.js';
 import { startHandler } from '../thread/dispatch.js';
 import { listThreads, unregisterThread } from '../thread/registry.js';
 import { openThread, type Thread } from '../thread/thread.js';
@@ -157,7 +158,7 @@ export class Dispatcher {
   private failed(thread: Thread, slot: Slot, previousFailures: number, error: string, logLine = `${slot.consumer} on ${slot.thread}: ${error}`): void {
     const { initial_seconds, max_seconds } = this.options.config.backoff;
     const failures = previousFailures + 1;
-    const delayMs = Math.min(initial_seconds * 2 ** (failures - 1), max_seconds) * 1000 * (0.8 + Math.random() * 0.4);
+    const delayMs = backoffMs(failures, { initialMs: initial_seconds * 1000, maxMs: max_seconds * 1000 });
     const retryAt = new Date(Date.now() + delayMs);
     thread.recordRun(slot.consumer, { ok: false, error, retryAt });
     this.options.logger.error(`${logLine}\nfailure ${failures}; retrying at ${retryAt.toISOString()}`);

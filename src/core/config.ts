@@ -1,0 +1,44 @@
+import { readFileSync, renameSync, writeFileSync, mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { parse, parseDocument } from 'yaml';
+import type * as z from 'zod/mini';
+import { ClawError, errnoCode } from './errors.js';
+import { validate } from './validate.js';
+
+/**
+ * Reads a tool's YAML config. A missing file is an empty config (every field has a default);
+ * a file that is not YAML or does not match the schema is an `invalid` error naming each field.
+ */
+export function loadYamlConfig<S extends z.ZodMiniType>(file: string, schema: S): z.output<S> {
+  let raw: unknown = {};
+  try {
+    raw = parse(readFileSync(file, 'utf8')) ?? {};
+  } catch (error) {
+    if (errnoCode(error) !== 'ENOENT') {
+      throw new ClawError('invalid', `cannot read ${file}: ${(error as Error).message}`, { suggestion: 'fix the YAML syntax', cause: error });
+    }
+  }
+  return validate(schema, raw, { what: file, suggestion: 'fix the listed fields or remove them to use the defaults' });
+}
+
+/**
+ * Sets one top-level key in a YAML config file, keeping its comments and other keys, and
+ * replaces the file atomically (a reader never sees it half-written). Mode 0600: it may hold keys.
+ */
+export function setYamlConfigKey(file: string, key: string, value: unknown): void {
+  let text = '';
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    if (errnoCode(error) !== 'ENOENT') throw error;
+  }
+  const document = parseDocument(text);
+  if (document.errors.length > 0) {
+    throw new ClawError('invalid', `cannot read ${file}: ${document.errors[0]!.message}`, { suggestion: 'fix the YAML syntax first' });
+  }
+  document.set(key, value);
+  mkdirSync(dirname(file), { recursive: true });
+  const temp = `${file}.${process.pid}.tmp`;
+  writeFileSync(temp, document.toString(), { mode: 0o600 });
+  renameSync(temp, file);
+}
