@@ -1,0 +1,135 @@
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { killGroup } from '../core/process.js';
+import { isSecretName } from '../core/secrets.js';
+import type { BashExecArgs, BashExecResult } from './types.js';
+
+/**
+ * The one tool the model has: `bash -c <command>` in its own process group, killed with the
+ * whole group on timeout or abort, output truncated head+tail, and an environment without
+ * provider keys or tokens.
+ */
+export const BASH_EXEC_TOOL = {
+  name: 'bash_exec',
+  description:
+    'Run a bash command on this machine and get {stdout, stderr, exit_code}. Find out what commands and skills exist with `cmds find <what you want to do>`.',
+  // Plain JSON Schema: providers only serialise it.
+  parameters: {
+    type: 'object',
+    properties: {
+      command: { type: 'string', description: 'the bash command line' },
+      comment: { type: 'string', description: 'why, in a few words (optional)' },
+      cwd: { type: 'string', description: 'working directory (optional)' },
+      timeout_seconds: { type: 'integer', minimum: 1, maximum: 3600, description: 'default 120' },
+    },
+    required: ['command'],
+  },
+} as const;
+
+export interface BashExecOptions {
+  /** Working directory when the call names none. Default: `process.cwd()`. */
+  cwd?: string;
+  /** Environment before secrets are removed. Default: `process.env`. */
+  env?: NodeJS.ProcessEnv;
+  /** More variable names to remove (e.g. a provider's custom `api_key_env`). */
+  secretNames?: readonly string[];
+  /** Default: 120; the call's `timeout_seconds` wins. */
+  timeoutSeconds?: number;
+  /** Bytes kept per stream, head and tail together. Default: 32,768. */
+  maxOutputBytes?: number;
+  signal?: AbortSignal;
+}
+
+const KILL_GRACE_MS = 1_000;
+
+export function bashExec(args: BashExecArgs, options: BashExecOptions = {}): Promise<BashExecResult> {
+  const cwd = args.cwd ?? options.cwd ?? process.cwd();
+  if (!existsSync(cwd)) return Promise.resolve({ stdout: '', stderr: `bash_exec: working directory ${cwd} does not exist`, exit_code: 1 });
+  const timeoutMs = (args.timeout_seconds ?? options.timeoutSeconds ?? 120) * 1000;
+  const limit = options.maxOutputBytes ?? 32_768;
+  const child = spawn('bash', ['-c', args.command], {
+    cwd,
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: childEnv(options.env ?? process.env, options.secretNames ?? []),
+  });
+  const stdout = new HeadTail(limit);
+  const stderr = new HeadTail(limit);
+  child.stdout!.on('data', (chunk: Buffer) => stdout.push(chunk));
+  child.stderr!.on('data', (chunk: Buffer) => stderr.push(chunk));
+
+  return new Promise((resolve) => {
+    let killedFor: string | null = null;
+    let graceTimer: NodeJS.Timeout | undefined;
+    const kill = (reason: string) => {
+      if (killedFor || child.pid === undefined) return;
+      killedFor = reason;
+      killGroup(child.pid, 'SIGTERM');
+      graceTimer = setTimeout(() => killGroup(child.pid!, 'SIGKILL'), KILL_GRACE_MS);
+    };
+    const timer = setTimeout(() => kill(`timed out after ${timeoutMs / 1000} s`), timeoutMs);
+    const onAbort = () => kill('aborted');
+    options.signal?.addEventListener('abort', onAbort, { once: true });
+    child.on('error', (error) => stderr.push(Buffer.from(`bash_exec: ${error.message}\n`)));
+    // 'close', not 'exit': the pipes are drained by then.
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      clearTimeout(graceTimer);
+      options.signal?.removeEventListener('abort', onAbort);
+      // Children the command left behind in its group go too.
+      if (child.pid !== undefined) killGroup(child.pid, 'SIGKILL');
+      if (killedFor) stderr.push(Buffer.from(`\n[bash_exec: ${killedFor}; the command and its children were killed]`));
+      resolve({
+        stdout: stdout.toString(),
+        stderr: stderr.toString(),
+        exit_code: killedFor ? 124 : code ?? 128 + signalNumber(signal),
+      });
+    });
+  });
+}
+
+/** Without secrets, and with what the tool needs to find TheClaw's own commands. */
+function childEnv(env: NodeJS.ProcessEnv, secretNames: readonly string[]): NodeJS.ProcessEnv {
+  const clean: NodeJS.ProcessEnv = {};
+  for (const [name, value] of Object.entries(env)) {
+    if (!isSecretName(name) && !secretNames.includes(name)) clean[name] = value;
+  }
+  return clean;
+}
+
+function signalNumber(signal: NodeJS.Signals | null): number {
+  const numbers: Partial<Record<NodeJS.Signals, number>> = { SIGHUP: 1, SIGINT: 2, SIGKILL: 9, SIGSEGV: 11, SIGPIPE: 13, SIGTERM: 15 };
+  return (signal && numbers[signal]) ?? 0;
+}
+
+/** Keeps the first and last `limit / 2` bytes of a stream, counting what falls between. */
+export class HeadTail {
+  private head: Buffer[] = [];
+  private headBytes = 0;
+  private tail: Buffer = Buffer.alloc(0);
+  private total = 0;
+
+  constructor(private readonly limit: number) {}
+
+  push(chunk: Buffer): void {
+    this.total += chunk.length;
+    const half = Math.floor(this.limit / 2);
+    if (this.headBytes < half) {
+      const take = chunk.subarray(0, half - this.headBytes);
+      this.head.push(take);
+      this.headBytes += take.length;
+      chunk = chunk.subarray(take.length);
+    }
+    if (chunk.length > 0) {
+      const joined = Buffer.concat([this.tail, chunk]);
+      this.tail = joined.subarray(Math.max(0, joined.length - half));
+    }
+  }
+
+  toString(): string {
+    const head = Buffer.concat(this.head);
+    const dropped = this.total - head.length - this.tail.length;
+    if (dropped <= 0) return Buffer.concat([head, this.tail]).toString('utf8');
+    return `${head.toString('utf8')}\n[... ${dropped} bytes truncated ...]\n${this.tail.toString('utf8')}`;
+  }
+}

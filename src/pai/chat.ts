@@ -1,0 +1,147 @@
+import { resolveHome } from '../core/home.js';
+import { backoffMs, sleep } from '../core/retry.js';
+import { bashExec, BASH_EXEC_TOOL } from './bash-exec.js';
+import { createModelCaller, type ModelCaller, type ModelReply } from './llm.js';
+import { ModelCallError } from './model-error.js';
+import { apiKeyFor, loadPaiConfig, resolveModel, type ModelChoice } from './models.js';
+import { appendSession, readSession, type SessionLine } from './session.js';
+import { addUsage, ZERO_USAGE, type BashExecArgs, type ChatEvent, type ChatResult, type PaiConfig, type ResolvedModel } from './types.js';
+
+/**
+ * The tool loop of one turn. Written here rather than taken from pi-agent-core: that package
+ * loads pi-ai's index and TypeBox (~190 ms per process, and every agent run is a process), and
+ * its loop would need wrapping anyway for retries by error class and for a session appended
+ * message by message.
+ */
+export const DEFAULT_SYSTEM_PROMPT =
+  'You are a helpful assistant on the user\'s own machine. You can run shell commands with bash_exec; `cmds find <what you need>` tells which commands and skills exist. Be concise.';
+
+export interface ChatOptions extends ModelChoice {
+  /** The user's message for this turn. */
+  input: string;
+  /** System prompt. Default: the session's own system line, else DEFAULT_SYSTEM_PROMPT. */
+  system?: string;
+  /** JSONL session: read for history, appended message by message. Default: none (one-off). */
+  sessionFile?: string;
+  /** Offer bash_exec to the model. Default: true. */
+  tools?: boolean;
+  /** Tool rounds before the turn ends with a note. Default: config `max_turns` (20). */
+  maxTurns?: number;
+  /** bash_exec's working directory. Default: `process.cwd()`. */
+  cwd?: string;
+  /** Environment for keys and for bash_exec (secrets removed). Default: `process.env`. */
+  env?: NodeJS.ProcessEnv;
+  /** Data root for the config. Default: `resolveHome(env)`. */
+  home?: string;
+  /** Default: `$THECLAW_HOME/pai/config.yaml`. */
+  config?: PaiConfig;
+  onEvent?: (event: ChatEvent) => void;
+  signal?: AbortSignal;
+  /** Seam for tests: replaces the provider call. */
+  caller?: ModelCaller;
+}
+
+/**
+ * Runs one turn: the user's message, then model calls and bash_exec rounds until the model
+ * answers without tools or `maxTurns` rounds have run. Recoverable model errors are retried with
+ * backoff; a call that fails for good throws `ModelCallError` (with the `error` event emitted),
+ * and nothing empty is written to the session for it.
+ */
+export async function chat(options: ChatOptions): Promise<ChatResult> {
+  const env = options.env ?? process.env;
+  const config = options.config ?? loadPaiConfig(options.home ?? resolveHome(env));
+  const model = await resolveModel(config, options, env);
+  const caller =
+    options.caller ??
+    createModelCaller(model, {
+      apiKey: apiKeyFor(config, model, env),
+      idleTimeoutMs: config.timeout_seconds * 1000,
+      env,
+      mockScript: config.providers.mock?.script,
+    });
+  const emit = options.onEvent ?? (() => {});
+  const maxTurns = options.maxTurns ?? config.max_turns;
+  const tools = options.tools ?? true;
+  const history: SessionLine[] = options.sessionFile ? readSession(options.sessionFile) : [];
+  const system = options.system ?? history.find((line) => line.role === 'system')?.content ?? DEFAULT_SYSTEM_PROMPT;
+  const record = (line: SessionLine) => {
+    history.push(line);
+    if (options.sessionFile) appendSession(options.sessionFile, line);
+  };
+
+  emit({ type: 'start', provider: model.provider, model: model.model });
+  record({ role: 'user', content: options.input, ts: new Date().toISOString() });
+
+  const result: ChatResult = { text: '', toolCalls: [], usage: ZERO_USAGE, toolRounds: 0, stoppedAtMaxTurns: false };
+  for (;;) {
+    const reply = await callWithRetries(caller, { system, history, tools }, { config, model, emit, signal: options.signal });
+    result.usage = addUsage(result.usage, reply.usage);
+    const modelName = `${model.provider}/${model.model}`;
+    const ts = new Date().toISOString();
+    if (reply.toolCalls.length === 0 || !tools) {
+      record({ role: 'assistant', content: reply.text, model: modelName, ts });
+      result.text = reply.text;
+      break;
+    }
+    record({ role: 'assistant', content: reply.text, tool_calls: reply.toolCalls, model: modelName, ts });
+    if (result.toolRounds >= maxTurns) {
+      // Every tool call gets a result, so the session stays a valid conversation for the next turn.
+      for (const call of reply.toolCalls) {
+        record({ role: 'tool', tool_call_id: call.id, name: call.name, content: JSON.stringify({ stdout: '', stderr: 'not run: the tool round limit was reached', exit_code: 125 }) });
+      }
+      result.text = `I stopped after ${maxTurns} rounds of commands without reaching an answer (the limit is --max-turns ${maxTurns}). Ask me to continue, or raise the limit.`;
+      result.stoppedAtMaxTurns = true;
+      record({ role: 'assistant', content: result.text, model: modelName, ts: new Date().toISOString() });
+      break;
+    }
+    for (const call of reply.toolCalls) {
+      const args = toBashArgs(call.arguments);
+      emit({ type: 'tool_call', id: call.id, name: call.name, arguments: args });
+      const started = Date.now();
+      const output =
+        call.name === BASH_EXEC_TOOL.name && args.command
+          ? await bashExec(args, { cwd: options.cwd, env, secretNames: model.apiKeyEnv ? [model.apiKeyEnv] : [], signal: options.signal })
+          : { stdout: '', stderr: `unknown tool ${call.name} or no command; the only tool is bash_exec with {"command": "..."}`, exit_code: 127 };
+      emit({ type: 'tool_result', id: call.id, exit_code: output.exit_code, stdout: output.stdout, stderr: output.stderr, duration_ms: Date.now() - started });
+      result.toolCalls.push({ id: call.id, arguments: args, result: output });
+      record({ role: 'tool', tool_call_id: call.id, name: call.name, content: JSON.stringify(output), ts: new Date().toISOString() });
+    }
+    result.toolRounds++;
+  }
+  emit({ type: 'done', text: result.text, usage: result.usage, tool_rounds: result.toolRounds, stopped_at_max_turns: result.stoppedAtMaxTurns });
+  return result;
+}
+
+async function callWithRetries(
+  caller: ModelCaller,
+  request: Parameters<ModelCaller>[0],
+  context: { config: PaiConfig; model: ResolvedModel; emit: (event: ChatEvent) => void; signal?: AbortSignal },
+): Promise<ModelReply> {
+  const { config, model, emit, signal } = context;
+  const maxAttempts = config.retry.max_attempts;
+  for (let attempt = 1; ; attempt++) {
+    const started = Date.now();
+    const outcome = await caller(request, { signal, onDelta: (text) => emit({ type: 'delta', text }) });
+    if (outcome.ok) {
+      emit({ type: 'usage', usage: outcome.reply.usage, duration_ms: Date.now() - started });
+      return outcome.reply;
+    }
+    const { error } = outcome;
+    if (!error.recoverable || attempt >= maxAttempts) {
+      const failure = new ModelCallError(error, { provider: model.provider, baseUrl: model.baseUrl, apiKeyEnv: model.apiKeyEnv, attempts: attempt });
+      emit({ type: 'error', error: failure.message, suggestion: failure.suggestion ?? '', kind: error.kind, status: error.status });
+      throw failure;
+    }
+    const delay = error.retryAfterMs ?? backoffMs(attempt, { initialMs: config.retry.initial_delay_ms, maxMs: config.retry.max_delay_ms });
+    emit({ type: 'retry', attempt, delay_ms: Math.round(delay), error: error.kind, status: error.status });
+    await sleep(delay, signal);
+  }
+}
+
+function toBashArgs(raw: Record<string, unknown>): BashExecArgs {
+  const args: BashExecArgs = { command: typeof raw.command === 'string' ? raw.command : '' };
+  if (typeof raw.comment === 'string') args.comment = raw.comment;
+  if (typeof raw.cwd === 'string') args.cwd = raw.cwd;
+  if (typeof raw.timeout_seconds === 'number' && raw.timeout_seconds > 0) args.timeout_seconds = raw.timeout_seconds;
+  return args;
+}

@@ -1,0 +1,96 @@
+import { closeSync, ftruncateSync, mkdirSync, openSync, readFileSync, readSync, fstatSync, appendFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import * as z from 'zod/mini';
+import { ClawError, errnoCode } from '../core/errors.js';
+
+/**
+ * A session file: JSONL, one message per line, appended as the turn goes (the user message, each
+ * assistant message, each tool result), so a killed run leaves every finished message on disk.
+ * The same format serves `pai chat --session` and the agent runtime's `sessions/<thread>.jsonl`.
+ */
+const ToolCallSchema = z.object({ id: z.string(), name: z.string(), arguments: z.record(z.string(), z.unknown()) });
+
+export const SessionLineSchema = z.discriminatedUnion('role', [
+  z.object({ role: z.literal('system'), content: z.string() }),
+  z.object({ role: z.literal('user'), content: z.string(), ts: z.optional(z.string()) }),
+  z.object({
+    role: z.literal('assistant'),
+    content: z.string(),
+    tool_calls: z.optional(z.array(ToolCallSchema)),
+    /** `provider/model` that wrote it. */
+    model: z.optional(z.string()),
+    ts: z.optional(z.string()),
+  }),
+  z.object({ role: z.literal('tool'), tool_call_id: z.string(), name: z.string(), content: z.string(), ts: z.optional(z.string()) }),
+]);
+
+export type SessionLine = z.output<typeof SessionLineSchema>;
+export type SessionToolCall = z.output<typeof ToolCallSchema>;
+
+/**
+ * Reads a session. The last line may be cut off by a crash mid-write: it is ignored (and removed
+ * by the next append). A bad line anywhere else is stored data gone wrong: an `invalid` error.
+ */
+export function readSession(path: string): SessionLine[] {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    if (errnoCode(error) === 'ENOENT') return [];
+    throw error;
+  }
+  // What follows the last newline is either empty or a line a crash cut off.
+  const complete = text.split('\n').slice(0, -1);
+  return complete.flatMap((line, index) => {
+    if (line.trim() === '') return [];
+    let value: unknown;
+    try {
+      value = JSON.parse(line);
+    } catch {
+      throw new ClawError('invalid', `${path} line ${index + 1} is not JSON`, { suggestion: 'remove or repair that line; each line is one message' });
+    }
+    const parsed = SessionLineSchema.safeParse(value);
+    if (!parsed.success) {
+      throw new ClawError('invalid', `${path} line ${index + 1} is not a session message: ${parsed.error.issues[0]?.message}`, {
+        suggestion: 'each line is {"role": "user"|"assistant"|"tool"|"system", "content": ...}',
+      });
+    }
+    return [parsed.data];
+  });
+}
+
+/** Appends one message as one line, after cutting off an unfinished last line if a crash left one. */
+export function appendSession(path: string, line: SessionLine): void {
+  mkdirSync(dirname(path), { recursive: true });
+  dropUnfinishedLine(path);
+  appendFileSync(path, JSON.stringify(line) + '\n');
+}
+
+function dropUnfinishedLine(path: string): void {
+  let fd: number;
+  try {
+    fd = openSync(path, 'r+');
+  } catch (error) {
+    if (errnoCode(error) === 'ENOENT') return;
+    throw error;
+  }
+  try {
+    const size = fstatSync(fd).size;
+    if (size === 0) return;
+    const last = Buffer.alloc(1);
+    readSync(fd, last, 0, 1, size - 1);
+    if (last[0] === 10) return;
+    // Find the end of the last complete line, reading backwards in chunks.
+    const chunk = Buffer.alloc(4096);
+    for (let end = size; end > 0; ) {
+      const start = Math.max(0, end - chunk.length);
+      readSync(fd, chunk, 0, end - start, start);
+      const at = chunk.subarray(0, end - start).lastIndexOf(10);
+      if (at !== -1) return ftruncateSync(fd, start + at + 1);
+      end = start;
+    }
+    ftruncateSync(fd, 0);
+  } finally {
+    closeSync(fd);
+  }
+}
