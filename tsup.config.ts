@@ -9,6 +9,10 @@ export default defineConfig({
     'thread/cli': 'src/thread/cli.ts',
     'notifier/index': 'src/notifier/index.ts',
     'notifier/cli': 'src/notifier/cli.ts',
+    'pai/index': 'src/pai/index.ts',
+    'pai/cli': 'src/pai/cli.ts',
+    'cmds/index': 'src/cmds/index.ts',
+    'cmds/cli': 'src/cmds/cli.ts',
   },
   format: ['esm'],
   // zod is bundled so that its unused parts are tree-shaken away; loading the package from

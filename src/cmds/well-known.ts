@@ -1,0 +1,73 @@
+/**
+ * One-line descriptions of the commands an agent reaches for most, written for `cmds find`: they
+ * use the words an agent searches with ("list files", "download a URL"), where man pages say
+ * "list directory contents" or "the stupid content tracker". Used only for commands present on
+ * PATH; they replace the system's description and rank before uncurated executables.
+ */
+export const WELL_KNOWN: Readonly<Record<string, string>> = {
+  ls: 'list files and directories (ls -la: all, with details)',
+  cat: 'print the contents of files',
+  less: 'page through a file or output',
+  head: 'print the first lines of files (head -n 20)',
+  tail: 'print the last lines of files; follow a growing file with tail -f',
+  grep: 'search files or text for lines matching a pattern (grep -rn PATTERN DIR)',
+  rg: 'ripgrep: fast recursive search of files for a pattern',
+  find: 'find files and directories by name, type, size or time (find . -name "*.txt")',
+  sed: 'edit text streams: substitute, delete or print lines (sed -i s/old/new/ file)',
+  awk: 'process text by fields and columns; filter and compute over lines',
+  wc: 'count lines, words and bytes in files',
+  sort: 'sort lines of text',
+  uniq: 'drop or count repeated adjacent lines (sort | uniq -c)',
+  cut: 'cut columns or fields out of each line',
+  tr: 'translate, squeeze or delete characters',
+  xargs: 'run a command with arguments read from stdin',
+  tee: 'copy stdin to a file and to stdout',
+  curl: 'make HTTP requests: download a URL, call a web API, post data',
+  wget: 'download files from the web',
+  jq: 'query, filter and transform JSON',
+  git: 'version control: status, diff, log, commit, branches, clone repositories',
+  tar: 'pack files and directories into a compressed archive, or extract one (tar -czf a.tar.gz DIR)',
+  gzip: 'compress or decompress a file (.gz)',
+  zip: 'compress files and directories into a zip archive (zip -r out.zip DIR)',
+  unzip: 'list or extract files from zip archives',
+  mkdir: 'create directories (mkdir -p a/b/c)',
+  rm: 'remove files or directories (rm -r)',
+  cp: 'copy files and directories',
+  mv: 'move or rename files and directories',
+  ln: 'create links to files (ln -s target name)',
+  touch: 'create an empty file or update its timestamp',
+  chmod: 'change file permissions (chmod +x script)',
+  stat: 'show file details: size, permissions, times',
+  file: 'tell the type of a file',
+  ps: 'list running processes',
+  kill: 'send a signal to a process, e.g. stop it by pid',
+  top: 'show running processes and their CPU and memory use',
+  df: 'show free disk space per file system',
+  du: 'show disk usage of files and directories (du -sh DIR)',
+  free: 'show free and used memory',
+  date: 'print or format the current date and time',
+  sleep: 'wait for a number of seconds',
+  env: 'print the environment or run a command with changed environment variables',
+  echo: 'print text',
+  printf: 'print formatted text',
+  diff: 'compare files line by line',
+  patch: 'apply a diff to files',
+  base64: 'encode or decode base64',
+  sha256sum: 'compute or check SHA-256 checksums of files',
+  realpath: 'print the absolute path of a file',
+  basename: 'strip the directory and suffix from a path',
+  dirname: 'strip the last component from a path',
+  which: 'show the full path of a command',
+  timeout: 'run a command with a time limit',
+  ssh: 'log in to or run commands on a remote machine',
+  python3: 'run Python 3 scripts or one-liners (python3 -c "...")',
+  node: 'run JavaScript with Node.js (node -e "...")',
+  npm: 'install and run Node.js packages and scripts',
+  npx: 'run a command from a Node.js package',
+  sqlite3: 'query and edit SQLite databases',
+};
+
+/** The curated description of `name`, if it has one. */
+export function wellKnownDescription(name: string): string | undefined {
+  return Object.hasOwn(WELL_KNOWN, name) ? WELL_KNOWN[name] : undefined;
+}
