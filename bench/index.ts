@@ -3,13 +3,14 @@
  * names its target; the script exits 1 when a target is missed, so a regression is visible.
  * Everything runs in a temp THECLAW_HOME against the built CLIs in dist/.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { joinCommand } from '../src/core/command.js';
 import { cliPath, packageRoot } from '../src/core/package.js';
-import { openThread, initThread } from '../src/thread/index.js';
+import { initThread } from '../src/thread/index.js';
+import { estimateTokens, startFakeOpenAI } from '../src/testing/fake-llm.js';
 
 interface Figure {
   name: string;
@@ -136,7 +137,42 @@ async function benchDispatch(): Promise<void> {
   }
 }
 
+function runAsync(argv: string[], extraEnv: NodeJS.ProcessEnv = {}): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const started = now();
+    const child = spawn(argv[0]!, argv.slice(1), { env: { ...env, ...extraEnv }, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    child.on('close', (code) => (code === 0 ? resolve(now() - started) : reject(new Error(`${argv.join(' ')} failed: ${stderr}`))));
+  });
+}
+
+async function benchPai(): Promise<void> {
+  record('pai --help', wall([process.execPath, cliPath('pai'), '--help'], 10), 'ms', { atMost: 120 });
+  record('pai model list', wall([process.execPath, cliPath('pai'), 'model', 'list'], 10), 'ms', { atMost: 150 });
+  const mock = join(home, 'pai-mock');
+  const times: number[] = [];
+  for (let i = 0; i < 10; i++) times.push(await runAsync([process.execPath, cliPath('pai'), 'chat', 'hi'], { THECLAW_HOME: mock }));
+  record('pai chat "hi" with the offline mock (wall)', median(times), 'ms', { atMost: 300 });
+
+  const server = await startFakeOpenAI();
+  const fakeHome = join(home, 'pai-fake');
+  const configDir = join(fakeHome, 'pai');
+  spawnSync('mkdir', ['-p', configDir]);
+  writeFileSync(join(configDir, 'config.yaml'), `default: fake/m1\nproviders:\n  fake: { api: openai-completions, base_url: "${server.url}", models: [{ id: m1 }] }\n`);
+  try {
+    const walls: number[] = [];
+    for (let i = 0; i < 10; i++) walls.push(await runAsync([process.execPath, cliPath('pai'), 'chat', 'hi'], { THECLAW_HOME: fakeHome }));
+    record('pai chat "hi" against a zero-latency OpenAI-compatible server (wall)', median(walls), 'ms', { atMost: 400 });
+    const request = server.requests.at(-1)!;
+    record('pai chat "hi": request size incl. system prompt and tool schema', estimateTokens('x'.repeat(request.bytes)), 'tokens (bytes/4)', { atMost: 1500 });
+  } finally {
+    await server.close();
+  }
+}
+
 try {
+  await benchPai();
   benchThreadPush();
   benchPeek();
   benchCli();

@@ -1,5 +1,6 @@
 import { Command, CommanderError } from 'commander';
 import { errorToJson, exitCodeOf, formatError, usageError } from './errors.js';
+import { createRedactor } from './secrets.js';
 
 /**
  * The one place where a CLI turns results and errors into output and exit codes. Every tool's
@@ -37,8 +38,10 @@ export async function runCli(program: Command, argv: string[] = process.argv): P
 }
 
 function reportError(error: unknown, json: boolean): void {
-  if (json) process.stdout.write(JSON.stringify(errorToJson(error)) + '\n');
-  else process.stderr.write(formatError(error) + '\n');
+  // Upstream messages can quote what was sent (a provider echoing part of a key): never print a secret.
+  const redact = createRedactor();
+  if (json) process.stdout.write(redact(JSON.stringify(errorToJson(error))) + '\n');
+  else process.stderr.write(redact(formatError(error)) + '\n');
   process.exitCode = exitCodeOf(error);
 }
 
