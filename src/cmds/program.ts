@@ -1,9 +1,8 @@
 import { Option, type Command } from 'commander';
-import { createProgram, positiveInt, withExamples } from '../core/cli.js';
+import { createProgram, positiveInt, withExamples, jsonOption } from '../core/cli.js';
 
 // The work is in commands.ts, imported only when a command runs.
 const commands = () => import('./commands.js');
-const json = () => new Option('--json', 'print JSON (and errors as JSON on stdout)');
 const skillsDir = () =>
   new Option('--skills-dir <dir>', 'also read skills from <dir>/*/SKILL.md (repeatable)').argParser((dir: string, previous: string[] | undefined) => [
     ...(previous ?? []),
@@ -31,7 +30,7 @@ Output: aligned text on a terminal, compact Markdown when piped, JSON with --jso
       .argument('<query...>', 'what you want to do, in a few words')
       .option('--limit <n>', 'most results (default 8)', positiveInt('--limit'))
       .addOption(skillsDir())
-      .addOption(json())
+      .addOption(jsonOption())
       .action(async (query: string[], options) => (await commands()).find(query, options)),
     ['cmds find "list files"', 'cmds find compress a directory --limit 3', 'cmds find timer --json'],
   );
@@ -42,7 +41,7 @@ Output: aligned text on a terminal, compact Markdown when piped, JSON with --jso
       .description("how to use one command or skill: usage, options and examples, or the skill's instructions")
       .argument('<name...>', 'a tool, a subcommand path (thread push), a skill or an executable')
       .addOption(skillsDir())
-      .addOption(json())
+      .addOption(jsonOption())
       .action(async (name: string[], options) => (await commands()).info(name, options)),
     ['cmds info thread push', 'cmds info notifier timer add', 'cmds info jq'],
   );
@@ -53,7 +52,7 @@ Output: aligned text on a terminal, compact Markdown when piped, JSON with --jso
       .description('TheClaw commands, skills, and the everyday executables on PATH (--all: every executable)')
       .option('--all', 'list every executable on PATH')
       .addOption(skillsDir())
-      .addOption(json())
+      .addOption(jsonOption())
       .action(async (options) => (await commands()).list(options)),
     ['cmds list', 'cmds list --all --json'],
   );

@@ -1,4 +1,4 @@
-import { Command, CommanderError } from 'commander';
+import { Command, CommanderError, Option } from 'commander';
 import { errorToJson, exitCodeOf, formatError, usageError } from './errors.js';
 import { createRedactor } from './secrets.js';
 
@@ -64,6 +64,11 @@ export function withExamples<T extends Command>(command: T, examples: string[]):
 
 export function examplesOf(command: Command): string[] {
   return EXAMPLES.get(command) ?? [];
+}
+
+/** The `--json` flag every data-printing command takes. */
+export function jsonOption(description = 'print JSON (and errors as JSON on stdout)'): Option {
+  return new Option('--json', description);
 }
 
 /** Prints one JSON document on stdout. */

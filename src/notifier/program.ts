@@ -1,8 +1,7 @@
-import { Option, type Command } from 'commander';
-import { createProgram, withExamples } from '../core/cli.js';
+import type { Command } from 'commander';
+import { createProgram, withExamples, jsonOption } from '../core/cli.js';
 
 const commands = () => import('./commands.js');
-const json = () => new Option('--json', 'print JSON (and errors as JSON on stdout)');
 
 /** The `notifier` CLI's definition; `cmds` reads it too, so it is built without running. */
 export function createNotifierProgram(): Command {
@@ -25,7 +24,7 @@ backoff.initial_seconds, backoff.max_seconds, output_limit_bytes).`,
       .command('start')
       .description('start the daemon in the background (or in this process with --foreground)')
       .option('--foreground', 'run in this process until stopped')
-      .addOption(json())
+      .addOption(jsonOption())
       .action(async (options) => (await commands()).start(options)),
     ['notifier start'],
   );
@@ -34,7 +33,7 @@ backoff.initial_seconds, backoff.max_seconds, output_limit_bytes).`,
     program
       .command('stop')
       .description('stop the daemon; running handlers finish their batch')
-      .addOption(json())
+      .addOption(jsonOption())
       .action(async (options) => (await commands()).stop(options)),
     ['notifier stop'],
   );
@@ -43,7 +42,7 @@ backoff.initial_seconds, backoff.max_seconds, output_limit_bytes).`,
     program
       .command('status')
       .description('daemon state, every subscription (pending, running, failures) and the timers')
-      .addOption(json())
+      .addOption(jsonOption())
       .action(async (options) => (await commands()).status(options)),
     ['notifier status', 'notifier status --json'],
   );
@@ -59,7 +58,7 @@ backoff.initial_seconds, backoff.max_seconds, output_limit_bytes).`,
       .option('--every <duration>', 'interval, e.g. 30s, 5m, 1h30m')
       .option('--at <time>', 'once, at an ISO-8601 time')
       .requiredOption('--command <command>', 'command to run, split with shell-words rules and run without a shell')
-      .addOption(json())
+      .addOption(jsonOption())
       .action(async (options) => (await commands()).timerAdd(options)),
     [
       'notifier timer add --id heartbeat --every 30m --command "agent send admin --text heartbeat"',
@@ -71,7 +70,7 @@ backoff.initial_seconds, backoff.max_seconds, output_limit_bytes).`,
     timer
       .command('list')
       .description('list timers with their next run')
-      .addOption(json())
+      .addOption(jsonOption())
       .action(async (options) => (await commands()).timerList(options)),
     ['notifier timer list --json'],
   );
@@ -81,7 +80,7 @@ backoff.initial_seconds, backoff.max_seconds, output_limit_bytes).`,
       .command('remove')
       .description('remove a timer')
       .requiredOption('--id <id>', 'timer id')
-      .addOption(json())
+      .addOption(jsonOption())
       .action(async (options) => (await commands()).timerRemove(options)),
     ['notifier timer remove --id heartbeat'],
   );

@@ -1,8 +1,8 @@
 import { Option, type Command } from 'commander';
-import { createProgram, positiveInt, withExamples } from '../core/cli.js';
+import { createProgram, positiveInt, withExamples, jsonOption } from '../core/cli.js';
 
 const commands = () => import('./commands.js');
-const json = () => new Option('--json', 'machine-readable output (for chat: NDJSON events on stderr)');
+const json = () => jsonOption('machine-readable output (for chat: NDJSON events on stderr)');
 
 /** The `pai` CLI's definition; `cmds` reads it too, so it is built without running. */
 export function createPaiProgram(): Command {

@@ -1,10 +1,9 @@
 import { Option, type Command } from 'commander';
-import { createProgram, nonNegativeInt, positiveInt, withExamples } from '../core/cli.js';
+import { createProgram, nonNegativeInt, positiveInt, withExamples, jsonOption } from '../core/cli.js';
 
 // Flags are parsed here; the work is in commands.ts, imported only when a command runs so that
 // `thread --help` loads neither SQLite nor zod.
 const commands = () => import('./commands.js');
-const json = () => new Option('--json', 'print JSON (and errors as JSON on stdout)');
 const threadOption = () => new Option('--thread <path>', 'thread directory').makeOptionMandatory();
 
 /** The `thread` CLI's definition; `cmds` reads it too, so it is built without running. */
@@ -29,7 +28,7 @@ matching events are pending. Environment: THECLAW_HOME (default ~/.theclaw).`,
       .command('init')
       .description('create a thread directory (exit 1 if it is already a thread)')
       .argument('<path>', 'directory to create')
-      .addOption(json())
+      .addOption(jsonOption())
       .action(async (path: string, options: { json?: boolean }) => (await commands()).init(path, options)),
     ['thread init ./demo'],
   );
@@ -45,7 +44,7 @@ matching events are pending. Environment: THECLAW_HOME (default ~/.theclaw).`,
       .addOption(new Option('--content <text>', 'event content (JSON text for messages)').conflicts('batch'))
       .option('--batch', 'read events from stdin, one JSON object per line: {"source","type","subtype","content","idempotency_key"}; flags give defaults')
       .option('--idempotency-key <key>', 'a repeated push with the same key stores nothing and prints the first id')
-      .addOption(json())
+      .addOption(jsonOption())
       .action(async (options) => (await commands()).push(options)),
     [
       `thread push --thread ./demo --source self --type message --content '{"text":"hi"}'`,
@@ -61,7 +60,7 @@ matching events are pending. Environment: THECLAW_HOME (default ~/.theclaw).`,
       .requiredOption('--consumer <name>', 'consumer name')
       .option('--last-event-id <id>', 'acknowledge this id first (progress never moves back)', nonNegativeInt('--last-event-id'))
       .option('--limit <n>', 'most events returned (default 100)', positiveInt('--limit'))
-      .addOption(json())
+      .addOption(jsonOption())
       .action(async (options) => (await commands()).pop(options)),
     ['thread pop --thread ./demo --consumer worker', 'thread pop --thread ./demo --consumer worker --last-event-id 3 --limit 10'],
   );
@@ -73,7 +72,7 @@ matching events are pending. Environment: THECLAW_HOME (default ~/.theclaw).`,
       .addOption(threadOption())
       .requiredOption('--consumer <name>', 'consumer name')
       .requiredOption('--event-id <id>', 'last event id handled', nonNegativeInt('--event-id'))
-      .addOption(json())
+      .addOption(jsonOption())
       .action(async (options) => (await commands()).ack(options)),
     ['thread ack --thread ./demo --consumer worker --event-id 4'],
   );
@@ -87,7 +86,7 @@ matching events are pending. Environment: THECLAW_HOME (default ~/.theclaw).`,
       .option('--limit <n>', 'most events returned (default 100)', positiveInt('--limit'))
       .option('--filter <expr>', "e.g. \"type = 'message' AND source LIKE 'external:%'\"")
       .addOption(new Option('--last <k>', 'the newest k matching events').argParser(positiveInt('--last')).conflicts('limit'))
-      .addOption(json())
+      .addOption(jsonOption())
       .addHelpText(
         'after',
         `
@@ -106,7 +105,7 @@ IN (...) IS [NOT] NULL NOT AND OR ( ); 'single-quoted' strings and numbers.`,
       .requiredOption('--consumer <name>', 'consumer name (its progress is kept across unsubscribe/subscribe)')
       .requiredOption('--handler <command>', 'command to run, split with shell-words rules and run without a shell')
       .option('--filter <expr>', "only events matching this filter count, e.g. \"type = 'message'\"")
-      .addOption(json())
+      .addOption(jsonOption())
       .action(async (options) => (await commands()).subscribe(options)),
     [`thread subscribe --thread ./demo --consumer worker --handler "my-handler --verbose" --filter "type = 'message'"`],
   );
@@ -117,7 +116,7 @@ IN (...) IS [NOT] NULL NOT AND OR ( ); 'single-quoted' strings and numbers.`,
       .description('end a subscription; progress is kept so subscribe resumes where it stopped')
       .addOption(threadOption())
       .requiredOption('--consumer <name>', 'consumer name')
-      .addOption(json())
+      .addOption(jsonOption())
       .action(async (options) => (await commands()).unsubscribe(options)),
     ['thread unsubscribe --thread ./demo --consumer worker'],
   );
@@ -127,7 +126,7 @@ IN (...) IS [NOT] NULL NOT AND OR ( ); 'single-quoted' strings and numbers.`,
       .command('info')
       .description('events, consumers, progress, pending counts, leases and failures')
       .addOption(threadOption())
-      .addOption(json())
+      .addOption(jsonOption())
       .action(async (options) => (await commands()).info(options)),
     ['thread info --thread ./demo --json'],
   );
@@ -137,7 +136,7 @@ IN (...) IS [NOT] NULL NOT AND OR ( ); 'single-quoted' strings and numbers.`,
       .command('dispatch')
       .description('start the handlers that have pending events now (notifier does this by itself)')
       .addOption(threadOption())
-      .addOption(json())
+      .addOption(jsonOption())
       .action(async (options) => (await commands()).dispatch(options)),
     ['thread dispatch --thread ./demo'],
   );
