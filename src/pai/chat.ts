@@ -13,6 +13,8 @@ import { addUsage, ZERO_USAGE, type BashExecArgs, type ChatEvent, type ChatResul
  * its loop would need wrapping anyway for retries by error class and for a session appended
  * message by message.
  */
+const MAX_RETRY_AFTER_MS = 5 * 60_000;
+
 export const DEFAULT_SYSTEM_PROMPT =
   'You are a helpful assistant on the user\'s own machine. You can run shell commands with bash_exec; `cmds find <what you need>` tells which commands and skills exist. Be concise.';
 
@@ -64,6 +66,8 @@ export async function chat(options: ChatOptions): Promise<ChatResult> {
   const tools = options.tools ?? true;
   const history: SessionLine[] = options.sessionFile ? readSession(options.sessionFile) : [];
   const system = options.system ?? history.find((line) => line.role === 'system')?.content ?? DEFAULT_SYSTEM_PROMPT;
+  // Every provider's key variable, not just this model's: the tool must not see any provider key.
+  const secretNames = [model.apiKeyEnv, ...Object.values(config.providers).map((provider) => provider.api_key_env)].filter((name): name is string => !!name);
   const record = (line: SessionLine) => {
     history.push(line);
     if (options.sessionFile) appendSession(options.sessionFile, line);
@@ -100,7 +104,7 @@ export async function chat(options: ChatOptions): Promise<ChatResult> {
       const started = Date.now();
       const output =
         call.name === BASH_EXEC_TOOL.name && args.command
-          ? await bashExec(args, { cwd: options.cwd, env, secretNames: model.apiKeyEnv ? [model.apiKeyEnv] : [], signal: options.signal })
+          ? await bashExec(args, { cwd: options.cwd, env, secretNames, signal: options.signal })
           : { stdout: '', stderr: `unknown tool ${call.name} or no command; the only tool is bash_exec with {"command": "..."}`, exit_code: 127 };
       emit({ type: 'tool_result', id: call.id, exit_code: output.exit_code, stdout: output.stdout, stderr: output.stderr, duration_ms: Date.now() - started });
       result.toolCalls.push({ id: call.id, arguments: args, result: output });
@@ -132,7 +136,8 @@ async function callWithRetries(
       emit({ type: 'error', error: failure.message, suggestion: failure.suggestion ?? '', kind: error.kind, status: error.status });
       throw failure;
     }
-    const delay = error.retryAfterMs ?? backoffMs(attempt, { initialMs: config.retry.initial_delay_ms, maxMs: config.retry.max_delay_ms });
+    // Retry-After is honoured, up to a bound: a server asking for an hour should not wedge a turn.
+    const delay = Math.min(error.retryAfterMs ?? backoffMs(attempt, { initialMs: config.retry.initial_delay_ms, maxMs: config.retry.max_delay_ms }), MAX_RETRY_AFTER_MS);
     emit({ type: 'retry', attempt, delay_ms: Math.round(delay), error: error.kind, status: error.status });
     await sleep(delay, signal);
   }

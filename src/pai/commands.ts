@@ -30,13 +30,15 @@ export async function chatCommand(message: string | undefined, options: ChatFlag
   if (input.trim() === '') throw usageError('the message is empty', 'pass it as an argument, with --input-file, or on stdin');
   const system = options.systemFile !== undefined ? readText(options.systemFile, '--system-file') : options.system;
   const showTools = !options.json && process.stderr.isTTY;
-  let streamed = false;
+  // What --stream printed since the last tool call: the final reply, unless the turn ended otherwise.
+  let streamedTail = '';
   const onEvent = (event: ChatEvent) => {
     if (options.json) process.stderr.write(JSON.stringify(event) + '\n');
     if (event.type === 'delta' && options.stream) {
       process.stdout.write(event.text);
-      streamed = true;
+      streamedTail += event.text;
     }
+    if (event.type === 'tool_call') streamedTail = '';
     if (event.type === 'tool_call' && showTools) process.stderr.write(`$ ${event.arguments.command}\n`);
   };
   const result = await chat({
@@ -50,8 +52,9 @@ export async function chatCommand(message: string | undefined, options: ChatFlag
     cwd: options.cwd,
     onEvent,
   });
-  // With --stream the text is out already; a reply made without deltas (tool-limit note) is not.
-  if (!streamed) process.stdout.write(result.text);
+  // With --stream the reply is out already; a reply made without deltas (the tool-limit note) is not,
+  // even when text the model wrote beside its last tool calls was streamed.
+  if (streamedTail !== result.text) process.stdout.write((streamedTail ? '\n' : '') + result.text);
   process.stdout.write('\n');
 }
 

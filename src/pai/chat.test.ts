@@ -1,0 +1,370 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createTestHome, startFakeAnthropic, startFakeOpenAI, type FakeLlmOptions, type FakeLlmServer, type LooseJson, type TestHome } from '../testing/index.js';
+import { chat, DEFAULT_SYSTEM_PROMPT } from './chat.js';
+import { ModelCallError } from './model-error.js';
+import { readSession, type SessionLine } from './session.js';
+import type { ChatEvent } from './types.js';
+
+// The library `chat()` against loopback servers speaking the real OpenAI and Anthropic wire
+// protocols, through pi-ai and the provider SDKs; bash_exec runs real commands.
+
+let t: TestHome;
+const servers: FakeLlmServer[] = [];
+
+beforeEach(() => {
+  t = createTestHome();
+});
+
+afterEach(async () => {
+  await Promise.all(servers.splice(0).map((server) => server.close()));
+  t.cleanup();
+});
+
+async function fakeOpenAI(options?: FakeLlmOptions): Promise<FakeLlmServer> {
+  const server = await startFakeOpenAI(options);
+  servers.push(server);
+  return server;
+}
+
+async function fakeAnthropic(options?: FakeLlmOptions): Promise<FakeLlmServer> {
+  const server = await startFakeAnthropic(options);
+  servers.push(server);
+  return server;
+}
+
+/** `$THECLAW_HOME/pai/config.yaml` pointing `fake/m1` at the server. */
+function writeConfig(server: FakeLlmServer, { api = 'openai-completions', fakeExtra = '', otherProviders = [] as string[] } = {}): void {
+  mkdirSync(join(t.home, 'pai'), { recursive: true });
+  writeFileSync(
+    join(t.home, 'pai', 'config.yaml'),
+    [
+      'default: fake/m1',
+      'providers:',
+      ...otherProviders,
+      `  fake: { api: ${api}, base_url: "${server.url}", models: [{ id: m1 }]${fakeExtra} }`,
+      'retry: { max_attempts: 3, initial_delay_ms: 20 }',
+      'timeout_seconds: 1',
+    ].join('\n'),
+  );
+}
+
+/** No keys from the developer's shell: only what bash needs. */
+const baseEnv = (): NodeJS.ProcessEnv => ({ PATH: process.env.PATH, HOME: process.env.HOME, THECLAW_HOME: t.home });
+
+function collect(): { events: ChatEvent[]; onEvent: (event: ChatEvent) => void; of: <T extends ChatEvent['type']>(type: T) => Extract<ChatEvent, { type: T }>[] } {
+  const events: ChatEvent[] = [];
+  return {
+    events,
+    onEvent: (event) => events.push(event),
+    of: (type) => events.filter((event) => event.type === type) as never,
+  };
+}
+
+async function failure(promise: Promise<unknown>): Promise<ModelCallError> {
+  const error = await promise.then(
+    () => expect.fail('expected the turn to fail'),
+    (caught: unknown) => caught,
+  );
+  expect(error).toBeInstanceOf(ModelCallError);
+  return error as ModelCallError;
+}
+
+const markerCall = { kind: 'tool_call' as const, name: 'bash_exec', arguments: { command: 'echo marker-$((6*7))' } };
+
+/** Every assistant tool call in an OpenAI request is answered by a `tool` message before the next turn. */
+function expectToolCallsAnswered(messages: LooseJson[]): void {
+  messages.forEach((message, index) => {
+    for (const call of message.tool_calls ?? []) {
+      const rest = messages.slice(index + 1);
+      const end = rest.findIndex((m) => m.role !== 'tool');
+      const answers = (end === -1 ? rest : rest.slice(0, end)).map((m) => m.tool_call_id);
+      expect(answers, `tool call ${call.id} has a result`).toContain(call.id);
+    }
+  });
+}
+
+/** Every session tool call has its tool line. */
+function expectSessionValid(lines: SessionLine[]): void {
+  const results = new Set(lines.flatMap((line) => (line.role === 'tool' ? [line.tool_call_id] : [])));
+  for (const line of lines) {
+    if (line.role === 'assistant') for (const call of line.tool_calls ?? []) expect(results.has(call.id), `tool call ${call.id} has a result`).toBe(true);
+  }
+}
+
+describe('chat() against the fake OpenAI server', () => {
+  it('runs a two-round bash_exec loop on top of an earlier session and sends system, history, tool result and schema', async () => {
+    const server = await fakeOpenAI();
+    writeConfig(server);
+    const session = join(t.home, 'sessions', 'ada.jsonl');
+
+    // A previous run wrote the first exchange.
+    server.enqueue({ kind: 'text', text: 'Nice to meet you, Ada.' });
+    const first = await chat({ input: 'My name is Ada.', sessionFile: session, home: t.home, env: baseEnv() });
+    expect(first.text).toBe('Nice to meet you, Ada.');
+
+    server.enqueue({ ...markerCall, usage: { input: 100, output: 7 } }, { kind: 'text', text: 'The marker is marker-42.', usage: { input: 200, output: 5 } });
+    const { onEvent, of } = collect();
+    const result = await chat({ input: 'Run the marker command.', sessionFile: session, home: t.home, env: baseEnv(), onEvent });
+
+    expect(result.text).toBe('The marker is marker-42.');
+    expect(result.toolRounds).toBe(1);
+    expect(result.toolCalls).toHaveLength(1);
+    expect(result.toolCalls[0]!.result).toEqual({ stdout: 'marker-42\n', stderr: '', exit_code: 0 });
+    expect(result.usage).toMatchObject({ input: 300, output: 12 });
+    expect(of('usage').map((event) => event.usage.input)).toEqual([100, 200]);
+    expect(of('done')).toEqual([expect.objectContaining({ text: 'The marker is marker-42.', tool_rounds: 1, stopped_at_max_turns: false, usage: expect.objectContaining({ input: 300, output: 12 }) })]);
+
+    expect(server.requests).toHaveLength(3);
+    const body = server.requests[2]!.body;
+    expect(body.model).toBe('m1');
+    const messages: LooseJson[] = body.messages;
+    expect(messages[0]).toEqual({ role: 'system', content: DEFAULT_SYSTEM_PROMPT });
+    expect(messages.slice(1, 4)).toEqual([
+      { role: 'user', content: 'My name is Ada.' },
+      expect.objectContaining({ role: 'assistant', content: 'Nice to meet you, Ada.' }),
+      { role: 'user', content: 'Run the marker command.' },
+    ]);
+    const call = messages[4];
+    expect(call.role).toBe('assistant');
+    expect(call.tool_calls).toHaveLength(1);
+    expect(call.tool_calls[0].function.name).toBe('bash_exec');
+    expect(JSON.parse(call.tool_calls[0].function.arguments)).toEqual({ command: 'echo marker-$((6*7))' });
+    const tool = messages[5];
+    expect(tool.role).toBe('tool');
+    expect(tool.tool_call_id).toBe(call.tool_calls[0].id);
+    expect(JSON.parse(tool.content)).toEqual({ stdout: 'marker-42\n', stderr: '', exit_code: 0 });
+    expect(messages).toHaveLength(6);
+    expect(body.tools).toHaveLength(1);
+    expect(body.tools[0].function).toMatchObject({ name: 'bash_exec', parameters: { type: 'object', required: ['command'] } });
+    expect(Object.keys(body.tools[0].function.parameters.properties)).toEqual(['command', 'comment', 'cwd', 'timeout_seconds']);
+
+    // The session holds both turns, message by message.
+    expect(readSession(session).map((line) => line.role)).toEqual(['user', 'assistant', 'user', 'assistant', 'tool', 'assistant']);
+  });
+
+  it('uses a system line stored in the session when no system prompt is given', async () => {
+    const server = await fakeOpenAI();
+    writeConfig(server);
+    const session = join(t.home, 's.jsonl');
+    writeFileSync(session, JSON.stringify({ role: 'system', content: 'You are TestBot.' }) + '\n');
+    await chat({ input: 'hello', sessionFile: session, home: t.home, env: baseEnv(), tools: false });
+    const body = server.requests[0]!.body;
+    expect(body.messages[0]).toEqual({ role: 'system', content: 'You are TestBot.' });
+    expect(body.tools ?? []).toEqual([]);
+  });
+
+  it('gives the tool an environment without secret values, including every configured provider key variable', async () => {
+    const secrets = {
+      OPENAI_API_KEY: 'sk-openai-secret-0001',
+      TELEGRAM_BOT_TOKEN: '123456:telegram-secret-0002',
+      FAKE_LLM_CREDENTIAL: 'fake-credential-secret-0003',
+      OTHER_LLM_CREDENTIAL: 'other-credential-secret-0004',
+    };
+    // The fake server only answers the key from the provider's api_key_env.
+    const server = await fakeOpenAI({ apiKey: secrets.FAKE_LLM_CREDENTIAL });
+    // A second configured provider with its own key variable (not the one in use).
+    writeConfig(server, {
+      fakeExtra: ', api_key_env: FAKE_LLM_CREDENTIAL',
+      otherProviders: ['  other: { api: openai-completions, base_url: "http://127.0.0.1:9/v1", api_key_env: OTHER_LLM_CREDENTIAL, models: [{ id: o1 }] }'],
+    });
+    server.enqueue({ kind: 'tool_call', name: 'bash_exec', arguments: { command: 'env' } }, { kind: 'text', text: 'seen' });
+    const result = await chat({ input: 'show env', home: t.home, env: { ...baseEnv(), ...secrets, VISIBLE_SETTING: 'plain-value' } });
+
+    expect(result.text).toBe('seen');
+    const toolEnv = result.toolCalls[0]!.result.stdout;
+    expect(toolEnv).toContain('VISIBLE_SETTING=plain-value');
+    const names = toolEnv.split('\n').map((line) => line.split('=')[0]!);
+    expect(names.filter((name) => /(_API_KEY|_TOKEN)$/.test(name))).toEqual([]);
+    for (const [name, value] of Object.entries(secrets)) {
+      expect(toolEnv, name).not.toContain(value);
+      expect(JSON.stringify(server.requests[1]!.body), name).not.toContain(value);
+    }
+  });
+
+  it('ends the turn at maxTurns with a note, keeps the session valid, and the next turn works', async () => {
+    const server = await fakeOpenAI({ defaultStep: { kind: 'tool_call', name: 'bash_exec', arguments: { command: 'echo again' } } });
+    writeConfig(server);
+    const session = join(t.home, 's.jsonl');
+    const { onEvent, of } = collect();
+    const result = await chat({ input: 'loop forever', sessionFile: session, home: t.home, env: baseEnv(), maxTurns: 2, onEvent });
+
+    expect(result.stoppedAtMaxTurns).toBe(true);
+    expect(result.toolRounds).toBe(2);
+    expect(result.text).toMatch(/--max-turns 2/);
+    expect(of('tool_result')).toHaveLength(2);
+    expect(of('done')).toEqual([expect.objectContaining({ stopped_at_max_turns: true, tool_rounds: 2, text: result.text })]);
+    expect(server.requests).toHaveLength(3);
+    const lines = readSession(session);
+    expectSessionValid(lines);
+    expect(lines.at(-1)).toMatchObject({ role: 'assistant', content: result.text });
+
+    server.enqueue({ kind: 'text', text: 'continuing fine' });
+    const next = await chat({ input: 'ok, stop', sessionFile: session, home: t.home, env: baseEnv() });
+    expect(next.text).toBe('continuing fine');
+    expectToolCallsAnswered(server.requests[3]!.body.messages);
+    expectSessionValid(readSession(session));
+  });
+});
+
+describe('chat() retries by error class', () => {
+  it('waits for Retry-After on 429, then answers', async () => {
+    const server = await fakeOpenAI();
+    writeConfig(server);
+    let firstAt = 0;
+    let secondAt = 0;
+    server.enqueue(
+      () => ((firstAt = Date.now()), { kind: 'error', status: 429, retryAfterSeconds: 0.3 }),
+      () => ((secondAt = Date.now()), { kind: 'text', text: 'after the wait' }),
+    );
+    const { onEvent, of } = collect();
+    const result = await chat({ input: 'hi', home: t.home, env: baseEnv(), onEvent });
+
+    expect(result.text).toBe('after the wait');
+    expect(server.requests).toHaveLength(2);
+    const retries = of('retry');
+    expect(retries).toHaveLength(1);
+    expect(retries[0]).toMatchObject({ attempt: 1, error: 'rate_limit', status: 429 });
+    expect(retries[0]!.delay_ms).toBeGreaterThanOrEqual(280);
+    expect(retries[0]!.delay_ms).toBeLessThanOrEqual(320);
+    expect(secondAt - firstAt).toBeGreaterThanOrEqual(295);
+  });
+
+  it('retries a 500, then answers', async () => {
+    const server = await fakeOpenAI();
+    writeConfig(server);
+    server.enqueue({ kind: 'error', status: 500 }, { kind: 'text', text: 'recovered' });
+    const { onEvent, of } = collect();
+    const result = await chat({ input: 'hi', home: t.home, env: baseEnv(), onEvent });
+    expect(result.text).toBe('recovered');
+    expect(server.requests).toHaveLength(2);
+    expect(of('retry')).toEqual([expect.objectContaining({ error: 'server', status: 500 })]);
+  });
+
+  it('retries a reset connection as a network error, then answers', async () => {
+    const server = await fakeOpenAI();
+    writeConfig(server);
+    server.enqueue({ kind: 'reset' }, { kind: 'text', text: 'reconnected' });
+    const { onEvent, of } = collect();
+    const result = await chat({ input: 'hi', home: t.home, env: baseEnv(), onEvent });
+    expect(result.text).toBe('reconnected');
+    expect(server.requests).toHaveLength(2);
+    expect(of('retry')).toEqual([expect.objectContaining({ error: 'network', status: null })]);
+  });
+
+  it('times out a hanging server, retries, and fails with a timeout after max_attempts without writing an assistant line', async () => {
+    const server = await fakeOpenAI({ defaultStep: { kind: 'hang' } });
+    writeConfig(server);
+    const session = join(t.home, 's.jsonl');
+    const { onEvent, of } = collect();
+    const started = Date.now();
+    const error = await failure(chat({ input: 'are you there?', sessionFile: session, home: t.home, env: baseEnv(), onEvent }));
+    const elapsed = Date.now() - started;
+
+    expect(error.modelError.kind).toBe('timeout');
+    expect(error.message).toMatch(/timeout/);
+    expect(error.message).toMatch(/after 3 attempts/);
+    expect(server.requests).toHaveLength(3);
+    expect(of('retry').map((event) => event.error)).toEqual(['timeout', 'timeout']);
+    expect(of('error')).toEqual([expect.objectContaining({ kind: 'timeout' })]);
+    expect(of('done')).toEqual([]);
+    // Three 1 s idle timeouts plus short backoffs: neither instant nor the SDK's default minutes.
+    expect(elapsed).toBeGreaterThanOrEqual(2_900);
+    expect(elapsed).toBeLessThan(10_000);
+    expect(readSession(session)).toEqual([expect.objectContaining({ role: 'user', content: 'are you there?' })]);
+  });
+
+  it('fails at once on 401 with one request, an error event and a suggestion, and the session ends with the user line', async () => {
+    const server = await fakeOpenAI();
+    writeConfig(server);
+    const session = join(t.home, 's.jsonl');
+    server.enqueue({ kind: 'text', text: 'first answer' });
+    await chat({ input: 'first', sessionFile: session, home: t.home, env: baseEnv() });
+    server.requests.length = 0;
+
+    server.enqueue({ kind: 'error', status: 401 });
+    const { onEvent, of } = collect();
+    const error = await failure(chat({ input: 'second', sessionFile: session, home: t.home, env: baseEnv(), onEvent }));
+    expect(error.modelError).toMatchObject({ kind: 'auth', status: 401, recoverable: false });
+    expect(error.suggestion).toMatch(/key/);
+    expect(server.requests).toHaveLength(1);
+    expect(of('retry')).toEqual([]);
+    expect(of('error')).toEqual([expect.objectContaining({ kind: 'auth', status: 401, suggestion: error.suggestion })]);
+
+    const lines = readSession(session);
+    expect(lines.map((line) => line.role)).toEqual(['user', 'assistant', 'user']);
+    expect(lines.at(-1)).toMatchObject({ role: 'user', content: 'second' });
+  });
+
+  it('does not retry a 400', async () => {
+    const server = await fakeOpenAI();
+    writeConfig(server);
+    server.enqueue({ kind: 'error', status: 400, message: 'max_tokens is too large' });
+    const { onEvent, of } = collect();
+    const error = await failure(chat({ input: 'hi', home: t.home, env: baseEnv(), onEvent }));
+    expect(error.modelError).toMatchObject({ kind: 'invalid_request', status: 400 });
+    expect(server.requests).toHaveLength(1);
+    expect(of('retry')).toEqual([]);
+  });
+
+  it('gives up on repeated 500s after max_attempts', async () => {
+    const server = await fakeOpenAI({ defaultStep: { kind: 'error', status: 503 } });
+    writeConfig(server);
+    const error = await failure(chat({ input: 'hi', home: t.home, env: baseEnv() }));
+    expect(error.modelError).toMatchObject({ kind: 'server', status: 503 });
+    expect(error.message).toMatch(/after 3 attempts/);
+    expect(server.requests).toHaveLength(3);
+  });
+});
+
+describe('chat() against the fake Anthropic server', () => {
+  it('runs the bash_exec loop over the messages protocol with system, history, tool_result and schema', async () => {
+    const server = await fakeAnthropic();
+    writeConfig(server, { api: 'anthropic-messages' });
+    const session = join(t.home, 's.jsonl');
+    server.enqueue({ kind: 'text', text: 'Hello Ada.' });
+    await chat({ input: 'I am Ada.', sessionFile: session, home: t.home, env: baseEnv() });
+
+    server.enqueue({ ...markerCall, text: 'Checking.' }, { kind: 'text', text: 'It printed marker-42.' });
+    const { onEvent, of } = collect();
+    const result = await chat({ input: 'Run the marker.', sessionFile: session, home: t.home, env: baseEnv(), onEvent });
+
+    expect(result.text).toBe('It printed marker-42.');
+    expect(result.toolCalls[0]!.result).toEqual({ stdout: 'marker-42\n', stderr: '', exit_code: 0 });
+    expect(of('usage')).toHaveLength(2);
+    expect(result.usage.input).toBeGreaterThan(0);
+
+    expect(server.requests).toHaveLength(3);
+    expect(server.requests[2]!.path).toBe('/v1/messages');
+    const body = server.requests[2]!.body;
+    const system = typeof body.system === 'string' ? body.system : body.system.map((block: LooseJson) => block.text).join('');
+    expect(system).toBe(DEFAULT_SYSTEM_PROMPT);
+    const messages: LooseJson[] = body.messages;
+    expect(messages.map((m) => m.role)).toEqual(['user', 'assistant', 'user', 'assistant', 'user']);
+    expect(JSON.stringify(messages[0])).toContain('I am Ada.');
+    expect(JSON.stringify(messages[1])).toContain('Hello Ada.');
+    const toolUse = messages[3].content.find((block: LooseJson) => block.type === 'tool_use');
+    expect(toolUse).toMatchObject({ name: 'bash_exec', input: { command: 'echo marker-$((6*7))' } });
+    const toolResult = messages[4].content.find((block: LooseJson) => block.type === 'tool_result');
+    expect(toolResult.tool_use_id).toBe(toolUse.id);
+    const content = typeof toolResult.content === 'string' ? toolResult.content : toolResult.content.map((block: LooseJson) => block.text).join('');
+    expect(JSON.parse(content)).toEqual({ stdout: 'marker-42\n', stderr: '', exit_code: 0 });
+    expect(body.tools).toEqual([expect.objectContaining({ name: 'bash_exec', input_schema: expect.objectContaining({ required: ['command'] }) })]);
+  });
+
+  it('retries 529 overloaded and fails at once on 401', async () => {
+    const server = await fakeAnthropic();
+    writeConfig(server, { api: 'anthropic-messages' });
+    server.enqueue({ kind: 'error', status: 529 }, { kind: 'text', text: 'back' });
+    const { onEvent, of } = collect();
+    expect((await chat({ input: 'hi', home: t.home, env: baseEnv(), onEvent })).text).toBe('back');
+    expect(of('retry')).toEqual([expect.objectContaining({ error: 'server', status: 529 })]);
+
+    server.requests.length = 0;
+    server.enqueue({ kind: 'error', status: 401 });
+    const error = await failure(chat({ input: 'hi', home: t.home, env: baseEnv() }));
+    expect(error.modelError.kind).toBe('auth');
+    expect(server.requests).toHaveLength(1);
+  });
+});
