@@ -155,6 +155,9 @@ async function benchPai(): Promise<void> {
   for (let i = 0; i < 10; i++) times.push(await runAsync([process.execPath, cliPath('pai'), 'chat', 'hi'], { THECLAW_HOME: mock }));
   record('pai chat "hi" with the offline mock (wall)', median(times), 'ms', { atMost: 300 });
 
+  wall([process.execPath, cliPath('cmds'), 'find', 'warm the PATH index'], 1);
+  record('cmds find "list files" (warm PATH index)', wall([process.execPath, cliPath('cmds'), 'find', 'list files'], 10), 'ms', { atMost: 300 });
+
   const server = await startFakeOpenAI();
   const fakeHome = join(home, 'pai-fake');
   const configDir = join(fakeHome, 'pai');
