@@ -16,3 +16,4 @@ export * from './validate.js';
 export * from './sqlite.js';
 export * from './retry.js';
 export * from './config.js';
+export * from './daemon.js';

@@ -10,6 +10,15 @@ import { ClawError, errnoCode } from './errors.js';
  */
 export type Handler = (request: unknown) => Promise<unknown> | unknown;
 
+/**
+ * A handler's answer that keeps the connection open: after the first line (`{"ok":true,
+ * "stream":true}`) the server writes one JSON line per `send` until the client disconnects
+ * (`closed` fires) or the server ends it. Used for terminal chat, where replies arrive later.
+ */
+export class SocketStream {
+  constructor(readonly open: (send: (message: unknown) => void, closed: AbortSignal) => void) {}
+}
+
 const MAX_REQUEST_BYTES = 1 << 20;
 
 export async function listenSocket(path: string, handle: Handler): Promise<Server> {
@@ -51,7 +60,9 @@ function serve(socket: Socket, handle: Handler): void {
 async function respond(socket: Socket, line: string, handle: Handler): Promise<void> {
   let reply: unknown;
   try {
-    reply = { ok: true, result: await handle(JSON.parse(line)) };
+    const result = await handle(JSON.parse(line));
+    if (result instanceof SocketStream) return openStream(socket, result);
+    reply = { ok: true, result };
   } catch (error) {
     reply = {
       ok: false,
@@ -61,6 +72,67 @@ async function respond(socket: Socket, line: string, handle: Handler): Promise<v
     };
   }
   if (!socket.destroyed) socket.end(JSON.stringify(reply) + '\n');
+}
+
+function openStream(socket: Socket, stream: SocketStream): void {
+  const closed = new AbortController();
+  socket.on('close', () => closed.abort());
+  const send = (message: unknown) => {
+    if (!socket.destroyed) socket.write(JSON.stringify(message) + '\n');
+  };
+  send({ ok: true, stream: true });
+  stream.open(send, closed.signal);
+}
+
+/**
+ * Opens a stream (see SocketStream): resolves once the server accepted it, then calls
+ * `onMessage` for each line until `signal` aborts or the server goes away (`onClose`).
+ */
+export function subscribe(
+  path: string,
+  message: unknown,
+  handlers: { onMessage: (message: unknown) => void; onClose?: () => void },
+  signal?: AbortSignal,
+): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(path);
+    let buffer = '';
+    let accepted = false;
+    signal?.addEventListener('abort', () => socket.destroy(), { once: true });
+    socket.setEncoding('utf8');
+    socket.on('connect', () => socket.write(JSON.stringify(message) + '\n'));
+    socket.on('error', (error) => {
+      if (accepted) return;
+      const code = errnoCode(error);
+      const down = code === 'ENOENT' || code === 'ECONNREFUSED';
+      reject(new ClawError(down ? 'not_found' : 'io', down ? `nothing listens on ${path}` : error.message, { cause: error }));
+    });
+    socket.on('close', () => {
+      if (accepted) handlers.onClose?.();
+      else reject(new ClawError('io', `the daemon on ${path} closed the connection without an answer`));
+    });
+    socket.on('data', (chunk: string) => {
+      buffer += chunk;
+      for (let end = buffer.indexOf('\n'); end !== -1; end = buffer.indexOf('\n')) {
+        const line = buffer.slice(0, end);
+        buffer = buffer.slice(end + 1);
+        let parsed: { ok?: boolean; stream?: boolean; error?: string; kind?: ClawError['kind']; suggestion?: string };
+        try {
+          parsed = JSON.parse(line);
+        } catch {
+          continue;
+        }
+        if (accepted) handlers.onMessage(parsed);
+        else if (parsed.ok && parsed.stream) {
+          accepted = true;
+          resolve();
+        } else {
+          socket.destroy();
+          reject(new ClawError(parsed.kind ?? 'invalid', parsed.error ?? 'stream refused', { suggestion: parsed.suggestion }));
+        }
+      }
+    });
+  });
 }
 
 export interface RequestOptions {

@@ -1,7 +1,8 @@
 import { printJson, printLines } from '../core/cli.js';
 import { resolveHome } from '../core/home.js';
 import { addTimer, daemonStatus, listTimers, removeTimer, startDaemon, stopDaemon } from './control.js';
-import { logFile, runDaemon } from './daemon.js';
+import { daemonLogFile } from '../core/daemon.js';
+import { runNotifier } from './daemon.js';
 import { parseSchedule, type TimerJson } from './timers.js';
 import type { NotifierStatus } from './types.js';
 
@@ -12,14 +13,14 @@ interface Json {
 export async function start(options: Json & { foreground?: boolean }): Promise<void> {
   const home = resolveHome();
   if (options.foreground) {
-    await runDaemon(home);
+    await runNotifier(home);
     // Handlers started by this daemon run on in their own process groups; they must not keep
     // this process alive once the daemon has stopped.
     process.exit(0);
   }
   const { pid } = await startDaemon(home);
   if (options.json) printJson({ running: true, pid });
-  else printLines([`notifier started (pid ${pid}); log: ${logFile(home)}`]);
+  else printLines([`notifier started (pid ${pid}); log: ${daemonLogFile(home, 'notifier')}`]);
 }
 
 export async function stop(options: Json): Promise<void> {

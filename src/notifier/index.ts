@@ -1,4 +1,4 @@
-export { runDaemon, pidFile, logFile } from './daemon.js';
+export { runNotifier } from './daemon.js';
 export { startDaemon, stopDaemon, daemonStatus, addTimer, removeTimer, listTimers } from './control.js';
 export { loadConfig, NotifierConfigSchema, type NotifierConfig } from './config.js';
 export { parseSchedule, parseDuration, nextRunAt, type Schedule, type Timer, type TimerJson } from './timers.js';

@@ -92,30 +92,39 @@ export class Thread {
 
   /** Appends one event and returns its id (the first id when the idempotency key was seen). */
   push(input: PushInput): number {
-    return this.pushBatch([input])[0]!;
+    return this.append([input])[0]!.id;
   }
 
   /** Appends events in one transaction; returns their ids in input order. */
   pushBatch(inputs: readonly PushInput[]): number[] {
+    return this.append(inputs).map((result) => result.id);
+  }
+
+  /** Like `push`, and says whether the idempotency key had been seen (nothing was stored). */
+  pushOnce(input: PushInput): { id: number; duplicate: boolean } {
+    return this.append([input])[0]!;
+  }
+
+  private append(inputs: readonly PushInput[]): { id: number; duplicate: boolean }[] {
     const events = inputs.map((input, index) => validatePush(input, inputs.length > 1 ? index + 1 : undefined));
     const insert = this.sql(
       `INSERT INTO events (created_at, source, type, subtype, content, idempotency_key) VALUES (?, ?, ?, ?, ?, ?) RETURNING id`,
     );
     const byKey = this.sql('SELECT id FROM events WHERE idempotency_key = ?').pluck();
     const created: ThreadEvent[] = [];
-    const ids = this.db
+    const results = this.db
       .transaction(() =>
         events.map((event) => {
           // Looked up first (inside the write transaction) rather than relying on the unique
           // constraint, which would still consume an id from the sequence.
           const existing = event.idempotency_key ? (byKey.get(event.idempotency_key) as number | undefined) : undefined;
-          if (existing !== undefined) return existing;
+          if (existing !== undefined) return { id: existing, duplicate: true };
           const created_at = new Date().toISOString();
           const row = insert.get(created_at, event.source, event.type, event.subtype ?? null, event.content, event.idempotency_key ?? null) as {
             id: number;
           };
           created.push({ id: row.id, created_at, source: event.source, type: event.type, subtype: event.subtype ?? null, content: event.content });
-          return row.id;
+          return { id: row.id, duplicate: false };
         }),
       )
       .immediate();
@@ -125,7 +134,7 @@ export class Thread {
       this.jsonl.append(created.map((event) => JSON.stringify(event)).join('\n') + '\n', created.length);
       this.schedulePoke();
     }
-    return ids;
+    return results;
   }
 
   /**

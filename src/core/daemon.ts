@@ -1,0 +1,143 @@
+import { spawn } from 'node:child_process';
+import { closeSync, mkdirSync, openSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { ClawError, isClawError } from './errors.js';
+import { logsDir, runDir, socketPath } from './home.js';
+import { listenSocket, request, type Handler } from './ipc.js';
+import { readLockHolder, tryLock, type LockHolder } from './lock.js';
+import { cliPath } from './package.js';
+import { isAlive } from './process.js';
+
+/**
+ * The life of a resident daemon (notifier, xgw), written once: one per home, guarded by a
+ * pid-aware lock in `run/<name>.pid`; a control socket `run/<name>.sock` (mode 0600, loopback
+ * by nature); started in the background as `<name> start --foreground`; stopped over the socket
+ * or by SIGTERM.
+ */
+export type DaemonName = 'notifier' | 'xgw';
+
+const START_TIMEOUT_MS = 10_000;
+const STOP_TIMEOUT_MS = 10_000;
+
+export function daemonPidFile(home: string, name: DaemonName): string {
+  return join(runDir(home), `${name}.pid`);
+}
+
+export function daemonLogFile(home: string, name: DaemonName): string {
+  return join(logsDir(home), `${name}.log`);
+}
+
+export function daemonHolder(home: string, name: DaemonName): LockHolder | null {
+  return readLockHolder(daemonPidFile(home, name));
+}
+
+export function askDaemon<T>(home: string, name: DaemonName, message: unknown, timeoutMs?: number): Promise<T> {
+  return request<T>(socketPath(home, name), message, { timeoutMs });
+}
+
+export interface RunningDaemon {
+  /** Answers the control socket's requests (`ping`, `stop` are answered before it is asked). */
+  handle: Handler;
+  /** Releases what the daemon holds; called once, on stop or SIGTERM. */
+  shutdown(): Promise<void> | void;
+}
+
+/**
+ * Runs a daemon in this process until `stop` or SIGTERM/SIGINT. `setup` starts the daemon's work
+ * once the lock is held; a failure there releases the lock and is thrown to the caller.
+ */
+export async function runDaemon(home: string, name: DaemonName, setup: () => Promise<RunningDaemon>): Promise<void> {
+  mkdirSync(runDir(home), { recursive: true, mode: 0o700 });
+  const attempt = tryLock(daemonPidFile(home, name));
+  if (!attempt.acquired) {
+    throw new ClawError('conflict', `${name} is already running (pid ${attempt.holder.pid})`, { suggestion: `stop it first with: ${name} stop` });
+  }
+  const lock = attempt.lock;
+  let daemon: RunningDaemon;
+  let server: Awaited<ReturnType<typeof listenSocket>>;
+  let stopping = false;
+  let resolveStopped!: () => void;
+  const stopped = new Promise<void>((resolve) => (resolveStopped = resolve));
+  const shutdown = async () => {
+    if (stopping) return;
+    stopping = true;
+    server.close();
+    await daemon.shutdown();
+    lock.release();
+    resolveStopped();
+  };
+  try {
+    daemon = await setup();
+    server = await listenSocket(socketPath(home, name), (message) => {
+      const op = (message as { op?: unknown } | null)?.op;
+      if (op === 'ping') return { pid: process.pid };
+      if (op === 'stop') {
+        setImmediate(() => void shutdown());
+        return { stopping: true };
+      }
+      return daemon.handle(message);
+    });
+  } catch (error) {
+    lock.release();
+    throw error;
+  }
+  process.once('SIGTERM', () => void shutdown());
+  process.once('SIGINT', () => void shutdown());
+  await stopped;
+}
+
+/**
+ * Starts the daemon in the background and returns once it answers on its socket. It is the same
+ * CLI with `start --foreground`, detached so that it outlives the terminal; what it prints before
+ * its log is open goes to `run/<name>.stderr`, and is quoted if it fails to start.
+ */
+export async function startDaemonProcess(home: string, name: DaemonName, env: NodeJS.ProcessEnv = process.env): Promise<{ pid: number }> {
+  const running = daemonHolder(home, name);
+  if (running) throw new ClawError('conflict', `${name} is already running (pid ${running.pid})`, { suggestion: `stop it first with: ${name} stop` });
+  mkdirSync(runDir(home), { recursive: true, mode: 0o700 });
+  const stderrPath = join(runDir(home), `${name}.stderr`);
+  const stderr = openSync(stderrPath, 'w', 0o600);
+  const child = spawn(process.execPath, [cliPath(name), 'start', '--foreground'], {
+    detached: true,
+    stdio: ['ignore', 'ignore', stderr],
+    env: { ...env, THECLAW_HOME: home },
+  });
+  closeSync(stderr);
+  child.unref();
+  let exited = false;
+  child.once('exit', () => (exited = true));
+  const deadline = Date.now() + START_TIMEOUT_MS;
+  while (Date.now() < deadline) {
+    try {
+      return await askDaemon<{ pid: number }>(home, name, { op: 'ping' }, 1_000);
+    } catch (error) {
+      if (exited) {
+        const said = readFileSync(stderrPath, 'utf8').trim().split('\n').at(-1)?.replace(/^Error: /, '');
+        throw new ClawError('io', `${name} did not start${said ? `: ${said}` : ''}`, { suggestion: `see ${stderrPath} and ${daemonLogFile(home, name)}` });
+      }
+      if (!isClawError(error, 'not_found')) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+  }
+  throw new ClawError('timeout', `${name} did not answer within ${START_TIMEOUT_MS / 1000} s of starting`, { suggestion: `see ${stderrPath}` });
+}
+
+/** Stops the daemon and waits for its process to end. Returns false if it was not running. */
+export async function stopDaemonProcess(home: string, name: DaemonName): Promise<boolean> {
+  const holder = daemonHolder(home, name);
+  if (!holder) return false;
+  try {
+    await askDaemon(home, name, { op: 'stop' }, 3_000);
+  } catch {
+    process.kill(holder.pid, 'SIGTERM'); // socket gone or hung: the signal does the same
+  }
+  const deadline = Date.now() + STOP_TIMEOUT_MS;
+  while (isAlive(holder)) {
+    if (Date.now() > deadline) {
+      process.kill(holder.pid, 'SIGKILL');
+      break;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  return true;
+}
