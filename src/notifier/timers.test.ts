@@ -4,7 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isClawError } from '../core/errors.js';
 import { joinCommand } from '../core/command.js';
 import { createTestHome, runTool, waitFor, type TestHome } from '../testing/index.js';
-import { nextRunAt, parseDuration, parseSchedule, type Timer } from './timers.js';
+import { dueAt, nextRunAt, parseDuration, parseSchedule, type Timer } from './timers.js';
 
 describe('timer schedules', () => {
   it('parses durations with units and refuses malformed or sub-second ones', () => {
@@ -30,7 +30,7 @@ describe('timer schedules', () => {
     expect(() => parseSchedule({ at: 'tomorrow-ish' })).toThrow(/invalid time/);
   });
 
-  it('plans the next run: cron from now, every from the last run, at once only', () => {
+  it('plans the next run: cron and every from the last run, at once only', () => {
     const base: Omit<Timer, 'schedule'> = { id: 't', command: 'x', created_at: '2026-01-01T00:00:00.000Z', last_run_at: null, last_exit: null, runs: 0, done: false };
     const now = new Date('2026-01-01T00:02:30.000Z');
     expect(nextRunAt({ ...base, schedule: { kind: 'cron', expr: '*/5 * * * *' } }, now)?.toISOString()).toBe('2026-01-01T00:05:00.000Z');
@@ -40,6 +40,19 @@ describe('timer schedules', () => {
     const at = { ...base, schedule: { kind: 'at' as const, time: new Date('2026-01-02T00:00:00.000Z') } };
     expect(nextRunAt(at, now)?.toISOString()).toBe('2026-01-02T00:00:00.000Z');
     expect(nextRunAt({ ...at, done: true }, now)).toBeNull();
+  });
+
+  it('makes a cron timer due once its next run after the last run has passed, and collapses missed runs into one', () => {
+    const base: Omit<Timer, 'schedule'> = { id: 't', command: 'x', created_at: '2026-01-01T00:00:00.000Z', last_run_at: null, last_exit: null, runs: 0, done: false };
+    const cron = { ...base, schedule: { kind: 'cron' as const, expr: '*/5 * * * *' } };
+    // Created at 00:00, first run at 00:05: due (now) at 00:07, although the next cron slot after 00:07 is 00:10.
+    const now = new Date('2026-01-01T00:07:00.000Z');
+    expect(dueAt(cron)?.toISOString()).toBe('2026-01-01T00:05:00.000Z');
+    expect(nextRunAt(cron, now)?.toISOString()).toBe(now.toISOString());
+    // Last run at 00:05: not due before 00:10.
+    expect(nextRunAt({ ...cron, last_run_at: '2026-01-01T00:05:00.000Z' }, now)?.toISOString()).toBe('2026-01-01T00:10:00.000Z');
+    // Down for a day: one run now, not 288.
+    expect(nextRunAt({ ...cron, last_run_at: '2026-01-01T00:05:00.000Z' }, new Date('2026-01-02T00:07:00.000Z'))?.toISOString()).toBe('2026-01-02T00:07:00.000Z');
   });
 });
 
@@ -84,6 +97,17 @@ describe('notifier timer (CLI and daemon)', () => {
     await new Promise((resolve) => setTimeout(resolve, 2500));
     expect(ticks(file)).toBeLessThanOrEqual(after + 1);
     expect(JSON.parse((await runTool('notifier', ['timer', 'list', '--json'], t.env)).stdout)).toEqual([]);
+  });
+
+  it('runs a cron timer with a seconds field through the daemon', async () => {
+    const file = join(t.home, 'cron.txt');
+    expect((await runTool('notifier', ['start'], t.env)).code).toBe(0);
+    const add = await runTool('notifier', ['timer', 'add', '--id', 'every-second', '--cron', '*/1 * * * * *', '--command', appendCommand(file)], t.env);
+    expect(add.code, add.stderr).toBe(0);
+    await waitFor(() => ticks(file) >= 2, 'two cron runs', 10_000);
+    const [timer] = JSON.parse((await runTool('notifier', ['timer', 'list', '--json'], t.env)).stdout);
+    expect(timer.runs).toBeGreaterThanOrEqual(2);
+    expect(timer.last_exit).toBe('exited 0');
   });
 
   it('runs a one-shot timer once and then shows no next run', async () => {

@@ -78,25 +78,33 @@ export function formatSchedule(schedule: Schedule): string {
   }
 }
 
-/** When the timer runs next after `now`, or null if it never will. */
-export function nextRunAt(timer: Timer, now: Date): Date | null {
+/**
+ * When the timer is due, counted from its last run (or its creation): a time in the past means it
+ * is due now. Every kind keeps its rhythm across restarts, and runs missed while the daemon was
+ * down collapse into one, because the run moves `last_run_at` to now. Null: it never runs again.
+ */
+export function dueAt(timer: Timer): Date | null {
   const { schedule } = timer;
+  const from = new Date(timer.last_run_at ?? timer.created_at);
   switch (schedule.kind) {
     case 'cron': {
       const cron = new Cron(schedule.expr, { paused: true });
-      const next = cron.nextRun(now);
+      const next = cron.nextRun(from);
       cron.stop();
       return next;
     }
-    case 'every': {
-      // Counted from the last run, so a restart keeps the rhythm; runs missed while the daemon
-      // was down collapse into one run now.
-      const from = new Date(timer.last_run_at ?? timer.created_at).getTime();
-      return new Date(Math.max(from + schedule.ms, now.getTime()));
-    }
+    case 'every':
+      return new Date(from.getTime() + schedule.ms);
     case 'at':
       return timer.done ? null : schedule.time;
   }
+}
+
+/** When the timer runs next, `now` if it is overdue, or null if it never will. */
+export function nextRunAt(timer: Timer, now: Date): Date | null {
+  const due = dueAt(timer);
+  if (due === null || timer.schedule.kind === 'at') return due;
+  return new Date(Math.max(due.getTime(), now.getTime()));
 }
 
 interface TimerRow {
