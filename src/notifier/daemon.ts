@@ -24,7 +24,13 @@ export async function runNotifier(home: string): Promise<void> {
     const store = new TimerStore(home);
     const dispatcher = new Dispatcher({ home, config, logger, outputDir });
     const scheduler = new TimerScheduler({ home, store, config, logger, outputDir });
-    const sweep = setInterval(() => dispatcher.sweep(), config.sweep_interval_seconds * 1000);
+    const sweep = setInterval(() => {
+      try {
+        dispatcher.sweep();
+      } catch (error) {
+        logger.error(`sweep failed: ${(error as Error).message}`);
+      }
+    }, config.sweep_interval_seconds * 1000);
 
     const status = (): NotifierStatus => ({
       running: true,

@@ -126,7 +126,9 @@ export class Dispatcher {
     void superviseChild(child, output, {
       timeoutMs: this.options.config.handler_timeout_seconds * 1000,
       outputLimitBytes: this.options.config.output_limit_bytes,
-    }).then((outcome) => this.finished(slot, child.pid, subscription, outcome));
+    })
+      .then((outcome) => this.finished(slot, child.pid, subscription, outcome))
+      .catch((error: unknown) => this.options.logger.error(`${slot.consumer} on ${slot.thread} (pid ${child.pid}): ${(error as Error).message}`));
   }
 
   private finished(slot: Slot, pid: number, before: ConsumerInfo, outcome: RunOutcome): void {

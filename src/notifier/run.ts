@@ -1,6 +1,7 @@
 import type { ChildProcess } from 'node:child_process';
-import { closeSync, fstatSync, openSync, readSync, unlinkSync } from 'node:fs';
+import { closeSync, fstatSync, mkdirSync, openSync, readSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
+import { errnoCode } from '../core/errors.js';
 import { killGroup } from '../core/process.js';
 
 /** How a handler or timer command ended. */
@@ -39,7 +40,14 @@ export class OutputFile {
 
   constructor(dir: string, name: string) {
     this.path = join(dir, `${name}.${process.pid}.${Date.now()}.${Math.random().toString(36).slice(2, 8)}.out`);
-    this.fd = openSync(this.path, 'w+', 0o600);
+    try {
+      this.fd = openSync(this.path, 'w+', 0o600);
+    } catch (error) {
+      if (errnoCode(error) !== 'ENOENT') throw error;
+      // The directory was removed under the running daemon (a cleanup of run/): make it again.
+      mkdirSync(dir, { recursive: true, mode: 0o700 });
+      this.fd = openSync(this.path, 'w+', 0o600);
+    }
   }
 
   /** Reads at most `limit` bytes: the head and the tail, with a marker where bytes were left out. */
@@ -91,7 +99,13 @@ export function superviseChild(
       clearTimeout(killTimer);
       // Whatever the handler left running in its group goes with it once the time is up.
       if (timedOut) killGroup(child.pid, 'SIGKILL');
-      resolve({ code, signal, timedOut, durationMs: Date.now() - started, output: output.readAndRemove(options.outputLimitBytes) });
+      let text: string;
+      try {
+        text = output.readAndRemove(options.outputLimitBytes);
+      } catch (error) {
+        text = `[the output could not be read: ${(error as Error).message}]`;
+      }
+      resolve({ code, signal, timedOut, durationMs: Date.now() - started, output: text });
     });
   });
 }

@@ -15,6 +15,7 @@ export interface SchedulerOptions {
 
 // Wake at least this often, so a changed clock or a far-away run is re-planned in time.
 const MAX_SLEEP_MS = 60_000;
+const RETRY_AFTER_ERROR_MS = 5_000;
 
 /**
  * Runs due timers. It plans one wake-up for the earliest next run, reloads the store on each
@@ -28,15 +29,35 @@ export class TimerScheduler {
 
   constructor(private readonly options: SchedulerOptions) {}
 
-  /** Re-reads the timers and plans the next wake-up; called at start and on `timers` pokes. */
+  /**
+   * Re-reads the timers, runs the due ones and plans the next wake-up; called at start, on
+   * `timers` pokes and by its own wake-up. It never throws: a failure (a locked or damaged
+   * timers.db, a full disk) is logged and the scheduler looks again at the next wake-up.
+   */
   reload(): void {
     if (this.stopped) return;
     if (this.wake) clearTimeout(this.wake);
+    let delayMs = RETRY_AFTER_ERROR_MS;
+    try {
+      delayMs = this.runDue();
+    } catch (error) {
+      this.options.logger.error(`timers: ${(error as Error).message}; looking again in ${RETRY_AFTER_ERROR_MS / 1000} s`);
+    }
+    this.wake = setTimeout(() => this.reload(), delayMs);
+  }
+
+  /** Runs the due timers; returns how long to sleep until the next one. */
+  private runDue(): number {
     const now = new Date();
     const { store } = this.options;
     for (const timer of store.list()) {
       const next = nextRunAt(timer, now);
-      if (next !== null && next.getTime() <= now.getTime()) this.run(timer.id, timer.command, now);
+      if (next === null || next.getTime() > now.getTime()) continue;
+      try {
+        this.run(timer.id, timer.command, now);
+      } catch (error) {
+        this.options.logger.error(`timer ${timer.id}: ${(error as Error).message}`);
+      }
     }
     // Planned after the runs above, which moved their timers' next runs forward. A timer still
     // due was skipped because its previous run goes on: look again in a second.
@@ -45,7 +66,7 @@ export class TimerScheduler {
       const next = nextRunAt(timer, now)?.getTime();
       if (next !== undefined) earliest = Math.min(earliest, next <= now.getTime() ? now.getTime() + 1_000 : next);
     }
-    this.wake = setTimeout(() => this.reload(), Math.max(10, earliest - Date.now()));
+    return Math.max(10, earliest - Date.now());
   }
 
   stop(): void {
@@ -82,6 +103,6 @@ export class TimerScheduler {
       const line = formatRun(`timer ${id} (pid ${pid})`, outcome);
       if (outcome.code === 0) logger.info(line);
       else logger.error(line);
-    });
+    }).catch((error: unknown) => logger.error(`timer ${id} (pid ${pid}): ${(error as Error).message}`));
   }
 }

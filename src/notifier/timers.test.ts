@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isClawError } from '../core/errors.js';
@@ -108,6 +108,17 @@ describe('notifier timer (CLI and daemon)', () => {
     const [timer] = JSON.parse((await runTool('notifier', ['timer', 'list', '--json'], t.env)).stdout);
     expect(timer.runs).toBeGreaterThanOrEqual(2);
     expect(timer.last_exit).toBe('exited 0');
+  });
+
+  it('stays up and runs timers when its output directory is removed under it', async () => {
+    const file = join(t.home, 'after-rm.txt');
+    expect((await runTool('notifier', ['start'], t.env)).code).toBe(0);
+    rmSync(join(t.home, 'run', 'notifier-output'), { recursive: true, force: true });
+    const add = await runTool('notifier', ['timer', 'add', '--id', 'tick', '--every', '1s', '--command', appendCommand(file)], t.env);
+    expect(add.code, add.stderr).toBe(0);
+    await waitFor(() => ticks(file) >= 2, 'two ticks', 10_000);
+    const status = JSON.parse((await runTool('notifier', ['status', '--json'], t.env)).stdout);
+    expect(status.running).toBe(true);
   });
 
   it('runs a one-shot timer once and then shows no next run', async () => {
