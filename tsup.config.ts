@@ -11,6 +11,8 @@ export default defineConfig({
     'notifier/cli': 'src/notifier/cli.ts',
     'pai/index': 'src/pai/index.ts',
     'pai/cli': 'src/pai/cli.ts',
+    'xgw/index': 'src/xgw/index.ts',
+    'xgw/cli': 'src/xgw/cli.ts',
     'cmds/index': 'src/cmds/index.ts',
     'cmds/cli': 'src/cmds/cli.ts',
   },

@@ -11,6 +11,7 @@ import { joinCommand } from '../src/core/command.js';
 import { cliPath, packageRoot } from '../src/core/package.js';
 import { initThread } from '../src/thread/index.js';
 import { estimateTokens, startFakeOpenAI } from '../src/testing/fake-llm.js';
+import { startFakeTelegram } from '../src/testing/fake-telegram.js';
 
 interface Figure {
   name: string;
@@ -174,7 +175,34 @@ async function benchPai(): Promise<void> {
   }
 }
 
+/** Resident memory of a process, from /proc (Linux), in MB. */
+function rssMb(pid: number): number {
+  const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((l) => l.startsWith('VmRSS:'))!;
+  return Number(line.replace(/\D+/g, '')) / 1024;
+}
+
+async function benchXgw(): Promise<void> {
+  const telegram = await startFakeTelegram();
+  const xgwHome = join(home, 'xgw-home');
+  spawnSync('mkdir', ['-p', join(xgwHome, 'xgw')]);
+  writeFileSync(
+    join(xgwHome, 'xgw', 'config.yaml'),
+    `channels:\n  - { id: webchat:main, type: webchat, port: 0, access: open }\n  - { id: telegram:main, type: telegram, token_env: BENCH_TG_TOKEN, api_root: "${telegram.apiRoot}" }\n  - { id: terminal:local, type: terminal, access: open }\nroutes:\n  - { agent: admin }\n`,
+  );
+  const xgwEnv = { THECLAW_HOME: xgwHome, BENCH_TG_TOKEN: telegram.token };
+  try {
+    await runAsync([process.execPath, cliPath('xgw'), 'start'], xgwEnv);
+    const pid = Number(/"pid":(\d+)/.exec(readFileSync(join(xgwHome, 'run', 'xgw.pid'), 'utf8'))![1]);
+    await new Promise((resolve) => setTimeout(resolve, 2000)); // idle: polling Telegram, web chat listening
+    record('xgw idle with web chat, Telegram (long polling) and terminal: RSS', rssMb(pid), 'MB', { atMost: 120 });
+  } finally {
+    await runAsync([process.execPath, cliPath('xgw'), 'stop'], xgwEnv).catch(() => {});
+    await telegram.close();
+  }
+}
+
 try {
+  await benchXgw();
   await benchPai();
   benchThreadPush();
   benchPeek();

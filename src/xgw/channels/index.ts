@@ -1,0 +1,17 @@
+import type { ChannelAdapter, ChannelConfig } from '../types.js';
+import { TerminalChannel } from './terminal.js';
+
+/**
+ * Builds the adapter for a configured channel. Web chat and Telegram are imported only when
+ * configured: their libraries (ws, grammY) cost start-up time and memory.
+ */
+export async function createChannel(config: ChannelConfig, env: NodeJS.ProcessEnv): Promise<ChannelAdapter> {
+  switch (config.type) {
+    case 'webchat':
+      return (await import('./webchat.js')).createWebchatChannel(config);
+    case 'telegram':
+      return (await import('./telegram.js')).createTelegramChannel(config, env);
+    case 'terminal':
+      return new TerminalChannel(config);
+  }
+}

@@ -1,0 +1,460 @@
+import { Agent as HttpAgent } from 'node:http';
+import { Agent as HttpsAgent } from 'node:https';
+import { Bot, GrammyError, HttpError } from 'grammy';
+import type { Message, MessageEntity, UserFromGetMe } from 'grammy/types';
+import { ClawError, isClawError, type ErrorKind } from '../../core/errors.js';
+import { backoffMs, sleep } from '../../core/retry.js';
+import { splitText } from '../split.js';
+import type {
+  ChannelAdapter,
+  ChannelContext,
+  ChannelStatus,
+  InboundMessage,
+  InboundOutcome,
+  OutboundMessage,
+  TelegramChannelConfig,
+} from '../types.js';
+
+/** Telegram's limit for the text of one message, in UTF-16 code units. */
+export const TELEGRAM_TEXT_LIMIT = 4096;
+
+export interface TelegramChannelOptions {
+  /** How long each getUpdates call waits for news. Default: 30 (seconds). */
+  pollTimeoutSeconds?: number;
+  /** Delay before a failed poll is retried (or polling restarted); doubles per failure. Default: 1000 (1 s). */
+  retryDelayMs?: number;
+  /** Cap of that delay. Default: 60000 (1 minute). */
+  maxRetryDelayMs?: number;
+}
+
+/**
+ * grammY's Node build types its signals as the `abort-controller` polyfill's; Node's own
+ * AbortSignal works the same at run time (grammY only adds and removes an abort listener).
+ */
+type GrammySignal = Parameters<Bot['api']['getMe']>[0];
+const asGrammySignal = (signal: AbortSignal | undefined) => signal as unknown as GrammySignal;
+
+/** How long `stop` waits for grammY to end its poll before it cuts the connections. */
+const STOP_GRACE_MS = 5000;
+const RECEIVE_ATTEMPTS = 3;
+/** Gateway failures that a second try cannot fix. */
+const PERMANENT: ReadonlySet<ErrorKind> = new Set(['usage', 'invalid', 'not_found']);
+
+/**
+ * The Telegram channel: long polling through grammY against `api_root`, text messages in, text
+ * replies out (split at 4,096 code units). The bot token is read from `env[token_env]` at start
+ * and never leaves this module: grammY's network errors carry the request URL, which holds the
+ * token, so every error text is redacted before it is logged, shown in `status` or thrown.
+ */
+export function createTelegramChannel(config: TelegramChannelConfig, env: NodeJS.ProcessEnv, options: TelegramChannelOptions = {}): ChannelAdapter {
+  return new TelegramChannel(config, env, options);
+}
+
+class TelegramChannel implements ChannelAdapter {
+  readonly type = 'telegram' as const;
+  private bot: Bot | undefined;
+  private agent: HttpAgent | undefined;
+  private context: ChannelContext | undefined;
+  /** Aborted by `stop`: the start-up call, restart delays and receive retries. */
+  private lifetime = new AbortController();
+  private stopping = false;
+  /** grammY's polling loop (`bot.start`), settled. */
+  private polling: Promise<void> | undefined;
+  private failures = 0;
+  private state: ChannelStatus['state'] = 'stopped';
+  private problem: string | undefined;
+  private username: string | undefined;
+  private redact: (text: string) => string = (text) => text;
+  private readonly apiRoot: string;
+  private readonly pollTimeoutSeconds: number;
+
+  constructor(
+    private readonly config: TelegramChannelConfig,
+    private readonly env: NodeJS.ProcessEnv,
+    private readonly options: TelegramChannelOptions,
+  ) {
+    // grammY refuses a root with a trailing slash; a URL from YAML may well have one.
+    this.apiRoot = config.api_root.replace(/\/+$/, '');
+    this.pollTimeoutSeconds = options.pollTimeoutSeconds ?? 30;
+  }
+
+  get id(): string {
+    return this.config.id;
+  }
+
+  async start(context: ChannelContext): Promise<void> {
+    if (this.bot) throw new ClawError('conflict', `${this.id} is running already`, { suggestion: 'stop it first' });
+    const tokenEnv = this.config.token_env;
+    const token = this.env[tokenEnv];
+    if (!token) {
+      this.setState('error', `${tokenEnv} is not set`);
+      throw new ClawError('invalid', `${tokenEnv} is not set`, { suggestion: `export the bot token from @BotFather as ${tokenEnv}` });
+    }
+    this.context = context;
+    this.redact = createTokenRedactor(token);
+    this.stopping = false;
+    this.failures = 0;
+    this.lifetime = new AbortController();
+    this.setState('starting');
+    // An agent of our own, so that `stop` can close grammY's keep-alive connections.
+    this.agent = this.apiRoot.startsWith('https:') ? new HttpsAgent({ keepAlive: true }) : new HttpAgent({ keepAlive: true });
+    const bot = new Bot(token, {
+      client: { apiRoot: this.apiRoot, timeoutSeconds: this.pollTimeoutSeconds + 30, baseFetchConfig: { agent: this.agent } },
+    });
+    this.bot = bot;
+    bot.api.config.use(async (prev, method, payload, signal) => {
+      if (method !== 'getUpdates') return prev(method, payload, signal);
+      return this.pollWithRetries(() => prev(method, payload, signal), () => signal?.aborted === true);
+    });
+    bot.on('message:text', (ctx) => this.handleMessage(bot, ctx.message));
+    // Without a handler grammY prints to stderr and stops polling on the first failed update.
+    bot.catch((error) => context.logger.error(`${this.id}: handling update ${error.ctx.update.update_id} failed: ${this.describe(error.error)}`));
+
+    try {
+      bot.botInfo = await this.getMe(bot);
+      this.username = bot.botInfo.username;
+      if (this.stopping) throw new ClawError('aborted', `${this.id} was stopped while starting`);
+      await new Promise<void>((resolve, reject) => this.poll(bot, { resolve, reject }));
+    } catch (error) {
+      await this.shutdown();
+      const failure = this.toClawError(error, 'start');
+      this.setState(failure.kind === 'aborted' ? 'stopped' : 'error', failure.message);
+      throw failure;
+    }
+    context.logger.info(`${this.id}: polling as @${this.username} via ${this.apiRoot}`);
+  }
+
+  async send(message: OutboundMessage, signal?: AbortSignal): Promise<{ messageIds: string[] }> {
+    const bot = this.bot;
+    if (!bot || this.stopping) throw new ClawError('io', `${this.id} is not running`, { suggestion: 'see its state with: xgw status' });
+    // Telegram refuses a text that is only white space ("message text is empty").
+    const chunks = splitText(message.text, TELEGRAM_TEXT_LIMIT).filter((chunk) => chunk.trim() !== '');
+    if (chunks.length === 0) throw new ClawError('usage', 'the text is empty', { suggestion: 'send some text' });
+    const chatId = toChatId(message.conversationId);
+    const replyTo = message.replyTo !== undefined && /^\d+$/.test(message.replyTo) ? Number(message.replyTo) : undefined;
+    const messageIds: string[] = [];
+    for (const [index, chunk] of chunks.entries()) {
+      const other = index === 0 && replyTo !== undefined ? { reply_parameters: { message_id: replyTo, allow_sending_without_reply: true } } : {};
+      try {
+        if (signal?.aborted) throw new ClawError('aborted', 'aborted');
+        const sent = await bot.api.sendMessage(chatId, chunk, other, asGrammySignal(signal));
+        messageIds.push(String(sent.message_id));
+      } catch (error) {
+        const partly = index > 0 ? ` after ${index} of ${chunks.length} parts were sent (ids ${messageIds.join(', ')})` : '';
+        throw signal?.aborted
+          ? new ClawError('aborted', `sending to ${this.id} was aborted${partly}`)
+          : this.toClawError(error, 'sendMessage', partly);
+      }
+    }
+    return { messageIds };
+  }
+
+  status(): ChannelStatus {
+    const who = this.username ? `@${this.username}` : undefined;
+    const detail = [who, this.problem].filter(Boolean).join(': ');
+    return { id: this.id, type: this.type, state: this.state, ...(detail && { detail }) };
+  }
+
+  async stop(): Promise<void> {
+    if (!this.bot) return;
+    await this.shutdown();
+    this.setState('stopped');
+    this.context?.logger.info(`${this.id}: stopped`);
+  }
+
+  /** Ends polling (waiting for it, within a grace period), then every connection. */
+  private async shutdown(): Promise<void> {
+    const bot = this.bot;
+    if (!bot) return;
+    this.stopping = true;
+    // `bot.stop` aborts the pending poll and confirms the last offset with one more short call;
+    // it marks polling as ended before our retry delay (below) is cut short, so the loop ends.
+    const stopped = bot.isRunning() ? bot.stop() : undefined;
+    this.lifetime.abort();
+    await settleWithin(Promise.allSettled([stopped, this.polling]), STOP_GRACE_MS);
+    this.agent?.destroy();
+    this.agent = undefined;
+    this.bot = undefined;
+    this.polling = undefined;
+  }
+
+  /** One getMe, unlike `bot.init`, which retries network errors forever. */
+  private async getMe(bot: Bot): Promise<UserFromGetMe> {
+    try {
+      return await bot.api.getMe(asGrammySignal(this.lifetime.signal));
+    } catch (error) {
+      if (this.lifetime.signal.aborted) throw new ClawError('aborted', `${this.id} was stopped while starting`);
+      if (error instanceof GrammyError && (error.error_code === 401 || error.error_code === 404)) {
+        throw new ClawError('invalid', `Telegram refused the bot token in ${this.config.token_env} (${error.error_code}: ${error.description})`, {
+          status: error.error_code,
+          suggestion: `check the token with @BotFather and export it again as ${this.config.token_env}`,
+        });
+      }
+      throw error;
+    }
+  }
+
+  /**
+   * Starts grammY's long polling. `first` settles once polling began (grammY's `onStart`, after
+   * deleteWebhook) or failed before it did; later failures restart it with backoff.
+   */
+  private poll(bot: Bot, first?: { resolve(): void; reject(error: unknown): void }): void {
+    let began = false;
+    const run = bot.start({
+      timeout: this.pollTimeoutSeconds,
+      allowed_updates: ['message'],
+      onStart: () => {
+        began = true;
+        this.setState('running');
+        first?.resolve();
+      },
+    });
+    this.polling = run.then(
+      () => this.pollingEnded(undefined, began, first),
+      (error: unknown) => this.pollingEnded(error, began, first),
+    );
+  }
+
+  private pollingEnded(error: unknown, began: boolean, first: { reject(error: unknown): void } | undefined): void {
+    if (this.stopping) {
+      if (!began) first?.reject(new ClawError('aborted', `${this.id} was stopped while starting`));
+      return;
+    }
+    if (!began && first) return first.reject(error ?? new Error('polling ended before it began'));
+    const why = error === undefined ? 'polling ended' : this.describe(error);
+    const delayMs = this.nextDelayMs();
+    this.setState('error', `polling stopped: ${why}`);
+    this.context?.logger.error(`${this.id}: polling stopped: ${why}${hintFor(error)}; restarting in ${(delayMs / 1000).toFixed(1)} s`);
+    sleep(delayMs, this.lifetime.signal).then(
+      () => {
+        if (!this.stopping && this.bot) this.poll(this.bot);
+      },
+      () => {}, // stopped meanwhile
+    );
+  }
+
+  private pollSucceeded(): void {
+    if (this.stopping) return;
+    this.failures = 0;
+    if (this.state === 'error') this.context?.logger.info(`${this.id}: polling works again`);
+    if (this.state !== 'running') this.setState('running');
+  }
+
+  /**
+   * One getUpdates call, retried here until it succeeds: grammY would wait a fixed 3 s after a
+   * failed poll, in a sleep that `stop` cannot cut short; ours backs off (doubling, capped) and
+   * ends at once on `stop`. Only 401 and 409, which no retry fixes, reach grammY, which then
+   * stops polling (see `pollingEnded`).
+   */
+  private async pollWithRetries<T extends { ok: boolean }>(call: () => Promise<T>, aborted: () => boolean): Promise<T> {
+    for (;;) {
+      let why: string;
+      let retryAfterSeconds: number | undefined;
+      try {
+        const response = await call();
+        if (response.ok) {
+          this.pollSucceeded();
+          return response;
+        }
+        const failed = response as unknown as { error_code: number; description: string; parameters?: { retry_after?: number } };
+        why = `${failed.error_code}: ${failed.description}`;
+        if (this.stopping || failed.error_code === 401 || failed.error_code === 409) return response;
+        retryAfterSeconds = failed.parameters?.retry_after;
+      } catch (error) {
+        if (aborted() || this.stopping) throw error;
+        why = this.describe(error);
+      }
+      const delayMs = Math.max((retryAfterSeconds ?? 0) * 1000, this.nextDelayMs());
+      // Log the change, not every attempt.
+      if (this.state !== 'error') this.context?.logger.warn(`${this.id}: polling failed: ${why}; retrying`);
+      else this.context?.logger.debug(`${this.id}: polling failed again: ${why}; retrying in ${Math.round(delayMs)} ms`);
+      this.setState('error', `polling failed: ${why}`);
+      await sleep(delayMs, this.lifetime.signal);
+    }
+  }
+
+  /** The next backoff delay; `pollSucceeded` starts the sequence again. */
+  private nextDelayMs(): number {
+    this.failures += 1;
+    return backoffMs(this.failures, { initialMs: this.options.retryDelayMs ?? 1000, maxMs: this.options.maxRetryDelayMs ?? 60_000 });
+  }
+
+  private async handleMessage(bot: Bot, message: Message): Promise<void> {
+    const context = this.context!;
+    const inbound = toInboundMessage(message, this.config, bot.botInfo);
+    if (!inbound) {
+      context.logger.debug(`${this.id}: ignored message ${message.message_id} in ${message.chat.type} chat ${message.chat.id}`);
+      return;
+    }
+    const outcome = await this.receive(inbound);
+    const notice = outcome && context.noticeFor(outcome);
+    if (!notice) return;
+    try {
+      await bot.api.sendMessage(message.chat.id, notice, {
+        reply_parameters: { message_id: message.message_id, allow_sending_without_reply: true },
+      });
+    } catch (error) {
+      context.logger.warn(`${this.id}: could not tell ${JSON.stringify(inbound.peerId)} about ${outcome.kind}: ${this.describe(error)}`);
+    }
+  }
+
+  /**
+   * Hands the message to the gateway, retrying failures that may pass: grammY has moved past
+   * this update already, so giving up loses the message (it is logged).
+   */
+  private async receive(inbound: InboundMessage): Promise<InboundOutcome | undefined> {
+    const { logger } = this.context!;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.context!.receive(inbound);
+      } catch (error) {
+        const permanent = isClawError(error) && PERMANENT.has(error.kind);
+        if (permanent || attempt >= RECEIVE_ATTEMPTS || this.stopping) {
+          logger.error(`${this.id}: dropped message ${inbound.messageId} from ${JSON.stringify(inbound.peerId)}: ${this.describe(error)}`);
+          return undefined;
+        }
+        logger.warn(`${this.id}: message ${inbound.messageId} from ${JSON.stringify(inbound.peerId)} failed (${this.describe(error)}); retrying`);
+        try {
+          await sleep(backoffMs(attempt, { initialMs: 500, maxMs: 5000 }), this.lifetime.signal);
+        } catch {
+          return undefined;
+        }
+      }
+    }
+  }
+
+  private setState(state: ChannelStatus['state'], problem?: string): void {
+    this.state = state;
+    this.problem = problem === undefined ? undefined : this.redact(problem);
+  }
+
+  /** An error as one line without the token. */
+  private describe(error: unknown): string {
+    if (error instanceof GrammyError) return `${error.error_code}: ${error.description}`;
+    if (error instanceof HttpError) {
+      // grammY keeps node-fetch's message ("request to <url with token> failed, reason: …") here.
+      const cause = error.error instanceof Error ? error.error.message : String(error.error);
+      return this.redact(`${error.message} ${cause}`);
+    }
+    return this.redact(error instanceof Error ? error.message : String(error));
+  }
+
+  /** The ClawError for a failed API call; a cause that may hold the token is not kept. */
+  private toClawError(error: unknown, method: string, partly = ''): ClawError {
+    if (isClawError(error)) return error;
+    if (error instanceof GrammyError) {
+      const retryAfter = error.parameters.retry_after;
+      const what =
+        error.error_code === 429 && retryAfter !== undefined
+          ? `Telegram rate-limits the bot: retry after ${retryAfter} s (${error.method}: 429 ${error.description})`
+          : `Telegram refused ${error.method} (${error.error_code}: ${error.description})`;
+      return new ClawError('upstream', what + partly, { status: error.error_code, suggestion: suggestionFor(error), cause: error });
+    }
+    if (error instanceof HttpError) {
+      return new ClawError('upstream', `cannot reach the Telegram Bot API at ${this.apiRoot} (${this.describe(error)})${partly}`, {
+        suggestion: 'check the network and api_root; retry later',
+      });
+    }
+    return new ClawError('upstream', `${method} failed: ${this.describe(error)}${partly}`, { suggestion: 'see the xgw log' });
+  }
+}
+
+/**
+ * The gateway's view of a Telegram text message, or null when the channel does not take it: not
+ * text, from a bot, from a channel, or in a group without mention or reply while the config
+ * requires one. A mention of the bot is removed from the text.
+ */
+export function toInboundMessage(
+  message: Message,
+  config: Pick<TelegramChannelConfig, 'id' | 'groups'>,
+  me: Pick<UserFromGetMe, 'id' | 'username'>,
+): InboundMessage | null {
+  const { chat, from, text } = message;
+  if (text === undefined || !from || from.is_bot) return null;
+  const base = {
+    channelId: config.id,
+    conversationId: String(chat.id),
+    peerId: String(from.id),
+    peerName: from.username ?? [from.first_name, from.last_name].filter(Boolean).join(' '),
+    messageId: String(message.message_id),
+  };
+  if (chat.type === 'private') return { ...base, conversationType: 'dm', text };
+  if (chat.type !== 'group' && chat.type !== 'supergroup') return null;
+  const mentions = findMentions(text, message.entities, me);
+  // In a forum, every message replies to its topic's first message: that is not a reply to us.
+  const reply = message.reply_to_message;
+  const repliesToBot = reply !== undefined && reply.forum_topic_created === undefined && reply.from?.id === me.id;
+  if (config.groups.require_mention && mentions.length === 0 && !repliesToBot) return null;
+  const stripped = removeRanges(text, mentions).trim();
+  return { ...base, conversationType: 'group', text: stripped === '' ? text : stripped };
+}
+
+/** Where the text addresses the bot: `@username`, a text mention of it, or `/command@username` (its suffix). */
+function findMentions(text: string, entities: MessageEntity[] | undefined, me: Pick<UserFromGetMe, 'id' | 'username'>): Array<[number, number]> {
+  const handle = `@${me.username}`.toLowerCase();
+  const ranges: Array<[number, number]> = [];
+  for (const entity of entities ?? []) {
+    const end = entity.offset + entity.length;
+    const part = text.slice(entity.offset, end).toLowerCase();
+    if (entity.type === 'mention' && part === handle) ranges.push([entity.offset, end]);
+    else if (entity.type === 'text_mention' && entity.user.id === me.id) ranges.push([entity.offset, end]);
+    else if (entity.type === 'bot_command' && part.endsWith(handle)) ranges.push([end - handle.length, end]);
+  }
+  if (ranges.length > 0 || entities?.some((entity) => entity.type === 'mention')) return ranges;
+  // No entities (some clients and bridges send none): find `@username` as a word.
+  const pattern = new RegExp(`(?<![A-Za-z0-9_])@${me.username}(?![A-Za-z0-9_])`, 'gi');
+  for (const match of text.matchAll(pattern)) ranges.push([match.index, match.index + match[0].length]);
+  return ranges;
+}
+
+/** Cuts the ranges out; where a cut leaves two spaces side by side, one goes with it. */
+function removeRanges(text: string, ranges: Array<[number, number]>): string {
+  let out = text;
+  for (const [start, end] of [...ranges].sort((a, b) => b[0] - a[0])) {
+    const before = out.slice(0, start);
+    let after = out.slice(end);
+    if (/\s$/.test(before) && /^\s/.test(after)) after = after.slice(1);
+    out = before + after;
+  }
+  return out;
+}
+
+/** Telegram chat ids are integers below 2^52; anything else (`@channel`) goes as a string. */
+function toChatId(conversationId: string): number | string {
+  return /^-?\d+$/.test(conversationId) && Number.isSafeInteger(Number(conversationId)) ? Number(conversationId) : conversationId;
+}
+
+function suggestionFor(error: GrammyError): string {
+  switch (error.error_code) {
+    case 400:
+      return 'check the conversation id and the message replied to';
+    case 401:
+      return 'check the bot token with @BotFather';
+    case 403:
+      return 'the bot was blocked by the person or removed from the chat';
+    case 429:
+      return `wait ${error.parameters.retry_after ?? 'a few'} seconds and retry`;
+    default:
+      return 'retry later';
+  }
+}
+
+function hintFor(error: unknown): string {
+  if (!(error instanceof GrammyError)) return '';
+  if (error.error_code === 401) return ' (the bot token was revoked? check it with @BotFather)';
+  if (error.error_code === 409) return ' (another process polls with this bot token, or a webhook is set)';
+  return '';
+}
+
+/** Replaces the token, as written and as percent-encoded in a URL, with `[redacted]`. */
+function createTokenRedactor(token: string): (text: string) => string {
+  const forms = [...new Set([token, encodeURIComponent(token)])];
+  return (text) => forms.reduce((out, form) => out.split(form).join('[redacted]'), text);
+}
+
+/** Waits for `promise`, but no longer than `ms`. */
+async function settleWithin(promise: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([promise, new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]);
+  clearTimeout(timer);
+}

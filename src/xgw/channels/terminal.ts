@@ -1,0 +1,73 @@
+import type { MailboxEntry } from '../state.js';
+import type { ChannelAdapter, ChannelContext, ChannelStatus, OutboundMessage, TerminalChannelConfig } from '../types.js';
+
+type Listener = (entry: MailboxEntry) => void;
+
+/**
+ * The channel `xgw chat` and `agent chat` use: the person is the local OS user, the "platform"
+ * is the daemon's socket. A reply goes into the peer's mailbox and to every attached terminal;
+ * one that arrives while no terminal is attached is shown at the next attach.
+ */
+export class TerminalChannel implements ChannelAdapter {
+  readonly type = 'terminal' as const;
+  private context: ChannelContext | undefined;
+  private readonly listeners = new Map<string, Set<Listener>>();
+
+  constructor(private readonly config: TerminalChannelConfig) {}
+
+  get id(): string {
+    return this.config.id;
+  }
+
+  async start(context: ChannelContext): Promise<void> {
+    this.context = context;
+  }
+
+  async send(message: OutboundMessage): Promise<{ messageIds: string[] }> {
+    const entry = this.state().addToMailbox(
+      this.id,
+      message.peerId,
+      { role: 'agent', text: message.text, reply_to: message.replyTo ?? null },
+      this.config.history_limit,
+    );
+    this.push(message.peerId, entry);
+    return { messageIds: [String(entry.id)] };
+  }
+
+  /** A notice from the gateway (pairing, no route) shown to the terminal like a reply. */
+  notify(peerId: string, text: string): void {
+    this.push(peerId, this.state().addToMailbox(this.id, peerId, { role: 'system', text, reply_to: null }, this.config.history_limit));
+  }
+
+  /** Shows `listener` what the peer has not seen yet, then every new entry; returns the detach. */
+  attach(peerId: string, listener: Listener): () => void {
+    const backlog = this.state().unseen(this.id, peerId);
+    backlog.forEach(listener);
+    this.state().markSeen(backlog.map((entry) => entry.id));
+    const set = this.listeners.get(peerId) ?? new Set<Listener>();
+    set.add(listener);
+    this.listeners.set(peerId, set);
+    return () => set.delete(listener);
+  }
+
+  status(): ChannelStatus {
+    return { id: this.id, type: this.type, state: this.context ? 'running' : 'stopped' };
+  }
+
+  async stop(): Promise<void> {
+    this.listeners.clear();
+    this.context = undefined;
+  }
+
+  private push(peerId: string, entry: MailboxEntry): void {
+    const listeners = this.listeners.get(peerId);
+    if (!listeners?.size) return;
+    listeners.forEach((listener) => listener(entry));
+    this.state().markSeen([entry.id]);
+  }
+
+  private state() {
+    if (!this.context) throw new Error('the terminal channel is not started');
+    return this.context.state;
+  }
+}

@@ -1,0 +1,377 @@
+/**
+ * The web chat page: one self-contained HTML document (inline CSS and JS, no external resources:
+ * the machine may be offline). Message text is only ever set through `textContent` and text
+ * nodes, never `innerHTML`. The protocol it speaks is described in `webchat.ts`.
+ *
+ * Written as `String.raw` so the script's backslashes stay as they are; the script therefore
+ * uses no template literals (no backticks, no `${`).
+ */
+export const WEBCHAT_PAGE = String.raw`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1, viewport-fit=cover, interactive-widget=resizes-content">
+<meta name="color-scheme" content="light dark">
+<title>TheClaw</title>
+<link rel="icon" href="data:,">
+<style>
+:root {
+  --bg: #f4f5f7; --surface: #ffffff; --text: #1c1f24; --muted: #6b7280; --border: #e2e5ea;
+  --accent: #2563eb; --accent-text: #ffffff; --agent: #ffffff; --shadow: 0 1px 2px rgba(16, 24, 40, .06);
+  --ok: #16a34a; --warn: #d97706; --bad: #dc2626; --field: #f4f5f7;
+}
+@media (prefers-color-scheme: dark) {
+  :root {
+    --bg: #0f1115; --surface: #171a20; --text: #e6e8eb; --muted: #9aa1ab; --border: #2a2f37;
+    --accent: #3b82f6; --agent: #1e232b; --shadow: none; --field: #0f1115;
+  }
+}
+* { box-sizing: border-box; }
+html, body { height: 100%; margin: 0; }
+body {
+  font: 16px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Noto Sans", "Helvetica Neue", Arial, sans-serif;
+  background: var(--bg); color: var(--text); -webkit-text-size-adjust: 100%;
+}
+.app { display: flex; flex-direction: column; height: 100vh; height: 100dvh; }
+.wrap { width: 100%; max-width: 780px; margin: 0 auto; }
+header { background: var(--surface); border-bottom: 1px solid var(--border); padding-top: env(safe-area-inset-top); flex: none; }
+header .wrap { display: flex; align-items: center; gap: .75rem; padding: .7rem 1rem; }
+.logo {
+  width: 36px; height: 36px; border-radius: 10px; flex: none; display: grid; place-items: center;
+  background: linear-gradient(135deg, #2563eb, #7c3aed); color: #fff; font-weight: 700; font-size: 15px; letter-spacing: .02em;
+}
+.title { flex: 1; min-width: 0; }
+.title h1 { font-size: 1.05rem; margin: 0; line-height: 1.2; }
+.title p { margin: 0; color: var(--muted); font-size: .8rem; }
+.status {
+  display: inline-flex; align-items: center; gap: .45rem; font: inherit; font-size: .8rem; color: var(--muted);
+  background: var(--field); border: 1px solid var(--border); border-radius: 999px; padding: .25rem .7rem; cursor: default;
+}
+.status[data-retry] { cursor: pointer; }
+.dot { width: 8px; height: 8px; border-radius: 50%; background: var(--warn); flex: none; }
+.status[data-state="online"] .dot { background: var(--ok); }
+.status[data-state="connecting"] .dot { animation: pulse 1.2s ease-in-out infinite; }
+.status[data-state="offline"] .dot, .status[data-state="denied"] .dot { background: var(--bad); }
+#log { flex: 1; overflow-y: auto; overscroll-behavior: contain; -webkit-overflow-scrolling: touch; }
+#thread { display: flex; flex-direction: column; gap: .35rem; padding: 1rem 1rem 1.25rem; min-height: 100%; }
+.empty { margin: auto; text-align: center; color: var(--muted); padding: 2rem 1rem; }
+.empty strong { display: block; color: var(--text); font-size: 1.1rem; margin-bottom: .25rem; }
+.row { display: flex; flex-direction: column; max-width: min(82%, 40rem); }
+.row + .row { margin-top: .35rem; }
+.row.user { align-self: flex-end; align-items: flex-end; }
+.row.agent { align-self: flex-start; align-items: flex-start; }
+.row.system { align-self: center; align-items: center; max-width: 92%; }
+.bubble {
+  padding: .55rem .85rem; border-radius: 18px; white-space: pre-wrap; overflow-wrap: anywhere;
+  box-shadow: var(--shadow); max-width: 100%;
+}
+.user .bubble { background: var(--accent); color: var(--accent-text); border-bottom-right-radius: 6px; }
+.agent .bubble { background: var(--agent); border: 1px solid var(--border); border-bottom-left-radius: 6px; }
+.system .bubble {
+  background: transparent; box-shadow: none; color: var(--muted); font-size: .85rem; text-align: center; padding: .25rem .5rem;
+}
+.bubble a { color: inherit; text-decoration: underline; text-underline-offset: 2px; }
+.meta { font-size: .72rem; color: var(--muted); margin: .2rem .4rem 0; }
+.pending .bubble { opacity: .6; }
+.failed .bubble { background: transparent; color: var(--bad); border: 1px solid var(--bad); }
+.failed .meta { color: var(--bad); }
+.typing .bubble { display: inline-flex; gap: 5px; padding: .8rem .95rem; }
+.typing i { width: 7px; height: 7px; border-radius: 50%; background: var(--muted); animation: blink 1.3s infinite ease-in-out; }
+.typing i:nth-child(2) { animation-delay: .18s; }
+.typing i:nth-child(3) { animation-delay: .36s; }
+footer { background: var(--surface); border-top: 1px solid var(--border); flex: none; padding-bottom: env(safe-area-inset-bottom); }
+form { display: flex; align-items: flex-end; gap: .5rem; padding: .65rem .75rem; margin: 0 auto; }
+textarea {
+  flex: 1; min-width: 0; resize: none; font: inherit; color: inherit; background: var(--field);
+  border: 1px solid var(--border); border-radius: 22px; padding: .6rem 1rem; line-height: 1.4;
+  max-height: 40vh; height: 44px; outline: none;
+}
+textarea:focus { border-color: var(--accent); box-shadow: 0 0 0 3px rgba(37, 99, 235, .18); }
+button.send {
+  flex: none; width: 44px; height: 44px; border-radius: 50%; border: 0; background: var(--accent); color: #fff;
+  display: grid; place-items: center; cursor: pointer;
+}
+button.send:disabled { opacity: .4; cursor: default; }
+button.send svg { width: 20px; height: 20px; }
+.hint { text-align: center; color: var(--muted); font-size: .72rem; padding: 0 1rem .5rem; margin-top: -.2rem; }
+@media (pointer: coarse), (max-width: 520px) { .hint { display: none; } }
+@media (max-width: 520px) { .title p { display: none; } #thread { padding: .75rem .65rem 1rem; } .row { max-width: 86%; } }
+@keyframes blink { 0%, 80%, 100% { opacity: .25; transform: translateY(0); } 40% { opacity: 1; transform: translateY(-3px); } }
+@keyframes pulse { 0%, 100% { opacity: 1; } 50% { opacity: .3; } }
+@media (prefers-reduced-motion: reduce) { .typing i, .dot { animation: none !important; } }
+</style>
+</head>
+<body>
+<div class="app">
+  <header><div class="wrap">
+    <div class="logo" aria-hidden="true">TC</div>
+    <div class="title"><h1>TheClaw</h1><p>Chat with your agent</p></div>
+    <button type="button" class="status" id="status" data-state="connecting" aria-live="polite">
+      <span class="dot"></span><span id="status-text">Connecting…</span>
+    </button>
+  </div></header>
+  <main id="log" aria-live="polite">
+    <div id="thread" class="wrap">
+      <div class="empty" id="empty"><strong>No messages yet</strong>Say hello to start the conversation.</div>
+    </div>
+  </main>
+  <footer>
+    <form id="composer" class="wrap" autocomplete="off">
+      <textarea id="input" rows="1" placeholder="Message" enterkeyhint="send" aria-label="Message"></textarea>
+      <button class="send" id="send" type="submit" aria-label="Send" disabled>
+        <svg viewBox="0 0 24 24" fill="none" stroke="currentColor" stroke-width="2.2" stroke-linecap="round" stroke-linejoin="round" aria-hidden="true"><path d="M5 12h14M13 6l6 6-6 6"/></svg>
+      </button>
+    </form>
+    <div class="hint wrap">Enter to send · Shift+Enter for a new line</div>
+  </footer>
+</div>
+<script>
+(function () {
+  'use strict';
+  var MAX_BYTES = 64 * 1024;
+  var WAIT_LIMIT_MS = 3 * 60 * 1000;
+  var log = document.getElementById('log');
+  var thread = document.getElementById('thread');
+  var empty = document.getElementById('empty');
+  var input = document.getElementById('input');
+  var sendButton = document.getElementById('send');
+  var form = document.getElementById('composer');
+  var status = document.getElementById('status');
+  var statusText = document.getElementById('status-text');
+  var encoder = new TextEncoder();
+  var pending = [];          // messages sent but not acknowledged: {id, text, row}
+  var ws = null;
+  var attempt = 0;
+  var retryTimer = null;
+  var waitTimer = null;
+  var typing = makeTyping();
+
+  function newId() {
+    var bytes = new Uint8Array(16);
+    crypto.getRandomValues(bytes);
+    return Array.prototype.map.call(bytes, function (b) { return (b < 16 ? '0' : '') + b.toString(16); }).join('');
+  }
+
+  function timeOf(iso) {
+    var date = iso ? new Date(iso) : new Date();
+    return date.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+  }
+
+  // Text nodes for the text, links for http(s) URLs: never innerHTML.
+  function fillText(el, text) {
+    var re = /https?:\/\/[^\s<>"']+/g;
+    var last = 0;
+    var match;
+    while ((match = re.exec(text)) !== null) {
+      var url = match[0].replace(/[.,;:!?)\]}]+$/, '');
+      if (match.index > last) el.appendChild(document.createTextNode(text.slice(last, match.index)));
+      var a = document.createElement('a');
+      a.href = url;
+      a.target = '_blank';
+      a.rel = 'noopener noreferrer';
+      a.textContent = url;
+      el.appendChild(a);
+      last = match.index + url.length;
+      re.lastIndex = last;
+    }
+    if (last < text.length) el.appendChild(document.createTextNode(text.slice(last)));
+  }
+
+  function nearBottom() { return log.scrollHeight - log.scrollTop - log.clientHeight < 80; }
+  function scrollDown() { log.scrollTop = log.scrollHeight; }
+
+  function addRow(role, text, createdAt, extraClass) {
+    var stick = nearBottom() || role === 'user';
+    var row = document.createElement('div');
+    row.className = 'row ' + role + (extraClass ? ' ' + extraClass : '');
+    var bubble = document.createElement('div');
+    bubble.className = 'bubble';
+    fillText(bubble, text);
+    row.appendChild(bubble);
+    if (role !== 'system') {
+      var meta = document.createElement('div');
+      meta.className = 'meta';
+      meta.textContent = extraClass === 'pending' ? 'Sending…' : timeOf(createdAt);
+      row.appendChild(meta);
+    }
+    thread.insertBefore(row, typing.parentNode ? typing : null);
+    empty.hidden = true;
+    if (stick) scrollDown();
+    return row;
+  }
+
+  function makeTyping() {
+    var row = document.createElement('div');
+    row.className = 'row agent typing';
+    row.setAttribute('aria-label', 'The agent is working on a reply');
+    var bubble = document.createElement('div');
+    bubble.className = 'bubble';
+    for (var i = 0; i < 3; i++) bubble.appendChild(document.createElement('i'));
+    row.appendChild(bubble);
+    return row;
+  }
+
+  function setWaiting(on) {
+    clearTimeout(waitTimer);
+    if (on) {
+      var stick = nearBottom();
+      thread.appendChild(typing);
+      if (stick) scrollDown();
+      waitTimer = setTimeout(function () { setWaiting(false); }, WAIT_LIMIT_MS);
+    } else if (typing.parentNode) {
+      typing.parentNode.removeChild(typing);
+    }
+  }
+
+  function setStatus(state, text) {
+    status.dataset.state = state;
+    statusText.textContent = text;
+    if (state === 'offline' || state === 'denied') status.dataset.retry = '';
+    else delete status.dataset.retry;
+    status.title = state === 'offline' ? 'Reconnect now' : '';
+  }
+
+  function renderHistory(messages) {
+    var rows = thread.querySelectorAll('.row');
+    for (var i = 0; i < rows.length; i++) if (rows[i] !== typing) thread.removeChild(rows[i]);
+    setWaiting(false);
+    empty.hidden = messages.length > 0 || pending.length > 0;
+    messages.forEach(function (m) { addRow(m.role, m.text, m.created_at); });
+    pending.forEach(function (p) { p.row = addRow('user', p.text, null, 'pending'); });
+    var lastMessage = messages[messages.length - 1];
+    // A question asked moments ago (maybe in another tab) is still waiting for its answer.
+    if (lastMessage && lastMessage.role === 'user' && Date.now() - Date.parse(lastMessage.created_at) < WAIT_LIMIT_MS) setWaiting(true);
+    scrollDown();
+  }
+
+  function transmit(p) {
+    if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: 'message', id: p.id, text: p.text }));
+  }
+
+  function notice(text) { addRow('system', text); }
+
+  function send() {
+    var text = input.value;
+    if (!text.trim()) return;
+    if (encoder.encode(text).length > MAX_BYTES) {
+      notice('That message is too long (the limit is 64 KB). Split it or shorten it.');
+      return;
+    }
+    var p = { id: newId(), text: text, row: null };
+    p.row = addRow('user', text, null, 'pending');
+    pending.push(p);
+    input.value = '';
+    resize();
+    transmit(p);
+  }
+
+  function takePending(id) {
+    for (var i = 0; i < pending.length; i++) {
+      if (pending[i].id === id) return pending.splice(i, 1)[0];
+    }
+    return null;
+  }
+
+  function onServerMessage(event) {
+    var data;
+    try { data = JSON.parse(event.data); } catch (e) { return; }
+    if (data.type === 'history') {
+      renderHistory(data.messages || []);
+    } else if (data.type === 'message') {
+      var m = data.message;
+      if (m.role !== 'user') setWaiting(false);
+      addRow(m.role, m.text, m.created_at);
+    } else if (data.type === 'ack') {
+      var acked = takePending(data.id);
+      if (acked && acked.row) {
+        acked.row.classList.remove('pending');
+        acked.row.querySelector('.meta').textContent = timeOf(null);
+        setWaiting(true); // the server has it; now the agent is working on a reply
+      }
+    } else if (data.type === 'error') {
+      var failed = data.id ? takePending(data.id) : null;
+      if (failed && failed.row) {
+        failed.row.classList.remove('pending');
+        failed.row.classList.add('failed');
+        var meta = failed.row.querySelector('.meta');
+        if (meta) meta.textContent = 'Not sent';
+      }
+      setWaiting(false);
+      notice(data.text || 'Something went wrong.');
+    }
+  }
+
+  function connect() {
+    clearTimeout(retryTimer);
+    retryTimer = null;
+    if (ws) return;
+    setStatus('connecting', attempt === 0 ? 'Connecting…' : 'Reconnecting…');
+    var socket = new WebSocket((location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host + '/ws');
+    ws = socket;
+    socket.onopen = function () {
+      attempt = 0;
+      setStatus('online', 'Connected');
+      pending.forEach(transmit); // written while offline, or not acknowledged before a drop
+    };
+    socket.onmessage = onServerMessage;
+    socket.onclose = function () {
+      if (ws !== socket) return;
+      ws = null;
+      scheduleReconnect();
+      checkAccess();
+    };
+  }
+
+  function scheduleReconnect() {
+    var delay = Math.min(15000, 500 * Math.pow(2, attempt)) * (0.75 + Math.random() * 0.5);
+    attempt++;
+    setStatus('offline', 'Offline · retrying');
+    retryTimer = setTimeout(connect, delay);
+  }
+
+  // A refused WebSocket says nothing about why; the page itself answers 401 without the cookie.
+  function checkAccess() {
+    fetch('/', { method: 'HEAD', cache: 'no-store', credentials: 'same-origin' }).then(function (response) {
+      if (response.status === 401) setStatus('denied', 'Open the link from xgw status');
+    }, function () {});
+  }
+
+  function resize() {
+    input.style.height = 'auto';
+    input.style.height = Math.max(44, input.scrollHeight + 2) + 'px';
+    sendButton.disabled = !input.value.trim();
+  }
+
+  input.addEventListener('input', resize);
+  input.addEventListener('keydown', function (event) {
+    if (event.key === 'Enter' && !event.shiftKey && !event.isComposing && event.keyCode !== 229) {
+      event.preventDefault();
+      send();
+    }
+  });
+  form.addEventListener('submit', function (event) {
+    event.preventDefault();
+    send();
+    input.focus();
+  });
+  status.addEventListener('click', function () { if (!ws) { attempt = 0; connect(); } });
+  window.addEventListener('online', function () { if (!ws) connect(); });
+  document.addEventListener('visibilitychange', function () { if (!document.hidden && !ws) connect(); });
+
+  connect();
+  if (window.matchMedia('(pointer: fine)').matches) input.focus();
+})();
+</script>
+</body>
+</html>
+`;
+
+/** What a browser without the token sees. */
+export const UNAUTHORIZED_PAGE = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>TheClaw - access link needed</title>
+<style>body{font:16px/1.5 system-ui,sans-serif;max-width:34rem;margin:4rem auto;padding:0 1.25rem;color:#222}code{background:#eee;padding:.1em .35em;border-radius:4px}</style>
+</head><body><h1>Access link needed</h1>
+<p>This chat is private. Open the URL printed by <code>xgw status</code> on the machine that runs the gateway.</p>
+</body></html>
+`;

@@ -1,0 +1,230 @@
+import { existsSync, mkdirSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../../core/logger.js';
+import { packageRoot } from '../../core/package.js';
+import { parseMessageContent } from '../../core/message.js';
+import { createTestHome, waitFor, type TestHome } from '../../testing/index.js';
+import { initThread, openThread } from '../../thread/thread.js';
+import { Gateway } from '../gateway.js';
+import { GatewayState } from '../state.js';
+import { XgwConfigSchema, type WebchatChannelConfig } from '../types.js';
+import { createWebchatChannel } from './webchat.js';
+
+/**
+ * The web chat page in a real browser (Debian's chromium, driven by playwright-core) against a
+ * real Gateway, GatewayState and agent inbox in a temp THECLAW_HOME. Screenshots go to
+ * `.test-artifacts/webchat-*.png` for a human to look at.
+ */
+// Runs in the page (the project's tsconfig has no DOM types).
+declare function getComputedStyle(element: unknown): { whiteSpace: string; lineHeight: string };
+
+const CHROMIUM = '/usr/bin/chromium';
+const hasChromium = existsSync(CHROMIUM);
+const ARTIFACTS = join(packageRoot(), '.test-artifacts');
+const PHONE = { width: 390, height: 844 };
+
+let testHome: TestHome;
+let home: string;
+let state: GatewayState;
+let gateway: Gateway;
+let channel: ReturnType<typeof createWebchatChannel>;
+let browser: Browser;
+let url: string;
+let base: string;
+let sparePort: number;
+
+beforeAll(async () => {
+  if (!hasChromium) return;
+  mkdirSync(ARTIFACTS, { recursive: true });
+  testHome = createTestHome();
+  home = testHome.home;
+  initThread(join(home, 'agents', 'admin', 'inbox'), { home }).close();
+  sparePort = await freePort();
+  const config = XgwConfigSchema.parse({
+    channels: [
+      { id: 'webchat:main', type: 'webchat', port: 0, access: 'open' },
+      // Restarted by the reconnect test, so on a fixed port the page can find again.
+      { id: 'webchat:spare', type: 'webchat', port: sparePort, access: 'open' },
+    ],
+    routes: [{ channel: '*', peer: '*', agent: 'admin' }],
+  });
+  state = new GatewayState(home);
+  gateway = new Gateway({ home, config, state, logger: createLogger(join(home, 'logs', 'xgw.log')) });
+  channel = createWebchatChannel(config.channels[0] as WebchatChannelConfig);
+  await gateway.startChannel(channel);
+  url = channel.status().url!;
+  base = new URL(url).origin;
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-default-apps'],
+  });
+});
+
+afterAll(async () => {
+  if (!hasChromium) return;
+  await browser?.close();
+  await channel?.stop();
+  state?.close();
+  testHome?.cleanup();
+});
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function inboxEvents() {
+  const thread = openThread(join(home, 'agents', 'admin', 'inbox'), { home });
+  try {
+    return thread.peek();
+  } finally {
+    thread.close();
+  }
+}
+
+async function peerOf(context: BrowserContext): Promise<string> {
+  const cookie = (await context.cookies(base)).find((c) => c.name === 'xgw_peer');
+  expect(cookie, 'xgw_peer cookie').toBeDefined();
+  expect(cookie!.httpOnly).toBe(true);
+  return cookie!.value;
+}
+
+async function openChat(context: BrowserContext, address = url): Promise<Page> {
+  const page = await context.newPage();
+  await page.goto(address);
+  await page.locator('#status[data-state="online"]').waitFor();
+  return page;
+}
+
+async function say(page: Page, text: string): Promise<void> {
+  await page.locator('#input').fill(text);
+  await page.locator('#input').press('Enter');
+}
+
+const agentBubbles = (page: Page) => page.locator('.row.agent:not(.typing) .bubble');
+
+describe.skipIf(!hasChromium)(`webchat page in a browser (needs ${CHROMIUM})`, () => {
+  it('sends to the agent inbox, shows replies with their line breaks, and shows a missed reply from history', async () => {
+    const context = await browser.newContext({ viewport: PHONE, deviceScaleFactor: 2, isMobile: true, hasTouch: true });
+    try {
+      const page = await openChat(context);
+      expect(page.url()).toBe(`${base}/`); // the token left the URL bar
+      const peer = await peerOf(context);
+      expect((await context.cookies(base)).find((c) => c.name === 'xgw_token')).toMatchObject({ httpOnly: true, sameSite: 'Strict' });
+
+      await say(page, 'Hello agent, what is on my calendar?');
+      const event = await waitFor(() => inboxEvents()[0], 'the message in the inbox');
+      expect(event.source).toBe(`external:webchat:main:dm:${peer}:${peer}`);
+      const content = parseMessageContent(event.content);
+      expect(content.text).toBe('Hello agent, what is on my calendar?');
+      expect(content.reply_context).toMatchObject({ kind: 'external', channel_id: 'webchat:main', conversation_type: 'dm', conversation_id: peer, peer_id: peer });
+      await expect.poll(() => page.locator('.row.user.pending').count()).toBe(0); // acknowledged
+      await page.locator('.row.typing').waitFor(); // waiting for the reply
+      await expect.poll(() => page.locator('#input').inputValue()).toBe('');
+
+      const replyTo = content.reply_context!.kind === 'external' ? content.reply_context!.message_id : undefined;
+      await gateway.send({ channel: 'webchat:main', peer, text: 'line one\nline two', replyTo });
+      const reply = agentBubbles(page).first();
+      await reply.waitFor();
+      expect(await reply.textContent()).toBe('line one\nline two');
+      expect(await reply.evaluate((el) => getComputedStyle(el).whiteSpace)).toBe('pre-wrap');
+      const lineHeight = await reply.evaluate((el) => parseFloat(getComputedStyle(el).lineHeight));
+      expect((await reply.boundingBox())!.height).toBeGreaterThan(1.8 * lineHeight); // two lines shown
+      await page.locator('.row.typing').waitFor({ state: 'detached' });
+
+      // Markup in a reply is text, never HTML.
+      await gateway.send({ channel: 'webchat:main', peer, text: 'Your day:\n• 09:30 stand-up\n• 14:00 dentist <img src=x onerror="document.title=1">\nSee https://example.org/agenda.' });
+      await expect.poll(() => agentBubbles(page).count()).toBe(2);
+      expect(await page.locator('.bubble img').count()).toBe(0);
+      expect(await agentBubbles(page).nth(1).textContent()).toContain('<img src=x');
+      expect(await page.locator('.bubble a').getAttribute('href')).toBe('https://example.org/agenda');
+      await say(page, 'Thanks!\nAnd remind me at 13:30, please.');
+      await expect.poll(() => page.locator('.row.user:not(.pending)').count()).toBe(2);
+      await page.screenshot({ path: join(ARTIFACTS, 'webchat-phone.png') });
+
+      // A reply while the page is closed waits in the mailbox and is shown on return.
+      await page.close();
+      await gateway.send({ channel: 'webchat:main', peer, text: 'Reminder set for 13:30.' });
+      const again = await openChat(context, `${base}/`);
+      await agentBubbles(again).filter({ hasText: 'Reminder set for 13:30.' }).waitFor();
+      expect(await again.locator('.row.user .bubble').allTextContents()).toEqual(['Hello agent, what is on my calendar?', 'Thanks!\nAnd remind me at 13:30, please.']);
+      expect(await agentBubbles(again).count()).toBe(3);
+      await again.screenshot({ path: join(ARTIFACTS, 'webchat-phone-history.png') });
+    } finally {
+      await context.close();
+    }
+  });
+
+  it('gives two browsers different peer ids and shows each only its own replies', async () => {
+    const contextA = await browser.newContext({ viewport: { width: 1100, height: 760 }, colorScheme: 'dark' });
+    const contextB = await browser.newContext({ viewport: PHONE });
+    try {
+      const pageA = await openChat(contextA);
+      const pageB = await openChat(contextB);
+      const [peerA, peerB] = [await peerOf(contextA), await peerOf(contextB)];
+      expect(peerA).not.toBe(peerB);
+
+      await say(pageA, 'I am A');
+      await say(pageB, 'I am B');
+      await waitFor(() => inboxEvents().filter((e) => e.source.endsWith(`:${peerA}`) || e.source.endsWith(`:${peerB}`)).length === 2, 'both messages');
+      await gateway.send({ channel: 'webchat:main', peer: peerA, text: 'only for A' });
+      await gateway.send({ channel: 'webchat:main', peer: peerB, text: 'only for B' });
+
+      await agentBubbles(pageA).filter({ hasText: 'only for A' }).waitFor();
+      await agentBubbles(pageB).filter({ hasText: 'only for B' }).waitFor();
+      expect(await pageA.locator('.bubble').allTextContents()).toEqual(['I am A', 'only for A']);
+      expect(await pageB.locator('.bubble').allTextContents()).toEqual(['I am B', 'only for B']);
+      await pageA.screenshot({ path: join(ARTIFACTS, 'webchat-desktop-dark.png') });
+    } finally {
+      await contextA.close();
+      await contextB.close();
+    }
+  });
+
+  it('shows that it is offline, reconnects when the gateway is back, and sends what was typed meanwhile', async () => {
+    const spare = createWebchatChannel(XgwConfigSchema.parse({ channels: [{ id: 'webchat:spare', type: 'webchat', port: sparePort, access: 'open' }] }).channels[0] as WebchatChannelConfig);
+    await gateway.startChannel(spare);
+    const context = await browser.newContext({ viewport: PHONE });
+    try {
+      const page = await openChat(context, spare.status().url!);
+      const peer = await peerOf(context);
+      await spare.stop();
+      await page.locator('#status[data-state="offline"]').waitFor();
+      await say(page, 'written while offline');
+      await page.locator('.row.user.pending').waitFor();
+      await page.screenshot({ path: join(ARTIFACTS, 'webchat-offline.png') });
+
+      await spare.start(gateway.context());
+      await page.locator('#status[data-state="online"]').waitFor({ timeout: 20_000 });
+      await page.locator('.row.user.pending').waitFor({ state: 'detached' });
+      const event = await waitFor(() => inboxEvents().find((e) => e.source === `external:webchat:spare:dm:${peer}:${peer}`), 'the offline message');
+      expect(parseMessageContent(event.content).text).toBe('written while offline');
+      expect(await page.locator('.row.user .bubble').allTextContents()).toEqual(['written while offline']);
+    } finally {
+      await context.close();
+      await spare.stop();
+    }
+  });
+
+  it('shows the access page, not the chat, to a browser without the token', async () => {
+    const context = await browser.newContext();
+    try {
+      const page = await context.newPage();
+      const response = await page.goto(`${base}/`);
+      expect(response!.status()).toBe(401);
+      await expect.poll(() => page.locator('body').textContent()).toContain('xgw status');
+    } finally {
+      await context.close();
+    }
+  });
+});

@@ -1,0 +1,373 @@
+import { chmodSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
+import { networkInterfaces } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { isClawError } from '../../core/errors.js';
+import { createLogger } from '../../core/logger.js';
+import { parseMessageContent } from '../../core/message.js';
+import { createTestHome, waitFor, type TestHome } from '../../testing/index.js';
+import { initThread, openThread } from '../../thread/thread.js';
+import { Gateway } from '../gateway.js';
+import { GatewayState } from '../state.js';
+import { XgwConfigSchema, type WebchatChannelConfig } from '../types.js';
+import { createWebchatChannel, MAX_TEXT_BYTES, webchatTokenPath } from './webchat.js';
+
+/**
+ * The web chat against its real neighbours: a Gateway with its SQLite state, an agent inbox
+ * thread in a temp THECLAW_HOME, and the channel's HTTP and WebSocket server on loopback.
+ */
+interface Harness {
+  testHome: TestHome;
+  home: string;
+  gateway: Gateway;
+  state: GatewayState;
+  channel: ReturnType<typeof createWebchatChannel>;
+  config: WebchatChannelConfig;
+  base: string;
+  origin: string;
+  token: string;
+  port: number;
+}
+
+const running: Harness[] = [];
+
+afterEach(async () => {
+  for (const h of running.splice(0)) {
+    await h.channel.stop();
+    h.state.close();
+    h.testHome.cleanup();
+  }
+});
+
+async function startWebchat(channel: Record<string, unknown> = {}): Promise<Harness> {
+  const testHome = createTestHome();
+  const home = testHome.home;
+  initThread(join(home, 'agents', 'admin', 'inbox'), { home }).close();
+  const config = XgwConfigSchema.parse({
+    channels: [{ id: 'webchat:main', type: 'webchat', port: 0, access: 'open', ...channel }],
+    routes: [{ channel: '*', peer: '*', agent: 'admin' }],
+  });
+  const state = new GatewayState(home);
+  const gateway = new Gateway({ home, config, state, logger: createLogger(join(home, 'logs', 'xgw.log')) });
+  const webchatConfig = config.channels[0] as WebchatChannelConfig;
+  const adapter = createWebchatChannel(webchatConfig);
+  await gateway.startChannel(adapter);
+  const url = new URL(adapter.status().url!);
+  const h: Harness = {
+    testHome,
+    home,
+    gateway,
+    state,
+    channel: adapter,
+    config: webchatConfig,
+    base: `http://127.0.0.1:${url.port}`,
+    origin: `http://127.0.0.1:${url.port}`,
+    token: url.searchParams.get('token')!,
+    port: Number(url.port),
+  };
+  running.push(h);
+  return h;
+}
+
+const newPeer = (): string => Array.from({ length: 32 }, () => '0123456789abcdef'[Math.floor(Math.random() * 16)]).join('');
+
+interface Received {
+  type: string;
+  id?: string;
+  text?: string;
+  messages?: { id: number; role: string; text: string; reply_to: string | null }[];
+  message?: { id: number; role: string; text: string; reply_to: string | null; created_at: string };
+}
+
+/** A WebSocket client that keeps every server message it received. */
+class Client {
+  readonly received: Received[] = [];
+  constructor(readonly ws: WebSocket) {
+    ws.on('message', (data) => this.received.push(JSON.parse(String(data)) as Received));
+  }
+  send(payload: unknown): void {
+    this.ws.send(typeof payload === 'string' ? payload : JSON.stringify(payload));
+  }
+  next(what: string, match: (message: Received) => boolean): Promise<Received> {
+    return waitFor(() => this.received.find(match), what, 5_000);
+  }
+  close(): void {
+    this.ws.close();
+  }
+}
+
+type Opened = { client: Client } | { status: number };
+
+function openSocket(port: number, headers: { cookie?: string; origin?: string; host?: string }): Promise<Opened> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(`ws://127.0.0.1:${port}/ws`, {
+      headers: { ...(headers.cookie ? { Cookie: headers.cookie } : {}), ...(headers.host ? { Host: headers.host } : {}) },
+      ...(headers.origin ? { origin: headers.origin } : {}),
+    });
+    ws.on('unexpected-response', (request, response) => {
+      request.destroy();
+      resolve({ status: response.statusCode ?? 0 });
+    });
+    ws.on('error', reject);
+    ws.on('open', () => {
+      const client = new Client(ws);
+      clients.push(client);
+      resolve({ client });
+    });
+  });
+}
+
+const clients: Client[] = [];
+afterEach(() => {
+  for (const client of clients.splice(0)) client.ws.terminate();
+});
+
+async function openPeer(h: Harness, peer: string): Promise<Client> {
+  const opened = await openSocket(h.port, { cookie: `xgw_token=${h.token}; xgw_peer=${peer}`, origin: h.origin });
+  if (!('client' in opened)) throw new Error(`the socket was refused with ${opened.status}`);
+  await opened.client.next('history', (m) => m.type === 'history');
+  return opened.client;
+}
+
+function inboxEvents(h: Harness) {
+  const thread = openThread(join(h.home, 'agents', 'admin', 'inbox'), { home: h.home });
+  try {
+    return thread.peek();
+  } finally {
+    thread.close();
+  }
+}
+
+describe('webchat access', () => {
+  it('answers 401 without the token, with a wrong one, and on every path', async () => {
+    const h = await startWebchat();
+    for (const [path, headers] of [
+      ['/', {}],
+      ['/?token=0000', {}],
+      ['/', { Cookie: 'xgw_token=' + '0'.repeat(64) }],
+      ['/ws', {}],
+      ['/favicon.ico', {}],
+    ] as const) {
+      const response = await fetch(h.base + path, { headers, redirect: 'manual' });
+      expect(response.status, path).toBe(401);
+      expect(await response.text()).toContain('xgw status');
+    }
+  });
+
+  it('trades the token in the URL for an HttpOnly cookie, then serves the page with a peer cookie', async () => {
+    const h = await startWebchat();
+    const redirect = await fetch(h.channel.status().url!, { redirect: 'manual' });
+    expect(redirect.status).toBe(302);
+    expect(redirect.headers.get('location')).toBe('/');
+    const tokenCookie = redirect.headers.get('set-cookie')!;
+    expect(tokenCookie).toMatch(new RegExp(`^xgw_token=${h.token};`));
+    expect(tokenCookie).toMatch(/HttpOnly/);
+    expect(tokenCookie).toMatch(/SameSite=Strict/);
+    expect(tokenCookie).toMatch(/Path=\//);
+
+    const page = await fetch(h.base + '/', { headers: { Cookie: `xgw_token=${h.token}` } });
+    expect(page.status).toBe(200);
+    expect(page.headers.get('content-type')).toMatch(/^text\/html/);
+    expect(await page.text()).toContain('<textarea');
+    const peerCookie = page.headers.get('set-cookie')!;
+    expect(peerCookie).toMatch(/^xgw_peer=[0-9a-f]{32}; HttpOnly; SameSite=Strict; Path=\/; Max-Age=\d{7,}$/);
+
+    const again = await fetch(h.base + '/', { headers: { Cookie: `xgw_token=${h.token}; ${peerCookie.split(';')[0]}` } });
+    expect(again.status).toBe(200);
+    expect(again.headers.get('set-cookie')).toBeNull();
+  });
+
+  it('keeps the token in a 0600 file and reuses it after a restart', async () => {
+    const h = await startWebchat();
+    const path = webchatTokenPath(h.home, 'webchat:main');
+    expect(path).toBe(join(h.home, 'xgw', 'webchat-main.token'));
+    expect(statSync(path).mode & 0o777).toBe(0o600);
+    await h.channel.stop();
+    expect(h.channel.status()).toMatchObject({ state: 'stopped' });
+    expect(h.channel.status().url).toBeUndefined();
+    await h.channel.start(h.gateway.context());
+    const url = new URL(h.channel.status().url!);
+    expect(url.searchParams.get('token')).toBe(h.token);
+    expect(h.channel.status()).toMatchObject({ id: 'webchat:main', type: 'webchat', state: 'running' });
+
+    // A damaged file is replaced; a readable-by-others one is tightened.
+    await h.channel.stop();
+    writeFileSync(path, 'garbage\n');
+    chmodSync(path, 0o644);
+    await h.channel.start(h.gateway.context());
+    const fresh = new URL(h.channel.status().url!).searchParams.get('token')!;
+    expect(fresh).toMatch(/^[0-9a-f]{64}$/);
+    expect(fresh).not.toBe(h.token);
+    expect(readFileSync(path, 'utf8').trim()).toBe(fresh);
+    expect(statSync(path).mode & 0o777).toBe(0o600);
+    await h.channel.stop();
+    chmodSync(path, 0o644);
+    await h.channel.start(h.gateway.context());
+    expect(statSync(path).mode & 0o777).toBe(0o600);
+    expect(readdirSync(join(h.home, 'xgw')).filter((name) => name.endsWith('.tmp'))).toEqual([]);
+  });
+
+  it('fails to start with a conflict when the port is taken, and says so in its status', async () => {
+    const h = await startWebchat();
+    const second = createWebchatChannel({ ...h.config, port: h.port });
+    const error = await second.start(h.gateway.context()).catch((e: unknown) => e);
+    expect(isClawError(error, 'conflict')).toBe(true);
+    expect((error as Error).message).toContain('in use');
+    expect(second.status()).toMatchObject({ state: 'error', detail: expect.stringContaining('in use') });
+    expect(second.status().url).toBeUndefined();
+  });
+
+  it('refuses a WebSocket with a foreign or missing Origin, or without the right token', async () => {
+    const h = await startWebchat();
+    const peer = newPeer();
+    const good = `xgw_token=${h.token}; xgw_peer=${peer}`;
+    expect(await openSocket(h.port, { cookie: good, origin: 'http://evil.example' })).toEqual({ status: 403 });
+    expect(await openSocket(h.port, { cookie: good, origin: `http://127.0.0.1:${h.port + 1}` })).toEqual({ status: 403 });
+    expect(await openSocket(h.port, { cookie: good })).toEqual({ status: 403 });
+    expect(await openSocket(h.port, { origin: h.origin })).toEqual({ status: 401 });
+    expect(await openSocket(h.port, { cookie: `xgw_token=${'f'.repeat(64)}; xgw_peer=${peer}`, origin: h.origin })).toEqual({ status: 401 });
+
+    for (const origin of [h.origin, `http://localhost:${h.port}`]) {
+      const opened = await openSocket(h.port, { cookie: good, origin });
+      expect('client' in opened, origin).toBe(true);
+      if ('client' in opened) expect(await opened.client.next('history', (m) => m.type === 'history')).toEqual({ type: 'history', messages: [] });
+    }
+  });
+
+  it('admits an IP-address origin equal to the Host only when configured to listen on every interface', async () => {
+    const h = await startWebchat({ host: '0.0.0.0' });
+    expect(h.channel.status().url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/\?token=/);
+    const cookie = `xgw_token=${h.token}; xgw_peer=${newPeer()}`;
+    const via = (host: string, origin: string) => openSocket(h.port, { cookie, origin, host });
+    expect('client' in (await via(`127.0.0.2:${h.port}`, `http://127.0.0.2:${h.port}`))).toBe(true);
+    expect(await via(`rebound.example:${h.port}`, `http://rebound.example:${h.port}`)).toEqual({ status: 403 });
+    expect(await via(`127.0.0.2:${h.port}`, `http://127.0.0.3:${h.port}`)).toEqual({ status: 403 });
+  });
+
+  it('listens on 127.0.0.1 only', async () => {
+    const h = await startWebchat();
+    const others = Object.values(networkInterfaces())
+      .flat()
+      .filter((info) => info !== undefined && !info.internal)
+      .map((info) => info!.address);
+    for (const address of [...others, '::1']) {
+      const reached = await new Promise<boolean>((resolve) => {
+        const socket = connect({ host: address, port: h.port });
+        socket.on('connect', () => {
+          socket.destroy();
+          resolve(true);
+        });
+        socket.on('error', () => resolve(false));
+      });
+      expect(reached, `connected through ${address}`).toBe(false);
+    }
+  });
+});
+
+describe('webchat messages', () => {
+  it('pushes a message into the routed inbox, acks it, and delivers the reply to every tab of the peer', async () => {
+    const h = await startWebchat();
+    const peer = newPeer();
+    const tab1 = await openPeer(h, peer);
+    const tab2 = await openPeer(h, peer);
+    tab1.send({ type: 'message', id: 'c-1', text: 'hello there' });
+    await tab1.next('ack', (m) => m.type === 'ack' && m.id === 'c-1');
+    expect((await tab2.next('user echo', (m) => m.type === 'message')).message).toMatchObject({ role: 'user', text: 'hello there' });
+
+    const [event] = inboxEvents(h);
+    expect(event!.source).toBe(`external:webchat:main:dm:${peer}:${peer}`);
+    const content = parseMessageContent(event!.content);
+    expect(content.text).toBe('hello there');
+    expect(content.reply_context).toEqual({
+      kind: 'external', channel_id: 'webchat:main', conversation_type: 'dm', conversation_id: peer, peer_id: peer, message_id: 'c-1',
+    });
+
+    const result = await h.gateway.send({ channel: 'webchat:main', peer, text: 'line one\nline two', replyTo: 'c-1' });
+    for (const tab of [tab1, tab2]) {
+      const reply = await tab.next('reply', (m) => m.type === 'message' && m.message?.role === 'agent');
+      expect(reply.message).toMatchObject({ role: 'agent', text: 'line one\nline two', reply_to: 'c-1' });
+      expect(result.message_ids).toEqual([String(reply.message!.id)]);
+    }
+    expect(h.state.mailbox('webchat:main', peer).map((m) => m.role)).toEqual(['user', 'agent']);
+  });
+
+  it('keeps a reply for a peer whose page is closed (or never opened) and shows it as history', async () => {
+    const h = await startWebchat();
+    const peer = newPeer();
+    await h.gateway.send({ channel: 'webchat:main', peer, text: 'while you were away' });
+    const client = await openPeer(h, peer);
+    const history = client.received.find((m) => m.type === 'history')!;
+    expect(history.messages).toMatchObject([{ role: 'agent', text: 'while you were away' }]);
+  });
+
+  it('keeps only the newest history_limit messages per peer', async () => {
+    const h = await startWebchat({ history_limit: 3 });
+    const peer = newPeer();
+    for (let i = 1; i <= 5; i++) await h.gateway.send({ channel: 'webchat:main', peer, text: `reply ${i}` });
+    const client = await openPeer(h, peer);
+    expect(client.received[0]!.messages!.map((m) => m.text)).toEqual(['reply 3', 'reply 4', 'reply 5']);
+  });
+
+  it('refuses an oversize message politely and keeps the connection', async () => {
+    const h = await startWebchat();
+    const client = await openPeer(h, newPeer());
+    client.send({ type: 'message', id: 'big', text: 'x'.repeat(MAX_TEXT_BYTES + 1) });
+    const error = await client.next('error', (m) => m.type === 'error');
+    expect(error).toMatchObject({ id: 'big', text: expect.stringContaining('too long') });
+    client.send({ type: 'message', id: 'small', text: 'short' });
+    await client.next('ack', (m) => m.type === 'ack' && m.id === 'small');
+    expect(inboxEvents(h)).toHaveLength(1);
+  });
+
+  it('answers malformed client messages with an error instead of crashing', async () => {
+    const h = await startWebchat();
+    const client = await openPeer(h, newPeer());
+    client.send('not json');
+    client.send({ type: 'message', id: '../../etc', text: 'x' });
+    await waitFor(() => client.received.filter((m) => m.type === 'error').length === 2, 'two errors', 5_000);
+    expect(client.ws.readyState).toBe(WebSocket.OPEN);
+    expect(inboxEvents(h)).toHaveLength(0);
+  });
+
+  it('acks a resent message again without pushing or storing it twice', async () => {
+    const h = await startWebchat();
+    const peer = newPeer();
+    const client = await openPeer(h, peer);
+    client.send({ type: 'message', id: 'again', text: 'once' });
+    client.send({ type: 'message', id: 'again', text: 'once' });
+    await waitFor(() => client.received.filter((m) => m.type === 'ack').length === 2, 'two acks', 5_000);
+    expect(inboxEvents(h)).toHaveLength(1);
+    expect(h.state.mailbox('webchat:main', peer)).toHaveLength(1);
+  });
+
+  it('tells an unknown peer its pairing code as a system message under pairing access', async () => {
+    const h = await startWebchat({ access: 'pairing' });
+    const peer = newPeer();
+    const client = await openPeer(h, peer);
+    client.send({ type: 'message', id: 'p-1', text: 'hi' });
+    const notice = await client.next('notice', (m) => m.type === 'message' && m.message?.role === 'system');
+    const [request] = h.state.pendingPairings();
+    expect(notice.message!.text).toContain(request!.code);
+    expect(inboxEvents(h)).toHaveLength(0);
+    expect(h.state.mailbox('webchat:main', peer).map((m) => m.role)).toEqual(['user', 'system']);
+  });
+
+  it('rejects a send to something that is not a web chat peer id', async () => {
+    const h = await startWebchat();
+    const error = await h.gateway.send({ channel: 'webchat:main', peer: '../etc/passwd', text: 'x' }).catch((e: unknown) => e);
+    expect(isClawError(error, 'usage')).toBe(true);
+    const group = await h.gateway.send({ channel: 'webchat:main', peer: newPeer(), conversationType: 'group', conversation: 'g', text: 'x' }).catch((e: unknown) => e);
+    expect(isClawError(group, 'usage')).toBe(true);
+  });
+
+  it('closes every socket and the port on stop', async () => {
+    const h = await startWebchat();
+    const client = await openPeer(h, newPeer());
+    const closed = new Promise<number>((resolve) => client.ws.on('close', (code) => resolve(code)));
+    await h.channel.stop();
+    expect(await closed).toBe(1001);
+    await expect(fetch(h.base + '/')).rejects.toThrow();
+  });
+});

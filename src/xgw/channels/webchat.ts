@@ -1,0 +1,426 @@
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { chmodSync, linkSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { isIP, type AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { join } from 'node:path';
+import { WebSocketServer, type RawData, type WebSocket } from 'ws';
+import * as z from 'zod/mini';
+import { ClawError, errnoCode } from '../../core/errors.js';
+import type { MailboxEntry } from '../state.js';
+import type { ChannelAdapter, ChannelContext, ChannelStatus, OutboundMessage, WebchatChannelConfig } from '../types.js';
+import { UNAUTHORIZED_PAGE, WEBCHAT_PAGE } from './webchat-page.js';
+
+/**
+ * The web chat: a small page and a WebSocket on loopback. Access needs the channel's token (kept
+ * in `$THECLAW_HOME/xgw/webchat-<instance>.token`); `GET /?token=T` trades it for a cookie. Each
+ * browser is one peer, known by the `xgw_peer` cookie the page sets; every chat is a DM whose
+ * conversation id is the peer id. What the peer and the agent say is kept in the peer's mailbox
+ * (GatewayState), so a reload, or a reply that arrives while the page is closed, shows it later.
+ *
+ * Protocol (JSON over `/ws`):
+ * - client → server: `{type:'message', id, text}` (id: the client's own message id)
+ * - server → client: `{type:'history', messages}` once on connect (oldest first), then
+ *   `{type:'message', message}` as they happen, `{type:'ack', id}` for each client message and
+ *   `{type:'error', id?, text}` for one that was refused.
+ */
+
+/** Longest text a client message may carry, in UTF-8 bytes. */
+export const MAX_TEXT_BYTES = 64 * 1024;
+// Frames larger than this are cut off by `ws` (close 1009); smaller oversize texts get a polite
+// error. JSON escaping can make a frame up to 6x its text.
+const MAX_FRAME_BYTES = 6 * MAX_TEXT_BYTES + 1024;
+const PEER_ID = /^[0-9a-f]{32}$/;
+const WILDCARD_HOSTS = new Set(['0.0.0.0', '::', '']);
+const TOKEN = /^[0-9a-f]{64}$/;
+/** Chromium caps cookie lifetimes at 400 days. */
+const PEER_COOKIE_MAX_AGE_S = 400 * 24 * 60 * 60;
+const PING_INTERVAL_MS = 30_000;
+const STOP_GRACE_MS = 1_000;
+/** Client message ids remembered per channel, so a resend after a reconnect is only acked. */
+const RECENT_IDS = 2_000;
+
+const ClientMessageSchema = z.object({
+  type: z.literal('message'),
+  id: z.string().check(z.regex(/^[A-Za-z0-9_-]{1,64}$/)),
+  text: z.string(),
+});
+
+export interface WebchatChannelOptions {
+  /** Data root for the token file. Default: the home of the context the channel starts with. */
+  home?: string;
+}
+
+/** Where a web chat keeps its access token. */
+export function webchatTokenPath(home: string, channelId: string): string {
+  return join(home, 'xgw', `webchat-${channelId.slice(channelId.indexOf(':') + 1)}.token`);
+}
+
+/** The channel's token: read from its file, or created (mode 0600) on first start. */
+export function loadWebchatToken(home: string, channelId: string): string {
+  const path = webchatTokenPath(home, channelId);
+  mkdirSync(join(home, 'xgw'), { recursive: true, mode: 0o700 });
+  const found = readToken(path);
+  if (found.token !== undefined) return found.token;
+  // Written aside and published with link() (fails if the file appeared meanwhile) or rename()
+  // (replaces a damaged one), so no reader ever sees a half-written token.
+  const token = randomBytes(32).toString('hex');
+  const temp = `${path}.${process.pid}.tmp`;
+  try {
+    writeFileSync(temp, token + '\n', { mode: 0o600 });
+    if (found.missing) linkSync(temp, path);
+    else renameSync(temp, path); // damaged: old links stop working, the new one is in `xgw status`
+    return token;
+  } catch (error) {
+    const theirs = errnoCode(error) === 'EEXIST' ? readToken(path).token : undefined;
+    if (theirs !== undefined) return theirs;
+    throw new ClawError('io', `cannot create ${path}`, { suggestion: 'check that THECLAW_HOME is writable', cause: error });
+  } finally {
+    rmSync(temp, { force: true });
+  }
+}
+
+/** The token in the file; `missing` when there is no file (otherwise the file is damaged). */
+function readToken(path: string): { token?: string; missing?: true } {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8').trim();
+  } catch (error) {
+    if (errnoCode(error) === 'ENOENT') return { missing: true };
+    throw new ClawError('io', `cannot read ${path}`, { suggestion: 'check its owner and permissions', cause: error });
+  }
+  if (!TOKEN.test(text)) return {};
+  if ((statSync(path).mode & 0o077) !== 0) chmodSync(path, 0o600);
+  return { token: text };
+}
+
+export function createWebchatChannel(config: WebchatChannelConfig, options: WebchatChannelOptions = {}): ChannelAdapter {
+  let state: ChannelStatus['state'] = 'stopped';
+  let detail: string | undefined;
+  let context: ChannelContext | undefined;
+  let server: Server | undefined;
+  let wss: WebSocketServer | undefined;
+  let pinger: NodeJS.Timeout | undefined;
+  let token = '';
+  let port = 0;
+  const sockets = new Map<string, Set<WebSocket>>();
+  const alive = new WeakSet<WebSocket>();
+  const recentIds = new Set<string>();
+
+  const wildcard = WILDCARD_HOSTS.has(config.host);
+  const pageHost = (): string => {
+    const host = config.host;
+    if (wildcard || host === 'localhost' || host.startsWith('127.') || host === '::1') return '127.0.0.1';
+    return host.includes(':') ? `[${host}]` : host;
+  };
+  const isAllowedOrigin = (origin: string | undefined, hostHeader: string | undefined): boolean => {
+    if (origin === undefined) return false;
+    const local = [`http://127.0.0.1:${port}`, `http://localhost:${port}`, `http://[::1]:${port}`, `http://${pageHost()}:${port}`];
+    if (local.includes(origin)) return true;
+    // Bound to every interface (configured so): a page opened by IP address may connect back to
+    // that address. Never by host name, which a foreign site could rebind to this machine.
+    if (!wildcard || origin !== `http://${hostHeader}`) return false;
+    return URL.canParse(origin) && isIP(new URL(origin).hostname.replace(/^\[(.*)\]$/, '$1')) !== 0;
+  };
+  const hasToken = (candidate: string | undefined): boolean => candidate !== undefined && safeEqual(candidate, token);
+
+  function handleRequest(req: IncomingMessage, res: ServerResponse): void {
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    const cookies = parseCookies(req.headers.cookie);
+    const queryToken = url.searchParams.get('token');
+    if (queryToken !== null) {
+      if (!hasToken(queryToken)) return unauthorized(res);
+      // Trade the token for a cookie and drop it from the URL bar (and from history).
+      res.writeHead(302, { Location: '/', 'Set-Cookie': cookie('xgw_token', token), 'Cache-Control': 'no-store', 'Referrer-Policy': 'no-referrer' });
+      return void res.end();
+    }
+    if (!hasToken(cookies.get('xgw_token'))) return unauthorized(res);
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      res.writeHead(405, { Allow: 'GET, HEAD', 'Content-Type': 'text/plain; charset=utf-8' });
+      return void res.end('Method not allowed\n');
+    }
+    if (url.pathname === '/ws') {
+      res.writeHead(426, { Upgrade: 'websocket', 'Content-Type': 'text/plain; charset=utf-8' });
+      return void res.end('This address takes WebSocket connections only\n');
+    }
+    if (url.pathname !== '/') {
+      res.writeHead(404, { 'Content-Type': 'text/plain; charset=utf-8' });
+      return void res.end('Not found\n');
+    }
+    const headers: Record<string, string | string[]> = {
+      'Content-Type': 'text/html; charset=utf-8',
+      'Cache-Control': 'no-store',
+      'Content-Security-Policy':
+        "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+      'X-Content-Type-Options': 'nosniff',
+      'X-Frame-Options': 'DENY',
+      'Referrer-Policy': 'no-referrer',
+    };
+    if (!PEER_ID.test(cookies.get('xgw_peer') ?? '')) {
+      headers['Set-Cookie'] = cookie('xgw_peer', randomBytes(16).toString('hex'), PEER_COOKIE_MAX_AGE_S);
+    }
+    res.writeHead(200, headers);
+    res.end(WEBCHAT_PAGE);
+  }
+
+  function handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    const cookies = parseCookies(req.headers.cookie);
+    const log = context!.logger;
+    if (!wss) return refuse(socket, 503, 'The chat is stopping');
+    if (url.pathname !== '/ws') return refuse(socket, 404, 'Not found');
+    if (!hasToken(cookies.get('xgw_token'))) {
+      log.info(`${config.id}: refused a WebSocket without a valid token`);
+      return refuse(socket, 401, 'Unauthorized: open the URL printed by xgw status');
+    }
+    const origin = req.headers.origin;
+    if (!isAllowedOrigin(origin, req.headers.host)) {
+      log.warn(`${config.id}: refused a WebSocket from origin ${JSON.stringify(origin ?? null)}`);
+      return refuse(socket, 403, 'Forbidden origin');
+    }
+    const peer = cookies.get('xgw_peer');
+    if (peer === undefined || !PEER_ID.test(peer)) return refuse(socket, 400, 'No peer cookie: reload the page');
+    wss.handleUpgrade(req, socket, head, (ws) => onConnection(ws, peer));
+  }
+
+  function onConnection(ws: WebSocket, peer: string): void {
+    const { state: gatewayState, logger } = context!;
+    let peerSockets = sockets.get(peer);
+    if (!peerSockets) sockets.set(peer, (peerSockets = new Set()));
+    peerSockets.add(ws);
+    alive.add(ws);
+    logger.debug(`${config.id}: peer ${peer} connected (${peerSockets.size} open)`);
+    ws.on('pong', () => alive.add(ws));
+    ws.on('error', (error) => logger.debug(`${config.id}: socket of peer ${peer}: ${error.message}`));
+    ws.on('close', () => {
+      peerSockets.delete(ws);
+      if (peerSockets.size === 0) sockets.delete(peer);
+      logger.debug(`${config.id}: peer ${peer} disconnected`);
+    });
+    // One message at a time per socket, so the mailbox keeps the order the peer wrote in.
+    let queue = Promise.resolve();
+    ws.on('message', (data, isBinary) => {
+      queue = queue.then(() => onClientMessage(ws, peer, data, isBinary)).catch((error: unknown) => {
+        logger.error(`${config.id}: message from peer ${peer} failed: ${error instanceof Error ? error.message : String(error)}`);
+      });
+    });
+    sendJson(ws, { type: 'history', messages: gatewayState.mailbox(config.id, peer) });
+  }
+
+  async function onClientMessage(ws: WebSocket, peer: string, data: RawData, isBinary: boolean): Promise<void> {
+    const { state: gatewayState } = context!;
+    let json: unknown;
+    try {
+      json = isBinary ? undefined : JSON.parse(rawText(data));
+    } catch {
+      json = undefined;
+    }
+    const parsed = ClientMessageSchema.safeParse(json);
+    if (!parsed.success) return sendJson(ws, { type: 'error', text: 'The page sent something the server does not understand. Reload it.' });
+    const { id, text } = parsed.data;
+    if (Buffer.byteLength(text) > MAX_TEXT_BYTES) {
+      return sendJson(ws, { type: 'error', id, text: `That message is too long (the limit is ${MAX_TEXT_BYTES / 1024} KB). Split it or shorten it.` });
+    }
+    if (text.trim() === '') return sendJson(ws, { type: 'error', id, text: 'That message is empty.' });
+    const key = `${peer}:${id}`;
+    if (recentIds.has(key)) return sendJson(ws, { type: 'ack', id });
+
+    let outcome;
+    try {
+      outcome = await context!.receive({ channelId: config.id, conversationType: 'dm', conversationId: peer, peerId: peer, messageId: id, text });
+    } catch (error) {
+      context!.logger.error(`${config.id}: could not take a message from peer ${peer}: ${error instanceof Error ? error.message : String(error)}`);
+      return sendJson(ws, { type: 'error', id, text: 'The message could not be delivered. Try again in a moment; the owner can look at the xgw log.' });
+    }
+    remember(key);
+    if (!(outcome.kind === 'accepted' && outcome.duplicate)) {
+      const entry = gatewayState.addToMailbox(config.id, peer, { role: 'user', text, reply_to: null }, config.history_limit);
+      broadcast(peer, { type: 'message', message: entry }, ws); // the peer's other tabs
+    }
+    sendJson(ws, { type: 'ack', id });
+    const notice = context!.noticeFor(outcome);
+    if (notice !== null) {
+      const entry = gatewayState.addToMailbox(config.id, peer, { role: 'system', text: notice, reply_to: null }, config.history_limit);
+      broadcast(peer, { type: 'message', message: entry });
+    }
+  }
+
+  function remember(key: string): void {
+    recentIds.add(key);
+    if (recentIds.size > RECENT_IDS) recentIds.delete(recentIds.values().next().value!);
+  }
+
+  function broadcast(peer: string, payload: ServerMessage, except?: WebSocket): void {
+    for (const ws of sockets.get(peer) ?? []) if (ws !== except) sendJson(ws, payload);
+  }
+
+  return {
+    id: config.id,
+    type: 'webchat',
+
+    async start(ctx) {
+      if (state === 'running' || state === 'starting') throw new ClawError('conflict', `${config.id} is running already`);
+      context = ctx;
+      state = 'starting';
+      detail = undefined;
+      try {
+        token = loadWebchatToken(options.home ?? ctx.home, config.id);
+        wss = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES });
+        const http = createServer(handleRequest);
+        server = http;
+        http.on('upgrade', handleUpgrade);
+        http.on('clientError', (_error, socket) => socket.destroy());
+        await new Promise<void>((resolve, reject) => {
+          http.once('error', reject);
+          http.listen(config.port, config.host, () => {
+            http.off('error', reject);
+            resolve();
+          });
+        });
+        http.on('error', (error) => ctx.logger.error(`${config.id}: ${error.message}`));
+        port = (http.address() as AddressInfo).port;
+      } catch (error) {
+        await closeAll();
+        const failure = startError(error, config);
+        state = 'error';
+        detail = failure.message;
+        throw failure;
+      }
+      pinger = setInterval(() => {
+        for (const ws of wss?.clients ?? []) {
+          if (!alive.has(ws)) ws.terminate();
+          else {
+            alive.delete(ws);
+            ws.ping();
+          }
+        }
+      }, PING_INTERVAL_MS);
+      pinger.unref();
+      state = 'running';
+      ctx.logger.info(`${config.id}: listening on http://${pageHost()}:${port}/ (the URL with its token is in: xgw status)`);
+    },
+
+    async send(message: OutboundMessage, signal?: AbortSignal) {
+      if (signal?.aborted) throw new ClawError('aborted', 'the delivery was cancelled');
+      if (state !== 'running' || !context) throw new ClawError('io', `${config.id} is not running`, { suggestion: 'start it with: xgw start' });
+      if (!PEER_ID.test(message.peerId)) {
+        throw new ClawError('usage', `${JSON.stringify(message.peerId)} is not a web chat peer id`, {
+          suggestion: 'web chat peers are 32 hex digits; take the peer id from the message being answered',
+        });
+      }
+      if (message.conversationType !== 'dm' || message.conversationId !== message.peerId) {
+        throw new ClawError('usage', 'web chat has only direct chats', { suggestion: 'send with conversation type dm and the peer id as conversation' });
+      }
+      const entry = context.state.addToMailbox(config.id, message.peerId, { role: 'agent', text: message.text, reply_to: message.replyTo ?? null }, config.history_limit);
+      broadcast(message.peerId, { type: 'message', message: entry });
+      return { messageIds: [String(entry.id)] };
+    },
+
+    status() {
+      const url = state === 'running' ? `http://${pageHost()}:${port}/?token=${token}` : undefined;
+      return { id: config.id, type: 'webchat', state, ...(detail ? { detail } : {}), ...(url ? { url } : {}) };
+    },
+
+    async stop() {
+      await closeAll();
+      state = 'stopped';
+    },
+  };
+
+  async function closeAll(): Promise<void> {
+    clearInterval(pinger);
+    pinger = undefined;
+    const open = [...(wss?.clients ?? [])];
+    await new Promise<void>((resolve) => {
+      if (open.length === 0) return resolve();
+      let pending = open.length;
+      const done = (): void => void (--pending === 0 && finish());
+      const timer = setTimeout(finish, STOP_GRACE_MS);
+      function finish(): void {
+        clearTimeout(timer);
+        for (const ws of open) ws.terminate();
+        resolve();
+      }
+      for (const ws of open) {
+        ws.once('close', done);
+        ws.close(1001, 'server stopping');
+      }
+    });
+    sockets.clear();
+    wss?.close();
+    wss = undefined;
+    const http = server;
+    server = undefined;
+    if (http?.listening) {
+      await new Promise<void>((resolve) => {
+        http.close(() => resolve());
+        http.closeAllConnections();
+      });
+    }
+  }
+}
+
+type ServerMessage =
+  | { type: 'history'; messages: MailboxEntry[] }
+  | { type: 'message'; message: MailboxEntry }
+  | { type: 'ack'; id: string }
+  | { type: 'error'; id?: string; text: string };
+
+function sendJson(ws: WebSocket, payload: ServerMessage): void {
+  if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(payload));
+}
+
+function rawText(data: RawData): string {
+  if (Array.isArray(data)) return Buffer.concat(data).toString('utf8');
+  return Buffer.isBuffer(data) ? data.toString('utf8') : Buffer.from(data).toString('utf8');
+}
+
+/** Compares in constant time; hashing first makes the lengths equal. */
+function safeEqual(a: string, b: string): boolean {
+  const digest = (value: string): Buffer => createHash('sha256').update(value).digest();
+  return b !== '' && timingSafeEqual(digest(a), digest(b));
+}
+
+function parseCookies(header: string | undefined): Map<string, string> {
+  const cookies = new Map<string, string>();
+  for (const part of (header ?? '').split(';')) {
+    const at = part.indexOf('=');
+    if (at < 0) continue;
+    const name = part.slice(0, at).trim();
+    if (!cookies.has(name)) cookies.set(name, part.slice(at + 1).trim());
+  }
+  return cookies;
+}
+
+function cookie(name: string, value: string, maxAgeSeconds?: number): string {
+  return `${name}=${value}; HttpOnly; SameSite=Strict; Path=/${maxAgeSeconds === undefined ? '' : `; Max-Age=${maxAgeSeconds}`}`;
+}
+
+function unauthorized(res: ServerResponse): void {
+  res.writeHead(401, { 'Content-Type': 'text/html; charset=utf-8', 'Cache-Control': 'no-store', 'Referrer-Policy': 'no-referrer' });
+  res.end(UNAUTHORIZED_PAGE);
+}
+
+/** Answers a refused upgrade with a plain HTTP response and closes the socket (as `ws` does). */
+function refuse(socket: Duplex, status: number, text: string): void {
+  const body = `${text}\n`;
+  socket.once('finish', () => socket.destroy());
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nConnection: close\r\nContent-Type: text/plain; charset=utf-8\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+  );
+}
+
+function startError(error: unknown, config: WebchatChannelConfig): ClawError {
+  if (error instanceof ClawError) return error;
+  const what = `${config.id} cannot listen on ${config.host}:${config.port}`;
+  const code = errnoCode(error);
+  if (code === 'EADDRINUSE') {
+    return new ClawError('conflict', `${what}: the port is in use`, {
+      suggestion: `set another port for ${config.id} in xgw/config.yaml (0 picks a free one), or stop the program that uses it`,
+      cause: error,
+    });
+  }
+  const reason = code === 'EADDRNOTAVAIL' ? 'no such address on this machine' : error instanceof Error ? error.message : String(error);
+  return new ClawError('io', `${what}: ${reason}`, { suggestion: `check host and port of ${config.id} in xgw/config.yaml`, cause: error });
+}

@@ -1,0 +1,118 @@
+import { randomUUID } from 'node:crypto';
+import { createInterface } from 'node:readline';
+import { askDaemon } from '../core/daemon.js';
+import { ClawError, isClawError } from '../core/errors.js';
+import { socketPath } from '../core/home.js';
+import { subscribe } from '../core/ipc.js';
+import type { InboundOutcome, MailboxEntry, XgwRequest } from './protocol.js';
+
+export interface TerminalChatOptions {
+  home: string;
+  /** The agent to talk to (over the routes). */
+  agent?: string;
+  /** Default: `terminal:local`. */
+  channel?: string;
+  input?: NodeJS.ReadableStream;
+  output?: NodeJS.WritableStream;
+  /** Where the spinner goes; it is shown only when this is a TTY. Default: stderr. */
+  status?: NodeJS.WriteStream;
+  /** After the input ends, wait this long for outstanding replies. Default: 120. */
+  waitSeconds?: number;
+  signal?: AbortSignal;
+}
+
+const FRAMES = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+
+/**
+ * A line-based conversation through the real pipeline: each line goes to the gateway (and so to
+ * the agent's inbox), replies come back over a stream from the daemon. While a reply is awaited
+ * a spinner turns on the terminal. Resolves when the input ends and no reply is outstanding
+ * (or after `waitSeconds`).
+ */
+export async function runTerminalChat(options: TerminalChatOptions): Promise<void> {
+  const channel = options.channel ?? 'terminal:local';
+  const output = options.output ?? process.stdout;
+  const status = options.status ?? process.stderr;
+  const spinner = createSpinner(status);
+  let outstanding = 0;
+  let settle: (() => void) | undefined;
+  const closed = new AbortController();
+  options.signal?.addEventListener('abort', () => closed.abort(), { once: true });
+
+  try {
+    await subscribe(
+      socketPath(options.home, 'xgw'),
+      { op: 'chat_attach', channel } satisfies XgwRequest,
+      {
+        onMessage(message) {
+          const entry = message as MailboxEntry;
+          spinner.stop();
+          output.write(`${entry.role === 'system' ? '(xgw) ' : ''}${entry.text}\n`);
+          if (entry.role === 'agent') outstanding = Math.max(0, outstanding - 1);
+          if (outstanding > 0) spinner.start();
+          else settle?.();
+        },
+        onClose() {
+          spinner.stop();
+          settle?.();
+        },
+      },
+      closed.signal,
+    );
+  } catch (error) {
+    throw notRunning(error);
+  }
+
+  const lines = createInterface({ input: options.input ?? process.stdin, terminal: false });
+  try {
+    for await (const line of lines) {
+      const text = line.trim();
+      if (text === '') continue;
+      if (text === '/quit' || text === '/exit') break;
+      const outcome = await askDaemon<InboundOutcome>(options.home, 'xgw', {
+        op: 'chat_message',
+        channel,
+        agent: options.agent,
+        message_id: randomUUID(),
+        text,
+      } satisfies XgwRequest).catch((error: unknown) => {
+        throw notRunning(error);
+      });
+      if (outcome.kind === 'accepted') {
+        outstanding++;
+        spinner.start();
+      }
+    }
+    if (outstanding > 0) {
+      await new Promise<void>((resolve) => {
+        settle = resolve;
+        setTimeout(resolve, (options.waitSeconds ?? 120) * 1000).unref();
+      });
+    }
+  } finally {
+    spinner.stop();
+    lines.close();
+    closed.abort();
+  }
+}
+
+function notRunning(error: unknown): unknown {
+  return isClawError(error, 'not_found') ? new ClawError('not_found', 'xgw is not running', { suggestion: 'start it with xgw start' }) : error;
+}
+
+function createSpinner(stream: NodeJS.WriteStream) {
+  let timer: NodeJS.Timeout | undefined;
+  let frame = 0;
+  return {
+    start() {
+      if (timer || !stream.isTTY) return;
+      timer = setInterval(() => stream.write(`\r${FRAMES[frame++ % FRAMES.length]} waiting for the agent…`), 80);
+    },
+    stop() {
+      if (!timer) return;
+      clearInterval(timer);
+      timer = undefined;
+      stream.write('\r\x1b[2K');
+    },
+  };
+}

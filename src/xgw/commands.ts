@@ -1,0 +1,164 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { printJson, printLines } from '../core/cli.js';
+import { askDaemon, daemonHolder, daemonLogFile, startDaemonProcess, stopDaemonProcess } from '../core/daemon.js';
+import { ClawError, isClawError, usageError } from '../core/errors.js';
+import { resolveHome } from '../core/home.js';
+import { runTerminalChat } from './chat-client.js';
+import { loadXgwConfig, xgwConfigPath } from './config.js';
+import { runXgw } from './daemon.js';
+import type { SendResult, XgwRequest, XgwStatus } from './protocol.js';
+import { GatewayState } from './state.js';
+import type { XgwConfig } from './types.js';
+
+interface Json {
+  json?: boolean;
+}
+
+export async function start(options: Json & { foreground?: boolean }): Promise<void> {
+  const home = resolveHome();
+  if (options.foreground) {
+    await runXgw(home);
+    process.exit(0); // channels' sockets must not keep a stopped daemon alive
+  }
+  loadXgwConfig(home); // precise config errors here, not in a log
+  const { pid } = await startDaemonProcess(home, 'xgw');
+  const status = await askDaemon<XgwStatus>(home, 'xgw', { op: 'status' } satisfies XgwRequest);
+  if (options.json) return printJson(status);
+  printLines([`xgw started (pid ${pid}); log: ${daemonLogFile(home, 'xgw')}`, ...formatChannels(status)]);
+}
+
+export async function stop(options: Json): Promise<void> {
+  const wasRunning = await stopDaemonProcess(resolveHome(), 'xgw');
+  if (options.json) printJson({ running: false, was_running: wasRunning });
+  else printLines([wasRunning ? 'xgw stopped' : 'xgw is not running']);
+}
+
+export async function status(options: Json): Promise<void> {
+  const home = resolveHome();
+  let status: XgwStatus | undefined;
+  if (daemonHolder(home, 'xgw')) {
+    status = await askDaemon<XgwStatus>(home, 'xgw', { op: 'status' } satisfies XgwRequest).catch(() => undefined);
+  }
+  status ??= offlineStatus(home, loadXgwConfig(home));
+  if (options.json) return printJson(status);
+  printLines([
+    status.running ? `xgw running (pid ${status.pid}, up ${status.uptime_seconds}s)` : 'xgw is not running',
+    ...formatChannels(status),
+    ...(status.pending_pairings ? [`${status.pending_pairings} pairing request(s) waiting: xgw pair list`] : []),
+  ]);
+}
+
+function offlineStatus(home: string, config: XgwConfig): XgwStatus {
+  const state = new GatewayState(home);
+  try {
+    return {
+      running: false,
+      pid: null,
+      started_at: null,
+      uptime_seconds: null,
+      channels: config.channels.map((channel) => {
+        const token = join(home, 'xgw', `webchat-${channel.id.split(':')[1]}.token`);
+        const url = channel.type === 'webchat' && existsSync(token) ? `http://127.0.0.1:${channel.port}/?token=${readFileSync(token, 'utf8').trim()}` : undefined;
+        return { id: channel.id, type: channel.type, state: 'stopped' as const, ...(url ? { url } : {}) };
+      }),
+      routes: config.routes,
+      pending_pairings: state.pendingPairings().length,
+    };
+  } finally {
+    state.close();
+  }
+}
+
+function formatChannels(status: XgwStatus): string[] {
+  return status.channels.map((c) => `  ${c.id}: ${c.state}${c.detail ? ` (${c.detail})` : ''}${c.url ? `  ${c.url}` : ''}`);
+}
+
+export function configCheck(options: Json): void {
+  const home = resolveHome();
+  const config = loadXgwConfig(home);
+  const warnings = config.channels.flatMap((channel) =>
+    channel.type === 'telegram' && !process.env[channel.token_env] ? [`${channel.id}: ${channel.token_env} is not set in this environment`] : [],
+  );
+  if (options.json) return printJson({ ok: true, file: xgwConfigPath(home), channels: config.channels.length, routes: config.routes.length, warnings });
+  printLines([`${xgwConfigPath(home)} is valid: ${config.channels.length} channel(s), ${config.routes.length} route(s)`, ...warnings.map((w) => `warning: ${w}`)]);
+}
+
+export interface SendFlags extends Json {
+  channel: string;
+  peer: string;
+  conversationType?: string;
+  conversation?: string;
+  replyTo?: string;
+  idempotencyKey?: string;
+  text?: string;
+}
+
+export async function send(options: SendFlags): Promise<void> {
+  const text = options.text ?? (await readStdin());
+  if (text.trim() === '') throw usageError('the text is empty', 'pass --text TEXT or the text on stdin');
+  const home = resolveHome();
+  let result: SendResult;
+  try {
+    result = await askDaemon<SendResult>(
+      home,
+      'xgw',
+      {
+        op: 'send',
+        channel: options.channel,
+        peer: options.peer,
+        conversation_type: options.conversationType,
+        conversation: options.conversation,
+        reply_to: options.replyTo,
+        idempotency_key: options.idempotencyKey,
+        text,
+      } satisfies XgwRequest,
+      60_000,
+    );
+  } catch (error) {
+    if (isClawError(error, 'not_found') && !daemonHolder(home, 'xgw')) {
+      throw new ClawError('io', 'xgw is not running', { suggestion: 'start it with xgw start' });
+    }
+    throw error;
+  }
+  if (options.json) printJson(result);
+  else printLines([`${result.status} (${result.message_ids.join(', ')})`]);
+}
+
+export function pairList(options: Json): void {
+  const state = new GatewayState(resolveHome());
+  try {
+    const pending = state.pendingPairings();
+    if (options.json) return printJson(pending);
+    printLines(
+      pending.length === 0
+        ? ['no pairing requests are waiting']
+        : pending.map((p) => `${p.code}  ${p.channel_id}  peer ${p.peer_id}${p.peer_name ? ` (${p.peer_name})` : ''}  expires ${p.expires_at}`),
+    );
+  } finally {
+    state.close();
+  }
+}
+
+export function pairApprove(code: string, options: Json): void {
+  const state = new GatewayState(resolveHome());
+  try {
+    const approved = state.approvePairing(code);
+    if (!approved) throw new ClawError('not_found', `no pending pairing request with code ${code}`, { suggestion: 'see the waiting requests with: xgw pair list (codes expire after an hour)' });
+    if (options.json) return printJson({ approved: true, channel_id: approved.channel_id, peer_id: approved.peer_id });
+    printLines([`approved ${approved.peer_id} on ${approved.channel_id}`]);
+  } finally {
+    state.close();
+  }
+}
+
+export async function chat(options: { agent?: string; channel?: string }): Promise<void> {
+  await runTerminalChat({ home: resolveHome(), agent: options.agent, channel: options.channel });
+}
+
+async function readStdin(): Promise<string> {
+  if (process.stdin.isTTY) throw usageError('no text', 'pass --text TEXT or the text on stdin');
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}

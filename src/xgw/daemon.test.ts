@@ -1,0 +1,147 @@
+import { spawn } from 'node:child_process';
+import { mkdirSync, statSync, writeFileSync } from 'node:fs';
+import { userInfo } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { parseMessageContent } from '../core/message.js';
+import { cliPath } from '../core/package.js';
+import { createTestHome, runTool, waitFor, type TestHome } from '../testing/index.js';
+import { initThread, openThread } from '../thread/thread.js';
+import type { XgwStatus } from './protocol.js';
+
+// The real daemon (`xgw start`) and the real CLIs in a temp THECLAW_HOME.
+
+let t: TestHome;
+const user = userInfo().username;
+
+beforeEach(() => {
+  t = createTestHome();
+  mkdirSync(join(t.home, 'xgw'), { recursive: true });
+  writeConfig(`channels:
+  - { id: terminal:local, type: terminal, access: open }
+routes:
+  - { channel: "*", peer: "*", agent: admin }
+`);
+  initThread(join(t.home, 'agents', 'admin', 'inbox'), { home: t.home }).close();
+});
+
+afterEach(async () => {
+  await runTool('xgw', ['stop'], t.env);
+  t.cleanup();
+});
+
+function writeConfig(yaml: string): void {
+  writeFileSync(join(t.home, 'xgw', 'config.yaml'), yaml);
+}
+
+const xgw = (args: string[], input?: string) => runTool('xgw', args, t.env, input);
+
+function inbox() {
+  const thread = openThread(join(t.home, 'agents', 'admin', 'inbox'), { home: t.home });
+  try {
+    return thread.peek({ limit: 100 });
+  } finally {
+    thread.close();
+  }
+}
+
+describe('xgw daemon and CLI', () => {
+  it('starts once, reports its channels, keeps its socket private, and stops', async () => {
+    const start = await xgw(['start']);
+    expect(start.code, start.stderr).toBe(0);
+    expect(start.stdout).toMatch(/^xgw started \(pid \d+\)/);
+    const again = await xgw(['start']);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(/^Error: xgw is already running \(pid \d+\) - stop it first with: xgw stop\n$/);
+    const status = JSON.parse((await xgw(['status', '--json'])).stdout) as XgwStatus;
+    expect(status).toMatchObject({ running: true, channels: [{ id: 'terminal:local', type: 'terminal', state: 'running' }], pending_pairings: 0 });
+    expect(statSync(join(t.home, 'run', 'xgw.sock')).mode & 0o777).toBe(0o600);
+    expect((await xgw(['stop'])).stdout).toBe('xgw stopped\n');
+    expect(JSON.parse((await xgw(['status', '--json'])).stdout)).toMatchObject({ running: false, channels: [{ id: 'terminal:local', state: 'stopped' }] });
+  });
+
+  it('refuses to start with a config error and names every field at fault; config check says the same', async () => {
+    writeConfig(`channels:
+  - { id: webchat:main, type: webchat, port: "eighty" }
+  - { id: terminal:local, type: terminal }
+  - { id: terminal:local, type: terminal }
+routes:
+  - { channel: telegram:main, agent: admin }
+`);
+    const check = await xgw(['config', 'check']);
+    expect(check.code).toBe(1);
+    expect(check.stderr).toMatch(/channels\.0\.port/);
+    const start = await xgw(['start']);
+    expect(start.code).toBe(1);
+    expect(start.stderr).toMatch(/^Error: invalid .*config\.yaml: channels\.0\.port/);
+    writeConfig(`channels:
+  - { id: terminal:local, type: terminal }
+  - { id: terminal:local, type: terminal }
+routes:
+  - { channel: telegram:main, agent: admin }
+`);
+    const semantic = await xgw(['config', 'check']);
+    expect(semantic.code).toBe(1);
+    expect(semantic.stderr).toContain('channels.1.id: terminal:local is used twice');
+    expect(semantic.stderr).toContain('routes.0.channel: no channel telegram:main is configured');
+  });
+
+  it('exits 1 with the standard message when xgw send finds no daemon', async () => {
+    const result = await xgw(['send', '--channel', 'terminal:local', '--peer', user, '--text', 'hi']);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toBe('Error: xgw is not running - start it with xgw start\n');
+    const usage = await xgw(['send', '--channel', 'terminal:local', '--text', 'hi']);
+    expect(usage.code).toBe(2);
+  });
+
+  it('delivers a send once per idempotency key', async () => {
+    expect((await xgw(['start'])).code).toBe(0);
+    const args = ['send', '--channel', 'terminal:local', '--peer', user, '--idempotency-key', 'thread#1', '--text', 'once', '--json'];
+    const first = JSON.parse((await xgw(args)).stdout);
+    const second = await xgw(args);
+    expect(first.status).toBe('delivered');
+    expect(second.code).toBe(0);
+    expect(JSON.parse(second.stdout)).toEqual({ status: 'duplicate', message_ids: first.message_ids });
+    const piped = await xgw(['send', '--channel', 'terminal:local', '--peer', user], 'from stdin\n');
+    expect(piped.stdout).toMatch(/^delivered \(\d+\)\n$/);
+  });
+
+  it('carries a terminal conversation through the gateway: a line reaches the inbox, a reply reaches the terminal', async () => {
+    expect((await xgw(['start'])).code).toBe(0);
+    const chat = spawn(process.execPath, [cliPath('xgw'), 'chat', '--agent', 'admin'], { env: t.env, stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    chat.stdout.on('data', (chunk) => (out += chunk));
+    try {
+      chat.stdin.write('hello from the terminal\n');
+      const [event] = await waitFor(() => {
+        const events = inbox();
+        return events.length > 0 ? events : undefined;
+      }, 'the line in the inbox');
+      expect(event!.source).toBe(`external:terminal:local:dm:${encodeURIComponent(user)}:${encodeURIComponent(user)}`);
+      const content = parseMessageContent(event!.content);
+      expect(content.text).toBe('hello from the terminal');
+      const reply = await xgw(['send', '--channel', 'terminal:local', '--peer', user, '--reply-to', content.reply_context!.kind === 'external' ? content.reply_context!.message_id! : '', '--text', 'line one\nline two']);
+      expect(reply.code, reply.stderr).toBe(0);
+      await waitFor(() => out.includes('line two'), 'the reply on the terminal');
+      expect(out).toBe('line one\nline two\n');
+      chat.stdin.end();
+      const code = await new Promise((resolve) => chat.on('close', resolve));
+      expect(code).toBe(0);
+    } finally {
+      chat.kill();
+    }
+  });
+
+  it('shows a reply that arrived while no terminal was attached at the next attach', async () => {
+    expect((await xgw(['start'])).code).toBe(0);
+    expect((await xgw(['send', '--channel', 'terminal:local', '--peer', user, '--text', 'while you were away'])).code).toBe(0);
+    const chat = spawn(process.execPath, [cliPath('xgw'), 'chat', '--agent', 'admin'], { env: t.env, stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    chat.stdout.on('data', (chunk) => (out += chunk));
+    try {
+      await waitFor(() => out.includes('while you were away'), 'the waiting reply');
+    } finally {
+      chat.kill();
+    }
+  });
+});

@@ -1,0 +1,194 @@
+import { lstatSync, readdirSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import fc from 'fast-check';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { parseAddress } from '../core/address.js';
+import { createLogger } from '../core/logger.js';
+import { parseMessageContent } from '../core/message.js';
+import { createTestHome, type TestHome } from '../testing/index.js';
+import { initThread, openThread } from '../thread/thread.js';
+import { Gateway } from './gateway.js';
+import { findRoute } from './route.js';
+import { GatewayState } from './state.js';
+import { XgwConfigSchema, type ChannelAdapter, type InboundMessage, type OutboundMessage } from './types.js';
+
+let t: TestHome;
+let state: GatewayState;
+
+beforeEach(() => {
+  t = createTestHome();
+  state = new GatewayState(t.home);
+  initThread(join(t.home, 'agents', 'admin', 'inbox'), { home: t.home }).close();
+});
+
+afterEach(() => {
+  state.close();
+  t.cleanup();
+});
+
+function gatewayWith(config: unknown): Gateway {
+  return new Gateway({ home: t.home, config: XgwConfigSchema.parse(config), state, logger: createLogger(join(t.home, 'logs', 'xgw.log')) });
+}
+
+const openChat = { channels: [{ id: 'telegram:main', type: 'telegram', access: 'open' }], routes: [{ agent: 'admin' }] };
+
+function message(peerId: string, messageId: string, text = 'hello'): InboundMessage {
+  return { channelId: 'telegram:main', conversationType: 'dm', conversationId: peerId, peerId, messageId, text };
+}
+
+function inbox() {
+  const thread = openThread(join(t.home, 'agents', 'admin', 'inbox'), { home: t.home });
+  try {
+    return thread.peek({ limit: 1000 });
+  } finally {
+    thread.close();
+  }
+}
+
+/** A channel that records what it is asked to send: the gateway's logic under test, not a platform. */
+function recordingChannel(id: string): ChannelAdapter & { sent: OutboundMessage[] } {
+  const sent: OutboundMessage[] = [];
+  return {
+    id,
+    type: 'telegram',
+    sent,
+    async start() {},
+    async send(outbound) {
+      sent.push(outbound);
+      await new Promise((resolve) => setImmediate(resolve));
+      return { messageIds: [String(sent.length)] };
+    },
+    status: () => ({ id, type: 'telegram', state: 'running' }),
+    async stop() {},
+  };
+}
+
+describe('routes', () => {
+  it('prefers an exact peer over *, then an exact channel over *, then the earlier route', () => {
+    const routes = XgwConfigSchema.parse({
+      routes: [
+        { channel: '*', peer: '*', agent: 'a' },
+        { channel: 'telegram:main', peer: '*', agent: 'b' },
+        { channel: '*', peer: '42', agent: 'c' },
+        { channel: 'telegram:main', peer: '42', agent: 'd' },
+        { channel: 'telegram:main', peer: '*', agent: 'e' },
+      ],
+    }).routes;
+    expect(findRoute(routes, 'telegram:main', '42')?.agent).toBe('d');
+    expect(findRoute(routes, 'webchat:main', '42')?.agent).toBe('c');
+    expect(findRoute(routes, 'telegram:main', '7')?.agent).toBe('b');
+    expect(findRoute(routes, 'webchat:main', '7')?.agent).toBe('a');
+    expect(findRoute([], 'webchat:main', '7')).toBeUndefined();
+  });
+});
+
+describe('inbound', () => {
+  it('pushes an admitted message into the routed inbox with its source address and reply context, once per platform id', async () => {
+    const gateway = gatewayWith(openChat);
+    const first = await gateway.receive(message('12345', '678'));
+    const again = await gateway.receive(message('12345', '678'));
+    expect(first).toMatchObject({ kind: 'accepted', agent: 'admin', duplicate: false });
+    expect(again).toMatchObject({ kind: 'accepted', eventId: (first as { eventId: number }).eventId, duplicate: true });
+    const events = inbox();
+    expect(events).toHaveLength(1);
+    expect(events[0]!.source).toBe('external:telegram:main:dm:12345:12345');
+    expect(parseMessageContent(events[0]!.content)).toEqual({
+      text: 'hello',
+      attachments: [],
+      reply_context: { kind: 'external', channel_id: 'telegram:main', conversation_type: 'dm', conversation_id: '12345', peer_id: '12345', message_id: '678' },
+    });
+  });
+
+  it('gives an unknown peer one code under pairing, at most 3 pending per channel, and admits it on approval', async () => {
+    const gateway = gatewayWith({ channels: [{ id: 'telegram:main', type: 'telegram' }], routes: [{ agent: 'admin' }] });
+    const first = await gateway.receive(message('1', 'a'));
+    expect(first).toMatchObject({ kind: 'pairing', code: expect.stringMatching(/^[A-HJ-NP-Z2-9]{8}$/) });
+    expect(await gateway.receive(message('1', 'b'))).toEqual(first); // the same code while it is valid
+    await gateway.receive(message('2', 'c'));
+    await gateway.receive(message('3', 'd'));
+    expect(await gateway.receive(message('4', 'e'))).toMatchObject({ kind: 'denied' });
+    expect(inbox()).toEqual([]);
+    expect(state.approvePairing((first as { code: string }).code)).toMatchObject({ peer_id: '1' });
+    expect(await gateway.receive(message('1', 'f'))).toMatchObject({ kind: 'accepted' });
+    expect(inbox()).toHaveLength(1);
+    expect(state.approvePairing((first as { code: string }).code)).toBeNull(); // one-time
+  });
+
+  it('refuses peers off the allowlist and admits the listed ones', async () => {
+    const gateway = gatewayWith({ channels: [{ id: 'telegram:main', type: 'telegram', access: 'allowlist', allow: ['9'] }], routes: [{ agent: 'admin' }] });
+    expect(await gateway.receive(message('8', 'a'))).toMatchObject({ kind: 'denied' });
+    expect(await gateway.receive(message('9', 'b'))).toMatchObject({ kind: 'accepted' });
+    expect(inbox().map((event) => parseAddress(event.source))).toEqual([expect.objectContaining({ peerId: '9' })]);
+  });
+
+  it('answers a route to a missing agent and a missing route without touching any inbox', async () => {
+    const missing = gatewayWith({ channels: [{ id: 'telegram:main', type: 'telegram', access: 'open' }], routes: [{ agent: 'ghost' }] });
+    expect(await missing.receive(message('1', 'a'))).toEqual({ kind: 'missing_agent', agent: 'ghost' });
+    const unrouted = gatewayWith({ channels: [{ id: 'telegram:main', type: 'telegram', access: 'open' }], routes: [] });
+    expect(await unrouted.receive(message('1', 'a'))).toEqual({ kind: 'no_route' });
+    expect(inbox()).toEqual([]);
+  });
+
+  it('keeps hostile peer ids inside their address segment and out of every path', async () => {
+    const gateway = gatewayWith(openChat);
+    const hostile = ['../x', 'a:b', '../../etc/passwd', 'a/b', 'x\u0000y', '\u0001:\u0002', '%2e%2e', ':', 'x'.repeat(300)];
+    const before = filesUnder(t.home);
+    for (const [index, peer] of hostile.entries()) await gateway.receive(message(peer, `m${index}`));
+    await fc.assert(
+      fc.asyncProperty(fc.string({ unit: 'binary', minLength: 1, maxLength: 40 }).filter((s) => s.isWellFormed()), async (peer) => {
+        await gateway.receive(message(peer, `p-${Buffer.from(peer).toString('hex')}`));
+      }),
+      { numRuns: 100 },
+    );
+    for (const event of inbox()) {
+      const address = parseAddress(event.source);
+      expect(event.source.split(':')).toHaveLength(6);
+      expect(address).toMatchObject({ kind: 'external', channelType: 'telegram', instance: 'main', conversationType: 'dm' });
+      // Every segment is percent-encoded: no `/`, `:` or control character survives in it.
+      for (const segment of event.source.split(':').slice(1)) expect(segment).toMatch(/^[A-Za-z0-9._~%-]+$/);
+    }
+    expect(inbox().slice(0, hostile.length).map((event) => (parseAddress(event.source) as { peerId: string }).peerId)).toEqual(hostile);
+    // Only the inbox's own files changed: no peer id became a file or directory.
+    const after = filesUnder(t.home).filter((file) => !before.includes(file));
+    expect(after.every((file) => file.startsWith('agents/admin/inbox/') || file.startsWith('logs/') || file.startsWith('xgw/'))).toBe(true);
+  });
+});
+
+describe('outbound', () => {
+  it('sends once per idempotency key, also for concurrent retries, and remembers keys across gateways', async () => {
+    const gateway = gatewayWith(openChat);
+    const channel = recordingChannel('telegram:main');
+    await gateway.startChannel(channel);
+    const request = { channel: 'telegram:main', peer: '1', idempotencyKey: 'thread#7', text: 'hi' };
+    const [a, b] = await Promise.all([gateway.send(request), gateway.send(request)]);
+    expect([a.status, b.status].sort()).toEqual(['delivered', 'duplicate']);
+    expect(await gateway.send(request)).toEqual({ status: 'duplicate', message_ids: ['1'] });
+    const restarted = gatewayWith(openChat);
+    const channelAfterRestart = recordingChannel('telegram:main');
+    await restarted.startChannel(channelAfterRestart);
+    expect((await restarted.send(request)).status).toBe('duplicate');
+    expect(channel.sent).toHaveLength(1);
+    expect(channelAfterRestart.sent).toHaveLength(0);
+    expect(channel.sent[0]).toEqual({ peerId: '1', conversationType: 'dm', conversationId: '1', replyTo: undefined, text: 'hi' });
+  });
+
+  it('refuses an unknown channel and an empty text', async () => {
+    const gateway = gatewayWith(openChat);
+    await expect(gateway.send({ channel: 'nope:x', peer: '1', text: 'hi' })).rejects.toMatchObject({ kind: 'not_found' });
+    await expect(gateway.send({ channel: 'telegram:main', peer: '1', text: '  ' })).rejects.toMatchObject({ kind: 'usage' });
+  });
+});
+
+function filesUnder(root: string): string[] {
+  const out: string[] = [];
+  const walk = (dir: string) => {
+    for (const name of readdirSync(dir)) {
+      const path = join(dir, name);
+      if (name === '.bin') continue; // the test's own links to the CLIs
+      if (lstatSync(path).isDirectory()) walk(path);
+      else out.push(relative(root, path));
+    }
+  };
+  walk(root);
+  return out;
+}

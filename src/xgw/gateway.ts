@@ -1,0 +1,193 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { formatAddress } from '../core/address.js';
+import { ClawError, usageError } from '../core/errors.js';
+import type { Logger } from '../core/logger.js';
+import { formatMessageContent } from '../core/message.js';
+import { openThread } from '../thread/thread.js';
+import { findRoute } from './route.js';
+import type { GatewayState } from './state.js';
+import type { ChannelAdapter, ChannelConfig, ChannelContext, InboundMessage, InboundOutcome, XgwConfig } from './types.js';
+
+export interface SendRequest {
+  channel: string;
+  peer: string;
+  /** Default: `dm`. */
+  conversationType?: string;
+  /** Default: the peer id. */
+  conversation?: string;
+  replyTo?: string;
+  /** A key seen before is acknowledged as a duplicate and not sent again. */
+  idempotencyKey?: string;
+  text: string;
+}
+
+export interface SendResult {
+  status: 'delivered' | 'duplicate';
+  message_ids: string[];
+}
+
+export interface GatewayOptions {
+  home: string;
+  config: XgwConfig;
+  state: GatewayState;
+  logger: Logger;
+}
+
+/**
+ * The gateway proper, transport-free: access, routing and the push into an agent's inbox for
+ * inbound messages; idempotent delivery through a channel for outbound ones. The daemon wires
+ * channels and the control socket to it; tests can drive it directly.
+ */
+export class Gateway {
+  private readonly channels = new Map<string, ChannelAdapter>();
+  /** Deliveries under way, by idempotency key: a concurrent retry waits for the first. */
+  private readonly inFlight = new Map<string, Promise<SendResult>>();
+
+  constructor(private readonly options: GatewayOptions) {}
+
+  /** The context a channel starts with. */
+  context(): ChannelContext {
+    return {
+      home: this.options.home,
+      logger: this.options.logger,
+      state: this.options.state,
+      receive: (message) => this.receive(message),
+      noticeFor,
+    };
+  }
+
+  async startChannel(channel: ChannelAdapter): Promise<void> {
+    this.channels.set(channel.id, channel);
+    await channel.start(this.context());
+  }
+
+  channelList(): ChannelAdapter[] {
+    return [...this.channels.values()];
+  }
+
+  /**
+   * Admits, routes and stores one inbound message. The push uses the platform's message id as
+   * idempotency key, so a message the platform delivers twice reaches the agent once.
+   */
+  async receive(message: InboundMessage, explicitAgent?: string): Promise<InboundOutcome> {
+    const { logger, state, home } = this.options;
+    const channel = this.channelConfig(message.channelId);
+    const admitted =
+      channel.access === 'open' || channel.allow.includes(message.peerId) || state.isAdmitted(channel.id, message.peerId);
+    if (!admitted) {
+      if (channel.access === 'allowlist') {
+        logger.info(`${channel.id}: ignored a message from ${JSON.stringify(message.peerId)}, who is not on the allowlist`);
+        return { kind: 'denied', reason: 'not on the allowlist' };
+      }
+      const request = state.requestPairing(channel.id, message.peerId, message.peerName);
+      if (!request) {
+        logger.warn(`${channel.id}: ${JSON.stringify(message.peerId)} asked to pair, but 3 codes are pending already`);
+        return { kind: 'denied', reason: 'too many pending pairing requests' };
+      }
+      logger.info(`${channel.id}: pairing code ${request.code} for ${JSON.stringify(message.peerId)} (approve with: xgw pair approve ${request.code})`);
+      return { kind: 'pairing', code: request.code, expiresAt: request.expires_at };
+    }
+    const agent = explicitAgent ?? findRoute(this.options.config.routes, channel.id, message.peerId)?.agent;
+    if (!agent) {
+      logger.warn(`${channel.id}: no route for ${JSON.stringify(message.peerId)}`);
+      return { kind: 'no_route' };
+    }
+    const inbox = join(home, 'agents', agent, 'inbox');
+    if (!existsSync(join(inbox, 'events.db'))) {
+      logger.error(`${channel.id}: the route for ${JSON.stringify(message.peerId)} names agent ${agent}, which does not exist`);
+      return { kind: 'missing_agent', agent };
+    }
+    const [channelType, instance] = splitChannelId(channel.id);
+    const source = formatAddress({
+      kind: 'external',
+      channelType,
+      instance,
+      conversationType: message.conversationType,
+      conversationId: message.conversationId,
+      peerId: message.peerId,
+    });
+    const content = formatMessageContent({
+      text: message.text,
+      attachments: [],
+      reply_context: {
+        kind: 'external',
+        channel_id: channel.id,
+        conversation_type: message.conversationType,
+        conversation_id: message.conversationId,
+        peer_id: message.peerId,
+        message_id: message.messageId,
+      },
+    });
+    const thread = openThread(inbox, { home });
+    try {
+      const key = `${channel.id}:${message.conversationId}:${message.messageId}`;
+      const { id: eventId, duplicate } = thread.pushOnce({ source, type: 'message', content, idempotency_key: key });
+      logger.info(`${channel.id}: ${duplicate ? 'duplicate of' : 'pushed'} event ${eventId} from ${JSON.stringify(message.peerId)} to ${agent}`);
+      return { kind: 'accepted', agent, eventId, duplicate };
+    } finally {
+      thread.close();
+    }
+  }
+
+  /** Delivers a reply through its channel, once per idempotency key. */
+  send(request: SendRequest): Promise<SendResult> {
+    if (request.text.trim() === '') return Promise.reject(usageError('the text is empty', 'pass --text or text on stdin'));
+    const key = request.idempotencyKey;
+    if (key === undefined) return this.deliver(request);
+    const running = this.inFlight.get(key);
+    if (running) return running.then((result) => ({ ...result, status: 'duplicate' as const }));
+    const promise = this.deliver(request).finally(() => this.inFlight.delete(key));
+    this.inFlight.set(key, promise);
+    return promise;
+  }
+
+  private async deliver(request: SendRequest): Promise<SendResult> {
+    const { state, logger } = this.options;
+    const channel = this.channels.get(request.channel);
+    if (!channel) {
+      throw new ClawError('not_found', `no channel ${request.channel} is running`, { suggestion: 'see the channels with: xgw status' });
+    }
+    if (request.idempotencyKey !== undefined) {
+      const earlier = state.deliveredWith(request.idempotencyKey);
+      if (earlier) return { status: 'duplicate', message_ids: earlier };
+    }
+    const { messageIds } = await channel.send({
+      peerId: request.peer,
+      conversationType: request.conversationType ?? 'dm',
+      conversationId: request.conversation ?? request.peer,
+      replyTo: request.replyTo,
+      text: request.text,
+    });
+    if (request.idempotencyKey !== undefined) state.recordDelivery(request.idempotencyKey, channel.id, messageIds);
+    logger.info(`${channel.id}: delivered ${messageIds.length} message(s) to ${JSON.stringify(request.peer)}${request.idempotencyKey ? ` (key ${request.idempotencyKey})` : ''}`);
+    return { status: 'delivered', message_ids: messageIds };
+  }
+
+  private channelConfig(id: string): ChannelConfig {
+    const channel = this.options.config.channels.find((c) => c.id === id);
+    if (!channel) throw new ClawError('not_found', `no channel ${id} in the xgw config`, { suggestion: 'see the channels with: xgw status' });
+    return channel;
+  }
+}
+
+function splitChannelId(id: string): [string, string] {
+  const at = id.indexOf(':');
+  return [id.slice(0, at), id.slice(at + 1)];
+}
+
+/** What a peer is told about its message, where something must be said. */
+export function noticeFor(outcome: InboundOutcome): string | null {
+  switch (outcome.kind) {
+    case 'accepted':
+      return null;
+    case 'pairing':
+      return `Hi! I don't know you yet. Ask my owner to approve you with this code: ${outcome.code} (valid for one hour; they run: xgw pair approve ${outcome.code}).`;
+    case 'denied':
+      return null; // strangers are not answered beyond their code
+    case 'no_route':
+      return 'No agent takes messages from this chat yet. The owner can add a route in the xgw config.';
+    case 'missing_agent':
+      return `This chat is routed to the agent "${outcome.agent}", which does not exist yet. The owner can create it with: agent init ${outcome.agent}`;
+  }
+}

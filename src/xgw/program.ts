@@ -1,0 +1,95 @@
+import { Option, type Command } from 'commander';
+import { createProgram, jsonOption, withExamples } from '../core/cli.js';
+
+const commands = () => import('./commands.js');
+
+/** The `xgw` CLI's definition; `cmds` reads it too, so it is built without running. */
+export function createXgwProgram(): Command {
+  const program = createProgram('xgw', 'The gateway between chat channels (web chat, Telegram, terminal) and agents.')
+    .version('0.1.0')
+    .addHelpText(
+      'after',
+      `
+Config: $THECLAW_HOME/xgw/config.yaml
+  channels:
+    - { id: webchat:main, type: webchat, port: 18790, access: open }
+    - { id: terminal:local, type: terminal, access: open }
+    - { id: telegram:main, type: telegram, token_env: TELEGRAM_BOT_TOKEN, access: pairing, allow: [] }
+  routes:
+    - { channel: "*", peer: "*", agent: admin }
+Access per channel: pairing (unknown peers get a one-time code: xgw pair approve <code>),
+allowlist (only "allow" peers) or open. Everything listens on 127.0.0.1 only; the control
+socket is $THECLAW_HOME/run/xgw.sock (mode 0600). Log: $THECLAW_HOME/logs/xgw.log.`,
+    );
+  withExamples(program, ['xgw start', 'xgw status --json', 'xgw send --channel telegram:main --peer 12345 --text "hello"', 'xgw chat --agent admin']);
+
+  withExamples(
+    program
+      .command('start')
+      .description('start the gateway in the background (or in this process with --foreground)')
+      .option('--foreground', 'run in this process until stopped')
+      .addOption(jsonOption())
+      .action(async (options) => (await commands()).start(options)),
+    ['xgw start'],
+  );
+  withExamples(
+    program.command('stop').description('stop the gateway').addOption(jsonOption()).action(async (options) => (await commands()).stop(options)),
+    ['xgw stop'],
+  );
+  withExamples(
+    program
+      .command('status')
+      .description("each channel's state (web chat: its URL with the token), routes, waiting pairing requests")
+      .addOption(jsonOption())
+      .action(async (options) => (await commands()).status(options)),
+    ['xgw status', 'xgw status --json'],
+  );
+
+  const config = program.command('config').description('the gateway configuration');
+  withExamples(
+    config.command('check').description('validate the config and print every problem, without starting').addOption(jsonOption()).action(async (options) => (await commands()).configCheck(options)),
+    ['xgw config check'],
+  );
+
+  withExamples(
+    program
+      .command('send')
+      .description('deliver a reply through the running gateway (exit 0 delivered or duplicate, 1 failed, 2 usage)')
+      .requiredOption('--channel <id>', 'channel id, e.g. telegram:main')
+      .requiredOption('--peer <id>', 'peer id')
+      .option('--conversation-type <type>', 'dm or group (default dm)')
+      .option('--conversation <id>', 'conversation id (default: the peer id)')
+      .option('--reply-to <message-id>', "platform id of the message to quote")
+      .option('--idempotency-key <key>', 'a key delivered before is acknowledged and not sent again')
+      .addOption(new Option('--text <text>', 'the reply; or on stdin'))
+      .addOption(jsonOption())
+      .action(async (options) => (await commands()).send(options)),
+    ['xgw send --channel telegram:main --peer 12345 --reply-to 678 --idempotency-key t1#42 --text "Done."', 'echo "hi" | xgw send --channel webchat:main --peer b7c1'],
+  );
+
+  const pair = program.command('pair').description('admit unknown peers by their pairing code');
+  withExamples(
+    pair.command('list').description('pairing requests waiting for approval').addOption(jsonOption()).action(async (options) => (await commands()).pairList(options)),
+    ['xgw pair list'],
+  );
+  withExamples(
+    pair
+      .command('approve')
+      .description('admit the peer that was given this code')
+      .argument('<code>', 'the 8-character code')
+      .addOption(jsonOption())
+      .action(async (code: string, options) => (await commands()).pairApprove(code, options)),
+    ['xgw pair approve K7M2QX9P'],
+  );
+
+  withExamples(
+    program
+      .command('chat')
+      .description('talk to an agent from this terminal, through the real pipeline')
+      .option('--agent <id>', 'the agent (default: the routes decide)')
+      .option('--channel <id>', 'terminal channel (default terminal:local)')
+      .action(async (options) => (await commands()).chat(options)),
+    ['xgw chat --agent admin'],
+  );
+  return program;
+}

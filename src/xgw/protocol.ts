@@ -1,0 +1,34 @@
+import type { InboundOutcome, ChannelStatus, Route } from './types.js';
+import type { MailboxEntry } from './state.js';
+import type { SendResult } from './gateway.js';
+
+/** What the xgw control socket accepts, one JSON object per connection (`ping`/`stop` too). */
+export type XgwRequest =
+  | { op: 'status' }
+  /** Deliver a reply (xgw send). Answer: SendResult. */
+  | {
+      op: 'send';
+      channel: string;
+      peer: string;
+      conversation_type?: string;
+      conversation?: string;
+      reply_to?: string;
+      idempotency_key?: string;
+      text: string;
+    }
+  /** A terminal chat's message. `agent` picks the agent over the routes. Answer: InboundOutcome. */
+  | { op: 'chat_message'; channel: string; peer?: string; agent?: string; message_id: string; text: string }
+  /** A terminal chat listening for replies: a stream of MailboxEntry lines. */
+  | { op: 'chat_attach'; channel: string; peer?: string };
+
+export interface XgwStatus {
+  running: boolean;
+  pid: number | null;
+  started_at: string | null;
+  uptime_seconds: number | null;
+  channels: ChannelStatus[];
+  routes: Route[];
+  pending_pairings: number;
+}
+
+export type { InboundOutcome, MailboxEntry, SendResult };

@@ -1,0 +1,17 @@
+import type { Route } from './types.js';
+
+/**
+ * The route for a message: among the routes whose channel and peer match (exactly or by `*`),
+ * an exact peer wins over `*`, then an exact channel over `*`, then the earlier route.
+ */
+export function findRoute(routes: readonly Route[], channelId: string, peerId: string): Route | undefined {
+  let best: { route: Route; score: number } | undefined;
+  for (const route of routes) {
+    const channelExact = route.channel === channelId;
+    const peerExact = route.peer === peerId;
+    if (!(channelExact || route.channel === '*') || !(peerExact || route.peer === '*')) continue;
+    const score = (peerExact ? 2 : 0) + (channelExact ? 1 : 0);
+    if (!best || score > best.score) best = { route, score };
+  }
+  return best?.route;
+}

@@ -1,0 +1,144 @@
+import * as z from 'zod/mini';
+import type { Logger } from '../core/logger.js';
+import type { GatewayState } from './state.js';
+
+/**
+ * xgw is the gateway between chat channels and agents. Channels normalise what a person writes
+ * into an `InboundMessage` and hand it to the gateway (`ChannelContext.receive`); the gateway
+ * checks access, routes it, and pushes it into the agent's inbox. Replies come back through
+ * `xgw send` (the daemon's socket) and leave through the channel's `send`.
+ */
+
+const ACCESS = ['pairing', 'allowlist', 'open'] as const;
+export type AccessPolicy = (typeof ACCESS)[number];
+
+const channelBase = {
+  /** `<type>:<instance>`, e.g. `telegram:main`; the instance becomes the address's instance segment. */
+  id: z.string().check(z.regex(/^[a-z]+:[a-z0-9][a-z0-9_-]{0,31}$/, 'must be <type>:<instance>, e.g. telegram:main')),
+  /** Who may talk to agents: `pairing` (default; unknown peers get a one-time code), `allowlist` or `open`. */
+  access: z._default(z.enum(ACCESS), 'pairing'),
+  /** Peer ids admitted without pairing. */
+  allow: z._default(z.array(z.string().check(z.minLength(1))), []),
+};
+
+export const WebchatChannelSchema = z.strictObject({
+  ...channelBase,
+  type: z.literal('webchat'),
+  port: z._default(z.int().check(z.minimum(0), z.maximum(65535)), 18790),
+  /** Loopback unless configured otherwise. */
+  host: z._default(z.string(), '127.0.0.1'),
+  /** Messages kept per peer for a page that reconnects. */
+  history_limit: z._default(z.int().check(z.positive(), z.maximum(10_000)), 200),
+});
+
+export const TelegramChannelSchema = z.strictObject({
+  ...channelBase,
+  type: z.literal('telegram'),
+  /** Environment variable that holds the bot token (the token never goes into the file). */
+  token_env: z._default(z.string().check(z.regex(/^[A-Za-z_][A-Za-z0-9_]*$/)), 'TELEGRAM_BOT_TOKEN'),
+  /** Bot API root; tests point it at a fake server on loopback. */
+  api_root: z._default(z.url(), 'https://api.telegram.org'),
+  /** In groups, answer only when mentioned or replied to. */
+  groups: z._default(z.strictObject({ require_mention: z._default(z.boolean(), true) }), { require_mention: true }),
+});
+
+export const TerminalChannelSchema = z.strictObject({
+  ...channelBase,
+  type: z.literal('terminal'),
+  history_limit: z._default(z.int().check(z.positive(), z.maximum(10_000)), 200),
+});
+
+export const ChannelConfigSchema = z.discriminatedUnion('type', [WebchatChannelSchema, TelegramChannelSchema, TerminalChannelSchema]);
+
+export const RouteSchema = z.strictObject({
+  /** A channel id or `*`. */
+  channel: z._default(z.string().check(z.minLength(1)), '*'),
+  /** A peer id or `*`. An exact peer wins over `*`, then an exact channel over `*`, then order. */
+  peer: z._default(z.string().check(z.minLength(1)), '*'),
+  agent: z.string().check(z.regex(/^[a-z0-9][a-z0-9_-]{0,62}$/, 'must be an agent id (lower-case letters, digits, _ and -)')),
+});
+
+export const XgwConfigSchema = z.strictObject({
+  channels: z._default(z.array(ChannelConfigSchema), []),
+  routes: z._default(z.array(RouteSchema), []),
+});
+
+export type WebchatChannelConfig = z.output<typeof WebchatChannelSchema>;
+export type TelegramChannelConfig = z.output<typeof TelegramChannelSchema>;
+export type TerminalChannelConfig = z.output<typeof TerminalChannelSchema>;
+export type ChannelConfig = z.output<typeof ChannelConfigSchema>;
+export type Route = z.output<typeof RouteSchema>;
+export type XgwConfig = z.output<typeof XgwConfigSchema>;
+
+/** What a channel hands the gateway for each message a person sent. */
+export interface InboundMessage {
+  /** The channel's config id, e.g. `telegram:main`. */
+  channelId: string;
+  /** `dm` or `group` (or another platform kind). */
+  conversationType: string;
+  /** Chat id; for a DM usually the peer id. */
+  conversationId: string;
+  peerId: string;
+  /** Display name, for logs only. */
+  peerName?: string;
+  /** The platform's message id: the idempotency key of the push, and what a reply quotes. */
+  messageId: string;
+  text: string;
+}
+
+/** What the gateway did with an inbound message; the channel tells the peer where it should. */
+export type InboundOutcome =
+  | { kind: 'accepted'; agent: string; eventId: number; duplicate: boolean }
+  /** Unknown peer under `pairing`: it gets this one-time code to show the owner. */
+  | { kind: 'pairing'; code: string; expiresAt: string }
+  /** Unknown peer, and no code can be given (allowlist, or 3 codes pending already). */
+  | { kind: 'denied'; reason: string }
+  | { kind: 'no_route' }
+  /** The route names an agent that does not exist. */
+  | { kind: 'missing_agent'; agent: string };
+
+/** A reply to deliver, as `xgw send` asks for it. */
+export interface OutboundMessage {
+  peerId: string;
+  conversationType: string;
+  conversationId: string;
+  /** Platform message id to quote. */
+  replyTo?: string;
+  text: string;
+}
+
+export interface ChannelStatus {
+  id: string;
+  type: ChannelConfig['type'];
+  state: 'starting' | 'running' | 'stopped' | 'error';
+  detail?: string;
+  /** For webchat: the page's URL with its token. */
+  url?: string;
+}
+
+/** What the gateway gives a channel when it starts. */
+export interface ChannelContext {
+  home: string;
+  logger: Logger;
+  /** Pairing, delivered keys, and the per-peer mailboxes that web chat and terminal keep. */
+  state: GatewayState;
+  /** The one transport-free entry for inbound messages (STYLE 14). */
+  receive(message: InboundMessage): Promise<InboundOutcome>;
+  /** The text to tell a peer about an outcome, or null when nothing is to be said. */
+  noticeFor(outcome: InboundOutcome): string | null;
+}
+
+/**
+ * A live connection to one chat platform. Contract: `start` resolves once the channel accepts
+ * traffic (or rejects with a ClawError saying why); `send` resolves with the platform's ids of
+ * the messages it sent (a long text may become several), or rejects with a ClawError — `upstream`
+ * or `io` when a retry may help; `stop` ends every connection and timer it holds.
+ */
+export interface ChannelAdapter {
+  readonly id: string;
+  readonly type: ChannelConfig['type'];
+  start(context: ChannelContext): Promise<void>;
+  send(message: OutboundMessage, signal?: AbortSignal): Promise<{ messageIds: string[] }>;
+  status(): ChannelStatus;
+  stop(): Promise<void>;
+}
