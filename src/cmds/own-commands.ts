@@ -14,6 +14,7 @@ export const THECLAW_PROGRAMS: readonly ProgramFactory[] = [
   async () => (await import('../thread/program.js')).createThreadProgram(),
   async () => (await import('../notifier/program.js')).createNotifierProgram(),
   async () => (await import('../pai/program.js')).createPaiProgram(),
+  async () => (await import('../xgw/program.js')).createXgwProgram(),
   async () => (await import('./program.js')).createCmdsProgram(),
 ];
 
