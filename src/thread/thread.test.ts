@@ -6,7 +6,9 @@ import { pathToFileURL } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ClawError, isClawError, type ErrorKind } from '../core/errors.js';
 import { packageRoot } from '../core/package.js';
-import { createTestHome, expectClawError, type TestHome } from '../testing/index.js';
+import { socketPath } from '../core/home.js';
+import { listenSocket } from '../core/ipc.js';
+import { createTestHome, expectClawError, waitFor, type TestHome } from '../testing/index.js';
 import { initThread, openThread, type Thread } from './thread.js';
 import { MAX_CONTENT_BYTES, type PushInput } from './types.js';
 
@@ -428,6 +430,22 @@ describe('events.jsonl', () => {
     const parsed = lines.slice(0, -1).map((line) => JSON.parse(line) as unknown);
     expect(parsed).toEqual(thread.peek({ limit: 1000 }));
     expect(parsed).toHaveLength(4);
+  });
+
+  it('a push whose copy cannot be written still succeeds, logs a warning and pokes notifier', async () => {
+    const pokes: unknown[] = [];
+    const server = await listenSocket(socketPath(t.home, 'notifier'), (message) => void pokes.push(message));
+    try {
+      const thread = newThread();
+      mkdirSync(join(thread.path, 'events.jsonl')); // appending to a directory fails
+      expect(thread.push(msg('stored anyway'))).toBe(1);
+      expect(ids(thread.peek())).toEqual([1]);
+      expect(readFileSync(join(thread.path, 'logs', 'thread.log'), 'utf8')).toMatch(/\[WARN\] events 1-1 are stored but missing from events.jsonl/);
+      await waitFor(() => pokes.length > 0, 'the poke');
+      expect(pokes[0]).toEqual({ op: 'poke', thread: thread.path });
+    } finally {
+      server.close();
+    }
   });
 });
 

@@ -130,8 +130,13 @@ export class Thread {
       .immediate();
     if (created.length > 0) {
       // The database is the truth; the JSONL copy is written after the commit, so it may miss
-      // the last lines after a crash but never shows an event that was not stored.
-      this.jsonl.append(created.map((event) => JSON.stringify(event)).join('\n') + '\n', created.length);
+      // the last lines after a crash but never shows an event that was not stored. The events
+      // are stored, so a failing copy must not fail the push, nor keep notifier from hearing.
+      try {
+        this.jsonl.append(created.map((event) => JSON.stringify(event)).join('\n') + '\n', created.length);
+      } catch (error) {
+        this.log().warn(`events ${created[0]!.id}-${created.at(-1)!.id} are stored but missing from events.jsonl: ${(error as Error).message}`);
+      }
       this.schedulePoke();
     }
     return results;
