@@ -24,6 +24,8 @@ export interface ClawErrorOptions {
   suggestion?: string;
   /** HTTP status or process exit status, where one applies. */
   status?: number;
+  /** Exit code of the CLI instead of the kind's (1, or 2 for `usage`): 130 after SIGINT. */
+  exitCode?: number;
   cause?: unknown;
 }
 
@@ -32,12 +34,14 @@ export class ClawError extends Error {
   readonly kind: ErrorKind;
   readonly suggestion: string | undefined;
   readonly status: number | undefined;
+  readonly exitCode: number | undefined;
 
   constructor(kind: ErrorKind, message: string, options: ClawErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.kind = kind;
     this.suggestion = options.suggestion;
     this.status = options.status;
+    this.exitCode = options.exitCode;
   }
 }
 
@@ -49,8 +53,12 @@ export function isClawError(error: unknown, kind?: ErrorKind): error is ClawErro
   return error instanceof ClawError && (kind === undefined || error.kind === kind);
 }
 
-/** Exit codes of every CLI: 0 success, 1 logic/runtime error, 2 usage error. */
-export function exitCodeOf(error: unknown): 1 | 2 {
+/**
+ * Exit codes of every CLI: 0 success, 1 logic/runtime error, 2 usage error; an error may name
+ * its own (128 + signal number when a signal interrupted the command).
+ */
+export function exitCodeOf(error: unknown): number {
+  if (isClawError(error) && error.exitCode !== undefined) return error.exitCode;
   return isClawError(error, 'usage') ? 2 : 1;
 }
 

@@ -1,8 +1,11 @@
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { cliPath } from '../core/package.js';
+import { isAlive } from '../core/process.js';
 import { withoutSecrets } from '../core/secrets.js';
-import { createTestHome, estimateTokens, runTool, startFakeOpenAI, type FakeLlmOptions, type FakeLlmServer, type LooseJson, type RunResult, type TestHome } from '../testing/index.js';
+import { createTestHome, estimateTokens, runTool, startFakeOpenAI, type FakeLlmOptions, type FakeLlmServer, type LooseJson, type RunResult, type TestHome, waitFor } from '../testing/index.js';
 import { readSession, type SessionLine } from './session.js';
 import type { ChatEvent } from './types.js';
 
@@ -247,6 +250,32 @@ describe('pai chat with the offline mock', () => {
     expect(events(result.stderr).find((event) => event.type === 'tool_result')).toMatchObject({ exit_code: 0, stdout: 'x-5\n' });
     const tool = readSession(session).find((line) => line.role === 'tool');
     expect(JSON.parse(tool!.content)).toEqual({ stdout: 'x-5\n', stderr: '', exit_code: 0 });
+  });
+
+  it('on SIGINT kills the running bash_exec command with its process group and exits 130', async () => {
+    const pidFile = join(t.home, 'sleep.pid');
+    const script = join(t.home, 'script.yaml');
+    writeFileSync(script, `- bash: ${JSON.stringify(`sleep 300 & echo $! > '${pidFile}'; wait`)}\n- text: "never reached"\n`);
+    env.PAI_MOCK_SCRIPT = script;
+    const session = join(t.home, 's.jsonl');
+    const child = spawn(process.execPath, [cliPath('pai'), 'chat', '--session', session, 'go'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+    let sleepPid = 0;
+    try {
+      sleepPid = Number(await waitFor(() => existsSync(pidFile) && readFileSync(pidFile, 'utf8').trim(), 'the command to start', 10_000));
+      expect(isAlive({ pid: sleepPid, start: null })).toBe(true);
+      child.kill('SIGINT');
+      expect(await exited).toBe(130);
+      expect(stderr).toBe('Error: interrupted by SIGINT - run it again to go on; the session holds the turn so far\n');
+      await waitFor(() => !isAlive({ pid: sleepPid, start: null }), 'the sleep to be killed', 10_000);
+      // The session stays a valid conversation: the tool call has its (aborted) result.
+      expectSessionValid(readSession(session));
+    } finally {
+      child.kill('SIGKILL');
+      if (sleepPid && isAlive({ pid: sleepPid, start: null })) process.kill(sleepPid, 'SIGKILL');
+    }
   });
 
   it('follows providers.mock.script from the config', async () => {

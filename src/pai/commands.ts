@@ -41,17 +41,41 @@ export async function chatCommand(message: string | undefined, options: ChatFlag
     if (event.type === 'tool_call') streamedTail = '';
     if (event.type === 'tool_call' && showTools) process.stderr.write(`$ ${event.arguments.command}\n`);
   };
-  const result = await chat({
-    input,
-    system,
-    sessionFile: options.session,
-    provider: options.provider,
-    model: options.model,
-    tools: options.tools,
-    maxTurns: options.maxTurns,
-    cwd: options.cwd,
-    onEvent,
-  });
+  // Ctrl-C reaches this process but not bash_exec's commands, which run in their own process
+  // groups: abort the turn, so that they are killed with their groups, then exit 130.
+  const controller = new AbortController();
+  let interrupted: NodeJS.Signals | undefined;
+  const onSignal = (signal: NodeJS.Signals) => {
+    interrupted = signal;
+    controller.abort();
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  let result: Awaited<ReturnType<typeof chat>>;
+  try {
+    result = await chat({
+      input,
+      system,
+      sessionFile: options.session,
+      provider: options.provider,
+      model: options.model,
+      tools: options.tools,
+      maxTurns: options.maxTurns,
+      cwd: options.cwd,
+      onEvent,
+      signal: controller.signal,
+    });
+  } catch (error) {
+    if (interrupted === undefined) throw error;
+    throw new ClawError('aborted', `interrupted by ${interrupted}`, {
+      suggestion: options.session ? 'run it again to go on; the session holds the turn so far' : 'run it again',
+      exitCode: interrupted === 'SIGINT' ? 130 : 143,
+      cause: error,
+    });
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
   // With --stream the reply is out already; a reply made without deltas (the tool-limit note) is not,
   // even when text the model wrote beside its last tool calls was streamed.
   if (streamedTail !== result.text) process.stdout.write((streamedTail ? '\n' : '') + result.text);
