@@ -1,7 +1,7 @@
 import { chmodSync, mkdirSync, unlinkSync } from 'node:fs';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { dirname } from 'node:path';
-import { ClawError, errnoCode } from './errors.js';
+import { ClawError, errnoCode, errorToJson } from './errors.js';
 
 /**
  * The daemons' local control sockets: one JSON request per connection, one JSON response line
@@ -64,12 +64,9 @@ async function respond(socket: Socket, line: string, handle: Handler): Promise<v
     if (result instanceof SocketStream) return openStream(socket, result);
     reply = { ok: true, result };
   } catch (error) {
-    reply = {
-      ok: false,
-      error: error instanceof Error ? error.message : String(error),
-      kind: error instanceof ClawError ? error.kind : 'invalid',
-      suggestion: error instanceof ClawError ? error.suggestion : undefined,
-    };
+    // errorToJson gives an unexpected error a suggestion too, so that the client's line keeps
+    // the `Error: what - how to fix` form.
+    reply = { ok: false, ...errorToJson(error), kind: error instanceof ClawError ? error.kind : 'invalid' };
   }
   if (!socket.destroyed) socket.end(JSON.stringify(reply) + '\n');
 }

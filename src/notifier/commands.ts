@@ -39,7 +39,8 @@ function formatStatus(status: NotifierStatus): string[] {
   const lines = [status.running ? `notifier running (pid ${status.pid}, up ${status.uptime_seconds}s)` : 'notifier is not running'];
   lines.push(status.subscriptions.length ? 'subscriptions:' : 'subscriptions: none');
   for (const s of status.subscriptions) {
-    const state = s.lease ? `running (pid ${s.lease.pid})` : s.failures > 0 ? `failing (${s.failures}x, retry at ${s.retry_at})` : 'idle';
+    const state =
+      s.handler === null ? 'unreadable' : s.lease ? `running (pid ${s.lease.pid})` : s.failures > 0 ? `failing (${s.failures}x, retry at ${s.retry_at})` : 'idle';
     lines.push(`  ${s.thread} ${s.consumer}: ${state}, pending ${s.pending}, progress ${s.progress}`);
     if (s.last_error) lines.push(`    last error: ${s.last_error}`);
   }

@@ -3,8 +3,8 @@ import { isClawError } from '../core/errors.js';
 import { socketPath } from '../core/home.js';
 import { notify } from '../core/ipc.js';
 import { listThreads } from '../thread/registry.js';
-import { openThread } from '../thread/thread.js';
-import type { SubscriptionStatus } from './dispatcher.js';
+import { openThread, type Thread } from '../thread/thread.js';
+import { subscriptionStatus, type SubscriptionStatus } from './dispatcher.js';
 import { TimerStore, timerToJson, type Schedule, type TimerJson } from './timers.js';
 import type { NotifierRequest, NotifierStatus } from './types.js';
 
@@ -33,18 +33,22 @@ export async function daemonStatus(home: string): Promise<NotifierStatus> {
 function storedSubscriptions(home: string): SubscriptionStatus[] {
   return listThreads(home)
     .sort()
-    .flatMap((path) => {
-      try {
-        const thread = openThread(path, { home });
+    .flatMap((path) =>
+      subscriptionStatus(path, () => {
+        let thread: Thread;
         try {
-          return thread.subscriptions().map((info) => ({ ...info, thread: path }));
+          thread = openThread(path, { home });
+        } catch (error) {
+          if (isClawError(error, 'not_found')) return []; // deleted since it subscribed
+          throw error;
+        }
+        try {
+          return thread.subscriptions();
         } finally {
           thread.close();
         }
-      } catch {
-        return []; // deleted since it subscribed
-      }
-    });
+      }),
+    );
 }
 
 function withTimers<T>(home: string, fn: (store: TimerStore) => T): T {

@@ -62,10 +62,7 @@ export class Dispatcher {
 
   /** Every registered subscription with what this daemon knows of it. */
   status(): SubscriptionStatus[] {
-    return [...this.registered].sort().flatMap((path) => {
-      const thread = this.open(path);
-      return thread ? thread.subscriptions().map((info) => ({ ...info, thread: path })) : [];
-    });
+    return [...this.registered].sort().flatMap((path) => subscriptionStatus(path, () => this.open(path)?.subscriptions() ?? []));
   }
 
   /** Stops starting handlers. Running ones finish their batch; their leases protect them. */
@@ -204,6 +201,33 @@ export class Dispatcher {
   private closeThread(path: string): void {
     this.threads.get(path)?.close();
     this.threads.delete(path);
+  }
+}
+
+/**
+ * A thread's subscriptions for `notifier status`. A thread that cannot be read (a damaged
+ * events.db) shows as one entry for all its consumers (`*`) with the reason in `last_error`, so
+ * that it never hides the other threads.
+ */
+export function subscriptionStatus(path: string, read: () => ConsumerInfo[]): SubscriptionStatus[] {
+  try {
+    return read().map((info) => ({ ...info, thread: path }));
+  } catch (error) {
+    return [
+      {
+        thread: path,
+        consumer: '*',
+        progress: 0,
+        pending: 0,
+        subscribed: true,
+        handler: null,
+        filter: null,
+        lease: null,
+        failures: 0,
+        last_error: `cannot read the thread: ${(error as Error).message}`,
+        retry_at: null,
+      },
+    ];
   }
 }
 

@@ -261,6 +261,28 @@ describe('notifier dispatch', () => {
     expect(result.stderr).toMatch(/sweep_interval_seconds/);
   });
 
+  it('shows a damaged thread in status without hiding the others, running or not', async () => {
+    await subscribe([]);
+    const damaged = join(t.home, 'damaged');
+    expect((await runTool('thread', ['init', damaged], t.env)).code).toBe(0);
+    expect((await runTool('thread', ['subscribe', '--thread', damaged, '--consumer', 'other', '--handler', 'true'], t.env)).code).toBe(0);
+    for (const suffix of ['-wal', '-shm']) rmSync(join(damaged, `events.db${suffix}`), { force: true });
+    writeFileSync(join(damaged, 'events.db'), 'this is not a database, but it is long enough to be read as a header'.repeat(100));
+    const check = async () => {
+      const result = await runTool('notifier', ['status', '--json'], t.env);
+      expect(result.code, result.stderr).toBe(0);
+      const subscriptions = (JSON.parse(result.stdout) as NotifierStatus).subscriptions;
+      expect(subscriptions.find((s) => s.thread === threadDir)).toMatchObject({ consumer: 'worker', last_error: null });
+      expect(subscriptions.find((s) => s.thread === damaged)?.last_error).toMatch(/^cannot read the thread: /);
+      const human = await runTool('notifier', ['status'], t.env);
+      expect(human.code, human.stderr).toBe(0);
+      expect(human.stdout).toContain(`${damaged} *: unreadable`);
+    };
+    await check();
+    await startNotifier();
+    await check();
+  });
+
   it('keeps the control socket private to its owner', async () => {
     await startNotifier();
     const mode = statSync(join(t.home, 'run', 'notifier.sock')).mode & 0o777;
