@@ -96,8 +96,13 @@ export class Dispatcher {
     if (!thread) return;
     for (const subscription of thread.subscriptions()) {
       const slot = this.slot(path, subscription.consumer);
-      if (slot.running || slot.retryTimer) continue;
       const retryAt = subscription.retry_at === null ? 0 : Date.parse(subscription.retry_at);
+      if (slot.retryTimer && retryAt <= Date.now()) {
+        // The backoff was cleared meanwhile (a subscribe with a new handler): start now.
+        clearTimeout(slot.retryTimer);
+        slot.retryTimer = null;
+      }
+      if (slot.running || slot.retryTimer) continue;
       if (retryAt > Date.now()) {
         this.armRetry(slot, retryAt);
         continue;

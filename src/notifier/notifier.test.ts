@@ -214,6 +214,19 @@ describe('notifier dispatch', () => {
     expect(recovered.last_error).toBeNull();
   });
 
+  it('dispatches a failing consumer at once when it is subscribed again with a new handler, despite a long backoff', async () => {
+    writeFileSync(join(t.home, 'notifier', 'config.yaml'), 'sweep_interval_seconds: 0.5\nbackoff: { initial_seconds: 30, max_seconds: 60 }\n');
+    const failFile = join(t.home, 'fail');
+    writeFileSync(failFile, '');
+    await subscribe(['--fail-file', failFile]);
+    await push('waits for a working handler');
+    await startNotifier();
+    await waitFor(async () => (await status()).subscriptions[0]?.failures === 1, 'the first failure');
+    await subscribe([]); // the fixed handler
+    await waitFor(() => seenIds().length >= 1, 'the new handler to run', 5_000);
+    expect(seenIds()).toEqual([1]);
+  });
+
   it('kills a handler past its timeout together with its children', async () => {
     writeFileSync(join(t.home, 'notifier', 'config.yaml'), 'sweep_interval_seconds: 0.5\nhandler_timeout_seconds: 0.5\nbackoff: { initial_seconds: 30 }\n');
     const pidFile = join(t.home, 'grandchild.pid');

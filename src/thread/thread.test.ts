@@ -391,6 +391,25 @@ describe('subscribe and unsubscribe', () => {
     expect(ids(thread.pop('worker'))).toEqual([3, 4, 5]);
   });
 
+  it('a subscribe with a changed handler or filter, or after unsubscribe, clears the failures and backoff; an unchanged one keeps them', () => {
+    const thread = newThread();
+    const fail = () => thread.recordRun('worker', { ok: false, error: 'exited 1', retryAt: new Date(Date.now() + 60_000) });
+    const clean = { failures: 0, last_error: null, retry_at: null };
+    thread.subscribe({ consumer: 'worker', handler: 'broken' });
+    fail();
+    thread.subscribe({ consumer: 'worker', handler: 'broken' });
+    expect(thread.consumer('worker')).toMatchObject({ failures: 1, last_error: 'exited 1' });
+    thread.subscribe({ consumer: 'worker', handler: 'fixed' });
+    expect(thread.consumer('worker')).toMatchObject(clean);
+    fail();
+    thread.subscribe({ consumer: 'worker', handler: 'fixed', filter: "type = 'message'" });
+    expect(thread.consumer('worker')).toMatchObject(clean);
+    fail();
+    thread.unsubscribe('worker');
+    thread.subscribe({ consumer: 'worker', handler: 'fixed', filter: "type = 'message'" });
+    expect(thread.consumer('worker')).toMatchObject(clean);
+  });
+
   it('unsubscribe of an unknown consumer is not_found', () => {
     const thread = newThread();
     expectClawError(() => thread.unsubscribe('nobody'), 'not_found');

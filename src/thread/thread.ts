@@ -100,6 +100,11 @@ export class Thread {
     return this.append(inputs).map((result) => result.id);
   }
 
+  /** The id of the event pushed with this idempotency key, if there is one. */
+  findByKey(key: string): number | undefined {
+    return this.sql('SELECT id FROM events WHERE idempotency_key = ?').pluck().get(key) as number | undefined;
+  }
+
   /** Like `push`, and says whether the idempotency key had been seen (nothing was stored). */
   pushOnce(input: PushInput): { id: number; duplicate: boolean } {
     return this.append([input])[0]!;
@@ -178,17 +183,23 @@ export class Thread {
 
   /**
    * Registers (or updates) a subscription: notifier starts `handler` when events matching
-   * `filter` are pending. The consumer's progress is kept, so re-subscribing resumes.
+   * `filter` are pending. The consumer's progress is kept, so re-subscribing resumes. A changed
+   * handler or filter, or a subscription renewed after unsubscribe, starts with a clean record:
+   * the failures and backoff of the old one do not hold it back. Subscribing again with the same
+   * handler and filter keeps the backoff, so a caller that re-subscribes in a loop cannot defeat it.
    */
   subscribe(options: SubscribeOptions): void {
     checkConsumer(options.consumer);
     splitCommand(options.handler); // a handler that cannot be split is refused now, not at dispatch
     if (options.filter !== undefined) this.compile(options.filter);
+    const filter = options.filter ?? null;
     this.db
       .transaction(() => {
-        this.ensureConsumer(options.consumer);
+        const row = this.ensureConsumer(options.consumer);
+        const renewed = row.subscribed === 0 || row.handler !== options.handler || row.filter !== filter;
         this.sql('UPDATE consumers SET subscribed = 1, handler = ?, filter = ?, updated_at = ? WHERE consumer = ?')
-          .run(options.handler, options.filter ?? null, new Date().toISOString(), options.consumer);
+          .run(options.handler, filter, new Date().toISOString(), options.consumer);
+        if (renewed) this.sql('UPDATE consumers SET failures = 0, last_error = NULL, retry_at = NULL WHERE consumer = ?').run(options.consumer);
       })
       .immediate();
     registerThread(this.home, this.path);
