@@ -3,7 +3,7 @@ import { splitCommand } from '../core/command.js';
 import type { Logger } from '../core/logger.js';
 import type { NotifierConfig } from './config.js';
 import { describeOutcome, formatRun, OutputFile, superviseChild } from './run.js';
-import { nextRunAt, type TimerStore } from './timers.js';
+import { dueAt, nextRunAt, type TimerStore } from './timers.js';
 
 export interface SchedulerOptions {
   home: string;
@@ -25,6 +25,8 @@ const RETRY_AFTER_ERROR_MS = 5_000;
 export class TimerScheduler {
   private wake: NodeJS.Timeout | null = null;
   private readonly running = new Set<string>();
+  /** The due time each skipped timer was last warned about. */
+  private readonly warned = new Map<string, number>();
   private stopped = false;
 
   constructor(private readonly options: SchedulerOptions) {}
@@ -51,10 +53,10 @@ export class TimerScheduler {
     const now = new Date();
     const { store } = this.options;
     for (const timer of store.list()) {
-      const next = nextRunAt(timer, now);
-      if (next === null || next.getTime() > now.getTime()) continue;
+      const due = dueAt(timer);
+      if (due === null || due.getTime() > now.getTime()) continue;
       try {
-        this.run(timer.id, timer.command, now);
+        this.run(timer.id, timer.command, due, now);
       } catch (error) {
         this.options.logger.error(`timer ${timer.id}: ${(error as Error).message}`);
       }
@@ -74,9 +76,15 @@ export class TimerScheduler {
     if (this.wake) clearTimeout(this.wake);
   }
 
-  private run(id: string, command: string, now: Date): void {
+  private run(id: string, command: string, due: Date, now: Date): void {
     const { store, logger, config } = this.options;
-    if (this.running.has(id)) return logger.warn(`timer ${id} is due but its previous run still goes on; skipped`);
+    if (this.running.has(id)) {
+      // Looked at every second until the run ends: say it once for this due time.
+      if (this.warned.get(id) !== due.getTime()) logger.warn(`timer ${id} is due since ${due.toISOString()} but its previous run still goes on; it runs once that one ends`);
+      this.warned.set(id, due.getTime());
+      return;
+    }
+    this.warned.delete(id);
     store.markRun(id, now);
     const output = new OutputFile(this.options.outputDir, `timer-${id}`);
     const [program, ...args] = splitCommand(command);

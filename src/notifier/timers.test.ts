@@ -121,6 +121,18 @@ describe('notifier timer (CLI and daemon)', () => {
     expect(status.running).toBe(true);
   });
 
+  it('warns once per due time while a run outlasts its interval, and runs again once it ends', async () => {
+    const file = join(t.home, 'slow.txt');
+    const slow = joinCommand(['bash', '-c', `echo run >> '${file}'; sleep 2.5`]);
+    expect((await runTool('notifier', ['timer', 'add', '--id', 'slow', '--every', '1s', '--command', slow], t.env)).code).toBe(0);
+    expect((await runTool('notifier', ['start'], t.env)).code).toBe(0);
+    await waitFor(() => ticks(file) >= 3, 'three runs', 20_000);
+    const log = readFileSync(join(t.home, 'logs', 'notifier.log'), 'utf8');
+    const warnings = log.split('\n').filter((line) => line.includes('[WARN] timer slow is due')).map((line) => line.replace(/^\[\S+\] /, ''));
+    expect(warnings.length).toBeGreaterThanOrEqual(2);
+    expect(new Set(warnings).size).toBe(warnings.length);
+  });
+
   it('runs a one-shot timer once and then shows no next run', async () => {
     const file = join(t.home, 'once.txt');
     expect((await runTool('notifier', ['start'], t.env)).code).toBe(0);
