@@ -13,6 +13,8 @@ export default defineConfig({
     'pai/cli': 'src/pai/cli.ts',
     'xgw/index': 'src/xgw/index.ts',
     'xgw/cli': 'src/xgw/cli.ts',
+    'agent/index': 'src/agent/index.ts',
+    'agent/cli': 'src/agent/cli.ts',
     'cmds/index': 'src/cmds/index.ts',
     'cmds/cli': 'src/cmds/cli.ts',
   },

@@ -15,6 +15,7 @@ export const THECLAW_PROGRAMS: readonly ProgramFactory[] = [
   async () => (await import('../notifier/program.js')).createNotifierProgram(),
   async () => (await import('../pai/program.js')).createPaiProgram(),
   async () => (await import('../xgw/program.js')).createXgwProgram(),
+  async () => (await import('../agent/program.js')).createAgentProgram(),
   async () => (await import('./program.js')).createCmdsProgram(),
 ];
 

@@ -11,7 +11,7 @@ import { cliPath, packageRoot } from '../core/package.js';
  * child processes with their output, and bounded waits. Tests run against `dist/` (built by
  * `npm test` first), because that is what a user runs.
  */
-export const TOOLS = ['thread', 'notifier', 'cmds', 'pai', 'xgw'] as const;
+export const TOOLS = ['thread', 'notifier', 'cmds', 'pai', 'xgw', 'agent'] as const;
 
 export interface TestHome {
   home: string;

@@ -1,0 +1,82 @@
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { loadYamlConfig } from '../core/config.js';
+import { ClawError, usageError } from '../core/errors.js';
+import { isValidId } from '../core/slug.js';
+import { AgentConfigSchema, type AgentConfig } from './types.js';
+
+/** The layout of an agent directory, in one place. */
+export interface AgentDir {
+  id: string;
+  root: string;
+  identity: string;
+  usage: string;
+  config: string;
+  inbox: string;
+  sessions: string;
+  memory: string;
+  threads: string;
+  skills: string;
+  workdir: string;
+  logs: string;
+  log: string;
+  runLock: string;
+  /** The runtime's own small database (delivery attempts). */
+  state: string;
+}
+
+export function agentsRoot(home: string): string {
+  return join(home, 'agents');
+}
+
+export function agentDir(home: string, id: string): AgentDir {
+  if (!isValidId(id)) {
+    throw usageError(`invalid agent id ${JSON.stringify(id)}`, 'use lower-case letters, digits, _ and - (at most 63), starting with a letter or digit');
+  }
+  const root = join(agentsRoot(home), id);
+  return {
+    id,
+    root,
+    identity: join(root, 'IDENTITY.md'),
+    usage: join(root, 'USAGE.md'),
+    config: join(root, 'config.yaml'),
+    inbox: join(root, 'inbox'),
+    sessions: join(root, 'sessions'),
+    memory: join(root, 'memory'),
+    threads: join(root, 'threads'),
+    skills: join(root, 'skills'),
+    workdir: join(root, 'workdir'),
+    logs: join(root, 'logs'),
+    log: join(root, 'logs', 'agent.log'),
+    runLock: join(root, 'run.lock'),
+    state: join(root, 'state.db'),
+  };
+}
+
+/** An existing agent's directory; a missing one is `not_found` with how to create it. */
+export function requireAgent(home: string, id: string): AgentDir {
+  const dir = agentDir(home, id);
+  if (!existsSync(dir.config)) {
+    throw new ClawError('not_found', `there is no agent ${id}`, { suggestion: `create it with: agent init ${id} (agent list shows the agents)` });
+  }
+  return dir;
+}
+
+export function loadAgentConfig(dir: AgentDir): AgentConfig {
+  const config = loadYamlConfig(dir.config, AgentConfigSchema);
+  if (config.agent_id !== dir.id) {
+    throw new ClawError('invalid', `${dir.config} says agent_id ${config.agent_id}, but the directory is ${dir.id}`, { suggestion: `set agent_id: ${dir.id}` });
+  }
+  return config;
+}
+
+/** Ids of every agent directory that has a config. */
+export function listAgentIds(home: string): string[] {
+  try {
+    return readdirSync(agentsRoot(home))
+      .filter((name) => isValidId(name) && existsSync(join(agentsRoot(home), name, 'config.yaml')))
+      .sort();
+  } catch {
+    return [];
+  }
+}

@@ -1,0 +1,96 @@
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { basename } from 'node:path';
+import type { Thread } from '../thread/thread.js';
+import type { ThreadEvent } from '../thread/types.js';
+import { estimateTokens, historyLines } from './context.js';
+import type { CompactionRecord } from './types.js';
+
+/**
+ * Compaction, its own module so the strategy can change: when a thread's context grows past a
+ * share of the model's window, the older turns are folded by an independent summarising call
+ * into `memory/thread-<tid>.md` (incrementally: the old summary plus the new turns), and a
+ * `record/compaction` event records the event range it covered. Later contexts hold the summary
+ * (in the system prompt) and only the messages after that range, so nothing appears twice.
+ */
+export const SUMMARISER_PROMPT = `You compress conversations for an assistant's long-term memory.
+Write a concise Markdown summary of the conversation below, merged with the earlier summary if one is given.
+Keep every fact, name, number, preference, decision, promise and open task; drop greetings and chatter.
+Write in the third person about the user ("the user said ..."). Output only the summary.`;
+
+export interface Summarise {
+  (system: string, input: string): Promise<string>;
+}
+
+export interface CompactionInput {
+  thread: Thread;
+  /** The thread memory file. */
+  summaryFile: string;
+  /** The current inbound message (not compacted: it is this call's input). */
+  currentId: number;
+  system: string;
+  input: string;
+  contextWindow: number;
+  threshold: number;
+  keepRecent: number;
+  mixedPeople: boolean;
+  summarise: Summarise;
+}
+
+export interface CompactionResult {
+  /** Messages after this id are the history of the next call. */
+  afterId: number;
+  compacted: CompactionRecord | null;
+}
+
+const COMPACTION_FILTER = "type = 'record' AND subtype = 'compaction'";
+
+/** The id after which the thread's history starts: the end of the last compaction. */
+export function historyStart(thread: Thread): number {
+  const last = thread.peek({ filter: COMPACTION_FILTER, last: 1 })[0];
+  return last ? (JSON.parse(last.content) as CompactionRecord).to_id : 0;
+}
+
+/** Messages after the last compaction, without the current message. */
+export function uncompacted(thread: Thread, afterId: number, currentId: number): ThreadEvent[] {
+  return thread.peek({ afterId, filter: "type = 'message'", limit: 100_000 }).filter((event) => event.id !== currentId);
+}
+
+export async function compactIfNeeded(args: CompactionInput): Promise<CompactionResult> {
+  const { thread, contextWindow, threshold } = args;
+  const afterId = historyStart(thread);
+  const messages = uncompacted(thread, afterId, args.currentId);
+  const size = estimateTokens(args.system, args.input, JSON.stringify(historyLines(messages, args.mixedPeople)));
+  if (size <= threshold * contextWindow) return { afterId, compacted: null };
+  const covered = messages.slice(0, Math.max(0, messages.length - args.keepRecent));
+  if (covered.length === 0) return { afterId, compacted: null };
+
+  const previous = readSummary(args.summaryFile);
+  // The summariser's own input is bounded: a quarter of the window, the newest turns kept.
+  const budgetChars = Math.floor(contextWindow * 0.25 * 4);
+  let transcript = historyLines(covered, args.mixedPeople)
+    .map((line) => `${line.role === 'assistant' ? 'Assistant' : 'User'}: ${line.content}`)
+    .join('\n');
+  if (previous.length + transcript.length > budgetChars) transcript = `[earlier turns left out]\n${transcript.slice(-(budgetChars - Math.min(previous.length, budgetChars / 2)))}`;
+  const input = `${previous ? `Earlier summary:\n${previous.slice(0, budgetChars / 2)}\n\n` : ''}Conversation to add:\n${transcript}`;
+  const summary = (await args.summarise(SUMMARISER_PROMPT, input)).trim();
+
+  const temp = `${args.summaryFile}.${process.pid}.tmp`;
+  writeFileSync(temp, summary + '\n');
+  renameSync(temp, args.summaryFile);
+  const record: CompactionRecord = {
+    from_id: covered[0]!.id,
+    to_id: covered.at(-1)!.id,
+    summary_file: basename(args.summaryFile),
+    summary_chars: summary.length,
+  };
+  thread.push({ source: 'self', type: 'record', subtype: 'compaction', content: JSON.stringify(record) });
+  return { afterId: record.to_id, compacted: record };
+}
+
+function readSummary(file: string): string {
+  try {
+    return readFileSync(file, 'utf8').trim();
+  } catch {
+    return '';
+  }
+}

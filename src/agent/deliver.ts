@@ -1,0 +1,153 @@
+import { basename, dirname } from 'node:path';
+import type Database from 'better-sqlite3';
+import { formatAddress } from '../core/address.js';
+import { askDaemon, daemonHolder } from '../core/daemon.js';
+import { ClawError, isClawError } from '../core/errors.js';
+import { resolveHome } from '../core/home.js';
+import { createLogger } from '../core/logger.js';
+import { parseMessageContent, type ReplyContext } from '../core/message.js';
+import { openSqlite } from '../core/sqlite.js';
+import { openThread, type Thread } from '../thread/thread.js';
+import type { ThreadEvent } from '../thread/types.js';
+import type { XgwRequest } from '../xgw/protocol.js';
+import { agentDir, loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
+import type { ErrorRecord } from './types.js';
+
+/**
+ * `agent deliver --thread P --consumer C`: started by notifier when a conversation thread has
+ * replies (`source = self` messages) to deliver. External replies go through the xgw daemon
+ * with the idempotency key `<thread>#<event id>` (a retried delivery is not sent twice);
+ * internal ones are pushed into the asking agent's inbox. A failure is not acknowledged: the
+ * run ends with exit 1 and notifier retries with backoff. The attempt count is kept on disk;
+ * past `deliver.max_attempts` an error record is written and the reply is skipped.
+ */
+export interface DeliverOptions {
+  thread: string;
+  consumer: string;
+  home?: string;
+  env?: NodeJS.ProcessEnv;
+}
+
+export interface DeliverSummary {
+  delivered: number;
+  skipped: number;
+  /** A reply that could not be delivered now; it stays for the next dispatch. */
+  failed: boolean;
+}
+
+export async function deliverReplies(options: DeliverOptions): Promise<DeliverSummary> {
+  const env = options.env ?? process.env;
+  const home = options.home ?? resolveHome(env);
+  const dir = agentOfThread(home, options.thread);
+  const config = loadAgentConfig(dir);
+  const logger = createLogger(dir.log, { env });
+  const thread = openThread(options.thread, { home });
+  const attempts = new AttemptStore(dir);
+  const summary: DeliverSummary = { delivered: 0, skipped: 0, failed: false };
+  try {
+    for (const event of thread.pop(options.consumer, { limit: 100 })) {
+      try {
+        await deliverOne(home, dir, thread, event);
+        summary.delivered++;
+      } catch (error) {
+        const message = error instanceof Error ? error.message : String(error);
+        const count = attempts.fail(thread.path, event.id, message);
+        if (count < config.deliver.max_attempts && !isClawError(error, 'invalid')) {
+          logger.warn(`deliver: event ${event.id} of ${thread.path} failed (attempt ${count} of ${config.deliver.max_attempts}): ${message}`);
+          summary.failed = true;
+          break; // in order: later replies wait for this one
+        }
+        const record: ErrorRecord = { stage: 'deliver', event_id: event.id, error: `not delivered after ${count} attempt(s): ${message}` };
+        thread.push({ source: 'self', type: 'record', subtype: 'error', content: JSON.stringify(record) });
+        logger.error(`deliver: gave up on event ${event.id} of ${thread.path}: ${message}`);
+        summary.skipped++;
+      }
+      thread.ack(options.consumer, event.id);
+      attempts.forget(thread.path, event.id);
+    }
+    return summary;
+  } finally {
+    thread.close();
+    attempts.close();
+  }
+}
+
+async function deliverOne(home: string, dir: AgentDir, thread: Thread, event: ThreadEvent): Promise<void> {
+  const content = parseMessageContent(event.content);
+  const context: ReplyContext | undefined = content.reply_context;
+  if (!context) return; // kept in the thread on purpose (see run.ts): nothing to deliver
+  if (context.kind === 'external') {
+    const request: XgwRequest = {
+      op: 'send',
+      channel: context.channel_id,
+      peer: context.peer_id,
+      conversation_type: context.conversation_type,
+      conversation: context.conversation_id,
+      reply_to: context.message_id,
+      idempotency_key: `${thread.path}#${event.id}`,
+      text: content.text,
+    };
+    if (!daemonHolder(home, 'xgw')) {
+      throw new ClawError('io', 'xgw is not running', { suggestion: 'start it with xgw start; the reply is delivered on the next try' });
+    }
+    await askDaemon(home, 'xgw', request, 60_000);
+    return;
+  }
+  // An answer for another agent: into its inbox, from us, back into the conversation that asked.
+  const target = agentDir(home, context.agent_id);
+  const inbox = openThread(target.inbox, { home });
+  try {
+    inbox.push({
+      source: formatAddress({ kind: 'internal', conversationType: context.conversation_type, conversationId: context.conversation_id, agentId: dir.id }),
+      type: 'message',
+      content: JSON.stringify({
+        text: content.text,
+        attachments: [],
+        reply_context: { kind: 'internal', conversation_type: context.conversation_type, conversation_id: context.conversation_id, agent_id: dir.id },
+        in_reply_to: event.id,
+      }),
+      idempotency_key: `${dir.id}:${thread.path}#${event.id}`,
+    });
+  } finally {
+    inbox.close();
+  }
+}
+
+/** The agent a thread belongs to: `<home>/agents/<id>/threads/<group>/<leaf>` or `.../threads/main`. */
+function agentOfThread(home: string, threadPath: string): AgentDir {
+  let at = dirname(threadPath);
+  if (basename(at) !== 'threads') at = dirname(at);
+  if (basename(at) !== 'threads') {
+    throw new ClawError('usage', `${threadPath} is not a conversation thread of an agent`, { suggestion: 'pass --thread <home>/agents/<id>/threads/peers/<name>' });
+  }
+  return requireAgent(home, basename(dirname(at)));
+}
+
+/** Delivery attempts, on disk so that they survive the short-lived deliver processes. */
+class AttemptStore {
+  private readonly db: Database.Database;
+
+  constructor(dir: AgentDir) {
+    this.db = openSqlite(dir.state);
+    this.db.exec('CREATE TABLE IF NOT EXISTS delivery_attempts (thread TEXT NOT NULL, event_id INTEGER NOT NULL, attempts INTEGER NOT NULL, last_error TEXT, PRIMARY KEY (thread, event_id))');
+  }
+
+  /** Counts one more failure; returns the count. */
+  fail(thread: string, eventId: number, error: string): number {
+    return this.db
+      .prepare(
+        `INSERT INTO delivery_attempts VALUES (?, ?, 1, ?) ON CONFLICT (thread, event_id)
+         DO UPDATE SET attempts = attempts + 1, last_error = excluded.last_error RETURNING attempts`,
+      )
+      .pluck()
+      .get(thread, eventId, error.slice(0, 1000)) as number;
+  }
+
+  forget(thread: string, eventId: number): void {
+    this.db.prepare('DELETE FROM delivery_attempts WHERE thread = ? AND event_id = ?').run(thread, eventId);
+  }
+
+  close(): void {
+    this.db.close();
+  }
+}

@@ -1,0 +1,180 @@
+import { existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { stringify } from 'yaml';
+import { joinCommand } from '../core/command.js';
+import { ClawError } from '../core/errors.js';
+import { createLogger } from '../core/logger.js';
+import { cliPath } from '../core/package.js';
+import { initThread, openThread } from '../thread/thread.js';
+import { agentDir, listAgentIds, loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
+import { defaultIdentity, defaultUsage, isSystemAgentId, SYSTEM_AGENTS } from './identity.js';
+
+export const INBOX_CONSUMER = 'inbox';
+export const OUTBOUND_CONSUMER = 'outbound';
+export const INBOX_FILTER = "type = 'message'";
+export const OUTBOUND_FILTER = "type = 'message' AND source = 'self'";
+
+/**
+ * Handlers are stored with the absolute paths of this Node and this package, so notifier finds
+ * them whatever its PATH; `agent start` stores them again, so a moved install heals itself.
+ */
+export function runHandler(id: string): string {
+  return joinCommand([process.execPath, cliPath('agent'), 'run', id]);
+}
+
+export function deliverHandler(threadPath: string): string {
+  return joinCommand([process.execPath, cliPath('agent'), 'deliver', '--thread', threadPath, '--consumer', OUTBOUND_CONSUMER]);
+}
+
+export interface InitOptions {
+  kind?: 'system' | 'user';
+  provider?: string;
+  model?: string;
+}
+
+/** `agent init`: the directory tree, IDENTITY.md, USAGE.md, config.yaml and the inbox thread. */
+export function initAgent(home: string, id: string, options: InitOptions = {}): AgentDir {
+  const dir = agentDir(home, id);
+  if (existsSync(dir.root)) {
+    throw new ClawError('conflict', `agent ${id} exists already (${dir.root})`, { suggestion: `use it, or remove it first with: rm -rf ${dir.root}` });
+  }
+  const kind = options.kind ?? (isSystemAgentId(id) ? 'system' : 'user');
+  for (const path of [dir.sessions, dir.memory, join(dir.threads, 'peers'), join(dir.threads, 'channels'), dir.skills, dir.workdir, dir.logs]) {
+    mkdirSync(path, { recursive: true });
+  }
+  const texts = isSystemAgentId(id) ? SYSTEM_AGENTS[id] : { identity: defaultIdentity(id), usage: defaultUsage(id) };
+  writeFileSync(dir.identity, texts.identity);
+  writeFileSync(dir.usage, texts.usage);
+  const pai = Object.fromEntries(Object.entries({ provider: options.provider, model: options.model }).filter(([, value]) => value !== undefined));
+  writeFileSync(
+    dir.config,
+    stringify({
+      agent_id: id,
+      kind,
+      pai,
+      inbox: { path: dir.inbox },
+      routing: { default: 'per-peer' },
+      outbound: [{ thread_pattern: '**', via: 'xgw' }],
+      concurrency: 4,
+      retry: { max_attempts: 3 },
+      deliver: { max_attempts: 3 },
+    }),
+  );
+  initThread(dir.inbox, { home }).close();
+  loadAgentConfig(dir); // what was written must read back
+  createLogger(dir.log).info(`initialised agent ${id} (${kind})`);
+  return dir;
+}
+
+/**
+ * `agent start`: subscribes the inbox (handler `agent run <id>`), and stores the outbound
+ * handler of every conversation thread again. Messages that arrived while stopped are handled
+ * from the stored progress.
+ */
+export function startAgent(home: string, id: string): void {
+  const dir = requireAgent(home, id);
+  loadAgentConfig(dir);
+  const inbox = openThread(dir.inbox, { home });
+  try {
+    inbox.subscribe({ consumer: INBOX_CONSUMER, handler: runHandler(id), filter: INBOX_FILTER });
+  } finally {
+    inbox.close();
+  }
+  for (const path of conversationThreads(dir)) {
+    const thread = openThread(path, { home });
+    try {
+      thread.subscribe({ consumer: OUTBOUND_CONSUMER, handler: deliverHandler(path), filter: OUTBOUND_FILTER });
+    } finally {
+      thread.close();
+    }
+  }
+  createLogger(dir.log).info(`started agent ${id}`);
+}
+
+/** `agent stop`: unsubscribes the inbox; progress is kept, messages wait; a running batch finishes. */
+export function stopAgent(home: string, id: string): boolean {
+  const dir = requireAgent(home, id);
+  const inbox = openThread(dir.inbox, { home });
+  try {
+    const subscribed = inbox.consumer(INBOX_CONSUMER)?.subscribed ?? false;
+    if (subscribed) inbox.unsubscribe(INBOX_CONSUMER);
+    createLogger(dir.log).info(`stopped agent ${id}`);
+    return subscribed;
+  } finally {
+    inbox.close();
+  }
+}
+
+export interface AgentStatus {
+  id: string;
+  kind: string;
+  started: boolean;
+  /** Inbox messages not handled yet. */
+  pending: number;
+  /** A run of this agent going on now. */
+  running: boolean;
+  last_activity: string | null;
+  model: string;
+  threads: number;
+  /** Replies waiting for delivery, over every thread. */
+  undelivered: number;
+}
+
+export function agentStatus(home: string, id: string): AgentStatus {
+  const dir = requireAgent(home, id);
+  const config = loadAgentConfig(dir);
+  const inbox = openThread(dir.inbox, { home });
+  let consumer;
+  let lastInbox: string | null = null;
+  let never: number;
+  try {
+    consumer = inbox.consumer(INBOX_CONSUMER);
+    lastInbox = inbox.peek({ last: 1 })[0]?.created_at ?? null;
+    never = consumer ? 0 : inbox.info().events; // never started: everything waits
+  } finally {
+    inbox.close();
+  }
+  let lastActivity = lastInbox;
+  let undelivered = 0;
+  const threads = conversationThreads(dir);
+  for (const path of threads) {
+    const thread = openThread(path, { home });
+    try {
+      const last = thread.peek({ last: 1 })[0]?.created_at ?? null;
+      if (last && (!lastActivity || last > lastActivity)) lastActivity = last;
+      undelivered += thread.consumer(OUTBOUND_CONSUMER)?.pending ?? 0;
+    } finally {
+      thread.close();
+    }
+  }
+  return {
+    id,
+    kind: config.kind,
+    started: consumer?.subscribed ?? false,
+    pending: consumer?.pending ?? never,
+    running: consumer?.lease !== null && consumer?.lease !== undefined,
+    last_activity: lastActivity,
+    model: config.pai.provider ? `${config.pai.provider}/${config.pai.model ?? '(default)'}` : '(pai default)',
+    threads: threads.length,
+    undelivered,
+  };
+}
+
+export function listAgents(home: string): AgentStatus[] {
+  return listAgentIds(home).map((id) => agentStatus(home, id));
+}
+
+/** Every conversation thread directory of the agent. */
+export function conversationThreads(dir: AgentDir): string[] {
+  const found: string[] = [];
+  for (const group of ['peers', 'channels']) {
+    const parent = join(dir.threads, group);
+    if (!existsSync(parent)) continue;
+    for (const name of readdirSync(parent)) {
+      const path = join(parent, name);
+      if (statSync(path).isDirectory() && existsSync(join(path, 'events.db'))) found.push(path);
+    }
+  }
+  if (existsSync(join(dir.threads, 'main', 'events.db'))) found.push(join(dir.threads, 'main'));
+  return found;
+}

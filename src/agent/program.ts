@@ -1,0 +1,84 @@
+import { Option, type Command } from 'commander';
+import { createProgram, jsonOption, withExamples } from '../core/cli.js';
+
+const commands = () => import('./commands.js');
+
+/** The `agent` CLI's definition; `cmds` reads it too, so it is built without running. */
+export function createAgentProgram(): Command {
+  const program = createProgram('agent', 'The agent runtime: create, start and stop agents; notifier runs their batches and deliveries.')
+    .version('0.1.0')
+    .addHelpText(
+      'after',
+      `
+An agent is a directory, $THECLAW_HOME/agents/<id>/: IDENTITY.md (its system prompt), USAGE.md
+(how others use it), config.yaml, inbox/ (a thread), threads/, sessions/, memory/, workdir/, logs/.
+It is not a process: once started, notifier runs \`agent run <id>\` when its inbox has messages and
+\`agent deliver\` when a conversation has replies to send.`,
+    );
+  withExamples(program, ['agent init helper', 'agent start helper', 'agent chat helper', 'agent status --json']);
+
+  withExamples(
+    program
+      .command('init')
+      .description('create an agent directory with IDENTITY.md, USAGE.md, config.yaml and its inbox (exit 1 if it exists)')
+      .argument('<id>', 'agent id: lower-case letters, digits, _ and -')
+      .addOption(new Option('--kind <kind>', 'system or user (default: system for admin, warden, maintainer, evolver)').choices(['system', 'user']))
+      .option('--provider <name>', 'LLM provider (default: pai\'s default)')
+      .option('--model <id>', 'model id')
+      .addOption(jsonOption())
+      .action(async (id: string, options) => (await commands()).init(id, options)),
+    ['agent init helper', 'agent init writer --provider openai --model gpt-4o-mini'],
+  );
+  withExamples(
+    program.command('start').description('subscribe the inbox: notifier runs the agent when messages arrive').argument('<id>').addOption(jsonOption()).action(async (id: string, options) => (await commands()).start(id, options)),
+    ['agent start helper'],
+  );
+  withExamples(
+    program.command('stop').description('unsubscribe the inbox; messages wait and are handled after start').argument('<id>').addOption(jsonOption()).action(async (id: string, options) => (await commands()).stop(id, options)),
+    ['agent stop helper'],
+  );
+  withExamples(
+    program
+      .command('status')
+      .description('started, pending inbox messages, running, last activity, model, threads, undelivered replies')
+      .argument('[id]')
+      .addOption(jsonOption())
+      .action(async (id: string | undefined, options) => (await commands()).status(id, options)),
+    ['agent status', 'agent status admin --json'],
+  );
+  withExamples(
+    program.command('list').description('every agent').addOption(jsonOption()).action(async (options) => (await commands()).list(options)),
+    ['agent list --json'],
+  );
+  withExamples(
+    program
+      .command('send')
+      .description("put a message into an agent's inbox (from the terminal, or from the agent whose bash_exec runs it)")
+      .argument('<id>')
+      .requiredOption('--text <text>', 'the message')
+      .option('--source <address>', 'sender address (default: you on the terminal channel, or the calling agent)')
+      .option('--idempotency-key <key>', 'a repeated send with the same key is stored once')
+      .addOption(jsonOption())
+      .action(async (id: string, options) => (await commands()).send(id, options)),
+    ['agent send helper --text "summarise today\'s mail"'],
+  );
+  withExamples(
+    program.command('chat').description('talk to an agent from this terminal through the real pipeline').argument('<id>').action(async (id: string) => (await commands()).chat(id)),
+    ['agent chat admin'],
+  );
+  withExamples(
+    program.command('run').description('one batch of inbox messages (notifier runs it; not needed by hand)').argument('<id>').addOption(jsonOption()).action(async (id: string, options) => (await commands()).run(id, options)),
+    ['agent run helper'],
+  );
+  withExamples(
+    program
+      .command('deliver')
+      .description("deliver a thread's replies (notifier runs it; not needed by hand)")
+      .requiredOption('--thread <path>', 'conversation thread')
+      .requiredOption('--consumer <name>', 'consumer (outbound)')
+      .addOption(jsonOption())
+      .action(async (options) => (await commands()).deliver(options)),
+    ['agent deliver --thread ~/.theclaw/agents/helper/threads/peers/webchat.main.b7c1 --consumer outbound'],
+  );
+  return program;
+}

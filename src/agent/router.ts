@@ -1,0 +1,52 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseAddress } from '../core/address.js';
+import { ClawError } from '../core/errors.js';
+import { slug } from '../core/slug.js';
+import type { AgentDir } from './agent-dir.js';
+import type { RoutingMode, ThreadRoute } from './types.js';
+
+/**
+ * Routes an inbox message to a conversation thread by its `source` address — never by an
+ * optional field of the content (DESIGN §9). Thread directories are slugs, so hostile peer ids
+ * (`../x`, `a:b`, 300 characters) stay inside `threads/` and never collide.
+ *
+ * - per-peer:    threads/peers/<type>.<instance>.<peer>/   thread id `peer-…`
+ * - per-channel: threads/channels/<type>.<instance>/       thread id `channel-…`
+ * - per-agent:   threads/main/                             thread id `main`
+ *
+ * A message from another agent whose conversation id names one of this agent's threads goes
+ * back into that thread: it answers a question that conversation asked (`agent send`).
+ */
+export function routeMessage(dir: AgentDir, mode: RoutingMode, source: string): ThreadRoute {
+  const address = parseAddress(source);
+  if (address.kind === 'self') {
+    throw new ClawError('invalid', 'an inbox message has the source self', { suggestion: 'push inbox messages with the sender\'s address' });
+  }
+  if (address.kind === 'internal') {
+    const asked = threadById(dir, address.conversationId);
+    if (asked && existsSync(asked.path)) return asked;
+  }
+  const [channel, peer] =
+    address.kind === 'external' ? [`${address.channelType}.${address.instance}`, address.peerId] : ['internal', address.agentId];
+  const peerKey = slug(`${channel}.${peer}`);
+  switch (mode) {
+    case 'per-peer':
+      return { threadId: `peer-${peerKey}`, path: join(dir.threads, 'peers', peerKey), peerKey };
+    case 'per-channel': {
+      const leaf = slug(channel);
+      return { threadId: `channel-${leaf}`, path: join(dir.threads, 'channels', leaf), peerKey };
+    }
+    case 'per-agent':
+      return { threadId: 'main', path: join(dir.threads, 'main'), peerKey };
+  }
+}
+
+/** The thread a thread id names, or null for an id that is not one of ours (or not canonical). */
+export function threadById(dir: AgentDir, threadId: string): ThreadRoute | null {
+  if (threadId === 'main') return { threadId, path: join(dir.threads, 'main'), peerKey: null };
+  const match = /^(peer|channel)-(.+)$/.exec(threadId);
+  if (!match || slug(match[2]!) !== match[2]) return null;
+  const [, kind, leaf] = match as unknown as [string, 'peer' | 'channel', string];
+  return { threadId, path: join(dir.threads, kind === 'peer' ? 'peers' : 'channels', leaf), peerKey: kind === 'peer' ? leaf : null };
+}

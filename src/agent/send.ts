@@ -1,0 +1,80 @@
+import { existsSync } from 'node:fs';
+import { userInfo } from 'node:os';
+import { formatAddress, parseAddress } from '../core/address.js';
+import { ClawError } from '../core/errors.js';
+import { formatMessageContent, type ReplyContext } from '../core/message.js';
+import { runTerminalChat } from '../xgw/chat-client.js';
+import { openThread } from '../thread/thread.js';
+import { agentDir, requireAgent } from './agent-dir.js';
+import { routeMessage } from './router.js';
+import { loadAgentConfig } from './agent-dir.js';
+
+/**
+ * The source `agent send` uses when none is given: inside an agent's bash_exec (THECLAW_AGENT
+ * set) it is that agent, in the conversation that runs the command, so the answer comes back
+ * there; otherwise the terminal channel as the OS user, so replies come back through xgw.
+ */
+export function defaultSource(env: NodeJS.ProcessEnv): string {
+  if (env.THECLAW_AGENT) {
+    return formatAddress({ kind: 'internal', conversationType: 'dm', conversationId: env.THECLAW_CONVERSATION || 'default', agentId: env.THECLAW_AGENT });
+  }
+  const user = userInfo().username;
+  return formatAddress({ kind: 'external', channelType: 'terminal', instance: 'local', conversationType: 'dm', conversationId: user, peerId: user });
+}
+
+export interface SendOptions {
+  text: string;
+  source?: string;
+  idempotencyKey?: string;
+  env?: NodeJS.ProcessEnv;
+}
+
+/** `agent send`: pushes a message into an agent's inbox; returns its event id. */
+export function sendToAgent(home: string, id: string, options: SendOptions): number {
+  const dir = requireAgent(home, id);
+  const source = options.source ?? defaultSource(options.env ?? process.env);
+  const address = parseAddress(source);
+  if (address.kind === 'self') throw new ClawError('usage', 'the source of a message cannot be self', { suggestion: 'leave --source out, or give an external: or internal: address' });
+  if (address.kind === 'internal' && address.agentId === id) {
+    throw new ClawError('usage', `agent ${id} cannot send to itself`, { suggestion: 'send to another agent' });
+  }
+  const reply_context: ReplyContext =
+    address.kind === 'external'
+      ? { kind: 'external', channel_id: `${address.channelType}:${address.instance}`, conversation_type: address.conversationType, conversation_id: address.conversationId, peer_id: address.peerId }
+      : { kind: 'internal', conversation_type: address.conversationType, conversation_id: address.conversationId, agent_id: address.agentId };
+  const inbox = openThread(dir.inbox);
+  try {
+    return inbox.push({ source, type: 'message', content: formatMessageContent({ text: options.text, attachments: [], reply_context }), idempotency_key: options.idempotencyKey });
+  } finally {
+    inbox.close();
+  }
+}
+
+/**
+ * `agent chat`: a terminal conversation through the real pipeline (xgw's terminal channel →
+ * inbox → run → deliver → back), with the agent's tool calls shown as they happen.
+ */
+export async function chatWithAgent(home: string, id: string, options: { input?: NodeJS.ReadableStream; output?: NodeJS.WritableStream } = {}): Promise<void> {
+  const dir = requireAgent(home, id);
+  const route = routeMessage(agentDir(home, id), loadAgentConfig(dir).routing.default, defaultSource({}));
+  let seen = -1;
+  const showToolCalls = setInterval(() => {
+    if (!existsSync(route.path)) return;
+    const thread = openThread(route.path, { home });
+    try {
+      if (seen < 0) seen = thread.info().last_id; // only what this chat causes
+      for (const event of thread.peek({ afterId: seen, filter: "type = 'record' AND subtype = 'toolcall'" })) {
+        seen = event.id;
+        const { command, exit_code } = JSON.parse(event.content) as { command: string; exit_code: number };
+        process.stderr.write(`\r\x1b[2K  $ ${command.split('\n')[0]}  (exit ${exit_code})\n`);
+      }
+    } finally {
+      thread.close();
+    }
+  }, 200);
+  try {
+    await runTerminalChat({ home, agent: id, input: options.input, output: options.output });
+  } finally {
+    clearInterval(showToolCalls);
+  }
+}

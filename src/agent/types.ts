@@ -1,0 +1,99 @@
+import * as z from 'zod/mini';
+
+/**
+ * An agent is a directory (`$THECLAW_HOME/agents/<id>/`): IDENTITY.md (who it is, its system
+ * prompt), USAGE.md (how others use it), config.yaml, an inbox thread, conversation threads,
+ * sessions, three layers of memory, a workdir and logs. It is not a process: notifier starts
+ * `agent run <id>` when its inbox has messages, and `agent deliver` when a thread has replies.
+ */
+
+export const ROUTING_MODES = ['per-peer', 'per-channel', 'per-agent'] as const;
+export type RoutingMode = (typeof ROUTING_MODES)[number];
+
+export const AgentConfigSchema = z.strictObject({
+  agent_id: z.string(),
+  kind: z._default(z.enum(['system', 'user']), 'user'),
+  pai: z._default(
+    z.strictObject({
+      /** Default: pai's own default (its config, a provider key, or the offline mock). */
+      provider: z.optional(z.string().check(z.minLength(1))),
+      model: z.optional(z.string().check(z.minLength(1))),
+    }),
+    {},
+  ),
+  inbox: z._default(z.strictObject({ path: z.optional(z.string()) }), {}),
+  routing: z._default(z.strictObject({ default: z._default(z.enum(ROUTING_MODES), 'per-peer') }), { default: 'per-peer' }),
+  outbound: z._default(z.array(z.strictObject({ thread_pattern: z.string(), via: z.string() })), [{ thread_pattern: '**', via: 'xgw' }]),
+  /** Conversation threads handled at once; messages of one thread always in order. */
+  concurrency: z._default(z.int().check(z.positive(), z.maximum(64)), 4),
+  /** Recoverable LLM errors are retried up to this many attempts. */
+  retry: z._default(z.strictObject({ max_attempts: z._default(z.int().check(z.positive(), z.maximum(10)), 3) }), { max_attempts: 3 }),
+  /** A reply that cannot be delivered this many times is recorded as an error and skipped. */
+  deliver: z._default(z.strictObject({ max_attempts: z._default(z.int().check(z.positive(), z.maximum(100)), 3) }), { max_attempts: 3 }),
+  context: z._default(
+    z.strictObject({
+      /** Recent messages of the thread put into each call. */
+      recent_messages: z._default(z.int().check(z.positive(), z.maximum(500)), 30),
+      /** Compact when the estimated context passes this share of the model's window. */
+      compaction_threshold: z._default(z.number().check(z.gt(0), z.lte(1)), 0.7),
+      /** Messages kept verbatim after a compaction. */
+      keep_recent: z._default(z.int().check(z.positive()), 6),
+    }),
+    { recent_messages: 30, compaction_threshold: 0.7, keep_recent: 6 },
+  ),
+  /** Tool rounds per message. */
+  max_turns: z._default(z.int().check(z.positive()), 20),
+});
+
+export type AgentConfig = z.output<typeof AgentConfigSchema>;
+
+/** Where a message goes: a conversation thread of the agent. */
+export interface ThreadRoute {
+  /** Stable id: names the session file and the thread memory file. */
+  threadId: string;
+  /** Absolute directory of the thread. */
+  path: string;
+  /** Memory file of the peer, for per-peer layers (null for per-agent main threads' mixed peers). */
+  peerKey: string | null;
+}
+
+/** Content of the records the runtime writes (type `record`). */
+export interface ToolcallRecord {
+  in_reply_to: number;
+  command: string;
+  comment?: string;
+  exit_code: number;
+  output: string;
+  duration_ms: number;
+}
+
+export interface UsageRecord {
+  in_reply_to: number;
+  provider: string;
+  model: string;
+  input_tokens: number;
+  output_tokens: number;
+  cost: number;
+  duration_ms: number;
+}
+
+export interface ErrorRecord {
+  in_reply_to?: number;
+  stage: 'llm' | 'route' | 'deliver' | 'compaction' | 'internal';
+  error: string;
+  kind?: string;
+  status?: number | null;
+  event_id?: number;
+}
+
+export interface CompactionRecord {
+  from_id: number;
+  to_id: number;
+  summary_file: string;
+  summary_chars: number;
+}
+
+export interface DecisionRecord {
+  in_reply_to: number;
+  decision: 'no_reply';
+}
