@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess, type StdioOptions } from 'node:child_process';
 import { splitCommand } from '../core/command.js';
-import { identify } from '../core/process.js';
+import { identify, killGroup } from '../core/process.js';
 import type { Thread } from './thread.js';
 import type { ConsumerInfo } from './types.js';
 
@@ -50,6 +50,18 @@ export function startHandler(thread: Thread, subscription: ConsumerInfo, options
     thread.releaseLease(consumer, dispatcher.pid);
     return { started: false, reason: 'spawn_failed', error: `cannot run ${JSON.stringify(handler)}: program not found or not executable` };
   }
-  thread.transferLease(consumer, dispatcher.pid, identify(child.pid));
+  try {
+    thread.transferLease(consumer, dispatcher.pid, identify(child.pid));
+  } catch (error) {
+    // A handler whose lease is not its own must not run: once this dispatcher lets go, another
+    // one could start the same consumer beside it.
+    killGroup(child.pid, 'SIGKILL');
+    try {
+      thread.releaseLease(consumer, dispatcher.pid);
+    } catch {
+      // The database fails; the lease of a dispatcher that exits is reclaimed as a dead holder's.
+    }
+    return { started: false, reason: 'spawn_failed', error: `cannot hand the lease to the handler: ${(error as Error).message}` };
+  }
   return { started: true, child: child as ChildProcess & { pid: number } };
 }
