@@ -136,14 +136,24 @@ describe('killGroup', () => {
     await until(() => isDead(grandchild), `grandchild ${grandchild} is dead`);
   });
 
-  it('falls back to the process alone when it does not lead a group', async () => {
+  it('never signals the bare pid of a process that does not lead a group (it may be a reused pid)', async () => {
     const child = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 30000); console.log("up")'], { stdio: ['ignore', 'pipe', 'inherit'] });
     children.push(child);
     await firstLine(child);
-    expect(killGroup(child.pid!, 'SIGKILL')).toBe(true);
-    expect((await exited(child)).signal).toBe('SIGKILL');
-    // This process, in the same group as that child, is untouched.
+    expect(killGroup(child.pid!, 'SIGKILL')).toBe(false);
+    expect(isAlive(identify(child.pid!))).toBe(true);
+    // Nor this process, in the same group as that child.
     expect(isAlive(identify(process.pid))).toBe(true);
+  });
+
+  it('still reaches what a command left running in its group after the command itself exited', async () => {
+    const child = spawn('bash', ['-c', 'sleep 100 & echo $!'], { detached: true, stdio: ['ignore', 'pipe', 'inherit'] });
+    children.push(child);
+    const grandchild = Number(await firstLine(child));
+    strays.push(grandchild);
+    await exited(child);
+    expect(killGroup(child.pid!, 'SIGKILL')).toBe(true);
+    await until(() => isDead(grandchild), `grandchild ${grandchild} is dead`);
   });
 
   it('returns false when nothing is there to signal', async () => {

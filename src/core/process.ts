@@ -61,16 +61,16 @@ export function isAlive(holder: ProcessIdentity): boolean {
 
 /**
  * Sends `signal` to the process group led by `pid` (children spawned `detached` lead their own
- * group), falling back to the process alone. Returns false when nothing was there to signal.
+ * group). Returns false when no such group exists. Never the bare pid: after the child exited
+ * and was reaped, its pid may belong to an unrelated process, while a group id stays taken as
+ * long as any member of the group lives.
  */
 export function killGroup(pid: number, signal: NodeJS.Signals): boolean {
-  for (const target of [-pid, pid]) {
-    try {
-      process.kill(target, signal);
-      return true;
-    } catch {
-      // try the next target
-    }
+  if (!Number.isInteger(pid) || pid <= 1) return false;
+  try {
+    process.kill(-pid, signal);
+    return true;
+  } catch {
+    return false;
   }
-  return false;
 }
