@@ -71,8 +71,11 @@ export interface FakeTelegram {
   deliverTwice(update: FakeUpdate): LooseJson;
   /** True once the client asked for updates again after its last delivery of this one (it handled it). */
   consumed(updateId: number): boolean;
-  /** The next call of `method` fails with this error (queued; one error per call). */
-  failNext(method: string, error: FakeTelegramError): void;
+  /**
+   * The next call of `method` fails with this error (queued; one error per call). With `after`,
+   * that many calls of the method succeed first: `{ after: 1 }` fails the second.
+   */
+  failNext(method: string, error: FakeTelegramError, options?: { after?: number }): void;
   /** Answers pending polls with no updates, then stops the server and closes every connection. */
   close(): Promise<void>;
 }
@@ -122,7 +125,7 @@ export async function startFakeTelegram(options: FakeTelegramOptions = {}): Prom
   const bot = { id: options.botId ?? 7_000_001, is_bot: true as const, first_name: 'TheClaw Test', username: options.botUsername ?? 'theclaw_test_bot' };
   const sent: FakeSentMessage[] = [];
   const calls: FakeTelegramCall[] = [];
-  const failures = new Map<string, FakeTelegramError[]>();
+  const failures = new Map<string, Array<{ error: FakeTelegramError; passes: number }>>();
   const sockets = new Set<Socket>();
   const polls = new Set<Poll>();
 
@@ -231,8 +234,8 @@ export async function startFakeTelegram(options: FakeTelegramOptions = {}): Prom
     const method = match[2]!;
     const params: LooseJson = { ...Object.fromEntries(url.searchParams), ...parseBody(body, req.headers['content-type']) };
     calls.push({ method, params });
-    const failure = failures.get(method)?.shift();
-    if (failure) return fail(res, failure);
+    const queued = failures.get(method);
+    if (queued?.[0] && queued[0].passes-- <= 0) return fail(res, queued.shift()!.error);
     switch (method) {
       case 'getMe':
         return ok(res, { ...bot, can_join_groups: true, can_read_all_group_messages: false, supports_inline_queries: false, can_connect_to_business: false, has_main_web_app: false });
@@ -276,8 +279,8 @@ export async function startFakeTelegram(options: FakeTelegramOptions = {}): Prom
       const at = deliveredAtPoll.get(updateId);
       return at !== undefined && confirmedBelow > updateId && pollCount > at && !replayIds.has(updateId) && !replays.some((u) => u.update_id === updateId);
     },
-    failNext(method, error) {
-      failures.set(method, [...(failures.get(method) ?? []), error]);
+    failNext(method, error, options = {}) {
+      failures.set(method, [...(failures.get(method) ?? []), { error, passes: options.after ?? 0 }]);
     },
     close() {
       closing ??= new Promise<void>((resolve) => {

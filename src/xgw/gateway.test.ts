@@ -1,4 +1,5 @@
-import { lstatSync, readdirSync } from 'node:fs';
+import Database from 'better-sqlite3';
+import { lstatSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -170,6 +171,54 @@ describe('outbound', () => {
     expect(channel.sent).toHaveLength(1);
     expect(channelAfterRestart.sent).toHaveLength(0);
     expect(channel.sent[0]).toEqual({ peerId: '1', conversationType: 'dm', conversationId: '1', replyTo: undefined, text: 'hi' });
+  });
+
+  it('never lets a key delivered on one channel or to one peer suppress a delivery elsewhere', async () => {
+    const gateway = gatewayWith({
+      channels: [
+        { id: 'telegram:main', type: 'telegram', access: 'open' },
+        { id: 'telegram:other', type: 'telegram', access: 'open' },
+      ],
+    });
+    const main = recordingChannel('telegram:main');
+    const other = recordingChannel('telegram:other');
+    await gateway.startChannel(main);
+    await gateway.startChannel(other);
+    const request = { channel: 'telegram:main', peer: '1', idempotencyKey: 'thread#7', text: 'hi' };
+    const results = await Promise.all([
+      gateway.send(request),
+      gateway.send({ ...request, channel: 'telegram:other' }),
+      gateway.send({ ...request, peer: '2' }),
+      gateway.send({ ...request, conversationType: 'group', conversation: '-100' }),
+    ]);
+    expect(results.map((result) => result.status)).toEqual(['delivered', 'delivered', 'delivered', 'delivered']);
+    expect(main.sent.map((sent) => [sent.peerId, sent.conversationId])).toEqual([['1', '1'], ['2', '2'], ['1', '-100']]);
+    expect(other.sent).toHaveLength(1);
+    expect((await gateway.send({ ...request, channel: 'telegram:other' })).status).toBe('duplicate');
+  });
+
+  it('keeps honouring keys recorded before deliveries were keyed per channel, on their own channel only', async () => {
+    state.close();
+    rmSync(join(t.home, 'xgw'), { recursive: true });
+    mkdirSync(join(t.home, 'xgw'));
+    const old = new Database(join(t.home, 'xgw', 'state.db'));
+    old.exec('CREATE TABLE delivered (key TEXT PRIMARY KEY, channel_id TEXT NOT NULL, message_ids TEXT NOT NULL, delivered_at TEXT NOT NULL)');
+    old.prepare('INSERT INTO delivered VALUES (?, ?, ?, ?)').run('thread#7', 'telegram:main', '["55"]', new Date().toISOString());
+    old.close();
+    state = new GatewayState(t.home);
+    const gateway = gatewayWith({ channels: [openChat.channels[0], { id: 'telegram:other', type: 'telegram', access: 'open' }] });
+    const main = recordingChannel('telegram:main');
+    const other = recordingChannel('telegram:other');
+    await gateway.startChannel(main);
+    await gateway.startChannel(other);
+    const request = { channel: 'telegram:main', peer: '1', idempotencyKey: 'thread#7', text: 'hi' };
+    expect(await gateway.send(request)).toEqual({ status: 'duplicate', message_ids: ['55'] });
+    expect((await gateway.send({ ...request, channel: 'telegram:other' })).status).toBe('delivered');
+    expect(main.sent).toHaveLength(0);
+    // Opening the migrated file again changes nothing.
+    state.close();
+    state = new GatewayState(t.home);
+    expect(state.deliveryProgress({ channelId: 'telegram:main', target: 'dm:9:9', key: 'thread#7' })).toEqual({ messageIds: ['55'], complete: true });
   });
 
   it('refuses an unknown channel and an empty text', async () => {

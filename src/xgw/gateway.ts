@@ -1,12 +1,12 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { formatAddress } from '../core/address.js';
+import { encodeSegment, formatAddress } from '../core/address.js';
 import { ClawError, usageError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import { formatMessageContent } from '../core/message.js';
 import { openThread } from '../thread/thread.js';
 import { findRoute } from './route.js';
-import type { GatewayState } from './state.js';
+import type { DeliveryProgress, DeliveryRef, GatewayState } from './state.js';
 import type { ChannelAdapter, ChannelConfig, ChannelContext, InboundMessage, InboundOutcome, XgwConfig } from './types.js';
 
 export interface SendRequest {
@@ -41,8 +41,10 @@ export interface GatewayOptions {
  */
 export class Gateway {
   private readonly channels = new Map<string, ChannelAdapter>();
-  /** Deliveries under way, by idempotency key: a concurrent retry waits for the first. */
+  /** Deliveries under way, by key and target: a concurrent retry waits for the first. */
   private readonly inFlight = new Map<string, Promise<SendResult>>();
+  /** Deliveries whose record could not be written to the state, by key and target. */
+  private readonly unrecorded = new Map<string, DeliveryProgress>();
 
   constructor(private readonly options: GatewayOptions) {}
 
@@ -130,38 +132,67 @@ export class Gateway {
     }
   }
 
-  /** Delivers a reply through its channel, once per idempotency key. */
+  /**
+   * Delivers a reply through its channel, once per idempotency key and target: a key delivered
+   * before is acknowledged as a duplicate; a key whose delivery stopped part-way goes on after
+   * the last part that was sent.
+   */
   send(request: SendRequest): Promise<SendResult> {
     if (request.text.trim() === '') return Promise.reject(usageError('the text is empty', 'pass --text or text on stdin'));
-    const key = request.idempotencyKey;
-    if (key === undefined) return this.deliver(request);
-    const running = this.inFlight.get(key);
+    if (request.idempotencyKey === undefined) return this.deliver(request, undefined);
+    const ref = deliveryRef(request, request.idempotencyKey);
+    const id = refId(ref);
+    const running = this.inFlight.get(id);
     if (running) return running.then((result) => ({ ...result, status: 'duplicate' as const }));
-    const promise = this.deliver(request).finally(() => this.inFlight.delete(key));
-    this.inFlight.set(key, promise);
+    const promise = this.deliver(request, ref).finally(() => this.inFlight.delete(id));
+    this.inFlight.set(id, promise);
     return promise;
   }
 
-  private async deliver(request: SendRequest): Promise<SendResult> {
-    const { state, logger } = this.options;
+  private async deliver(request: SendRequest, ref: DeliveryRef | undefined): Promise<SendResult> {
+    const { logger } = this.options;
     const channel = this.channels.get(request.channel);
     if (!channel) {
       throw new ClawError('not_found', `no channel ${request.channel} is running`, { suggestion: 'see the channels with: xgw status' });
     }
-    if (request.idempotencyKey !== undefined) {
-      const earlier = state.deliveredWith(request.idempotencyKey);
-      if (earlier) return { status: 'duplicate', message_ids: earlier };
-    }
-    const { messageIds } = await channel.send({
-      peerId: request.peer,
-      conversationType: request.conversationType ?? 'dm',
-      conversationId: request.conversation ?? request.peer,
-      replyTo: request.replyTo,
-      text: request.text,
-    });
-    if (request.idempotencyKey !== undefined) state.recordDelivery(request.idempotencyKey, channel.id, messageIds);
-    logger.info(`${channel.id}: delivered ${messageIds.length} message(s) to ${JSON.stringify(request.peer)}${request.idempotencyKey ? ` (key ${request.idempotencyKey})` : ''}`);
+    const earlier = ref && this.progress(ref);
+    if (earlier?.complete) return { status: 'duplicate', message_ids: earlier.messageIds };
+    const { messageIds } = await channel.send(
+      {
+        peerId: request.peer,
+        conversationType: request.conversationType ?? 'dm',
+        conversationId: request.conversation ?? request.peer,
+        replyTo: request.replyTo,
+        text: request.text,
+      },
+      { sent: earlier?.messageIds, onPart: ref && ((ids) => this.recordProgress(ref, ids, false)) },
+    );
+    if (ref) this.recordProgress(ref, messageIds, true);
+    const resumed = earlier?.messageIds.length ? ` (resumed after ${earlier.messageIds.length} part(s) sent before)` : '';
+    logger.info(`${channel.id}: delivered ${messageIds.length} message(s) to ${JSON.stringify(request.peer)}${ref ? ` (key ${ref.key})` : ''}${resumed}`);
     return { status: 'delivered', message_ids: messageIds };
+  }
+
+  /** What was sent under a key: what this process could not write down, else the stored record. */
+  private progress(ref: DeliveryRef): DeliveryProgress | null {
+    return this.unrecorded.get(refId(ref)) ?? this.options.state.deliveryProgress(ref);
+  }
+
+  /**
+   * Writes down the parts sent so far. The parts are out, so a failed write must not fail the
+   * delivery (a retry would send them again): it is logged, and this process remembers them.
+   */
+  private recordProgress(ref: DeliveryRef, messageIds: readonly string[], complete: boolean): void {
+    const id = refId(ref);
+    try {
+      this.options.state.recordDelivery(ref, messageIds, complete);
+      this.unrecorded.delete(id);
+    } catch (error) {
+      this.unrecorded.set(id, { messageIds: [...messageIds], complete });
+      this.options.logger.error(
+        `${ref.channelId}: could not record the delivery under key ${ref.key} (${error instanceof Error ? error.message : String(error)}); it is remembered until xgw stops`,
+      );
+    }
   }
 
   private channelConfig(id: string): ChannelConfig {
@@ -169,6 +200,16 @@ export class Gateway {
     if (!channel) throw new ClawError('not_found', `no channel ${id} in the xgw config`, { suggestion: 'see the channels with: xgw status' });
     return channel;
   }
+}
+
+/** The key of a delivery: the idempotency key within its channel and conversation. */
+function deliveryRef(request: SendRequest, key: string): DeliveryRef {
+  const target = [request.conversationType ?? 'dm', request.conversation ?? request.peer, request.peer].map(encodeSegment).join(':');
+  return { channelId: request.channel, target, key };
+}
+
+function refId(ref: DeliveryRef): string {
+  return JSON.stringify([ref.channelId, ref.target, ref.key]);
 }
 
 function splitChannelId(id: string): [string, string] {

@@ -6,9 +6,10 @@ import { openSqlite } from '../core/sqlite.js';
 
 /**
  * The gateway's durable state, `$THECLAW_HOME/xgw/state.db`: pairing codes and admitted peers
- * (so `xgw pair approve` works with the daemon down), the idempotency keys of delivered replies
- * (a retried delivery is acknowledged, not sent again, even after a restart), and each web chat
- * or terminal peer's mailbox (so a reply that arrives while the page is closed is shown later).
+ * (so `xgw pair approve` works with the daemon down), the idempotency keys of replies and the
+ * parts of each that were sent (a retried delivery is acknowledged, or resumed after its last
+ * sent part, not sent again, even after a restart), and each web chat or terminal peer's
+ * mailbox (so a reply that arrives while the page is closed is shown later).
  */
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS pairing_requests (
@@ -17,8 +18,10 @@ CREATE TABLE IF NOT EXISTS pairing_requests (
 CREATE TABLE IF NOT EXISTS admitted (
   channel_id TEXT NOT NULL, peer_id TEXT NOT NULL, admitted_at TEXT NOT NULL, via TEXT NOT NULL,
   PRIMARY KEY (channel_id, peer_id));
-CREATE TABLE IF NOT EXISTS delivered (
-  key TEXT PRIMARY KEY, channel_id TEXT NOT NULL, message_ids TEXT NOT NULL, delivered_at TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS deliveries (
+  channel_id TEXT NOT NULL, target TEXT NOT NULL, key TEXT NOT NULL, message_ids TEXT NOT NULL,
+  complete INTEGER NOT NULL, updated_at TEXT NOT NULL,
+  PRIMARY KEY (channel_id, target, key));
 CREATE TABLE IF NOT EXISTS mailbox (
   id INTEGER PRIMARY KEY AUTOINCREMENT, channel_id TEXT NOT NULL, peer_id TEXT NOT NULL,
   role TEXT NOT NULL, text TEXT NOT NULL, reply_to TEXT, created_at TEXT NOT NULL,
@@ -40,6 +43,26 @@ export interface PairingRequest {
   expires_at: string;
 }
 
+/**
+ * Where a reply goes, and its idempotency key: a key is remembered per channel and conversation,
+ * so the same key never suppresses a delivery anywhere else.
+ */
+export interface DeliveryRef {
+  channelId: string;
+  /** The conversation and peer, as the gateway encodes them (see `deliveryTarget`). */
+  target: string;
+  key: string;
+}
+
+/** The platform ids of the parts of a reply sent so far, and whether that was all of them. */
+export interface DeliveryProgress {
+  messageIds: string[];
+  complete: boolean;
+}
+
+/** Rows of the table before it was keyed per channel and conversation: they match any target. */
+const LEGACY_TARGET = '';
+
 export interface MailboxEntry {
   id: number;
   role: 'user' | 'agent' | 'system';
@@ -56,6 +79,25 @@ export class GatewayState {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     this.db = openSqlite(join(dir, 'state.db'));
     this.db.exec(SCHEMA);
+    this.migrate();
+  }
+
+  /**
+   * Earlier versions kept delivered keys in `delivered`, keyed by the key alone (so a key
+   * suppressed deliveries to every channel). Its rows move to `deliveries` under their channel,
+   * for any conversation of it, as they applied before.
+   */
+  private migrate(): void {
+    this.db
+      .transaction(() => {
+        const legacy = this.db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'delivered'").get();
+        if (!legacy) return;
+        this.db
+          .prepare('INSERT OR IGNORE INTO deliveries SELECT channel_id, ?, key, message_ids, 1, delivered_at FROM delivered')
+          .run(LEGACY_TARGET);
+        this.db.exec('DROP TABLE delivered');
+      })
+      .immediate();
   }
 
   isAdmitted(channelId: string, peerId: string): boolean {
@@ -111,16 +153,26 @@ export class GatewayState {
       .run(channelId, peerId, new Date().toISOString(), via);
   }
 
-  /** The platform ids a delivery with this key produced, if it was delivered before. */
-  deliveredWith(key: string): string[] | null {
-    const row = this.db.prepare('SELECT message_ids FROM delivered WHERE key = ?').pluck().get(key) as string | undefined;
-    return row === undefined ? null : (JSON.parse(row) as string[]);
+  /** What was sent under this key to this target before, or null. */
+  deliveryProgress(ref: DeliveryRef): DeliveryProgress | null {
+    const row = this.db
+      .prepare('SELECT message_ids, complete FROM deliveries WHERE channel_id = ? AND key = ? AND target IN (?, ?) ORDER BY complete DESC LIMIT 1')
+      .get(ref.channelId, ref.key, ref.target, LEGACY_TARGET) as { message_ids: string; complete: number } | undefined;
+    return row === undefined ? null : { messageIds: JSON.parse(row.message_ids) as string[], complete: row.complete === 1 };
   }
 
-  recordDelivery(key: string, channelId: string, messageIds: string[]): void {
+  /**
+   * Records the parts sent so far under the key (`complete` once all were sent). A complete
+   * record is never turned back into a partial one.
+   */
+  recordDelivery(ref: DeliveryRef, messageIds: readonly string[], complete: boolean): void {
     this.db
-      .prepare('INSERT INTO delivered VALUES (?, ?, ?, ?) ON CONFLICT (key) DO NOTHING')
-      .run(key, channelId, JSON.stringify(messageIds), new Date().toISOString());
+      .prepare(
+        `INSERT INTO deliveries VALUES (?, ?, ?, ?, ?, ?)
+         ON CONFLICT (channel_id, target, key) DO UPDATE SET message_ids = excluded.message_ids, complete = excluded.complete,
+           updated_at = excluded.updated_at WHERE complete = 0`,
+      )
+      .run(ref.channelId, ref.target, ref.key, JSON.stringify(messageIds), complete ? 1 : 0, new Date().toISOString());
   }
 
   /** Adds to a peer's mailbox, keeping only its newest `limit` entries. Returns the entry. */

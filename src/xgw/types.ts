@@ -128,17 +128,30 @@ export interface ChannelContext {
   noticeFor(outcome: InboundOutcome): string | null;
 }
 
+/** How the gateway asks a channel to send. */
+export interface ChannelSendOptions {
+  signal?: AbortSignal;
+  /**
+   * Platform ids of the parts an earlier attempt of this delivery sent: the text splits the same
+   * way again, and those parts are not sent twice. Default: none.
+   */
+  sent?: readonly string[];
+  /** Called after each part was sent with the ids of all parts sent so far, before the next part. */
+  onPart?(messageIds: readonly string[]): void;
+}
+
 /**
  * A live connection to one chat platform. Contract: `start` resolves once the channel accepts
  * traffic (or rejects with a ClawError saying why); `send` resolves with the platform's ids of
- * the messages it sent (a long text may become several), or rejects with a ClawError — `upstream`
- * or `io` when a retry may help; `stop` ends every connection and timer it holds.
+ * the messages it sent (a long text may become several; with `sent`, those come first), or
+ * rejects with a ClawError — `upstream` or `io` when a retry may help; `stop` ends every
+ * connection and timer it holds, and cancels a `start` under way.
  */
 export interface ChannelAdapter {
   readonly id: string;
   readonly type: ChannelConfig['type'];
   start(context: ChannelContext): Promise<void>;
-  send(message: OutboundMessage, signal?: AbortSignal): Promise<{ messageIds: string[] }>;
+  send(message: OutboundMessage, options?: ChannelSendOptions): Promise<{ messageIds: string[] }>;
   status(): ChannelStatus;
   stop(): Promise<void>;
 }

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { formatError, isClawError, type ClawError } from '../../core/errors.js';
 import { createLogger } from '../../core/logger.js';
 import { parseMessageContent } from '../../core/message.js';
@@ -191,6 +191,47 @@ describe('telegram channel: outbound', () => {
     expect(h.fake.sent[0]!.reply_parameters?.message_id).toBe(42);
     expect(h.fake.sent[1]!.reply_parameters).toBeUndefined();
     expect(result.message_ids).toEqual(h.fake.sent.map((sent) => String(sent.message.message_id)));
+  });
+
+  it('resumes a split reply that failed part-way after the last part sent, also after a restart', async () => {
+    const h = await setup();
+    const request = { channel: 'telegram:main', peer: '111', replyTo: '42', idempotencyKey: 'thread#9', text: `${'a'.repeat(4096)}${'b'.repeat(4096)}${'c'.repeat(100)}` };
+    h.fake.failNext('sendMessage', { error_code: 502, description: 'Bad Gateway' }, { after: 1 });
+    const failed = await rejection(h.gateway.send(request));
+    expect(failed).toMatchObject({ kind: 'upstream', status: 502 });
+    expect(failed.message).toContain('after 1 of 3 parts were sent');
+    expect(h.fake.sent.map((sent) => sent.text[0])).toEqual(['a']);
+
+    h.fake.failNext('sendMessage', { error_code: 502, description: 'Bad Gateway' }, { after: 1 });
+    await rejection(h.gateway.send(request));
+    expect(h.fake.sent.map((sent) => sent.text[0])).toEqual(['a', 'b']);
+
+    // A gateway of a restarted daemon reads what was sent from the state.
+    await h.channel.stop();
+    const restarted = new Gateway({ home: h.home, config: XgwConfigSchema.parse({ channels: [h.config] }), state: h.state, logger: createLogger(h.logPath, { env: {} }) });
+    h.channel = createTelegramChannel(h.config, { TEST_TG_TOKEN: h.fake.token });
+    await restarted.startChannel(h.channel);
+    const result = await restarted.send(request);
+    expect(result.status).toBe('delivered');
+    expect(h.fake.sent.map((sent) => sent.text[0])).toEqual(['a', 'b', 'c']);
+    expect(h.fake.sent[2]!.reply_parameters).toBeUndefined(); // only the first part quotes
+    expect(result.message_ids).toEqual(h.fake.sent.map((sent) => String(sent.message.message_id)));
+    expect(await restarted.send(request)).toEqual({ status: 'duplicate', message_ids: result.message_ids });
+    expect(h.fake.sent).toHaveLength(3);
+  });
+
+  it('does not send a reply again when it went out but could not be recorded', async () => {
+    const h = await setup();
+    const record = vi.spyOn(h.state, 'recordDelivery').mockImplementation(() => {
+      throw new Error('disk I/O error');
+    });
+    const request = { channel: 'telegram:main', peer: '111', idempotencyKey: 'thread#10', text: 'x'.repeat(5000) };
+    const first = await h.gateway.send(request);
+    expect(first.status).toBe('delivered');
+    expect(await h.gateway.send(request)).toEqual({ status: 'duplicate', message_ids: first.message_ids });
+    expect(h.fake.sent).toHaveLength(2);
+    expect(readFileSync(h.logPath, 'utf8')).toMatch(/could not record the delivery under key thread#10 \(disk I\/O error\)/);
+    record.mockRestore();
   });
 
   it('turns a Telegram refusal into an upstream error with its code, and says when to retry after 429', async () => {

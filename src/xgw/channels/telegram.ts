@@ -8,6 +8,7 @@ import { splitText } from '../split.js';
 import type {
   ChannelAdapter,
   ChannelContext,
+  ChannelSendOptions,
   ChannelStatus,
   InboundMessage,
   InboundOutcome,
@@ -124,7 +125,8 @@ class TelegramChannel implements ChannelAdapter {
     context.logger.info(`${this.id}: polling as @${this.username} via ${this.apiRoot}`);
   }
 
-  async send(message: OutboundMessage, signal?: AbortSignal): Promise<{ messageIds: string[] }> {
+  async send(message: OutboundMessage, options: ChannelSendOptions = {}): Promise<{ messageIds: string[] }> {
+    const { signal } = options;
     const bot = this.bot;
     if (!bot || this.stopping) throw new ClawError('io', `${this.id} is not running`, { suggestion: 'see its state with: xgw status' });
     // Telegram refuses a text that is only white space ("message text is empty").
@@ -132,19 +134,21 @@ class TelegramChannel implements ChannelAdapter {
     if (chunks.length === 0) throw new ClawError('usage', 'the text is empty', { suggestion: 'send some text' });
     const chatId = toChatId(message.conversationId);
     const replyTo = message.replyTo !== undefined && /^\d+$/.test(message.replyTo) ? Number(message.replyTo) : undefined;
-    const messageIds: string[] = [];
-    for (const [index, chunk] of chunks.entries()) {
+    // Parts an earlier attempt sent are skipped: the same text splits the same way.
+    const messageIds = [...(options.sent ?? [])].slice(0, chunks.length);
+    for (let index = messageIds.length; index < chunks.length; index++) {
       const other = index === 0 && replyTo !== undefined ? { reply_parameters: { message_id: replyTo, allow_sending_without_reply: true } } : {};
       try {
         if (signal?.aborted) throw new ClawError('aborted', 'aborted');
-        const sent = await bot.api.sendMessage(chatId, chunk, other, asGrammySignal(signal));
+        const sent = await bot.api.sendMessage(chatId, chunks[index]!, other, asGrammySignal(signal));
         messageIds.push(String(sent.message_id));
       } catch (error) {
         const partly = index > 0 ? ` after ${index} of ${chunks.length} parts were sent (ids ${messageIds.join(', ')})` : '';
         throw signal?.aborted
-          ? new ClawError('aborted', `sending to ${this.id} was aborted${partly}`)
+          ? new ClawError('aborted', `sending to ${this.id} was aborted${partly}`, { suggestion: 'send it again with the same idempotency key to send the rest' })
           : this.toClawError(error, 'sendMessage', partly);
       }
+      options.onPart?.(messageIds);
     }
     return { messageIds };
   }

@@ -1,5 +1,5 @@
 import type { MailboxEntry } from '../state.js';
-import type { ChannelAdapter, ChannelContext, ChannelStatus, OutboundMessage, TerminalChannelConfig } from '../types.js';
+import type { ChannelAdapter, ChannelContext, ChannelSendOptions, ChannelStatus, OutboundMessage, TerminalChannelConfig } from '../types.js';
 
 type Listener = (entry: MailboxEntry) => void;
 
@@ -23,7 +23,8 @@ export class TerminalChannel implements ChannelAdapter {
     this.context = context;
   }
 
-  async send(message: OutboundMessage): Promise<{ messageIds: string[] }> {
+  async send(message: OutboundMessage, options: ChannelSendOptions = {}): Promise<{ messageIds: string[] }> {
+    if (options.sent?.length) return { messageIds: [...options.sent] }; // one part, sent before
     const entry = this.state().addToMailbox(
       this.id,
       message.peerId,

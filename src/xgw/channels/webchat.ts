@@ -8,7 +8,7 @@ import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import * as z from 'zod/mini';
 import { ClawError, errnoCode } from '../../core/errors.js';
 import type { MailboxEntry } from '../state.js';
-import type { ChannelAdapter, ChannelContext, ChannelStatus, OutboundMessage, WebchatChannelConfig } from '../types.js';
+import type { ChannelAdapter, ChannelContext, ChannelSendOptions, ChannelStatus, OutboundMessage, WebchatChannelConfig } from '../types.js';
 import { UNAUTHORIZED_PAGE, WEBCHAT_PAGE } from './webchat-page.js';
 
 /**
@@ -300,8 +300,9 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
       ctx.logger.info(`${config.id}: listening on http://${pageHost()}:${port}/ (the URL with its token is in: xgw status)`);
     },
 
-    async send(message: OutboundMessage, signal?: AbortSignal) {
-      if (signal?.aborted) throw new ClawError('aborted', 'the delivery was cancelled');
+    async send(message: OutboundMessage, options: ChannelSendOptions = {}) {
+      if (options.signal?.aborted) throw new ClawError('aborted', 'the delivery was cancelled', { suggestion: 'send it again' });
+      if (options.sent?.length) return { messageIds: [...options.sent] }; // one part, sent before
       if (state !== 'running' || !context) throw new ClawError('io', `${config.id} is not running`, { suggestion: 'start it with: xgw start' });
       if (!PEER_ID.test(message.peerId)) {
         throw new ClawError('usage', `${JSON.stringify(message.peerId)} is not a web chat peer id`, {
