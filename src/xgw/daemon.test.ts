@@ -86,6 +86,17 @@ routes:
     expect(semantic.stderr).toContain('routes.0.channel: no channel telegram:main is configured');
   });
 
+  it('refuses a web chat on a non-loopback address in config check and at start', async () => {
+    writeConfig(`channels:
+  - { id: webchat:main, type: webchat, port: 0, host: 0.0.0.0 }
+`);
+    for (const args of [['config', 'check'], ['start']]) {
+      const result = await xgw(args);
+      expect(result.code, args.join(' ')).toBe(1);
+      expect(result.stderr).toMatch(/channels\.0\.host: must be a loopback address \(127\.0\.0\.1, another 127\.x\.x\.x, ::1 or localhost\)/);
+    }
+  });
+
   it('exits 1 with the standard message when xgw send finds no daemon', async () => {
     const result = await xgw(['send', '--channel', 'terminal:local', '--peer', user, '--text', 'hi']);
     expect(result.code).toBe(1);

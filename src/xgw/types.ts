@@ -1,3 +1,4 @@
+import { isIPv4 } from 'node:net';
 import * as z from 'zod/mini';
 import type { Logger } from '../core/logger.js';
 import type { GatewayState } from './state.js';
@@ -10,6 +11,11 @@ import type { GatewayState } from './state.js';
  */
 
 const ACCESS = ['pairing', 'allowlist', 'open'] as const;
+
+/** 127.0.0.0/8, ::1 or localhost. */
+export function isLoopbackHost(host: string): boolean {
+  return host === 'localhost' || host === '::1' || (isIPv4(host) && host.startsWith('127.'));
+}
 export type AccessPolicy = (typeof ACCESS)[number];
 
 const channelBase = {
@@ -25,8 +31,11 @@ export const WebchatChannelSchema = z.strictObject({
   ...channelBase,
   type: z.literal('webchat'),
   port: z._default(z.int().check(z.minimum(0), z.maximum(65535)), 18790),
-  /** Loopback unless configured otherwise. */
-  host: z._default(z.string(), '127.0.0.1'),
+  /** A loopback address: the page has no TLS and is for this machine only. */
+  host: z._default(
+    z.string().check(z.refine(isLoopbackHost, 'must be a loopback address (127.0.0.1, another 127.x.x.x, ::1 or localhost): the web chat has no TLS and serves this machine only')),
+    '127.0.0.1',
+  ),
   /** Messages kept per peer for a page that reconnects. */
   history_limit: z._default(z.int().check(z.positive(), z.maximum(10_000)), 200),
 });

@@ -92,9 +92,11 @@ function inboxEvents() {
   }
 }
 
-async function peerOf(context: BrowserContext): Promise<string> {
-  const cookie = (await context.cookies(base)).find((c) => c.name === 'xgw_peer');
-  expect(cookie, 'xgw_peer cookie').toBeDefined();
+/** The peer id the page at `address` gave this browser (its cookie is named per port). */
+async function peerOf(context: BrowserContext, address = base): Promise<string> {
+  const name = `xgw_peer_${new URL(address).port}`;
+  const cookie = (await context.cookies(address)).find((c) => c.name === name);
+  expect(cookie, `${name} cookie`).toBeDefined();
   expect(cookie!.httpOnly).toBe(true);
   return cookie!.value;
 }
@@ -120,7 +122,7 @@ describe.skipIf(!hasChromium)(`webchat page in a browser (needs ${CHROMIUM})`, (
       const page = await openChat(context);
       expect(page.url()).toBe(`${base}/`); // the token left the URL bar
       const peer = await peerOf(context);
-      expect((await context.cookies(base)).find((c) => c.name === 'xgw_token')).toMatchObject({ httpOnly: true, sameSite: 'Strict' });
+      expect((await context.cookies(base)).find((c) => c.name === `xgw_token_${new URL(base).port}`)).toMatchObject({ httpOnly: true, sameSite: 'Strict' });
 
       await say(page, 'Hello agent, what is on my calendar?');
       const event = await waitFor(() => inboxEvents()[0], 'the message in the inbox');
@@ -197,7 +199,7 @@ describe.skipIf(!hasChromium)(`webchat page in a browser (needs ${CHROMIUM})`, (
     const context = await browser.newContext({ viewport: PHONE });
     try {
       const page = await openChat(context, spare.status().url!);
-      const peer = await peerOf(context);
+      const peer = await peerOf(context, spare.status().url!);
       await spare.stop();
       await page.locator('#status[data-state="offline"]').waitFor();
       await say(page, 'written while offline');

@@ -100,10 +100,10 @@ class Client {
 
 type Opened = { client: Client } | { status: number };
 
-function openSocket(port: number, headers: { cookie?: string; origin?: string; host?: string }): Promise<Opened> {
+function openSocket(port: number, headers: { cookie?: string; origin?: string }): Promise<Opened> {
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(`ws://127.0.0.1:${port}/ws`, {
-      headers: { ...(headers.cookie ? { Cookie: headers.cookie } : {}), ...(headers.host ? { Host: headers.host } : {}) },
+      headers: headers.cookie ? { Cookie: headers.cookie } : {},
       ...(headers.origin ? { origin: headers.origin } : {}),
     });
     ws.on('unexpected-response', (request, response) => {
@@ -124,8 +124,13 @@ afterEach(() => {
   for (const client of clients.splice(0)) client.ws.terminate();
 });
 
+/** The Cookie header a browser that opened the page of `h` sends. */
+function cookiesFor(h: Harness, peer?: string, token = h.token): string {
+  return `xgw_token_${h.port}=${token}${peer ? `; xgw_peer_${h.port}=${peer}` : ''}`;
+}
+
 async function openPeer(h: Harness, peer: string): Promise<Client> {
-  const opened = await openSocket(h.port, { cookie: `xgw_token=${h.token}; xgw_peer=${peer}`, origin: h.origin });
+  const opened = await openSocket(h.port, { cookie: cookiesFor(h, peer), origin: h.origin });
   if (!('client' in opened)) throw new Error(`the socket was refused with ${opened.status}`);
   await opened.client.next('history', (m) => m.type === 'history');
   return opened.client;
@@ -146,7 +151,8 @@ describe('webchat access', () => {
     for (const [path, headers] of [
       ['/', {}],
       ['/?token=0000', {}],
-      ['/', { Cookie: 'xgw_token=' + '0'.repeat(64) }],
+      ['/', { Cookie: 'xgw_token_' + h.port + '=' + '0'.repeat(64) }],
+      ['/', { Cookie: 'xgw_token=' + h.token }],
       ['/ws', {}],
       ['/favicon.ico', {}],
     ] as const) {
@@ -162,19 +168,20 @@ describe('webchat access', () => {
     expect(redirect.status).toBe(302);
     expect(redirect.headers.get('location')).toBe('/');
     const tokenCookie = redirect.headers.get('set-cookie')!;
-    expect(tokenCookie).toMatch(new RegExp(`^xgw_token=${h.token};`));
+    expect(tokenCookie).toMatch(new RegExp(`^xgw_token_${h.port}=${h.token};`));
+    expect(tokenCookie).toMatch(/Max-Age=\d{7,}/);
     expect(tokenCookie).toMatch(/HttpOnly/);
     expect(tokenCookie).toMatch(/SameSite=Strict/);
     expect(tokenCookie).toMatch(/Path=\//);
 
-    const page = await fetch(h.base + '/', { headers: { Cookie: `xgw_token=${h.token}` } });
+    const page = await fetch(h.base + '/', { headers: { Cookie: cookiesFor(h) } });
     expect(page.status).toBe(200);
     expect(page.headers.get('content-type')).toMatch(/^text\/html/);
     expect(await page.text()).toContain('<textarea');
     const peerCookie = page.headers.get('set-cookie')!;
-    expect(peerCookie).toMatch(/^xgw_peer=[0-9a-f]{32}; HttpOnly; SameSite=Strict; Path=\/; Max-Age=\d{7,}$/);
+    expect(peerCookie).toMatch(new RegExp(`^xgw_peer_${h.port}=[0-9a-f]{32}; HttpOnly; SameSite=Strict; Path=/; Max-Age=\\d{7,}$`));
 
-    const again = await fetch(h.base + '/', { headers: { Cookie: `xgw_token=${h.token}; ${peerCookie.split(';')[0]}` } });
+    const again = await fetch(h.base + '/', { headers: { Cookie: `${cookiesFor(h)}; ${peerCookie.split(';')[0]}` } });
     expect(again.status).toBe(200);
     expect(again.headers.get('set-cookie')).toBeNull();
   });
@@ -222,12 +229,12 @@ describe('webchat access', () => {
   it('refuses a WebSocket with a foreign or missing Origin, or without the right token', async () => {
     const h = await startWebchat();
     const peer = newPeer();
-    const good = `xgw_token=${h.token}; xgw_peer=${peer}`;
+    const good = cookiesFor(h, peer);
     expect(await openSocket(h.port, { cookie: good, origin: 'http://evil.example' })).toEqual({ status: 403 });
     expect(await openSocket(h.port, { cookie: good, origin: `http://127.0.0.1:${h.port + 1}` })).toEqual({ status: 403 });
     expect(await openSocket(h.port, { cookie: good })).toEqual({ status: 403 });
     expect(await openSocket(h.port, { origin: h.origin })).toEqual({ status: 401 });
-    expect(await openSocket(h.port, { cookie: `xgw_token=${'f'.repeat(64)}; xgw_peer=${peer}`, origin: h.origin })).toEqual({ status: 401 });
+    expect(await openSocket(h.port, { cookie: cookiesFor(h, peer, 'f'.repeat(64)), origin: h.origin })).toEqual({ status: 401 });
 
     for (const origin of [h.origin, `http://localhost:${h.port}`]) {
       const opened = await openSocket(h.port, { cookie: good, origin });
@@ -236,14 +243,56 @@ describe('webchat access', () => {
     }
   });
 
-  it('admits an IP-address origin equal to the Host only when configured to listen on every interface', async () => {
-    const h = await startWebchat({ host: '0.0.0.0' });
-    expect(h.channel.status().url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/\?token=/);
-    const cookie = `xgw_token=${h.token}; xgw_peer=${newPeer()}`;
-    const via = (host: string, origin: string) => openSocket(h.port, { cookie, origin, host });
-    expect('client' in (await via(`127.0.0.2:${h.port}`, `http://127.0.0.2:${h.port}`))).toBe(true);
-    expect(await via(`rebound.example:${h.port}`, `http://rebound.example:${h.port}`)).toEqual({ status: 403 });
-    expect(await via(`127.0.0.2:${h.port}`, `http://127.0.0.3:${h.port}`)).toEqual({ status: 403 });
+  it('accepts only loopback hosts in the config', () => {
+    const parse = (host: string) => XgwConfigSchema.safeParse({ channels: [{ id: 'webchat:main', type: 'webchat', host }] });
+    for (const host of ['127.0.0.1', '127.0.0.2', '::1', 'localhost']) expect(parse(host).success, host).toBe(true);
+    for (const host of ['0.0.0.0', '::', '', '192.168.1.2', '10.0.0.1', 'example.com', '127.0.0.1.example.com', '::ffff:127.0.0.1']) {
+      const result = parse(host);
+      expect(result.success, host).toBe(false);
+      expect(result.error?.issues[0]?.message, host).toMatch(/must be a loopback address/);
+    }
+  });
+
+  it('serves a page on another loopback address at that address, and takes its own origin only', async () => {
+    const h = await startWebchat({ host: '127.0.0.2' });
+    expect(h.channel.status().url).toMatch(/^http:\/\/127\.0\.0\.2:\d+\/\?token=/);
+    const origin = `http://127.0.0.2:${h.port}`;
+    const cookie = cookiesFor(h, newPeer());
+    const opened = await new Promise<Opened>((resolve, reject) => {
+      const ws = new WebSocket(`ws://127.0.0.2:${h.port}/ws`, { headers: { Cookie: cookie }, origin });
+      ws.on('unexpected-response', (_request, response) => resolve({ status: response.statusCode ?? 0 }));
+      ws.on('error', reject);
+      ws.on('open', () => {
+        const client = new Client(ws);
+        clients.push(client);
+        resolve({ client });
+      });
+    });
+    expect('client' in opened).toBe(true);
+  });
+
+  it('names its cookies per port, so two web chats in one browser keep both tokens and peers', async () => {
+    const a = await startWebchat();
+    const b = await startWebchat();
+    // A browser's cookie jar for 127.0.0.1 holds the cookies of both pages (cookies ignore ports).
+    const jar = new Map<string, string>();
+    for (const h of [a, b]) {
+      const redirect = await fetch(h.channel.status().url!, { redirect: 'manual' });
+      const [pair] = redirect.headers.get('set-cookie')!.split(';');
+      jar.set(pair!.split('=')[0]!, pair!.split('=')[1]!);
+    }
+    for (const h of [a, b]) {
+      const page = await fetch(h.base + '/', { headers: { Cookie: [...jar].map(([name, value]) => `${name}=${value}`).join('; ') } });
+      expect(page.status).toBe(200);
+      const [pair] = page.headers.get('set-cookie')!.split(';');
+      jar.set(pair!.split('=')[0]!, pair!.split('=')[1]!);
+    }
+    expect(jar.size).toBe(4);
+    const header = [...jar].map(([name, value]) => `${name}=${value}`).join('; ');
+    for (const h of [a, b]) {
+      const opened = await openSocket(h.port, { cookie: header, origin: h.origin });
+      expect('client' in opened).toBe(true);
+    }
   });
 
   it('listens on 127.0.0.1 only', async () => {

@@ -1,7 +1,7 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { chmodSync, linkSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { isIP, type AddressInfo } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { join } from 'node:path';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
@@ -13,8 +13,9 @@ import { UNAUTHORIZED_PAGE, WEBCHAT_PAGE } from './webchat-page.js';
 
 /**
  * The web chat: a small page and a WebSocket on loopback. Access needs the channel's token (kept
- * in `$THECLAW_HOME/xgw/webchat-<instance>.token`); `GET /?token=T` trades it for a cookie. Each
- * browser is one peer, known by the `xgw_peer` cookie the page sets; every chat is a DM whose
+ * in `$THECLAW_HOME/xgw/webchat-<instance>.token`); `GET /?token=T` trades it for the cookie
+ * `xgw_token_<port>`. Each browser is one peer, known by the `xgw_peer_<port>` cookie the page
+ * sets; every chat is a DM whose
  * conversation id is the peer id. What the peer and the agent say is kept in the peer's mailbox
  * (GatewayState), so a reload, or a reply that arrives while the page is closed, shows it later.
  *
@@ -31,10 +32,9 @@ export const MAX_TEXT_BYTES = 64 * 1024;
 // error. JSON escaping can make a frame up to 6x its text.
 const MAX_FRAME_BYTES = 6 * MAX_TEXT_BYTES + 1024;
 const PEER_ID = /^[0-9a-f]{32}$/;
-const WILDCARD_HOSTS = new Set(['0.0.0.0', '::', '']);
 const TOKEN = /^[0-9a-f]{64}$/;
-/** Chromium caps cookie lifetimes at 400 days. */
-const PEER_COOKIE_MAX_AGE_S = 400 * 24 * 60 * 60;
+/** Both cookies live as long as browsers allow (Chromium caps lifetimes at 400 days). */
+const COOKIE_MAX_AGE_S = 400 * 24 * 60 * 60;
 const PING_INTERVAL_MS = 30_000;
 const STOP_GRACE_MS = 1_000;
 /** Client message ids remembered per channel, so a resend after a reconnect is only acked. */
@@ -94,6 +94,16 @@ function readToken(path: string): { token?: string; missing?: true } {
   return { token: text };
 }
 
+/** The host as it goes into a URL (IPv6 in brackets). */
+function urlHost(host: string): string {
+  return host.includes(':') ? `[${host}]` : host;
+}
+
+/** The page's address with its token, as `xgw status` shows it. */
+export function webchatUrl(host: string, port: number, token: string): string {
+  return `http://${urlHost(host)}:${port}/?token=${token}`;
+}
+
 export function createWebchatChannel(config: WebchatChannelConfig, options: WebchatChannelOptions = {}): ChannelAdapter {
   let state: ChannelStatus['state'] = 'stopped';
   let detail: string | undefined;
@@ -107,21 +117,17 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
   const alive = new WeakSet<WebSocket>();
   const recentIds = new Set<string>();
 
-  const wildcard = WILDCARD_HOSTS.has(config.host);
-  const pageHost = (): string => {
-    const host = config.host;
-    if (wildcard || host === 'localhost' || host.startsWith('127.') || host === '::1') return '127.0.0.1';
-    return host.includes(':') ? `[${host}]` : host;
+  const pageHost = urlHost(config.host);
+  // Pages this server can have served: by the configured address, and by `localhost` where that
+  // reaches it. Never by another name, which a foreign site could rebind to this machine.
+  const isAllowedOrigin = (origin: string | undefined): boolean => {
+    const names = config.host === 'localhost' ? ['localhost', '127.0.0.1', '[::1]'] : config.host === '127.0.0.1' || config.host === '::1' ? [pageHost, 'localhost'] : [pageHost];
+    return origin !== undefined && names.some((name) => origin === `http://${name}:${port}`);
   };
-  const isAllowedOrigin = (origin: string | undefined, hostHeader: string | undefined): boolean => {
-    if (origin === undefined) return false;
-    const local = [`http://127.0.0.1:${port}`, `http://localhost:${port}`, `http://[::1]:${port}`, `http://${pageHost()}:${port}`];
-    if (local.includes(origin)) return true;
-    // Bound to every interface (configured so): a page opened by IP address may connect back to
-    // that address. Never by host name, which a foreign site could rebind to this machine.
-    if (!wildcard || origin !== `http://${hostHeader}`) return false;
-    return URL.canParse(origin) && isIP(new URL(origin).hostname.replace(/^\[(.*)\]$/, '$1')) !== 0;
-  };
+  // Cookies are shared by every port of a host: the names carry the port, so two web chats (or
+  // another local service) never overwrite each other's.
+  const tokenCookie = (): string => `xgw_token_${port}`;
+  const peerCookie = (): string => `xgw_peer_${port}`;
   const hasToken = (candidate: string | undefined): boolean => candidate !== undefined && safeEqual(candidate, token);
 
   function handleRequest(req: IncomingMessage, res: ServerResponse): void {
@@ -131,10 +137,10 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
     if (queryToken !== null) {
       if (!hasToken(queryToken)) return unauthorized(res);
       // Trade the token for a cookie and drop it from the URL bar (and from history).
-      res.writeHead(302, { Location: '/', 'Set-Cookie': cookie('xgw_token', token), 'Cache-Control': 'no-store', 'Referrer-Policy': 'no-referrer' });
+      res.writeHead(302, { Location: '/', 'Set-Cookie': cookie(tokenCookie(), token, COOKIE_MAX_AGE_S), 'Cache-Control': 'no-store', 'Referrer-Policy': 'no-referrer' });
       return void res.end();
     }
-    if (!hasToken(cookies.get('xgw_token'))) return unauthorized(res);
+    if (!hasToken(cookies.get(tokenCookie()))) return unauthorized(res);
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.writeHead(405, { Allow: 'GET, HEAD', 'Content-Type': 'text/plain; charset=utf-8' });
       return void res.end('Method not allowed\n');
@@ -156,8 +162,8 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
       'X-Frame-Options': 'DENY',
       'Referrer-Policy': 'no-referrer',
     };
-    if (!PEER_ID.test(cookies.get('xgw_peer') ?? '')) {
-      headers['Set-Cookie'] = cookie('xgw_peer', randomBytes(16).toString('hex'), PEER_COOKIE_MAX_AGE_S);
+    if (!PEER_ID.test(cookies.get(peerCookie()) ?? '')) {
+      headers['Set-Cookie'] = cookie(peerCookie(), randomBytes(16).toString('hex'), COOKIE_MAX_AGE_S);
     }
     res.writeHead(200, headers);
     res.end(WEBCHAT_PAGE);
@@ -169,16 +175,16 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
     const log = context!.logger;
     if (!wss) return refuse(socket, 503, 'The chat is stopping');
     if (url.pathname !== '/ws') return refuse(socket, 404, 'Not found');
-    if (!hasToken(cookies.get('xgw_token'))) {
+    if (!hasToken(cookies.get(tokenCookie()))) {
       log.info(`${config.id}: refused a WebSocket without a valid token`);
       return refuse(socket, 401, 'Unauthorized: open the URL printed by xgw status');
     }
     const origin = req.headers.origin;
-    if (!isAllowedOrigin(origin, req.headers.host)) {
+    if (!isAllowedOrigin(origin)) {
       log.warn(`${config.id}: refused a WebSocket from origin ${JSON.stringify(origin ?? null)}`);
       return refuse(socket, 403, 'Forbidden origin');
     }
-    const peer = cookies.get('xgw_peer');
+    const peer = cookies.get(peerCookie());
     if (peer === undefined || !PEER_ID.test(peer)) return refuse(socket, 400, 'No peer cookie: reload the page');
     wss.handleUpgrade(req, socket, head, (ws) => onConnection(ws, peer));
   }
@@ -297,7 +303,7 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
       }, PING_INTERVAL_MS);
       pinger.unref();
       state = 'running';
-      ctx.logger.info(`${config.id}: listening on http://${pageHost()}:${port}/ (the URL with its token is in: xgw status)`);
+      ctx.logger.info(`${config.id}: listening on http://${pageHost}:${port}/ (the URL with its token is in: xgw status)`);
     },
 
     async send(message: OutboundMessage, options: ChannelSendOptions = {}) {
@@ -318,7 +324,7 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
     },
 
     status() {
-      const url = state === 'running' ? `http://${pageHost()}:${port}/?token=${token}` : undefined;
+      const url = state === 'running' ? webchatUrl(config.host, port, token) : undefined;
       return { id: config.id, type: 'webchat', state, ...(detail ? { detail } : {}), ...(url ? { url } : {}) };
     },
 
