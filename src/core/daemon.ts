@@ -44,7 +44,8 @@ export interface RunningDaemon {
 
 /**
  * Runs a daemon in this process until `stop` or SIGTERM/SIGINT. `setup` starts the daemon's work
- * once the lock is held; a failure there releases the lock and is thrown to the caller.
+ * once the lock is held; a failure there or in opening the socket stops that work, releases the
+ * lock and is thrown to the caller.
  */
 export async function runDaemon(home: string, name: DaemonName, setup: () => Promise<RunningDaemon>): Promise<void> {
   mkdirSync(runDir(home), { recursive: true, mode: 0o700 });
@@ -66,9 +67,11 @@ export async function runDaemon(home: string, name: DaemonName, setup: () => Pro
     lock.release();
     resolveStopped();
   };
+  let started: RunningDaemon | undefined;
   try {
-    daemon = await setup();
-    server = await listenSocket(socketPath(home, name), (message) => {
+    const path = socketPath(home, name); // refused before any work starts
+    daemon = started = await setup();
+    server = await listenSocket(path, (message) => {
       const op = (message as { op?: unknown } | null)?.op;
       if (op === 'ping') return { pid: process.pid };
       if (op === 'stop') {
@@ -78,6 +81,8 @@ export async function runDaemon(home: string, name: DaemonName, setup: () => Pro
       return daemon.handle(message);
     });
   } catch (error) {
+    // The work setup started (timers, connections) would keep this process alive for nothing.
+    await started?.shutdown();
     lock.release();
     throw error;
   }

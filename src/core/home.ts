@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
+import { lstatSync, mkdirSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { ClawError, errnoCode } from './errors.js';
 
 /**
  * The data root every tool shares: `$THECLAW_HOME`, default `~/.theclaw`. Resolved to an
@@ -34,10 +35,32 @@ export function logsDir(home: string): string {
 // process of the same home still finds it.
 const MAX_SOCKET_PATH = 100;
 
-/** The Unix socket of a daemon (`notifier`, `xgw`) of this home. */
+/**
+ * The Unix socket of a daemon (`notifier`, `xgw`) of this home. The temp directory is shared with
+ * other users, who could create the short directory first and listen in the daemon's place: it
+ * is created private, and used only if it is a real directory of this user that nobody else
+ * may enter (else a `conflict`).
+ */
 export function socketPath(home: string, name: string): string {
   const preferred = join(runDir(home), `${name}.sock`);
   if (Buffer.byteLength(preferred) <= MAX_SOCKET_PATH) return preferred;
   const digest = createHash('sha256').update(home).digest('hex').slice(0, 16);
-  return join(tmpdir(), `theclaw-${digest}`, `${name}.sock`);
+  const dir = join(tmpdir(), `theclaw-${digest}`);
+  ensurePrivateDir(dir, home);
+  return join(dir, `${name}.sock`);
+}
+
+function ensurePrivateDir(dir: string, home: string): void {
+  try {
+    mkdirSync(dir, { mode: 0o700 });
+  } catch (error) {
+    if (errnoCode(error) !== 'EEXIST') throw error;
+  }
+  const stat = lstatSync(dir);
+  const uid = process.getuid?.();
+  if (!stat.isDirectory() || (uid !== undefined && stat.uid !== uid) || (stat.mode & 0o077) !== 0) {
+    throw new ClawError('conflict', `${dir} is not a private directory of this user, and the sockets of ${home} would live there because its path is too long for a socket`, {
+      suggestion: `set a shorter THECLAW_HOME (at most ${MAX_SOCKET_PATH - 20} bytes), or remove ${dir} if it is yours`,
+    });
+  }
 }

@@ -62,13 +62,24 @@ function withTimers<T>(home: string, fn: (store: TimerStore) => T): T {
 
 export async function addTimer(home: string, id: string, schedule: Schedule, command: string): Promise<TimerJson> {
   const timer = withTimers(home, (store) => timerToJson(store.add(id, schedule, command)));
-  await notify(socketPath(home, 'notifier'), { op: 'timers' } satisfies NotifierRequest);
+  await pokeTimers(home);
   return timer;
 }
 
 export async function removeTimer(home: string, id: string): Promise<void> {
   withTimers(home, (store) => store.remove(id));
-  await notify(socketPath(home, 'notifier'), { op: 'timers' } satisfies NotifierRequest);
+  await pokeTimers(home);
+}
+
+/** Tells a running daemon to re-read the timers; the change is stored already, so this never fails. */
+async function pokeTimers(home: string): Promise<void> {
+  let path: string;
+  try {
+    path = socketPath(home, 'notifier');
+  } catch {
+    return; // no safe socket directory: no daemon listens there
+  }
+  await notify(path, { op: 'timers' } satisfies NotifierRequest);
 }
 
 export function listTimers(home: string): TimerJson[] {

@@ -4,6 +4,7 @@ import { existsSync, readFileSync, statSync, writeFileSync, mkdirSync, rmSync } 
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { joinCommand } from '../core/command.js';
+import { cliPath } from '../core/package.js';
 import { isAlive } from '../core/process.js';
 import { createTestHome, fixture, run, runTool, waitFor, type TestHome } from '../testing/index.js';
 import { openThread } from '../thread/thread.js';
@@ -294,6 +295,23 @@ describe('notifier dispatch', () => {
     await check();
     await startNotifier();
     await check();
+  });
+
+  it('exits with the error when its socket cannot be opened, instead of running on without one', async () => {
+    mkdirSync(join(t.home, 'run', 'notifier.sock', 'in the way'), { recursive: true });
+    const child = spawn(process.execPath, [cliPath('notifier'), 'start', '--foreground'], { env: t.env, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    const code = await new Promise<number | null>((resolve) => {
+      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      child.on('close', (exitCode) => {
+        clearTimeout(timer);
+        resolve(exitCode);
+      });
+    });
+    expect(code, 'exited by itself').toBe(1);
+    expect(stderr).toMatch(/^Error: .*notifier\.sock/);
+    expect((await status()).running).toBe(false);
   });
 
   it('keeps the control socket private to its owner', async () => {

@@ -13,5 +13,11 @@ export interface PokeMessage {
  */
 export function pokeNotifier(home: string, threadPath: string): Promise<void> {
   const message: PokeMessage = { op: 'poke', thread: threadPath };
-  return notify(socketPath(home, 'notifier'), message);
+  let path: string;
+  try {
+    path = socketPath(home, 'notifier');
+  } catch {
+    return Promise.resolve(); // no safe socket directory: notifier cannot listen there either
+  }
+  return notify(path, message);
 }
