@@ -5,6 +5,7 @@ import { ClawError, isClawError } from '../core/errors.js';
 import { socketPath } from '../core/home.js';
 import { subscribe } from '../core/ipc.js';
 import type { InboundOutcome, MailboxEntry, XgwRequest } from './protocol.js';
+import { requireAgentId } from './route.js';
 
 export interface TerminalChatOptions {
   home: string;
@@ -31,6 +32,7 @@ const FRAMES = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '
  */
 export async function runTerminalChat(options: TerminalChatOptions): Promise<void> {
   const channel = options.channel ?? 'terminal:local';
+  if (options.agent !== undefined) requireAgentId(options.agent);
   const output = options.output ?? process.stdout;
   const status = options.status ?? process.stderr;
   const spinner = createSpinner(status);

@@ -4,6 +4,7 @@ import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { parseMessageContent } from '../core/message.js';
+import { askDaemon } from '../core/daemon.js';
 import { cliPath } from '../core/package.js';
 import { createTestHome, runTool, waitFor, type TestHome } from '../testing/index.js';
 import { initThread, openThread } from '../thread/thread.js';
@@ -141,6 +142,20 @@ routes:
     } finally {
       chat.kill();
     }
+  });
+
+  it('refuses an agent that is not an agent id, in xgw chat and on the socket, and pushes nowhere', async () => {
+    initThread(join(t.home, 'outside', 'inbox'), { home: t.home }).close();
+    expect((await xgw(['start'])).code).toBe(0);
+    const chat = await xgw(['chat', '--agent', '../outside'], 'hello\n');
+    expect(chat.code).toBe(2);
+    expect(chat.stderr).toMatch(/^Error: "\.\.\/outside" is not an agent id - /);
+    const request = { op: 'chat_message', channel: 'terminal:local', agent: '../outside', message_id: 'm1', text: 'hello' };
+    await expect(askDaemon(t.home, 'xgw', request)).rejects.toMatchObject({ kind: 'usage' });
+    const outside = openThread(join(t.home, 'outside', 'inbox'), { home: t.home });
+    expect(outside.peek()).toEqual([]);
+    outside.close();
+    expect(inbox()).toEqual([]);
   });
 
   it('shows a reply that arrived while no terminal was attached at the next attach', async () => {

@@ -130,6 +130,36 @@ describe('inbound', () => {
     expect(inbox()).toEqual([]);
   });
 
+  it('tells apart messages whose conversation and message ids only differ in where a colon is', async () => {
+    const gateway = gatewayWith(openChat);
+    const first = await gateway.receive({ ...message('1', 'c'), conversationId: 'a:b' });
+    const second = await gateway.receive({ ...message('1', 'b:c'), conversationId: 'a' });
+    expect([first, second]).toMatchObject([{ kind: 'accepted', duplicate: false }, { kind: 'accepted', duplicate: false }]);
+    expect(inbox()).toHaveLength(2);
+  });
+
+  it('never gives a pairing code in a group, so strangers there neither see one nor use up the slots', async () => {
+    const gateway = gatewayWith({ channels: [{ id: 'telegram:main', type: 'telegram' }], routes: [{ agent: 'admin' }] });
+    for (const peer of ['1', '2', '3', '4']) {
+      expect(await gateway.receive({ ...message(peer, `g${peer}`), conversationType: 'group', conversationId: '-100' })).toMatchObject({ kind: 'denied' });
+    }
+    expect(state.pendingPairings()).toEqual([]);
+    expect(await gateway.receive(message('5', 'd'))).toMatchObject({ kind: 'pairing' });
+    expect(inbox()).toEqual([]);
+  });
+
+  it('refuses an explicit agent that is not an agent id, before any path is built', async () => {
+    initThread(join(t.home, 'outside', 'inbox'), { home: t.home }).close();
+    const gateway = gatewayWith(openChat);
+    for (const agent of ['../outside', '..', 'a/b', 'Admin', '']) {
+      await expect(gateway.receive(message('1', `x-${agent}`), agent)).rejects.toMatchObject({ kind: 'usage', message: expect.stringContaining('is not an agent id') });
+    }
+    const outside = openThread(join(t.home, 'outside', 'inbox'), { home: t.home });
+    expect(outside.peek()).toEqual([]);
+    outside.close();
+    expect(inbox()).toEqual([]);
+  });
+
   it('keeps hostile peer ids inside their address segment and out of every path', async () => {
     const gateway = gatewayWith(openChat);
     const hostile = ['../x', 'a:b', '../../etc/passwd', 'a/b', 'x\u0000y', '\u0001:\u0002', '%2e%2e', ':', 'x'.repeat(300)];

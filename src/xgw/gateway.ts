@@ -5,8 +5,8 @@ import { ClawError, usageError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import { formatMessageContent } from '../core/message.js';
 import { openThread } from '../thread/thread.js';
-import { findRoute } from './route.js';
-import type { DeliveryProgress, DeliveryRef, GatewayState } from './state.js';
+import { findRoute, requireAgentId } from './route.js';
+import { MAX_PENDING_PAIRINGS, type DeliveryProgress, type DeliveryRef, type GatewayState } from './state.js';
 import type { ChannelAdapter, ChannelConfig, ChannelContext, InboundMessage, InboundOutcome, XgwConfig } from './types.js';
 
 export interface SendRequest {
@@ -71,9 +71,11 @@ export class Gateway {
   /**
    * Admits, routes and stores one inbound message. The push uses the platform's message id as
    * idempotency key, so a message the platform delivers twice reaches the agent once.
+   * `explicitAgent` (a terminal chat's `--agent`) picks the agent instead of the routes.
    */
   async receive(message: InboundMessage, explicitAgent?: string): Promise<InboundOutcome> {
     const { logger, state, home } = this.options;
+    if (explicitAgent !== undefined) requireAgentId(explicitAgent);
     const channel = this.channelConfig(message.channelId);
     const admitted =
       channel.access === 'open' || channel.allow.includes(message.peerId) || state.isAdmitted(channel.id, message.peerId);
@@ -82,9 +84,14 @@ export class Gateway {
         logger.info(`${channel.id}: ignored a message from ${JSON.stringify(message.peerId)}, who is not on the allowlist`);
         return { kind: 'denied', reason: 'not on the allowlist' };
       }
+      if (message.conversationType !== 'dm') {
+        // A code posted in a group is public, and strangers there would use up the pending slots.
+        logger.info(`${channel.id}: ignored a message from ${JSON.stringify(message.peerId)} in ${message.conversationType} ${JSON.stringify(message.conversationId)}: unknown peers pair in a direct chat`);
+        return { kind: 'denied', reason: 'unknown peers pair in a direct chat' };
+      }
       const request = state.requestPairing(channel.id, message.peerId, message.peerName);
       if (!request) {
-        logger.warn(`${channel.id}: ${JSON.stringify(message.peerId)} asked to pair, but 3 codes are pending already`);
+        logger.warn(`${channel.id}: ${JSON.stringify(message.peerId)} asked to pair, but ${MAX_PENDING_PAIRINGS} codes are pending already`);
         return { kind: 'denied', reason: 'too many pending pairing requests' };
       }
       logger.info(`${channel.id}: pairing code ${request.code} for ${JSON.stringify(message.peerId)} (approve with: xgw pair approve ${request.code})`);
@@ -123,7 +130,8 @@ export class Gateway {
     });
     const thread = openThread(inbox, { home });
     try {
-      const key = `${channel.id}:${message.conversationId}:${message.messageId}`;
+      // The channel id has exactly one ':' (see its schema); the other segments are encoded.
+      const key = `${channel.id}:${encodeSegment(message.conversationId)}:${encodeSegment(message.messageId)}`;
       const { id: eventId, duplicate } = thread.pushOnce({ source, type: 'message', content, idempotency_key: key });
       logger.info(`${channel.id}: ${duplicate ? 'duplicate of' : 'pushed'} event ${eventId} from ${JSON.stringify(message.peerId)} to ${agent}`);
       return { kind: 'accepted', agent, eventId, duplicate };

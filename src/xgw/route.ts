@@ -1,4 +1,14 @@
+import { usageError } from '../core/errors.js';
+import { isValidId } from '../core/slug.js';
 import type { Route } from './types.js';
+
+/** Throws a usage error unless `agent` is an agent id: it becomes a directory name. */
+export function requireAgentId(agent: string): string {
+  if (!isValidId(agent)) {
+    throw usageError(`${JSON.stringify(agent)} is not an agent id`, 'agent ids are lower-case letters, digits, _ and - (e.g. admin); see them with: agent list');
+  }
+  return agent;
+}
 
 /**
  * The route for a message: among the routes whose channel and peer match (exactly or by `*`),

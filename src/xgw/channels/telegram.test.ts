@@ -165,6 +165,22 @@ describe('telegram channel: inbound', () => {
     expect(parseMessageContent(inbox(h)[1]!.content).text).toBe('thanks');
   });
 
+  it('gives an unknown peer in a group no pairing code and nothing to the agent', async () => {
+    const h = await setup();
+    const text = '@theclaw_test_bot let me in';
+    for (const from of [301, 302, 303, 304]) {
+      const update = h.fake.queueUpdate(textUpdate({ from, chat: -100700, text, entities: [{ type: 'mention', offset: 0, length: 17 }] }));
+      await waitFor(() => h.fake.consumed(update.update_id), 'the group message handled');
+    }
+    expect(h.fake.sent).toEqual([]);
+    expect(h.state.pendingPairings()).toEqual([]);
+    expect(inbox(h)).toEqual([]);
+    // The slots are still free for a direct chat.
+    h.fake.queueUpdate(textUpdate({ from: 301, text: 'hi' }));
+    const notice = await waitFor(() => h.fake.sent.find((sent) => sent.chat_id === 301), 'the pairing notice in the DM');
+    expect(notice.text).toMatch(/code: [A-Z0-9]{8}/);
+  });
+
   it('takes every group message when the config does not require a mention', async () => {
     const h = await setup({ groups: { require_mention: false } });
     h.fake.queueUpdate(textUpdate({ from: 111, chat: -100600, chatType: 'group', text: 'no mention here' }));
