@@ -5,18 +5,24 @@ import { splitText } from './split.js';
 /**
  * True when the chunks, joined with at most one dropped newline or space at each cut (between
  * neighbours, or after the last chunk when a separator followed a full window), are exactly `text`.
+ * Whether a cut dropped a separator is ambiguous where chunks are separators themselves ("aa   a"
+ * at limit 2 gives "aa", " ", "a"), so both readings are tried (memoised per chunk and offset).
  */
 function reassembles(text: string, chunks: string[]): boolean {
-  let at = 0;
-  for (const [index, chunk] of chunks.entries()) {
-    if (index > 0 && !text.startsWith(chunk, at)) {
-      if (text[at] !== '\n' && text[at] !== ' ') return false;
-      at += 1;
-    }
-    if (!text.startsWith(chunk, at)) return false;
-    at += chunk.length;
-  }
-  return at === text.length || (at === text.length - 1 && chunks.length > 0 && (text[at] === '\n' || text[at] === ' '));
+  const isSeparator = (at: number) => text[at] === '\n' || text[at] === ' ';
+  const failed = new Set<string>();
+  const from = (index: number, at: number): boolean => {
+    if (index === chunks.length) return at === text.length || (at === text.length - 1 && chunks.length > 0 && isSeparator(at));
+    const key = `${index}:${at}`;
+    if (failed.has(key)) return false;
+    const chunk = chunks[index]!;
+    const ok =
+      (text.startsWith(chunk, at) && from(index + 1, at + chunk.length)) ||
+      (index > 0 && isSeparator(at) && text.startsWith(chunk, at + 1) && from(index + 1, at + 1 + chunk.length));
+    if (!ok) failed.add(key);
+    return ok;
+  };
+  return from(0, 0);
 }
 
 // Texts rich in what the splitter decides on: separators, astral characters (surrogate pairs).
@@ -58,6 +64,12 @@ describe('splitText', () => {
       }),
       { numRuns: 500 },
     );
+  });
+
+  it('reassembles a text whose chunks are separators themselves', () => {
+    const chunks = splitText('aa   a', 2);
+    expect(chunks).toEqual(['aa', ' ', 'a']);
+    expect(reassembles('aa   a', chunks)).toBe(true);
   });
 
   it('returns a short text whole and an empty one as no chunks', () => {
