@@ -146,3 +146,18 @@ describe('RotatingFile', () => {
     }
   });
 });
+
+describe('RotatingFile.rotateIfFull', () => {
+  it('rotates a file that others filled past the limit, and leaves a smaller one alone', () => {
+    const path = join(dir, 'events.jsonl');
+    const file = new RotatingFile(path, { maxLines: 3, now: fixedClock('2026-11-22T10:15:00.000Z') });
+    expect(file.rotateIfFull()).toBe(false); // no file yet
+    writeFileSync(path, 'a\nb\n');
+    expect(file.rotateIfFull()).toBe(false);
+    expect(files()).toEqual(['events.jsonl']);
+    writeFileSync(path, 'a\nb\nc\n');
+    expect(file.rotateIfFull()).toBe(true);
+    expect(files()).toEqual(['events-20261122-101500.jsonl']);
+    expect(linesOf('events-20261122-101500.jsonl')).toEqual(['a', 'b', 'c']);
+  });
+});

@@ -44,6 +44,22 @@ export class RotatingFile {
     this.lines += lineCount;
   }
 
+  /**
+   * Rotates the file now if it holds `maxLines` lines or more; returns whether it did. For a file
+   * that others write into without counting (a child's output through an inherited fd): call it
+   * before opening the file for them.
+   */
+  rotateIfFull(): boolean {
+    const lines = countLines(this.path);
+    if (lines < this.maxLines) {
+      this.lines = lines;
+      return false;
+    }
+    this.rotate();
+    this.lines = 0;
+    return true;
+  }
+
   private rotate(): void {
     const ext = extname(this.path);
     const stem = join(dirname(this.path), basename(this.path, ext));

@@ -6,9 +6,13 @@ import { runDir } from '../core/home.js';
 import { createLogger } from '../core/logger.js';
 import { loadConfig } from './config.js';
 import { Dispatcher } from './dispatcher.js';
+import { removeStaleOutput } from './run.js';
 import { TimerScheduler } from './scheduler.js';
 import { TimerStore, timerToJson } from './timers.js';
 import type { NotifierRequest, NotifierStatus } from './types.js';
+
+/** Output files of runs are removed when the run ends; older ones were left by a killed daemon. */
+const STALE_OUTPUT_MS = 24 * 3600 * 1000;
 
 /**
  * Runs the notifier in this process until `stop` or SIGTERM. One daemon per home (the pid file
@@ -20,6 +24,8 @@ export async function runNotifier(home: string): Promise<void> {
     const logger = createLogger(daemonLogFile(home, 'notifier'));
     const outputDir = join(runDir(home), 'notifier-output');
     mkdirSync(outputDir, { recursive: true, mode: 0o700 });
+    const stale = removeStaleOutput(outputDir, STALE_OUTPUT_MS);
+    if (stale > 0) logger.info(`removed ${stale} output files older than a day from ${outputDir}`);
     const startedAt = new Date();
     const store = new TimerStore(home);
     const dispatcher = new Dispatcher({ home, config, logger, outputDir });

@@ -57,6 +57,13 @@ export class Dispatcher {
   sweep(): void {
     this.registered = new Set(listThreads(this.options.home));
     for (const path of this.threads.keys()) if (!this.registered.has(path)) this.closeThread(path);
+    // Forget the consumers of threads that left the registry (unsubscribed, deleted); a handler
+    // still running keeps its slot until it ends.
+    for (const [key, slot] of this.slots) {
+      if (this.registered.has(slot.thread) || slot.running) continue;
+      if (slot.retryTimer) clearTimeout(slot.retryTimer);
+      this.slots.delete(key);
+    }
     for (const path of this.registered) this.schedule(path);
   }
 

@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3';
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync, statSync, writeFileSync, mkdirSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, writeFileSync, mkdirSync, rmSync, utimesSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { joinCommand } from '../core/command.js';
@@ -312,6 +312,20 @@ describe('notifier dispatch', () => {
     expect(code, 'exited by itself').toBe(1);
     expect(stderr).toMatch(/^Error: .*notifier\.sock/);
     expect((await status()).running).toBe(false);
+  });
+
+  it('removes run output files older than a day when it starts', async () => {
+    const outputDir = join(t.home, 'run', 'notifier-output');
+    mkdirSync(outputDir, { recursive: true });
+    const old = join(outputDir, 'handler.1.1.abc.out');
+    const fresh = join(outputDir, 'handler.2.2.def.out');
+    writeFileSync(old, 'left by a killed daemon');
+    writeFileSync(fresh, 'a run that may still go on');
+    const twoDaysAgo = new Date(Date.now() - 2 * 24 * 3600 * 1000);
+    utimesSync(old, twoDaysAgo, twoDaysAgo);
+    await startNotifier();
+    expect(existsSync(old)).toBe(false);
+    expect(existsSync(fresh)).toBe(true);
   });
 
   it('keeps the control socket private to its owner', async () => {

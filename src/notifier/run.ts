@@ -1,5 +1,5 @@
 import type { ChildProcess } from 'node:child_process';
-import { closeSync, fstatSync, mkdirSync, openSync, readSync, unlinkSync } from 'node:fs';
+import { closeSync, fstatSync, mkdirSync, openSync, readdirSync, readSync, statSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { errnoCode } from '../core/errors.js';
 import { killGroup } from '../core/process.js';
@@ -72,6 +72,26 @@ export class OutputFile {
     const read = readSync(this.fd, buffer, 0, length, position);
     return buffer.subarray(0, read).toString('utf8');
   }
+}
+
+/**
+ * Removes output files older than `maxAgeMs` from `dir`: left by a daemon that was killed while
+ * its runs went on. Returns how many went.
+ */
+export function removeStaleOutput(dir: string, maxAgeMs: number, now = Date.now()): number {
+  let removed = 0;
+  for (const name of readdirSync(dir)) {
+    if (!name.endsWith('.out')) continue;
+    try {
+      if (now - statSync(join(dir, name)).mtimeMs > maxAgeMs) {
+        unlinkSync(join(dir, name));
+        removed++;
+      }
+    } catch {
+      // removed meanwhile
+    }
+  }
+  return removed;
 }
 
 const KILL_GRACE_MS = 3_000;

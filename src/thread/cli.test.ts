@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { joinCommand } from '../core/command.js';
@@ -462,6 +462,18 @@ describe('thread dispatch', () => {
     const result = JSON.parse(await ok(['dispatch', '--thread', dir, '--json'])) as { started: { consumer: string; pid: number }[] };
     expect(result.started).toEqual([{ consumer: 'worker', pid: expect.any(Number) }]);
     await waitFor(() => consumerOf('worker')?.progress === 1 && consumerOf('worker')?.lease === null, 'the handler to finish');
+  });
+
+  it('rotates a full handlers.log before handing it to the handlers', async () => {
+    const logs = join(dir, 'logs');
+    writeFileSync(join(logs, 'handlers.log'), 'old output\n'.repeat(10_000));
+    await ok(['subscribe', '--thread', dir, '--consumer', 'worker', '--handler', joinCommand(['bash', '-c', 'echo fresh output'])]);
+    await pushContent(dir, 'a');
+    await ok(['dispatch', '--thread', dir]);
+    const rotated = readdirSync(logs).filter((name) => /^handlers-\d{8}-\d{6}(-\d+)?\.log$/.test(name));
+    expect(rotated).toHaveLength(1);
+    expect(readFileSync(join(logs, rotated[0]!), 'utf8').split('\n')).toHaveLength(10_001);
+    await waitFor(() => readFileSync(join(logs, 'handlers.log'), 'utf8') === 'fresh output\n', 'the handler output in the new log');
   });
 
   it('a handler that cannot be started exits 1 with the error and leaves no lease behind', async () => {

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { printJson, printLines } from '../core/cli.js';
 import { ClawError, usageError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
+import { RotatingFile } from '../core/rotating-file.js';
 import { startHandler } from './dispatch.js';
 import { initThread, openThread, type Thread } from './thread.js';
 import type { ConsumerInfo, PushInput } from './types.js';
@@ -111,8 +112,11 @@ export function dispatch(options: ThreadFlag): void {
   const home = resolveHome();
   const failed: string[] = [];
   const started = withThread(options.thread, (thread) => {
-    // The handlers outlive this command; their output goes to the thread's own log directory.
-    const out = openSync(join(thread.path, 'logs', 'handlers.log'), 'a');
+    // The handlers outlive this command; their output goes to the thread's own log directory,
+    // rotated like every log (the handlers write into it through their fd, uncounted).
+    const log = new RotatingFile(join(thread.path, 'logs', 'handlers.log'));
+    log.rotateIfFull();
+    const out = openSync(log.path, 'a');
     return thread.subscriptions().flatMap((subscription) => {
       const result = startHandler(thread, subscription, { home, stdio: ['ignore', out, out] });
       if (result.started) {

@@ -9,6 +9,7 @@ import { packageRoot } from '../core/package.js';
 import { socketPath } from '../core/home.js';
 import { listenSocket } from '../core/ipc.js';
 import { createTestHome, expectClawError, waitFor, type TestHome } from '../testing/index.js';
+import { listThreads } from './registry.js';
 import { initThread, openThread, type Thread } from './thread.js';
 import { MAX_CONTENT_BYTES, type PushInput } from './types.js';
 
@@ -408,6 +409,18 @@ describe('subscribe and unsubscribe', () => {
     thread.unsubscribe('worker');
     thread.subscribe({ consumer: 'worker', handler: 'fixed', filter: "type = 'message'" });
     expect(thread.consumer('worker')).toMatchObject(clean);
+  });
+
+  it('the last unsubscribe takes the thread out of the notifier registry, and a new subscribe puts it back', () => {
+    const thread = newThread();
+    thread.subscribe({ consumer: 'one', handler: 'h' });
+    thread.subscribe({ consumer: 'two', handler: 'h' });
+    thread.unsubscribe('one');
+    expect(listThreads(t.home)).toEqual([thread.path]);
+    thread.unsubscribe('two');
+    expect(listThreads(t.home)).toEqual([]);
+    thread.subscribe({ consumer: 'one', handler: 'h' });
+    expect(listThreads(t.home)).toEqual([thread.path]);
   });
 
   it('unsubscribe of an unknown consumer is not_found', () => {

@@ -12,7 +12,7 @@ import { RotatingFile } from '../core/rotating-file.js';
 import { dbPath, openDatabase } from './db.js';
 import { compileFilter, parseFilter, type CompiledFilter } from './filter.js';
 import { pokeNotifier } from './poke.js';
-import { registerThread } from './registry.js';
+import { registerThread, unregisterThread } from './registry.js';
 import {
   PushInputSchema,
   type ConsumerInfo,
@@ -207,11 +207,23 @@ export class Thread {
     this.schedulePoke(); // events may already be waiting
   }
 
-  /** Ends a subscription; progress stays, so a later subscribe resumes where it stopped. */
+  /**
+   * Ends a subscription; progress stays, so a later subscribe resumes where it stopped. The last
+   * one to go takes the thread out of notifier's registry, so the sweep stops looking at it.
+   */
   unsubscribe(consumer: string): void {
     checkConsumer(consumer);
-    const changed = this.sql('UPDATE consumers SET subscribed = 0, updated_at = ? WHERE consumer = ?')
-      .run(new Date().toISOString(), consumer).changes;
+    const changed = this.db
+      .transaction(() => {
+        const changes = this.sql('UPDATE consumers SET subscribed = 0, updated_at = ? WHERE consumer = ?').run(new Date().toISOString(), consumer).changes;
+        // Inside the write transaction: a subscribe in another process commits after this one
+        // and registers the thread again, so a subscription is never left unregistered.
+        if (changes > 0 && this.sql('SELECT 1 FROM consumers WHERE subscribed = 1 LIMIT 1').get() === undefined) {
+          unregisterThread(this.home, this.path);
+        }
+        return changes;
+      })
+      .immediate();
     if (changed === 0) {
       throw new ClawError('not_found', `${consumer} is not a consumer of ${this.path}`, {
         suggestion: `see the consumers with: thread info --thread ${JSON.stringify(this.path)}`,
