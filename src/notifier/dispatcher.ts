@@ -9,6 +9,8 @@ import type { ConsumerInfo } from '../thread/types.js';
 import type { NotifierConfig } from './config.js';
 import { describeOutcome, formatRun, OutputFile, succeeded, superviseChild, type RunOutcome } from './run.js';
 
+const REGISTRY_REREAD_MS = 1_000;
+
 export interface DispatcherOptions {
   home: string;
   config: NotifierConfig;
@@ -43,19 +45,31 @@ export class Dispatcher {
   private readonly slots = new Map<string, Slot>();
   private readonly dirty = new Set<string>();
   private registered = new Set<string>();
+  private registryReadAt = 0;
+  private rereadTimer: NodeJS.Timeout | null = null;
+  private readonly unknownPoked = new Set<string>();
   private flushScheduled = false;
   private stopped = false;
 
   constructor(private readonly options: DispatcherOptions) {}
 
   poke(threadPath: string): void {
-    // A poke for a thread that subscribed since the last sweep: the registry tells.
-    if (!this.registered.has(threadPath)) this.registered = new Set(listThreads(this.options.home));
-    if (this.registered.has(threadPath)) this.schedule(threadPath);
+    if (this.registered.has(threadPath)) return this.schedule(threadPath);
+    // A thread that subscribed since the registry was read, or (more often) one nobody
+    // subscribed to, pushed to again and again: the registry directory is read again at most
+    // once a second, and the threads poked meanwhile are looked at then.
+    this.unknownPoked.add(threadPath);
+    if (this.rereadTimer) return;
+    this.rereadTimer = setTimeout(() => {
+      this.rereadTimer = null;
+      this.readRegistry();
+      for (const path of this.unknownPoked) if (this.registered.has(path)) this.schedule(path);
+      this.unknownPoked.clear();
+    }, Math.max(0, this.registryReadAt + REGISTRY_REREAD_MS - Date.now()));
   }
 
   sweep(): void {
-    this.registered = new Set(listThreads(this.options.home));
+    this.readRegistry();
     for (const path of this.threads.keys()) if (!this.registered.has(path)) this.closeThread(path);
     // Forget the consumers of threads that left the registry (unsubscribed, deleted); a handler
     // still running keeps its slot until it ends.
@@ -67,6 +81,11 @@ export class Dispatcher {
     for (const path of this.registered) this.schedule(path);
   }
 
+  private readRegistry(): void {
+    this.registered = new Set(listThreads(this.options.home));
+    this.registryReadAt = Date.now();
+  }
+
   /** Every registered subscription with what this daemon knows of it. */
   status(): SubscriptionStatus[] {
     return [...this.registered].sort().flatMap((path) => subscriptionStatus(path, () => this.open(path)?.subscriptions() ?? []));
@@ -75,6 +94,7 @@ export class Dispatcher {
   /** Stops starting handlers. Running ones finish their batch; their leases protect them. */
   stop(): void {
     this.stopped = true;
+    if (this.rereadTimer) clearTimeout(this.rereadTimer);
     for (const slot of this.slots.values()) if (slot.retryTimer) clearTimeout(slot.retryTimer);
     for (const path of [...this.threads.keys()]) this.closeThread(path);
   }
