@@ -62,7 +62,8 @@ export async function run(id: string, options: Json): Promise<void> {
 
 export async function deliver(options: Json & { thread: string; consumer: string }): Promise<void> {
   const summary = await deliverReplies(options);
-  if (options.json) printJson(summary);
-  // Exit 1 leaves the failed reply unacknowledged for notifier's next, backed-off try.
+  // Exit 1 leaves the failed reply unacknowledged for notifier's next, backed-off try; under
+  // --json the error object is then stdout's only document.
   if (summary.failed) throw new ClawError('io', 'a reply could not be delivered yet', { suggestion: 'notifier retries it; see the agent log' });
+  if (options.json) printJson(summary);
 }

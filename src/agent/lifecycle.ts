@@ -39,7 +39,7 @@ export function initAgent(home: string, id: string, options: InitOptions = {}): 
     throw new ClawError('conflict', `agent ${id} exists already (${dir.root})`, { suggestion: `use it, or remove it first with: rm -rf ${dir.root}` });
   }
   const kind = options.kind ?? (isSystemAgentId(id) ? 'system' : 'user');
-  for (const path of [dir.sessions, dir.memory, join(dir.threads, 'peers'), join(dir.threads, 'channels'), dir.skills, dir.workdir, dir.logs]) {
+  for (const path of [dir.sessions, dir.memory, join(dir.threads, 'peers'), join(dir.threads, 'channels'), join(dir.threads, 'main'), dir.skills, dir.workdir, dir.logs]) {
     mkdirSync(path, { recursive: true });
   }
   const texts = isSystemAgentId(id) ? SYSTEM_AGENTS[id] : { identity: defaultIdentity(id), usage: defaultUsage(id) };

@@ -25,10 +25,13 @@ export function routeMessage(dir: AgentDir, mode: RoutingMode, source: string): 
   }
   if (address.kind === 'internal') {
     const asked = threadById(dir, address.conversationId);
-    if (asked && existsSync(asked.path)) return asked;
+    if (asked && existsSync(join(asked.path, 'events.db'))) return asked; // a thread, not just a directory (threads/main/ is made by init)
   }
+  // '.' joins the parts, so it is escaped in all but the peer id: two senders never share a key.
   const [channel, peer] =
-    address.kind === 'external' ? [`${address.channelType}.${address.instance}`, address.peerId] : ['internal', address.agentId];
+    address.kind === 'external'
+      ? [`${dotless(address.channelType)}.${dotless(address.instance)}`, address.peerId]
+      : ['internal', dotless(address.agentId)];
   const peerKey = slug(`${channel}.${peer}`);
   switch (mode) {
     case 'per-peer':
@@ -49,4 +52,8 @@ export function threadById(dir: AgentDir, threadId: string): ThreadRoute | null 
   if (!match || slug(match[2]!) !== match[2]) return null;
   const [, kind, leaf] = match as unknown as [string, 'peer' | 'channel', string];
   return { threadId, path: join(dir.threads, kind === 'peer' ? 'peers' : 'channels', leaf), peerKey: kind === 'peer' ? leaf : null };
+}
+
+function dotless(part: string): string {
+  return part.replaceAll('%', '%25').replaceAll('.', '%2E');
 }

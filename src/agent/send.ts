@@ -42,7 +42,7 @@ export function sendToAgent(home: string, id: string, options: SendOptions): num
     address.kind === 'external'
       ? { kind: 'external', channel_id: `${address.channelType}:${address.instance}`, conversation_type: address.conversationType, conversation_id: address.conversationId, peer_id: address.peerId }
       : { kind: 'internal', conversation_type: address.conversationType, conversation_id: address.conversationId, agent_id: address.agentId };
-  const inbox = openThread(dir.inbox);
+  const inbox = openThread(dir.inbox, { home });
   try {
     return inbox.push({ source, type: 'message', content: formatMessageContent({ text: options.text, attachments: [], reply_context }), idempotency_key: options.idempotencyKey });
   } finally {
@@ -60,16 +60,21 @@ export async function chatWithAgent(home: string, id: string, options: { input?:
   let seen = -1;
   const showToolCalls = setInterval(() => {
     if (!existsSync(route.path)) return;
-    const thread = openThread(route.path, { home });
+    // A throw here would end the chat: the thread may be half-created by the run at this moment.
     try {
-      if (seen < 0) seen = thread.info().last_id; // only what this chat causes
-      for (const event of thread.peek({ afterId: seen, filter: "type = 'record' AND subtype = 'toolcall'" })) {
-        seen = event.id;
-        const { command, exit_code } = JSON.parse(event.content) as { command: string; exit_code: number };
-        process.stderr.write(`\r\x1b[2K  $ ${command.split('\n')[0]}  (exit ${exit_code})\n`);
+      const thread = openThread(route.path, { home });
+      try {
+        if (seen < 0) seen = thread.info().last_id; // only what this chat causes
+        for (const event of thread.peek({ afterId: seen, filter: "type = 'record' AND subtype = 'toolcall'" })) {
+          seen = event.id;
+          const { command, exit_code } = JSON.parse(event.content) as { command: string; exit_code: number };
+          process.stderr.write(`\r\x1b[2K  $ ${command.split('\n')[0]}  (exit ${exit_code})\n`);
+        }
+      } finally {
+        thread.close();
       }
-    } finally {
-      thread.close();
+    } catch {
+      // shown on the next tick
     }
   }, 200);
   try {

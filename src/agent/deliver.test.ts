@@ -1,0 +1,252 @@
+import Database from 'better-sqlite3';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { userInfo } from 'node:os';
+import { join } from 'node:path';
+import { parse, stringify } from 'yaml';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { formatAddress } from '../core/address.js';
+import { parseMessageContent } from '../core/message.js';
+import { createTestHome, runTool, startFakeOpenAI, type FakeLlmServer, type TestHome } from '../testing/index.js';
+import { openThread } from '../thread/thread.js';
+import type { ThreadEvent } from '../thread/types.js';
+import { GatewayState } from '../xgw/state.js';
+import type { AgentDir } from './agent-dir.js';
+import { initAgent, OUTBOUND_FILTER, deliverHandler } from './lifecycle.js';
+import { routeMessage } from './router.js';
+import { runAgent } from './run.js';
+import { sendToAgent } from './send.js';
+import type { ErrorRecord } from './types.js';
+
+// `agent deliver` (the real CLI) against a real xgw daemon with a terminal channel; replies are
+// read back from the terminal peer's mailbox in xgw's state.
+
+let t: TestHome;
+let dir: AgentDir;
+let server: FakeLlmServer;
+const user = userInfo().username;
+const terminal = formatAddress({ kind: 'external', channelType: 'terminal', instance: 'local', conversationType: 'dm', conversationId: user, peerId: user });
+
+beforeEach(async () => {
+  t = createTestHome();
+  dir = initAgent(t.home, 'helper');
+  server = await startFakeOpenAI();
+  mkdirSync(join(t.home, 'pai'), { recursive: true });
+  writeFileSync(
+    join(t.home, 'pai', 'config.yaml'),
+    `default: fake/m1
+providers:
+  fake: { api: openai-completions, base_url: "${server.url}", models: [{ id: m1, context_window: 100000 }] }
+retry: { max_attempts: 3, initial_delay_ms: 20 }
+timeout_seconds: 2
+`,
+  );
+  mkdirSync(join(t.home, 'xgw'), { recursive: true });
+  writeFileSync(
+    join(t.home, 'xgw', 'config.yaml'),
+    `channels:
+  - { id: terminal:local, type: terminal, access: open }
+routes:
+  - { channel: "*", peer: "*", agent: helper }
+`,
+  );
+});
+
+afterEach(async () => {
+  await runTool('xgw', ['stop'], t.env);
+  await server.close();
+  t.cleanup();
+});
+
+const xgw = async (command: 'start' | 'stop') => {
+  const result = await runTool('xgw', [command], t.env);
+  expect(result.code, result.stderr).toBe(0);
+};
+const deliver = (path: string, consumer = 'outbound') => runTool('agent', ['deliver', '--thread', path, '--consumer', consumer, '--json'], t.env);
+
+/** Sends a message and runs the agent; returns the conversation thread and the reply's event id. */
+async function reply(text: string, source = terminal): Promise<{ path: string; id: number }> {
+  sendToAgent(t.home, 'helper', { text, source });
+  await runAgent('helper', { home: t.home, env: t.env });
+  const path = routeMessage(dir, 'per-peer', source).path;
+  const replies = events(path, "type = 'message' AND source = 'self'");
+  return { path, id: replies.at(-1)!.id };
+}
+
+function events(path: string, filter?: string): ThreadEvent[] {
+  const thread = openThread(path, { home: t.home });
+  try {
+    return thread.peek({ limit: 10_000, filter });
+  } finally {
+    thread.close();
+  }
+}
+
+function outbound(path: string) {
+  const thread = openThread(path, { home: t.home });
+  try {
+    return thread.consumer('outbound')!;
+  } finally {
+    thread.close();
+  }
+}
+
+/** The idempotency keys xgw remembers (read from its state.db, whatever its table is called). */
+function deliveredKeys(): string[] {
+  const db = new Database(join(t.home, 'xgw', 'state.db'), { readonly: true });
+  try {
+    const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('deliveries', 'delivered')").pluck().all() as string[];
+    return tables.flatMap((table) => db.prepare(`SELECT key FROM ${table}`).pluck().all() as string[]);
+  } finally {
+    db.close();
+  }
+}
+
+function gateway<T>(fn: (state: GatewayState) => T): T {
+  const state = new GatewayState(t.home);
+  try {
+    return fn(state);
+  } finally {
+    state.close();
+  }
+}
+
+const mailbox = () => gateway((state) => state.mailbox('terminal:local', user).map((entry) => [entry.role, entry.text]));
+
+function attempts(): { thread: string; event_id: number; attempts: number; last_error: string }[] {
+  if (!existsSync(dir.state)) return [];
+  const db = new Database(dir.state, { readonly: true });
+  try {
+    return db.prepare('SELECT * FROM delivery_attempts').all() as never;
+  } finally {
+    db.close();
+  }
+}
+
+function setAgentConfig(patch: Record<string, unknown>): void {
+  writeFileSync(dir.config, stringify({ ...(parse(readFileSync(dir.config, 'utf8')) as object), ...patch }));
+}
+
+describe('agent deliver to xgw', () => {
+  it('delivers a reply to the terminal mailbox once, with the idempotency key <thread>#<event id>', async () => {
+    await xgw('start');
+    const { path, id } = await reply('hello');
+    const first = await deliver(path);
+    expect(first.code, first.stderr).toBe(0);
+    expect(JSON.parse(first.stdout)).toEqual({ delivered: 1, skipped: 0, failed: false });
+    expect(mailbox()).toEqual([['agent', 'echo: hello']]);
+    expect(deliveredKeys()).toEqual([`${path}#${id}`]);
+    expect(outbound(path)).toMatchObject({ progress: id, pending: 0 });
+
+    // Again: nothing left to pop.
+    expect(JSON.parse((await deliver(path)).stdout)).toEqual({ delivered: 0, skipped: 0, failed: false });
+    // The same reply through a second consumer (a replay, as after a crash before the ack):
+    // xgw knows the key and does not send it again.
+    const thread = openThread(path, { home: t.home });
+    thread.subscribe({ consumer: 'replay', handler: deliverHandler(path), filter: OUTBOUND_FILTER });
+    thread.unsubscribe('replay');
+    thread.close();
+    const replay = await deliver(path, 'replay');
+    expect(replay.code, replay.stderr).toBe(0);
+    expect(JSON.parse(replay.stdout)).toEqual({ delivered: 1, skipped: 0, failed: false });
+    expect(mailbox()).toEqual([['agent', 'echo: hello']]);
+    expect(deliveredKeys()).toEqual([`${path}#${id}`]);
+    expect(attempts()).toEqual([]);
+    expect(readFileSync(join(dir.threads, '..', 'logs', 'agent.log'), 'utf8')).not.toContain('[ERROR]');
+  });
+
+  it('keeps a reply (and its attempt count, on disk) while xgw is down, and delivers it after xgw starts', async () => {
+    const { path, id } = await reply('are you there?');
+    const down = await runTool('agent', ['deliver', '--thread', path, '--consumer', 'outbound'], t.env);
+    expect(down.code).toBe(1);
+    expect(down.stderr).toBe('Error: a reply could not be delivered yet - notifier retries it; see the agent log\n');
+    expect(outbound(path)).toMatchObject({ progress: 0, pending: 1 });
+    expect(attempts()).toEqual([{ thread: path, event_id: id, attempts: 1, last_error: 'xgw is not running' }]);
+    expect(readFileSync(dir.log, 'utf8')).toContain(`deliver: event ${id} of ${path} failed (attempt 1 of 3): xgw is not running`);
+
+    await xgw('start');
+    const up = await deliver(path);
+    expect(up.code, up.stderr).toBe(0);
+    expect(JSON.parse(up.stdout)).toEqual({ delivered: 1, skipped: 0, failed: false });
+    expect(mailbox()).toEqual([['agent', 'echo: are you there?']]);
+    expect(outbound(path)).toMatchObject({ progress: id, pending: 0 });
+    expect(attempts()).toEqual([]);
+    expect(events(path, "type = 'record' AND subtype = 'error'")).toEqual([]);
+  });
+
+  it('records an error and skips a reply past deliver.max_attempts, then delivers the next ones', async () => {
+    setAgentConfig({ deliver: { max_attempts: 2 } });
+    const { path, id } = await reply('one');
+    const firstTry = await deliver(path);
+    expect(firstTry.code).toBe(1);
+    expect(JSON.parse(firstTry.stdout)).toEqual({ error: 'a reply could not be delivered yet', suggestion: 'notifier retries it; see the agent log' });
+    expect(attempts()).toMatchObject([{ event_id: id, attempts: 1 }]);
+    const secondTry = await deliver(path);
+    expect(secondTry.code, secondTry.stderr).toBe(0);
+    expect(JSON.parse(secondTry.stdout)).toEqual({ delivered: 0, skipped: 1, failed: false });
+
+    const errors = events(path, "type = 'record' AND subtype = 'error'");
+    expect(errors.map((event) => [event.source, JSON.parse(event.content)])).toEqual([
+      ['self', { stage: 'deliver', event_id: id, error: 'not delivered after 2 attempt(s): xgw is not running' } satisfies ErrorRecord],
+    ]);
+    expect(outbound(path)).toMatchObject({ progress: id, pending: 0 });
+    expect(attempts()).toEqual([]);
+    expect(readFileSync(dir.log, 'utf8')).toContain(`deliver: gave up on event ${id} of ${path}`);
+
+    await xgw('start');
+    const next = await reply('two');
+    expect(JSON.parse((await deliver(path)).stdout)).toEqual({ delivered: 1, skipped: 0, failed: false });
+    expect(mailbox()).toEqual([['agent', 'echo: two']]);
+    expect(outbound(path)).toMatchObject({ progress: next.id, pending: 0 });
+  });
+
+  it('delivers in order: a failed reply holds back the later ones of its thread', async () => {
+    const first = await reply('first');
+    const second = await reply('second');
+    expect(first.path).toBe(second.path);
+    expect((await deliver(first.path)).code).toBe(1);
+    expect(outbound(first.path)).toMatchObject({ progress: 0, pending: 2 });
+    expect(attempts()).toMatchObject([{ event_id: first.id, attempts: 1 }]);
+    await xgw('start');
+    expect(JSON.parse((await deliver(first.path)).stdout)).toEqual({ delivered: 2, skipped: 0, failed: false });
+    expect(mailbox()).toEqual([
+      ['agent', 'echo: first'],
+      ['agent', 'echo: second'],
+    ]);
+  });
+
+  it('refuses a thread that is not an agent conversation as a usage error', async () => {
+    const result = await runTool('agent', ['deliver', '--thread', join(t.home, 'elsewhere'), '--consumer', 'outbound'], t.env);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/^Error: .* is not a conversation thread of an agent - /);
+  });
+});
+
+describe('agent deliver to another agent', () => {
+  it("pushes an internal reply into the asking agent's inbox as from this agent, once", async () => {
+    initAgent(t.home, 'other');
+    const source = formatAddress({ kind: 'internal', conversationType: 'dm', conversationId: 'peer-telegram.main.42', agentId: 'other' });
+    const { path, id } = await reply('what is 6*7?', source);
+    expect(path).toBe(join(dir.threads, 'peers', 'internal.other'));
+    const result = await deliver(path);
+    expect(result.code, result.stderr).toBe(0);
+    expect(JSON.parse(result.stdout)).toEqual({ delivered: 1, skipped: 0, failed: false });
+
+    const inbox = events(join(t.home, 'agents', 'other', 'inbox'));
+    expect(inbox).toHaveLength(1);
+    expect(inbox[0]!.source).toBe('internal:dm:peer-telegram.main.42:helper');
+    expect(parseMessageContent(inbox[0]!.content)).toEqual({
+      text: 'echo: what is 6*7?',
+      attachments: [],
+      reply_context: { kind: 'internal', conversation_type: 'dm', conversation_id: 'peer-telegram.main.42', agent_id: 'helper' },
+      in_reply_to: id,
+    });
+
+    // A replayed delivery is not pushed twice.
+    const thread = openThread(path, { home: t.home });
+    thread.subscribe({ consumer: 'replay', handler: deliverHandler(path), filter: OUTBOUND_FILTER });
+    thread.close();
+    expect((await deliver(path, 'replay')).code).toBe(0);
+    expect(events(join(t.home, 'agents', 'other', 'inbox'))).toHaveLength(1);
+    expect(mailbox()).toEqual([]);
+  });
+});

@@ -1,0 +1,172 @@
+import { existsSync, readdirSync } from 'node:fs';
+import { dirname, join, resolve, sep } from 'node:path';
+import fc from 'fast-check';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { formatAddress } from '../core/address.js';
+import { createTestHome, type TestHome } from '../testing/index.js';
+import { initThread } from '../thread/thread.js';
+import { agentDir, type AgentDir } from './agent-dir.js';
+import { memoryFiles, sessionFile } from './context.js';
+import { initAgent } from './lifecycle.js';
+import { routeMessage, threadById } from './router.js';
+
+// Routing by the source address alone: where each sender's conversation lives, and that no
+// sender can reach outside threads/ or into another sender's thread.
+
+let t: TestHome;
+let dir: AgentDir;
+
+beforeEach(() => {
+  t = createTestHome();
+  dir = initAgent(t.home, 'helper');
+});
+
+afterEach(() => {
+  t.cleanup();
+});
+
+const external = (peerId: string, channelType = 'telegram', instance = 'main') =>
+  formatAddress({ kind: 'external', channelType, instance, conversationType: 'dm', conversationId: peerId, peerId });
+const internal = (agentId: string, conversationId = 'default') => formatAddress({ kind: 'internal', conversationType: 'dm', conversationId, agentId });
+
+/** The route's directory is one level below `parent`, inside the agent's threads/. */
+function expectInside(path: string, parent: string): void {
+  const threads = resolve(dir.threads) + sep;
+  expect(resolve(path).startsWith(threads), path).toBe(true);
+  expect(dirname(resolve(path))).toBe(resolve(parent));
+}
+
+describe('routeMessage', () => {
+  it('puts each peer, each channel or everyone in one thread by mode', () => {
+    expect(routeMessage(dir, 'per-peer', external('42'))).toEqual({ threadId: 'peer-telegram.main.42', path: join(dir.threads, 'peers', 'telegram.main.42'), peerKey: 'telegram.main.42' });
+    expect(routeMessage(dir, 'per-peer', external('43')).path).toBe(join(dir.threads, 'peers', 'telegram.main.43'));
+    expect(routeMessage(dir, 'per-peer', internal('warden'))).toEqual({ threadId: 'peer-internal.warden', path: join(dir.threads, 'peers', 'internal.warden'), peerKey: 'internal.warden' });
+
+    expect(routeMessage(dir, 'per-channel', external('42'))).toEqual({ threadId: 'channel-telegram.main', path: join(dir.threads, 'channels', 'telegram.main'), peerKey: 'telegram.main.42' });
+    expect(routeMessage(dir, 'per-channel', external('43')).path).toBe(join(dir.threads, 'channels', 'telegram.main'));
+    expect(routeMessage(dir, 'per-channel', external('42', 'webchat')).path).toBe(join(dir.threads, 'channels', 'webchat.main'));
+
+    for (const source of [external('42'), external('7', 'webchat'), internal('warden')]) {
+      expect(routeMessage(dir, 'per-agent', source)).toMatchObject({ threadId: 'main', path: join(dir.threads, 'main') });
+    }
+    // The route names the session file and the memory files, all inside the agent.
+    const route = routeMessage(dir, 'per-peer', external('42'));
+    expect(sessionFile(dir, route)).toBe(join(dir.sessions, 'peer-telegram.main.42.jsonl'));
+    expect(memoryFiles(dir, route)).toEqual({
+      agent: join(dir.memory, 'agent.md'),
+      user: join(dir.memory, 'user-telegram.main.42.md'),
+      thread: join(dir.memory, 'thread-peer-telegram.main.42.md'),
+    });
+  });
+
+  it('refuses self and malformed sources', () => {
+    expect(() => routeMessage(dir, 'per-peer', 'self')).toThrow(/source self/);
+    expect(() => routeMessage(dir, 'per-peer', 'external:telegram:main:dm:42')).toThrow(/invalid source address/);
+    expect(() => routeMessage(dir, 'per-peer', 'external:telegram:main:dm:4%2:42')).toThrow(/malformed address segment/);
+  });
+
+  it.each([['../x'], ['../../../etc'], ['a:b'], ['a/b'], ['.'], ['..'], ['x'.repeat(300)], ['\u0000'], ['a\u0000b'], ['\u0001\u007f'], ['%2E%2E'], ['peer--0123456789']])(
+    'keeps the hostile peer id %j inside threads/ in every mode',
+    (peer) => {
+      const peerRoute = routeMessage(dir, 'per-peer', external(peer));
+      expectInside(peerRoute.path, join(dir.threads, 'peers'));
+      expect(peerRoute.threadId).toBe(`peer-${peerRoute.peerKey}`);
+      expect(peerRoute.peerKey!.length).toBeLessThanOrEqual(64);
+      expect(peerRoute.peerKey).not.toMatch(/[/\u0000]|^\./);
+      for (const file of Object.values(memoryFiles(dir, peerRoute))) expect(dirname(file!)).toBe(dir.memory);
+      expect(dirname(sessionFile(dir, peerRoute))).toBe(dir.sessions);
+      expectInside(routeMessage(dir, 'per-channel', external(peer, 'telegram', 'main')).path, join(dir.threads, 'channels'));
+      // Hostile agent ids in internal addresses too.
+      expectInside(routeMessage(dir, 'per-peer', internal(peer)).path, join(dir.threads, 'peers'));
+    },
+  );
+
+  // Mostly short ids over a few troublesome characters (so that collisions have a chance), some arbitrary.
+  const id = fc.oneof(
+    { arbitrary: fc.string({ unit: fc.constantFrom('a', '.'), minLength: 1, maxLength: 3 }), weight: 4 },
+    { arbitrary: fc.string({ unit: fc.constantFrom('a', '.', '%', '2', 'E', '/', ':', '\u0000'), minLength: 1, maxLength: 6 }), weight: 2 },
+    { arbitrary: fc.string({ unit: 'binary', minLength: 1, maxLength: 80 }).filter((s) => s.isWellFormed()), weight: 1 },
+  );
+  const sender = fc.oneof(
+    fc.record({ kind: fc.constant('external' as const), channelType: id, instance: id, peerId: id }),
+    fc.record({ kind: fc.constant('internal' as const), agentId: id }),
+  );
+  type Sender = { kind: 'external'; channelType: string; instance: string; peerId: string } | { kind: 'internal'; agentId: string };
+  const sourceOf = (s: Sender) =>
+    s.kind === 'external' ? external(s.peerId, s.channelType, s.instance) : internal(s.agentId);
+
+  it('never lets two different peer ids of one channel share a thread, and keeps every one inside threads/ (property)', () => {
+    fc.assert(
+      fc.property(id, id, (a, b) => {
+        fc.pre(a !== b);
+        const ra = routeMessage(dir, 'per-peer', external(a));
+        const rb = routeMessage(dir, 'per-peer', external(b));
+        expect(ra.path).not.toBe(rb.path);
+        expect(ra.threadId).not.toBe(rb.threadId);
+        expectInside(ra.path, join(dir.threads, 'peers'));
+        expectInside(rb.path, join(dir.threads, 'peers'));
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('never lets two different senders share a per-peer thread or two channels a per-channel thread, whatever the ids (property)', () => {
+    fc.assert(
+      fc.property(sender, sender, (a, b) => {
+        const same = JSON.stringify(a) === JSON.stringify(b);
+        const ra = routeMessage(dir, 'per-peer', sourceOf(a));
+        const rb = routeMessage(dir, 'per-peer', sourceOf(b));
+        expect(ra.path === rb.path).toBe(same);
+        expectInside(ra.path, join(dir.threads, 'peers'));
+        const channelOf = (s: Sender) => (s.kind === 'external' ? JSON.stringify([s.channelType, s.instance]) : 'internal');
+        const ca = routeMessage(dir, 'per-channel', sourceOf(a));
+        const cb = routeMessage(dir, 'per-channel', sourceOf(b));
+        expect(ca.path === cb.path).toBe(channelOf(a) === channelOf(b));
+        expectInside(ca.path, join(dir.threads, 'channels'));
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('does not mix channels whose names differ only in where a dot falls', () => {
+    const paths = [
+      routeMessage(dir, 'per-peer', external('d', 'a.b', 'c')).path,
+      routeMessage(dir, 'per-peer', external('d', 'a', 'b.c')).path,
+      routeMessage(dir, 'per-peer', external('c.d', 'a', 'b')).path,
+      routeMessage(dir, 'per-peer', external('p', 'internal', 'x')).path,
+      routeMessage(dir, 'per-peer', internal('x.p')).path,
+    ];
+    expect(new Set(paths).size).toBe(paths.length);
+  });
+});
+
+describe('an internal message naming one of our threads', () => {
+  it('goes back into that thread when it exists, and never into a non-canonical or missing one', () => {
+    const asked = routeMessage(dir, 'per-peer', external('42'));
+    // Not created yet: the conversation id names nothing of ours.
+    expect(routeMessage(dir, 'per-peer', internal('warden', asked.threadId)).path).toBe(join(dir.threads, 'peers', 'internal.warden'));
+    initThread(asked.path, { home: t.home }).close();
+    expect(routeMessage(dir, 'per-peer', internal('warden', asked.threadId))).toEqual(asked);
+    expect(routeMessage(dir, 'per-agent', internal('warden', asked.threadId))).toEqual(asked);
+    // An external source never uses its conversation id to pick a thread.
+    expect(routeMessage(dir, 'per-peer', formatAddress({ kind: 'external', channelType: 'telegram', instance: 'main', conversationType: 'dm', conversationId: asked.threadId, peerId: '43' })).path).toBe(
+      join(dir.threads, 'peers', 'telegram.main.43'),
+    );
+
+    for (const conversation of ['peer-../x', 'peer-../peers/telegram.main.42', 'peer-', 'peer-a/b', `peer-${'x'.repeat(70)}`, 'channel-..', 'mainx', '../threads/main', 'peers/telegram.main.42']) {
+      expect(threadById(dir, conversation), conversation).toBeNull();
+      const route = routeMessage(dir, 'per-peer', internal('warden', conversation));
+      expect(route.path, conversation).toBe(join(dir.threads, 'peers', 'internal.warden'));
+    }
+    // threads/main/ exists from init, but is a thread only once used.
+    expect(existsSync(join(dir.threads, 'main'))).toBe(true);
+    expect(routeMessage(dir, 'per-peer', internal('warden', 'main')).path).toBe(join(dir.threads, 'peers', 'internal.warden'));
+    initThread(join(dir.threads, 'main'), { home: t.home }).close();
+    expect(routeMessage(dir, 'per-peer', internal('warden', 'main')).path).toBe(join(dir.threads, 'main'));
+    expect(readdirSync(join(dir.threads, 'peers'))).toEqual(['telegram.main.42']);
+  });
+
+  it('validates the agent id before touching the disk', () => {
+    expect(() => agentDir(t.home, '../helper')).toThrow(/invalid agent id/);
+  });
+});

@@ -1,0 +1,320 @@
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { userInfo } from 'node:os';
+import { join } from 'node:path';
+import { parse, stringify } from 'yaml';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { formatAddress } from '../core/address.js';
+import { tryLock } from '../core/lock.js';
+import { parseMessageContent } from '../core/message.js';
+import { readSession } from '../pai/session.js';
+import { createTestHome, runTool, startFakeOpenAI, type FakeLlmOptions, type FakeLlmServer, type LooseJson, type TestHome } from '../testing/index.js';
+import { openThread } from '../thread/thread.js';
+import type { ThreadEvent } from '../thread/types.js';
+import { agentDir, type AgentDir } from './agent-dir.js';
+import { initAgent } from './lifecycle.js';
+import { routeMessage } from './router.js';
+import { runAgent } from './run.js';
+import { sendToAgent } from './send.js';
+import type { ErrorRecord, ToolcallRecord, UsageRecord } from './types.js';
+
+// `agent run` against a loopback server speaking the OpenAI wire protocol: the batch logic
+// in-process (runAgent), and the real CLI where the process matters (locks).
+
+let t: TestHome;
+let dir: AgentDir;
+const servers: FakeLlmServer[] = [];
+const user = userInfo().username;
+const terminal = (peer = user) => formatAddress({ kind: 'external', channelType: 'terminal', instance: 'local', conversationType: 'dm', conversationId: peer, peerId: peer });
+
+beforeEach(() => {
+  t = createTestHome();
+  dir = initAgent(t.home, 'helper');
+});
+
+afterEach(async () => {
+  await Promise.all(servers.splice(0).map((server) => server.close()));
+  t.cleanup();
+});
+
+async function fakeServer(options: FakeLlmOptions = {}, contextWindow = 100_000): Promise<FakeLlmServer> {
+  const server = await startFakeOpenAI(options);
+  servers.push(server);
+  mkdirSync(join(t.home, 'pai'), { recursive: true });
+  writeFileSync(
+    join(t.home, 'pai', 'config.yaml'),
+    [
+      'default: fake/m1',
+      'providers:',
+      `  fake: { api: openai-completions, base_url: "${server.url}", models: [{ id: m1, context_window: ${contextWindow}, cost: { input: 1000, output: 2000 } }] }`,
+      'retry: { max_attempts: 3, initial_delay_ms: 20 }',
+      'timeout_seconds: 2',
+    ].join('\n'),
+  );
+  return server;
+}
+
+function setAgentConfig(patch: Record<string, unknown>): void {
+  const config = parse(readFileSync(dir.config, 'utf8')) as Record<string, unknown>;
+  writeFileSync(dir.config, stringify({ ...config, ...patch }));
+}
+
+const send = (text: string, source = terminal()) => sendToAgent(t.home, 'helper', { text, source });
+const run = () => runAgent('helper', { home: t.home, env: t.env });
+const threadOf = (source = terminal()) => routeMessage(dir, 'per-peer', source);
+
+function events(path: string, filter?: string): ThreadEvent[] {
+  const thread = openThread(path, { home: t.home });
+  try {
+    return thread.peek({ limit: 10_000, filter });
+  } finally {
+    thread.close();
+  }
+}
+
+function consumer(path: string, name: string) {
+  const thread = openThread(path, { home: t.home });
+  try {
+    return thread.consumer(name);
+  } finally {
+    thread.close();
+  }
+}
+
+const messages = (path: string) => events(path, "type = 'message'");
+const replies = (path: string) => events(path, "type = 'message' AND source = 'self'").map((event) => ({ event, content: parseMessageContent(event.content) }));
+const records = <T>(path: string, subtype: string) => events(path, `type = 'record' AND subtype = '${subtype}'`).map((event) => JSON.parse(event.content) as T);
+const completions = (server: FakeLlmServer) => server.requests.filter((request) => request.path === '/v1/chat/completions');
+const systemOf = (request: { body: LooseJson }) => (request.body.messages as LooseJson[]).find((message) => message.role === 'system')?.content as string;
+const textsOf = (request: { body: LooseJson }) => (request.body.messages as LooseJson[]).map((message) => (typeof message.content === 'string' ? message.content : '')).join('\n');
+
+describe('agent run: one message', () => {
+  it('records the inbound message, the tool call and usage, and a reply that answers it, with the context it built', async () => {
+    const server = await fakeServer();
+    server.enqueue({ kind: 'tool_call', name: 'bash_exec', arguments: { command: 'echo marker-$((6*7))', comment: 'compute' } }, { kind: 'text', text: 'It is 42.' });
+    writeFileSync(join(dir.memory, 'agent.md'), 'AGENT-MEMORY: prefer short answers\n');
+    const route = threadOf();
+    writeFileSync(join(dir.memory, `user-${route.peerKey}.md`), 'PERSON-MEMORY: likes cats\n');
+    writeFileSync(join(dir.memory, 'user-telegram.main.99.md'), 'SOMEONE-ELSE\n');
+    writeFileSync(dir.identity, '# helper\n\nIDENTITY-MARK: I am a test agent.\n');
+    const inboxId = send('what is 6*7?');
+
+    expect(await run()).toEqual({ handled: 1, replied: 1, errors: 0 });
+
+    const all = events(route.path);
+    expect(all.map((event) => [event.type, event.subtype, event.source])).toEqual([
+      ['message', null, terminal()],
+      ['record', 'usage', 'self'],
+      ['record', 'toolcall', 'self'],
+      ['record', 'usage', 'self'],
+      ['message', null, 'self'],
+    ]);
+    const inbound = all[0]!;
+    const inboundContent = parseMessageContent(inbound.content);
+    expect(inboundContent.text).toBe('what is 6*7?');
+    const [toolcall] = records<ToolcallRecord>(route.path, 'toolcall');
+    expect(toolcall).toEqual({ in_reply_to: inbound.id, command: 'echo marker-$((6*7))', exit_code: 0, output: 'marker-42\n', duration_ms: expect.any(Number) });
+    const usage = records<UsageRecord>(route.path, 'usage');
+    expect(usage).toHaveLength(2);
+    for (const [index, record] of usage.entries()) {
+      expect(record).toMatchObject({ in_reply_to: inbound.id, provider: 'fake', model: 'm1' });
+      expect(record.input_tokens).toBe(Math.ceil(completions(server)[index]!.bytes / 4));
+      expect(record.output_tokens).toBeGreaterThan(0);
+      expect(record.cost).toBeCloseTo((record.input_tokens * 1000 + record.output_tokens * 2000) / 1e6, 9);
+      expect(record.duration_ms).toBeGreaterThanOrEqual(0);
+    }
+    const [reply] = replies(route.path);
+    expect(reply!.content).toEqual({ text: 'It is 42.', attachments: [], reply_context: inboundContent.reply_context, in_reply_to: inbound.id });
+    expect(reply!.content.reply_context).toEqual({ kind: 'external', channel_id: 'terminal:local', conversation_type: 'dm', conversation_id: user, peer_id: user });
+
+    // The context the model saw: identity, memory layers of this agent and this person, runtime facts.
+    const [first, second] = completions(server);
+    const system = systemOf(first!);
+    expect(system).toMatch(/^# helper\n\nIDENTITY-MARK: I am a test agent\./);
+    expect(system).toContain('AGENT-MEMORY: prefer short answers');
+    expect(system).toContain('PERSON-MEMORY: likes cats');
+    expect(system).not.toContain('SOMEONE-ELSE');
+    expect(system).toContain('## Runtime');
+    expect(system).toContain(`- agent: helper (directory ${dir.root}; workdir ${dir.workdir})`);
+    expect(system).toContain(`- from: ${user} via terminal:local (dm ${user})`);
+    expect(system).toContain(`- thread: ${route.threadId}`);
+    expect(first!.body.tools.map((tool: LooseJson) => tool.function.name)).toEqual(['bash_exec']);
+    expect(first!.body.messages.at(-1)).toMatchObject({ role: 'user', content: 'what is 6*7?' });
+    // The tool result went back to the model.
+    expect(JSON.parse(second!.body.messages.at(-1).content)).toEqual({ stdout: 'marker-42\n', stderr: '', exit_code: 0 });
+
+    // The session file is the call's workspace.
+    const session = readSession(join(dir.sessions, `${route.threadId}.jsonl`));
+    expect(session.map((line) => line.role)).toEqual(['user', 'assistant', 'tool', 'assistant']);
+    expect(session.at(-1)).toMatchObject({ role: 'assistant', content: 'It is 42.' });
+
+    // The inbox is acknowledged; the new thread has the outbound consumer with one reply waiting.
+    expect(consumer(dir.inbox, 'inbox')).toMatchObject({ progress: inboxId, pending: 0 });
+    const outbound = consumer(route.path, 'outbound');
+    expect(outbound).toMatchObject({ subscribed: true, filter: "type = 'message' AND source = 'self'", pending: 1 });
+    expect(outbound!.handler).toMatch(new RegExp(` deliver --thread ${route.path.replace(/[.]/g, '\\.')} --consumer outbound$`));
+
+    // The next message carries the earlier turn as history, not the records.
+    send('and 7*7?');
+    await run();
+    const third = completions(server).at(-1)!;
+    expect(third.body.messages.filter((message: LooseJson) => message.role !== 'system').map((message: LooseJson) => [message.role, message.content])).toEqual([
+      ['user', 'what is 6*7?'],
+      ['assistant', 'It is 42.'],
+      ['user', 'and 7*7?'],
+    ]);
+    expect(replies(route.path).map((r) => r.content.text)).toEqual(['It is 42.', 'echo: and 7*7?']);
+  });
+
+  it('records NO_REPLY as a decision and leaves nothing to deliver', async () => {
+    const server = await fakeServer();
+    server.enqueue({ kind: 'text', text: 'NO_REPLY' });
+    send('ok, thanks');
+    expect(await run()).toEqual({ handled: 1, replied: 0, errors: 0 });
+    const route = threadOf();
+    const inbound = messages(route.path)[0]!;
+    expect(records(route.path, 'decision')).toEqual([{ in_reply_to: inbound.id, decision: 'no_reply' }]);
+    expect(replies(route.path)).toEqual([]);
+    expect(consumer(route.path, 'outbound')).toMatchObject({ subscribed: true, pending: 0 });
+    expect(consumer(dir.inbox, 'inbox')).toMatchObject({ pending: 0 });
+  });
+
+  it('does nothing, and calls no model, when the inbox is empty', async () => {
+    const server = await fakeServer();
+    expect(await run()).toEqual({ handled: 0, replied: 0, errors: 0 });
+    expect(server.requests).toEqual([]);
+    expect(existsSync(dir.runLock)).toBe(false);
+  });
+});
+
+describe('agent run: errors', () => {
+  it('records an unrecoverable 401 as an error without retrying, and still answers the next message', async () => {
+    const server = await fakeServer();
+    server.enqueue({ kind: 'error', status: 401, message: 'Incorrect API key provided.' });
+    send('first');
+    send('second');
+    expect(await run()).toEqual({ handled: 2, replied: 1, errors: 1 });
+    const route = threadOf();
+    const [first, second] = messages(route.path).filter((event) => event.source !== 'self');
+    const [error] = records<ErrorRecord>(route.path, 'error');
+    expect(error).toMatchObject({ in_reply_to: first!.id, stage: 'llm', kind: 'auth', status: 401 });
+    expect(error!.error).toMatch(/\S/);
+    expect(replies(route.path).map((r) => [r.content.in_reply_to, r.content.text])).toEqual([[second!.id, 'echo: second']]);
+    expect(completions(server)).toHaveLength(2);
+    expect(consumer(dir.inbox, 'inbox')).toMatchObject({ progress: 2, pending: 0 });
+    expect(readFileSync(dir.log, 'utf8')).toMatch(/\[ERROR\] run: no answer to thread .* event \d+/);
+  });
+
+  it('waits as long as Retry-After asks after a 429, then answers', async () => {
+    const server = await fakeServer();
+    server.enqueue({ kind: 'error', status: 429, retryAfterSeconds: 0.4 });
+    send('hello');
+    const started = Date.now();
+    expect(await run()).toEqual({ handled: 1, replied: 1, errors: 0 });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(400);
+    expect(completions(server)).toHaveLength(2);
+    expect(records(threadOf().path, 'error')).toEqual([]);
+    expect(replies(threadOf().path).map((r) => r.content.text)).toEqual(['echo: hello']);
+  });
+
+  it('retries recoverable errors only as often as the agent config says, then records the error', async () => {
+    const server = await fakeServer();
+    setAgentConfig({ retry: { max_attempts: 2 } });
+    server.enqueue({ kind: 'error', status: 500 }, { kind: 'error', status: 503 }, { kind: 'text', text: 'not reached by the first message' });
+    send('first');
+    send('second');
+    expect(await run()).toEqual({ handled: 2, replied: 1, errors: 1 });
+    expect(records<ErrorRecord>(threadOf().path, 'error')).toEqual([expect.objectContaining({ stage: 'llm', kind: 'server', status: 503 })]);
+    expect(replies(threadOf().path).map((r) => r.content.text)).toEqual(['not reached by the first message']);
+    expect(completions(server)).toHaveLength(3);
+  });
+
+  it('skips a message whose source cannot be routed, acknowledging it, and answers the rest', async () => {
+    await fakeServer();
+    const inbox = openThread(dir.inbox, { home: t.home });
+    inbox.push({ source: 'external:broken', type: 'message', content: '{"text":"x"}' });
+    inbox.close();
+    send('fine');
+    expect(await run()).toEqual({ handled: 1, replied: 1, errors: 0 });
+    expect(consumer(dir.inbox, 'inbox')).toMatchObject({ progress: 2, pending: 0 });
+    expect(readFileSync(dir.log, 'utf8')).toContain('inbox event 1 cannot be routed');
+  });
+});
+
+describe('agent run: concurrency and order', () => {
+  it('handles different threads at once', async () => {
+    const server = await fakeServer({ defaultDelayMs: 500 });
+    // A first, quick run loads the provider code, which the first call of a process pays for.
+    server.enqueue({ kind: 'text', text: 'warm', delayMs: 0 });
+    send('warm up', terminal('p0'));
+    await run();
+    for (const peer of ['p1', 'p2', 'p3']) send(`hello from ${peer}`, terminal(peer));
+    const started = Date.now();
+    expect(await run()).toEqual({ handled: 3, replied: 3, errors: 0 });
+    const elapsed = Date.now() - started;
+    expect(elapsed).toBeGreaterThanOrEqual(500);
+    expect(elapsed).toBeLessThan(1_200);
+    for (const peer of ['p1', 'p2', 'p3']) expect(replies(threadOf(terminal(peer)).path).map((r) => r.content.text)).toEqual([`echo: hello from ${peer}`]);
+    expect(completions(server)).toHaveLength(4);
+  });
+
+  it('answers the messages of one thread strictly in order, each with the previous answers in its context', async () => {
+    const server = await fakeServer({ defaultDelayMs: 150 });
+    setAgentConfig({ concurrency: 4 });
+    send('one');
+    send('two');
+    send('hello from elsewhere', terminal('other'));
+    send('three');
+    const started = Date.now();
+    expect(await run()).toEqual({ handled: 4, replied: 4, errors: 0 });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(3 * 150);
+    const route = threadOf();
+    const inbound = messages(route.path).filter((event) => event.source !== 'self');
+    expect(inbound.map((event) => parseMessageContent(event.content).text)).toEqual(['one', 'two', 'three']);
+    const answered = replies(route.path);
+    expect(answered.map((r) => r.content.in_reply_to)).toEqual(inbound.map((event) => event.id));
+    expect(answered.map((r) => r.content.text)).toEqual(['echo: one', 'echo: two', 'echo: three']);
+    // Each reply follows its own message in the thread: in → out → in → out → in → out.
+    expect(messages(route.path).map((event) => event.source === 'self')).toEqual([false, true, false, true, false, true]);
+    const mine = completions(server).filter((request) => systemOf(request).includes(`- thread: ${route.threadId}`));
+    expect(mine.map((request) => textsOf(request).includes('echo: one'))).toEqual([false, true, true]);
+    expect(mine.map((request) => textsOf(request).includes('echo: two'))).toEqual([false, false, true]);
+    expect(consumer(dir.inbox, 'inbox')).toMatchObject({ progress: 4, pending: 0 });
+  });
+});
+
+describe('agent run: the run lock (real CLI)', () => {
+  it('exits 1 while a live process holds run.lock, and reclaims it once that process is dead', async () => {
+    await fakeServer();
+    send('hello');
+    const holder = spawn('sleep', ['30'], { stdio: 'ignore' });
+    try {
+      const attempt = tryLock(dir.runLock, holder.pid!);
+      expect(attempt.acquired).toBe(true);
+      const blocked = await runTool('agent', ['run', 'helper'], t.env);
+      expect(blocked.code).toBe(1);
+      expect(blocked.stderr).toBe(`Error: agent helper is already running (pid ${holder.pid}) - wait for that run to finish; notifier starts the next one\n`);
+      expect(consumer(dir.inbox, 'inbox')).toBeNull(); // the inbox was not even read
+      expect(readFileSync(dir.log, 'utf8')).toContain(`run skipped: run.lock is held by pid ${holder.pid}`);
+    } finally {
+      holder.kill('SIGKILL');
+      await new Promise((resolve) => (holder.exitCode !== null || holder.signalCode !== null ? resolve(null) : holder.once('exit', resolve)));
+    }
+    expect(existsSync(dir.runLock)).toBe(true); // left behind by the dead holder
+    const result = await runTool('agent', ['run', 'helper', '--json'], t.env);
+    expect(result.code, result.stderr).toBe(0);
+    expect(JSON.parse(result.stdout)).toEqual({ handled: 1, replied: 1, errors: 0 });
+    expect(existsSync(dir.runLock)).toBe(false);
+    expect(replies(threadOf().path)).toHaveLength(1);
+  });
+
+  it('exits 1 for a missing agent and 0 with nothing to do', async () => {
+    await fakeServer();
+    const missing = await runTool('agent', ['run', 'nobody'], t.env);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/^Error: there is no agent nobody - /);
+    const idle = await runTool('agent', ['run', 'helper'], t.env);
+    expect(idle).toEqual({ code: 0, stdout: '', stderr: '' });
+    expect(agentDir(t.home, 'helper').runLock).toBe(dir.runLock);
+  });
+});
