@@ -93,6 +93,14 @@ describe('runCli', () => {
     expect(stderr).toMatch(/^Error: unknown command 'bogus'.* - see 'tool --help'\n$/);
   });
 
+  it('prints the help on stderr with exit code 2 and no Error line when no command is given', async () => {
+    await run();
+    expect(process.exitCode).toBe(2);
+    expect(stdout).toBe('');
+    expect(stderr).toMatch(/^Usage: tool /);
+    expect(stderr).not.toMatch(/Error:|outputHelp/);
+  });
+
   it('gives exit code 2 for a missing argument', async () => {
     await run('get');
     expect(process.exitCode).toBe(2);

@@ -30,6 +30,12 @@ export async function runCli(program: Command, argv: string[] = process.argv): P
   } catch (error) {
     if (error instanceof CommanderError) {
       if (error.exitCode === 0) return; // --help, --version
+      if (error.code === 'commander.help') {
+        // A command group run without its subcommand (`thread`, `notifier timer`): commander
+        // printed the help on stderr already; that is the whole answer, as a usage error.
+        process.exitCode = 2;
+        return;
+      }
       reportError(usageError(error.message.replace(/^error: /, ''), helpHint(program, argv)), json);
       return;
     }

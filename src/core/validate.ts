@@ -20,6 +20,12 @@ export interface ValidateOptions {
 export function validate<S extends z.ZodMiniType>(schema: S, value: unknown, options: ValidateOptions): z.output<S> {
   const parsed = schema.safeParse(value);
   if (parsed.success) return parsed.data;
-  const issues = parsed.error.issues.map((issue) => `${issue.path.length ? `${issue.path.join('.')}: ` : ''}${issue.message}`).join('; ');
+  const issues = parsed.error.issues
+    .map((issue) => {
+      const path = issue.path.join('.');
+      // A message that names its field already ("source is missing") is not prefixed again.
+      return path === '' || issue.message.startsWith(`${path} `) ? issue.message : `${path}: ${issue.message}`;
+    })
+    .join('; ');
   throw new ClawError(options.kind ?? 'invalid', `invalid ${options.what}: ${issues}`, { suggestion: options.suggestion });
 }

@@ -71,6 +71,14 @@ function consumerOf(name: string, path = dir): ConsumerInfo | undefined {
 }
 
 describe('thread --help', () => {
+  it('prints the help on stderr and exits 2 when no command is given, with no Error line', async () => {
+    const result = await thread([]);
+    expect(result.code).toBe(2);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toMatch(/^Usage: thread /);
+    expect(result.stderr).not.toMatch(/Error:|outputHelp/);
+  });
+
   it('lists every command of the design', async () => {
     const stdout = await ok(['--help']);
     for (const command of ['init', 'push', 'pop', 'ack', 'peek', 'subscribe', 'unsubscribe', 'info', 'dispatch']) {
@@ -184,6 +192,19 @@ describe('thread push', () => {
       stdout: '',
       stderr: "Error: required option '--thread <path>' not specified - see 'thread push --help'\n",
     });
+  });
+
+  it('a push without --source or --type says which flag is missing', async () => {
+    expect(await thread(['push', '--thread', dir, '--type', 'message', '--content', 'x'])).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: 'Error: invalid event: source is missing - pass --source\n',
+    });
+    expect((await thread(['push', '--thread', dir, '--source', 'self', '--content', 'x'])).stderr).toBe('Error: invalid event: type is missing - pass --type\n');
+    const batch = await thread(['push', '--thread', dir, '--type', 'message', '--batch'], '{"content":"a"}\n{"content":"b","source":"self"}\n');
+    expect(batch.code).toBe(2);
+    expect(batch.stderr).toMatch(/^Error: invalid event 1: source is missing - /);
+    expect(infoOf().events).toBe(0);
   });
 
   it('a thread directory that does not exist exits 1 and creates nothing', async () => {

@@ -52,6 +52,8 @@ export async function push(options: PushFlags): Promise<void> {
     inputs = parseBatch(await readStdin(), defaults);
   } else {
     if (options.content === undefined) throw usageError('nothing to push', 'pass --content TEXT, or --batch with NDJSON on stdin');
+    if (options.source === undefined) throw usageError('invalid event: source is missing', 'pass --source');
+    if (options.type === undefined) throw usageError('invalid event: type is missing', 'pass --type');
     inputs = [{ ...defaults, content: options.content, idempotency_key: options.idempotencyKey } as PushInput];
   }
   if (inputs.length === 0) throw usageError('the batch on stdin is empty', 'pipe one JSON object per line into thread push --batch');

@@ -31,17 +31,22 @@ const WORD = /^[a-z][a-z0-9_]{0,31}$/;
 
 export const MAX_CONTENT_BYTES = 1024 * 1024;
 
+/** zod's message for a required string field that is absent or not a string. */
+function stringField(name: string): z.core.$ZodStringParams['error'] {
+  return (issue) => (issue.input === undefined ? `${name} is missing` : `${name} must be a string`);
+}
+
 /** One event to push, as the library takes it and as a line of `push --batch` carries it. */
 export const PushInputSchema = z.object({
-  source: z.string().check(
+  source: z.string({ error: stringField('source') }).check(
     z.minLength(1, 'source is empty'),
     z.maxLength(1024, 'source is longer than 1024 characters'),
     // eslint-disable-next-line no-control-regex
     z.regex(/^[^\u0000-\u001f\u007f]*$/, 'source holds a control character'),
   ),
-  type: z.string().check(z.regex(WORD, 'type must be a lower-case word such as message or record')),
+  type: z.string({ error: stringField('type') }).check(z.regex(WORD, 'type must be a lower-case word such as message or record')),
   subtype: z.nullish(z.string().check(z.regex(WORD, 'subtype must be a lower-case word such as toolcall'))),
-  content: z.string().check(
+  content: z.string({ error: stringField('content') }).check(
     z.refine((content) => Buffer.byteLength(content) <= MAX_CONTENT_BYTES, `content is larger than ${MAX_CONTENT_BYTES / 1024 / 1024} MiB`),
   ),
   idempotency_key: z.nullish(z.string().check(z.minLength(1), z.maxLength(512))),
