@@ -57,6 +57,7 @@ export async function chat(options: ChatOptions): Promise<ChatResult> {
     options.caller ??
     createModelCaller(model, {
       apiKey: apiKeyFor(config, model, env),
+      keyless: Boolean(config.providers[model.provider]?.base_url),
       idleTimeoutMs: config.timeout_seconds * 1000,
       env,
       mockScript: config.providers.mock?.script,

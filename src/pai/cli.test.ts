@@ -202,6 +202,15 @@ describe('pai chat errors', () => {
     expect(list[1]).toMatchObject({ kind: 'auth', status: 401, error: out.error, suggestion: out.suggestion });
   });
 
+  it('fails at once, without a request, when a built-in provider has no key', async () => {
+    const result = await pai(['chat', '--provider', 'openai', 'hi']);
+    expect(result).toEqual({ code: 1, stdout: '', stderr: 'Error: OPENAI_API_KEY is not set - export it or configure providers.openai.api_key_env\n' });
+    const json = await pai(['chat', '--provider', 'anthropic', '--json', 'hi']);
+    expect(json.code).toBe(1);
+    expect(JSON.parse(json.stdout)).toEqual({ error: 'ANTHROPIC_API_KEY is not set', suggestion: 'export it or configure providers.anthropic.api_key_env' });
+    expect(types(events(json.stderr))).toEqual(['start', 'error']);
+  });
+
   it('does not retry a 400 and exits 1', async () => {
     const server = await fakeOpenAI();
     fakeConfig(server);

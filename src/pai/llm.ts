@@ -38,6 +38,12 @@ export type ModelCaller = (request: ModelRequest, options: CallOptions) => Promi
 
 export interface CallerSettings {
   apiKey: string | undefined;
+  /**
+   * The provider is a server the user configured (`providers.<p>.base_url`), which may need no
+   * key: a missing one is sent as the placeholder `none`. Default: false — a built-in provider
+   * without its key fails at once, without a request.
+   */
+  keyless?: boolean;
   /** Abort a call that sends nothing for this long. */
   idleTimeoutMs: number;
   env: NodeJS.ProcessEnv;
@@ -62,7 +68,13 @@ function createPiCaller(resolved: ResolvedModel, settings: CallerSettings): Mode
     contextWindow: resolved.contextWindow,
     maxTokens: resolved.maxOutputTokens,
   };
+  // A local server needs no key, but the SDKs refuse an empty one.
+  const apiKey = settings.apiKey || (settings.keyless ? 'none' : undefined);
   return async (request, { signal, onDelta }) => {
+    if (apiKey === undefined) {
+      // Not worth a request that can only be refused; status null says no credentials were sent.
+      return { ok: false, error: { kind: 'auth', recoverable: false, status: null, message: 'no API key', retryAfterMs: null } };
+    }
     const { streamSimple } = await loadPiStream();
     const controller = new AbortController();
     const onAbort = () => controller.abort();
@@ -80,8 +92,7 @@ function createPiCaller(resolved: ResolvedModel, settings: CallerSettings): Mode
       return await observeHttp(async (observation) => {
         touch();
         const stream = streamSimple(model, toPiContext(request, resolved), {
-          // A local server needs no key, but the SDKs refuse an empty one.
-          apiKey: settings.apiKey ?? (resolved.baseUrl ? 'none' : undefined),
+          apiKey,
           signal: controller.signal,
           // Retries are ours, decided by class; the SDKs' own would double them.
           maxRetries: 0,

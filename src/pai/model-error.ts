@@ -127,6 +127,12 @@ function explain(error: ModelError, context: { provider: string; baseUrl: string
   const where = context.baseUrl ?? `the ${context.provider} API`;
   switch (error.kind) {
     case 'auth':
+      if (error.status === null) {
+        // Refused before any request: no key at all.
+        return context.apiKeyEnv
+          ? { what: `${context.apiKeyEnv} is not set`, fix: `export it or configure providers.${context.provider}.api_key_env` }
+          : { what: `no API key for ${context.provider}`, fix: `set providers.${context.provider}.api_key_env in $THECLAW_HOME/pai/config.yaml` };
+      }
       return {
         what: `${where} refused the credentials (HTTP ${error.status}): ${detail}`,
         fix: `check the key in ${context.apiKeyEnv ?? 'the provider key variable'} or api_key_env in $THECLAW_HOME/pai/config.yaml`,
