@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ClawError, isClawError } from './errors.js';
+import { ClawError, errnoCode, isClawError } from './errors.js';
 import { logsDir, runDir, socketPath } from './home.js';
 import { listenSocket, request, type Handler } from './ipc.js';
 import { readLockHolder, tryLock, type LockHolder } from './lock.js';
@@ -38,6 +38,11 @@ export function askDaemon<T>(home: string, name: DaemonName, message: unknown, t
 export interface RunningDaemon {
   /** Answers the control socket's requests (`ping`, `stop` are answered before it is asked). */
   handle: Handler;
+  /**
+   * Called once the control socket answers: work that may be slow starts here, so that `ping`
+   * and status requests are answered meanwhile.
+   */
+  listening?(): void;
   /** Releases what the daemon holds; called once, on stop or SIGTERM. */
   shutdown(): Promise<void> | void;
 }
@@ -88,6 +93,7 @@ export async function runDaemon(home: string, name: DaemonName, setup: () => Pro
   }
   process.once('SIGTERM', () => void shutdown());
   process.once('SIGINT', () => void shutdown());
+  daemon.listening?.();
   await stopped;
 }
 
@@ -134,15 +140,24 @@ export async function stopDaemonProcess(home: string, name: DaemonName): Promise
   try {
     await askDaemon(home, name, { op: 'stop' }, 3_000);
   } catch {
-    process.kill(holder.pid, 'SIGTERM'); // socket gone or hung: the signal does the same
+    signalIfAlive(holder.pid, 'SIGTERM'); // socket gone or hung: the signal does the same
   }
   const deadline = Date.now() + STOP_TIMEOUT_MS;
   while (isAlive(holder)) {
     if (Date.now() > deadline) {
-      process.kill(holder.pid, 'SIGKILL');
+      signalIfAlive(holder.pid, 'SIGKILL');
       break;
     }
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
   return true;
+}
+
+/** `process.kill`, where a process that exited meanwhile (ESRCH) is what was wanted anyway. */
+function signalIfAlive(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(pid, signal);
+  } catch (error) {
+    if (errnoCode(error) !== 'ESRCH') throw error;
+  }
 }

@@ -91,7 +91,7 @@ export class TimerScheduler {
     const child = spawn(program, args, {
       detached: true,
       stdio: ['ignore', output.fd, output.fd],
-      env: { ...process.env, THECLAW_HOME: this.options.home, THECLAW_TIMER: id },
+      env: timerEnv(this.options.home, id),
     });
     if (child.pid === undefined) {
       child.once('error', () => {});
@@ -113,4 +113,14 @@ export class TimerScheduler {
       else logger.error(line);
     }).catch((error: unknown) => logger.error(`timer ${id} (pid ${pid}): ${(error as Error).message}`));
   }
+}
+
+/**
+ * A timer command's environment: the daemon's, with THECLAW_HOME and THECLAW_TIMER set. A daemon
+ * started from a handler inherited that handler's THECLAW_THREAD and THECLAW_CONSUMER; a timer is
+ * no consumer, and must not act as one.
+ */
+function timerEnv(home: string, id: string): NodeJS.ProcessEnv {
+  const { THECLAW_THREAD: _thread, THECLAW_CONSUMER: _consumer, ...env } = process.env;
+  return { ...env, THECLAW_HOME: home, THECLAW_TIMER: id };
 }

@@ -133,6 +133,17 @@ describe('notifier timer (CLI and daemon)', () => {
     expect(new Set(warnings).size).toBe(warnings.length);
   });
 
+  it("does not pass a handler's THECLAW_THREAD and THECLAW_CONSUMER on to timer commands", async () => {
+    const file = join(t.home, 'env.txt');
+    // As if the daemon had been started by a subscription handler.
+    const env = { ...t.env, THECLAW_THREAD: join(t.home, 'some thread'), THECLAW_CONSUMER: 'worker' };
+    expect((await runTool('notifier', ['start'], env)).code).toBe(0);
+    const show = joinCommand(['bash', '-c', `echo "\${THECLAW_THREAD-unset} \${THECLAW_CONSUMER-unset} $THECLAW_TIMER" >> '${file}'`]);
+    expect((await runTool('notifier', ['timer', 'add', '--id', 'env', '--at', new Date().toISOString(), '--command', show], t.env)).code).toBe(0);
+    await waitFor(() => ticks(file) >= 1, 'the timer run');
+    expect(readFileSync(file, 'utf8')).toBe('unset unset env\n');
+  });
+
   it('runs a one-shot timer once and then shows no next run', async () => {
     const file = join(t.home, 'once.txt');
     expect((await runTool('notifier', ['start'], t.env)).code).toBe(0);
