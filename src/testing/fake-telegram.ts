@@ -26,6 +26,8 @@ export interface FakeTelegramOptions {
   botUsername?: string;
   /** Default: 7000001. */
   botId?: number;
+  /** Port on 127.0.0.1, e.g. that of a fake that was closed, to bring "Telegram" back. Default: a free one. */
+  port?: number;
 }
 
 /** One API call as received: the method and its parameters (JSON body merged over the query). */
@@ -259,7 +261,7 @@ export async function startFakeTelegram(options: FakeTelegramOptions = {}): Prom
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve());
+    server.listen(options.port ?? 0, '127.0.0.1', () => resolve());
   });
   const { port } = server.address() as AddressInfo;
 

@@ -1,9 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { createInterface } from 'node:readline';
-import { askDaemon } from '../core/daemon.js';
-import { ClawError, isClawError } from '../core/errors.js';
 import { socketPath } from '../core/home.js';
 import { subscribe } from '../core/ipc.js';
+import { askXgw, xgwUnavailable } from './client.js';
 import type { InboundOutcome, MailboxEntry, XgwRequest } from './protocol.js';
 import { requireAgentId } from './route.js';
 
@@ -62,7 +61,7 @@ export async function runTerminalChat(options: TerminalChatOptions): Promise<voi
       closed.signal,
     );
   } catch (error) {
-    throw notRunning(error);
+    throw xgwUnavailable(options.home, error);
   }
 
   const lines = createInterface({ input: options.input ?? process.stdin, terminal: false });
@@ -71,15 +70,7 @@ export async function runTerminalChat(options: TerminalChatOptions): Promise<voi
       const text = line.trim();
       if (text === '') continue;
       if (text === '/quit' || text === '/exit') break;
-      const outcome = await askDaemon<InboundOutcome>(options.home, 'xgw', {
-        op: 'chat_message',
-        channel,
-        agent: options.agent,
-        message_id: randomUUID(),
-        text,
-      } satisfies XgwRequest).catch((error: unknown) => {
-        throw notRunning(error);
-      });
+      const outcome = await askXgw<InboundOutcome>(options.home, { op: 'chat_message', channel, agent: options.agent, message_id: randomUUID(), text });
       if (outcome.kind === 'accepted') {
         outstanding++;
         spinner.start();
@@ -96,10 +87,6 @@ export async function runTerminalChat(options: TerminalChatOptions): Promise<voi
     lines.close();
     closed.abort();
   }
-}
-
-function notRunning(error: unknown): unknown {
-  return isClawError(error, 'not_found') ? new ClawError('not_found', 'xgw is not running', { suggestion: 'start it with xgw start' }) : error;
 }
 
 function createSpinner(stream: NodeJS.WriteStream) {

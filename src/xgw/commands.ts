@@ -1,19 +1,25 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { printJson, printLines } from '../core/cli.js';
-import { askDaemon, daemonHolder, daemonLogFile, startDaemonProcess, stopDaemonProcess } from '../core/daemon.js';
-import { ClawError, isClawError, usageError } from '../core/errors.js';
+import { daemonHolder, daemonLogFile, startDaemonProcess, stopDaemonProcess } from '../core/daemon.js';
+import { ClawError, usageError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
 import { runTerminalChat } from './chat-client.js';
+import { askXgw } from './client.js';
 import { loadXgwConfig, xgwConfigPath } from './config.js';
 import { runXgw } from './daemon.js';
-import type { SendResult, XgwRequest, XgwStatus } from './protocol.js';
+import type { SendResult, XgwStatus } from './protocol.js';
 import { GatewayState } from './state.js';
 import type { XgwConfig } from './types.js';
 
 interface Json {
   json?: boolean;
 }
+
+/** How long `xgw start` waits for the channels' first start attempts (each is capped at 5 s). */
+const START_WAIT_MS = 8_000;
+/** A delivery may split into several messages, each with its own round trip. */
+const SEND_TIMEOUT_MS = 60_000;
 
 export async function start(options: Json & { foreground?: boolean }): Promise<void> {
   const home = resolveHome();
@@ -23,7 +29,8 @@ export async function start(options: Json & { foreground?: boolean }): Promise<v
   }
   loadXgwConfig(home); // precise config errors here, not in a log
   const { pid } = await startDaemonProcess(home, 'xgw');
-  const status = await askDaemon<XgwStatus>(home, 'xgw', { op: 'status' } satisfies XgwRequest);
+  // The socket answers before channels are up: wait for their first start attempts.
+  const status = await askXgw<XgwStatus>(home, { op: 'status', wait_ms: START_WAIT_MS }, START_WAIT_MS + 5_000);
   if (options.json) return printJson(status);
   printLines([`xgw started (pid ${pid}); log: ${daemonLogFile(home, 'xgw')}`, ...formatChannels(status)]);
 }
@@ -36,11 +43,13 @@ export async function stop(options: Json): Promise<void> {
 
 export async function status(options: Json): Promise<void> {
   const home = resolveHome();
-  let status: XgwStatus | undefined;
-  if (daemonHolder(home, 'xgw')) {
-    status = await askDaemon<XgwStatus>(home, 'xgw', { op: 'status' } satisfies XgwRequest).catch(() => undefined);
+  let status: XgwStatus;
+  try {
+    status = await askXgw<XgwStatus>(home, { op: 'status' });
+  } catch (error) {
+    if (daemonHolder(home, 'xgw')) throw error; // running, but not answering
+    status = offlineStatus(home, loadXgwConfig(home));
   }
-  status ??= offlineStatus(home, loadXgwConfig(home));
   if (options.json) return printJson(status);
   printLines([
     status.running ? `xgw running (pid ${status.pid}, up ${status.uptime_seconds}s)` : 'xgw is not running',
@@ -98,29 +107,20 @@ export async function send(options: SendFlags): Promise<void> {
   const text = options.text ?? (await readStdin());
   if (text.trim() === '') throw usageError('the text is empty', 'pass --text TEXT or the text on stdin');
   const home = resolveHome();
-  let result: SendResult;
-  try {
-    result = await askDaemon<SendResult>(
-      home,
-      'xgw',
-      {
-        op: 'send',
-        channel: options.channel,
-        peer: options.peer,
-        conversation_type: options.conversationType,
-        conversation: options.conversation,
-        reply_to: options.replyTo,
-        idempotency_key: options.idempotencyKey,
-        text,
-      } satisfies XgwRequest,
-      60_000,
-    );
-  } catch (error) {
-    if (isClawError(error, 'not_found') && !daemonHolder(home, 'xgw')) {
-      throw new ClawError('io', 'xgw is not running', { suggestion: 'start it with xgw start' });
-    }
-    throw error;
-  }
+  const result = await askXgw<SendResult>(
+    home,
+    {
+      op: 'send',
+      channel: options.channel,
+      peer: options.peer,
+      conversation_type: options.conversationType,
+      conversation: options.conversation,
+      reply_to: options.replyTo,
+      idempotency_key: options.idempotencyKey,
+      text,
+    },
+    SEND_TIMEOUT_MS,
+  );
   if (options.json) printJson(result);
   else printLines([`${result.status} (${result.message_ids.join(', ')})`]);
 }

@@ -1,10 +1,12 @@
 import { spawn } from 'node:child_process';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { parseMessageContent } from '../core/message.js';
-import { askDaemon } from '../core/daemon.js';
+import { askDaemon, daemonPidFile } from '../core/daemon.js';
+import { tryLock } from '../core/lock.js';
 import { cliPath } from '../core/package.js';
 import { createTestHome, runTool, waitFor, type TestHome } from '../testing/index.js';
 import { initThread, openThread } from '../thread/thread.js';
@@ -104,6 +106,55 @@ routes:
     expect(result.stderr).toBe('Error: xgw is not running - start it with xgw start\n');
     const usage = await xgw(['send', '--channel', 'terminal:local', '--text', 'hi']);
     expect(usage.code).toBe(2);
+  });
+
+  it('answers on its socket while a channel is slow to start, reports it, and stops it', async () => {
+    const silent = createServer(() => {}); // a Bot API that accepts connections and never answers
+    const held = new Set<Socket>();
+    silent.on('connection', (socket) => held.add(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    try {
+      writeConfig(`channels:
+  - { id: terminal:local, type: terminal, access: open }
+  - { id: telegram:main, type: telegram, token_env: TEST_TG_TOKEN, api_root: "http://127.0.0.1:${(silent.address() as AddressInfo).port}" }
+`);
+      const env = { ...t.env, TEST_TG_TOKEN: '123:fake' };
+      const start = await runTool('xgw', ['start'], env);
+      expect(start.code, start.stderr).toBe(0);
+      expect(start.stdout).toMatch(/telegram:main: error \(telegram:main did not start within 5 s; trying again in \d+ s\)/);
+      expect(start.stdout).toMatch(/terminal:local: running/);
+
+      // Configured but not running: exit 1; not configured: a usage error, exit 2.
+      const down = await xgw(['send', '--channel', 'telegram:main', '--peer', '1', '--text', 'hi']);
+      expect(down.code).toBe(1);
+      expect(down.stderr).toBe('Error: telegram:main is not running - see its state with: xgw status\n');
+      const unknown = await xgw(['send', '--channel', 'webchat:nope', '--peer', '1', '--text', 'hi']);
+      expect(unknown.code).toBe(2);
+      expect(unknown.stderr).toBe('Error: no channel webchat:nope is configured - pass one of the configured channels (terminal:local, telegram:main) to --channel\n');
+
+      const stopping = Date.now();
+      expect((await xgw(['stop'])).code).toBe(0);
+      expect(Date.now() - stopping).toBeLessThan(5000);
+    } finally {
+      for (const socket of held) socket.destroy();
+      silent.close();
+    }
+  });
+
+  it('says that xgw is starting or not answering when the lock holder does not answer', async () => {
+    mkdirSync(join(t.home, 'run'), { recursive: true });
+    const attempt = tryLock(daemonPidFile(t.home, 'xgw')); // this process: alive, no socket
+    if (!attempt.acquired) throw new Error('the lock is taken');
+    try {
+      const expected = `Error: xgw is starting or not answering - wait a moment, or see ${join(t.home, 'logs', 'xgw.log')}\n`;
+      for (const args of [['status'], ['send', '--channel', 'terminal:local', '--peer', user, '--text', 'hi']]) {
+        const result = await xgw(args);
+        expect(result.code, args[0]).toBe(1);
+        expect(result.stderr, args[0]).toBe(expected);
+      }
+    } finally {
+      attempt.lock.release();
+    }
   });
 
   it('delivers a send once per idempotency key', async () => {

@@ -9,10 +9,17 @@ import { loadXgwConfig } from './config.js';
 import { Gateway, noticeFor } from './gateway.js';
 import { GatewayState } from './state.js';
 import type { XgwRequest, XgwStatus } from './protocol.js';
+import type { ChannelAdapter } from './types.js';
+
+/** How long `status` with `wait_ms` may wait for channels still in their first start. */
+const MAX_STATUS_WAIT_MS = 10_000;
 
 /**
  * Runs the gateway in this process until `stop` or SIGTERM: every configured channel, and the
- * control socket that `xgw send`, `xgw status` and terminal chats talk to.
+ * control socket that `xgw send`, `xgw status` and terminal chats talk to. The socket answers
+ * first; channels start after it, each bounded in time and tried again in the background while
+ * it fails (see ChannelSupervisor). A channel that cannot even be built (a token variable that
+ * is not set) fails the start.
  */
 export async function runXgw(home: string, env: NodeJS.ProcessEnv = process.env): Promise<void> {
   const config = loadXgwConfig(home);
@@ -21,20 +28,10 @@ export async function runXgw(home: string, env: NodeJS.ProcessEnv = process.env)
     const state = new GatewayState(home);
     const gateway = new Gateway({ home, config, state, logger });
     const startedAt = new Date();
+    let channels: ChannelAdapter[];
     try {
-      for (const channelConfig of config.channels) {
-        const channel = await createChannel(channelConfig, env);
-        try {
-          await gateway.startChannel(channel);
-        } catch (error) {
-          // A configuration mistake stops the start with its message; anything else (a platform
-          // that cannot be reached now) leaves the channel in the error state, to recover.
-          if (error instanceof ClawError && (error.kind === 'invalid' || error.kind === 'usage')) throw error;
-          logger.error(`${channel.id} failed to start: ${(error as Error).message}`);
-        }
-      }
+      channels = await Promise.all(config.channels.map((channelConfig) => createChannel(channelConfig, env)));
     } catch (error) {
-      await Promise.allSettled(gateway.channelList().map((channel) => channel.stop()));
       state.close();
       throw error;
     }
@@ -49,16 +46,20 @@ export async function runXgw(home: string, env: NodeJS.ProcessEnv = process.env)
     };
 
     return {
+      listening() {
+        for (const channel of channels) void gateway.launchChannel(channel);
+      },
       async handle(request) {
         const message = request as XgwRequest;
         switch (message.op) {
           case 'status':
+            if (message.wait_ms) await gateway.launched(Math.min(message.wait_ms, MAX_STATUS_WAIT_MS));
             return {
               running: true,
               pid: process.pid,
               started_at: startedAt.toISOString(),
               uptime_seconds: Math.round((Date.now() - startedAt.getTime()) / 1000),
-              channels: gateway.channelList().map((channel) => channel.status()),
+              channels: gateway.channelStatuses(),
               routes: config.routes,
               pending_pairings: state.pendingPairings().length,
             } satisfies XgwStatus;
@@ -96,7 +97,7 @@ export async function runXgw(home: string, env: NodeJS.ProcessEnv = process.env)
         }
       },
       async shutdown() {
-        await Promise.allSettled(gateway.channelList().map((channel) => channel.stop()));
+        await gateway.stopChannels();
         state.close();
         logger.info(`xgw stopped (pid ${process.pid})`);
       },

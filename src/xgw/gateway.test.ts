@@ -251,9 +251,14 @@ describe('outbound', () => {
     expect(state.deliveryProgress({ channelId: 'telegram:main', target: 'dm:9:9', key: 'thread#7' })).toEqual({ messageIds: ['55'], complete: true });
   });
 
-  it('refuses an unknown channel and an empty text', async () => {
+  it('refuses a channel that is not configured and an empty text as usage errors, and says when a configured one is not running', async () => {
     const gateway = gatewayWith(openChat);
-    await expect(gateway.send({ channel: 'nope:x', peer: '1', text: 'hi' })).rejects.toMatchObject({ kind: 'not_found' });
+    await expect(gateway.send({ channel: 'nope:x', peer: '1', text: 'hi' })).rejects.toMatchObject({
+      kind: 'usage',
+      message: 'no channel nope:x is configured',
+      suggestion: 'pass one of the configured channels (telegram:main) to --channel',
+    });
+    await expect(gateway.send({ channel: 'telegram:main', peer: '1', text: 'hi' })).rejects.toMatchObject({ kind: 'io', message: 'telegram:main is not running' });
     await expect(gateway.send({ channel: 'telegram:main', peer: '1', text: '  ' })).rejects.toMatchObject({ kind: 'usage' });
   });
 });

@@ -6,8 +6,10 @@ import type { Logger } from '../core/logger.js';
 import { formatMessageContent } from '../core/message.js';
 import { openThread } from '../thread/thread.js';
 import { findRoute, requireAgentId } from './route.js';
+import { settleWithin } from './settle.js';
+import { ChannelSupervisor, type SupervisorOptions } from './supervisor.js';
 import { MAX_PENDING_PAIRINGS, type DeliveryProgress, type DeliveryRef, type GatewayState } from './state.js';
-import type { ChannelAdapter, ChannelConfig, ChannelContext, InboundMessage, InboundOutcome, XgwConfig } from './types.js';
+import type { ChannelAdapter, ChannelConfig, ChannelContext, ChannelStatus, InboundMessage, InboundOutcome, XgwConfig } from './types.js';
 
 export interface SendRequest {
   channel: string;
@@ -32,6 +34,8 @@ export interface GatewayOptions {
   config: XgwConfig;
   state: GatewayState;
   logger: Logger;
+  /** How channels launched with `launchChannel` are kept started (start timeout, retry delays). */
+  supervisor?: SupervisorOptions;
 }
 
 /**
@@ -41,6 +45,9 @@ export interface GatewayOptions {
  */
 export class Gateway {
   private readonly channels = new Map<string, ChannelAdapter>();
+  private readonly supervisors = new Map<string, ChannelSupervisor>();
+  /** The first start attempts of launched channels. */
+  private readonly launches: Promise<void>[] = [];
   /** Deliveries under way, by key and target: a concurrent retry waits for the first. */
   private readonly inFlight = new Map<string, Promise<SendResult>>();
   /** Deliveries whose record could not be written to the state, by key and target. */
@@ -59,13 +66,42 @@ export class Gateway {
     };
   }
 
+  /** Starts a channel and waits for it; a failure is thrown, not retried. */
   async startChannel(channel: ChannelAdapter): Promise<void> {
     this.channels.set(channel.id, channel);
     await channel.start(this.context());
   }
 
+  /**
+   * Starts a channel in the background and keeps trying until it runs (see ChannelSupervisor).
+   * Resolves once the first attempt succeeded or failed; never rejects.
+   */
+  launchChannel(channel: ChannelAdapter): Promise<void> {
+    const supervisor = new ChannelSupervisor(channel, this.context(), this.options.supervisor);
+    this.channels.set(channel.id, channel);
+    this.supervisors.set(channel.id, supervisor);
+    const first = supervisor.start();
+    this.launches.push(first);
+    return first;
+  }
+
+  /** Resolves once every launched channel's first start attempt settled, or after `ms`. */
+  async launched(ms: number): Promise<void> {
+    await settleWithin(Promise.all(this.launches), ms);
+  }
+
   channelList(): ChannelAdapter[] {
     return [...this.channels.values()];
+  }
+
+  /** Each channel's state; a launched channel waiting to try its start again shows as `error`. */
+  channelStatuses(): ChannelStatus[] {
+    return this.channelList().map((channel) => (this.supervisors.get(channel.id) ?? channel).status());
+  }
+
+  /** Stops every channel, cancelling starts under way and pending retries. */
+  async stopChannels(): Promise<void> {
+    await Promise.allSettled(this.channelList().map((channel) => (this.supervisors.get(channel.id) ?? channel).stop()));
   }
 
   /**
@@ -147,6 +183,10 @@ export class Gateway {
    */
   send(request: SendRequest): Promise<SendResult> {
     if (request.text.trim() === '') return Promise.reject(usageError('the text is empty', 'pass --text or text on stdin'));
+    if (!this.options.config.channels.some((channel) => channel.id === request.channel)) {
+      const ids = this.options.config.channels.map((channel) => channel.id).join(', ') || 'none';
+      return Promise.reject(usageError(`no channel ${request.channel} is configured`, `pass one of the configured channels (${ids}) to --channel`));
+    }
     if (request.idempotencyKey === undefined) return this.deliver(request, undefined);
     const ref = deliveryRef(request, request.idempotencyKey);
     const id = refId(ref);
@@ -160,9 +200,7 @@ export class Gateway {
   private async deliver(request: SendRequest, ref: DeliveryRef | undefined): Promise<SendResult> {
     const { logger } = this.options;
     const channel = this.channels.get(request.channel);
-    if (!channel) {
-      throw new ClawError('not_found', `no channel ${request.channel} is running`, { suggestion: 'see the channels with: xgw status' });
-    }
+    if (!channel) throw new ClawError('io', `${request.channel} is not running`, { suggestion: 'see its state with: xgw status' });
     const earlier = ref && this.progress(ref);
     if (earlier?.complete) return { status: 'duplicate', message_ids: earlier.messageIds };
     const { messageIds } = await channel.send(

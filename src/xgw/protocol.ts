@@ -4,7 +4,8 @@ import type { SendResult } from './gateway.js';
 
 /** What the xgw control socket accepts, one JSON object per connection (`ping`/`stop` too). */
 export type XgwRequest =
-  | { op: 'status' }
+  /** Answer: XgwStatus; with `wait_ms`, once channels still in their first start settled (or after that long, at most 10 s). */
+  | { op: 'status'; wait_ms?: number }
   /** Deliver a reply (xgw send). Answer: SendResult. */
   | {
       op: 'send';

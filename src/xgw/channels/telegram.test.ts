@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -10,6 +11,7 @@ import { createTestHome, startFakeTelegram, textUpdate, waitFor, type FakeTelegr
 import { initThread, openThread } from '../../thread/thread.js';
 import { Gateway } from '../gateway.js';
 import { GatewayState } from '../state.js';
+import type { SupervisorOptions } from '../supervisor.js';
 import { XgwConfigSchema, type ChannelAdapter, type TelegramChannelConfig } from '../types.js';
 import { createTelegramChannel, toInboundMessage } from './telegram.js';
 
@@ -79,6 +81,12 @@ afterEach(async () => {
   tokens.length = 0;
   testHome.cleanup();
 });
+
+/** A gateway over the harness's state that launches channels the way the daemon does. */
+function supervisedGateway(h: Harness, supervisor: SupervisorOptions): Gateway {
+  const config = XgwConfigSchema.parse({ channels: [h.config], routes: [{ agent: 'admin' }] });
+  return new Gateway({ home: h.home, config, state: h.state, logger: createLogger(h.logPath, { level: 'debug', env: {} }), supervisor });
+}
 
 function inbox(h: Harness) {
   const thread = openThread(join(h.home, 'agents', 'admin', 'inbox'), { home: h.home });
@@ -266,13 +274,18 @@ describe('telegram channel: outbound', () => {
 });
 
 describe('telegram channel: start, status and stop', () => {
-  it('refuses to start without the token variable, saying how to set it', async () => {
+  it('refuses to be created without the token variable, saying how to set it', async () => {
     const h = await setup({ start: false });
-    const channel = createTelegramChannel(h.config, {});
-    const error = await rejection(h.gateway.startChannel(channel));
+    const error = (() => {
+      try {
+        createTelegramChannel(h.config, {});
+      } catch (error) {
+        return error as ClawError;
+      }
+      throw new Error('expected an error');
+    })();
     expect(error.kind).toBe('invalid');
     expect(formatError(error)).toBe('Error: TEST_TG_TOKEN is not set - export the bot token from @BotFather as TEST_TG_TOKEN');
-    expect(channel.status().state).toBe('error');
   });
 
   it('refuses a token Telegram does not know, without repeating it', async () => {
@@ -317,6 +330,73 @@ describe('telegram channel: start, status and stop', () => {
     expect(JSON.stringify(again.status())).not.toContain(h.fake.token);
     // grammY's network errors held the URL (and so the token); the log shows where it was cut.
     expect(readFileSync(h.logPath, 'utf8')).toContain('/bot[redacted]/');
+  });
+
+  it('tries a start that failed on the network again with backoff, in error meanwhile, until Telegram is back', async () => {
+    const h = await setup({ start: false });
+    const { token } = h.fake;
+    const port = Number(new URL(h.fake.apiRoot).port);
+    await h.fake.close();
+    const gateway = supervisedGateway(h, { retryDelayMs: 50, maxRetryDelayMs: 200 });
+    await gateway.launchChannel(h.channel);
+    const [status] = gateway.channelStatuses();
+    expect(status).toMatchObject({ id: 'telegram:main', state: 'error', detail: expect.stringMatching(/cannot reach the Telegram Bot API .*; trying again in \d+ s$/) });
+    expect(JSON.stringify(status)).not.toContain(token);
+
+    h.fake = await startFakeTelegram({ token, port });
+    await waitFor(() => gateway.channelStatuses()[0]!.state === 'running', 'the channel running again');
+    h.fake.queueUpdate(textUpdate({ from: 111, text: 'are you back?' }));
+    await waitFor(() => inbox(h).length === 1, 'the message after the recovery');
+    expect(readFileSync(h.logPath, 'utf8')).toMatch(/telegram:main: started after \d+ attempts/);
+    await gateway.stopChannels();
+    expect(gateway.channelStatuses()[0]!.state).toBe('stopped');
+  });
+
+  it('cancels a pending retry of the start on stop', async () => {
+    const h = await setup({ start: false });
+    await h.fake.close();
+    const gateway = supervisedGateway(h, { retryDelayMs: 60_000 });
+    await gateway.launchChannel(h.channel);
+    expect(gateway.channelStatuses()[0]!.state).toBe('error');
+    const stopping = Date.now();
+    await gateway.stopChannels();
+    expect(Date.now() - stopping, 'stop during the retry delay').toBeLessThan(1000);
+    expect(gateway.channelStatuses()[0]).toMatchObject({ state: 'stopped' });
+  });
+
+  it('cancels a start that hangs past the start timeout, and stops while it hangs', async () => {
+    const h = await setup({ start: false });
+    const silent = createServer(() => {}); // accepts connections, never answers
+    const held = new Set<Socket>();
+    silent.on('connection', (socket) => held.add(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    try {
+      const config = { ...h.config, api_root: `http://127.0.0.1:${(silent.address() as AddressInfo).port}` };
+      h.channel = createTelegramChannel(config, { TEST_TG_TOKEN: h.fake.token });
+      const gateway = supervisedGateway(h, { startTimeoutMs: 300, retryDelayMs: 50, maxRetryDelayMs: 100 });
+      await gateway.launchChannel(h.channel);
+      expect(gateway.channelStatuses()[0]).toMatchObject({ state: 'error', detail: expect.stringMatching(/^telegram:main did not start within 0\.3 s; trying again/) });
+      await waitFor(() => held.size >= 2, 'a second attempt');
+      const stopping = Date.now();
+      await gateway.stopChannels();
+      expect(Date.now() - stopping).toBeLessThan(1000);
+      expect(gateway.channelStatuses()[0]!.state).toBe('stopped');
+    } finally {
+      for (const socket of held) socket.destroy();
+      silent.close();
+    }
+  });
+
+  it('does not try again a start that a refused token failed', async () => {
+    const h = await setup({ start: false });
+    const wrong = '123456789:AAwrong-token-that-must-stay-secret';
+    tokens.push(wrong);
+    h.channel = createTelegramChannel(h.config, { TEST_TG_TOKEN: wrong });
+    const gateway = supervisedGateway(h, { retryDelayMs: 50 });
+    await gateway.launchChannel(h.channel);
+    expect(gateway.channelStatuses()[0]).toMatchObject({ state: 'error', detail: expect.stringContaining('Telegram refused the bot token in TEST_TG_TOKEN') });
+    expect(readFileSync(h.logPath, 'utf8')).toMatch(/telegram:main failed to start: .* \(not retried: fix it and restart xgw\)/);
+    await gateway.stopChannels();
   });
 
   it('keeps polling through failed polls and restarts it after a conflict, with backoff', async () => {

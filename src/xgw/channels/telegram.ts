@@ -4,6 +4,7 @@ import { Bot, GrammyError, HttpError } from 'grammy';
 import type { Message, MessageEntity, UserFromGetMe } from 'grammy/types';
 import { ClawError, isClawError, type ErrorKind } from '../../core/errors.js';
 import { backoffMs, sleep } from '../../core/retry.js';
+import { settleWithin } from '../settle.js';
 import { splitText } from '../split.js';
 import type {
   ChannelAdapter,
@@ -43,8 +44,8 @@ const PERMANENT: ReadonlySet<ErrorKind> = new Set(['usage', 'invalid', 'not_foun
 
 /**
  * The Telegram channel: long polling through grammY against `api_root`, text messages in, text
- * replies out (split at 4,096 code units). The bot token is read from `env[token_env]` at start
- * and never leaves this module: grammY's network errors carry the request URL, which holds the
+ * replies out (split at 4,096 code units). The bot token is read from `env[token_env]` here (an
+ * `invalid` error when it is not set) and never leaves this module: grammY's network errors carry the request URL, which holds the
  * token, so every error text is redacted before it is logged, shown in `status` or thrown.
  */
 export function createTelegramChannel(config: TelegramChannelConfig, env: NodeJS.ProcessEnv, options: TelegramChannelOptions = {}): ChannelAdapter {
@@ -68,12 +69,16 @@ class TelegramChannel implements ChannelAdapter {
   private redact: (text: string) => string = (text) => text;
   private readonly apiRoot: string;
   private readonly pollTimeoutSeconds: number;
+  private readonly token: string;
 
   constructor(
     private readonly config: TelegramChannelConfig,
-    private readonly env: NodeJS.ProcessEnv,
+    env: NodeJS.ProcessEnv,
     private readonly options: TelegramChannelOptions,
   ) {
+    const token = env[config.token_env];
+    if (!token) throw new ClawError('invalid', `${config.token_env} is not set`, { suggestion: `export the bot token from @BotFather as ${config.token_env}` });
+    this.token = token;
     // grammY refuses a root with a trailing slash; a URL from YAML may well have one.
     this.apiRoot = config.api_root.replace(/\/+$/, '');
     this.pollTimeoutSeconds = options.pollTimeoutSeconds ?? 30;
@@ -85,12 +90,7 @@ class TelegramChannel implements ChannelAdapter {
 
   async start(context: ChannelContext): Promise<void> {
     if (this.bot) throw new ClawError('conflict', `${this.id} is running already`, { suggestion: 'stop it first' });
-    const tokenEnv = this.config.token_env;
-    const token = this.env[tokenEnv];
-    if (!token) {
-      this.setState('error', `${tokenEnv} is not set`);
-      throw new ClawError('invalid', `${tokenEnv} is not set`, { suggestion: `export the bot token from @BotFather as ${tokenEnv}` });
-    }
+    const token = this.token;
     this.context = context;
     this.redact = createTokenRedactor(token);
     this.stopping = false;
@@ -160,10 +160,11 @@ class TelegramChannel implements ChannelAdapter {
   }
 
   async stop(): Promise<void> {
-    if (!this.bot) return;
-    await this.shutdown();
+    if (this.bot) {
+      await this.shutdown();
+      this.context?.logger.info(`${this.id}: stopped`);
+    }
     this.setState('stopped');
-    this.context?.logger.info(`${this.id}: stopped`);
   }
 
   /** Ends polling (waiting for it, within a grace period), then every connection. */
@@ -454,11 +455,4 @@ function hintFor(error: unknown): string {
 function createTokenRedactor(token: string): (text: string) => string {
   const forms = [...new Set([token, encodeURIComponent(token)])];
   return (text) => forms.reduce((out, form) => out.split(form).join('[redacted]'), text);
-}
-
-/** Waits for `promise`, but no longer than `ms`. */
-async function settleWithin(promise: Promise<unknown>, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  await Promise.race([promise, new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]);
-  clearTimeout(timer);
 }

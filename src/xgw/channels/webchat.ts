@@ -265,7 +265,7 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
     type: 'webchat',
 
     async start(ctx) {
-      if (state === 'running' || state === 'starting') throw new ClawError('conflict', `${config.id} is running already`);
+      if (state === 'running' || state === 'starting') throw new ClawError('conflict', `${config.id} is running already`, { suggestion: 'stop it first' });
       context = ctx;
       state = 'starting';
       detail = undefined;
@@ -283,13 +283,17 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
             resolve();
           });
         });
+        if (server !== http) {
+          http.close(); // stopped while it started
+          throw new ClawError('aborted', `${config.id} was stopped while starting`, { suggestion: 'start it again' });
+        }
         http.on('error', (error) => ctx.logger.error(`${config.id}: ${error.message}`));
         port = (http.address() as AddressInfo).port;
       } catch (error) {
         await closeAll();
         const failure = startError(error, config);
-        state = 'error';
-        detail = failure.message;
+        state = failure.kind === 'aborted' ? 'stopped' : 'error';
+        detail = failure.kind === 'aborted' ? undefined : failure.message;
         throw failure;
       }
       pinger = setInterval(() => {
@@ -331,6 +335,7 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
     async stop() {
       await closeAll();
       state = 'stopped';
+      detail = undefined;
     },
   };
 
