@@ -233,11 +233,11 @@ describe('agent deliver to another agent', () => {
 
     const inbox = events(join(t.home, 'agents', 'other', 'inbox'));
     expect(inbox).toHaveLength(1);
-    expect(inbox[0]!.source).toBe('internal:dm:peer-telegram.main.42:helper');
+    expect(inbox[0]!.source).toBe('internal:reply:peer-telegram.main.42:helper');
     expect(parseMessageContent(inbox[0]!.content)).toEqual({
       text: 'echo: what is 6*7?',
       attachments: [],
-      reply_context: { kind: 'internal', conversation_type: 'dm', conversation_id: 'peer-telegram.main.42', agent_id: 'helper' },
+      reply_context: { kind: 'internal', conversation_type: 'reply', conversation_id: 'peer-telegram.main.42', agent_id: 'helper' },
       in_reply_to: id,
     });
 

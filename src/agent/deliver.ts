@@ -11,6 +11,7 @@ import { openThread, type Thread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
 import type { XgwRequest } from '../xgw/protocol.js';
 import { agentDir, loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
+import { ANSWER_CONVERSATION } from './router.js';
 import type { ErrorRecord } from './types.js';
 
 /**
@@ -93,17 +94,18 @@ async function deliverOne(home: string, dir: AgentDir, thread: Thread, event: Th
     await askDaemon(home, 'xgw', request, 60_000);
     return;
   }
-  // An answer for another agent: into its inbox, from us, back into the conversation that asked.
+  // An answer for another agent: into its inbox, from us, marked as an answer so that it goes
+  // back into the conversation that asked (router.ts).
   const target = agentDir(home, context.agent_id);
   const inbox = openThread(target.inbox, { home });
   try {
     inbox.push({
-      source: formatAddress({ kind: 'internal', conversationType: context.conversation_type, conversationId: context.conversation_id, agentId: dir.id }),
+      source: formatAddress({ kind: 'internal', conversationType: ANSWER_CONVERSATION, conversationId: context.conversation_id, agentId: dir.id }),
       type: 'message',
       content: JSON.stringify({
         text: content.text,
         attachments: [],
-        reply_context: { kind: 'internal', conversation_type: context.conversation_type, conversation_id: context.conversation_id, agent_id: dir.id },
+        reply_context: { kind: 'internal', conversation_type: ANSWER_CONVERSATION, conversation_id: context.conversation_id, agent_id: dir.id },
         in_reply_to: event.id,
       }),
       idempotency_key: `${dir.id}:${thread.path}#${event.id}`,

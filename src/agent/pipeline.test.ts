@@ -101,7 +101,7 @@ describe('agent to agent through the real pipeline', () => {
     expect(aMessages.map((event) => [event.source, parseMessageContent(event.content).text])).toEqual([
       [terminal, 'ask b what 6*7 is'],
       ['self', 'I asked b; I will tell you.'],
-      [`internal:dm:${aThread.threadId}:b`, '42'],
+      [`internal:reply:${aThread.threadId}:b`, '42'],
       ['self', 'b says: 42'],
     ]);
     const finalReply = parseMessageContent(aMessages[3]!.content);

@@ -8,7 +8,7 @@ import { initThread } from '../thread/thread.js';
 import { agentDir, type AgentDir } from './agent-dir.js';
 import { memoryFiles, sessionFile } from './context.js';
 import { initAgent } from './lifecycle.js';
-import { routeMessage, threadById } from './router.js';
+import { ANSWER_CONVERSATION, routeMessage, threadById } from './router.js';
 
 // Routing by the source address alone: where each sender's conversation lives, and that no
 // sender can reach outside threads/ or into another sender's thread.
@@ -28,6 +28,8 @@ afterEach(() => {
 const external = (peerId: string, channelType = 'telegram', instance = 'main') =>
   formatAddress({ kind: 'external', channelType, instance, conversationType: 'dm', conversationId: peerId, peerId });
 const internal = (agentId: string, conversationId = 'default') => formatAddress({ kind: 'internal', conversationType: 'dm', conversationId, agentId });
+/** Another agent's answer to a question one of our threads asked (deliver.ts writes these). */
+const answer = (agentId: string, conversationId: string) => formatAddress({ kind: 'internal', conversationType: ANSWER_CONVERSATION, conversationId, agentId });
 
 /** The route's directory is one level below `parent`, inside the agent's threads/. */
 function expectInside(path: string, parent: string): void {
@@ -140,14 +142,16 @@ describe('routeMessage', () => {
   });
 });
 
-describe('an internal message naming one of our threads', () => {
+describe("another agent's answer naming one of our threads", () => {
   it('goes back into that thread when it exists, and never into a non-canonical or missing one', () => {
     const asked = routeMessage(dir, 'per-peer', external('42'));
     // Not created yet: the conversation id names nothing of ours.
-    expect(routeMessage(dir, 'per-peer', internal('warden', asked.threadId)).path).toBe(join(dir.threads, 'peers', 'internal.warden'));
+    expect(routeMessage(dir, 'per-peer', answer('warden', asked.threadId)).path).toBe(join(dir.threads, 'peers', 'internal.warden'));
     initThread(asked.path, { home: t.home }).close();
-    expect(routeMessage(dir, 'per-peer', internal('warden', asked.threadId))).toEqual(asked);
-    expect(routeMessage(dir, 'per-agent', internal('warden', asked.threadId))).toEqual(asked);
+    expect(routeMessage(dir, 'per-peer', answer('warden', asked.threadId))).toEqual(asked);
+    expect(routeMessage(dir, 'per-agent', answer('warden', asked.threadId))).toEqual(asked);
+    // A question (conversation type dm) from another agent is routed as that agent's own conversation.
+    expect(routeMessage(dir, 'per-peer', internal('warden', asked.threadId)).path).toBe(join(dir.threads, 'peers', 'internal.warden'));
     // An external source never uses its conversation id to pick a thread.
     expect(routeMessage(dir, 'per-peer', formatAddress({ kind: 'external', channelType: 'telegram', instance: 'main', conversationType: 'dm', conversationId: asked.threadId, peerId: '43' })).path).toBe(
       join(dir.threads, 'peers', 'telegram.main.43'),
@@ -155,14 +159,14 @@ describe('an internal message naming one of our threads', () => {
 
     for (const conversation of ['peer-../x', 'peer-../peers/telegram.main.42', 'peer-', 'peer-a/b', `peer-${'x'.repeat(70)}`, 'channel-..', 'mainx', '../threads/main', 'peers/telegram.main.42']) {
       expect(threadById(dir, conversation), conversation).toBeNull();
-      const route = routeMessage(dir, 'per-peer', internal('warden', conversation));
+      const route = routeMessage(dir, 'per-peer', answer('warden', conversation));
       expect(route.path, conversation).toBe(join(dir.threads, 'peers', 'internal.warden'));
     }
     // threads/main/ exists from init, but is a thread only once used.
     expect(existsSync(join(dir.threads, 'main'))).toBe(true);
-    expect(routeMessage(dir, 'per-peer', internal('warden', 'main')).path).toBe(join(dir.threads, 'peers', 'internal.warden'));
+    expect(routeMessage(dir, 'per-peer', answer('warden', 'main')).path).toBe(join(dir.threads, 'peers', 'internal.warden'));
     initThread(join(dir.threads, 'main'), { home: t.home }).close();
-    expect(routeMessage(dir, 'per-peer', internal('warden', 'main')).path).toBe(join(dir.threads, 'main'));
+    expect(routeMessage(dir, 'per-peer', answer('warden', 'main')).path).toBe(join(dir.threads, 'main'));
     expect(readdirSync(join(dir.threads, 'peers'))).toEqual(['telegram.main.42']);
   });
 

@@ -15,15 +15,18 @@ import type { RoutingMode, ThreadRoute } from './types.js';
  * - per-channel: threads/channels/<type>.<instance>/       thread id `channel-…`
  * - per-agent:   threads/main/                             thread id `main`
  *
- * A message from another agent whose conversation id names one of this agent's threads goes
- * back into that thread: it answers a question that conversation asked (`agent send`).
+ * Another agent's answer to our question (`agent send`) comes with the conversation type
+ * `reply` (ANSWER_CONVERSATION) and the asking thread's id as conversation id: it goes back into
+ * that thread. Questions from other agents (type `dm`) are routed like any peer's messages.
  */
+export const ANSWER_CONVERSATION = 'reply';
+
 export function routeMessage(dir: AgentDir, mode: RoutingMode, source: string): ThreadRoute {
   const address = parseAddress(source);
   if (address.kind === 'self') {
     throw new ClawError('invalid', 'an inbox message has the source self', { suggestion: 'push inbox messages with the sender\'s address' });
   }
-  if (address.kind === 'internal') {
+  if (address.kind === 'internal' && address.conversationType === ANSWER_CONVERSATION) {
     const asked = threadById(dir, address.conversationId);
     if (asked && existsSync(join(asked.path, 'events.db'))) return asked; // a thread, not just a directory (threads/main/ is made by init)
   }

@@ -113,7 +113,7 @@ describe('agent run: one message', () => {
     const inboundContent = parseMessageContent(inbound.content);
     expect(inboundContent.text).toBe('what is 6*7?');
     const [toolcall] = records<ToolcallRecord>(route.path, 'toolcall');
-    expect(toolcall).toEqual({ in_reply_to: inbound.id, command: 'echo marker-$((6*7))', exit_code: 0, output: 'marker-42\n', duration_ms: expect.any(Number) });
+    expect(toolcall).toEqual({ in_reply_to: inbound.id, command: 'echo marker-$((6*7))', comment: 'compute', exit_code: 0, output: 'marker-42\n', duration_ms: expect.any(Number) });
     const usage = records<UsageRecord>(route.path, 'usage');
     expect(usage).toHaveLength(2);
     for (const [index, record] of usage.entries()) {

@@ -9,14 +9,14 @@ import { chat } from '../pai/chat.js';
 import type { ModelCaller } from '../pai/llm.js';
 import { ModelCallError } from '../pai/model-error.js';
 import { loadPaiConfig, resolveModel } from '../pai/models.js';
-import type { PaiConfig, ResolvedModel } from '../pai/types.js';
+import type { BashExecArgs, PaiConfig, ResolvedModel } from '../pai/types.js';
 import { openThread, type Thread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
 import { loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
 import { compactIfNeeded } from './compaction.js';
 import { buildSystemPrompt, historyLines, memoryFiles, messageText, sessionFile } from './context.js';
 import { deliverHandler, INBOX_CONSUMER, OUTBOUND_CONSUMER, OUTBOUND_FILTER } from './lifecycle.js';
-import { routeMessage } from './router.js';
+import { ANSWER_CONVERSATION, routeMessage } from './router.js';
 import type { AgentConfig, DecisionRecord, ErrorRecord, ThreadRoute, ToolcallRecord, UsageRecord } from './types.js';
 
 /**
@@ -164,7 +164,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
     const session = sessionFile(dir, route);
     writeSession(session, historyLines(history, mixedPeople));
 
-    const commands = new Map<string, ToolcallRecord['command']>();
+    const commands = new Map<string, BashExecArgs>();
     const result = await callModel(turn, {
       input: inbound.text,
       system,
@@ -173,12 +173,16 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
       // What `agent send` and `cmds` run through bash_exec need to know about the asker.
       env: { ...turn.env, THECLAW_AGENT: dir.id, THECLAW_AGENT_DIR: dir.root, THECLAW_CONVERSATION: route.threadId },
       onEvent(chatEvent) {
-        if (chatEvent.type === 'tool_call') commands.set(chatEvent.id, chatEvent.arguments.command);
+        if (chatEvent.type === 'tool_call') commands.set(chatEvent.id, chatEvent.arguments);
+        if (chatEvent.type === 'retry') {
+          logger.warn(`run: retry ${chatEvent.attempt} of the model call for thread ${route.threadId} event ${inboundId} in ${chatEvent.delay_ms} ms (${chatEvent.error}${chatEvent.status ? `, HTTP ${chatEvent.status}` : ''})`);
+        }
         if (chatEvent.type === 'tool_result') {
           const output = chatEvent.stdout + (chatEvent.stderr ? `\n[stderr]\n${chatEvent.stderr}` : '');
           record('toolcall', {
             in_reply_to: inboundId,
-            command: commands.get(chatEvent.id) ?? '',
+            command: commands.get(chatEvent.id)?.command ?? '',
+            ...(commands.get(chatEvent.id)?.comment ? { comment: commands.get(chatEvent.id)!.comment } : {}),
             exit_code: chatEvent.exit_code,
             output: output.length > OUTPUT_LIMIT ? `${output.slice(0, OUTPUT_LIMIT)}\n[... ${output.length - OUTPUT_LIMIT} characters more]` : output,
             duration_ms: chatEvent.duration_ms,
@@ -245,14 +249,23 @@ function readInbound(event: ThreadEvent): Inbound {
   try {
     content = parseMessageContent(event.content);
   } catch {
-    return { text: messageText(event.content), replyContext: replyContextFromSource(event.source), isReply: false, source: event.source };
+    return { text: messageText(event.content), replyContext: replyContextFromSource(event.source), isReply: isAnswer(event.source), source: event.source };
   }
   return {
     text: content.text,
     replyContext: content.reply_context ?? replyContextFromSource(event.source),
-    isReply: content.in_reply_to !== undefined && event.source.startsWith('internal:'),
+    isReply: isAnswer(event.source),
     source: event.source,
   };
+}
+
+function isAnswer(source: string): boolean {
+  try {
+    const address = parseAddress(source);
+    return address.kind === 'internal' && address.conversationType === ANSWER_CONVERSATION;
+  } catch {
+    return false;
+  }
 }
 
 function replyContextFromSource(source: string): ReplyContext | null {

@@ -57,7 +57,16 @@ export function openDatabase(threadDir: string, create: boolean): Database.Datab
         db.pragma(`user_version = ${SCHEMA_VERSION}`);
       }).immediate();
     }
+    // A thread another process is creating has no schema until its transaction commits; taking
+    // the write lock (briefly) waits for that creator instead of mistaking the file for a foreign one.
+    if (!create && readVersion() === 0) db.transaction(() => {}).immediate();
     const version = readVersion();
+    const empty = () => (db.prepare('SELECT COUNT(*) FROM sqlite_master').pluck().get() as number) === 0;
+    if (version === 0 && !create && empty()) {
+      throw new ClawError('not_found', `${threadDir} is not a thread (its database has no schema)`, {
+        suggestion: `if nothing is creating it now, remove the empty ${file} and run: thread init ${JSON.stringify(threadDir)}`,
+      });
+    }
     if (version !== SCHEMA_VERSION) {
       throw new ClawError('invalid', `${file} has schema version ${version}, this thread tool knows ${SCHEMA_VERSION}`, {
         suggestion: version > SCHEMA_VERSION ? 'upgrade theclaw' : 'the file is not a thread database; restore it from a backup',

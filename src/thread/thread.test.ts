@@ -511,9 +511,9 @@ describe('opening threads', () => {
     const dir = join(t.home, 'notdb');
     mkdirSync(dir);
     writeFileSync(join(dir, 'events.db'), '');
-    // An empty file is a valid empty SQLite database without our schema.
-    const error = expectClawError(() => openThread(dir, { home: t.home }), 'invalid');
-    expect(error.message).toContain('schema version 0');
+    // An empty file is a valid empty SQLite database without our schema: as good as no thread.
+    const error = expectClawError(() => openThread(dir, { home: t.home }), 'not_found');
+    expect(error.message).toContain('its database has no schema');
   });
 
   it('two openThread(create: true) in one process on the same new path both succeed and share the events', () => {
