@@ -215,6 +215,7 @@ describe('agent run: errors', () => {
     expect(completions(server)).toHaveLength(2);
     expect(records(threadOf().path, 'error')).toEqual([]);
     expect(replies(threadOf().path).map((r) => r.content.text)).toEqual(['echo: hello']);
+    expect(readFileSync(dir.log, 'utf8')).toMatch(/\[WARN\] run: retry 1 of the model call for thread .* in 400 ms \(rate_limit, HTTP 429\)/);
   });
 
   it('retries recoverable errors only as often as the agent config says, then records the error', async () => {
