@@ -1,10 +1,9 @@
-import { userInfo } from 'node:os';
 import { daemonLogFile, runDaemon } from '../core/daemon.js';
 import { ClawError, usageError } from '../core/errors.js';
 import { SocketStream } from '../core/ipc.js';
 import { createLogger } from '../core/logger.js';
 import { createChannel } from './channels/index.js';
-import { TerminalChannel } from './channels/terminal.js';
+import { defaultTerminalPeer, TerminalChannel } from './channels/terminal.js';
 import { loadXgwConfig } from './config.js';
 import { Gateway, noticeFor } from './gateway.js';
 import { GatewayState } from './state.js';
@@ -75,7 +74,7 @@ export async function runXgw(home: string, env: NodeJS.ProcessEnv = process.env)
             });
           case 'chat_message': {
             const channel = terminal(message.channel);
-            const peer = message.peer ?? userInfo().username;
+            const peer = message.peer ?? defaultTerminalPeer();
             const outcome = await gateway.receive(
               { channelId: channel.id, conversationType: 'dm', conversationId: peer, peerId: peer, messageId: message.message_id, text: message.text },
               message.agent,
@@ -86,7 +85,7 @@ export async function runXgw(home: string, env: NodeJS.ProcessEnv = process.env)
           }
           case 'chat_attach': {
             const channel = terminal(message.channel);
-            const peer = message.peer ?? userInfo().username;
+            const peer = message.peer ?? defaultTerminalPeer();
             return new SocketStream((send, closed) => {
               const detach = channel.attach(peer, (entry) => send(entry));
               closed.addEventListener('abort', detach, { once: true });

@@ -114,7 +114,7 @@ class TelegramChannel implements ChannelAdapter {
     try {
       bot.botInfo = await this.getMe(bot);
       this.username = bot.botInfo.username;
-      if (this.stopping) throw new ClawError('aborted', `${this.id} was stopped while starting`);
+      if (this.stopping) throw this.stoppedWhileStarting();
       await new Promise<void>((resolve, reject) => this.poll(bot, { resolve, reject }));
     } catch (error) {
       await this.shutdown();
@@ -139,7 +139,7 @@ class TelegramChannel implements ChannelAdapter {
     for (let index = messageIds.length; index < chunks.length; index++) {
       const other = index === 0 && replyTo !== undefined ? { reply_parameters: { message_id: replyTo, allow_sending_without_reply: true } } : {};
       try {
-        if (signal?.aborted) throw new ClawError('aborted', 'aborted');
+        if (signal?.aborted) throw new ClawError('aborted', `sending to ${this.id} was aborted`);
         const sent = await bot.api.sendMessage(chatId, chunks[index]!, other, asGrammySignal(signal));
         messageIds.push(String(sent.message_id));
       } catch (error) {
@@ -188,7 +188,7 @@ class TelegramChannel implements ChannelAdapter {
     try {
       return await bot.api.getMe(asGrammySignal(this.lifetime.signal));
     } catch (error) {
-      if (this.lifetime.signal.aborted) throw new ClawError('aborted', `${this.id} was stopped while starting`);
+      if (this.lifetime.signal.aborted) throw this.stoppedWhileStarting();
       if (error instanceof GrammyError && (error.error_code === 401 || error.error_code === 404)) {
         throw new ClawError('invalid', `Telegram refused the bot token in ${this.config.token_env} (${error.error_code}: ${error.description})`, {
           status: error.error_code,
@@ -222,10 +222,12 @@ class TelegramChannel implements ChannelAdapter {
 
   private pollingEnded(error: unknown, began: boolean, first: { reject(error: unknown): void } | undefined): void {
     if (this.stopping) {
-      if (!began) first?.reject(new ClawError('aborted', `${this.id} was stopped while starting`));
+      if (!began) first?.reject(this.stoppedWhileStarting());
       return;
     }
-    if (!began && first) return first.reject(error ?? new Error('polling ended before it began'));
+    if (!began && first) {
+      return first.reject(error ?? new ClawError('upstream', `${this.id}: polling ended before it began`, { suggestion: 'see the xgw log; the start is tried again' }));
+    }
     const why = error === undefined ? 'polling ended' : this.describe(error);
     const delayMs = this.nextDelayMs();
     this.setState('error', `polling stopped: ${why}`);
@@ -331,6 +333,10 @@ class TelegramChannel implements ChannelAdapter {
   private setState(state: ChannelStatus['state'], problem?: string): void {
     this.state = state;
     this.problem = problem === undefined ? undefined : this.redact(problem);
+  }
+
+  private stoppedWhileStarting(): ClawError {
+    return new ClawError('aborted', `${this.id} was stopped while starting`, { suggestion: 'start it again with: xgw start' });
   }
 
   /** An error as one line without the token. */

@@ -1,7 +1,14 @@
+import { userInfo } from 'node:os';
+import { ClawError } from '../../core/errors.js';
 import type { MailboxEntry } from '../state.js';
 import type { ChannelAdapter, ChannelContext, ChannelSendOptions, ChannelStatus, OutboundMessage, TerminalChannelConfig } from '../types.js';
 
 type Listener = (entry: MailboxEntry) => void;
+
+/** The peer a terminal chat speaks as when it names none: the local OS user. */
+export function defaultTerminalPeer(): string {
+  return userInfo().username;
+}
 
 /**
  * The channel `xgw chat` and `agent chat` use: the person is the local OS user, the "platform"
@@ -48,11 +55,15 @@ export class TerminalChannel implements ChannelAdapter {
     const set = this.listeners.get(peerId) ?? new Set<Listener>();
     set.add(listener);
     this.listeners.set(peerId, set);
-    return () => set.delete(listener);
+    return () => {
+      set.delete(listener);
+      if (set.size === 0 && this.listeners.get(peerId) === set) this.listeners.delete(peerId);
+    };
   }
 
   status(): ChannelStatus {
-    return { id: this.id, type: this.type, state: this.context ? 'running' : 'stopped' };
+    const attached = this.listeners.size;
+    return { id: this.id, type: this.type, state: this.context ? 'running' : 'stopped', ...(attached > 0 && { detail: `${attached} peer(s) attached` }) };
   }
 
   async stop(): Promise<void> {
@@ -68,7 +79,7 @@ export class TerminalChannel implements ChannelAdapter {
   }
 
   private state() {
-    if (!this.context) throw new Error('the terminal channel is not started');
+    if (!this.context) throw new ClawError('io', `${this.id} is not running`, { suggestion: 'see its state with: xgw status' });
     return this.context.state;
   }
 }

@@ -11,8 +11,8 @@ import { createTestHome, waitFor, type TestHome } from '../../testing/index.js';
 import { initThread, openThread } from '../../thread/thread.js';
 import { Gateway } from '../gateway.js';
 import { GatewayState } from '../state.js';
-import { XgwConfigSchema, type WebchatChannelConfig } from '../types.js';
-import { createWebchatChannel, MAX_TEXT_BYTES, webchatTokenPath } from './webchat.js';
+import { XgwConfigSchema, type ChannelContext, type WebchatChannelConfig } from '../types.js';
+import { createWebchatChannel, MAX_QUEUED_MESSAGES, MAX_TEXT_BYTES, webchatTokenPath } from './webchat.js';
 
 /**
  * The web chat against its real neighbours: a Gateway with its SQLite state, an agent inbox
@@ -41,7 +41,8 @@ afterEach(async () => {
   }
 });
 
-async function startWebchat(channel: Record<string, unknown> = {}): Promise<Harness> {
+/** `wrap` changes the context the channel starts with (e.g. to hold inbound messages back). */
+async function startWebchat(channel: Record<string, unknown> = {}, wrap?: (context: ChannelContext) => ChannelContext): Promise<Harness> {
   const testHome = createTestHome();
   const home = testHome.home;
   initThread(join(home, 'agents', 'admin', 'inbox'), { home }).close();
@@ -53,7 +54,8 @@ async function startWebchat(channel: Record<string, unknown> = {}): Promise<Harn
   const gateway = new Gateway({ home, config, state, logger: createLogger(join(home, 'logs', 'xgw.log')) });
   const webchatConfig = config.channels[0] as WebchatChannelConfig;
   const adapter = createWebchatChannel(webchatConfig);
-  await gateway.startChannel(adapter);
+  if (wrap) await adapter.start(wrap(gateway.context()));
+  else await gateway.startChannel(adapter);
   const url = new URL(adapter.status().url!);
   const h: Harness = {
     testHome,
@@ -378,6 +380,19 @@ describe('webchat messages', () => {
     await waitFor(() => client.received.filter((m) => m.type === 'error').length === 2, 'two errors', 5_000);
     expect(client.ws.readyState).toBe(WebSocket.OPEN);
     expect(inboxEvents(h)).toHaveLength(0);
+  });
+
+  it('closes the socket of a client that floods it faster than its messages are handled, and drops the excess', async () => {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const h = await startWebchat({}, (context) => ({ ...context, receive: async (message) => (await held, context.receive(message)) }));
+    const client = await openPeer(h, newPeer());
+    const closed = new Promise<number>((resolve) => client.ws.on('close', (code) => resolve(code)));
+    for (let i = 0; i <= MAX_QUEUED_MESSAGES; i++) client.send({ type: 'message', id: `flood-${i}`, text: `message ${i}` });
+    expect(await closed).toBe(1008);
+    release();
+    await waitFor(() => inboxEvents(h).length === MAX_QUEUED_MESSAGES, 'the queued messages handled');
+    expect(inboxEvents(h).map((event) => parseMessageContent(event.content).text).at(-1)).toBe(`message ${MAX_QUEUED_MESSAGES - 1}`);
   });
 
   it('acks a resent message again without pushing or storing it twice', async () => {

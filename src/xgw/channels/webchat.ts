@@ -26,6 +26,8 @@ import { UNAUTHORIZED_PAGE, WEBCHAT_PAGE } from './webchat-page.js';
  *   `{type:'error', id?, text}` for one that was refused.
  */
 
+/** Client messages one socket may have waiting to be handled; past that it is closed (1008). */
+export const MAX_QUEUED_MESSAGES = 100;
 /** Longest text a client message may carry, in UTF-8 bytes. */
 export const MAX_TEXT_BYTES = 64 * 1024;
 // Frames larger than this are cut off by `ws` (close 1009); smaller oversize texts get a polite
@@ -203,12 +205,23 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
       if (peerSockets.size === 0) sockets.delete(peer);
       logger.debug(`${config.id}: peer ${peer} disconnected`);
     });
-    // One message at a time per socket, so the mailbox keeps the order the peer wrote in.
+    // One message at a time per socket, so the mailbox keeps the order the peer wrote in; a
+    // client that floods the queue is cut off (its page reconnects and resends what is unacked).
     let queue = Promise.resolve();
+    let queued = 0;
     ws.on('message', (data, isBinary) => {
-      queue = queue.then(() => onClientMessage(ws, peer, data, isBinary)).catch((error: unknown) => {
-        logger.error(`${config.id}: message from peer ${peer} failed: ${error instanceof Error ? error.message : String(error)}`);
-      });
+      if (ws.readyState !== ws.OPEN) return;
+      if (queued >= MAX_QUEUED_MESSAGES) {
+        logger.warn(`${config.id}: peer ${peer} sent more than ${MAX_QUEUED_MESSAGES} messages before they could be handled; closing its connection`);
+        return ws.close(1008, 'too many messages at once');
+      }
+      queued += 1;
+      queue = queue
+        .then(() => onClientMessage(ws, peer, data, isBinary))
+        .catch((error: unknown) => {
+          logger.error(`${config.id}: message from peer ${peer} failed: ${error instanceof Error ? error.message : String(error)}`);
+        })
+        .finally(() => (queued -= 1));
     });
     sendJson(ws, { type: 'history', messages: gatewayState.mailbox(config.id, peer) });
   }

@@ -1,0 +1,55 @@
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createLogger } from '../../core/logger.js';
+import { createTestHome, type TestHome } from '../../testing/index.js';
+import { Gateway } from '../gateway.js';
+import { GatewayState, type MailboxEntry } from '../state.js';
+import { XgwConfigSchema, type TerminalChannelConfig } from '../types.js';
+import { TerminalChannel } from './terminal.js';
+
+// The terminal channel over a real GatewayState in a temp home; the daemon tests drive it through `xgw chat`.
+
+let t: TestHome;
+let state: GatewayState;
+let channel: TerminalChannel;
+
+beforeEach(async () => {
+  t = createTestHome();
+  state = new GatewayState(t.home);
+  const config = XgwConfigSchema.parse({ channels: [{ id: 'terminal:local', type: 'terminal', access: 'open' }] });
+  const gateway = new Gateway({ home: t.home, config, state, logger: createLogger(join(t.home, 'logs', 'xgw.log')) });
+  channel = new TerminalChannel(config.channels[0] as TerminalChannelConfig);
+  await gateway.startChannel(channel);
+});
+
+afterEach(async () => {
+  await channel.stop();
+  state.close();
+  t.cleanup();
+});
+
+describe('terminal channel', () => {
+  it('shows a reply to every attached terminal of the peer, and forgets a peer whose last terminal detached', async () => {
+    const first: MailboxEntry[] = [];
+    const second: MailboxEntry[] = [];
+    const detachFirst = channel.attach('ann', (entry) => first.push(entry));
+    const detachSecond = channel.attach('ann', (entry) => second.push(entry));
+    expect(channel.status()).toMatchObject({ state: 'running', detail: '1 peer(s) attached' });
+    await channel.send({ peerId: 'ann', conversationType: 'dm', conversationId: 'ann', text: 'hello' });
+    expect([first.map((e) => e.text), second.map((e) => e.text)]).toEqual([['hello'], ['hello']]);
+    detachFirst();
+    expect(channel.status().detail).toBe('1 peer(s) attached');
+    detachSecond();
+    detachSecond(); // twice is harmless
+    expect(channel.status().detail).toBeUndefined();
+  });
+
+  it('keeps a reply for a detached peer and shows it once at the next attach', async () => {
+    await channel.send({ peerId: 'bob', conversationType: 'dm', conversationId: 'bob', text: 'while away' });
+    const seen: string[] = [];
+    channel.attach('bob', (entry) => seen.push(entry.text))();
+    expect(seen).toEqual(['while away']);
+    channel.attach('bob', (entry) => seen.push(entry.text))();
+    expect(seen).toEqual(['while away']);
+  });
+});
