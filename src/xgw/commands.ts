@@ -6,7 +6,7 @@ import { ClawError, usageError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
 import { runTerminalChat } from './chat-client.js';
 import { askXgw } from './client.js';
-import { loadXgwConfig, xgwConfigPath } from './config.js';
+import { configError, inspectXgwConfig, loadXgwConfig, xgwConfigPath } from './config.js';
 import { runXgw } from './daemon.js';
 import type { SendResult, XgwStatus } from './protocol.js';
 import { GatewayState } from './state.js';
@@ -85,7 +85,9 @@ function formatChannels(status: XgwStatus): string[] {
 
 export function configCheck(options: Json): void {
   const home = resolveHome();
-  const config = loadXgwConfig(home);
+  const report = inspectXgwConfig(home);
+  if (!report.config) throw configError(report);
+  const { config } = report;
   const warnings = config.channels.flatMap((channel) =>
     channel.type === 'telegram' && !process.env[channel.token_env] ? [`${channel.id}: ${channel.token_env} is not set in this environment`] : [],
   );

@@ -1,6 +1,6 @@
 export { Gateway, noticeFor, type SendRequest, type SendResult, type GatewayOptions } from './gateway.js';
 export { runXgw } from './daemon.js';
-export { loadXgwConfig, checkConfig, xgwConfigPath } from './config.js';
+export { loadXgwConfig, checkConfig, inspectXgwConfig, xgwConfigPath, type XgwConfigReport } from './config.js';
 export { GatewayState, type PairingRequest, type MailboxEntry } from './state.js';
 export { findRoute } from './route.js';
 export { runTerminalChat, type TerminalChatOptions } from './chat-client.js';
