@@ -107,6 +107,17 @@ export function nonNegativeInt(flag: string): (value: string) => number {
   };
 }
 
+/**
+ * Reads all of stdin. `ifTerminal` is thrown when stdin is a terminal: the command wanted piped
+ * input, and waiting for the user to type it and press Ctrl-D is never what was meant.
+ */
+export async function readStdin(ifTerminal: Error): Promise<Buffer> {
+  if (process.stdin.isTTY) throw ifTerminal;
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
+}
+
 function ignoreBrokenPipe(error: NodeJS.ErrnoException): void {
   if (error.code !== 'EPIPE') throw error;
 }

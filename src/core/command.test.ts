@@ -1,8 +1,8 @@
-import { spawnSync } from 'node:child_process';
+import { spawnSync, type ChildProcess } from 'node:child_process';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { expectClawError } from '../testing/index.js';
-import { joinCommand, splitCommand } from './command.js';
+import { joinCommand, spawnCommand, splitCommand } from './command.js';
 
 
 /** Arguments full of the characters quoting has to get right. */
@@ -103,5 +103,28 @@ describe('joinCommand', () => {
 
   it('produces a command splitCommand rejects when the program is empty', () => {
     expectClawError(() => splitCommand(joinCommand(['', 'x'])), 'usage');
+  });
+});
+
+describe('spawnCommand', () => {
+  const exited = (child: ChildProcess) => new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+
+  it('starts the argv without a shell, leading its own process group', async () => {
+    const spawned = spawnCommand(joinCommand([process.execPath, '-e', 'process.exit(process.pid === Number(process.argv[1]) ? 7 : 1)', '$$; true']), { env: process.env, stdio: 'ignore' });
+    expect(spawned.ok).toBe(true);
+    if (!spawned.ok) return;
+    expect(await exited(spawned.child)).toBe(1); // '$$; true' reached the program as it was
+    const leader = spawnCommand(joinCommand(['bash', '-c', 'test "$(ps -o pgid= -p $$ | tr -d " ")" = "$$"']), { env: process.env, stdio: 'ignore' });
+    expect(leader.ok && (await exited(leader.child))).toBe(0);
+  });
+
+  it('reports a program that cannot be found or a command that cannot be split, without throwing', () => {
+    expect(spawnCommand('no-such-program-anywhere --flag', { env: process.env, stdio: 'ignore' })).toEqual({
+      ok: false,
+      error: 'cannot run "no-such-program-anywhere --flag": program not found or not executable',
+    });
+    const unsplittable = spawnCommand('handler "unclosed', { env: process.env, stdio: 'ignore' });
+    expect(unsplittable.ok).toBe(false);
+    expect(!unsplittable.ok && unsplittable.error).toMatch(/cannot split the command/);
   });
 });

@@ -7,6 +7,7 @@ import { listenSocket, request, type Handler } from './ipc.js';
 import { readLockHolder, tryLock, type LockHolder } from './lock.js';
 import { cliPath } from './package.js';
 import { isAlive } from './process.js';
+import { sleep } from './retry.js';
 
 /**
  * The life of a resident daemon (notifier, xgw), written once: one per home, guarded by a
@@ -18,6 +19,7 @@ export type DaemonName = 'notifier' | 'xgw';
 
 const START_TIMEOUT_MS = 10_000;
 const STOP_TIMEOUT_MS = 10_000;
+const POLL_MS = 25;
 
 export function daemonPidFile(home: string, name: DaemonName): string {
   return join(runDir(home), `${name}.pid`);
@@ -127,7 +129,7 @@ export async function startDaemonProcess(home: string, name: DaemonName, env: No
         throw new ClawError('io', `${name} did not start${said ? `: ${said}` : ''}`, { suggestion: `see ${stderrPath} and ${daemonLogFile(home, name)}` });
       }
       if (!isClawError(error, 'not_found')) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 25));
+      await sleep(POLL_MS);
     }
   }
   throw new ClawError('timeout', `${name} did not answer within ${START_TIMEOUT_MS / 1000} s of starting`, { suggestion: `see ${stderrPath}` });
@@ -148,7 +150,7 @@ export async function stopDaemonProcess(home: string, name: DaemonName): Promise
       signalIfAlive(holder.pid, 'SIGKILL');
       break;
     }
-    await new Promise((resolve) => setTimeout(resolve, 25));
+    await sleep(POLL_MS);
   }
   return true;
 }

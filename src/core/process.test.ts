@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { identify, isAlive, killGroup, processStartTime } from './process.js';
+import { identify, isAlive, killGroup, processStartTime, watchGroup } from './process.js';
 
 const children: ChildProcess[] = [];
 const strays: number[] = [];
@@ -161,5 +161,54 @@ describe('killGroup', () => {
     children.push(child);
     await exited(child);
     expect(killGroup(child.pid!, 'SIGTERM')).toBe(false);
+  });
+});
+
+describe('watchGroup', () => {
+  const spawnGroup = async (script: string) => {
+    const child = spawn('bash', ['-c', script], { detached: true, stdio: ['ignore', 'pipe', 'inherit'] });
+    children.push(child);
+    const grandchild = Number(await firstLine(child));
+    strays.push(grandchild);
+    return { child, grandchild };
+  };
+
+  it('kills the whole group with SIGTERM when the time is up, and says so', async () => {
+    const { child, grandchild } = await spawnGroup('sleep 100 & echo $!; wait');
+    const watch = watchGroup(child.pid!, { timeoutMs: 100, graceMs: 5_000 });
+    expect((await exited(child)).signal).toBe('SIGTERM');
+    watch.release();
+    expect(watch.killedFor).toBe('timeout');
+    await until(() => isDead(grandchild), `grandchild ${grandchild} is dead`);
+  });
+
+  it('follows with SIGKILL after the grace period for a group that ignores SIGTERM', async () => {
+    const { child } = await spawnGroup("trap '' TERM; echo $$; while :; do sleep 0.05; done");
+    const watch = watchGroup(child.pid!, { timeoutMs: 50, graceMs: 200 });
+    expect((await exited(child)).signal).toBe('SIGKILL');
+    watch.release();
+    expect(watch.killedFor).toBe('timeout');
+  });
+
+  it('kills the group when the signal aborts, also when it had aborted already', async () => {
+    for (const abortFirst of [false, true]) {
+      const { child } = await spawnGroup('sleep 100 & echo $!; wait');
+      const controller = new AbortController();
+      if (abortFirst) controller.abort();
+      const watch = watchGroup(child.pid!, { timeoutMs: 60_000, graceMs: 5_000, signal: controller.signal });
+      controller.abort();
+      expect((await exited(child)).signal).toBe('SIGTERM');
+      watch.release();
+      expect(watch.killedFor).toBe('aborted');
+    }
+  });
+
+  it('leaves a child that ended in time and what it left behind alone', async () => {
+    const { child, grandchild } = await spawnGroup('sleep 100 & echo $!');
+    const watch = watchGroup(child.pid!, { timeoutMs: 60_000, graceMs: 5_000 });
+    expect((await exited(child)).code).toBe(0);
+    watch.release();
+    expect(watch.killedFor).toBeNull();
+    expect(isDead(grandchild)).toBe(false);
   });
 });

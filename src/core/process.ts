@@ -74,3 +74,52 @@ export function killGroup(pid: number, signal: NodeJS.Signals): boolean {
     return false;
   }
 }
+
+export interface WatchGroupOptions {
+  /** Kill the group this long after the watch began. */
+  timeoutMs: number;
+  /** Between SIGTERM and SIGKILL, for the group to end cleanly. */
+  graceMs: number;
+  /** Kill the group when this aborts (abort is not failure: `killedFor` says which it was). */
+  signal?: AbortSignal;
+}
+
+export interface GroupWatch {
+  /** Why the group was killed, or null while it was not. */
+  readonly killedFor: 'timeout' | 'aborted' | null;
+  /**
+   * Call once the child exited: clears the timers and, if the group was killed, sends it a last
+   * SIGKILL for whatever the child left running in it.
+   */
+  release(): void;
+}
+
+/**
+ * Ends a detached child's process group when its time is up or `signal` aborts: SIGTERM to the
+ * whole group, then SIGKILL after `graceMs` for what ignored it.
+ */
+export function watchGroup(pid: number, options: WatchGroupOptions): GroupWatch {
+  let killedFor: GroupWatch['killedFor'] = null;
+  let graceTimer: NodeJS.Timeout | undefined;
+  const kill = (reason: 'timeout' | 'aborted') => {
+    if (killedFor) return;
+    killedFor = reason;
+    killGroup(pid, 'SIGTERM');
+    graceTimer = setTimeout(() => killGroup(pid, 'SIGKILL'), options.graceMs);
+  };
+  const timer = setTimeout(() => kill('timeout'), options.timeoutMs);
+  const onAbort = () => kill('aborted');
+  if (options.signal?.aborted) onAbort();
+  else options.signal?.addEventListener('abort', onAbort, { once: true });
+  return {
+    get killedFor() {
+      return killedFor;
+    },
+    release() {
+      clearTimeout(timer);
+      clearTimeout(graceTimer);
+      options.signal?.removeEventListener('abort', onAbort);
+      if (killedFor) killGroup(pid, 'SIGKILL');
+    },
+  };
+}

@@ -11,11 +11,14 @@ export function isSecretName(name: string): boolean {
   return SECRET_NAME.test(name);
 }
 
-/** A copy of `env` without the variables that hold secrets. */
-export function withoutSecrets(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+/**
+ * A copy of `env` without the variables that hold secrets: those named like one, and `extraNames`
+ * (variables a config names as holding a key, e.g. a provider's custom `api_key_env`).
+ */
+export function withoutSecrets(env: NodeJS.ProcessEnv, extraNames: readonly string[] = []): NodeJS.ProcessEnv {
   const clean: NodeJS.ProcessEnv = {};
   for (const [name, value] of Object.entries(env)) {
-    if (!isSecretName(name)) clean[name] = value;
+    if (!isSecretName(name) && !extraNames.includes(name)) clean[name] = value;
   }
   return clean;
 }

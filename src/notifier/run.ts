@@ -2,7 +2,7 @@ import type { ChildProcess } from 'node:child_process';
 import { closeSync, fstatSync, mkdirSync, openSync, readdirSync, readSync, statSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { errnoCode } from '../core/errors.js';
-import { killGroup } from '../core/process.js';
+import { watchGroup } from '../core/process.js';
 
 /** How a handler or timer command ended. */
 export interface RunOutcome {
@@ -106,26 +106,18 @@ export function superviseChild(
   options: { timeoutMs: number; outputLimitBytes: number },
 ): Promise<RunOutcome> {
   const started = Date.now();
-  let timedOut = false;
-  let killTimer: NodeJS.Timeout | undefined;
-  const timeout = setTimeout(() => {
-    timedOut = true;
-    killGroup(child.pid, 'SIGTERM');
-    killTimer = setTimeout(() => killGroup(child.pid, 'SIGKILL'), KILL_GRACE_MS);
-  }, options.timeoutMs);
+  // Whatever the handler left running in its group goes with it once the time is up.
+  const watch = watchGroup(child.pid, { timeoutMs: options.timeoutMs, graceMs: KILL_GRACE_MS });
   return new Promise((resolve) => {
     child.once('exit', (code, signal) => {
-      clearTimeout(timeout);
-      clearTimeout(killTimer);
-      // Whatever the handler left running in its group goes with it once the time is up.
-      if (timedOut) killGroup(child.pid, 'SIGKILL');
+      watch.release();
       let text: string;
       try {
         text = output.readAndRemove(options.outputLimitBytes);
       } catch (error) {
         text = `[the output could not be read: ${(error as Error).message}]`;
       }
-      resolve({ code, signal, timedOut, durationMs: Date.now() - started, output: text });
+      resolve({ code, signal, timedOut: watch.killedFor === 'timeout', durationMs: Date.now() - started, output: text });
     });
   });
 }

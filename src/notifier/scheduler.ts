@@ -1,5 +1,4 @@
-import { spawn } from 'node:child_process';
-import { splitCommand } from '../core/command.js';
+import { spawnCommand } from '../core/command.js';
 import type { Logger } from '../core/logger.js';
 import type { NotifierConfig } from './config.js';
 import { describeOutcome, formatRun, OutputFile, superviseChild } from './run.js';
@@ -87,21 +86,16 @@ export class TimerScheduler {
     this.warned.delete(id);
     store.markRun(id, now);
     const output = new OutputFile(this.options.outputDir, `timer-${id}`);
-    const [program, ...args] = splitCommand(command);
-    const child = spawn(program, args, {
-      detached: true,
-      stdio: ['ignore', output.fd, output.fd],
-      env: timerEnv(this.options.home, id),
-    });
-    if (child.pid === undefined) {
-      child.once('error', () => {});
+    const spawned = spawnCommand(command, { stdio: ['ignore', output.fd, output.fd], env: timerEnv(this.options.home, id) });
+    if (!spawned.ok) {
       output.readAndRemove(0);
       store.markExit(id, 'not started');
-      return logger.error(`timer ${id}: cannot run ${JSON.stringify(command)}: program not found or not executable`);
+      return logger.error(`timer ${id}: ${spawned.error}`);
     }
+    const { child } = spawned;
     this.running.add(id);
     const pid = child.pid;
-    void superviseChild(child as typeof child & { pid: number }, output, {
+    void superviseChild(child, output, {
       timeoutMs: config.handler_timeout_seconds * 1000,
       outputLimitBytes: config.output_limit_bytes,
     }).then((outcome) => {

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { killGroup } from '../core/process.js';
-import { isSecretName } from '../core/secrets.js';
+import { killGroup, watchGroup } from '../core/process.js';
+import { withoutSecrets } from '../core/secrets.js';
 import type { BashExecArgs, BashExecResult } from './types.js';
 
 /**
@@ -51,33 +51,23 @@ export function bashExec(args: BashExecArgs, options: BashExecOptions = {}): Pro
     cwd,
     detached: true,
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: childEnv(options.env ?? process.env, options.secretNames ?? []),
+    // Without secrets; TheClaw's own commands are found on the PATH it keeps.
+    env: withoutSecrets(options.env ?? process.env, options.secretNames),
   });
   const stdout = new HeadTail(limit);
   const stderr = new HeadTail(limit);
   child.stdout!.on('data', (chunk: Buffer) => stdout.push(chunk));
   child.stderr!.on('data', (chunk: Buffer) => stderr.push(chunk));
+  const watch = child.pid === undefined ? null : watchGroup(child.pid, { timeoutMs, graceMs: KILL_GRACE_MS, signal: options.signal });
 
   return new Promise((resolve) => {
-    let killedFor: string | null = null;
-    let graceTimer: NodeJS.Timeout | undefined;
-    const kill = (reason: string) => {
-      if (killedFor || child.pid === undefined) return;
-      killedFor = reason;
-      killGroup(child.pid, 'SIGTERM');
-      graceTimer = setTimeout(() => killGroup(child.pid!, 'SIGKILL'), KILL_GRACE_MS);
-    };
-    const timer = setTimeout(() => kill(`timed out after ${timeoutMs / 1000} s`), timeoutMs);
-    const onAbort = () => kill('aborted');
-    options.signal?.addEventListener('abort', onAbort, { once: true });
     child.on('error', (error) => stderr.push(Buffer.from(`bash_exec: ${error.message}\n`)));
     // 'close', not 'exit': the pipes are drained by then.
     child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      clearTimeout(graceTimer);
-      options.signal?.removeEventListener('abort', onAbort);
+      watch?.release();
       // Children the command left behind in its group go too.
       if (child.pid !== undefined) killGroup(child.pid, 'SIGKILL');
+      const killedFor = watch?.killedFor === 'timeout' ? `timed out after ${timeoutMs / 1000} s` : watch?.killedFor;
       if (killedFor) stderr.push(Buffer.from(`\n[bash_exec: ${killedFor}; the command and its children were killed]`));
       resolve({
         stdout: stdout.toString(),
@@ -86,15 +76,6 @@ export function bashExec(args: BashExecArgs, options: BashExecOptions = {}): Pro
       });
     });
   });
-}
-
-/** Without secrets, and with what the tool needs to find TheClaw's own commands. */
-function childEnv(env: NodeJS.ProcessEnv, secretNames: readonly string[]): NodeJS.ProcessEnv {
-  const clean: NodeJS.ProcessEnv = {};
-  for (const [name, value] of Object.entries(env)) {
-    if (!isSecretName(name) && !secretNames.includes(name)) clean[name] = value;
-  }
-  return clean;
 }
 
 function signalNumber(signal: NodeJS.Signals | null): number {

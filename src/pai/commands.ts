@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { stringify } from 'yaml';
-import { printJson, printLines } from '../core/cli.js';
+import { printJson, printLines, readStdin } from '../core/cli.js';
 import { setYamlConfigKey } from '../core/config.js';
 import { ClawError, errnoCode, usageError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
@@ -26,7 +26,11 @@ export interface ChatFlags extends Json {
 }
 
 export async function chatCommand(message: string | undefined, options: ChatFlags): Promise<void> {
-  const input = message ?? (options.inputFile !== undefined ? readText(options.inputFile, '--input-file') : await readStdin());
+  const input =
+    message ??
+    (options.inputFile !== undefined
+      ? readText(options.inputFile, '--input-file')
+      : (await readStdin(usageError('no message', 'pass it as an argument, with --input-file, or on stdin'))).toString('utf8'));
   if (input.trim() === '') throw usageError('the message is empty', 'pass it as an argument, with --input-file, or on stdin');
   const system = options.systemFile !== undefined ? readText(options.systemFile, '--system-file') : options.system;
   const showTools = !options.json && process.stderr.isTTY;
@@ -154,11 +158,4 @@ function readText(file: string, flag: string): string {
       suggestion: `check the path given to ${flag}`,
     });
   }
-}
-
-async function readStdin(): Promise<string> {
-  if (process.stdin.isTTY) throw usageError('no message', 'pass it as an argument, with --input-file, or on stdin');
-  const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString('utf8');
 }

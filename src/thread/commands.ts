@@ -1,6 +1,6 @@
 import { openSync } from 'node:fs';
 import { join } from 'node:path';
-import { printJson, printLines } from '../core/cli.js';
+import { printJson, printLines, readStdin } from '../core/cli.js';
 import { ClawError, usageError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
 import { RotatingFile } from '../core/rotating-file.js';
@@ -49,7 +49,7 @@ export async function push(options: PushFlags): Promise<void> {
     if (options.idempotencyKey !== undefined) {
       throw usageError('--idempotency-key applies to a single push', 'give each batch line its own "idempotency_key" field');
     }
-    inputs = parseBatch(await readStdin(), defaults);
+    inputs = parseBatch(await readStdin(usageError('--batch reads NDJSON from stdin', 'pipe events into the command')), defaults);
   } else {
     if (options.content === undefined) throw usageError('nothing to push', 'pass --content TEXT, or --batch with NDJSON on stdin');
     if (options.source === undefined) throw usageError('invalid event: source is missing', 'pass --source');
@@ -144,13 +144,6 @@ function describeConsumer(c: ConsumerInfo): string {
   if (c.lease) parts.push(`running pid ${c.lease.pid}`);
   if (c.failures > 0) parts.push(`${c.failures} failures, last: ${c.last_error}`, `retry at ${c.retry_at}`);
   return `  ${c.consumer}: ${parts.join(', ')}`;
-}
-
-async function readStdin(): Promise<Buffer> {
-  if (process.stdin.isTTY) throw usageError('--batch reads NDJSON from stdin', 'pipe events into the command');
-  const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks);
 }
 
 /** Parses an NDJSON batch; any bad line rejects the whole batch before anything is stored. */

@@ -1,5 +1,5 @@
-import { spawn, type ChildProcess, type StdioOptions } from 'node:child_process';
-import { splitCommand } from '../core/command.js';
+import type { ChildProcess, StdioOptions } from 'node:child_process';
+import { spawnCommand } from '../core/command.js';
 import { identify, killGroup } from '../core/process.js';
 import type { Thread } from './thread.js';
 import type { ConsumerInfo } from './types.js';
@@ -32,24 +32,15 @@ export function startHandler(thread: Thread, subscription: ConsumerInfo, options
   if (!subscription.subscribed || handler === null || !thread.hasPending(consumer)) return { started: false, reason: 'idle' };
   const dispatcher = identify(process.pid);
   if (!thread.takeLease(consumer, dispatcher)) return { started: false, reason: 'leased' };
-  let child: ChildProcess;
-  try {
-    const [program, ...args] = splitCommand(handler);
-    child = spawn(program, args, {
-      detached: true,
-      stdio: options.stdio ?? 'ignore',
-      env: { ...(options.env ?? process.env), THECLAW_HOME: options.home, THECLAW_THREAD: thread.path, THECLAW_CONSUMER: consumer },
-    });
-  } catch (error) {
+  const spawned = spawnCommand(handler, {
+    stdio: options.stdio ?? 'ignore',
+    env: { ...(options.env ?? process.env), THECLAW_HOME: options.home, THECLAW_THREAD: thread.path, THECLAW_CONSUMER: consumer },
+  });
+  if (!spawned.ok) {
     thread.releaseLease(consumer, dispatcher.pid);
-    return { started: false, reason: 'spawn_failed', error: (error as Error).message };
+    return { started: false, reason: 'spawn_failed', error: spawned.error };
   }
-  if (child.pid === undefined) {
-    // spawn reports ENOENT/EACCES asynchronously; swallow that event, the result says it.
-    child.once('error', () => {});
-    thread.releaseLease(consumer, dispatcher.pid);
-    return { started: false, reason: 'spawn_failed', error: `cannot run ${JSON.stringify(handler)}: program not found or not executable` };
-  }
+  const { child } = spawned;
   try {
     thread.transferLease(consumer, dispatcher.pid, identify(child.pid));
   } catch (error) {
@@ -63,5 +54,5 @@ export function startHandler(thread: Thread, subscription: ConsumerInfo, options
     }
     return { started: false, reason: 'spawn_failed', error: `cannot hand the lease to the handler: ${(error as Error).message}` };
   }
-  return { started: true, child: child as ChildProcess & { pid: number } };
+  return { started: true, child };
 }
