@@ -1,9 +1,8 @@
-import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { printJson, printLines } from '../core/cli.js';
 import { daemonHolder, daemonLogFile, startDaemonProcess, stopDaemonProcess } from '../core/daemon.js';
 import { ClawError, usageError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
+import { readWebchatToken, webchatUrl } from './channels/webchat-token.js';
 import { runTerminalChat } from './chat-client.js';
 import { askXgw } from './client.js';
 import { configError, inspectXgwConfig, loadXgwConfig, xgwConfigPath } from './config.js';
@@ -67,8 +66,9 @@ function offlineStatus(home: string, config: XgwConfig): XgwStatus {
       started_at: null,
       uptime_seconds: null,
       channels: config.channels.map((channel) => {
-        const token = join(home, 'xgw', `webchat-${channel.id.split(':')[1]}.token`);
-        const url = channel.type === 'webchat' && existsSync(token) ? `http://127.0.0.1:${channel.port}/?token=${readFileSync(token, 'utf8').trim()}` : undefined;
+        // A web chat on port 0 gets its port when it starts: there is no URL to show before.
+        const token = channel.type === 'webchat' && channel.port !== 0 ? readWebchatToken(home, channel.id) : undefined;
+        const url = token && channel.type === 'webchat' ? webchatUrl(channel.host, channel.port, token) : undefined;
         return { id: channel.id, type: channel.type, state: 'stopped' as const, ...(url ? { url } : {}) };
       }),
       routes: config.routes,

@@ -63,6 +63,21 @@ describe('xgw daemon and CLI', () => {
     expect(JSON.parse((await xgw(['status', '--json'])).stdout)).toMatchObject({ running: false, channels: [{ id: 'terminal:local', state: 'stopped' }] });
   });
 
+  it('shows a stopped web chat\'s URL from its token file, and none for a web chat on port 0', async () => {
+    writeConfig(`channels:
+  - { id: webchat:main, type: webchat, port: 18999, host: localhost }
+  - { id: webchat:any, type: webchat, port: 0 }
+`);
+    const token = 'ab'.repeat(32);
+    writeFileSync(join(t.home, 'xgw', 'webchat-main.token'), `${token}\n`, { mode: 0o600 });
+    writeFileSync(join(t.home, 'xgw', 'webchat-any.token'), `${token}\n`, { mode: 0o600 });
+    const status = JSON.parse((await xgw(['status', '--json'])).stdout) as XgwStatus;
+    expect(status.channels).toEqual([
+      { id: 'webchat:main', type: 'webchat', state: 'stopped', url: `http://localhost:18999/?token=${token}` },
+      { id: 'webchat:any', type: 'webchat', state: 'stopped' },
+    ]);
+  });
+
   it('refuses to start with a config error and names every field at fault, schema and cross-entry problems together; config check says the same', async () => {
     writeConfig(`channels:
   - { id: webchat:main, type: webchat, port: "eighty" }

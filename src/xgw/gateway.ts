@@ -9,7 +9,7 @@ import { findRoute, requireAgentId } from './route.js';
 import { settleWithin } from './settle.js';
 import { ChannelSupervisor, type SupervisorOptions } from './supervisor.js';
 import { MAX_PENDING_PAIRINGS, type DeliveryProgress, type DeliveryRef, type GatewayState } from './state.js';
-import type { ChannelAdapter, ChannelConfig, ChannelContext, ChannelStatus, InboundMessage, InboundOutcome, XgwConfig } from './types.js';
+import { splitChannelId, type ChannelAdapter, type ChannelConfig, type ChannelContext, type ChannelStatus, type InboundMessage, type InboundOutcome, type XgwConfig } from './types.js';
 
 export interface SendRequest {
   channel: string;
@@ -143,7 +143,7 @@ export class Gateway {
       logger.error(`${channel.id}: the route for ${JSON.stringify(message.peerId)} names agent ${agent}, which does not exist`);
       return { kind: 'missing_agent', agent };
     }
-    const [channelType, instance] = splitChannelId(channel.id);
+    const { type: channelType, instance } = splitChannelId(channel.id);
     const source = formatAddress({
       kind: 'external',
       channelType,
@@ -256,11 +256,6 @@ function deliveryRef(request: SendRequest, key: string): DeliveryRef {
 
 function refId(ref: DeliveryRef): string {
   return JSON.stringify([ref.channelId, ref.target, ref.key]);
-}
-
-function splitChannelId(id: string): [string, string] {
-  const at = id.indexOf(':');
-  return [id.slice(0, at), id.slice(at + 1)];
 }
 
 /** What a peer is told about its message, where something must be said. */

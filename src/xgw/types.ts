@@ -18,6 +18,12 @@ export function isLoopbackHost(host: string): boolean {
 }
 export type AccessPolicy = (typeof ACCESS)[number];
 
+/** A channel id's two parts: `telegram:main` is type `telegram`, instance `main`. */
+export function splitChannelId(id: string): { type: string; instance: string } {
+  const at = id.indexOf(':');
+  return { type: id.slice(0, at), instance: id.slice(at + 1) };
+}
+
 const channelBase = {
   /** `<type>:<instance>`, e.g. `telegram:main`; the instance becomes the address's instance segment. */
   id: z.string().check(z.regex(/^[a-z]+:[a-z0-9][a-z0-9_-]{0,31}$/, 'must be <type>:<instance>, e.g. telegram:main')),

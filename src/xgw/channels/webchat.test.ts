@@ -12,7 +12,8 @@ import { initThread, openThread } from '../../thread/thread.js';
 import { Gateway } from '../gateway.js';
 import { GatewayState } from '../state.js';
 import { XgwConfigSchema, type ChannelContext, type WebchatChannelConfig } from '../types.js';
-import { createWebchatChannel, MAX_QUEUED_MESSAGES, MAX_TEXT_BYTES, webchatTokenPath } from './webchat.js';
+import { webchatTokenPath } from './webchat-token.js';
+import { createWebchatChannel, MAX_QUEUED_MESSAGES, MAX_TEXT_BYTES } from './webchat.js';
 
 /**
  * The web chat against its real neighbours: a Gateway with its SQLite state, an agent inbox

@@ -1,15 +1,15 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import { chmodSync, linkSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { randomBytes } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { join } from 'node:path';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import * as z from 'zod/mini';
 import { ClawError, errnoCode } from '../../core/errors.js';
 import type { MailboxEntry } from '../state.js';
 import type { ChannelAdapter, ChannelContext, ChannelSendOptions, ChannelStatus, OutboundMessage, WebchatChannelConfig } from '../types.js';
-import { UNAUTHORIZED_PAGE, WEBCHAT_PAGE } from './webchat-page.js';
+import { cookie, parseCookies, refuse, safeEqual, unauthorized } from './webchat-http.js';
+import { WEBCHAT_PAGE } from './webchat-page.js';
+import { loadWebchatToken, urlHost, webchatUrl } from './webchat-token.js';
 
 /**
  * The web chat: a small page and a WebSocket on loopback. Access needs the channel's token (kept
@@ -34,7 +34,6 @@ export const MAX_TEXT_BYTES = 64 * 1024;
 // error. JSON escaping can make a frame up to 6x its text.
 const MAX_FRAME_BYTES = 6 * MAX_TEXT_BYTES + 1024;
 const PEER_ID = /^[0-9a-f]{32}$/;
-const TOKEN = /^[0-9a-f]{64}$/;
 /** Both cookies live as long as browsers allow (Chromium caps lifetimes at 400 days). */
 const COOKIE_MAX_AGE_S = 400 * 24 * 60 * 60;
 const PING_INTERVAL_MS = 30_000;
@@ -51,59 +50,6 @@ const ClientMessageSchema = z.object({
 export interface WebchatChannelOptions {
   /** Data root for the token file. Default: the home of the context the channel starts with. */
   home?: string;
-}
-
-/** Where a web chat keeps its access token. */
-export function webchatTokenPath(home: string, channelId: string): string {
-  return join(home, 'xgw', `webchat-${channelId.slice(channelId.indexOf(':') + 1)}.token`);
-}
-
-/** The channel's token: read from its file, or created (mode 0600) on first start. */
-export function loadWebchatToken(home: string, channelId: string): string {
-  const path = webchatTokenPath(home, channelId);
-  mkdirSync(join(home, 'xgw'), { recursive: true, mode: 0o700 });
-  const found = readToken(path);
-  if (found.token !== undefined) return found.token;
-  // Written aside and published with link() (fails if the file appeared meanwhile) or rename()
-  // (replaces a damaged one), so no reader ever sees a half-written token.
-  const token = randomBytes(32).toString('hex');
-  const temp = `${path}.${process.pid}.tmp`;
-  try {
-    writeFileSync(temp, token + '\n', { mode: 0o600 });
-    if (found.missing) linkSync(temp, path);
-    else renameSync(temp, path); // damaged: old links stop working, the new one is in `xgw status`
-    return token;
-  } catch (error) {
-    const theirs = errnoCode(error) === 'EEXIST' ? readToken(path).token : undefined;
-    if (theirs !== undefined) return theirs;
-    throw new ClawError('io', `cannot create ${path}`, { suggestion: 'check that THECLAW_HOME is writable', cause: error });
-  } finally {
-    rmSync(temp, { force: true });
-  }
-}
-
-/** The token in the file; `missing` when there is no file (otherwise the file is damaged). */
-function readToken(path: string): { token?: string; missing?: true } {
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8').trim();
-  } catch (error) {
-    if (errnoCode(error) === 'ENOENT') return { missing: true };
-    throw new ClawError('io', `cannot read ${path}`, { suggestion: 'check its owner and permissions', cause: error });
-  }
-  if (!TOKEN.test(text)) return {};
-  if ((statSync(path).mode & 0o077) !== 0) chmodSync(path, 0o600);
-  return { token: text };
-}
-
-/** The host as it goes into a URL (IPv6 in brackets). */
-function urlHost(host: string): string {
-  return host.includes(':') ? `[${host}]` : host;
-}
-
-/** The page's address with its token, as `xgw status` shows it. */
-export function webchatUrl(host: string, port: number, token: string): string {
-  return `http://${urlHost(host)}:${port}/?token=${token}`;
 }
 
 export function createWebchatChannel(config: WebchatChannelConfig, options: WebchatChannelOptions = {}): ChannelAdapter {
@@ -398,42 +344,6 @@ function sendJson(ws: WebSocket, payload: ServerMessage): void {
 function rawText(data: RawData): string {
   if (Array.isArray(data)) return Buffer.concat(data).toString('utf8');
   return Buffer.isBuffer(data) ? data.toString('utf8') : Buffer.from(data).toString('utf8');
-}
-
-/** Compares in constant time; hashing first makes the lengths equal. */
-function safeEqual(a: string, b: string): boolean {
-  const digest = (value: string): Buffer => createHash('sha256').update(value).digest();
-  return b !== '' && timingSafeEqual(digest(a), digest(b));
-}
-
-function parseCookies(header: string | undefined): Map<string, string> {
-  const cookies = new Map<string, string>();
-  for (const part of (header ?? '').split(';')) {
-    const at = part.indexOf('=');
-    if (at < 0) continue;
-    const name = part.slice(0, at).trim();
-    if (!cookies.has(name)) cookies.set(name, part.slice(at + 1).trim());
-  }
-  return cookies;
-}
-
-function cookie(name: string, value: string, maxAgeSeconds?: number): string {
-  return `${name}=${value}; HttpOnly; SameSite=Strict; Path=/${maxAgeSeconds === undefined ? '' : `; Max-Age=${maxAgeSeconds}`}`;
-}
-
-function unauthorized(res: ServerResponse): void {
-  res.writeHead(401, { 'Content-Type': 'text/html; charset=utf-8', 'Cache-Control': 'no-store', 'Referrer-Policy': 'no-referrer' });
-  res.end(UNAUTHORIZED_PAGE);
-}
-
-/** Answers a refused upgrade with a plain HTTP response and closes the socket (as `ws` does). */
-function refuse(socket: Duplex, status: number, text: string): void {
-  const body = `${text}\n`;
-  socket.once('finish', () => socket.destroy());
-  socket.end(
-    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nConnection: close\r\nContent-Type: text/plain; charset=utf-8\r\n` +
-      `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
-  );
 }
 
 function startError(error: unknown, config: WebchatChannelConfig): ClawError {
