@@ -3,6 +3,7 @@ import { createInterface } from 'node:readline';
 import { socketPath } from '../core/home.js';
 import { subscribe } from '../core/ipc.js';
 import { askXgw, xgwUnavailable } from './client.js';
+import { noticeFor } from './notices.js';
 import type { InboundOutcome, MailboxEntry, XgwRequest } from './protocol.js';
 import { requireAgentId } from './route.js';
 
@@ -26,8 +27,8 @@ const FRAMES = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '
 /**
  * A line-based conversation through the real pipeline: each line goes to the gateway (and so to
  * the agent's inbox), replies come back over a stream from the daemon. While a reply is awaited
- * a spinner turns on the terminal. Resolves when the input ends and no reply is outstanding
- * (or after `waitSeconds`).
+ * a spinner turns on the terminal. Resolves when the input ends and no reply or notice is
+ * outstanding (or after `waitSeconds`).
  */
 export async function runTerminalChat(options: TerminalChatOptions): Promise<void> {
   const channel = options.channel ?? 'terminal:local';
@@ -36,6 +37,16 @@ export async function runTerminalChat(options: TerminalChatOptions): Promise<voi
   const status = options.status ?? process.stderr;
   const spinner = createSpinner(status);
   let outstanding = 0;
+  // Notices (no route, missing agent, pairing) come over the stream, another connection than the
+  // answer that announces them, so either may come first: each text counts +1 when announced and
+  // -1 when shown, and the chat waits while a count is above 0.
+  const notices = new Map<string, number>();
+  const countNotice = (text: string, by: number) => {
+    const count = (notices.get(text) ?? 0) + by;
+    if (count === 0) notices.delete(text);
+    else notices.set(text, count);
+  };
+  const noticesDue = () => [...notices.values()].some((count) => count > 0);
   let settle: (() => void) | undefined;
   const closed = new AbortController();
   options.signal?.addEventListener('abort', () => closed.abort(), { once: true });
@@ -50,8 +61,9 @@ export async function runTerminalChat(options: TerminalChatOptions): Promise<voi
           spinner.stop();
           output.write(`${entry.role === 'system' ? '(xgw) ' : ''}${entry.text}\n`);
           if (entry.role === 'agent') outstanding = Math.max(0, outstanding - 1);
+          if (entry.role === 'system') countNotice(entry.text, -1);
           if (outstanding > 0) spinner.start();
-          else settle?.();
+          else if (!noticesDue()) settle?.();
         },
         onClose() {
           spinner.stop();
@@ -75,8 +87,10 @@ export async function runTerminalChat(options: TerminalChatOptions): Promise<voi
         outstanding++;
         spinner.start();
       }
+      const notice = noticeFor(outcome);
+      if (notice !== null) countNotice(notice, +1);
     }
-    if (outstanding > 0) {
+    if (outstanding > 0 || noticesDue()) {
       await new Promise<void>((resolve) => {
         settle = resolve;
         setTimeout(resolve, (options.waitSeconds ?? 120) * 1000).unref();

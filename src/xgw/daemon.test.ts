@@ -1,16 +1,18 @@
 import { spawn } from 'node:child_process';
 import { createServer, type AddressInfo, type Socket } from 'node:net';
-import { mkdirSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { parseMessageContent } from '../core/message.js';
+import { joinCommand } from '../core/command.js';
 import { askDaemon, daemonPidFile } from '../core/daemon.js';
 import { tryLock } from '../core/lock.js';
 import { cliPath } from '../core/package.js';
-import { createTestHome, runTool, waitFor, type TestHome } from '../testing/index.js';
+import { createTestHome, fixture, runTool, waitFor, type TestHome } from '../testing/index.js';
 import { initThread, openThread } from '../thread/thread.js';
 import type { XgwStatus } from './protocol.js';
+import { GatewayState } from './state.js';
 
 // The real daemon (`xgw start`) and the real CLIs in a temp THECLAW_HOME.
 
@@ -122,6 +124,9 @@ routes:
     expect(result.stderr).toBe('Error: xgw is not running - start it with xgw start\n');
     const usage = await xgw(['send', '--channel', 'terminal:local', '--text', 'hi']);
     expect(usage.code).toBe(2);
+    const empty = await xgw(['send', '--channel', 'terminal:local', '--peer', user, '--text', '  ']);
+    expect(empty.code).toBe(2);
+    expect(empty.stderr).toBe('Error: the text is empty - pass --text TEXT or the text on stdin\n');
   });
 
   it('answers on its socket while a channel is slow to start, reports it, and stops it', async () => {
@@ -223,6 +228,62 @@ routes:
     expect(outside.peek()).toEqual([]);
     outside.close();
     expect(inbox()).toEqual([]);
+  });
+
+  it('tells the terminal when the route names an agent that does not exist', async () => {
+    writeConfig(`channels:
+  - { id: terminal:local, type: terminal, access: open }
+routes:
+  - { channel: "*", peer: "*", agent: ghost }
+`);
+    expect((await xgw(['start'])).code).toBe(0);
+    const chat = await xgw(['chat'], 'hello?\n');
+    expect(chat.code, chat.stderr).toBe(0);
+    expect(chat.stdout).toBe('(xgw) This chat is routed to the agent "ghost", which does not exist yet. The owner can create it with: agent init ghost\n');
+    expect(inbox()).toEqual([]);
+  });
+
+  it('pokes notifier after a push, so the inbox handler runs at once', async () => {
+    // A sweep once an hour: only the poke can make the handler run within the test.
+    mkdirSync(join(t.home, 'notifier'), { recursive: true });
+    writeFileSync(join(t.home, 'notifier', 'config.yaml'), 'sweep_interval_seconds: 3600\n');
+    const seen = join(t.home, 'seen.txt');
+    try {
+      expect((await runTool('notifier', ['start'], t.env)).code).toBe(0);
+      const handler = joinCommand([process.execPath, fixture('handler.mjs'), seen]);
+      const subscribed = await runTool('thread', ['subscribe', '--thread', join(t.home, 'agents', 'admin', 'inbox'), '--consumer', 'agent', '--handler', handler], t.env);
+      expect(subscribed.code, subscribed.stderr).toBe(0);
+      expect((await xgw(['start'])).code).toBe(0);
+      const outcome = await askDaemon<{ kind: string; eventId: number }>(t.home, 'xgw', { op: 'chat_message', channel: 'terminal:local', message_id: 'm-1', text: 'wake up' });
+      expect(outcome.kind).toBe('accepted');
+      const ids = await waitFor(() => (existsSync(seen) ? readFileSync(seen, 'utf8').trim().split('\n').map(Number) : undefined), 'the handler run');
+      expect(ids).toEqual([outcome.eventId]);
+    } finally {
+      await runTool('notifier', ['stop'], t.env);
+    }
+  });
+
+  it('lists and approves pairing requests from the CLI; an unknown code exits 1', async () => {
+    const state = new GatewayState(t.home);
+    const request = state.requestPairing('telegram:main', '4242', 'ann')!;
+    state.close();
+    const list = await xgw(['pair', 'list']);
+    expect(list.code).toBe(0);
+    expect(list.stdout).toBe(`${request.code}  telegram:main  peer 4242 (ann)  expires ${request.expires_at}\n`);
+    expect(JSON.parse((await xgw(['pair', 'list', '--json'])).stdout)).toEqual([request]);
+
+    const unknown = await xgw(['pair', 'approve', 'ZZZZZZZZ']);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toBe('Error: no pending pairing request with code ZZZZZZZZ - see the waiting requests with: xgw pair list (codes expire after an hour)\n');
+
+    const approve = await xgw(['pair', 'approve', request.code.toLowerCase(), '--json']);
+    expect(approve.code, approve.stderr).toBe(0);
+    expect(JSON.parse(approve.stdout)).toEqual({ approved: true, channel_id: 'telegram:main', peer_id: '4242' });
+    expect((await xgw(['pair', 'list'])).stdout).toBe('no pairing requests are waiting\n');
+    expect((await xgw(['pair', 'approve', request.code])).code).toBe(1); // once only
+    const after = new GatewayState(t.home);
+    expect(after.isAdmitted('telegram:main', '4242')).toBe(true);
+    after.close();
   });
 
   it('shows a reply that arrived while no terminal was attached at the next attach', async () => {

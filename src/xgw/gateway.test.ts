@@ -10,7 +10,7 @@ import { createTestHome, type TestHome } from '../testing/index.js';
 import { initThread, openThread } from '../thread/thread.js';
 import { Gateway } from './gateway.js';
 import { findRoute } from './route.js';
-import { GatewayState } from './state.js';
+import { GatewayState, PAIRING_TTL_MS } from './state.js';
 import { XgwConfigSchema, type ChannelAdapter, type InboundMessage, type OutboundMessage } from './types.js';
 
 let t: TestHome;
@@ -113,6 +113,23 @@ describe('inbound', () => {
     expect(await gateway.receive(message('1', 'f'))).toMatchObject({ kind: 'accepted' });
     expect(inbox()).toHaveLength(1);
     expect(state.approvePairing((first as { code: string }).code)).toBeNull(); // one-time
+  });
+
+  it('lets a pairing code expire after an hour, and frees its slot', () => {
+    const t0 = Date.parse('2026-01-01T00:00:00Z');
+    const codes = ['1', '2', '3'].map((peer) => state.requestPairing('telegram:main', peer, undefined, t0)!);
+    expect(codes[0]!.expires_at).toBe(new Date(t0 + PAIRING_TTL_MS).toISOString());
+    expect(state.requestPairing('telegram:main', '4', undefined, t0 + PAIRING_TTL_MS - 1)).toBeNull(); // 3 pending
+    expect(state.pendingPairings(t0 + PAIRING_TTL_MS - 1)).toHaveLength(3);
+    expect(state.pendingPairings(t0 + PAIRING_TTL_MS)).toEqual([]);
+    expect(state.approvePairing(codes[0]!.code, t0 + PAIRING_TTL_MS)).toBeNull();
+    expect(state.approvePairing(codes[1]!.code, t0 + PAIRING_TTL_MS - 1)).toMatchObject({ peer_id: '2' });
+    const later = state.requestPairing('telegram:main', '4', undefined, t0 + PAIRING_TTL_MS);
+    expect(later).not.toBeNull();
+    const again = state.requestPairing('telegram:main', '1', undefined, t0 + PAIRING_TTL_MS);
+    expect(again!.code).not.toBe(codes[0]!.code); // a new code once the old one expired
+    expect(state.isAdmitted('telegram:main', '1')).toBe(false);
+    expect(state.isAdmitted('telegram:main', '2')).toBe(true);
   });
 
   it('refuses peers off the allowlist and admits the listed ones', async () => {

@@ -5,6 +5,7 @@ import { ClawError, usageError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import { formatMessageContent } from '../core/message.js';
 import { openThread } from '../thread/thread.js';
+import { noticeFor } from './notices.js';
 import { findRoute, requireAgentId } from './route.js';
 import { settleWithin } from './settle.js';
 import { ChannelSupervisor, type SupervisorOptions } from './supervisor.js';
@@ -256,20 +257,4 @@ function deliveryRef(request: SendRequest, key: string): DeliveryRef {
 
 function refId(ref: DeliveryRef): string {
   return JSON.stringify([ref.channelId, ref.target, ref.key]);
-}
-
-/** What a peer is told about its message, where something must be said. */
-export function noticeFor(outcome: InboundOutcome): string | null {
-  switch (outcome.kind) {
-    case 'accepted':
-      return null;
-    case 'pairing':
-      return `Hi! I don't know you yet. Ask my owner to approve you with this code: ${outcome.code} (valid for one hour; they run: xgw pair approve ${outcome.code}).`;
-    case 'denied':
-      return null; // strangers are not answered beyond their code
-    case 'no_route':
-      return 'No agent takes messages from this chat yet. The owner can add a route in the xgw config.';
-    case 'missing_agent':
-      return `This chat is routed to the agent "${outcome.agent}", which does not exist yet. The owner can create it with: agent init ${outcome.agent}`;
-  }
 }

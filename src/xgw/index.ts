@@ -1,4 +1,5 @@
-export { Gateway, noticeFor, type SendRequest, type SendResult, type GatewayOptions } from './gateway.js';
+export { Gateway, type SendRequest, type SendResult, type GatewayOptions } from './gateway.js';
+export { noticeFor } from './notices.js';
 export { runXgw } from './daemon.js';
 export { loadXgwConfig, checkConfig, inspectXgwConfig, xgwConfigPath, type XgwConfigReport } from './config.js';
 export { GatewayState, type PairingRequest, type MailboxEntry } from './state.js';

@@ -1,0 +1,17 @@
+import type { InboundOutcome } from './types.js';
+
+/** What a peer is told about its message, where something must be said. */
+export function noticeFor(outcome: InboundOutcome): string | null {
+  switch (outcome.kind) {
+    case 'accepted':
+      return null;
+    case 'pairing':
+      return `Hi! I don't know you yet. Ask my owner to approve you with this code: ${outcome.code} (valid for one hour; they run: xgw pair approve ${outcome.code}).`;
+    case 'denied':
+      return null; // strangers are not answered beyond their code
+    case 'no_route':
+      return 'No agent takes messages from this chat yet. The owner can add a route in the xgw config.';
+    case 'missing_agent':
+      return `This chat is routed to the agent "${outcome.agent}", which does not exist yet. The owner can create it with: agent init ${outcome.agent}`;
+  }
+}
