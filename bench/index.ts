@@ -8,6 +8,12 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { joinCommand } from '../src/core/command.js';
+import { askDaemon } from '../src/core/daemon.js';
+import { socketPath } from '../src/core/home.js';
+import { subscribe } from '../src/core/ipc.js';
+import { lastUserText, startSystem } from '../src/e2e/support.js';
+import { textUpdate } from '../src/testing/fake-telegram.js';
+import type { InboundOutcome, MailboxEntry } from '../src/xgw/protocol.js';
 import { cliPath, packageRoot } from '../src/core/package.js';
 import { initThread } from '../src/thread/index.js';
 import { estimateTokens, startFakeOpenAI } from '../src/testing/fake-llm.js';
@@ -201,7 +207,77 @@ async function benchXgw(): Promise<void> {
   }
 }
 
+/** The p-th percentile (nearest rank). */
+function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.max(0, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+
+/**
+ * The whole pipeline with a zero-latency model: a terminal message handed to xgw (`chat_message`
+ * on its socket) → inbox → notifier → `agent run` → fake model (immediate text, no tool call) →
+ * thread → notifier → `agent deliver` → xgw → the reply's mailbox entry on a `chat_attach`
+ * stream. Nothing is subtracted. Then, in the same system, the request of a trivial first turn.
+ */
+async function benchPipelineLatency(): Promise<void> {
+  const system = await startSystem({ logLevel: 'info' });
+  const closed = new AbortController();
+  try {
+    const replies = new Map<string, number>();
+    const attach = (peer: string) =>
+      subscribe(
+        socketPath(system.home, 'xgw'),
+        { op: 'chat_attach', channel: 'terminal:local', peer },
+        { onMessage: (entry) => (entry as MailboxEntry).role === 'agent' && replies.set((entry as MailboxEntry).text, now()) },
+        closed.signal,
+      );
+    const ask = async (peer: string, id: string, text: string): Promise<number> => {
+      const sentAt = now();
+      const outcome = await askDaemon<InboundOutcome>(system.home, 'xgw', { op: 'chat_message', channel: 'terminal:local', peer, message_id: id, text });
+      if (outcome.kind !== 'accepted') throw new Error(`xgw did not accept the message: ${JSON.stringify(outcome)}`);
+      await waitUntil(() => replies.has(`echo: ${text}`), 15_000);
+      return replies.get(`echo: ${text}`)! - sentAt;
+    };
+    await attach('bench');
+    await ask('bench', 'warm-up', 'warm up'); // the thread is created, the page cache is warm
+    const latencies: number[] = [];
+    for (let i = 1; i <= 30; i++) latencies.push(await ask('bench', `m${i}`, `bench message ${i}`));
+    record('pipeline: terminal message to reply delivered, zero-latency model (median of 30)', median(latencies), 'ms', { atMost: 300 });
+    record('pipeline: terminal message to reply delivered, zero-latency model (p95 of 30)', percentile(latencies, 95), 'ms', { atMost: 600 });
+
+    await attach('first-turn');
+    await ask('first-turn', 'hi', 'hi');
+    const first = system.llm.requests.find((request) => lastUserText(request) === 'hi' && request.body?.messages?.length === 2);
+    if (!first) throw new Error('the first-turn request was not recorded');
+    record('agent admin: first-turn request ("hi", IDENTITY.md, runtime facts, tool schema)', estimateTokens('x'.repeat(first.bytes)), 'tokens (bytes/4)', { atMost: 2500 });
+  } finally {
+    closed.abort();
+    await system.stop();
+  }
+}
+
+/**
+ * 20 Telegram peers each send one message at once; the model takes 1 s per call. Measured from
+ * queueing the updates at the fake Bot API to the 20th sendMessage it recorded.
+ */
+async function benchPipelineBurst(): Promise<void> {
+  const system = await startSystem({ logLevel: 'info', llm: { defaultDelayMs: 1000 } });
+  try {
+    const started = now();
+    for (let peer = 1; peer <= 20; peer++) system.telegram.queueUpdate(textUpdate({ from: 5000 + peer, text: `burst ${peer}` }));
+    await waitUntil(() => system.telegram.sent.length >= 20, 60_000);
+    const seconds = (now() - started) / 1000;
+    const peers = new Set(system.telegram.sent.map((sent) => String(sent.chat_id)));
+    if (peers.size !== 20) throw new Error(`20 replies went to ${peers.size} peers`);
+    record('pipeline: 20 peers at once, model 1 s per call (agent concurrency 4): all replies delivered', seconds, 's', { atMost: 7 });
+  } finally {
+    await system.stop();
+  }
+}
+
 try {
+  await benchPipelineLatency();
+  await benchPipelineBurst();
   await benchXgw();
   await benchPai();
   benchThreadPush();

@@ -1,0 +1,207 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import type { AgentStatus } from '../agent/lifecycle.js';
+import { parseMessageContent } from '../core/message.js';
+import type { FakeStep, LooseJson, RecordedRequest } from '../testing/fake-llm.js';
+import { textUpdate } from '../testing/fake-telegram.js';
+import { openThread } from '../thread/thread.js';
+import type { MailboxEntry } from '../xgw/state.js';
+import { contentText, echoToolStep, lastUserText, startSystem, telegramThread, until, type System, type SystemOptions } from './support.js';
+
+/**
+ * The whole system end to end, as a user runs it: `agent init/start admin`, `notifier start` and
+ * `xgw start` as real processes in a temp THECLAW_HOME; a fake OpenAI server as the model (one
+ * bash_exec round per message, see echoToolStep) and a fake Telegram Bot API as the platform.
+ * Every hop is the real one: xgw → inbox → notifier → agent run → pai → bash → thread →
+ * notifier → agent deliver → xgw → platform.
+ */
+
+let system: System | undefined;
+
+afterEach(async () => {
+  await system?.stop();
+  system = undefined;
+});
+
+async function up(options: SystemOptions = {}): Promise<System> {
+  system = await startSystem({ llm: { defaultStep: echoToolStep }, ...options });
+  return system;
+}
+
+async function agentStatus(s: System): Promise<AgentStatus> {
+  return JSON.parse((await s.must('agent', ['status', 'admin', '--json'])).stdout) as AgentStatus;
+}
+
+/** Waits until the agent has nothing pending, running or undelivered, then one more sweep so that a late duplicate would show. */
+async function settle(s: System): Promise<void> {
+  await until(async () => {
+    const status = await agentStatus(s);
+    return status.pending === 0 && !status.running && status.undelivered === 0;
+  }, 'the agent to be idle');
+  await new Promise((resolve) => setTimeout(resolve, 1_200));
+}
+
+function inboxCount(s: System): number {
+  const inbox = openThread(join(s.home, 'agents', 'admin', 'inbox'), { home: s.home });
+  try {
+    return inbox.info().events;
+  } finally {
+    inbox.close();
+  }
+}
+
+/** The records and messages of a peer's thread, checked for what one bash_exec round per message leaves. */
+function expectThreadOfRounds(s: System, peer: number, texts: string[]): void {
+  const events = s.events(telegramThread(s.home, peer));
+  const inbound = events.filter((e) => e.type === 'message' && e.source !== 'self');
+  const replies = events.filter((e) => e.type === 'message' && e.source === 'self');
+  expect(inbound.map((e) => parseMessageContent(e.content).text)).toEqual(texts);
+  expect(inbound.every((e) => e.source === `external:telegram:main:dm:${peer}:${peer}`)).toBe(true);
+  expect(replies.map((e) => parseMessageContent(e.content).text)).toEqual(texts.map((text) => `reply to: ${text}`));
+  expect(replies.map((e) => parseMessageContent(e.content).in_reply_to)).toEqual(inbound.map((e) => e.id));
+  const toolcalls = events.filter((e) => e.subtype === 'toolcall').map((e) => JSON.parse(e.content) as { command: string; exit_code: number; output: string; in_reply_to: number });
+  expect(toolcalls).toEqual(
+    texts.map((text, i) => expect.objectContaining({ command: `echo handled-${text}`, exit_code: 0, output: `handled-${text}\n`, in_reply_to: inbound[i]!.id })),
+  );
+  expect(events.filter((e) => e.subtype === 'error')).toEqual([]);
+}
+
+/** What the model got back from bash_exec, over every request. */
+function toolResults(requests: RecordedRequest[]): string[] {
+  return requests.flatMap((request) => {
+    const last: LooseJson = request.body?.messages?.at(-1);
+    return last?.role === 'tool' ? [JSON.parse(contentText(last.content)).stdout as string] : [];
+  });
+}
+
+describe('the whole pipeline, end to end', () => {
+  it('answers 10 interleaved Telegram messages of 3 peers: each peer gets its own replies, in order, quoting its messages, once', async () => {
+    const s = await up();
+    const order: [number, string][] = [
+      [111, 'p111-m1'], [222, 'p222-m1'], [333, 'p333-m1'], [111, 'p111-m2'], [222, 'p222-m2'],
+      [111, 'p111-m3'], [333, 'p333-m2'], [222, 'p222-m3'], [111, 'p111-m4'], [333, 'p333-m3'],
+    ];
+    const queued = order.map(([from, text]) => ({ from, text, messageId: s.telegram.queueUpdate(textUpdate({ from, text })).message.message_id as number }));
+
+    await until(() => s.telegram.sent.length >= 10, '10 replies', 30_000);
+    await settle(s);
+
+    expect(s.telegram.sent).toHaveLength(10);
+    expect(s.telegram.calls.filter((call) => call.method === 'sendMessage')).toHaveLength(10);
+    for (const peer of [111, 222, 333]) {
+      const mine = queued.filter((q) => q.from === peer);
+      const got = s.telegram.sent.filter((sent) => Number(sent.chat_id) === peer);
+      expect(got.map((sent) => sent.text)).toEqual(mine.map((q) => `reply to: ${q.text}`));
+      expect(got.map((sent) => sent.reply_parameters?.message_id)).toEqual(mine.map((q) => q.messageId));
+      expectThreadOfRounds(s, peer, mine.map((q) => q.text));
+    }
+    // One bash_exec round per message: 20 model calls, and the model saw each command's output.
+    expect(s.llm.requests).toHaveLength(20);
+    expect(toolResults(s.llm.requests).sort()).toEqual(order.map(([, text]) => `handled-${text}\n`).sort());
+    const status = await agentStatus(s);
+    expect(status).toMatchObject({ started: true, pending: 0, running: false, threads: 3, undelivered: 0 });
+  });
+
+  it('answers a web chat message over the WebSocket, as the page talks to it', async () => {
+    const s = await up();
+    const status = await s.xgwStatus();
+    const url = new URL(status.channels.find((channel) => channel.id === 'webchat:main')!.url!);
+    const base = `http://127.0.0.1:${url.port}`;
+    // The page's way in: the token in the URL is traded for a cookie; the page sets the peer cookie.
+    const login = await fetch(`${base}/?token=${url.searchParams.get('token')}`, { redirect: 'manual' });
+    expect(login.status).toBe(302);
+    const tokenCookie = login.headers.get('set-cookie')!.split(';')[0]!;
+    const page = await fetch(`${base}/`, { headers: { cookie: tokenCookie } });
+    expect(page.status).toBe(200);
+    const peerCookie = page.headers.get('set-cookie')!.split(';')[0]!;
+    const peer = peerCookie.slice(peerCookie.indexOf('=') + 1);
+
+    const ws = new WebSocket(`ws://127.0.0.1:${url.port}/ws`, { headers: { cookie: `${tokenCookie}; ${peerCookie}`, origin: base } });
+    const received: LooseJson[] = [];
+    ws.on('message', (data) => received.push(JSON.parse(String(data))));
+    try {
+      await new Promise<void>((resolve, reject) => {
+        ws.once('open', () => resolve());
+        ws.once('error', reject);
+      });
+      await until(() => received.length > 0, 'the history');
+      ws.send(JSON.stringify({ type: 'message', id: 'msg-1', text: 'hello web' }));
+      await until(() => received.some((m) => m.type === 'message' && m.message.role === 'agent'), 'the reply', 20_000);
+      await settle(s);
+
+      expect(received.map((m) => m.type)).toEqual(['history', 'ack', 'message']);
+      expect(received[0]).toEqual({ type: 'history', messages: [] });
+      expect(received[1]).toEqual({ type: 'ack', id: 'msg-1' });
+      const reply = received[2].message as MailboxEntry;
+      expect(reply).toMatchObject({ role: 'agent', text: 'reply to: hello web', reply_to: 'msg-1' });
+      const thread = s.events(join(s.home, 'agents', 'admin', 'threads', 'peers', `webchat.main.${peer}`));
+      expect(thread.filter((e) => e.subtype === 'toolcall').map((e) => JSON.parse(e.content).output)).toEqual(['handled-hello web\n']);
+      expect(s.telegram.sent).toEqual([]);
+    } finally {
+      ws.close();
+    }
+  });
+
+  it('keeps messages that arrive while the agent is stopped and answers each of them once after agent start', async () => {
+    const s = await up();
+    expect((await s.must('agent', ['stop', 'admin'])).stdout).toBe('stopped admin (its messages wait until: agent start admin)\n');
+    const sentIn: [number, string][] = [[444, 'w1'], [555, 'w2'], [444, 'w3'], [444, 'w4'], [555, 'w5']];
+    const queued = sentIn.map(([from, text]) => ({ from, text, messageId: s.telegram.queueUpdate(textUpdate({ from, text })).message.message_id as number }));
+
+    await until(() => inboxCount(s) === 5, 'the 5 messages in the inbox');
+    // Two sweeps later, still nobody has run the agent.
+    await new Promise((resolve) => setTimeout(resolve, 1_200));
+    expect(s.llm.requests).toHaveLength(0);
+    expect(s.telegram.sent).toHaveLength(0);
+    expect(await agentStatus(s)).toMatchObject({ started: false, pending: 5 });
+
+    await s.must('agent', ['start', 'admin']);
+    await until(() => s.telegram.sent.length >= 5, '5 replies', 30_000);
+    await settle(s);
+
+    expect(s.telegram.sent).toHaveLength(5);
+    for (const peer of [444, 555]) {
+      const mine = queued.filter((q) => q.from === peer);
+      const got = s.telegram.sent.filter((sent) => Number(sent.chat_id) === peer);
+      expect(got.map((sent) => [sent.text, sent.reply_parameters?.message_id])).toEqual(mine.map((q) => [`reply to: ${q.text}`, q.messageId]));
+      expectThreadOfRounds(s, peer, mine.map((q) => q.text));
+    }
+    expect(s.llm.requests).toHaveLength(10);
+  });
+
+  it('delivers a reply that failed twice because xgw was down, once xgw is back', async () => {
+    // Backoff 1.5 s, then 3 s (±20%): after the second failure, at least 2.4 s to bring xgw back
+    // before the third and last attempt (deliver.max_attempts 3). With the usual 0.2 s, 0.4 s,
+    // `xgw start` (a process, channels up, socket open) would race that attempt.
+    const s = await up({ backoff: { initial_seconds: 1.5, max_seconds: 3 } });
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const gated: FakeStep = async (request) => {
+      if (request.body?.messages?.at(-1)?.role === 'tool') await gate; // the reply waits for the test
+      return echoToolStep;
+    };
+    s.llm.enqueue(gated, gated);
+    const update = s.telegram.queueUpdate(textUpdate({ from: 777, text: 'while-down' }));
+    await until(() => s.llm.requests.length === 2, 'the reply call');
+    expect(lastUserText(s.llm.requests[1]!)).toBe('while-down');
+
+    await s.must('xgw', ['stop']);
+    release();
+    const log = join(s.home, 'agents', 'admin', 'logs', 'agent.log');
+    const failures = () => readFileSync(log, 'utf8').match(/deliver: event \d+ of \S+ failed \(attempt \d of 3\): [^\n]*/g) ?? [];
+    await until(() => failures().length === 2, 'two failed deliveries', 15_000);
+    expect(s.telegram.sent).toHaveLength(0);
+
+    await s.must('xgw', ['start']);
+    await until(() => s.telegram.sent.length >= 1, 'the delivery', 15_000);
+    await settle(s);
+
+    expect(s.telegram.sent).toHaveLength(1);
+    expect(s.telegram.sent[0]).toMatchObject({ chat_id: 777, text: 'reply to: while-down', reply_parameters: { message_id: update.message.message_id } });
+    expect(failures()).toEqual([expect.stringContaining('(attempt 1 of 3): xgw is not running'), expect.stringContaining('(attempt 2 of 3): xgw is not running')]);
+    expect(readFileSync(log, 'utf8')).not.toContain('gave up');
+    expectThreadOfRounds(s, 777, ['while-down']);
+  });
+});

@@ -1,0 +1,220 @@
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { cliPath } from '../core/package.js';
+import { startFakeOpenAI, type FakeLlmOptions, type FakeLlmServer, type FakeStep, type LooseJson, type RecordedRequest } from '../testing/fake-llm.js';
+import { startFakeTelegram, type FakeTelegram } from '../testing/fake-telegram.js';
+import { openThread } from '../thread/thread.js';
+import type { ThreadEvent } from '../thread/types.js';
+import type { XgwStatus } from '../xgw/protocol.js';
+
+/**
+ * The whole system up in a temp THECLAW_HOME, as a user runs it: the built CLIs (`agent init
+ * admin`, `agent start admin`, `notifier start`, `xgw start`) as real processes, a fake OpenAI
+ * server as the model, a fake Telegram Bot API as the platform. Used by the end-to-end tests and
+ * by `npm run bench`, so it imports nothing from vitest.
+ */
+export const SYSTEM_TOOLS = ['thread', 'notifier', 'cmds', 'pai', 'xgw', 'agent'] as const;
+export type SystemTool = (typeof SYSTEM_TOOLS)[number];
+
+export interface SystemOptions {
+  /** For the fake model server (default step, delay). */
+  llm?: FakeLlmOptions;
+  /** Telegram access policy. Default: open. */
+  telegramAccess?: 'open' | 'allowlist' | 'pairing';
+  /** Telegram peer ids admitted without pairing. */
+  telegramAllow?: string[];
+  /** notifier backoff. Default: { initial_seconds: 0.2, max_seconds: 1 }. */
+  backoff?: { initial_seconds: number; max_seconds: number };
+  /** Default: 0.5. */
+  sweepIntervalSeconds?: number;
+  /** THECLAW_LOG_LEVEL of every process. Default: debug. */
+  logLevel?: string;
+}
+
+export interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+export interface System {
+  home: string;
+  /** Environment of every process: THECLAW_HOME, the tools first on PATH, the bot token. */
+  env: NodeJS.ProcessEnv;
+  llm: FakeLlmServer;
+  telegram: FakeTelegram;
+  /** Runs a built CLI with the system's environment. */
+  run(tool: SystemTool, args: string[], input?: string): Promise<CliResult>;
+  /** Runs a built CLI and throws unless it exits 0. */
+  must(tool: SystemTool, args: string[], input?: string): Promise<CliResult>;
+  /** `xgw status --json` of the running daemon. */
+  xgwStatus(): Promise<XgwStatus>;
+  /** Every event of an agent's thread (absolute path), oldest first; [] when it does not exist yet. */
+  events(threadPath: string): ThreadEvent[];
+  /** Stops xgw and notifier, closes the fakes and removes the home. */
+  stop(): Promise<void>;
+}
+
+export const TELEGRAM_TOKEN_ENV = 'E2E_TELEGRAM_TOKEN';
+
+export async function startSystem(options: SystemOptions = {}): Promise<System> {
+  const home = mkdtempSync(join(tmpdir(), 'theclaw-e2e-'));
+  const bin = join(home, '.bin');
+  mkdirSync(bin);
+  for (const tool of SYSTEM_TOOLS) symlinkSync(cliPath(tool), join(bin, tool));
+  const llm = await startFakeOpenAI(options.llm);
+  const telegram = await startFakeTelegram();
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    THECLAW_HOME: home,
+    PATH: `${bin}:${process.env.PATH}`,
+    THECLAW_LOG_LEVEL: options.logLevel ?? 'debug',
+    [TELEGRAM_TOKEN_ENV]: telegram.token,
+  };
+
+  const write = (file: string, text: string) => {
+    mkdirSync(join(home, file, '..'), { recursive: true });
+    writeFileSync(join(home, file), text);
+  };
+  write(
+    'pai/config.yaml',
+    `default: fake/m1
+providers:
+  fake:
+    api: openai-completions
+    base_url: "${llm.url}"
+    models: [{ id: m1 }]
+retry: { initial_delay_ms: 20 }
+`,
+  );
+  const backoff = options.backoff ?? { initial_seconds: 0.2, max_seconds: 1 };
+  write(
+    'notifier/config.yaml',
+    `sweep_interval_seconds: ${options.sweepIntervalSeconds ?? 0.5}
+backoff: { initial_seconds: ${backoff.initial_seconds}, max_seconds: ${backoff.max_seconds} }
+`,
+  );
+  const allow = options.telegramAllow ?? [];
+  write(
+    'xgw/config.yaml',
+    `channels:
+  - { id: webchat:main, type: webchat, port: 0, access: open }
+  - id: telegram:main
+    type: telegram
+    token_env: ${TELEGRAM_TOKEN_ENV}
+    api_root: "${telegram.apiRoot}"
+    access: ${options.telegramAccess ?? 'open'}
+    allow: ${JSON.stringify(allow)}
+  - { id: terminal:local, type: terminal, access: open }
+routes:
+  - { channel: "*", peer: "*", agent: admin }
+`,
+  );
+
+  const run = (tool: SystemTool, args: string[], input?: string) => runCli(tool, args, env, input);
+  const must = async (tool: SystemTool, args: string[], input?: string) => {
+    const result = await run(tool, args, input);
+    if (result.code !== 0) throw new Error(`${tool} ${args.join(' ')} exited ${result.code}: ${result.stderr}`);
+    return result;
+  };
+  const stop = async () => {
+    await Promise.allSettled([run('xgw', ['stop']), run('notifier', ['stop'])]);
+    await Promise.allSettled([llm.close(), telegram.close()]);
+    rmSync(home, { recursive: true, force: true });
+  };
+
+  try {
+    await must('agent', ['init', 'admin']);
+    await must('agent', ['start', 'admin']);
+    await must('notifier', ['start']);
+    await must('xgw', ['start']);
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+
+  return {
+    home,
+    env,
+    llm,
+    telegram,
+    run,
+    must,
+    async xgwStatus() {
+      return JSON.parse((await must('xgw', ['status', '--json'])).stdout) as XgwStatus;
+    },
+    events(threadPath) {
+      try {
+        const thread = openThread(threadPath, { home });
+        try {
+          return thread.peek({ limit: 100_000 });
+        } finally {
+          thread.close();
+        }
+      } catch {
+        return [];
+      }
+    },
+    stop,
+  };
+}
+
+/** The agent's per-peer thread for a Telegram user (the router's slug of `telegram.main.<id>`). */
+export function telegramThread(home: string, peerId: number | string): string {
+  return join(home, 'agents', 'admin', 'threads', 'peers', `telegram.main.${peerId}`);
+}
+
+export function runCli(tool: SystemTool, args: string[], env: NodeJS.ProcessEnv, input?: string): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [cliPath(tool), ...args], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk) => (stdout += chunk));
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+    child.stdin.end(input);
+  });
+}
+
+/** The text of an OpenAI message's content (a string or text parts). */
+export function contentText(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  return content
+    .filter((part: LooseJson) => part?.type === 'text' && typeof part.text === 'string')
+    .map((part: LooseJson) => part.text as string)
+    .join('\n');
+}
+
+/** The text of the last user message of a recorded chat completions request. */
+export function lastUserText(request: RecordedRequest): string {
+  const messages: LooseJson[] = request.body?.messages ?? [];
+  const last = messages.findLast((message) => message?.role === 'user');
+  return last ? contentText(last.content) : '';
+}
+
+/**
+ * The model of the end-to-end tests: one bash_exec round per message. When the conversation ends
+ * with the person's message it asks for `echo handled-<text>`; once the tool result is in it
+ * answers `reply to: <text>`.
+ */
+export const echoToolStep: FakeStep = (request) => {
+  const messages: LooseJson[] = request.body?.messages ?? [];
+  const text = lastUserText(request);
+  if (messages.at(-1)?.role === 'user') return { kind: 'tool_call', name: 'bash_exec', arguments: { command: `echo handled-${text}` } };
+  return { kind: 'text', text: `reply to: ${text}` };
+};
+
+/** Polls `check` until it returns a truthy value; throws after `timeoutMs`. */
+export async function until<T>(check: () => T | Promise<T>, what: string, timeoutMs = 15_000, intervalMs = 10): Promise<NonNullable<T>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value) return value as NonNullable<T>;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  }
+}
