@@ -1,10 +1,11 @@
 import { printJson, printLines } from '../core/cli.js';
 import { ClawError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
-import { deliverReplies } from './deliver.js';
 import { agentStatus, initAgent, listAgents, startAgent, stopAgent, type AgentStatus } from './lifecycle.js';
-import { runAgent } from './run.js';
-import { chatWithAgent, sendToAgent } from './send.js';
+import { sendToAgent } from './send.js';
+
+// `run` and `deliver` are what notifier starts for every message and reply: each loads only its
+// own module (run brings pai; deliver must not pay for it).
 
 interface Json {
   json?: boolean;
@@ -52,15 +53,18 @@ export function send(id: string, options: Json & { text: string; source?: string
 }
 
 export async function chat(id: string): Promise<void> {
+  const { chatWithAgent } = await import('./send.js');
   await chatWithAgent(resolveHome(), id);
 }
 
 export async function run(id: string, options: Json): Promise<void> {
+  const { runAgent } = await import('./run.js');
   const summary = await runAgent(id);
   if (options.json) printJson(summary);
 }
 
 export async function deliver(options: Json & { thread: string; consumer: string }): Promise<void> {
+  const { deliverReplies } = await import('./deliver.js');
   const summary = await deliverReplies(options);
   // Exit 1 leaves the failed reply unacknowledged for notifier's next, backed-off try; under
   // --json the error object is then stdout's only document.
