@@ -218,6 +218,19 @@ describe('agent run: errors', () => {
     expect(readFileSync(dir.log, 'utf8')).toMatch(/\[WARN\] run: retry 1 of the model call for thread .* in 400 ms \(rate_limit, HTTP 429\)/);
   });
 
+  it('records a model that cannot be resolved as each message\'s error and acknowledges them', async () => {
+    await fakeServer();
+    setAgentConfig({ pai: { provider: 'nosuch', model: 'x' } });
+    send('first');
+    send('second');
+    expect(await run()).toEqual({ handled: 2, replied: 0, errors: 2 });
+    expect(records<ErrorRecord>(threadOf().path, 'error')).toEqual([
+      expect.objectContaining({ stage: 'llm', error: expect.stringContaining('unknown provider nosuch') }),
+      expect.objectContaining({ stage: 'llm', error: expect.stringContaining('unknown provider nosuch') }),
+    ]);
+    expect(await run()).toEqual({ handled: 0, replied: 0, errors: 0 });
+  });
+
   it('retries recoverable errors only as often as the agent config says, then records the error', async () => {
     const server = await fakeServer();
     setAgentConfig({ retry: { max_attempts: 2 } });

@@ -9,6 +9,7 @@ import { chat } from '../pai/chat.js';
 import type { ModelCaller } from '../pai/llm.js';
 import { ModelCallError } from '../pai/model-error.js';
 import { loadPaiConfig, resolveModel } from '../pai/models.js';
+import { preloadProvider } from '../pai/pi.js';
 import type { BashExecArgs, PaiConfig, ResolvedModel } from '../pai/types.js';
 import { openThread, type Thread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
@@ -64,19 +65,23 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
     logger.warn(`run skipped: run.lock is held by pid ${lock.holder.pid}`);
     throw new ClawError('conflict', `agent ${id} is already running (pid ${lock.holder.pid})`, { suggestion: 'wait for that run to finish; notifier starts the next one' });
   }
-  const inbox = openThread(dir.inbox, { home });
   const threads = new Map<string, Thread>();
   const summary: RunSummary = { handled: 0, replied: 0, errors: 0 };
+  let inbox: Thread | undefined;
   try {
+    // A model that cannot be resolved (unknown provider, no key) is a configuration error: each
+    // message gets it as its error record, as the spec says of unrecoverable errors.
+    const paiConfig = withAgentSettings(loadPaiConfig(home), config);
+    const model = await resolveModel(paiConfig, config.pai, env).catch((error: unknown) => error as Error);
+    if (!(model instanceof Error)) preloadProvider(model.api); // overlaps the provider's loading with the inbox work
+    inbox = openThread(dir.inbox, { home });
     const batch = inbox.pop(INBOX_CONSUMER, { limit: options.batchSize ?? 50 });
     if (batch.length === 0) {
       logger.debug('run: inbox empty');
       return summary;
     }
     logger.info(`run: ${batch.length} message(s) from the inbox (${batch[0]!.id}..${batch.at(-1)!.id})`);
-    const paiConfig = withAgentSettings(loadPaiConfig(home), config);
-    const model = await resolveModel(paiConfig, config.pai, env);
-    const acks = createAckTracker(batch.map((event) => event.id), (upTo) => inbox.ack(INBOX_CONSUMER, upTo));
+    const acks = createAckTracker(batch.map((event) => event.id), (upTo) => inbox!.ack(INBOX_CONSUMER, upTo));
     const turn: TurnSettings = { home, dir, config, paiConfig, model, env, logger, caller: options.caller, signal: options.signal };
 
     // Group by thread, in inbox order; threads run concurrently, each thread in order.
@@ -108,7 +113,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
     return summary;
   } finally {
     for (const thread of threads.values()) thread.close();
-    inbox.close();
+    inbox?.close();
     lock.lock.release();
   }
 }
@@ -118,7 +123,8 @@ interface TurnSettings {
   dir: AgentDir;
   config: AgentConfig;
   paiConfig: PaiConfig;
-  model: ResolvedModel;
+  /** The agent's model, or why it could not be resolved. */
+  model: ResolvedModel | Error;
   env: NodeJS.ProcessEnv;
   logger: Logger;
   caller?: ModelCaller;
@@ -143,17 +149,20 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
   const record = (subtype: string, content: object, idempotencyKey?: string) =>
     thread.push({ source: 'self', type: 'record', subtype, content: JSON.stringify(content), idempotency_key: idempotencyKey });
   try {
+    const model = turn.model;
+    if (model instanceof Error) throw model;
+    const modelTurn = { ...turn, model };
     const { afterId } = await compactIfNeeded({
       thread,
       summaryFile: memory.thread,
       currentId: inboundId,
       system: buildSystemPrompt({ dir, route, memory, source: event.source }),
       input: inbound.text,
-      contextWindow: turn.model.contextWindow,
+      contextWindow: model.contextWindow,
       threshold: config.context.compaction_threshold,
       keepRecent: config.context.keep_recent,
       mixedPeople,
-      summarise: async (system, input) => (await callModel(turn, { input, system, tools: false })).text,
+      summarise: async (system, input) => (await callModel(modelTurn, { input, system, tools: false })).text,
     });
     // Built after a compaction, so that the summary it may have written is in it.
     const system = buildSystemPrompt({ dir, route, memory, source: event.source });
@@ -165,7 +174,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
     writeSession(session, historyLines(history, mixedPeople));
 
     const commands = new Map<string, BashExecArgs>();
-    const result = await callModel(turn, {
+    const result = await callModel(modelTurn, {
       input: inbound.text,
       system,
       sessionFile: session,
@@ -191,8 +200,8 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
         if (chatEvent.type === 'usage') {
           record('usage', {
             in_reply_to: inboundId,
-            provider: turn.model.provider,
-            model: turn.model.model,
+            provider: model.provider,
+            model: model.model,
             input_tokens: chatEvent.usage.input,
             output_tokens: chatEvent.usage.output,
             cost: chatEvent.usage.cost,
@@ -310,7 +319,7 @@ interface CallInput {
 }
 
 /** One pai turn with the agent's model, retries and tool-round limit. */
-function callModel(turn: TurnSettings, input: CallInput) {
+function callModel(turn: TurnSettings & { model: ResolvedModel }, input: CallInput) {
   return chat({
     ...input,
     provider: turn.model.provider,

@@ -42,6 +42,24 @@ export async function loadPiStream(): Promise<PiStream> {
   return (await import(piFile('stream.js'))) as PiStream;
 }
 
+const PROVIDER_MODULES: Record<string, string> = {
+  'openai-completions': 'providers/openai-completions.js',
+  'openai-responses': 'providers/openai-responses.js',
+  'anthropic-messages': 'providers/anthropic.js',
+  'google-generative-ai': 'providers/google.js',
+  'mistral-conversations': 'providers/mistral.js',
+};
+
+/**
+ * Starts loading the provider module of `api` (and its SDK) without waiting for it. pi-ai loads
+ * it on the first call anyway (the same module, so the same instance); a caller that has other
+ * work to do first — reading its inbox — lets the file reads overlap with that work.
+ */
+export function preloadProvider(api: string): void {
+  const file = PROVIDER_MODULES[api];
+  if (file) void import(piFile(file)).catch(() => {}); // a real failure shows on the real call
+}
+
 export async function loadPiModels(): Promise<PiModels> {
   return (await import(piFile('models.js'))) as PiModels;
 }
