@@ -275,15 +275,19 @@ async function benchPipelineBurst(): Promise<void> {
   }
 }
 
+// `BENCH_ONLY=pipeline npm run bench` runs the benchmarks whose name contains the word.
+const benches: [string, () => unknown][] = [
+  ['pipeline-latency', benchPipelineLatency],
+  ['pipeline-burst', benchPipelineBurst],
+  ['xgw', benchXgw],
+  ['pai', benchPai],
+  ['thread-push', benchThreadPush],
+  ['thread-peek', benchPeek],
+  ['cli', benchCli],
+  ['notifier-dispatch', benchDispatch],
+];
 try {
-  await benchPipelineLatency();
-  await benchPipelineBurst();
-  await benchXgw();
-  await benchPai();
-  benchThreadPush();
-  benchPeek();
-  benchCli();
-  await benchDispatch();
+  for (const [name, bench] of benches) if (!process.env.BENCH_ONLY || name.includes(process.env.BENCH_ONLY)) await bench();
 } finally {
   rmSync(home, { recursive: true, force: true });
 }

@@ -1,43 +1,44 @@
 import { printJson, printLines } from '../core/cli.js';
 import { ClawError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
-import { agentStatus, initAgent, listAgents, startAgent, stopAgent, type AgentStatus } from './lifecycle.js';
-import { sendToAgent } from './send.js';
+import type { AgentStatus } from './lifecycle.js';
 
-// `run` and `deliver` are what notifier starts for every message and reply: each loads only its
-// own module (run brings pai; deliver must not pay for it).
+// Each command loads only its own modules: `run` and `deliver` are started by notifier for every
+// message and every reply, and their start-up is on the path of each answer.
+const lifecycle = () => import('./lifecycle.js');
 
 interface Json {
   json?: boolean;
 }
 
-export function init(id: string, options: Json & { kind?: 'system' | 'user'; provider?: string; model?: string }): void {
-  const dir = initAgent(resolveHome(), id, options);
+export async function init(id: string, options: Json & { kind?: 'system' | 'user'; provider?: string; model?: string }): Promise<void> {
+  const dir = (await lifecycle()).initAgent(resolveHome(), id, options);
   if (options.json) printJson({ id, path: dir.root });
   else printLines([`created agent ${id} in ${dir.root}`, `next: edit ${dir.identity}, then: agent start ${id}`]);
 }
 
-export function start(id: string, options: Json): void {
-  startAgent(resolveHome(), id);
+export async function start(id: string, options: Json): Promise<void> {
+  (await lifecycle()).startAgent(resolveHome(), id);
   if (options.json) printJson({ id, started: true });
   else printLines([`started ${id} (notifier runs it when messages arrive; is notifier running? notifier status)`]);
 }
 
-export function stop(id: string, options: Json): void {
-  const was = stopAgent(resolveHome(), id);
+export async function stop(id: string, options: Json): Promise<void> {
+  const was = (await lifecycle()).stopAgent(resolveHome(), id);
   if (options.json) printJson({ id, started: false, was_started: was });
   else printLines([was ? `stopped ${id} (its messages wait until: agent start ${id})` : `${id} was not started`]);
 }
 
-export function status(id: string | undefined, options: Json): void {
+export async function status(id: string | undefined, options: Json): Promise<void> {
   const home = resolveHome();
+  const { agentStatus, listAgents } = await lifecycle();
   const rows = id ? [agentStatus(home, id)] : listAgents(home);
   if (options.json) return printJson(id ? rows[0] : rows);
   printLines(rows.length ? rows.map(describe) : ['no agents yet: agent init <id>']);
 }
 
-export function list(options: Json): void {
-  const rows = listAgents(resolveHome());
+export async function list(options: Json): Promise<void> {
+  const rows = (await lifecycle()).listAgents(resolveHome());
   if (options.json) return printJson(rows.map(({ id, kind, started, model }) => ({ id, kind, started, model })));
   printLines(rows.length ? rows.map((a) => `${a.id}  ${a.kind}  ${a.started ? 'started' : 'stopped'}  ${a.model}`) : ['no agents yet: agent init <id>']);
 }
@@ -46,7 +47,8 @@ function describe(a: AgentStatus): string {
   return `${a.id}  ${a.kind}  ${a.started ? 'started' : 'stopped'}${a.running ? ' (running)' : ''}  pending ${a.pending}  undelivered ${a.undelivered}  threads ${a.threads}  last activity ${a.last_activity ?? 'never'}  model ${a.model}`;
 }
 
-export function send(id: string, options: Json & { text: string; source?: string; idempotencyKey?: string }): void {
+export async function send(id: string, options: Json & { text: string; source?: string; idempotencyKey?: string }): Promise<void> {
+  const { sendToAgent } = await import('./send.js');
   const eventId = sendToAgent(resolveHome(), id, options);
   if (options.json) printJson({ id: eventId });
   else printLines([String(eventId)]);

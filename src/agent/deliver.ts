@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import type Database from 'better-sqlite3';
 import { formatAddress } from '../core/address.js';
@@ -40,7 +41,9 @@ export async function deliverReplies(options: DeliverOptions): Promise<DeliverSu
   const env = options.env ?? process.env;
   const home = options.home ?? resolveHome(env);
   const dir = agentOfThread(home, options.thread);
-  const config = loadAgentConfig(dir);
+  // Read only when a delivery fails: the config is not needed on the common path, and every
+  // reply pays this process's start-up.
+  const maxAttempts = () => loadAgentConfig(dir).deliver.max_attempts;
   const logger = createLogger(dir.log, { env });
   const thread = openThread(options.thread, { home });
   const attempts = new AttemptStore(dir);
@@ -53,8 +56,9 @@ export async function deliverReplies(options: DeliverOptions): Promise<DeliverSu
       } catch (error) {
         const message = error instanceof Error ? error.message : String(error);
         const count = attempts.fail(thread.path, event.id, message);
-        if (count < config.deliver.max_attempts && !isClawError(error, 'invalid')) {
-          logger.warn(`deliver: event ${event.id} of ${thread.path} failed (attempt ${count} of ${config.deliver.max_attempts}): ${message}`);
+        const limit = maxAttempts();
+        if (count < limit && !isClawError(error, 'invalid')) {
+          logger.warn(`deliver: event ${event.id} of ${thread.path} failed (attempt ${count} of ${limit}): ${message}`);
           summary.failed = true;
           break; // in order: later replies wait for this one
         }
@@ -127,11 +131,17 @@ function agentOfThread(home: string, threadPath: string): AgentDir {
 
 /** Delivery attempts, on disk so that they survive the short-lived deliver processes. */
 class AttemptStore {
-  private readonly db: Database.Database;
+  private opened: Database.Database | undefined;
 
-  constructor(dir: AgentDir) {
-    this.db = openSqlite(dir.state);
-    this.db.exec('CREATE TABLE IF NOT EXISTS delivery_attempts (thread TEXT NOT NULL, event_id INTEGER NOT NULL, attempts INTEGER NOT NULL, last_error TEXT, PRIMARY KEY (thread, event_id))');
+  constructor(private readonly dir: AgentDir) {}
+
+  /** Opened on first use: most deliveries succeed at once and never need it. */
+  private get db(): Database.Database {
+    if (!this.opened) {
+      this.opened = openSqlite(this.dir.state);
+      this.opened.exec('CREATE TABLE IF NOT EXISTS delivery_attempts (thread TEXT NOT NULL, event_id INTEGER NOT NULL, attempts INTEGER NOT NULL, last_error TEXT, PRIMARY KEY (thread, event_id))');
+    }
+    return this.opened;
   }
 
   /** Counts one more failure; returns the count. */
@@ -146,10 +156,12 @@ class AttemptStore {
   }
 
   forget(thread: string, eventId: number): void {
+    // A reply that never failed has no row; a store not opened yet holds none of this process's.
+    if (!this.opened && !existsSync(this.dir.state)) return;
     this.db.prepare('DELETE FROM delivery_attempts WHERE thread = ? AND event_id = ?').run(thread, eventId);
   }
 
   close(): void {
-    this.db.close();
+    this.opened?.close();
   }
 }

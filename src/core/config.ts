@@ -1,9 +1,13 @@
 import { readFileSync, renameSync, writeFileSync, mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { parse, parseDocument } from 'yaml';
+import { createRequire } from 'node:module';
 import type * as z from 'zod/mini';
 import { ClawError, errnoCode } from './errors.js';
 import { validate } from './validate.js';
+
+// yaml is loaded on first use (synchronously, through require): the hot paths — a delivery, a
+// push — never read a config, and its ~60 modules cost them start-up time.
+const yaml = (): typeof import('yaml') => createRequire(import.meta.url)('yaml') as typeof import('yaml');
 
 /**
  * Reads a tool's YAML config. A missing file is an empty config (every field has a default);
@@ -12,7 +16,7 @@ import { validate } from './validate.js';
 export function loadYamlConfig<S extends z.ZodMiniType>(file: string, schema: S): z.output<S> {
   let raw: unknown = {};
   try {
-    raw = parse(readFileSync(file, 'utf8')) ?? {};
+    raw = yaml().parse(readFileSync(file, 'utf8')) ?? {};
   } catch (error) {
     if (errnoCode(error) !== 'ENOENT') {
       throw new ClawError('invalid', `cannot read ${file}: ${(error as Error).message}`, { suggestion: 'fix the YAML syntax', cause: error });
@@ -32,7 +36,7 @@ export function setYamlConfigKey(file: string, key: string, value: unknown): voi
   } catch (error) {
     if (errnoCode(error) !== 'ENOENT') throw error;
   }
-  const document = parseDocument(text);
+  const document = yaml().parseDocument(text);
   if (document.errors.length > 0) {
     throw new ClawError('invalid', `cannot read ${file}: ${document.errors[0]!.message}`, { suggestion: 'fix the YAML syntax first' });
   }
