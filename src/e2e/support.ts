@@ -208,13 +208,4 @@ export const echoToolStep: FakeStep = (request) => {
   return { kind: 'text', text: `reply to: ${text}` };
 };
 
-/** Polls `check` until it returns a truthy value; throws after `timeoutMs`. */
-export async function until<T>(check: () => T | Promise<T>, what: string, timeoutMs = 15_000, intervalMs = 10): Promise<NonNullable<T>> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value as NonNullable<T>;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, intervalMs));
-  }
-}
+export { waitFor as until } from '../testing/wait.js';

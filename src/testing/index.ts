@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { expect } from 'vitest';
 import { isClawError, type ClawError, type ErrorKind } from '../core/errors.js';
 import { cliPath, packageRoot } from '../core/package.js';
+export { waitFor } from './wait.js';
 
 /**
  * Shared helpers for tests that run the real tools: a temp THECLAW_HOME, the built CLIs on PATH,
@@ -51,17 +52,6 @@ export function run(command: string, args: string[], options: SpawnOptions, inpu
     child.on('close', (code) => resolve({ code, stdout, stderr }));
     child.stdin!.end(input);
   });
-}
-
-/** Polls `check` until it returns a truthy value; fails after `timeoutMs`. */
-export async function waitFor<T>(check: () => T | Promise<T>, what: string, timeoutMs = 15_000, intervalMs = 20): Promise<NonNullable<T>> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value as NonNullable<T>;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, intervalMs));
-  }
 }
 
 /** The test handler script (see fixtures/handler.mjs for its flags). */
