@@ -56,7 +56,8 @@ function firstLine(child: ChildProcess): Promise<string> {
   return new Promise((resolveLine, reject) => {
     let out = '';
     child.once('error', reject);
-    child.once('exit', () => reject(new Error(`process ${child.pid} exited before printing a line`)));
+    // 'close', not 'exit': a command that prints and exits at once may exit before its output is read.
+    child.once('close', () => reject(new Error(`process ${child.pid} exited before printing a line`)));
     child.stdout!.on('data', (chunk: Buffer) => {
       out += chunk.toString();
       const end = out.indexOf('\n');
