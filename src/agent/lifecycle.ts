@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { yaml } from '../core/config.js';
 import { join } from 'node:path';
-import { stringify } from 'yaml';
 import { joinCommand } from '../core/command.js';
 import { ClawError } from '../core/errors.js';
 import { createLogger } from '../core/logger.js';
@@ -48,7 +48,7 @@ export function initAgent(home: string, id: string, options: InitOptions = {}): 
   const pai = Object.fromEntries(Object.entries({ provider: options.provider, model: options.model }).filter(([, value]) => value !== undefined));
   writeFileSync(
     dir.config,
-    stringify({
+    yaml().stringify({
       agent_id: id,
       kind,
       pai,

@@ -6,8 +6,9 @@ import { ClawError, errnoCode } from './errors.js';
 import { validate } from './validate.js';
 
 // yaml is loaded on first use (synchronously, through require): the hot paths — a delivery, a
-// push — never read a config, and its ~60 modules cost them start-up time.
-const yaml = (): typeof import('yaml') => createRequire(import.meta.url)('yaml') as typeof import('yaml');
+// push — never read a config, and its ~60 modules cost them start-up time. Every module that
+// reads or writes YAML goes through this.
+export const yaml = (): typeof import('yaml') => createRequire(import.meta.url)('yaml') as typeof import('yaml');
 
 /**
  * Reads a tool's YAML config. A missing file is an empty config (every field has a default);

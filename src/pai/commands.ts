@@ -1,7 +1,6 @@
 import { readFileSync } from 'node:fs';
-import { stringify } from 'yaml';
 import { printJson, printLines, readStdin } from '../core/cli.js';
-import { setYamlConfigKey } from '../core/config.js';
+import { setYamlConfigKey, yaml } from '../core/config.js';
 import { ClawError, errnoCode, usageError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
 import { chat } from './chat.js';
@@ -147,7 +146,7 @@ export async function configShow(options: Json): Promise<void> {
     providers: Object.fromEntries(Object.entries(config.providers).map(([name, p]) => [name, p.api_key ? { ...p, api_key: '[redacted]' } : p])),
   };
   if (options.json) printJson(shown);
-  else process.stdout.write(stringify(shown));
+  else process.stdout.write(yaml().stringify(shown));
 }
 
 function readText(file: string, flag: string): string {

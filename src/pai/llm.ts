@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { parse } from 'yaml';
+import { yaml } from '../core/config.js';
 import * as z from 'zod/mini';
 import { ClawError } from '../core/errors.js';
 import { validate } from '../core/validate.js';
@@ -200,7 +200,7 @@ function createMockCaller(settings: CallerSettings): ModelCaller {
 function loadScript(file: string): z.output<typeof MockScriptSchema> {
   let raw: unknown;
   try {
-    raw = parse(readFileSync(file, 'utf8'));
+    raw = yaml().parse(readFileSync(file, 'utf8'));
   } catch (error) {
     throw new ClawError('invalid', `cannot read the mock script ${file}: ${(error as Error).message}`, { suggestion: 'give a YAML list of {text: ...} and {bash: ...} steps' });
   }
