@@ -21,7 +21,8 @@ export default defineConfig({
   format: ['esm'],
   // zod is bundled so that its unused parts are tree-shaken away; loading the package from
   // node_modules costs a CLI more start-up time than everything else it does.
-  noExternal: ['zod'],
+  // pi-ai's OpenAI and Anthropic providers are bundled with their SDKs too (src/pai/pi.ts says why).
+  noExternal: ['zod', '@mariozechner/pi-ai', 'openai', '@anthropic-ai/sdk', 'partial-json'],
   target: 'node20',
   platform: 'node',
   splitting: true,

@@ -5,7 +5,7 @@ import { ClawError } from '../core/errors.js';
 import { validate } from '../core/validate.js';
 import { BASH_EXEC_TOOL } from './bash-exec.js';
 import { classify, observeHttp } from './model-error.js';
-import { loadPiStream } from './pi.js';
+import { loadStreamFunction } from './pi.js';
 import type { Context, Message } from '@mariozechner/pi-ai';
 import type { SessionLine, SessionToolCall } from './session.js';
 import type { ModelError, ResolvedModel, Usage } from './types.js';
@@ -75,7 +75,7 @@ function createPiCaller(resolved: ResolvedModel, settings: CallerSettings): Mode
       // Not worth a request that can only be refused; status null says no credentials were sent.
       return { ok: false, error: { kind: 'auth', recoverable: false, status: null, message: 'no API key', retryAfterMs: null } };
     }
-    const { streamSimple } = await loadPiStream();
+    const streamSimple = await loadStreamFunction(resolved.api);
     const controller = new AbortController();
     const onAbort = () => controller.abort();
     signal?.addEventListener('abort', onAbort, { once: true });
