@@ -7,6 +7,7 @@ import { runTerminalChat } from './chat-client.js';
 import { askXgw } from './client.js';
 import { configError, inspectXgwConfig, loadXgwConfig, xgwConfigPath } from './config.js';
 import { runXgw } from './daemon.js';
+import type { SendRequest } from './gateway.js';
 import type { SendResult, XgwStatus } from './protocol.js';
 import { GatewayState } from './state.js';
 import type { XgwConfig } from './types.js';
@@ -95,13 +96,8 @@ export function configCheck(options: Json): void {
   printLines([`${xgwConfigPath(home)} is valid: ${config.channels.length} channel(s), ${config.routes.length} route(s)`, ...warnings.map((w) => `warning: ${w}`)]);
 }
 
-export interface SendFlags extends Json {
-  channel: string;
-  peer: string;
-  conversationType?: string;
-  conversation?: string;
-  replyTo?: string;
-  idempotencyKey?: string;
+/** `xgw send`'s flags: the gateway's request, with the text optional (stdin otherwise). */
+export interface SendFlags extends Json, Omit<SendRequest, 'text'> {
   text?: string;
 }
 
