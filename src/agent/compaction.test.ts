@@ -136,6 +136,22 @@ describe('compaction in the run loop', () => {
 });
 
 describe('compactIfNeeded', () => {
+  it('compacts when more messages wait than a call carries, even far below the size threshold', async () => {
+    const thread = initThread(join(t.home, 'count'), { home: t.home });
+    try {
+      const ids = Array.from({ length: 8 }, (_, i) => thread.push({ source: i % 2 ? source : 'self', type: 'message', content: JSON.stringify({ text: `m${i}` }) }));
+      const current = thread.push({ source, type: 'message', content: JSON.stringify({ text: 'now' }) });
+      const base = { thread, summaryFile: join(t.home, 'count.md'), currentId: current, system: 'S', input: 'now', contextWindow: 1_000_000, threshold: 0.7, keepRecent: 2, mixedPeople: false, summarise: async () => 'summary' };
+      expect(await compactIfNeeded({ ...base, recentMessages: 8 })).toEqual({ afterId: 0, compacted: null });
+      const result = await compactIfNeeded({ ...base, recentMessages: 5 });
+      expect(result.compacted).toMatchObject({ from_id: ids[0], to_id: ids[5] });
+      // Recorded once, even when the same range is compacted again after a crash.
+      expect(thread.peek({ filter: "type = 'record' AND subtype = 'compaction'" })).toHaveLength(1);
+    } finally {
+      thread.close();
+    }
+  });
+
   it('keeps the newest turns, merges the earlier summary and records the covered range', async () => {
     const thread = initThread(join(t.home, 'thread'), { home: t.home });
     const summaryFile = join(t.home, 'summary.md');
@@ -151,7 +167,7 @@ describe('compactIfNeeded', () => {
         return `  summary ${inputs.length}  `;
       };
       // Six messages of ~140 characters (as session JSON) pass 0.2 × 1000 tokens.
-      const base = { thread, summaryFile, currentId: current, system: 'S', input: 'now', contextWindow: 1000, threshold: 0.2, keepRecent: 2, mixedPeople: false, summarise };
+      const base = { thread, summaryFile, currentId: current, system: 'S', input: 'now', contextWindow: 1000, threshold: 0.2, recentMessages: 30, keepRecent: 2, mixedPeople: false, summarise };
       const result = await compactIfNeeded(base);
       expect(result).toEqual({ afterId: ids[3], compacted: { from_id: ids[0], to_id: ids[3], summary_file: 'summary.md', summary_chars: 9 } });
       expect(readFileSync(summaryFile, 'utf8')).toBe('summary 1\n');

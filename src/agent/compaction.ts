@@ -31,6 +31,8 @@ export interface CompactionInput {
   input: string;
   contextWindow: number;
   threshold: number;
+  /** Messages a call carries; more uncompacted ones than this are compacted. */
+  recentMessages: number;
   keepRecent: number;
   mixedPeople: boolean;
   summarise: Summarise;
@@ -50,17 +52,23 @@ export function historyStart(thread: Thread): number {
   return last ? (JSON.parse(last.content) as CompactionRecord).to_id : 0;
 }
 
+// Compaction keeps the uncompacted part of a thread near `recentMessages`; this bound only
+// matters for a thread that grew before it could compact (read a part, compact that, go on).
+const MAX_UNCOMPACTED = 2_000;
+
 /** Messages after the last compaction, without the current message. */
 export function uncompacted(thread: Thread, afterId: number, currentId: number): ThreadEvent[] {
-  return thread.peek({ afterId, filter: "type = 'message'", limit: 100_000 }).filter((event) => event.id !== currentId);
+  return thread.peek({ afterId, filter: "type = 'message'", limit: MAX_UNCOMPACTED }).filter((event) => event.id !== currentId);
 }
 
 export async function compactIfNeeded(args: CompactionInput): Promise<CompactionResult> {
   const { thread, contextWindow, threshold } = args;
   const afterId = historyStart(thread);
   const messages = uncompacted(thread, afterId, args.currentId);
-  const size = estimateTokens(args.system, args.input, JSON.stringify(historyLines(messages, args.mixedPeople)));
-  if (size <= threshold * contextWindow) return { afterId, compacted: null };
+  // Two triggers: the context would pass its share of the window, or more messages wait than a
+  // call carries (older ones would otherwise drop out of the context unsummarised).
+  const size = estimateTokens(args.system, args.input, JSON.stringify(historyLines(messages.slice(-args.recentMessages), args.mixedPeople)));
+  if (size <= threshold * contextWindow && messages.length <= args.recentMessages) return { afterId, compacted: null };
   const covered = messages.slice(0, Math.max(0, messages.length - args.keepRecent));
   if (covered.length === 0) return { afterId, compacted: null };
 
@@ -83,7 +91,9 @@ export async function compactIfNeeded(args: CompactionInput): Promise<Compaction
     summary_file: basename(args.summaryFile),
     summary_chars: summary.length,
   };
-  thread.push({ source: 'self', type: 'record', subtype: 'compaction', content: JSON.stringify(record) });
+  // Keyed by its range: a run that crashed after the summary was written and retries does not
+  // record the same compaction twice.
+  thread.push({ source: 'self', type: 'record', subtype: 'compaction', content: JSON.stringify(record), idempotency_key: `compaction:${record.to_id}` });
   return { afterId: record.to_id, compacted: record };
 }
 

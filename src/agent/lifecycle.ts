@@ -3,6 +3,7 @@ import { yaml } from '../core/config.js';
 import { join } from 'node:path';
 import { joinCommand } from '../core/command.js';
 import { ClawError } from '../core/errors.js';
+import { readLockHolder } from '../core/lock.js';
 import { createLogger } from '../core/logger.js';
 import { cliPath } from '../core/package.js';
 import { initThread, openThread } from '../thread/thread.js';
@@ -152,7 +153,8 @@ export function agentStatus(home: string, id: string): AgentStatus {
     kind: config.kind,
     started: consumer?.subscribed ?? false,
     pending: consumer?.pending ?? never,
-    running: consumer?.lease !== null && consumer?.lease !== undefined,
+    // A run notifier started holds the inbox lease; one started by hand holds only run.lock.
+    running: Boolean(consumer?.lease) || readLockHolder(dir.runLock) !== null,
     last_activity: lastActivity,
     model: config.pai.provider ? `${config.pai.provider}/${config.pai.model ?? '(default)'}` : '(pai default)',
     threads: threads.length,

@@ -218,6 +218,37 @@ describe('agent run: errors', () => {
     expect(readFileSync(dir.log, 'utf8')).toMatch(/\[WARN\] run: retry 1 of the model call for thread .* in 400 ms \(rate_limit, HTTP 429\)/);
   });
 
+  it('gives each sender of a shared (per-channel) thread their own memory, and answers each of them', async () => {
+    const server = await fakeServer();
+    setAgentConfig({ routing: { default: 'per-channel' } });
+    const alice = terminal('alice');
+    const bob = terminal('bob');
+    writeFileSync(join(dir.memory, `user-${routeMessage(dir, 'per-peer', alice).peerKey}.md`), 'alice likes tea\n');
+    writeFileSync(join(dir.memory, `user-${routeMessage(dir, 'per-peer', bob).peerKey}.md`), 'bob likes coffee\n');
+    send('hi from alice', alice);
+    send('hi from bob', bob);
+    expect(await run()).toEqual({ handled: 2, replied: 2, errors: 0 });
+    const systems = completions(server).map((request) => JSON.stringify(request.body.messages[0]));
+    expect(systems[0]).toContain('alice likes tea');
+    expect(systems[0]).not.toContain('bob likes coffee');
+    expect(systems[1]).toContain('bob likes coffee');
+    expect(systems[1]).not.toContain('alice likes tea');
+  });
+
+  it('sends the answer where the source says, whatever reply_context the content claims', async () => {
+    await fakeServer();
+    const inbox = openThread(dir.inbox, { home: t.home });
+    inbox.push({
+      source: terminal('alice'),
+      type: 'message',
+      content: JSON.stringify({ text: 'hello', reply_context: { kind: 'external', channel_id: 'telegram:main', conversation_type: 'dm', conversation_id: '666', peer_id: '666', message_id: '1' } }),
+    });
+    inbox.close();
+    await run();
+    const [reply] = replies(threadOf(terminal('alice')).path);
+    expect(reply!.content.reply_context).toEqual({ kind: 'external', channel_id: 'terminal:local', conversation_type: 'dm', conversation_id: 'alice', peer_id: 'alice' });
+  });
+
   it('records a model that cannot be resolved as each message\'s error and acknowledges them', async () => {
     await fakeServer();
     setAgentConfig({ pai: { provider: 'nosuch', model: 'x' } });

@@ -4,6 +4,7 @@ import { ClawError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
 import { tryLock } from '../core/lock.js';
 import { createLogger, type Logger } from '../core/logger.js';
+import { createRedactor } from '../core/secrets.js';
 import { parseMessageContent, type ReplyContext } from '../core/message.js';
 import { chat } from '../pai/chat.js';
 import type { ModelCaller } from '../pai/llm.js';
@@ -82,33 +83,43 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
     }
     logger.info(`run: ${batch.length} message(s) from the inbox (${batch[0]!.id}..${batch.at(-1)!.id})`);
     const acks = createAckTracker(batch.map((event) => event.id), (upTo) => inbox!.ack(INBOX_CONSUMER, upTo));
-    const turn: TurnSettings = { home, dir, config, paiConfig, model, env, logger, caller: options.caller, signal: options.signal };
+    const apiKeys = Object.values(paiConfig.providers).flatMap((provider) => (provider.api_key ? [provider.api_key] : []));
+    const redact = createRedactor(env, apiKeys);
+    const turn: TurnSettings = { home, dir, config, paiConfig, model, env, logger, redact, caller: options.caller, signal: options.signal };
 
-    // Group by thread, in inbox order; threads run concurrently, each thread in order.
-    const groups = new Map<string, { route: ThreadRoute | null; events: ThreadEvent[] }>();
+    // Group by thread, in inbox order; threads run concurrently, each thread in order. Each
+    // message keeps its own route: in a shared thread the senders differ (memory, facts).
+    const groups = new Map<string, { route: ThreadRoute; event: ThreadEvent }[]>();
     for (const event of batch) {
-      let route: ThreadRoute | null = null;
+      let route: ThreadRoute;
       try {
         route = routeMessage(dir, config.routing.default, event.source);
       } catch (error) {
         logger.error(`run: inbox event ${event.id} cannot be routed (${(error as Error).message}); skipped`);
+        acks.done(event.id);
+        continue;
       }
-      const key = route?.path ?? `unroutable-${event.id}`;
-      const group = groups.get(key) ?? { route, events: [] };
-      group.events.push(event);
-      groups.set(key, group);
+      groups.set(route.path, [...(groups.get(route.path) ?? []), { route, event }]);
     }
-    await forEachLimit([...groups.values()], config.concurrency, async ({ route, events }) => {
-      for (const event of events) {
-        if (route) {
+    let failed: unknown;
+    await forEachLimit([...groups.values()], config.concurrency, async (messages) => {
+      for (const { route, event } of messages) {
+        try {
           const outcome = await handleMessage(turn, openConversation(turn, threads, route), route, event);
           summary.handled++;
           if (outcome === 'replied') summary.replied++;
           if (outcome === 'error') summary.errors++;
+          acks.done(event.id);
+        } catch (error) {
+          // Not an LLM failure (those are recorded): storage or a bug. This thread stops here,
+          // unacknowledged, while the others finish; the run then fails and notifier retries.
+          logger.error(`run: inbox event ${event.id} failed: ${error instanceof Error ? error.message : String(error)}`);
+          failed ??= error;
+          return;
         }
-        acks.done(event.id);
       }
     });
+    if (failed !== undefined) throw failed;
     logger.info(`run: done, ${summary.handled} handled, ${summary.replied} replied, ${summary.errors} errors`);
     return summary;
   } finally {
@@ -127,6 +138,8 @@ interface TurnSettings {
   model: ResolvedModel | Error;
   env: NodeJS.ProcessEnv;
   logger: Logger;
+  /** Removes secret values (environment keys and tokens) from text that goes into records. */
+  redact: (text: string) => string;
   caller?: ModelCaller;
   signal?: AbortSignal;
 }
@@ -160,6 +173,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
       input: inbound.text,
       contextWindow: model.contextWindow,
       threshold: config.context.compaction_threshold,
+      recentMessages: config.context.recent_messages,
       keepRecent: config.context.keep_recent,
       mixedPeople,
       summarise: async (system, input) => (await callModel(modelTurn, { input, system, tools: false })).text,
@@ -167,7 +181,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
     // Built after a compaction, so that the summary it may have written is in it.
     const system = buildSystemPrompt({ dir, route, memory, source: event.source });
     const history = thread
-      .peek({ afterId, filter: "type = 'message'", limit: 100_000 })
+      .peek({ afterId, filter: "type = 'message'", last: config.context.recent_messages + 1 })
       .filter((message) => message.id !== inboundId)
       .slice(-config.context.recent_messages);
     const session = sessionFile(dir, route);
@@ -180,14 +194,15 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
       sessionFile: session,
       tools: true,
       // What `agent send` and `cmds` run through bash_exec need to know about the asker.
-      env: { ...turn.env, THECLAW_AGENT: dir.id, THECLAW_AGENT_DIR: dir.root, THECLAW_CONVERSATION: route.threadId },
+      env: { ...turn.env, THECLAW_HOME: turn.home, THECLAW_AGENT: dir.id, THECLAW_AGENT_DIR: dir.root, THECLAW_CONVERSATION: route.threadId },
       onEvent(chatEvent) {
         if (chatEvent.type === 'tool_call') commands.set(chatEvent.id, chatEvent.arguments);
         if (chatEvent.type === 'retry') {
           logger.warn(`run: retry ${chatEvent.attempt} of the model call for thread ${route.threadId} event ${inboundId} in ${chatEvent.delay_ms} ms (${chatEvent.error}${chatEvent.status ? `, HTTP ${chatEvent.status}` : ''})`);
         }
         if (chatEvent.type === 'tool_result') {
-          const output = chatEvent.stdout + (chatEvent.stderr ? `\n[stderr]\n${chatEvent.stderr}` : '');
+          // A command may print a key it found; records are read by people and other agents.
+          const output = turn.redact(chatEvent.stdout + (chatEvent.stderr ? `\n[stderr]\n${chatEvent.stderr}` : ''));
           record('toolcall', {
             in_reply_to: inboundId,
             command: commands.get(chatEvent.id)?.command ?? '',
@@ -211,7 +226,8 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
       },
     });
 
-    if (result.text.trim() === 'NO_REPLY') {
+    // An empty answer is nothing to deliver: recorded like NO_REPLY rather than sent and refused.
+    if (result.text.trim() === 'NO_REPLY' || result.text.trim() === '') {
       record('decision', { in_reply_to: inboundId, decision: 'no_reply' } satisfies DecisionRecord, outcomeKey);
       logger.info(`run: NO_REPLY to thread ${route.threadId} event ${inboundId}`);
       return 'no_reply';
@@ -234,7 +250,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
       {
         in_reply_to: inboundId,
         stage: 'llm',
-        error: error instanceof Error ? error.message : String(error),
+        error: turn.redact(error instanceof Error ? error.message : String(error)),
         ...(error instanceof ModelCallError ? { kind: error.modelError.kind, status: error.modelError.status } : { kind: 'internal' }),
       } satisfies ErrorRecord,
       outcomeKey,
@@ -262,7 +278,7 @@ function readInbound(event: ThreadEvent): Inbound {
   }
   return {
     text: content.text,
-    replyContext: content.reply_context ?? replyContextFromSource(event.source),
+    replyContext: trustedReplyContext(content.reply_context, event.source),
     isReply: isAnswer(event.source),
     source: event.source,
   };
@@ -275,6 +291,21 @@ function isAnswer(source: string): boolean {
   } catch {
     return false;
   }
+}
+
+/**
+ * Where an answer may go is decided by the source address; the content's reply_context only adds
+ * what the address cannot carry (the platform message id to quote), and only when it names the
+ * same channel, conversation and peer: an inbox writer cannot redirect the agent's answer.
+ */
+function trustedReplyContext(claimed: ReplyContext | undefined, source: string): ReplyContext | null {
+  const derived = replyContextFromSource(source);
+  if (!claimed || !derived || claimed.kind !== derived.kind) return derived;
+  if (claimed.kind === 'external' && derived.kind === 'external') {
+    const same = claimed.channel_id === derived.channel_id && claimed.conversation_id === derived.conversation_id && claimed.peer_id === derived.peer_id;
+    return same && claimed.message_id ? { ...derived, message_id: claimed.message_id } : derived;
+  }
+  return derived;
 }
 
 function replyContextFromSource(source: string): ReplyContext | null {

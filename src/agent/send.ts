@@ -5,9 +5,8 @@ import { ClawError } from '../core/errors.js';
 import { formatMessageContent, type ReplyContext } from '../core/message.js';
 import { runTerminalChat } from '../xgw/chat-client.js';
 import { openThread } from '../thread/thread.js';
-import { agentDir, requireAgent } from './agent-dir.js';
 import { routeMessage } from './router.js';
-import { loadAgentConfig } from './agent-dir.js';
+import { agentDir, loadAgentConfig, requireAgent } from './agent-dir.js';
 
 /**
  * The source `agent send` uses when none is given: inside an agent's bash_exec (THECLAW_AGENT
