@@ -1,11 +1,11 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatAddress } from '../core/address.js';
 import { parseMessageContent } from '../core/message.js';
-import { createTestHome, startFakeOpenAI, type FakeLlmServer, type LooseJson, type RecordedRequest, type TestHome } from '../testing/index.js';
+import { createTestHome, startFakeOpenAI, writeFakePaiConfig, type FakeLlmServer, type LooseJson, type RecordedRequest, type TestHome } from '../testing/index.js';
 import { initThread, openThread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
 import type { AgentDir } from './agent-dir.js';
@@ -32,16 +32,7 @@ beforeEach(async () => {
   t = createTestHome();
   dir = initAgent(t.home, 'helper');
   server = await startFakeOpenAI();
-  mkdirSync(join(t.home, 'pai'), { recursive: true });
-  writeFileSync(
-    join(t.home, 'pai', 'config.yaml'),
-    `default: fake/m1
-providers:
-  fake: { api: openai-completions, base_url: "${server.url}", models: [{ id: m1, context_window: ${WINDOW} }] }
-retry: { max_attempts: 3, initial_delay_ms: 20 }
-timeout_seconds: 2
-`,
-  );
+  writeFakePaiConfig(t.home, server, { contextWindow: WINDOW });
   const config = parse(readFileSync(dir.config, 'utf8')) as Record<string, unknown>;
   writeFileSync(dir.config, stringify({ ...config, context: { keep_recent: 2, compaction_threshold: THRESHOLD } }));
   // A system prompt of a realistic share of the small window.

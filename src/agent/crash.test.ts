@@ -1,12 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatAddress } from '../core/address.js';
 import { parseMessageContent } from '../core/message.js';
 import { cliPath } from '../core/package.js';
-import { createTestHome, runTool, startFakeOpenAI, waitFor, type FakeLlmServer, type FakeStep, type LooseJson, type RecordedRequest, type TestHome } from '../testing/index.js';
+import { createTestHome, runTool, startFakeOpenAI, writeFakePaiConfig, waitFor, type FakeLlmServer, type FakeStep, type LooseJson, type RecordedRequest, type TestHome } from '../testing/index.js';
 import { openThread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
 import type { AgentDir } from './agent-dir.js';
@@ -35,16 +35,7 @@ beforeEach(async () => {
   dir = initAgent(t.home, 'helper');
   holding = null;
   server = await startFakeOpenAI({ defaultStep: step });
-  mkdirSync(join(t.home, 'pai'), { recursive: true });
-  writeFileSync(
-    join(t.home, 'pai', 'config.yaml'),
-    `default: fake/m1
-providers:
-  fake: { api: openai-completions, base_url: "${server.url}", models: [{ id: m1, context_window: 100000 }] }
-retry: { max_attempts: 3, initial_delay_ms: 20 }
-timeout_seconds: 20
-`,
-  );
+  writeFakePaiConfig(t.home, server, { timeoutSeconds: 20 });
 });
 
 afterEach(async () => {

@@ -6,7 +6,7 @@ import { parse, stringify } from 'yaml';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatAddress } from '../core/address.js';
 import { parseMessageContent } from '../core/message.js';
-import { createTestHome, runTool, startFakeOpenAI, type FakeLlmServer, type TestHome } from '../testing/index.js';
+import { createTestHome, runTool, startFakeOpenAI, writeFakePaiConfig, type FakeLlmServer, type TestHome } from '../testing/index.js';
 import { openThread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
 import { GatewayState } from '../xgw/state.js';
@@ -30,16 +30,7 @@ beforeEach(async () => {
   t = createTestHome();
   dir = initAgent(t.home, 'helper');
   server = await startFakeOpenAI();
-  mkdirSync(join(t.home, 'pai'), { recursive: true });
-  writeFileSync(
-    join(t.home, 'pai', 'config.yaml'),
-    `default: fake/m1
-providers:
-  fake: { api: openai-completions, base_url: "${server.url}", models: [{ id: m1, context_window: 100000 }] }
-retry: { max_attempts: 3, initial_delay_ms: 20 }
-timeout_seconds: 2
-`,
-  );
+  writeFakePaiConfig(t.home, server);
   mkdirSync(join(t.home, 'xgw'), { recursive: true });
   writeFileSync(
     join(t.home, 'xgw', 'config.yaml'),

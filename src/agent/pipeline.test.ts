@@ -6,7 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatAddress } from '../core/address.js';
 import { parseMessageContent } from '../core/message.js';
 import { cliPath } from '../core/package.js';
-import { createTestHome, runTool, startFakeOpenAI, waitFor, type FakeLlmServer, type FakeStep, type LooseJson, type RecordedRequest, type TestHome } from '../testing/index.js';
+import { createTestHome, runTool, startFakeOpenAI, writeFakePaiConfig, waitFor, type FakeLlmServer, type FakeStep, type LooseJson, type RecordedRequest, type TestHome } from '../testing/index.js';
 import { openThread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
 import { GatewayState } from '../xgw/state.js';
@@ -42,15 +42,7 @@ beforeEach(async () => {
     mkdirSync(join(t.home, file, '..'), { recursive: true });
     writeFileSync(join(t.home, file), text);
   };
-  write(
-    'pai/config.yaml',
-    `default: fake/m1
-providers:
-  fake: { api: openai-completions, base_url: "${server.url}", models: [{ id: m1, context_window: 100000 }] }
-retry: { max_attempts: 3, initial_delay_ms: 20 }
-timeout_seconds: 5
-`,
-  );
+  writeFakePaiConfig(t.home, server, { timeoutSeconds: 5 });
   write('notifier/config.yaml', 'sweep_interval_seconds: 0.5\nhandler_timeout_seconds: 30\nbackoff: { initial_seconds: 0.2, max_seconds: 1 }\n');
   write('xgw/config.yaml', 'channels:\n  - { id: terminal:local, type: terminal, access: open }\nroutes:\n  - { channel: "*", peer: "*", agent: a }\n');
   for (const id of ['a', 'b']) {

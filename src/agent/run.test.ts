@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
@@ -8,7 +8,7 @@ import { formatAddress } from '../core/address.js';
 import { tryLock } from '../core/lock.js';
 import { parseMessageContent } from '../core/message.js';
 import { readSession } from '../pai/session.js';
-import { createTestHome, runTool, startFakeOpenAI, type FakeLlmOptions, type FakeLlmServer, type LooseJson, type TestHome } from '../testing/index.js';
+import { createTestHome, runTool, startFakeOpenAI, writeFakePaiConfig, type FakeLlmOptions, type FakeLlmServer, type LooseJson, type TestHome } from '../testing/index.js';
 import { openThread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
 import { agentDir, type AgentDir } from './agent-dir.js';
@@ -40,17 +40,7 @@ afterEach(async () => {
 async function fakeServer(options: FakeLlmOptions = {}, contextWindow = 100_000): Promise<FakeLlmServer> {
   const server = await startFakeOpenAI(options);
   servers.push(server);
-  mkdirSync(join(t.home, 'pai'), { recursive: true });
-  writeFileSync(
-    join(t.home, 'pai', 'config.yaml'),
-    [
-      'default: fake/m1',
-      'providers:',
-      `  fake: { api: openai-completions, base_url: "${server.url}", models: [{ id: m1, context_window: ${contextWindow}, cost: { input: 1000, output: 2000 } }] }`,
-      'retry: { max_attempts: 3, initial_delay_ms: 20 }',
-      'timeout_seconds: 2',
-    ].join('\n'),
-  );
+  writeFakePaiConfig(t.home, server, { contextWindow, modelFields: 'cost: { input: 1000, output: 2000 }' });
   return server;
 }
 

@@ -5,7 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { cliPath } from '../core/package.js';
 import { isAlive } from '../core/process.js';
 import { withoutSecrets } from '../core/secrets.js';
-import { createTestHome, estimateTokens, runTool, startFakeOpenAI, type FakeLlmOptions, type FakeLlmServer, type LooseJson, type RunResult, type TestHome, waitFor } from '../testing/index.js';
+import { createTestHome, estimateTokens, runTool, startFakeOpenAI, writeFakePaiConfig, type FakeLlmOptions, type FakeLlmServer, type LooseJson, type RunResult, type TestHome, waitFor } from '../testing/index.js';
 import { readSession, type SessionLine } from './session.js';
 import type { ChatEvent } from './types.js';
 
@@ -40,16 +40,7 @@ function writeConfig(text: string): void {
 }
 
 function fakeConfig(server: FakeLlmServer, { maxAttempts = 3, timeoutSeconds = 1 } = {}): void {
-  writeConfig(
-    [
-      'default: fake/m1',
-      'providers:',
-      `  fake: { api: openai-completions, base_url: "${server.url}", models: [{ id: m1 }] }`,
-      `retry: { max_attempts: ${maxAttempts}, initial_delay_ms: 20 }`,
-      `timeout_seconds: ${timeoutSeconds}`,
-      '',
-    ].join('\n'),
-  );
+  writeFakePaiConfig(t.home, server, { maxAttempts, timeoutSeconds });
 }
 
 const pai = (args: string[], input?: string): Promise<RunResult> => runTool('pai', args, env, input);

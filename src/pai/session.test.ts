@@ -1,10 +1,10 @@
 import { spawn } from 'node:child_process';
-import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { cliPath } from '../core/package.js';
 import { withoutSecrets } from '../core/secrets.js';
-import { createTestHome, expectClawError, runTool, startFakeOpenAI, waitFor, type FakeLlmServer, type TestHome } from '../testing/index.js';
+import { createTestHome, expectClawError, runTool, startFakeOpenAI, writeFakePaiConfig, waitFor, type FakeLlmServer, type TestHome } from '../testing/index.js';
 import { appendSession, readSession } from './session.js';
 
 let t: TestHome;
@@ -56,12 +56,8 @@ describe('a killed pai chat', () => {
   it('leaves a session that parses, and the next turn continues it', async () => {
     const server = await startFakeOpenAI();
     servers.push(server);
-    mkdirSync(join(t.home, 'pai'));
     // A long timeout: the first run must still be waiting when it is killed.
-    writeFileSync(
-      join(t.home, 'pai', 'config.yaml'),
-      `default: fake/m1\nproviders:\n  fake: { api: openai-completions, base_url: "${server.url}", models: [{ id: m1 }] }\ntimeout_seconds: 60\n`,
-    );
+    writeFakePaiConfig(t.home, server, { timeoutSeconds: 60 });
     const env = withoutSecrets(t.env);
     const session = join(t.home, 'killed.jsonl');
     server.enqueue({ kind: 'hang' });

@@ -1,5 +1,7 @@
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 
 /**
  * Fake LLM provider servers on loopback that speak the real wire protocols (OpenAI chat completions
@@ -369,4 +371,34 @@ function defaultMessage(status: number): string {
   if (status === 529) return 'Overloaded';
   if (status >= 500) return 'The server had an error while processing your request.';
   return `Fake error ${status}`;
+}
+
+export interface FakePaiConfigOptions {
+  /** Default: openai-completions. */
+  api?: string;
+  /** Default: 100,000. */
+  contextWindow?: number;
+  /** More fields of the model entry, e.g. `cost: { input: 1, output: 2 }`. */
+  modelFields?: string;
+  /** Default: 3. */
+  maxAttempts?: number;
+  /** Default: 2. */
+  timeoutSeconds?: number;
+}
+
+/** Writes `$home/pai/config.yaml` so that `fake/m1` (the default model) is this server. */
+export function writeFakePaiConfig(home: string, server: FakeLlmServer, options: FakePaiConfigOptions = {}): void {
+  const model = [`id: m1`, `context_window: ${options.contextWindow ?? 100_000}`, ...(options.modelFields ? [options.modelFields] : [])].join(', ');
+  mkdirSync(join(home, 'pai'), { recursive: true });
+  writeFileSync(
+    join(home, 'pai', 'config.yaml'),
+    [
+      'default: fake/m1',
+      'providers:',
+      `  fake: { api: ${options.api ?? 'openai-completions'}, base_url: "${server.url}", models: [{ ${model} }] }`,
+      `retry: { max_attempts: ${options.maxAttempts ?? 3}, initial_delay_ms: 20 }`,
+      `timeout_seconds: ${options.timeoutSeconds ?? 2}`,
+      '',
+    ].join('\n'),
+  );
 }

@@ -1,7 +1,8 @@
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { CHROMIUM, hasChromium, launchChromium } from '../../testing/browser.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../core/logger.js';
 import { packageRoot } from '../../core/package.js';
@@ -21,8 +22,6 @@ import { createWebchatChannel } from './webchat.js';
 // Runs in the page (the project's tsconfig has no DOM types).
 declare function getComputedStyle(element: unknown): { whiteSpace: string; lineHeight: string };
 
-const CHROMIUM = '/usr/bin/chromium';
-const hasChromium = existsSync(CHROMIUM);
 const ARTIFACTS = join(packageRoot(), '.test-artifacts');
 const PHONE = { width: 390, height: 844 };
 
@@ -57,11 +56,7 @@ beforeAll(async () => {
   await gateway.startChannel(channel);
   url = channel.status().url!;
   base = new URL(url).origin;
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-default-apps'],
-  });
+  browser = await launchChromium();
 });
 
 afterAll(async () => {

@@ -1,6 +1,7 @@
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
+import { hasChromium, launchChromium } from '../../testing/browser.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAddress } from '../../core/address.js';
 import { parseMessageContent } from '../../core/message.js';
@@ -13,8 +14,6 @@ import type { XgwStatus } from '../protocol.js';
  * The web chat as a person meets it: the real `xgw start` daemon, the URL that `xgw status`
  * prints, a real browser (Debian's chromium), and a reply sent with the real `xgw send` CLI.
  */
-const CHROMIUM = '/usr/bin/chromium';
-const hasChromium = existsSync(CHROMIUM);
 
 let t: TestHome;
 let browser: Browser;
@@ -25,11 +24,7 @@ beforeAll(async () => {
   mkdirSync(join(t.home, 'xgw'), { recursive: true });
   writeFileSync(join(t.home, 'xgw', 'config.yaml'), 'channels:\n  - { id: webchat:main, type: webchat, port: 0, access: open }\nroutes:\n  - { agent: admin }\n');
   initThread(join(t.home, 'agents', 'admin', 'inbox'), { home: t.home }).close();
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-default-apps'],
-  });
+  browser = await launchChromium();
 });
 
 afterAll(async () => {
