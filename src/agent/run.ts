@@ -165,11 +165,13 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
     const model = turn.model;
     if (model instanceof Error) throw model;
     const modelTurn = { ...turn, model };
-    const { afterId } = await compactIfNeeded({
+    const promptInput = { dir, route, memory, source: event.source };
+    const before = buildSystemPrompt(promptInput);
+    const { afterId, compacted } = await compactIfNeeded({
       thread,
       summaryFile: memory.thread,
       currentId: inboundId,
-      system: buildSystemPrompt({ dir, route, memory, source: event.source }),
+      system: before,
       input: inbound.text,
       contextWindow: model.contextWindow,
       threshold: config.context.compaction_threshold,
@@ -178,8 +180,8 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
       mixedPeople,
       summarise: async (system, input) => (await callModel(modelTurn, { input, system, tools: false })).text,
     });
-    // Built after a compaction, so that the summary it may have written is in it.
-    const system = buildSystemPrompt({ dir, route, memory, source: event.source });
+    // Built again only after a compaction, so that the summary it wrote is in it.
+    const system = compacted ? buildSystemPrompt(promptInput) : before;
     const history = thread
       .peek({ afterId, filter: "type = 'message'", last: config.context.recent_messages + 1 })
       .filter((message) => message.id !== inboundId)
