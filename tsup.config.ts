@@ -17,6 +17,8 @@ export default defineConfig({
     'agent/cli': 'src/agent/cli.ts',
     'cmds/index': 'src/cmds/index.ts',
     'cmds/cli': 'src/cmds/cli.ts',
+    'theclaw/index': 'src/theclaw/index.ts',
+    'theclaw/cli': 'src/theclaw/cli.ts',
   },
   format: ['esm'],
   // zod is bundled so that its unused parts are tree-shaken away; loading the package from

@@ -17,6 +17,7 @@ export const THECLAW_PROGRAMS: readonly ProgramFactory[] = [
   async () => (await import('../xgw/program.js')).createXgwProgram(),
   async () => (await import('../agent/program.js')).createAgentProgram(),
   async () => (await import('./program.js')).createCmdsProgram(),
+  async () => (await import('../theclaw/program.js')).createTheclawProgram(),
 ];
 
 /** Builds the programs of `factories` (default: all of TheClaw's) and indexes them. */

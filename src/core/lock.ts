@@ -70,6 +70,17 @@ export function readLockHolder(path: string): LockHolder | null {
   return holder && isAlive(holder) ? holder : null;
 }
 
+/**
+ * Whether a lock file is free (absent), held by a live process, or stale: left by a process that
+ * died (or unreadable). A stale lock is reclaimed by the next taker; `theclaw doctor` reports it.
+ */
+export function lockState(path: string): 'free' | 'held' | 'stale' {
+  const raw = readRaw(path);
+  if (raw === null) return 'free';
+  const holder = parseHolder(raw);
+  return holder && isAlive(holder) ? 'held' : 'stale';
+}
+
 function createLock(path: string, holder: LockHolder, content: string): Lock {
   let released = false;
   return {

@@ -32,6 +32,16 @@ function readProcStat(pid: number): ProcStat | null {
   }
 }
 
+/** Resident memory of a process in bytes (`VmRSS`), or null where the system does not tell. */
+export function residentBytes(pid: number): number | null {
+  try {
+    const kb = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+    return kb === undefined ? null : Number(kb) * 1024;
+  } catch {
+    return null;
+  }
+}
+
 export function processStartTime(pid: number): number | null {
   return readProcStat(pid)?.start ?? null;
 }

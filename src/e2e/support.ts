@@ -15,7 +15,7 @@ import type { XgwStatus } from '../xgw/protocol.js';
  * server as the model, a fake Telegram Bot API as the platform. Used by the end-to-end tests and
  * by `npm run bench`, so it imports nothing from vitest.
  */
-export const SYSTEM_TOOLS = ['thread', 'notifier', 'cmds', 'pai', 'xgw', 'agent'] as const;
+export const SYSTEM_TOOLS = ['thread', 'notifier', 'cmds', 'pai', 'xgw', 'agent', 'theclaw'] as const;
 export type SystemTool = (typeof SYSTEM_TOOLS)[number];
 
 export interface SystemOptions {

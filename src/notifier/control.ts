@@ -8,9 +8,9 @@ import { subscriptionStatus, type SubscriptionStatus } from './dispatcher.js';
 import { TimerStore, timerToJson, type Schedule, type TimerJson } from './timers.js';
 import type { NotifierRequest, NotifierStatus } from './types.js';
 
-/** Starts the daemon in the background; returns once it answers. */
-export function startDaemon(home: string): Promise<{ pid: number }> {
-  return startDaemonProcess(home, 'notifier');
+/** Starts the daemon in the background with `env` (which its handlers inherit); returns once it answers. */
+export function startDaemon(home: string, env: NodeJS.ProcessEnv = process.env): Promise<{ pid: number }> {
+  return startDaemonProcess(home, 'notifier', env);
 }
 
 /** Stops the daemon; false if it was not running. Running handlers finish their batch. */

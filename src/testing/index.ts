@@ -12,7 +12,7 @@ export { waitFor } from './wait.js';
  * child processes with their output, and bounded waits. Tests run against `dist/` (built by
  * `npm test` first), because that is what a user runs.
  */
-export const TOOLS = ['thread', 'notifier', 'cmds', 'pai', 'xgw', 'agent'] as const;
+export const TOOLS = ['thread', 'notifier', 'cmds', 'pai', 'xgw', 'agent', 'theclaw'] as const;
 
 export interface TestHome {
   home: string;

@@ -1,23 +1,20 @@
 import { printJson, printLines } from '../core/cli.js';
-import { daemonHolder, daemonLogFile, startDaemonProcess, stopDaemonProcess } from '../core/daemon.js';
+import { daemonLogFile, stopDaemonProcess } from '../core/daemon.js';
 import { ClawError, usageError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
-import { readWebchatToken, webchatUrl } from './channels/webchat-token.js';
 import { runTerminalChat } from './chat-client.js';
 import { askXgw } from './client.js';
-import { configError, inspectXgwConfig, loadXgwConfig, xgwConfigPath } from './config.js';
+import { gatewayStatus, startGateway } from './control.js';
+import { configError, inspectXgwConfig, xgwConfigPath } from './config.js';
 import { runXgw } from './daemon.js';
 import type { SendRequest } from './gateway.js';
 import type { SendResult, XgwStatus } from './protocol.js';
 import { GatewayState } from './state.js';
-import type { XgwConfig } from './types.js';
 
 interface Json {
   json?: boolean;
 }
 
-/** How long `xgw start` waits for the channels' first start attempts (each is capped at 5 s). */
-const START_WAIT_MS = 8_000;
 /** A delivery may split into several messages, each with its own round trip. */
 const SEND_TIMEOUT_MS = 60_000;
 
@@ -27,12 +24,9 @@ export async function start(options: Json & { foreground?: boolean }): Promise<v
     await runXgw(home);
     process.exit(0); // channels' sockets must not keep a stopped daemon alive
   }
-  loadXgwConfig(home); // precise config errors here, not in a log
-  const { pid } = await startDaemonProcess(home, 'xgw');
-  // The socket answers before channels are up: wait for their first start attempts.
-  const status = await askXgw<XgwStatus>(home, { op: 'status', wait_ms: START_WAIT_MS }, START_WAIT_MS + 5_000);
+  const status = await startGateway(home);
   if (options.json) return printJson(status);
-  printLines([`xgw started (pid ${pid}); log: ${daemonLogFile(home, 'xgw')}`, ...formatChannels(status)]);
+  printLines([`xgw started (pid ${status.pid}); log: ${daemonLogFile(home, 'xgw')}`, ...formatChannels(status)]);
 }
 
 export async function stop(options: Json): Promise<void> {
@@ -42,42 +36,13 @@ export async function stop(options: Json): Promise<void> {
 }
 
 export async function status(options: Json): Promise<void> {
-  const home = resolveHome();
-  let status: XgwStatus;
-  try {
-    status = await askXgw<XgwStatus>(home, { op: 'status' });
-  } catch (error) {
-    if (daemonHolder(home, 'xgw')) throw error; // running, but not answering
-    status = offlineStatus(home, loadXgwConfig(home));
-  }
+  const status = await gatewayStatus(resolveHome());
   if (options.json) return printJson(status);
   printLines([
     status.running ? `xgw running (pid ${status.pid}, up ${status.uptime_seconds}s)` : 'xgw is not running',
     ...formatChannels(status),
     ...(status.pending_pairings ? [`${status.pending_pairings} pairing request(s) waiting: xgw pair list`] : []),
   ]);
-}
-
-function offlineStatus(home: string, config: XgwConfig): XgwStatus {
-  const state = new GatewayState(home);
-  try {
-    return {
-      running: false,
-      pid: null,
-      started_at: null,
-      uptime_seconds: null,
-      channels: config.channels.map((channel) => {
-        // A web chat on port 0 gets its port when it starts: there is no URL to show before.
-        const token = channel.type === 'webchat' && channel.port !== 0 ? readWebchatToken(home, channel.id) : undefined;
-        const url = token && channel.type === 'webchat' ? webchatUrl(channel.host, channel.port, token) : undefined;
-        return { id: channel.id, type: channel.type, state: 'stopped' as const, ...(url ? { url } : {}) };
-      }),
-      routes: config.routes,
-      pending_pairings: state.pendingPairings().length,
-    };
-  } finally {
-    state.close();
-  }
 }
 
 function formatChannels(status: XgwStatus): string[] {

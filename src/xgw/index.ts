@@ -7,3 +7,4 @@ export { findRoute } from './route.js';
 export { runTerminalChat, type TerminalChatOptions } from './chat-client.js';
 export type { XgwRequest, XgwStatus } from './protocol.js';
 export * from './types.js';
+export { startGateway, gatewayStatus } from './control.js';

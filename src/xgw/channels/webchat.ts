@@ -331,7 +331,7 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
   }
 }
 
-type ServerMessage =
+export type ServerMessage =
   | { type: 'history'; messages: MailboxEntry[] }
   | { type: 'message'; message: MailboxEntry }
   | { type: 'ack'; id: string }

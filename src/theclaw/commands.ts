@@ -1,0 +1,111 @@
+import { printJson, printLines } from '../core/cli.js';
+import { ClawError } from '../core/errors.js';
+import { resolveHome } from '../core/home.js';
+import type { Check } from './doctor.js';
+import type { SystemStatus } from './status.js';
+import type { ModelChoice } from './system.js';
+
+interface Json {
+  json?: boolean;
+}
+
+export async function up(options: Json): Promise<void> {
+  const { up, OFFLINE_NOTICE } = await import('./system.js');
+  const result = await up(resolveHome());
+  // Said on every start, not only the first: a reply from the mock must never pass for a model's.
+  if (result.model.offline) process.stderr.write(`Notice: ${OFFLINE_NOTICE}\n`);
+  // The rest of the system runs without a channel that failed; the owner has to hear of it.
+  for (const channel of result.xgw.channels.filter((c) => c.state !== 'running')) {
+    process.stderr.write(`Warning: channel ${channel.id} is not running (${channel.detail ?? channel.state}) - theclaw doctor says how to fix it\n`);
+  }
+  if (options.json) return printJson(result);
+  const daemon = (name: 'notifier' | 'xgw', pid: number | null) => `${result.started.includes(name) ? 'started' : 'running already'} (pid ${pid})`;
+  const webchat = result.xgw.channels.filter((channel) => channel.url).map((channel) => `  web chat  ${channel.url}`);
+  const terminal = result.xgw.channels.some((channel) => channel.type === 'terminal') ? ['  terminal  agent chat admin'] : [];
+  printLines([
+    `TheClaw is up (data: ${result.home})`,
+    `  notifier  ${daemon('notifier', result.notifier.pid)}`,
+    `  xgw       ${daemon('xgw', result.xgw.pid)}`,
+    `  agents    ${result.agents.join(', ')}${result.created.length ? ` (created ${result.created.join(', ')})` : ''}`,
+    `  model     ${modelLine(result.model)}`,
+    ...(webchat.length + terminal.length > 0 ? ['Talk to admin:', ...webchat, ...terminal] : ['No web chat or terminal channel is configured: see xgw config check']),
+    'Next: theclaw status · theclaw doctor · theclaw down',
+  ]);
+}
+
+export async function down(options: Json): Promise<void> {
+  const stopped = await (await import('./system.js')).down(resolveHome());
+  if (options.json) return printJson({ stopped });
+  printLines([stopped.length ? `stopped ${stopped.join(' and ')}` : 'nothing was running']);
+}
+
+export async function status(options: Json): Promise<void> {
+  const status = await (await import('./status.js')).systemStatus(resolveHome());
+  if (options.json) return printJson(status);
+  printLines(formatStatus(status));
+}
+
+export async function doctor(options: Json): Promise<void> {
+  const checks = await (await import('./doctor.js')).doctor(resolveHome());
+  const failed = checks.filter((check) => check.status === 'fail');
+  if (options.json) printJson({ ok: failed.length === 0, checks });
+  else printLines(checks.flatMap(formatCheck));
+  if (failed.length > 0) {
+    // The findings are the output; the error line only sums them up for scripts and the exit code.
+    throw new ClawError('invalid', `${failed.length} check(s) failed: ${failed.map((check) => check.name).join(', ')}`, { suggestion: 'apply the fixes listed above, then run theclaw doctor again' });
+  }
+}
+
+export async function demo(options: Json & { real?: boolean; keep?: boolean }): Promise<void> {
+  const { runDemo } = await import('./demo.js');
+  const progress = (line: string) => process.stderr.write(`${line}\n`);
+  const result = await runDemo(process.env, { real: options.real, keep: options.keep, onProgress: options.json ? undefined : progress });
+  if (options.json) return printJson(result);
+  printLines([
+    `TheClaw demo (model: ${result.model}; up in ${result.timings.up_ms} ms, reply in ${result.timings.reply_ms} ms)`,
+    '',
+    `you → admin, through the web chat: ${result.message}`,
+    `admin → you: ${result.reply}`,
+    '',
+    'What the message produced (inbox → thread → records → delivery):',
+    ...result.threads.flatMap((thread) => [
+      `  ${thread.path}`,
+      ...thread.events.map((e) => `    #${e.id}  ${(e.subtype ? `${e.type}/${e.subtype}` : e.type).padEnd(16)} ${e.source.padEnd(12).slice(0, 48)}  ${e.summary}`),
+    ]),
+    `  delivered: event #${result.delivered.event_id} of ${result.delivered.thread} through ${result.delivered.channel} (acknowledged by agent deliver)`,
+    '',
+    options.keep ? `The demo's home is kept: ${result.home}` : 'Everything was stopped and the temporary home removed.',
+    'Next: theclaw up (with OPENAI_API_KEY or ANTHROPIC_API_KEY set for a real model), then open the web chat URL it prints.',
+  ]);
+}
+
+function modelLine(model: ModelChoice): string {
+  return model.offline ? `${model.provider}/${model.model} (offline: no provider key)` : `${model.provider}/${model.model ?? '(default)'}`;
+}
+
+function formatStatus(s: SystemStatus): string[] {
+  const mb = (bytes: number | null) => (bytes === null ? '' : `  ${Math.round(bytes / 1024 / 1024)} MB`);
+  return [
+    ...s.components.map((c) => `${c.name.padEnd(9)} ${c.running ? `running  pid ${c.pid}  up ${duration(c.uptime_seconds ?? 0)}${mb(c.rss_bytes)}` : 'stopped'}`),
+    ...s.channels.map((c) => `  ${c.id}: ${c.state}${c.detail ? ` (${c.detail})` : ''}${c.url ? `  ${c.url}` : ''}`),
+    s.agents.length ? 'agents:' : 'agents: none yet (theclaw up creates the system agents)',
+    ...s.agents.map(
+      (a) =>
+        `  ${a.id.padEnd(11)} ${a.started ? 'started' : 'stopped'}${a.running ? ' (running)' : ''}  pending ${a.pending}  undelivered ${a.undelivered}  last activity ${a.last_activity ?? 'never'}  model ${a.model}`,
+    ),
+    s.queues.length ? `queues: ${s.pending} event(s) waiting` : 'queues: nothing waiting',
+    ...s.queues.map((q) => `  ${q.thread} (${q.consumer}): ${q.pending} ${q.state}${q.failures ? `, ${q.failures} failure(s): ${q.last_error ?? ''}` : ''}`),
+    `model: ${modelLine(s.model)}`,
+  ];
+}
+
+function formatCheck(check: Check): string[] {
+  const mark = { ok: 'ok  ', warn: 'warn', fail: 'FAIL' }[check.status];
+  return [`${mark}  ${check.name}: ${check.detail}`, ...(check.fix ? [`      fix: ${check.fix}`] : [])];
+}
+
+function duration(seconds: number): string {
+  if (seconds < 60) return `${seconds}s`;
+  if (seconds < 3600) return `${Math.floor(seconds / 60)}m${String(seconds % 60).padStart(2, '0')}s`;
+  return `${Math.floor(seconds / 3600)}h${String(Math.floor((seconds % 3600) / 60)).padStart(2, '0')}m`;
+}

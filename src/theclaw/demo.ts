@@ -1,0 +1,147 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { agentDir } from '../agent/agent-dir.js';
+import { conversationThreads, OUTBOUND_CONSUMER } from '../agent/lifecycle.js';
+import { ClawError } from '../core/errors.js';
+import { sleep } from '../core/retry.js';
+import { openThread } from '../thread/thread.js';
+import { connectWebchat } from '../xgw/channels/webchat-client.js';
+import { eventLine, type EventLine } from './status.js';
+import { down, up, type UpResult } from './system.js';
+
+export const DEMO_MESSAGE = 'Hello! What can you do?';
+const DEMO_TIMEOUT_MS = 60_000;
+
+/**
+ * The offline model's part in the demo: one shell command, then an answer, so the demo shows the
+ * whole tool loop (a toolcall record between the message and the reply) without a provider key.
+ */
+const MOCK_SCRIPT = `- bash: "uname -sr"
+  comment: "see which system this is"
+- text: "Hello from admin, TheClaw's first agent. I ran one shell command (uname) to show the tool loop. With a provider key, theclaw up gives me a real model, and I can create agents, schedule work and answer from Telegram."
+`;
+
+export interface DemoThread {
+  /** Relative to the demo's THECLAW_HOME. */
+  path: string;
+  events: EventLine[];
+}
+
+export interface DemoResult {
+  home: string;
+  model: string;
+  message: string;
+  reply: string;
+  /** The inbox, then the conversation thread, oldest event first. */
+  threads: DemoThread[];
+  /** The reply's event id, acknowledged by `agent deliver` (its outbound progress). */
+  delivered: { event_id: number; channel: string; thread: string };
+  /** Milliseconds: the system up; message sent → reply on the web chat. */
+  timings: { up_ms: number; reply_ms: number };
+}
+
+export interface DemoOptions {
+  /** Use pai's default model of this environment (a real provider when a key is set) instead of the scripted offline one. */
+  real?: boolean;
+  /** Leave the demo's home in place (it is printed). */
+  keep?: boolean;
+  /** Progress lines, as they happen. */
+  onProgress?: (line: string) => void;
+  signal?: AbortSignal;
+}
+
+/**
+ * `theclaw demo`: the whole system in a temporary THECLAW_HOME, one message through the web chat
+ * (the door a browser uses), the reply, and every event the message produced. Everything it
+ * started is stopped and the home removed, also when a step fails.
+ */
+export async function runDemo(env: NodeJS.ProcessEnv, options: DemoOptions = {}): Promise<DemoResult> {
+  const signal = AbortSignal.any([AbortSignal.timeout(DEMO_TIMEOUT_MS), ...(options.signal ? [options.signal] : [])]);
+  const home = mkdtempSync(join(tmpdir(), 'theclaw-demo-'));
+  const say = options.onProgress ?? (() => {});
+  try {
+    writeDemoConfig(home, options.real ?? false);
+    const upStarted = Date.now();
+    const system = await up(home, { ...env, THECLAW_HOME: home });
+    const upMs = Date.now() - upStarted;
+    say(`started notifier (pid ${system.notifier.pid}) and xgw (pid ${system.xgw.pid}) in ${upMs} ms; agents: ${system.agents.join(', ')}`);
+    const url = webchatUrlOf(system);
+    const client = await connectWebchat(url, signal);
+    try {
+      const sent = Date.now();
+      say(`sending "${DEMO_MESSAGE}" through the web chat`);
+      await client.send(DEMO_MESSAGE, signal);
+      const reply = await client.nextReply(signal);
+      const replyMs = Date.now() - sent;
+      const delivered = await deliveredReply(home, signal);
+      return {
+        home,
+        model: system.model.offline ? 'offline mock (scripted)' : `${system.model.provider}/${system.model.model ?? '(default)'}`,
+        message: DEMO_MESSAGE,
+        reply: reply.text,
+        threads: delivered.threads,
+        delivered: delivered.delivered,
+        timings: { up_ms: upMs, reply_ms: replyMs },
+      };
+    } finally {
+      client.close();
+    }
+  } finally {
+    await down(home);
+    if (!options.keep) rmSync(home, { recursive: true, force: true });
+  }
+}
+
+function writeDemoConfig(home: string, real: boolean): void {
+  const write = (file: string, text: string) => writeFileSync(join(home, file), text, { flag: 'wx' });
+  for (const dir of ['xgw', 'pai']) mkdirSync(join(home, dir), { recursive: true, mode: 0o700 });
+  // Port 0: the demo never collides with a running system's web chat.
+  write('xgw/config.yaml', 'channels:\n  - { id: webchat:main, type: webchat, port: 0, access: open }\nroutes:\n  - { channel: "*", peer: "*", agent: admin }\n');
+  if (real) return;
+  write('pai/mock-script.yaml', MOCK_SCRIPT);
+  write('pai/config.yaml', `default: mock/echo\nproviders:\n  mock: { script: ${JSON.stringify(join(home, 'pai', 'mock-script.yaml'))} }\n`);
+}
+
+function webchatUrlOf(system: UpResult): string {
+  const url = system.xgw.channels.find((channel) => channel.type === 'webchat' && channel.url)?.url;
+  if (!url) throw new ClawError('io', 'the web chat did not start', { suggestion: `see ${join(system.home, 'logs', 'xgw.log')}` });
+  return url;
+}
+
+/**
+ * Waits until `agent deliver` acknowledged the reply (the web chat showed it before deliver
+ * recorded its success), then reads what the message left in the inbox and its thread.
+ */
+async function deliveredReply(home: string, signal: AbortSignal): Promise<{ threads: DemoThread[]; delivered: DemoResult['delivered'] }> {
+  const admin = agentDir(home, 'admin');
+  const acknowledged = (): { path: string; replyId: number } | undefined => {
+    for (const path of conversationThreads(admin)) {
+      const thread = openThread(path, { home });
+      try {
+        const reply = thread.peek({ filter: "type = 'message' AND source = 'self'", last: 1 })[0];
+        if (reply && (thread.consumer(OUTBOUND_CONSUMER)?.progress ?? 0) >= reply.id) return { path, replyId: reply.id };
+      } finally {
+        thread.close();
+      }
+    }
+    return undefined;
+  };
+  let found = acknowledged();
+  while (!found) {
+    await sleep(25, signal); // bounded by the demo's signal
+    found = acknowledged();
+  }
+  const read = (path: string): DemoThread => {
+    const thread = openThread(path, { home });
+    try {
+      return { path: relative(home, path), events: thread.peek({ limit: 1_000 }).map(eventLine) };
+    } finally {
+      thread.close();
+    }
+  };
+  return {
+    threads: [read(admin.inbox), read(found.path)],
+    delivered: { event_id: found.replyId, channel: 'webchat:main', thread: relative(home, found.path) },
+  };
+}

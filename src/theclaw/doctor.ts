@@ -1,0 +1,197 @@
+import { existsSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join, relative } from 'node:path';
+import { agentDir, listAgentIds, loadAgentConfig } from '../agent/agent-dir.js';
+import { agentStatus, INBOX_CONSUMER, INBOX_FILTER } from '../agent/lifecycle.js';
+import { daemonPidFile, type DaemonName } from '../core/daemon.js';
+import { errnoCode, isClawError } from '../core/errors.js';
+import { lockState } from '../core/lock.js';
+import { isAlive } from '../core/process.js';
+import { daemonStatus } from '../notifier/control.js';
+import { loadConfig as loadNotifierConfig } from '../notifier/config.js';
+import { BUILTIN_PROVIDERS, chooseModel, loadPaiConfig, MOCK_PROVIDER } from '../pai/models.js';
+import type { PaiConfig } from '../pai/types.js';
+import { openThread } from '../thread/thread.js';
+import { inspectXgwConfig } from '../xgw/config.js';
+import { gatewayStatus } from '../xgw/control.js';
+
+export type CheckStatus = 'ok' | 'warn' | 'fail';
+
+/** One finding: what was checked, what was found, and for a problem how to fix it. */
+export interface Check {
+  name: 'node' | 'data directory' | 'config' | 'providers' | 'daemons' | 'ports' | 'locks' | 'pending';
+  status: CheckStatus;
+  detail: string;
+  fix?: string;
+}
+
+/** The Node version the package's `engines` asks for. */
+const MIN_NODE: [number, number] = [20, 19];
+/** Events waiting longer than this are reported: a healthy system hands them on in seconds. */
+export const STALE_PENDING_MS = 60_000;
+
+/**
+ * `theclaw doctor`: every check runs even when an earlier one fails, since one look should show
+ * every problem. Only `fail` findings make the command exit 1; `warn` ones work but deserve a look.
+ */
+export async function doctor(home: string, env: NodeJS.ProcessEnv = process.env, now = Date.now()): Promise<Check[]> {
+  const checks: Check[] = [checkNode(), checkDataDirectory(home)];
+  if (!existsSync(home)) return checks;
+  const configs = checkConfigs(home);
+  checks.push(...configs.checks);
+  if (configs.pai) checks.push(checkProviders(configs.pai, env));
+  checks.push(...(await checkRuntime(home, now)));
+  return checks;
+}
+
+function checkNode(): Check {
+  const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
+  const ok = major > MIN_NODE[0] || (major === MIN_NODE[0] && minor >= MIN_NODE[1]);
+  return ok
+    ? { name: 'node', status: 'ok', detail: `Node ${process.versions.node}` }
+    : { name: 'node', status: 'fail', detail: `Node ${process.versions.node} is older than ${MIN_NODE.join('.')}`, fix: `install Node ${MIN_NODE.join('.')} or newer` };
+}
+
+function checkDataDirectory(home: string): Check {
+  if (!existsSync(home)) return { name: 'data directory', status: 'warn', detail: `${home} does not exist yet`, fix: 'theclaw up creates it' };
+  const probe = join(home, `.doctor-${process.pid}`);
+  try {
+    writeFileSync(probe, '');
+    unlinkSync(probe);
+  } catch (error) {
+    return { name: 'data directory', status: 'fail', detail: `cannot write in ${home} (${errnoCode(error) ?? (error as Error).message})`, fix: `make it writable, or point THECLAW_HOME at a writable directory` };
+  }
+  if (statSync(home).mode & 0o077) {
+    return { name: 'data directory', status: 'warn', detail: `${home} is open to other users (it holds tokens and conversations)`, fix: `chmod 700 ${home}` };
+  }
+  return { name: 'data directory', status: 'ok', detail: `${home} is writable and private` };
+}
+
+/** Every config file, each loaded the way its tool loads it. */
+function checkConfigs(home: string): { checks: Check[]; pai?: PaiConfig } {
+  const checks: Check[] = [];
+  const attempt = <T>(what: string, load: () => T): T | undefined => {
+    try {
+      return load();
+    } catch (error) {
+      if (!isClawError(error)) throw error;
+      checks.push({ name: 'config', status: 'fail', detail: `${what}: ${error.message}`, fix: error.suggestion ?? 'fix the file' });
+      return undefined;
+    }
+  };
+  const pai = attempt('pai', () => loadPaiConfig(home));
+  attempt('notifier', () => loadNotifierConfig(home));
+  const xgw = attempt('xgw', () => inspectXgwConfig(home));
+  if (xgw && xgw.problems.length > 0) checks.push({ name: 'config', status: 'fail', detail: `xgw: ${xgw.problems.join('; ')}`, fix: 'xgw config check lists them' });
+  for (const id of listAgentIds(home)) attempt(`agent ${id}`, () => loadAgentConfig(agentDir(home, id)));
+  if (checks.length === 0) checks.push({ name: 'config', status: 'ok', detail: 'pai, notifier, xgw and agent configs are valid' });
+  return { checks, ...(pai ? { pai } : {}) };
+}
+
+/** Which providers can answer: those with a key in this environment or the config, and servers with a base_url. */
+function checkProviders(config: PaiConfig, env: NodeJS.ProcessEnv): Check {
+  const usable = new Set<string>();
+  for (const [name, provider] of Object.entries(config.providers)) {
+    if (name === MOCK_PROVIDER) continue;
+    const keyEnv = provider.api_key_env ?? BUILTIN_PROVIDERS[name]?.keyEnv;
+    if (provider.api_key || (keyEnv && env[keyEnv]) || (provider.api && provider.base_url)) usable.add(name);
+  }
+  for (const [name, { keyEnv }] of Object.entries(BUILTIN_PROVIDERS)) if (env[keyEnv]) usable.add(name);
+  const { provider, model } = chooseModel(config, {}, env);
+  const chosen = `${provider}/${model ?? '(default)'}`;
+  if (provider !== MOCK_PROVIDER && !usable.has(provider)) {
+    const keyEnv = config.providers[provider]?.api_key_env ?? BUILTIN_PROVIDERS[provider]?.keyEnv;
+    return { name: 'providers', status: 'fail', detail: `the default model ${chosen} has no key`, fix: keyEnv ? `export ${keyEnv}=...` : `give providers.${provider} an api_key_env or a base_url in pai/config.yaml` };
+  }
+  if (usable.size === 0) {
+    return {
+      name: 'providers',
+      status: 'warn',
+      detail: 'no provider key: agents answer with the offline mock model',
+      fix: 'export OPENAI_API_KEY or ANTHROPIC_API_KEY, or add a provider with a base_url (Ollama, vLLM) to pai/config.yaml',
+    };
+  }
+  return { name: 'providers', status: 'ok', detail: `usable: ${[...usable].sort().join(', ')}; agents use ${chosen}` };
+}
+
+async function checkRuntime(home: string, now: number): Promise<Check[]> {
+  const checks: Check[] = [];
+  const [notifier, xgw] = await Promise.all([daemonStatus(home), gatewayStatus(home).catch(() => null)]);
+  const down = [notifier.running ? null : 'notifier', xgw?.running ? null : 'xgw'].filter((name) => name !== null);
+  checks.push(
+    down.length === 0
+      ? { name: 'daemons', status: 'ok', detail: `notifier (pid ${notifier.pid}) and xgw (pid ${xgw!.pid}) are running` }
+      : { name: 'daemons', status: 'warn', detail: `${down.join(' and ')} ${down.length > 1 ? 'are' : 'is'} not running: messages wait`, fix: 'theclaw up' },
+  );
+
+  // A port is fine when our own running web chat holds it.
+  for (const channel of xgw?.channels ?? []) {
+    if (channel.type !== 'webchat' || channel.state === 'running') continue;
+    const config = inspectXgwConfig(home).config?.channels.find((c) => c.id === channel.id);
+    if (config?.type !== 'webchat' || config.port === 0) continue;
+    const taken = await portTaken(config.host, config.port);
+    checks.push(
+      taken
+        ? { name: 'ports', status: 'fail', detail: `${channel.id}: port ${config.port} on ${config.host} is taken by another program`, fix: `stop that program, or set another port for ${channel.id} in xgw/config.yaml` }
+        : { name: 'ports', status: 'ok', detail: `${channel.id}: port ${config.port} on ${config.host} is free` },
+    );
+  }
+
+  const stale: string[] = [];
+  for (const name of ['notifier', 'xgw'] as DaemonName[]) if (lockState(daemonPidFile(home, name)) === 'stale') stale.push(relative(home, daemonPidFile(home, name)));
+  for (const id of listAgentIds(home)) if (lockState(agentDir(home, id).runLock) === 'stale') stale.push(relative(home, agentDir(home, id).runLock));
+  for (const sub of notifier.subscriptions) if (sub.lease && !isAlive(sub.lease)) stale.push(`lease of ${sub.consumer} on ${relative(home, sub.thread)} (pid ${sub.lease.pid})`);
+  checks.push(
+    stale.length === 0
+      ? { name: 'locks', status: 'ok', detail: 'no lock or lease is held by a dead process' }
+      : { name: 'locks', status: 'warn', detail: `held by processes that died: ${stale.join(', ')}`, fix: 'nothing to do: the next run or start reclaims them (theclaw up)' },
+  );
+
+  const late: string[] = [];
+  const fixes = new Set<string>();
+  const isLate = (since: string | null) => since !== null && now - Date.parse(since) > STALE_PENDING_MS;
+  for (const sub of notifier.subscriptions) {
+    if (sub.pending === 0) continue;
+    const since = oldestPending(home, sub.thread, sub.progress, sub.filter);
+    if (!isLate(since)) continue;
+    late.push(`${sub.pending} on ${relative(home, sub.thread)} (${sub.consumer}, since ${since}${sub.last_error ? `; last error: ${sub.last_error}` : ''})`);
+    fixes.add(notifier.running ? 'see notifier status and the logs under $THECLAW_HOME/logs' : 'theclaw up');
+  }
+  // A stopped agent's inbox is not subscribed, so notifier does not list it.
+  for (const id of listAgentIds(home)) {
+    const inbox = agentDir(home, id).inbox;
+    const consumer = notifier.subscriptions.find((sub) => sub.thread === inbox && sub.consumer === INBOX_CONSUMER);
+    if (consumer?.subscribed) continue;
+    const status = agentStatus(home, id);
+    if (status.pending === 0 || !isLate(oldestPending(home, inbox, consumer?.progress ?? 0, INBOX_FILTER))) continue;
+    late.push(`${status.pending} in the inbox of ${id}, which is stopped`);
+    fixes.add(`agent start ${id}`);
+  }
+  checks.push(
+    late.length === 0
+      ? { name: 'pending', status: 'ok', detail: 'no event has waited more than a minute' }
+      : { name: 'pending', status: 'warn', detail: `events waiting more than a minute: ${late.join('; ')}`, fix: [...fixes].join('; ') },
+  );
+  return checks;
+}
+
+function oldestPending(home: string, path: string, progress: number, filter: string | null): string | null {
+  try {
+    const thread = openThread(path, { home });
+    try {
+      return thread.peek({ afterId: progress, limit: 1, ...(filter ? { filter } : {}) })[0]?.created_at ?? null;
+    } finally {
+      thread.close();
+    }
+  } catch {
+    return null; // removed since it subscribed: nothing waits there
+  }
+}
+
+function portTaken(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once('error', (error) => resolve(errnoCode(error) === 'EADDRINUSE'));
+    server.listen(port, host, () => server.close(() => resolve(false)));
+  });
+}

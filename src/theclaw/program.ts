@@ -1,0 +1,64 @@
+import type { Command } from 'commander';
+import { createProgram, jsonOption, withExamples } from '../core/cli.js';
+
+const commands = () => import('./commands.js');
+
+/** The `theclaw` CLI's definition; `cmds` reads it too, so it is built without running. */
+export function createTheclawProgram(): Command {
+  const program = createProgram('theclaw', 'The whole system in one command: start and stop it, see its state, check it, try it.')
+    .version('0.1.0')
+    .addHelpText(
+      'after',
+      `
+theclaw up starts notifier (dispatch) and xgw (the gateway), creates and starts the system agents
+(admin, warden, maintainer, evolver), and routes the web chat and the terminal to admin. Everything
+lives under $THECLAW_HOME (default ~/.theclaw). With no provider key the agents answer with the
+offline mock model; set OPENAI_API_KEY or ANTHROPIC_API_KEY (or a base_url in pai/config.yaml)
+before theclaw up for a real one.`,
+    );
+  withExamples(program, ['theclaw demo', 'theclaw up', 'theclaw status', 'theclaw doctor', 'theclaw down']);
+
+  withExamples(
+    program
+      .command('up')
+      .description('start notifier and xgw, create and start the system agents, and print where to talk')
+      .addOption(jsonOption())
+      .action(async (options) => (await commands()).up(options)),
+    ['theclaw up', 'OPENAI_API_KEY=sk-... theclaw up'],
+  );
+  withExamples(
+    program
+      .command('down')
+      .description('stop notifier and xgw; agents stay started and their messages wait for the next up')
+      .addOption(jsonOption())
+      .action(async (options) => (await commands()).down(options)),
+    ['theclaw down'],
+  );
+  withExamples(
+    program
+      .command('status')
+      .description('every component (running, pid, uptime, memory), every agent (pending, last activity, model) and the delivery queues')
+      .addOption(jsonOption())
+      .action(async (options) => (await commands()).status(options)),
+    ['theclaw status', 'theclaw status --json'],
+  );
+  withExamples(
+    program
+      .command('doctor')
+      .description('check Node, the data directory, configs, provider keys, ports, stale locks and old pending events; say how to fix each problem (exit 1 on a failure)')
+      .addOption(jsonOption())
+      .action(async (options) => (await commands()).doctor(options)),
+    ['theclaw doctor', 'theclaw doctor --json'],
+  );
+  withExamples(
+    program
+      .command('demo')
+      .description('in a temporary home: start everything, send one message through the web chat, print the reply and the events it produced, stop')
+      .option('--real', "use this environment's model (a provider key) instead of the scripted offline one")
+      .option('--keep', 'keep the temporary home to look around in (its path is printed)')
+      .addOption(jsonOption())
+      .action(async (options) => (await commands()).demo(options)),
+    ['theclaw demo', 'theclaw demo --keep', 'OPENAI_API_KEY=sk-... theclaw demo --real'],
+  );
+  return program;
+}

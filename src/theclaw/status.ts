@@ -1,0 +1,206 @@
+import { relative } from 'node:path';
+import { agentDir, listAgentIds } from '../agent/agent-dir.js';
+import { agentStatus, conversationThreads, type AgentStatus } from '../agent/lifecycle.js';
+import type { UsageRecord } from '../agent/types.js';
+import type { DaemonName } from '../core/daemon.js';
+import { residentBytes } from '../core/process.js';
+import { daemonStatus } from '../notifier/control.js';
+import { openThread } from '../thread/thread.js';
+import type { ThreadEvent } from '../thread/types.js';
+import { gatewayStatus } from '../xgw/control.js';
+import type { ChannelStatus } from '../xgw/types.js';
+import { defaultModel, type ModelChoice } from './system.js';
+
+export interface ComponentStatus {
+  name: DaemonName;
+  running: boolean;
+  pid: number | null;
+  uptime_seconds: number | null;
+  /** Resident memory. */
+  rss_bytes: number | null;
+}
+
+/** A subscription with work waiting or failing: what notifier has still to hand to a handler. */
+export interface QueueStatus {
+  /** The thread, relative to THECLAW_HOME. */
+  thread: string;
+  consumer: string;
+  pending: number;
+  state: 'running' | 'waiting' | 'failing';
+  failures: number;
+  last_error: string | null;
+  retry_at: string | null;
+}
+
+export interface SystemStatus {
+  home: string;
+  checked_at: string;
+  components: ComponentStatus[];
+  channels: ChannelStatus[];
+  agents: AgentStatus[];
+  queues: QueueStatus[];
+  /** Pending events over every queue. */
+  pending: number;
+  /** pai's default for processes started from this environment. */
+  model: ModelChoice;
+}
+
+/** One event as the status page lists it. */
+export interface EventLine {
+  id: number;
+  type: string;
+  subtype: string | null;
+  source: string;
+  created_at: string;
+  /** The first line of the content (of its `text` when it is a message). */
+  summary: string;
+  error: boolean;
+}
+
+export interface ThreadActivity {
+  agent: string;
+  /** The thread, relative to the agent's directory (`inbox`, `threads/peers/<slug>`). */
+  thread: string;
+  /** Newest first. */
+  events: EventLine[];
+}
+
+export interface UsageDay {
+  agent: string;
+  /** YYYY-MM-DD (UTC). */
+  day: string;
+  calls: number;
+  input_tokens: number;
+  output_tokens: number;
+  cost: number;
+}
+
+export interface StatusDetails {
+  threads: ThreadActivity[];
+  /** The last `USAGE_DAYS` days, newest first. */
+  usage: UsageDay[];
+}
+
+export const USAGE_DAYS = 7;
+const SUMMARY_CHARS = 160;
+
+/** `theclaw status`: the daemons (asked over their sockets), every agent, and what waits for delivery. */
+export async function systemStatus(home: string, env: NodeJS.ProcessEnv = process.env): Promise<SystemStatus> {
+  const [notifier, xgw] = await Promise.all([daemonStatus(home), gatewayStatus(home)]);
+  const component = (name: DaemonName, s: { running: boolean; pid: number | null; uptime_seconds: number | null }): ComponentStatus => ({
+    name,
+    running: s.running,
+    pid: s.pid,
+    uptime_seconds: s.uptime_seconds,
+    rss_bytes: s.running && s.pid !== null ? residentBytes(s.pid) : null,
+  });
+  const queues = notifier.subscriptions.flatMap((sub): QueueStatus[] => {
+    if (sub.pending === 0 && sub.failures === 0) return [];
+    return [
+      {
+        thread: relative(home, sub.thread),
+        consumer: sub.consumer,
+        pending: sub.pending,
+        state: sub.lease ? 'running' : sub.failures > 0 ? 'failing' : 'waiting',
+        failures: sub.failures,
+        last_error: sub.last_error,
+        retry_at: sub.retry_at,
+      },
+    ];
+  });
+  return {
+    home,
+    checked_at: new Date().toISOString(),
+    components: [component('notifier', notifier), component('xgw', xgw)],
+    channels: xgw.channels,
+    agents: listAgentIds(home).map((id) => agentStatus(home, id)),
+    queues,
+    pending: queues.reduce((sum, queue) => sum + queue.pending, 0),
+    model: defaultModel(home, env),
+  };
+}
+
+/**
+ * What the status page shows beyond `systemStatus`: the newest `recent` events of every thread of
+ * every agent, and model usage per agent per day.
+ */
+export function statusDetails(home: string, recent: number, now = new Date()): StatusDetails {
+  const since = new Date(now.getTime() - (USAGE_DAYS - 1) * 86_400_000).toISOString().slice(0, 10);
+  const threads: ThreadActivity[] = [];
+  const usage = new Map<string, UsageDay>();
+  for (const id of listAgentIds(home)) {
+    const dir = agentDir(home, id);
+    for (const path of [dir.inbox, ...conversationThreads(dir)]) {
+      const thread = openThread(path, { home });
+      try {
+        const events = thread.peek({ last: recent }).reverse();
+        if (events.length > 0) threads.push({ agent: id, thread: relative(dir.root, path), events: events.map(eventLine) });
+        // Filters take only literals, and `since` is a date this code made.
+        for (const event of thread.peek({ filter: `type = 'record' AND subtype = 'usage' AND created_at >= '${since}'`, limit: 1_000_000 })) {
+          const record = parseUsage(event.content);
+          if (!record) continue;
+          const day = event.created_at.slice(0, 10);
+          const key = `${id}\n${day}`;
+          const entry = usage.get(key) ?? { agent: id, day, calls: 0, input_tokens: 0, output_tokens: 0, cost: 0 };
+          entry.calls += 1;
+          entry.input_tokens += record.input_tokens;
+          entry.output_tokens += record.output_tokens;
+          entry.cost += record.cost;
+          usage.set(key, entry);
+        }
+      } finally {
+        thread.close();
+      }
+    }
+  }
+  const newestFirst = (a: { at: string }, b: { at: string }) => (a.at < b.at ? 1 : a.at > b.at ? -1 : 0);
+  threads.sort((a, b) => newestFirst({ at: a.events[0]!.created_at }, { at: b.events[0]!.created_at }));
+  return { threads, usage: [...usage.values()].sort((a, b) => (a.day === b.day ? a.agent.localeCompare(b.agent) : newestFirst({ at: a.day }, { at: b.day }))) };
+}
+
+export function eventLine(event: ThreadEvent): EventLine {
+  return {
+    id: event.id,
+    type: event.type,
+    subtype: event.subtype,
+    source: event.source,
+    created_at: event.created_at,
+    summary: summarise(event),
+    error: event.subtype === 'error',
+  };
+}
+
+/** One line saying what the event is: a message's text, a record's gist. */
+function summarise(event: ThreadEvent): string {
+  let parsed: Record<string, unknown> | null = null;
+  try {
+    const value = JSON.parse(event.content) as unknown;
+    if (value && typeof value === 'object' && !Array.isArray(value)) parsed = value as Record<string, unknown>;
+  } catch {
+    // plain text content
+  }
+  const field = (name: string) => (parsed && parsed[name] !== undefined ? String(parsed[name]) : '');
+  let text = event.content;
+  if (parsed && event.type === 'record') {
+    if (event.subtype === 'usage') {
+      const cost = Number(parsed.cost);
+      text = `${field('provider')}/${field('model')}: ${field('input_tokens')} in + ${field('output_tokens')} out tokens${cost > 0 ? `, $${cost.toFixed(4)}` : ''}`;
+    } else if (event.subtype === 'toolcall') {
+      const output = field('output').trim().split('\n', 1)[0];
+      text = `${field('command')} → exit ${field('exit_code')}${output ? `: ${output}` : ''}`;
+    } else if (event.subtype === 'error') text = `${field('stage')}: ${field('error')}`;
+    else if (event.subtype === 'decision') text = field('decision');
+  } else if (parsed && typeof parsed.text === 'string') text = parsed.text;
+  const line = text.split('\n', 1)[0] ?? '';
+  return line.length > SUMMARY_CHARS ? `${line.slice(0, SUMMARY_CHARS - 1)}…` : line;
+}
+
+function parseUsage(content: string): Pick<UsageRecord, 'input_tokens' | 'output_tokens' | 'cost'> | null {
+  try {
+    const record = JSON.parse(content) as Partial<UsageRecord>;
+    const numbers = [record.input_tokens, record.output_tokens, record.cost];
+    return numbers.every((n) => typeof n === 'number' && Number.isFinite(n)) ? (record as UsageRecord) : null;
+  } catch {
+    return null;
+  }
+}

@@ -1,0 +1,85 @@
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { agentDir } from '../agent/agent-dir.js';
+import { SYSTEM_AGENTS } from '../agent/identity.js';
+import { initAgent, startAgent } from '../agent/lifecycle.js';
+import { daemonHolder, stopDaemonProcess, type DaemonName } from '../core/daemon.js';
+import { startDaemon } from '../notifier/control.js';
+import { loadConfig as loadNotifierConfig } from '../notifier/config.js';
+import { chooseModel, loadPaiConfig, MOCK_PROVIDER } from '../pai/models.js';
+import { loadXgwConfig, xgwConfigPath } from '../xgw/config.js';
+import { gatewayStatus, startGateway } from '../xgw/control.js';
+import type { XgwStatus } from '../xgw/protocol.js';
+
+/** The gateway config `theclaw up` writes when there is none: the web chat and the terminal, both to admin. */
+export const DEFAULT_XGW_CONFIG = `# Written by theclaw up. Reference: the xgw section of TheClaw's README.
+channels:
+  - { id: webchat:main, type: webchat, host: 127.0.0.1, port: 18790, access: open }   # the token in the URL guards it
+  - { id: terminal:local, type: terminal, access: open }
+routes:
+  - { channel: "*", peer: "*", agent: admin }
+`;
+
+/** The model agents get when their config names none, and whether it is the offline mock. */
+export interface ModelChoice {
+  provider: string;
+  model: string | null;
+  offline: boolean;
+}
+
+/** What pai's default is for processes started from this environment (notifier passes it on to agent runs). */
+export function defaultModel(home: string, env: NodeJS.ProcessEnv): ModelChoice {
+  const { provider, model } = chooseModel(loadPaiConfig(home), {}, env);
+  return { provider, model: model ?? null, offline: provider === MOCK_PROVIDER };
+}
+
+export const OFFLINE_NOTICE =
+  'no provider key found: agents answer with the offline mock model (canned replies) - set OPENAI_API_KEY or ANTHROPIC_API_KEY, or a provider with a base_url in $THECLAW_HOME/pai/config.yaml, then run theclaw down && theclaw up';
+
+export interface UpResult {
+  home: string;
+  /** Daemons this call started; the others were running already. */
+  started: DaemonName[];
+  /** System agents this call created. */
+  created: string[];
+  agents: string[];
+  notifier: { pid: number };
+  xgw: XgwStatus;
+  model: ModelChoice;
+}
+
+/**
+ * `theclaw up`: every config is checked before anything starts, so a mistake is reported whole
+ * rather than as a half-started system. Then the system agents that are missing are created and
+ * all of them started (subscribing is idempotent), and the two daemons are started side by side.
+ * Daemons get `env`, so the provider keys of this shell reach the agents' runs.
+ */
+export async function up(home: string, env: NodeJS.ProcessEnv = process.env): Promise<UpResult> {
+  mkdirSync(home, { recursive: true, mode: 0o700 });
+  if (!existsSync(xgwConfigPath(home))) {
+    mkdirSync(dirname(xgwConfigPath(home)), { recursive: true, mode: 0o700 });
+    writeFileSync(xgwConfigPath(home), DEFAULT_XGW_CONFIG, { flag: 'wx' });
+  }
+  loadXgwConfig(home);
+  loadNotifierConfig(home);
+  const model = defaultModel(home, env);
+
+  const agents = Object.keys(SYSTEM_AGENTS);
+  const created = agents.filter((id) => !existsSync(agentDir(home, id).config));
+  for (const id of created) initAgent(home, id);
+  for (const id of agents) startAgent(home, id);
+
+  const started: DaemonName[] = [];
+  const [notifier, xgw] = await Promise.all([
+    daemonHolder(home, 'notifier') ?? startDaemon(home, env).then((result) => (started.push('notifier'), result)),
+    daemonHolder(home, 'xgw') ? gatewayStatus(home) : startGateway(home, env).then((status) => (started.push('xgw'), status)),
+  ]);
+  return { home, started, created, agents, notifier: { pid: notifier.pid }, xgw, model };
+}
+
+/** `theclaw down`: stops the daemons. Agents stay started: their messages wait for the next `up`. */
+export async function down(home: string): Promise<DaemonName[]> {
+  const daemons: DaemonName[] = ['notifier', 'xgw'];
+  const wasRunning = await Promise.all(daemons.map((name) => stopDaemonProcess(home, name)));
+  return daemons.filter((_, index) => wasRunning[index]);
+}

@@ -1,0 +1,235 @@
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { checkConfig } from '../xgw/config.js';
+import { XgwConfigSchema } from '../xgw/types.js';
+import { connectWebchat } from '../xgw/channels/webchat-client.js';
+import { createTestHome, runTool, startFakeOpenAI, waitFor, writeFakePaiConfig, type FakeLlmServer, type TestHome } from '../testing/index.js';
+import { parse } from 'yaml';
+import type { DemoResult } from './demo.js';
+import type { Check } from './doctor.js';
+import { doctor } from './doctor.js';
+import type { SystemStatus } from './status.js';
+import { DEFAULT_XGW_CONFIG, type UpResult } from './system.js';
+
+/**
+ * `theclaw` against the real system: the built CLIs as processes in a temp THECLAW_HOME, the
+ * daemons they start, and the web chat reached the way a browser reaches it.
+ */
+
+const PROVIDER_KEYS = ['OPENAI_API_KEY', 'ANTHROPIC_API_KEY', 'GEMINI_API_KEY', 'MISTRAL_API_KEY', 'GROQ_API_KEY', 'OPENROUTER_API_KEY', 'XAI_API_KEY', 'DEEPSEEK_API_KEY', 'PAI_MOCK_SCRIPT'];
+
+let t: TestHome | undefined;
+let llm: FakeLlmServer | undefined;
+let blocker: Server | undefined;
+
+afterEach(async () => {
+  if (t) await runTool('theclaw', ['down'], t.env);
+  t?.cleanup();
+  t = undefined;
+  await llm?.close();
+  llm = undefined;
+  blocker?.close();
+  blocker = undefined;
+});
+
+/** A home with no provider key in the environment, and a web chat on a free port. */
+function home(options: { webchatPort?: number } = {}): TestHome {
+  t = createTestHome();
+  for (const key of PROVIDER_KEYS) delete t.env[key];
+  mkdirSync(join(t.home, 'xgw'), { recursive: true });
+  writeFileSync(
+    join(t.home, 'xgw', 'config.yaml'),
+    `channels:\n  - { id: webchat:main, type: webchat, port: ${options.webchatPort ?? 0}, access: open }\n  - { id: terminal:local, type: terminal, access: open }\nroutes:\n  - { channel: "*", peer: "*", agent: admin }\n`,
+  );
+  return t;
+}
+
+async function theclaw(args: string[], env = t!.env) {
+  return runTool('theclaw', args, env);
+}
+
+async function statusOf(): Promise<SystemStatus> {
+  const result = await theclaw(['status', '--json']);
+  expect(result.code, result.stderr).toBe(0);
+  return JSON.parse(result.stdout) as SystemStatus;
+}
+
+describe('theclaw demo', () => {
+  it('runs the whole system in a temporary home: one web chat message, its reply, every event it produced, then stops and cleans up', async () => {
+    const env = { ...process.env };
+    for (const key of PROVIDER_KEYS) delete env[key];
+    const result = await runTool('theclaw', ['demo', '--json'], env);
+    expect(result.code, result.stderr).toBe(0);
+    const demo = JSON.parse(result.stdout) as DemoResult;
+    expect(demo.reply).toMatch(/^\[offline mock\] Hello from admin/);
+    const [inbox, thread] = demo.threads;
+    expect(inbox!.path).toBe('agents/admin/inbox');
+    expect(inbox!.events.map((e) => e.summary)).toEqual(['Hello! What can you do?']);
+    expect(inbox!.events[0]!.source).toMatch(/^external:webchat:main:dm:/);
+    // inbox → thread → toolcall/usage records → the reply, delivered
+    expect(thread!.events.map((e) => (e.subtype ? `${e.type}/${e.subtype}` : e.type))).toEqual(['message', 'record/usage', 'record/toolcall', 'record/usage', 'message']);
+    expect(thread!.events[2]!.summary).toMatch(/^uname -sr → exit 0: Linux/);
+    expect(thread!.events[4]!.summary).toBe(demo.reply.slice(0, 159) + (demo.reply.length > 160 ? '…' : demo.reply.slice(159)));
+    expect(demo.delivered).toEqual({ event_id: thread!.events[4]!.id, channel: 'webchat:main', thread: thread!.path });
+    expect(existsSync(demo.home)).toBe(false);
+
+    const text = await runTool('theclaw', ['demo'], env);
+    expect(text.code, text.stderr).toBe(0);
+    expect(text.stdout).toContain('admin → you: [offline mock] Hello from admin');
+    expect(text.stdout).toMatch(/#3 {2}record\/toolcall +self +uname -sr → exit 0/);
+    expect(text.stdout).toContain('(acknowledged by agent deliver)');
+  });
+});
+
+describe('theclaw up, status, down', () => {
+  it('starts the daemons and the system agents, routes the web chat to admin, says it is offline, and stops what it started', async () => {
+    home();
+    const first = await theclaw(['up']);
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stderr).toMatch(/^Notice: no provider key found: agents answer with the offline mock model .* - set OPENAI_API_KEY/m);
+    expect(first.stdout).toMatch(/notifier {2}started \(pid \d+\)/);
+    expect(first.stdout).toMatch(/agents {4}admin, warden, maintainer, evolver \(created admin, warden, maintainer, evolver\)/);
+    expect(first.stdout).toMatch(/web chat {2}http:\/\/127\.0\.0\.1:\d+\/\?token=[0-9a-f]+/);
+    expect(first.stdout).toContain('terminal  agent chat admin');
+    expect(first.stdout).toContain('mock/echo (offline: no provider key)');
+    for (const name of ['notifier', 'xgw']) expect(existsSync(join(t!.home, 'run', `${name}.pid`))).toBe(true);
+
+    // Again: nothing is started twice, and the offline notice is said on every start.
+    const second = await theclaw(['up', '--json']);
+    expect(second.code, second.stderr).toBe(0);
+    expect(second.stderr).toContain('Notice: no provider key found');
+    const again = JSON.parse(second.stdout) as UpResult;
+    expect(again.started).toEqual([]);
+    expect(again.created).toEqual([]);
+
+    const url = again.xgw.channels.find((c) => c.id === 'webchat:main')!.url!;
+    const client = await connectWebchat(url);
+    try {
+      await client.send('are you there?');
+      expect((await client.nextReply(AbortSignal.timeout(20_000))).text).toBe('[offline mock] You said: are you there?');
+    } finally {
+      client.close();
+    }
+
+    const status = await statusOf();
+    expect(status.components.map((c) => [c.name, c.running])).toEqual([['notifier', true], ['xgw', true]]);
+    for (const component of status.components) {
+      expect(component.pid).toBeGreaterThan(0);
+      expect(component.rss_bytes).toBeGreaterThan(10_000_000);
+      expect(component.uptime_seconds).toBeGreaterThanOrEqual(0);
+    }
+    expect(status.agents.map((a) => [a.id, a.started])).toEqual([['admin', true], ['evolver', true], ['maintainer', true], ['warden', true]]);
+    expect(status.model).toEqual({ provider: 'mock', model: 'echo', offline: true });
+    await waitFor(async () => (await statusOf()).agents.find((a) => a.id === 'admin')!.undelivered === 0, 'the reply to be acknowledged');
+    const admin = (await statusOf()).agents.find((a) => a.id === 'admin')!;
+    expect(admin).toMatchObject({ pending: 0, threads: 1 });
+    expect(admin.last_activity).not.toBeNull();
+
+    const text = await theclaw(['status']);
+    expect(text.stdout).toMatch(/^notifier +running {2}pid \d+ {2}up \d+s {2}\d+ MB$/m);
+    expect(text.stdout).toMatch(/^ {2}webchat:main: running {2}http/m);
+    expect(text.stdout).toMatch(/^ {2}admin +started {2}pending 0 {2}undelivered 0/m);
+    expect(text.stdout).toContain('queues: nothing waiting');
+
+    const down = await theclaw(['down', '--json']);
+    expect(JSON.parse(down.stdout)).toEqual({ stopped: ['notifier', 'xgw'] });
+    const stopped = await statusOf();
+    expect(stopped.components.map((c) => c.running)).toEqual([false, false]);
+    expect((await theclaw(['down'])).stdout).toBe('nothing was running\n');
+  });
+
+  it('uses a provider from the environment or the config instead of the mock, and then says nothing of the mock', async () => {
+    home();
+    const withKey = await theclaw(['status', '--json'], { ...t!.env, OPENAI_API_KEY: 'sk-test-not-used' });
+    expect((JSON.parse(withKey.stdout) as SystemStatus).model).toEqual({ provider: 'openai', model: 'gpt-4o-mini', offline: false });
+
+    // An OpenAI-compatible server (Ollama, vLLM) in pai's config: the agents answer through it.
+    llm = await startFakeOpenAI({ defaultStep: { kind: 'text', text: 'from the configured server' } });
+    writeFakePaiConfig(t!.home, llm);
+    const up = await theclaw(['up', '--json']);
+    expect(up.code, up.stderr).toBe(0);
+    expect(up.stderr).not.toContain('mock');
+    const result = JSON.parse(up.stdout) as UpResult;
+    expect(result.model).toEqual({ provider: 'fake', model: 'm1', offline: false });
+    const client = await connectWebchat(result.xgw.channels.find((c) => c.id === 'webchat:main')!.url!);
+    try {
+      await client.send('hello');
+      expect((await client.nextReply(AbortSignal.timeout(20_000))).text).toBe('from the configured server');
+    } finally {
+      client.close();
+    }
+    expect(llm.requests.length).toBeGreaterThan(0);
+  });
+
+  it('refuses to start anything when a config is broken, naming the file and what to fix', async () => {
+    home();
+    writeFileSync(join(t!.home, 'xgw', 'config.yaml'), 'channels:\n  - { id: webchat:main, type: webchat, port: 0, host: 0.0.0.0 }\nroutes: []\n');
+    const result = await theclaw(['up']);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/^Error: invalid .*xgw\/config\.yaml: .*host.* - /m);
+    expect(existsSync(join(t!.home, 'run', 'notifier.pid'))).toBe(false);
+    expect(existsSync(join(t!.home, 'agents'))).toBe(false);
+  });
+
+  it('writes a default gateway config that passes every check: the web chat on loopback and the terminal, routed to admin', () => {
+    const config = XgwConfigSchema.parse(parse(DEFAULT_XGW_CONFIG));
+    expect(checkConfig(config)).toEqual([]);
+    expect(config.channels.map((c) => c.id)).toEqual(['webchat:main', 'terminal:local']);
+    expect(config.channels[0]).toMatchObject({ host: '127.0.0.1', port: 18790 });
+    expect(config.routes).toEqual([{ channel: '*', peer: '*', agent: 'admin' }]);
+  });
+});
+
+describe('theclaw doctor', () => {
+  const byName = (checks: Check[], name: Check['name']) => checks.filter((check) => check.name === name);
+
+  it('on a machine where nothing was set up: says the data directory is missing and how to create it, and exits 0', async () => {
+    t = createTestHome();
+    const env = { ...t.env, THECLAW_HOME: join(t.home, 'not-yet') };
+    const result = await runTool('theclaw', ['doctor', '--json'], env);
+    expect(result.code, result.stderr).toBe(0);
+    const { ok, checks } = JSON.parse(result.stdout) as { ok: boolean; checks: Check[] };
+    expect(ok).toBe(true);
+    expect(checks.map((c) => [c.name, c.status])).toEqual([['node', 'ok'], ['data directory', 'warn']]);
+    expect(checks[1]!.fix).toBe('theclaw up creates it');
+  });
+
+  it('finds a taken port, a broken config, stale locks, a missing key and old pending events, each with its fix; a failure exits 1', async () => {
+    blocker = createServer();
+    await new Promise<void>((resolve) => blocker!.listen(0, '127.0.0.1', resolve));
+    const port = (blocker.address() as { port: number }).port;
+    home({ webchatPort: port });
+    const up = await theclaw(['up']);
+    expect(up.code, up.stderr).toBe(0); // the rest runs without the web chat, which cannot take its port
+    expect(up.stderr).toMatch(/^Warning: channel webchat:main is not running \(.*the port is in use.*\) - theclaw doctor says how to fix it$/m);
+    await theclaw(['down']);
+    // A lock left by a process that died, and an inbox message of a stopped agent.
+    writeFileSync(join(t!.home, 'run', 'xgw.pid'), JSON.stringify({ pid: 999_999, start: 1, acquired_at: '2026-01-01T00:00:00Z' }));
+    expect((await runTool('agent', ['stop', 'warden'], t!.env)).code).toBe(0);
+    expect((await runTool('agent', ['send', 'warden', '--text', 'check the disks'], t!.env)).code).toBe(0);
+    mkdirSync(join(t!.home, 'pai'), { recursive: true });
+    writeFileSync(join(t!.home, 'pai', 'config.yaml'), 'default: openai/gpt-4o-mini\n');
+
+    const result = await theclaw(['doctor']);
+    expect(result.code).toBe(1);
+    expect(result.stdout).toMatch(new RegExp(`^FAIL {2}ports: webchat:main: port ${port} on 127\\.0\\.0\\.1 is taken by another program\\n {6}fix: stop that program, or set another port`, 'm'));
+    expect(result.stdout).toMatch(/^FAIL {2}providers: the default model openai\/gpt-4o-mini has no key\n {6}fix: export OPENAI_API_KEY=\.\.\./m);
+    expect(result.stdout).toMatch(/^warn {2}locks: held by processes that died: run\/xgw\.pid\n {6}fix: /m);
+    expect(result.stdout).toMatch(/^warn {2}daemons: notifier and xgw are not running/m);
+    expect(result.stderr).toMatch(/^Error: 2 check\(s\) failed: providers, ports - apply the fixes listed above/m);
+
+    // A minute later the stopped agent's message is reported, with the command that starts it.
+    const later = await doctor(t!.home, t!.env, Date.now() + 61_000);
+    expect(byName(later, 'pending')).toEqual([
+      { name: 'pending', status: 'warn', detail: 'events waiting more than a minute: 1 in the inbox of warden, which is stopped', fix: 'agent start warden' },
+    ]);
+    const now = await doctor(t!.home, t!.env);
+    expect(byName(now, 'config')).toEqual([expect.objectContaining({ status: 'ok' })]);
+
+    writeFileSync(join(t!.home, 'notifier', 'config.yaml'), 'sweep_interval_seconds: soon\n');
+    const broken = await doctor(t!.home, t!.env);
+    expect(byName(broken, 'config')).toEqual([expect.objectContaining({ status: 'fail', detail: expect.stringMatching(/^notifier: .*sweep_interval_seconds/) })]);
+  });
+});

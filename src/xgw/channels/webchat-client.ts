@@ -1,0 +1,76 @@
+import { randomBytes } from 'node:crypto';
+import WebSocket from 'ws';
+import { ClawError } from '../../core/errors.js';
+import type { MailboxEntry } from '../state.js';
+import type { ServerMessage } from './webchat.js';
+
+/**
+ * A program talking to the web chat the way its page does: trade the URL's token for the cookie,
+ * take a peer cookie, open `/ws` with the page's Origin. `theclaw demo` sends its message through
+ * it, so the demo crosses the same door a browser does.
+ */
+export interface WebchatClient {
+  /** Sends a message; resolves when the server acknowledged it (it is in the agent's inbox). */
+  send(text: string, signal?: AbortSignal): Promise<void>;
+  /** The next message of the agent (not the peer's own, not a system notice). */
+  nextReply(signal?: AbortSignal): Promise<MailboxEntry>;
+  close(): void;
+}
+
+export async function connectWebchat(url: string, signal?: AbortSignal): Promise<WebchatClient> {
+  const page = new URL(url);
+  const token = page.searchParams.get('token');
+  if (!token) throw new ClawError('invalid', `the web chat URL ${page.origin} has no token`, { suggestion: 'use the URL that xgw status prints' });
+  const tokenCookie = `xgw_token_${page.port}=${token}`;
+  const peerCookie = `xgw_peer_${page.port}=${randomBytes(16).toString('hex')}`;
+  const ws = new WebSocket(`ws://${page.host}/ws`, { headers: { Cookie: `${tokenCookie}; ${peerCookie}` }, origin: page.origin });
+  const queue: ServerMessage[] = [];
+  const waiters: (() => void)[] = [];
+  let closed: Error | undefined;
+  const wake = () => waiters.splice(0).forEach((resolve) => resolve());
+  ws.on('message', (data) => {
+    queue.push(JSON.parse(String(data)) as ServerMessage);
+    wake();
+  });
+  ws.on('close', () => {
+    closed = new ClawError('io', 'the web chat closed the connection', { suggestion: 'see the xgw log' });
+    wake();
+  });
+  await new Promise<void>((resolve, reject) => {
+    ws.once('unexpected-response', (_request, response) =>
+      reject(new ClawError('io', `the web chat refused the connection (HTTP ${response.statusCode})`, { suggestion: 'use the URL with the token that xgw status prints' })),
+    );
+    ws.once('error', (error) => reject(new ClawError('io', `cannot reach the web chat at ${page.origin}: ${error.message}`, { suggestion: 'is xgw running? see xgw status' })));
+    ws.once('open', () => resolve());
+    signal?.addEventListener('abort', () => ws.terminate(), { once: true });
+  });
+
+  /** Takes the first queued message that `pick` accepts, waiting for one. */
+  const take = async <T>(pick: (message: ServerMessage) => T | undefined, signal?: AbortSignal): Promise<T> => {
+    for (;;) {
+      signal?.throwIfAborted();
+      const index = queue.findIndex((message) => pick(message) !== undefined);
+      if (index >= 0) return pick(queue.splice(index, 1)[0]!)!;
+      if (closed) throw closed;
+      await new Promise<void>((resolve) => {
+        waiters.push(resolve);
+        signal?.addEventListener('abort', () => resolve(), { once: true });
+      });
+    }
+  };
+
+  return {
+    async send(text, signal) {
+      const id = randomBytes(8).toString('hex');
+      ws.send(JSON.stringify({ type: 'message', id, text }));
+      const answer = await take((m) => ((m.type === 'ack' || m.type === 'error') && 'id' in m && m.id === id ? m : undefined), signal);
+      if (answer.type === 'error') throw new ClawError('invalid', `the web chat refused the message: ${answer.text}`, { suggestion: 'see the xgw log' });
+    },
+    nextReply(signal) {
+      return take((m) => (m.type === 'message' && m.message.role === 'agent' ? m.message : undefined), signal);
+    },
+    close() {
+      ws.close();
+    },
+  };
+}

@@ -1,0 +1,53 @@
+import { daemonHolder, startDaemonProcess } from '../core/daemon.js';
+import { readWebchatToken, webchatUrl } from './channels/webchat-token.js';
+import { askXgw } from './client.js';
+import { loadXgwConfig } from './config.js';
+import type { XgwStatus } from './protocol.js';
+import { GatewayState } from './state.js';
+
+/** How long starting waits for the channels' first start attempts (each is capped at 5 s). */
+const START_WAIT_MS = 8_000;
+
+/**
+ * Starts the gateway daemon and returns its status once every channel has made its first start
+ * attempt, so that what is printed (a web chat URL, a channel that failed) is already true.
+ */
+export async function startGateway(home: string, env: NodeJS.ProcessEnv = process.env): Promise<XgwStatus> {
+  loadXgwConfig(home); // precise config errors here, not in a log
+  await startDaemonProcess(home, 'xgw', env);
+  // The socket answers before channels are up: wait for their first start attempts.
+  return askXgw<XgwStatus>(home, { op: 'status', wait_ms: START_WAIT_MS }, START_WAIT_MS + 5_000);
+}
+
+/** The running gateway's status, or what the config and stored state say when it is not running. */
+export async function gatewayStatus(home: string): Promise<XgwStatus> {
+  try {
+    return await askXgw<XgwStatus>(home, { op: 'status' });
+  } catch (error) {
+    if (daemonHolder(home, 'xgw')) throw error; // running, but not answering
+    return offlineStatus(home);
+  }
+}
+
+function offlineStatus(home: string): XgwStatus {
+  const config = loadXgwConfig(home);
+  const state = new GatewayState(home);
+  try {
+    return {
+      running: false,
+      pid: null,
+      started_at: null,
+      uptime_seconds: null,
+      channels: config.channels.map((channel) => {
+        // A web chat on port 0 gets its port when it starts: there is no URL to show before.
+        const token = channel.type === 'webchat' && channel.port !== 0 ? readWebchatToken(home, channel.id) : undefined;
+        const url = token && channel.type === 'webchat' ? webchatUrl(channel.host, channel.port, token) : undefined;
+        return { id: channel.id, type: channel.type, state: 'stopped' as const, ...(url ? { url } : {}) };
+      }),
+      routes: config.routes,
+      pending_pairings: state.pendingPairings().length,
+    };
+  } finally {
+    state.close();
+  }
+}
