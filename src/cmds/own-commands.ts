@@ -1,5 +1,6 @@
 import type { Argument, Command, Option } from 'commander';
 import { examplesOf } from '../core/cli.js';
+import { visibleSubcommands } from '../core/reference.js';
 import type { OwnCommand } from './types.js';
 
 /** Builds a tool's commander program without running it. */
@@ -30,7 +31,7 @@ export async function loadOwnCommands(factories: readonly ProgramFactory[] = THE
 export function indexProgram(program: Command): OwnCommand[] {
   const entries: OwnCommand[] = [];
   const walk = (command: Command, path: string): void => {
-    const children = command.commands.filter((child) => !isHidden(child));
+    const children = visibleSubcommands(command);
     entries.push({
       name: path,
       kind: 'theclaw',
@@ -82,11 +83,6 @@ function argumentName(argument: Argument): string {
 
 function visibleOptions(command: Command): readonly Option[] {
   return command.options.filter((option) => !option.hidden);
-}
-
-// Commander keeps `hidden` private; `.command(name, { hidden: true })` sets it.
-function isHidden(command: Command): boolean {
-  return (command as unknown as { _hidden?: boolean })._hidden === true;
 }
 
 function oneLine(text: string | undefined): string {

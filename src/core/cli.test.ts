@@ -153,7 +153,22 @@ describe('runCli', () => {
     expect(process.exitCode).toBeUndefined();
     expect(stdout).toContain('Usage: tool');
     expect(stdout).toContain('get');
+    expect(stdout).toMatch(/-h, --help +display help \(--verbose: with all subcommands\)\n/);
     expect(stderr).toBe('');
+  });
+
+  it('prints the reference of every command for --help --verbose, without an exit code', async () => {
+    await run('--help', '--verbose');
+    expect(process.exitCode).toBeUndefined();
+    expect(stderr).toBe('');
+    expect(stdout.match(/^#+ .+$/gm)).toEqual(['# tool', '## tool get', '## tool fail']);
+  });
+
+  it("prints only a subcommand's reference for <command> --help --verbose, whatever flags come with it", async () => {
+    await run('get', '--bogus', '--verbose', '-h');
+    expect(process.exitCode).toBeUndefined();
+    expect(stdout).toMatch(/^# tool get\n\n```text\nUsage: tool get \[options\] <id>\n/);
+    expect(stdout).not.toContain('## ');
   });
 });
 

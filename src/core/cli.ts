@@ -1,5 +1,6 @@
 import { Command, CommanderError, Option } from 'commander';
 import { errorToJson, exitCodeOf, formatError, usageError } from './errors.js';
+import { isReferenceRequest, renderReference, requestedCommand } from './reference.js';
 import { createRedactor } from './secrets.js';
 
 /**
@@ -11,6 +12,8 @@ export function createProgram(name: string, description: string): Command {
   return new Command(name)
     .description(description)
     .showHelpAfterError(false)
+    // Set before any subcommand exists, so that every subcommand inherits it.
+    .helpOption('-h, --help', 'display help (--verbose: with all subcommands)')
     .exitOverride()
     .configureOutput({
       // Commander's own error line is replaced by ours in runCli.
@@ -24,6 +27,12 @@ export function createProgram(name: string, description: string): Command {
  */
 export async function runCli(program: Command, argv: string[] = process.argv): Promise<void> {
   process.stdout.on('error', ignoreBrokenPipe);
+  // Answered before commander parses, since commander's help shows one command only.
+  const args = argv.slice(2);
+  if (isReferenceRequest(args)) {
+    process.stdout.write(renderReference(requestedCommand(program, args)));
+    return;
+  }
   const json = argv.includes('--json');
   try {
     await program.parseAsync(argv);

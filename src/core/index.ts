@@ -12,6 +12,7 @@ export * from './secrets.js';
 export * from './slug.js';
 export * from './ipc.js';
 export * from './package.js';
+export * from './reference.js';
 export * from './validate.js';
 export * from './sqlite.js';
 export * from './retry.js';

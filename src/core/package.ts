@@ -23,3 +23,9 @@ export function packageRoot(): string {
 export function cliPath(tool: string): string {
   return join(packageRoot(), 'dist', tool, 'cli.js');
 }
+
+/** The tools package.json installs as commands (its `bin`), in its order. */
+export function binNames(): string[] {
+  const manifest = JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { bin?: Record<string, string> };
+  return Object.keys(manifest.bin ?? {});
+}

@@ -1,0 +1,38 @@
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { indexProgram, THECLAW_PROGRAMS } from '../cmds/own-commands.js';
+import { binNames } from './package.js';
+import { renderUsage, usagePath } from './usage.js';
+
+// Another HOME and THECLAW_HOME than `npm run usage` had: the reference must not depend on them.
+const root = mkdtempSync(join(tmpdir(), 'theclaw-usage-'));
+const home = join(root, 'home');
+mkdirSync(home);
+const env = { ...process.env, HOME: home, THECLAW_HOME: join(root, 'claw') };
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+function checkedIn(tool: string): string {
+  return existsSync(usagePath(tool)) ? readFileSync(usagePath(tool), 'utf8') : '';
+}
+
+describe.each(binNames())('%s USAGE.md', (tool) => {
+  it('is what the built CLI prints for --help --verbose, which exits 0 and writes nothing', () => {
+    const rendered = renderUsage(tool, env); // throws unless the CLI exits 0
+    expect(existsSync(env.THECLAW_HOME), 'THECLAW_HOME was created').toBe(false);
+    expect(readdirSync(home), 'files were written to HOME').toEqual([]);
+    expect(checkedIn(tool), `USAGE.md of ${tool} is stale - run npm run usage`).toBe(rendered);
+  });
+
+  it('has a section for every command the program defines', async () => {
+    const programs = await Promise.all(THECLAW_PROGRAMS.map((factory) => factory()));
+    const program = programs.find((candidate) => candidate.name() === tool);
+    expect(program, `${tool} has no program in THECLAW_PROGRAMS - add its factory to src/cmds/own-commands.ts`).toBeDefined();
+    const headings = new Set(checkedIn(tool).match(/^#{1,2} .+$/gm)?.map((line) => line.replace(/^#+ /, '')));
+    const missing = indexProgram(program!)
+      .map((entry) => entry.name)
+      .filter((name) => !headings.has(name));
+    expect(missing, `USAGE.md of ${tool} is stale - run npm run usage`).toEqual([]);
+  });
+});
