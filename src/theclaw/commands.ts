@@ -2,7 +2,7 @@ import { printJson, printLines } from '../core/cli.js';
 import { ClawError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
 import type { Check } from './doctor.js';
-import type { SystemStatus } from './status.js';
+import type { StatusDetails, SystemStatus } from './status.js';
 import type { ModelChoice } from './system.js';
 
 interface Json {
@@ -39,10 +39,13 @@ export async function down(options: Json): Promise<void> {
   printLines([stopped.length ? `stopped ${stopped.join(' and ')}` : 'nothing was running']);
 }
 
-export async function status(options: Json): Promise<void> {
-  const status = await (await import('./status.js')).systemStatus(resolveHome());
-  if (options.json) return printJson(status);
-  printLines(formatStatus(status));
+export async function status(options: Json & { recent?: number }): Promise<void> {
+  const home = resolveHome();
+  const { systemStatus, statusDetails } = await import('./status.js');
+  const status = await systemStatus(home);
+  const details = options.recent ? statusDetails(home, options.recent) : undefined;
+  if (options.json) return printJson(details ? { ...status, details } : status);
+  printLines([...formatStatus(status), ...(details ? formatDetails(details) : [])]);
 }
 
 export async function doctor(options: Json): Promise<void> {
@@ -96,6 +99,14 @@ function formatStatus(s: SystemStatus): string[] {
     s.queues.length ? `queues: ${s.pending} event(s) waiting` : 'queues: nothing waiting',
     ...s.queues.map((q) => `  ${q.thread} (${q.consumer}): ${q.pending} ${q.state}${q.failures ? `, ${q.failures} failure(s): ${q.last_error ?? ''}` : ''}`),
     `model: ${modelLine(s.model)}`,
+  ];
+}
+
+function formatDetails(d: StatusDetails): string[] {
+  return [
+    d.usage.length ? `usage (last ${d.days} days):` : 'usage: no model calls in the last days',
+    ...d.usage.map((u) => `  ${u.day}  ${u.agent.padEnd(11)} ${u.calls} call(s)  ${u.input_tokens} in + ${u.output_tokens} out tokens  $${u.cost.toFixed(4)}`),
+    ...d.threads.flatMap((t) => [`${t.agent}/${t.thread}:`, ...t.events.map((e) => `  #${e.id}  ${e.created_at}  ${(e.subtype ? `${e.type}/${e.subtype}` : e.type).padEnd(16)} ${e.error ? 'ERROR ' : ''}${e.summary}`)]),
   ];
 }
 

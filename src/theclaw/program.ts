@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { createProgram, jsonOption, withExamples } from '../core/cli.js';
+import { createProgram, jsonOption, positiveInt, withExamples } from '../core/cli.js';
 
 const commands = () => import('./commands.js');
 
@@ -38,9 +38,10 @@ before theclaw up for a real one.`,
     program
       .command('status')
       .description('every component (running, pid, uptime, memory), every agent (pending, last activity, model) and the delivery queues')
+      .option('--recent <n>', "also the newest N events of every agent's threads, and model usage per agent per day (the status page's view)", positiveInt('--recent'))
       .addOption(jsonOption())
       .action(async (options) => (await commands()).status(options)),
-    ['theclaw status', 'theclaw status --json'],
+    ['theclaw status', 'theclaw status --json', 'theclaw status --recent 5'],
   );
   withExamples(
     program

@@ -77,8 +77,9 @@ export interface UsageDay {
 
 export interface StatusDetails {
   threads: ThreadActivity[];
-  /** The last `USAGE_DAYS` days, newest first. */
+  /** Days with usage among the last `days`, newest first. */
   usage: UsageDay[];
+  days: number;
 }
 
 export const USAGE_DAYS = 7;
@@ -155,7 +156,7 @@ export function statusDetails(home: string, recent: number, now = new Date()): S
   }
   const newestFirst = (a: { at: string }, b: { at: string }) => (a.at < b.at ? 1 : a.at > b.at ? -1 : 0);
   threads.sort((a, b) => newestFirst({ at: a.events[0]!.created_at }, { at: b.events[0]!.created_at }));
-  return { threads, usage: [...usage.values()].sort((a, b) => (a.day === b.day ? a.agent.localeCompare(b.agent) : newestFirst({ at: a.day }, { at: b.day }))) };
+  return { threads, days: USAGE_DAYS, usage: [...usage.values()].sort((a, b) => (a.day === b.day ? a.agent.localeCompare(b.agent) : newestFirst({ at: a.day }, { at: b.day }))) };
 }
 
 export function eventLine(event: ThreadEvent): EventLine {

@@ -8,6 +8,7 @@ import { loadXgwConfig } from './config.js';
 import { Gateway } from './gateway.js';
 import { noticeFor } from './notices.js';
 import { GatewayState } from './state.js';
+import { createSystemStatusSource } from './system-status.js';
 import type { XgwRequest, XgwStatus } from './protocol.js';
 import type { ChannelAdapter } from './types.js';
 
@@ -26,7 +27,7 @@ export async function runXgw(home: string, env: NodeJS.ProcessEnv = process.env)
   await runDaemon(home, 'xgw', async () => {
     const logger = createLogger(daemonLogFile(home, 'xgw'), { env });
     const state = new GatewayState(home);
-    const gateway = new Gateway({ home, config, state, logger });
+    const gateway = new Gateway({ home, config, state, logger, systemStatus: createSystemStatusSource(home, env) });
     const startedAt = new Date();
     let channels: ChannelAdapter[];
     try {

@@ -37,6 +37,8 @@ export interface GatewayOptions {
   logger: Logger;
   /** How channels launched with `launchChannel` are kept started (start timeout, retry delays). */
   supervisor?: SupervisorOptions;
+  /** For the web chat's status page; see ChannelContext. */
+  systemStatus?: () => Promise<unknown>;
 }
 
 /**
@@ -64,6 +66,7 @@ export class Gateway {
       state: this.options.state,
       receive: (message) => this.receive(message),
       noticeFor,
+      ...(this.options.systemStatus ? { systemStatus: this.options.systemStatus } : {}),
     };
   }
 

@@ -141,6 +141,8 @@ export interface ChannelContext {
   receive(message: InboundMessage): Promise<InboundOutcome>;
   /** The text to tell a peer about an outcome, or null when nothing is to be said. */
   noticeFor(outcome: InboundOutcome): string | null;
+  /** The whole system's status (`theclaw status --json` with recent events), for the web chat's status page; absent where nothing provides it. */
+  systemStatus?(): Promise<unknown>;
 }
 
 /** How the gateway asks a channel to send. */

@@ -9,6 +9,7 @@ import type { MailboxEntry } from '../state.js';
 import type { ChannelAdapter, ChannelContext, ChannelSendOptions, ChannelStatus, OutboundMessage, WebchatChannelConfig } from '../types.js';
 import { cookie, parseCookies, refuse, safeEqual, unauthorized } from './webchat-http.js';
 import { WEBCHAT_PAGE } from './webchat-page.js';
+import { STATUS_PAGE } from './webchat-status-page.js';
 import { loadWebchatToken, urlHost, webchatUrl } from './webchat-token.js';
 
 /**
@@ -34,6 +35,16 @@ export const MAX_TEXT_BYTES = 64 * 1024;
 // error. JSON escaping can make a frame up to 6x its text.
 const MAX_FRAME_BYTES = 6 * MAX_TEXT_BYTES + 1024;
 const PEER_ID = /^[0-9a-f]{32}$/;
+/** Both pages are self-contained: nothing loads from elsewhere, and nothing may frame them. */
+const PAGE_HEADERS: Readonly<Record<string, string>> = {
+  'Content-Type': 'text/html; charset=utf-8',
+  'Cache-Control': 'no-store',
+  'Content-Security-Policy':
+    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  'X-Content-Type-Options': 'nosniff',
+  'X-Frame-Options': 'DENY',
+  'Referrer-Policy': 'no-referrer',
+};
 /** Both cookies live as long as browsers allow (Chromium caps lifetimes at 400 days). */
 const COOKIE_MAX_AGE_S = 400 * 24 * 60 * 60;
 const PING_INTERVAL_MS = 30_000;
@@ -85,7 +96,7 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
     if (queryToken !== null) {
       if (!hasToken(queryToken)) return unauthorized(res);
       // Trade the token for a cookie and drop it from the URL bar (and from history).
-      res.writeHead(302, { Location: '/', 'Set-Cookie': cookie(tokenCookie(), token, COOKIE_MAX_AGE_S), 'Cache-Control': 'no-store', 'Referrer-Policy': 'no-referrer' });
+      res.writeHead(302, { Location: url.pathname === '/status' ? '/status' : '/', 'Set-Cookie': cookie(tokenCookie(), token, COOKIE_MAX_AGE_S), 'Cache-Control': 'no-store', 'Referrer-Policy': 'no-referrer' });
       return void res.end();
     }
     if (!hasToken(cookies.get(tokenCookie()))) return unauthorized(res);
@@ -97,24 +108,36 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
       res.writeHead(426, { Upgrade: 'websocket', 'Content-Type': 'text/plain; charset=utf-8' });
       return void res.end('This address takes WebSocket connections only\n');
     }
-    if (url.pathname !== '/') {
+    if (url.pathname === '/status.json') return void serveSystemStatus(res);
+    if (url.pathname !== '/' && url.pathname !== '/status') {
       res.writeHead(404, { 'Content-Type': 'text/plain; charset=utf-8' });
       return void res.end('Not found\n');
     }
-    const headers: Record<string, string | string[]> = {
-      'Content-Type': 'text/html; charset=utf-8',
-      'Cache-Control': 'no-store',
-      'Content-Security-Policy':
-        "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-      'X-Content-Type-Options': 'nosniff',
-      'X-Frame-Options': 'DENY',
-      'Referrer-Policy': 'no-referrer',
-    };
+    const headers: Record<string, string | string[]> = { ...PAGE_HEADERS };
+    if (url.pathname === '/status') {
+      res.writeHead(200, headers);
+      return void res.end(STATUS_PAGE);
+    }
     if (!PEER_ID.test(cookies.get(peerCookie()) ?? '')) {
       headers['Set-Cookie'] = cookie(peerCookie(), randomBytes(16).toString('hex'), COOKIE_MAX_AGE_S);
     }
     res.writeHead(200, headers);
     res.end(WEBCHAT_PAGE);
+  }
+
+  async function serveSystemStatus(res: ServerResponse): Promise<void> {
+    const json = (status: number, body: unknown) => {
+      res.writeHead(status, { 'Content-Type': 'application/json; charset=utf-8', 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff' });
+      res.end(JSON.stringify(body));
+    };
+    const source = context?.systemStatus;
+    if (!source) return json(503, { error: 'this gateway has no status source' });
+    try {
+      json(200, await source());
+    } catch (error) {
+      context!.logger.warn(`${config.id}: status page: ${error instanceof Error ? error.message : String(error)}`);
+      json(503, { error: error instanceof Error ? error.message : String(error) });
+    }
   }
 
   function handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
