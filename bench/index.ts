@@ -275,8 +275,46 @@ async function benchPipelineBurst(): Promise<void> {
   }
 }
 
+/**
+ * `theclaw up` on a fresh home (creating the four system agents, starting notifier and xgw, and
+ * waiting for the channels' first start), then the idle footprint of the two daemons, then
+ * `theclaw status` against the running system. No provider key: the mock is the model.
+ */
+async function benchTheclaw(): Promise<void> {
+  const ups: number[] = [];
+  const rss: number[] = [];
+  const statuses: number[] = [];
+  for (let run = 0; run < 5; run++) {
+    const upHome = join(home, `up-${run}`);
+    spawnSync('mkdir', ['-p', join(upHome, 'xgw')]);
+    writeFileSync(join(upHome, 'xgw', 'config.yaml'), 'channels:\n  - { id: webchat:main, type: webchat, port: 0, access: open }\n  - { id: terminal:local, type: terminal, access: open }\nroutes:\n  - { agent: admin }\n');
+    const upEnv: NodeJS.ProcessEnv = { ...process.env, THECLAW_HOME: upHome, OPENAI_API_KEY: '', ANTHROPIC_API_KEY: '' };
+    try {
+      const started = now();
+      const result = spawnSync(process.execPath, [cliPath('theclaw'), 'up', '--json'], { env: upEnv, encoding: 'utf8' });
+      ups.push(now() - started);
+      if (result.status !== 0) throw new Error(`theclaw up failed: ${result.stderr}`);
+      const up = JSON.parse(result.stdout) as { notifier: { pid: number }; xgw: { pid: number } };
+      await new Promise((resolve) => setTimeout(resolve, 2000)); // idle
+      rss.push(rssMb(up.notifier.pid) + rssMb(up.xgw.pid));
+      for (let i = 0; i < 3; i++) {
+        const before = now();
+        const status = spawnSync(process.execPath, [cliPath('theclaw'), 'status'], { env: upEnv, stdio: 'ignore' });
+        statuses.push(now() - before);
+        if (status.status !== 0) throw new Error('theclaw status failed');
+      }
+    } finally {
+      spawnSync(process.execPath, [cliPath('theclaw'), 'down'], { env: upEnv, stdio: 'ignore' });
+    }
+  }
+  record('theclaw up on a fresh home, to ready (4 agents created, notifier and xgw answering, channels started)', median(ups), 'ms', { atMost: 3000 });
+  record('idle notifier + xgw (web chat, terminal): RSS together', median(rss), 'MB', { atMost: 200 });
+  record('theclaw status against the running system, wall', median(statuses), 'ms', { atMost: 300 });
+}
+
 // `BENCH_ONLY=pipeline npm run bench` runs the benchmarks whose name contains the word.
 const benches: [string, () => unknown][] = [
+  ['theclaw', benchTheclaw],
   ['pipeline-latency', benchPipelineLatency],
   ['pipeline-burst', benchPipelineBurst],
   ['xgw', benchXgw],
