@@ -20,7 +20,7 @@ export async function up(options: Json): Promise<void> {
   }
   if (options.json) return printJson(result);
   const daemon = (name: 'notifier' | 'xgw', pid: number | null) => `${result.started.includes(name) ? 'started' : 'running already'} (pid ${pid})`;
-  const webchat = result.xgw.channels.filter((channel) => channel.url).map((channel) => `  web chat  ${channel.url}`);
+  const webchat = result.xgw.channels.flatMap((channel) => (channel.url ? [`  web chat  ${channel.url}`, `  status    ${channel.url.replace('/?token=', '/status?token=')}`] : []));
   const terminal = result.xgw.channels.some((channel) => channel.type === 'terminal') ? ['  terminal  agent chat admin'] : [];
   printLines([
     `TheClaw is up (data: ${result.home})`,

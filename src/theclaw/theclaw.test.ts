@@ -92,6 +92,7 @@ describe('theclaw up, status, down', () => {
     expect(first.stdout).toMatch(/notifier {2}started \(pid \d+\)/);
     expect(first.stdout).toMatch(/agents {4}admin, warden, maintainer, evolver \(created admin, warden, maintainer, evolver\)/);
     expect(first.stdout).toMatch(/web chat {2}http:\/\/127\.0\.0\.1:\d+\/\?token=[0-9a-f]+/);
+    expect(first.stdout).toMatch(/status {4}http:\/\/127\.0\.0\.1:\d+\/status\?token=[0-9a-f]+/);
     expect(first.stdout).toContain('terminal  agent chat admin');
     expect(first.stdout).toContain('mock/echo (offline: no provider key)');
     for (const name of ['notifier', 'xgw']) expect(existsSync(join(t!.home, 'run', `${name}.pid`))).toBe(true);
