@@ -8,6 +8,7 @@ import { resolveHome } from '../core/home.js';
 import { createLogger } from '../core/logger.js';
 import { parseMessageContent, type ReplyContext } from '../core/message.js';
 import { openSqlite } from '../core/sqlite.js';
+import { isStorageError } from '../core/storage-error.js';
 import { openThread, type Thread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
 import type { XgwRequest } from '../xgw/protocol.js';
@@ -55,6 +56,13 @@ export async function deliverReplies(options: DeliverOptions): Promise<DeliverSu
         summary.delivered++;
       } catch (error) {
         const message = error instanceof Error ? error.message : String(error);
+        if (isStorageError(error)) {
+          // A full or read-only disk (here or the gateway's) is no fault of the reply: it does not
+          // use up an attempt, so waiting for the disk can never make a reply be given up.
+          logger.warn(`deliver: event ${event.id} of ${thread.path} waits for the disk: ${message}`);
+          summary.failed = true;
+          break;
+        }
         const count = attempts.fail(thread.path, event.id, message);
         const limit = maxAttempts();
         if (count < limit && !isClawError(error, 'invalid')) {

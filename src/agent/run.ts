@@ -1,10 +1,11 @@
-import { existsSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { parseAddress } from '../core/address.js';
 import { ClawError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
 import { tryLock } from '../core/lock.js';
 import { createLogger, type Logger } from '../core/logger.js';
 import { createRedactor } from '../core/secrets.js';
+import { isStorageError, storageError } from '../core/storage-error.js';
 import { parseMessageContent, type ReplyContext } from '../core/message.js';
 import { chat } from '../pai/chat.js';
 import type { ModelCaller } from '../pai/llm.js';
@@ -246,6 +247,10 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
     logger.info(`run: replied in thread ${route.threadId} to event ${inboundId} (${result.toolRounds} tool rounds, ${result.usage.input}+${result.usage.output} tokens)`);
     return 'replied';
   } catch (error) {
+    // A full or read-only disk is no answer: the message stays unacknowledged and is answered on
+    // the run after the disk recovers (the error record could not be written anyway, or would
+    // consume the message for good if it could).
+    if (isStorageError(error)) throw error;
     // Unrecoverable (or retried in vain): recorded in the thread, and the batch goes on.
     record(
       'error',
@@ -387,8 +392,13 @@ function openConversation(turn: TurnSettings, open: Map<string, Thread>, route: 
 
 function writeSession(file: string, lines: readonly object[]): void {
   const temp = `${file}.${process.pid}.tmp`;
-  writeFileSync(temp, lines.map((line) => JSON.stringify(line) + '\n').join(''));
-  renameSync(temp, file);
+  try {
+    writeFileSync(temp, lines.map((line) => JSON.stringify(line) + '\n').join(''));
+    renameSync(temp, file);
+  } catch (error) {
+    rmSync(temp, { force: true });
+    throw storageError(error, file) ?? error;
+  }
 }
 
 /**

@@ -2,6 +2,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { errorToJson, exitCodeOf, formatError, usageError } from './errors.js';
 import { isReferenceRequest, renderReference, requestedCommand } from './reference.js';
 import { createRedactor } from './secrets.js';
+import { storageError } from './storage-error.js';
 
 /**
  * The one place where a CLI turns results and errors into output and exit codes. Every tool's
@@ -52,7 +53,9 @@ export async function runCli(program: Command, argv: string[] = process.argv): P
   }
 }
 
-function reportError(error: unknown, json: boolean): void {
+function reportError(raw: unknown, json: boolean): void {
+  // A full or read-only disk reads the same from every tool, whichever module met it.
+  const error = storageError(raw) ?? raw;
   // Upstream messages can quote what was sent (a provider echoing part of a key): never print a secret.
   const redact = createRedactor();
   if (json) process.stdout.write(redact(JSON.stringify(errorToJson(error))) + '\n');

@@ -14,6 +14,10 @@ export type ErrorKind =
   | 'invalid'
   /** The file system or another local resource failed. */
   | 'io'
+  /** The disk holding the data is full (see storage-error.ts). */
+  | 'disk_full'
+  /** The data directory cannot be written: a read-only file system, or no permission. */
+  | 'read_only'
   /** A remote service failed (LLM provider, chat platform). */
   | 'upstream'
   | 'timeout'

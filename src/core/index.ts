@@ -2,6 +2,7 @@ export * from './address.js';
 export * from './cli.js';
 export * from './command.js';
 export * from './errors.js';
+export * from './storage-error.js';
 export * from './home.js';
 export * from './lock.js';
 export * from './logger.js';

@@ -2,6 +2,7 @@ import { chmodSync, mkdirSync, unlinkSync } from 'node:fs';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { dirname } from 'node:path';
 import { ClawError, errnoCode, errorToJson } from './errors.js';
+import { storageError } from './storage-error.js';
 
 /**
  * The daemons' local control sockets: one JSON request per connection, one JSON response line
@@ -63,9 +64,10 @@ async function respond(socket: Socket, line: string, handle: Handler): Promise<v
     const result = await handle(JSON.parse(line));
     if (result instanceof SocketStream) return openStream(socket, result);
     reply = { ok: true, result };
-  } catch (error) {
+  } catch (raw) {
     // errorToJson gives an unexpected error a suggestion too, so that the client's line keeps
     // the `Error: what - how to fix` form.
+    const error = storageError(raw) ?? raw;
     reply = { ok: false, ...errorToJson(error), kind: error instanceof ClawError ? error.kind : 'invalid' };
   }
   if (!socket.destroyed) socket.end(JSON.stringify(reply) + '\n');

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { linkSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { ClawError, errnoCode } from './errors.js';
 import { identify, isAlive, type ProcessIdentity } from './process.js';
+import { withStoragePath } from './storage-error.js';
 
 /** What a lock file holds. */
 export interface LockHolder extends ProcessIdentity {
@@ -31,8 +32,9 @@ export function tryLock(path: string, pid: number = process.pid): LockAttempt {
   const holder: LockHolder = { ...identify(pid), acquired_at: new Date().toISOString() };
   const content = JSON.stringify({ ...holder, nonce: randomBytes(6).toString('hex') });
   const temp = `${path}.${pid}.${randomBytes(4).toString('hex')}.tmp`;
-  writeFileSync(temp, content, { mode: 0o600 });
   try {
+    // Inside the try: a write that fails (a full disk) leaves no temp file behind either.
+    withStoragePath(path, () => writeFileSync(temp, content, { mode: 0o600 }));
     for (let attempt = 0; attempt < 20; attempt++) {
       try {
         linkSync(temp, path);

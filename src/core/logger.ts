@@ -2,6 +2,7 @@ import { dirname } from 'node:path';
 import { ensureDir } from './home.js';
 import { RotatingFile, type RotatingFileOptions } from './rotating-file.js';
 import { createRedactor } from './secrets.js';
+import { storageError } from './storage-error.js';
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 
@@ -25,7 +26,8 @@ export interface LoggerOptions extends RotatingFileOptions {
  * A component's log: `[ISO8601] [LEVEL] message`, one file per component, rotated past 10,000
  * lines. A multi-line message becomes several lines with the same prefix, so every line of the
  * file can be grepped on its own. Logging never throws: a full disk must not turn into a crash
- * of the component whose trouble the log was meant to record.
+ * of the component whose trouble the log was meant to record. A line that cannot be written is
+ * dropped; the first time in a process, stderr says so.
  */
 export function createLogger(path: string, options: LoggerOptions = {}): Logger {
   const file = new RotatingFile(path, options);
@@ -40,8 +42,9 @@ export function createLogger(path: string, options: LoggerOptions = {}): Logger 
     try {
       if (!dirReady) dirReady = Boolean(ensureDir(dirname(path)));
       file.append(lines.map((line) => prefix + line).join('\n') + '\n', lines.length);
-    } catch {
+    } catch (error) {
       // See above: the log is best effort, the component goes on.
+      warnDropped(path, error);
     }
   };
 
@@ -51,6 +54,20 @@ export function createLogger(path: string, options: LoggerOptions = {}): Logger 
     warn: (message) => write('warn', message),
     error: (message) => write('error', message),
   };
+}
+
+let droppedWarned = false;
+
+function warnDropped(path: string, error: unknown): void {
+  if (droppedWarned) return;
+  droppedWarned = true;
+  const reason = storageError(error, path)?.message ?? (error instanceof Error ? error.message : String(error));
+  try {
+    // stderr may be a file on the same full disk (a daemon's): that must not throw either.
+    process.stderr.write(`warning: log lines are dropped: ${reason}\n`);
+  } catch {
+    // nowhere left to say it
+  }
 }
 
 /** A logger that drops everything, for library callers that did not ask for a log. */

@@ -1,4 +1,4 @@
-import { appendFileSync, closeSync, linkSync, openSync, readSync, unlinkSync } from 'node:fs';
+import { closeSync, fstatSync, ftruncateSync, linkSync, openSync, readSync, unlinkSync, writeSync } from 'node:fs';
 import { basename, dirname, extname, join } from 'node:path';
 import { errnoCode } from './errors.js';
 
@@ -14,7 +14,9 @@ export interface RotatingFileOptions {
  * `<name>-<YYYYMMDD-HHmmss><ext>`. Several processes may append to the same file: each append
  * opens the current path, so a process never keeps writing into a file another one rotated, and
  * a rotation never overwrites an earlier one (a second rotation in the same second gets a `-1`
- * suffix). The file is only rotated when it is full, never because a process started.
+ * suffix). The file is only rotated when it is full, never because a process started. An append
+ * is whole or not there: one that fails part-way (a full disk) is cut off again, so the file never
+ * holds half a line.
  */
 export class RotatingFile {
   readonly path: string;
@@ -40,7 +42,7 @@ export class RotatingFile {
         this.lines = 0;
       }
     }
-    appendFileSync(this.path, text);
+    appendWhole(this.path, text);
     this.lines += lineCount;
   }
 
@@ -82,6 +84,32 @@ export class RotatingFile {
       }
       return;
     }
+  }
+}
+
+/**
+ * Appends `text` in as many writes as it takes; when one fails after others wrote a part, the part
+ * is cut off again (a failing write on a full disk has nothing of anyone else's after it).
+ */
+function appendWhole(path: string, text: string): void {
+  const data = Buffer.from(text);
+  const fd = openSync(path, 'a');
+  try {
+    let written = 0;
+    try {
+      while (written < data.length) written += writeSync(fd, data, written, data.length - written);
+    } catch (error) {
+      if (written > 0) {
+        try {
+          ftruncateSync(fd, fstatSync(fd).size - written);
+        } catch {
+          // the error thrown below says what went wrong
+        }
+      }
+      throw error;
+    }
+  } finally {
+    closeSync(fd);
   }
 }
 

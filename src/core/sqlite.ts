@@ -1,5 +1,6 @@
 import Database from 'better-sqlite3';
 import { errnoCode } from './errors.js';
+import { withStoragePath } from './storage-error.js';
 
 const BUSY_TIMEOUT_MS = 10_000;
 
@@ -7,19 +8,22 @@ const BUSY_TIMEOUT_MS = 10_000;
  * Opens a SQLite file the way every tool shares one: several processes at once (pushers,
  * handlers, daemons), so waiting for a lock instead of failing, WAL so readers never block the
  * writer, and `synchronous = NORMAL` (durable at each checkpoint; a power cut can lose the last
- * transactions but never corrupts the file).
+ * transactions but never corrupts the file). A full or read-only disk is a ClawError naming the
+ * file (see storage-error.ts).
  */
 export function openSqlite(file: string): Database.Database {
-  const db = new Database(file);
-  try {
-    db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
-    enableWal(db);
-    db.pragma('synchronous = NORMAL');
-    return db;
-  } catch (error) {
-    db.close();
-    throw error;
-  }
+  return withStoragePath(file, () => {
+    const db = new Database(file);
+    try {
+      db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+      enableWal(db);
+      db.pragma('synchronous = NORMAL');
+      return db;
+    } catch (error) {
+      db.close();
+      throw error;
+    }
+  });
 }
 
 /**

@@ -140,10 +140,14 @@ export class Dispatcher {
 
   private start(thread: Thread, slot: Slot, subscription: ConsumerInfo): void {
     const output = new OutputFile(this.options.outputDir, 'handler');
-    const result = startHandler(thread, subscription, {
-      home: this.options.home,
-      stdio: ['ignore', output.fd, output.fd],
-    });
+    let result: ReturnType<typeof startHandler>;
+    try {
+      result = startHandler(thread, subscription, { home: this.options.home, stdio: ['ignore', output.fd, output.fd] });
+    } catch (error) {
+      // The thread cannot be written (a full disk): no run, and no output file left open.
+      output.readAndRemove(0);
+      throw error;
+    }
     if (!result.started) {
       output.readAndRemove(0);
       if (result.reason === 'spawn_failed') this.failed(thread, slot, subscription.failures, result.error);

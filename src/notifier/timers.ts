@@ -4,6 +4,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { splitCommand } from '../core/command.js';
 import { openSqlite } from '../core/sqlite.js';
+import { withStoragePath } from '../core/storage-error.js';
 import { ClawError, usageError } from '../core/errors.js';
 import { isValidId } from '../core/slug.js';
 
@@ -121,30 +122,35 @@ interface TimerRow {
 
 export class TimerStore {
   private readonly db: Database.Database;
+  private readonly file: string;
 
   constructor(home: string) {
     const dir = join(home, 'notifier');
     mkdirSync(dir, { recursive: true });
-    this.db = openSqlite(join(dir, 'timers.db'));
-    this.db.exec(`CREATE TABLE IF NOT EXISTS timers (
+    this.file = join(dir, 'timers.db');
+    this.db = openSqlite(this.file);
+    this.write(() => this.db.exec(`CREATE TABLE IF NOT EXISTS timers (
       id TEXT PRIMARY KEY, kind TEXT NOT NULL, spec TEXT NOT NULL, command TEXT NOT NULL,
       created_at TEXT NOT NULL, last_run_at TEXT, last_exit TEXT, runs INTEGER NOT NULL DEFAULT 0,
-      done INTEGER NOT NULL DEFAULT 0)`);
+      done INTEGER NOT NULL DEFAULT 0)`));
   }
 
   add(id: string, schedule: Schedule, command: string): Timer {
     if (!isValidId(id)) throw usageError(`invalid timer id ${JSON.stringify(id)}`, 'use lower-case letters, digits, _ and - (at most 63)');
     splitCommand(command);
     const spec = schedule.kind === 'cron' ? schedule.expr : schedule.kind === 'every' ? String(schedule.ms) : schedule.time.toISOString();
-    const inserted = this.db
-      .prepare('INSERT INTO timers (id, kind, spec, command, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING')
-      .run(id, schedule.kind, spec, command, new Date().toISOString()).changes;
+    const inserted = this.write(
+      () =>
+        this.db
+          .prepare('INSERT INTO timers (id, kind, spec, command, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING')
+          .run(id, schedule.kind, spec, command, new Date().toISOString()).changes,
+    );
     if (inserted === 0) throw new ClawError('conflict', `timer ${id} exists`, { suggestion: `remove it first: notifier timer remove --id ${id}` });
     return this.get(id)!;
   }
 
   remove(id: string): void {
-    if (this.db.prepare('DELETE FROM timers WHERE id = ?').run(id).changes === 0) {
+    if (this.write(() => this.db.prepare('DELETE FROM timers WHERE id = ?').run(id).changes) === 0) {
       throw new ClawError('not_found', `no timer ${id}`, { suggestion: 'see the timers with: notifier timer list' });
     }
   }
@@ -160,11 +166,16 @@ export class TimerStore {
 
   /** Records a run as started; a one-shot timer is done from then on, whatever its exit. */
   markRun(id: string, at: Date): void {
-    this.db.prepare("UPDATE timers SET last_run_at = ?, runs = runs + 1, done = (kind = 'at') WHERE id = ?").run(at.toISOString(), id);
+    this.write(() => this.db.prepare("UPDATE timers SET last_run_at = ?, runs = runs + 1, done = (kind = 'at') WHERE id = ?").run(at.toISOString(), id));
   }
 
   markExit(id: string, exit: string): void {
-    this.db.prepare('UPDATE timers SET last_exit = ? WHERE id = ?').run(exit, id);
+    this.write(() => this.db.prepare('UPDATE timers SET last_exit = ? WHERE id = ?').run(exit, id));
+  }
+
+  /** A full or read-only disk names timers.db. */
+  private write<T>(fn: () => T): T {
+    return withStoragePath(this.file, fn);
   }
 
   close(): void {

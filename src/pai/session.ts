@@ -2,6 +2,7 @@ import { closeSync, ftruncateSync, mkdirSync, openSync, readFileSync, readSync, 
 import { dirname } from 'node:path';
 import * as z from 'zod/mini';
 import { ClawError, errnoCode } from '../core/errors.js';
+import { withStoragePath } from '../core/storage-error.js';
 
 /**
  * A session file: JSONL, one message per line, appended as the turn goes (the user message, each
@@ -59,11 +60,16 @@ export function readSession(path: string): SessionLine[] {
   });
 }
 
-/** Appends one message as one line, after cutting off an unfinished last line if a crash left one. */
+/**
+ * Appends one message as one line, after cutting off an unfinished last line if a crash (or a
+ * full disk) left one. A full or read-only disk is a ClawError naming the session file.
+ */
 export function appendSession(path: string, line: SessionLine): void {
-  mkdirSync(dirname(path), { recursive: true });
-  dropUnfinishedLine(path);
-  appendFileSync(path, JSON.stringify(line) + '\n');
+  withStoragePath(path, () => {
+    mkdirSync(dirname(path), { recursive: true });
+    dropUnfinishedLine(path);
+    appendFileSync(path, JSON.stringify(line) + '\n');
+  });
 }
 
 function dropUnfinishedLine(path: string): void {

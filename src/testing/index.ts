@@ -21,8 +21,9 @@ export interface TestHome {
   cleanup(): void;
 }
 
-export function createTestHome(): TestHome {
-  const home = mkdtempSync(join(tmpdir(), 'theclaw-test-'));
+/** A new THECLAW_HOME in `parent` (default: the temp directory). */
+export function createTestHome(parent = tmpdir()): TestHome {
+  const home = mkdtempSync(join(parent, 'theclaw-test-'));
   const bin = join(home, '.bin');
   mkdirSync(bin);
   for (const tool of TOOLS) symlinkSync(cliPath(tool), join(bin, tool));

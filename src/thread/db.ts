@@ -3,6 +3,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { ClawError } from '../core/errors.js';
 import { openSqlite } from '../core/sqlite.js';
+import { withStoragePath } from '../core/storage-error.js';
 
 const SCHEMA_VERSION = 1;
 
@@ -48,33 +49,38 @@ export function openDatabase(threadDir: string, create: boolean): Database.Datab
   }
   const db = openSqlite(file);
   try {
-    const readVersion = () => db.pragma('user_version', { simple: true }) as number;
-    if (create && readVersion() === 0) {
-      // Checked again under the write lock: two processes may create the same thread at once.
-      db.transaction(() => {
-        if (readVersion() !== 0) return;
-        db.exec(SCHEMA);
-        db.pragma(`user_version = ${SCHEMA_VERSION}`);
-      }).immediate();
-    }
-    // A thread another process is creating has no schema until its transaction commits; taking
-    // the write lock (briefly) waits for that creator instead of mistaking the file for a foreign one.
-    if (!create && readVersion() === 0) db.transaction(() => {}).immediate();
-    const version = readVersion();
-    const empty = () => (db.prepare('SELECT COUNT(*) FROM sqlite_master').pluck().get() as number) === 0;
-    if (version === 0 && !create && empty()) {
-      throw new ClawError('not_found', `${threadDir} is not a thread (its database has no schema)`, {
-        suggestion: `if nothing is creating it now, remove the empty ${file} and run: thread init ${JSON.stringify(threadDir)}`,
-      });
-    }
-    if (version !== SCHEMA_VERSION) {
-      throw new ClawError('invalid', `${file} has schema version ${version}, this thread tool knows ${SCHEMA_VERSION}`, {
-        suggestion: version > SCHEMA_VERSION ? 'upgrade theclaw' : 'the file is not a thread database; restore it from a backup',
-      });
-    }
-    return db;
+    return withStoragePath(file, () => checkSchema(db, threadDir, file, create));
   } catch (error) {
     db.close();
     throw error;
   }
+}
+
+/** Creates the schema if asked, then checks that the file is a thread database of this version. */
+function checkSchema(db: Database.Database, threadDir: string, file: string, create: boolean): Database.Database {
+  const readVersion = () => db.pragma('user_version', { simple: true }) as number;
+  if (create && readVersion() === 0) {
+    // Checked again under the write lock: two processes may create the same thread at once.
+    db.transaction(() => {
+      if (readVersion() !== 0) return;
+      db.exec(SCHEMA);
+      db.pragma(`user_version = ${SCHEMA_VERSION}`);
+    }).immediate();
+  }
+  // A thread another process is creating has no schema until its transaction commits; taking
+  // the write lock (briefly) waits for that creator instead of mistaking the file for a foreign one.
+  if (!create && readVersion() === 0) db.transaction(() => {}).immediate();
+  const version = readVersion();
+  const empty = () => (db.prepare('SELECT COUNT(*) FROM sqlite_master').pluck().get() as number) === 0;
+  if (version === 0 && !create && empty()) {
+    throw new ClawError('not_found', `${threadDir} is not a thread (its database has no schema)`, {
+      suggestion: `if nothing is creating it now, remove the empty ${file} and run: thread init ${JSON.stringify(threadDir)}`,
+    });
+  }
+  if (version !== SCHEMA_VERSION) {
+    throw new ClawError('invalid', `${file} has schema version ${version}, this thread tool knows ${SCHEMA_VERSION}`, {
+      suggestion: version > SCHEMA_VERSION ? 'upgrade theclaw' : 'the file is not a thread database; restore it from a backup',
+    });
+  }
+  return db;
 }

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 /**
@@ -21,8 +21,13 @@ export function registerThread(home: string, threadPath: string): void {
   if (existsSync(file)) return;
   mkdirSync(registryDir(home), { recursive: true });
   const temp = `${file}.${process.pid}.tmp`;
-  writeFileSync(temp, JSON.stringify({ path: threadPath, registered_at: new Date().toISOString() }) + '\n');
-  renameSync(temp, file);
+  try {
+    writeFileSync(temp, JSON.stringify({ path: threadPath, registered_at: new Date().toISOString() }) + '\n');
+    renameSync(temp, file);
+  } catch (error) {
+    rmSync(temp, { force: true });
+    throw error;
+  }
 }
 
 export function unregisterThread(home: string, threadPath: string): void {

@@ -2,13 +2,14 @@ import type Database from 'better-sqlite3';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { splitCommand } from '../core/command.js';
-import { ClawError, usageError } from '../core/errors.js';
+import { ClawError, isClawError, usageError } from '../core/errors.js';
 import type * as z from 'zod/mini';
 import { validate } from '../core/validate.js';
 import { resolveHome } from '../core/home.js';
 import { createLogger, type Logger } from '../core/logger.js';
 import { isAlive, type ProcessIdentity } from '../core/process.js';
 import { RotatingFile } from '../core/rotating-file.js';
+import { withStoragePath } from '../core/storage-error.js';
 import { dbPath, openDatabase } from './db.js';
 import { compileFilter, parseFilter, type CompiledFilter } from './filter.js';
 import { pokeNotifier } from './poke.js';
@@ -35,13 +36,26 @@ export interface OpenThreadOptions {
 const DEFAULT_LIMIT = 100;
 const CONSUMER = /^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$/;
 
-/** Creates a thread directory; a directory that is already a thread is a `conflict`. */
+/**
+ * Creates a thread directory; a directory that is already a thread is a `conflict`. A database
+ * file without a schema (an init that a full disk stopped) is no thread yet: it is completed.
+ */
 export function initThread(path: string, options: Omit<OpenThreadOptions, 'create'> = {}): Thread {
   const dir = resolve(path);
-  if (existsSync(dbPath(dir))) {
+  if (existsSync(dbPath(dir)) && hasSchema(dir)) {
     throw new ClawError('conflict', `${dir} is already a thread`, { suggestion: 'use it as it is, or choose another path' });
   }
   return openThread(dir, { ...options, create: true });
+}
+
+function hasSchema(dir: string): boolean {
+  try {
+    openDatabase(dir, false).close();
+    return true;
+  } catch (error) {
+    if (isClawError(error, 'not_found')) return false;
+    throw error;
+  }
 }
 
 export function openThread(path: string, options: OpenThreadOptions = {}): Thread {
@@ -77,6 +91,7 @@ export class Thread {
   private readonly db: Database.Database;
   private readonly home: string;
   private readonly jsonl: RotatingFile;
+  private readonly dbFile: string;
   private readonly filters = new Map<string, CompiledFilter>();
   private readonly statements = new Map<string, Database.Statement>();
   private pokeScheduled = false;
@@ -88,6 +103,7 @@ export class Thread {
     this.db = db;
     this.home = home;
     this.jsonl = new RotatingFile(join(path, 'events.jsonl'));
+    this.dbFile = dbPath(path);
   }
 
   /** Appends one event and returns its id (the first id when the idempotency key was seen). */
@@ -117,22 +133,20 @@ export class Thread {
     );
     const byKey = this.sql('SELECT id FROM events WHERE idempotency_key = ?').pluck();
     const created: ThreadEvent[] = [];
-    const results = this.db
-      .transaction(() =>
-        events.map((event) => {
-          // Looked up first (inside the write transaction) rather than relying on the unique
-          // constraint, which would still consume an id from the sequence.
-          const existing = event.idempotency_key ? (byKey.get(event.idempotency_key) as number | undefined) : undefined;
-          if (existing !== undefined) return { id: existing, duplicate: true };
-          const created_at = new Date().toISOString();
-          const row = insert.get(created_at, event.source, event.type, event.subtype ?? null, event.content, event.idempotency_key ?? null) as {
-            id: number;
-          };
-          created.push({ id: row.id, created_at, source: event.source, type: event.type, subtype: event.subtype ?? null, content: event.content });
-          return { id: row.id, duplicate: false };
-        }),
-      )
-      .immediate();
+    const results = this.write(() =>
+      events.map((event) => {
+        // Looked up first (inside the write transaction) rather than relying on the unique
+        // constraint, which would still consume an id from the sequence.
+        const existing = event.idempotency_key ? (byKey.get(event.idempotency_key) as number | undefined) : undefined;
+        if (existing !== undefined) return { id: existing, duplicate: true };
+        const created_at = new Date().toISOString();
+        const row = insert.get(created_at, event.source, event.type, event.subtype ?? null, event.content, event.idempotency_key ?? null) as {
+          id: number;
+        };
+        created.push({ id: row.id, created_at, source: event.source, type: event.type, subtype: event.subtype ?? null, content: event.content });
+        return { id: row.id, duplicate: false };
+      }),
+    );
     if (created.length > 0) {
       // The database is the truth; the JSONL copy is written after the commit, so it may miss
       // the last lines after a crash but never shows an event that was not stored. The events
@@ -154,21 +168,17 @@ export class Thread {
    */
   pop(consumer: string, options: PopOptions = {}): ThreadEvent[] {
     checkConsumer(consumer);
-    return this.db
-      .transaction(() => {
-        const row = this.ensureConsumer(consumer);
-        const progress = options.lastEventId === undefined ? row.progress : this.advance(consumer, row.progress, options.lastEventId);
-        return this.select(progress, row.filter, options.limit ?? DEFAULT_LIMIT);
-      })
-      .immediate();
+    return this.write(() => {
+      const row = this.ensureConsumer(consumer);
+      const progress = options.lastEventId === undefined ? row.progress : this.advance(consumer, row.progress, options.lastEventId);
+      return this.select(progress, row.filter, options.limit ?? DEFAULT_LIMIT);
+    });
   }
 
   /** Acknowledges everything up to `eventId` for the consumer; returns the stored progress. */
   ack(consumer: string, eventId: number): number {
     checkConsumer(consumer);
-    return this.db
-      .transaction(() => this.advance(consumer, this.ensureConsumer(consumer).progress, eventId))
-      .immediate();
+    return this.write(() => this.advance(consumer, this.ensureConsumer(consumer).progress, eventId));
   }
 
   peek(options: PeekOptions = {}): ThreadEvent[] {
@@ -193,15 +203,13 @@ export class Thread {
     splitCommand(options.handler); // a handler that cannot be split is refused now, not at dispatch
     if (options.filter !== undefined) this.compile(options.filter);
     const filter = options.filter ?? null;
-    this.db
-      .transaction(() => {
-        const row = this.ensureConsumer(options.consumer);
-        const renewed = row.subscribed === 0 || row.handler !== options.handler || row.filter !== filter;
-        this.sql('UPDATE consumers SET subscribed = 1, handler = ?, filter = ?, updated_at = ? WHERE consumer = ?')
-          .run(options.handler, filter, new Date().toISOString(), options.consumer);
-        if (renewed) this.sql('UPDATE consumers SET failures = 0, last_error = NULL, retry_at = NULL WHERE consumer = ?').run(options.consumer);
-      })
-      .immediate();
+    this.write(() => {
+      const row = this.ensureConsumer(options.consumer);
+      const renewed = row.subscribed === 0 || row.handler !== options.handler || row.filter !== filter;
+      this.sql('UPDATE consumers SET subscribed = 1, handler = ?, filter = ?, updated_at = ? WHERE consumer = ?')
+        .run(options.handler, filter, new Date().toISOString(), options.consumer);
+      if (renewed) this.sql('UPDATE consumers SET failures = 0, last_error = NULL, retry_at = NULL WHERE consumer = ?').run(options.consumer);
+    });
     registerThread(this.home, this.path);
     this.log().info(`subscribed ${options.consumer}: handler ${options.handler}${options.filter ? `, filter ${options.filter}` : ''}`);
     this.schedulePoke(); // events may already be waiting
@@ -213,17 +221,15 @@ export class Thread {
    */
   unsubscribe(consumer: string): void {
     checkConsumer(consumer);
-    const changed = this.db
-      .transaction(() => {
-        const changes = this.sql('UPDATE consumers SET subscribed = 0, updated_at = ? WHERE consumer = ?').run(new Date().toISOString(), consumer).changes;
-        // Inside the write transaction: a subscribe in another process commits after this one
-        // and registers the thread again, so a subscription is never left unregistered.
-        if (changes > 0 && this.sql('SELECT 1 FROM consumers WHERE subscribed = 1 LIMIT 1').get() === undefined) {
-          unregisterThread(this.home, this.path);
-        }
-        return changes;
-      })
-      .immediate();
+    const changed = this.write(() => {
+      const changes = this.sql('UPDATE consumers SET subscribed = 0, updated_at = ? WHERE consumer = ?').run(new Date().toISOString(), consumer).changes;
+      // Inside the write transaction: a subscribe in another process commits after this one
+      // and registers the thread again, so a subscription is never left unregistered.
+      if (changes > 0 && this.sql('SELECT 1 FROM consumers WHERE subscribed = 1 LIMIT 1').get() === undefined) {
+        unregisterThread(this.home, this.path);
+      }
+      return changes;
+    });
     if (changed === 0) {
       throw new ClawError('not_found', `${consumer} is not a consumer of ${this.path}`, {
         suggestion: `see the consumers with: thread info --thread ${JSON.stringify(this.path)}`,
@@ -264,44 +270,54 @@ export class Thread {
    * died is taken over. Returns whether the lease is now `holder`'s.
    */
   takeLease(consumer: string, holder: ProcessIdentity): boolean {
-    return this.db
-      .transaction(() => {
-        const row = this.readConsumer(consumer);
-        if (!row) return false;
-        if (row.lease_pid !== null && isAlive({ pid: row.lease_pid, start: row.lease_start })) return false;
-        this.sql('UPDATE consumers SET lease_pid = ?, lease_start = ?, lease_since = ? WHERE consumer = ?')
-          .run(holder.pid, holder.start, new Date().toISOString(), consumer);
-        return true;
-      })
-      .immediate();
+    return this.write(() => {
+      const row = this.readConsumer(consumer);
+      if (!row) return false;
+      if (row.lease_pid !== null && isAlive({ pid: row.lease_pid, start: row.lease_start })) return false;
+      this.sql('UPDATE consumers SET lease_pid = ?, lease_start = ?, lease_since = ? WHERE consumer = ?')
+        .run(holder.pid, holder.start, new Date().toISOString(), consumer);
+      return true;
+    });
   }
 
   /** Hands a lease from the dispatcher to the handler it started. */
   transferLease(consumer: string, fromPid: number, to: ProcessIdentity): void {
-    this.sql('UPDATE consumers SET lease_pid = ?, lease_start = ? WHERE consumer = ? AND lease_pid = ?')
-      .run(to.pid, to.start, consumer, fromPid);
+    this.write(() =>
+      this.sql('UPDATE consumers SET lease_pid = ?, lease_start = ? WHERE consumer = ? AND lease_pid = ?').run(to.pid, to.start, consumer, fromPid),
+    );
   }
 
   /** Releases the lease if `pid` still holds it. */
   releaseLease(consumer: string, pid: number): void {
-    this.sql('UPDATE consumers SET lease_pid = NULL, lease_start = NULL, lease_since = NULL WHERE consumer = ? AND lease_pid = ?')
-      .run(consumer, pid);
+    this.write(() =>
+      this.sql('UPDATE consumers SET lease_pid = NULL, lease_start = NULL, lease_since = NULL WHERE consumer = ? AND lease_pid = ?').run(consumer, pid),
+    );
   }
 
   /** Records a handler run's outcome: a success clears the failures, a failure counts one more. */
   recordRun(consumer: string, outcome: { ok: true } | { ok: false; error: string; retryAt: Date }): void {
     const now = new Date().toISOString();
-    if (outcome.ok) {
-      this.sql('UPDATE consumers SET failures = 0, last_error = NULL, retry_at = NULL, updated_at = ? WHERE consumer = ?')
-        .run(now, consumer);
-    } else {
+    this.write(() => {
+      if (outcome.ok) {
+      this.sql('UPDATE consumers SET failures = 0, last_error = NULL, retry_at = NULL, updated_at = ? WHERE consumer = ?').run(now, consumer);
+      } else {
       this.sql('UPDATE consumers SET failures = failures + 1, last_error = ?, retry_at = ?, updated_at = ? WHERE consumer = ?')
         .run(outcome.error.slice(0, 2000), outcome.retryAt.getTime(), now, consumer);
-    }
+      }
+    });
   }
 
   close(): void {
     if (this.db.open) this.db.close();
+  }
+
+  /**
+   * Runs `fn` as one write transaction, taking the write lock first (so reads inside it see what
+   * the write is based on). A full or read-only disk fails it whole, as a ClawError naming the
+   * thread's database.
+   */
+  private write<T>(fn: () => T): T {
+    return withStoragePath(this.dbFile, () => this.db.transaction(fn).immediate());
   }
 
   /** Prepared statements are cached: preparing costs as much as running a small query. */
@@ -341,8 +357,8 @@ export class Thread {
     const last = this.sql("SELECT seq FROM sqlite_sequence WHERE name = 'events'").pluck().get() as number | undefined;
     if (eventId > (last ?? 0)) {
       throw new ClawError('not_found', `event ${eventId} does not exist in ${this.path} (the newest is ${last ?? 0})`, {
-        suggestion: 'acknowledge only ids that pop returned',
-      });
+      suggestion: 'acknowledge only ids that pop returned',
+    });
     }
     this.sql('UPDATE consumers SET progress = ?, updated_at = ? WHERE consumer = ?').run(eventId, new Date().toISOString(), consumer);
     return eventId;
