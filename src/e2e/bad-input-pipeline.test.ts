@@ -204,7 +204,7 @@ describe('hostile peer and channel ids', () => {
         s.run('xgw', ['send', '--channel', channel, '--peer', '1', '--text', 'hi', '--json']),
       ]);
       expectRefused(plain, 2, /no channel .* is configured/);
-      expectRefused(json, 2, /no channel .* is configured/s, true);
+      expectRefused(json, 2, /no channel .* is configured/s, { json: true });
     }
   });
 });

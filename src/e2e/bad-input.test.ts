@@ -61,12 +61,16 @@ describe('thread push --batch', () => {
     ['nothing but blank lines', lines('', ' '), /the batch on stdin is empty/],
   ];
 
-  it.each(cases)('refuses %s whole, naming the line, and stores nothing', async (_name, stdin, what) => {
+  it(`refuses a batch whole, naming the line, and stores nothing: ${cases.map(([name]) => name).join(', ')}`, async () => {
     const before = threadSnapshot(thread);
     expect(before.integrity).toBe('ok');
-    const [plain, json] = await Promise.all([pushBatch(stdin, false), pushBatch(stdin, true)]);
-    expectRefused(plain, 2, what);
-    expectRefused(json, 2, what, true);
+    await Promise.all(
+      cases.map(async ([label, stdin, what]) => {
+        const [plain, json] = await Promise.all([pushBatch(stdin, false), pushBatch(stdin, true)]);
+        expectRefused(plain, 2, what, { label });
+        expectRefused(json, 2, what, { json: true, label });
+      }),
+    );
     expect(threadSnapshot(thread)).toEqual(before);
   });
 
@@ -94,13 +98,17 @@ describe('arguments that are not UTF-8', () => {
     ['an agent id', `agent init $'h\\xffx'`, /argument 2 is not valid UTF-8/, () => readdirSync(join(t.home, 'agents'))],
   ];
 
-  it.each(cases)('%s is refused and nothing is stored', async (_name, command, what, stored) => {
-    const before = stored();
+  it(`are refused, and nothing is stored: ${cases.map(([name]) => name).join(', ')}`, async () => {
+    const before = cases.map(([, , , stored]) => stored());
     const env = { ...t.env, THREAD: thread };
-    const [plain, json] = await Promise.all([run('bash', ['-c', command], { env }), run('bash', ['-c', `${command} --json`], { env })]);
-    expectRefused(plain, 2, what);
-    expectRefused(json, 2, what, true);
-    expect(stored()).toEqual(before);
+    await Promise.all(
+      cases.map(async ([label, command, what]) => {
+        const [plain, json] = await Promise.all([run('bash', ['-c', command], { env }), run('bash', ['-c', `${command} --json`], { env })]);
+        expectRefused(plain, 2, what, { label });
+        expectRefused(json, 2, what, { json: true, label });
+      }),
+    );
+    expect(cases.map(([, , , stored]) => stored())).toEqual(before);
   });
 });
 
@@ -177,7 +185,7 @@ describe('any bytes as a batch', () => {
         const before = threadSnapshot(thread);
         const result = await pushBatch(data, true);
         if (result.code !== 0) {
-          expectRefused(result, 2, /batch line \d+/, true);
+          expectRefused(result, 2, /batch line \d+|the batch on stdin is empty/, { json: true });
           expect(threadSnapshot(thread)).toEqual(before);
           return;
         }
@@ -204,14 +212,18 @@ describe('filters with SQL in them', () => {
     ["type = 'x' /*", /invalid filter at position 12/],
   ];
 
-  it.each(refused)('%s is refused at peek and at subscribe, with its position, and changes nothing', async (filter, what) => {
+  it('are refused at peek and at subscribe, with the position of the problem, and change nothing', async () => {
     const before = threadSnapshot(thread);
-    const [peek, subscribe] = await Promise.all([
-      runTool('thread', ['peek', '--thread', thread, '--filter', filter], t.env),
-      runTool('thread', ['subscribe', '--thread', thread, '--consumer', 'sql', '--handler', 'true', '--filter', filter, '--json'], t.env),
-    ]);
-    expectRefused(peek, 2, what);
-    expectRefused(subscribe, 2, what, true);
+    await Promise.all(
+      refused.map(async ([filter, what]) => {
+        const [peek, subscribe] = await Promise.all([
+          runTool('thread', ['peek', '--thread', thread, '--filter', filter], t.env),
+          runTool('thread', ['subscribe', '--thread', thread, '--consumer', 'sql', '--handler', 'true', '--filter', filter, '--json'], t.env),
+        ]);
+        expectRefused(peek, 2, what, { label: filter });
+        expectRefused(subscribe, 2, what, { json: true, label: filter });
+      }),
+    );
     expect(threadSnapshot(thread)).toEqual(before);
     const demo = openThread(thread, { home: t.home });
     try {
@@ -249,7 +261,7 @@ describe('hostile ids', () => {
   it('are refused by every command that would make a file of them, and nothing appears outside THECLAW_HOME', async () => {
     const before = threadSnapshot(thread);
     const results = await Promise.all(cases.map(([, [tool, ...args]]) => runTool(tool as 'agent', args.map((arg) => (arg === '$THREAD' ? thread : arg)), t.env)));
-    results.forEach((result, index) => expectRefused(result, 2, cases[index]![2]));
+    results.forEach((result, index) => expectRefused(result, 2, cases[index]![2], { label: cases[index]![0] }));
     for (const id of agentIds) {
       const path = resolve(t.home, 'agents', id);
       if (path !== resolve(t.home) && !path.startsWith(resolve(t.home) + sep)) expect(existsSync(path), path).toBe(false);
@@ -321,9 +333,9 @@ describe('config files with wrong types', () => {
         mkdirSync(join(home.home, c.file, '..'), { recursive: true });
         writeFileSync(join(home.home, c.file), c.text);
         const [tool, ...args] = c.args as ['pai', ...string[]];
-        const said = expectRefused(await runTool(tool, args, home.env), 1, c.what);
+        const said = expectRefused(await runTool(tool, args, home.env), 1, c.what, { label: c.text });
         expect(said, c.file).toContain(join(home.home, c.file));
-        if (c.json) expectRefused(await runTool(tool, [...args, '--json'], home.env), 1, c.what, true);
+        if (c.json) expectRefused(await runTool(tool, [...args, '--json'], home.env), 1, c.what, { json: true, label: c.text });
         if (c.daemon) {
           expect(daemonHolder(home.home, c.daemon), `${c.daemon} runs with ${c.text}`).toBeNull();
           expect(existsSync(socketPath(home.home, c.daemon)), `${c.daemon} listens with ${c.text}`).toBe(false);

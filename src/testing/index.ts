@@ -77,11 +77,12 @@ export * from './fake-telegram.js';
 /**
  * Expects a CLI run to have been refused the way every tool refuses: `exitCode`, nothing on
  * stdout, and one line `Error: <what> - <how to fix>` on stderr whose message matches `what`;
- * with `--json` in `args` the same as `{"error","suggestion"}` on stdout instead. Returns the
- * error text.
+ * with `json` (the run had `--json`) the same as `{"error","suggestion"}` on stdout instead.
+ * `label` names the case in a failure. Returns the error text.
  */
-export function expectRefused(result: RunResult, exitCode: 1 | 2, what: RegExp, json = false): string {
-  const context = `exit ${result.code}\nstdout: ${result.stdout.slice(0, 2000)}\nstderr: ${result.stderr.slice(0, 2000)}`;
+export function expectRefused(result: RunResult, exitCode: 1 | 2, what: RegExp, options: { json?: boolean; label?: string } = {}): string {
+  const { json = false, label = '' } = options;
+  const context = `${label}\nexit ${result.code}\nstdout: ${result.stdout.slice(0, 2000)}\nstderr: ${result.stderr.slice(0, 2000)}`;
   expect(result.code, context).toBe(exitCode);
   if (json) {
     expect(result.stderr, context).toBe('');
