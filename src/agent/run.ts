@@ -10,7 +10,7 @@ import { parseMessageContent, type ReplyContext } from '../core/message.js';
 import { chat } from '../pai/chat.js';
 import type { ModelCaller } from '../pai/llm.js';
 import { ModelCallError } from '../pai/model-error.js';
-import { loadPaiConfig, resolveModel } from '../pai/models.js';
+import { loadPaiConfig, providerSecrets, resolveModel } from '../pai/models.js';
 import { preloadProvider } from '../pai/pi.js';
 import type { BashExecArgs, PaiConfig, ResolvedModel } from '../pai/types.js';
 import { openThread, type Thread } from '../thread/thread.js';
@@ -84,8 +84,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
     }
     logger.info(`run: ${batch.length} message(s) from the inbox (${batch[0]!.id}..${batch.at(-1)!.id})`);
     const acks = createAckTracker(batch.map((event) => event.id), (upTo) => inbox!.ack(INBOX_CONSUMER, upTo));
-    const apiKeys = Object.values(paiConfig.providers).flatMap((provider) => (provider.api_key ? [provider.api_key] : []));
-    const redact = createRedactor(env, apiKeys);
+    const redact = createRedactor(env, providerSecrets(paiConfig, env));
     const turn: TurnSettings = { home, dir, config, paiConfig, model, env, logger, redact, caller: options.caller, signal: options.signal };
 
     // Group by thread, in inbox order; threads run concurrently, each thread in order. Each

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { Command, CommanderError, Option } from 'commander';
 import { errorToJson, exitCodeOf, formatError, usageError } from './errors.js';
 import { isReferenceRequest, renderReference, requestedCommand } from './reference.js';
@@ -36,6 +37,7 @@ export async function runCli(program: Command, argv: string[] = process.argv): P
   }
   const json = argv.includes('--json');
   try {
+    if (argv === process.argv) checkArgumentEncoding(argv.length - 2);
     await program.parseAsync(argv);
   } catch (error) {
     if (error instanceof CommanderError) {
@@ -51,6 +53,34 @@ export async function runCli(program: Command, argv: string[] = process.argv): P
     }
     reportError(error, json);
   }
+}
+
+/**
+ * Arguments are text, and Node hands them over decoded as UTF-8 with every invalid byte replaced
+ * by U+FFFD: `thread push --content $'\xff'` would store something else than it was given, with
+ * no word said. The raw bytes are in /proc/self/cmdline (Linux; elsewhere Node's decoding
+ * stands): an argument that is not UTF-8 is refused, since nothing can store it losslessly as
+ * text. `count` is the number of arguments after the script (the end of the command line).
+ */
+function checkArgumentEncoding(count: number): void {
+  if (count <= 0) return;
+  let raw: Buffer;
+  try {
+    raw = readFileSync('/proc/self/cmdline');
+  } catch {
+    return;
+  }
+  const args = raw.subarray(0, raw.at(-1) === 0 ? -1 : undefined).toString('latin1').split('\0').slice(-count);
+  if (args.length !== count) return;
+  const decoder = new TextDecoder('utf-8', { fatal: true });
+  args.forEach((arg, index) => {
+    try {
+      decoder.decode(Buffer.from(arg, 'latin1'));
+    } catch {
+      const flag = /^--?[\w-]+=/.test(arg) ? arg.slice(0, arg.indexOf('=')) : args[index - 1]?.startsWith('-') ? args[index - 1] : undefined;
+      throw usageError(`${flag ? `the value of ${flag}` : `argument ${index + 1}`} is not valid UTF-8`, 'pass text encoded as UTF-8 (binary data must be encoded first, e.g. as base64 text)');
+    }
+  });
 }
 
 function reportError(raw: unknown, json: boolean): void {

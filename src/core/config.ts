@@ -15,13 +15,19 @@ export const yaml = (): typeof import('yaml') => createRequire(import.meta.url)(
  * a file that is not YAML or does not match the schema is an `invalid` error naming each field.
  */
 export function loadYamlConfig<S extends z.ZodMiniType>(file: string, schema: S): z.output<S> {
-  let raw: unknown = {};
+  let text: string | undefined;
   try {
-    raw = yaml().parse(readFileSync(file, 'utf8')) ?? {};
+    text = readFileSync(file, 'utf8');
   } catch (error) {
     if (errnoCode(error) !== 'ENOENT') {
-      throw new ClawError('invalid', `cannot read ${file}: ${(error as Error).message}`, { suggestion: 'fix the YAML syntax', cause: error });
+      throw new ClawError('invalid', `cannot read ${file}: ${(error as Error).message}`, { suggestion: 'make it a readable file, or remove it to use the defaults', cause: error });
     }
+  }
+  let raw: unknown;
+  try {
+    raw = text === undefined ? {} : (yaml().parse(text) ?? {}); // no file: yaml is not even loaded
+  } catch (error) {
+    throw new ClawError('invalid', `cannot read ${file}: ${yamlReason(error)}`, { suggestion: 'fix the YAML syntax', cause: error });
   }
   return validate(schema, raw, { what: file, suggestion: 'fix the listed fields or remove them to use the defaults' });
 }
@@ -39,11 +45,16 @@ export function setYamlConfigKey(file: string, key: string, value: unknown): voi
   }
   const document = yaml().parseDocument(text);
   if (document.errors.length > 0) {
-    throw new ClawError('invalid', `cannot read ${file}: ${document.errors[0]!.message}`, { suggestion: 'fix the YAML syntax first' });
+    throw new ClawError('invalid', `cannot read ${file}: ${yamlReason(document.errors[0])}`, { suggestion: 'fix the YAML syntax first' });
   }
   document.set(key, value);
   mkdirSync(dirname(file), { recursive: true });
   const temp = `${file}.${process.pid}.tmp`;
   writeFileSync(temp, document.toString(), { mode: 0o600 });
   renameSync(temp, file);
+}
+
+/** yaml's message goes on with a picture of the line under it; an error line takes its first line. */
+function yamlReason(error: unknown): string {
+  return (error instanceof Error ? error.message : String(error)).split('\n')[0]!.replace(/:$/, '');
 }

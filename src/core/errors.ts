@@ -72,10 +72,19 @@ export function errnoCode(error: unknown): string | undefined {
   return typeof code === 'string' ? code : undefined;
 }
 
-/** The `Error: <what went wrong> - <how to fix>` line. */
+/**
+ * The `Error: <what went wrong> - <how to fix>` line: one line, whatever the message quotes (an id
+ * with a newline in it, a multi-line upstream message), so that scripts can read it as one.
+ */
 export function formatError(error: unknown): string {
   const { error: what, suggestion } = errorToJson(error);
-  return suggestion ? `Error: ${what} - ${suggestion}` : `Error: ${what}`;
+  return oneLine(suggestion ? `Error: ${what} - ${suggestion}` : `Error: ${what}`);
+}
+
+/** Control characters as JSON writes them (`\n`, `\u0000`). */
+function oneLine(text: string): string {
+  // eslint-disable-next-line no-control-regex
+  return text.replace(/[\u0000-\u001f\u007f]/g, (char) => JSON.stringify(char).slice(1, -1));
 }
 
 /** The `--json` form of an error. */

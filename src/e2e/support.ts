@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import Database from 'better-sqlite3';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cliPath } from '../core/package.js';
@@ -31,6 +32,10 @@ export interface SystemOptions {
   sweepIntervalSeconds?: number;
   /** THECLAW_LOG_LEVEL of every process. Default: debug. */
   logLevel?: string;
+  /** More environment for every process (e.g. a provider key). */
+  env?: NodeJS.ProcessEnv;
+  /** `api_key_env` of the fake model's provider in pai's config. Default: none (keyless). */
+  apiKeyEnv?: string;
 }
 
 export interface CliResult {
@@ -72,6 +77,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<System> 
     PATH: `${bin}:${process.env.PATH}`,
     THECLAW_LOG_LEVEL: options.logLevel ?? 'debug',
     [TELEGRAM_TOKEN_ENV]: telegram.token,
+    ...options.env,
   };
 
   const write = (file: string, text: string) => {
@@ -84,7 +90,8 @@ export async function startSystem(options: SystemOptions = {}): Promise<System> 
 providers:
   fake:
     api: openai-completions
-    base_url: "${llm.url}"
+    base_url: "${llm.url}"${options.apiKeyEnv ? `
+    api_key_env: ${options.apiKeyEnv}` : ''}
     models: [{ id: m1 }]
 retry: { initial_delay_ms: 20 }
 `,
@@ -171,8 +178,9 @@ export function runCli(tool: SystemTool, args: string[], env: NodeJS.ProcessEnv,
     const child = spawn(process.execPath, [cliPath(tool), ...args], { env, stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (chunk) => (stdout += chunk));
-    child.stderr.on('data', (chunk) => (stderr += chunk));
+    // Decoded as a stream: a character split between two chunks must not become two U+FFFD.
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
     child.on('error', reject);
     child.on('close', (code) => resolve({ code, stdout, stderr }));
     child.stdin.end(input);
@@ -207,5 +215,30 @@ export const echoToolStep: FakeStep = (request) => {
   if (messages.at(-1)?.role === 'user') return { kind: 'tool_call', name: 'bash_exec', arguments: { command: `echo handled-${text}` } };
   return { kind: 'text', text: `reply to: ${text}` };
 };
+
+/** What a thread holds, to compare before and after a refused input. */
+export interface ThreadSnapshot {
+  /** Every row of the events table (idempotency keys too), oldest first. */
+  rows: unknown[];
+  /** The JSONL copy ('' when there is none yet). */
+  jsonl: string;
+  /** SQLite's `PRAGMA integrity_check`: `ok` for a sound file. */
+  integrity: string;
+}
+
+/** Reads a thread's database directly (read-only, bypassing the library) and its JSONL copy. */
+export function threadSnapshot(threadPath: string): ThreadSnapshot {
+  const db = new Database(join(threadPath, 'events.db'), { readonly: true, fileMustExist: true });
+  try {
+    const jsonlPath = join(threadPath, 'events.jsonl');
+    return {
+      rows: db.prepare('SELECT * FROM events ORDER BY id').all(),
+      jsonl: existsSync(jsonlPath) ? readFileSync(jsonlPath, 'utf8') : '',
+      integrity: db.pragma('integrity_check', { simple: true }) as string,
+    };
+  } finally {
+    db.close();
+  }
+}
 
 export { waitFor as until } from '../testing/wait.js';

@@ -4,12 +4,18 @@ import { socketPath } from '../core/home.js';
 import { notify } from '../core/ipc.js';
 import { listThreads } from '../thread/registry.js';
 import { openThread, type Thread } from '../thread/thread.js';
+import { loadConfig } from './config.js';
 import { subscriptionStatus, type SubscriptionStatus } from './dispatcher.js';
 import { TimerStore, timerToJson, type Schedule, type TimerJson } from './timers.js';
 import type { NotifierRequest, NotifierStatus } from './types.js';
 
-/** Starts the daemon in the background with `env` (which its handlers inherit); returns once it answers. */
+/**
+ * Starts the daemon in the background with `env` (which its handlers inherit); returns once it
+ * answers. The config is read here first, so that a bad one is reported as itself (file, key,
+ * fix) rather than as a daemon that died.
+ */
 export function startDaemon(home: string, env: NodeJS.ProcessEnv = process.env): Promise<{ pid: number }> {
+  loadConfig(home);
   return startDaemonProcess(home, 'notifier', env);
 }
 

@@ -1,9 +1,10 @@
 import { resolveHome } from '../core/home.js';
+import { createRedactor } from '../core/secrets.js';
 import { backoffMs, sleep } from '../core/retry.js';
 import { bashExec, BASH_EXEC_TOOL } from './bash-exec.js';
 import { createModelCaller, type ModelCaller, type ModelReply } from './llm.js';
 import { ModelCallError } from './model-error.js';
-import { apiKeyFor, loadPaiConfig, resolveModel, type ModelChoice } from './models.js';
+import { apiKeyFor, loadPaiConfig, providerSecrets, resolveModel, type ModelChoice } from './models.js';
 import { appendSession, readSession, type SessionLine } from './session.js';
 import { addUsage, ZERO_USAGE, type BashExecArgs, type ChatEvent, type ChatResult, type PaiConfig, type ResolvedModel } from './types.js';
 
@@ -69,6 +70,9 @@ export async function chat(options: ChatOptions): Promise<ChatResult> {
   const system = options.system ?? history.find((line) => line.role === 'system')?.content ?? DEFAULT_SYSTEM_PROMPT;
   // Every provider's key variable, not just this model's: the tool must not see any provider key.
   const secretNames = [model.apiKeyEnv, ...Object.values(config.providers).map((provider) => provider.api_key_env)].filter((name): name is string => !!name);
+  // What a command prints goes to the model, the session and the caller's records: a secret it
+  // found (a file, /proc/$PPID/environ: the environment it gets is clean, ours is not) is cut out first.
+  const redact = createRedactor(env, [...providerSecrets(config, env), ...secretNames.flatMap((name) => env[name] ?? [])]);
   const record = (line: SessionLine) => {
     history.push(line);
     if (options.sessionFile) appendSession(options.sessionFile, line);
@@ -103,10 +107,11 @@ export async function chat(options: ChatOptions): Promise<ChatResult> {
       const args = toBashArgs(call.arguments);
       emit({ type: 'tool_call', id: call.id, name: call.name, arguments: args });
       const started = Date.now();
-      const output =
+      const ran =
         call.name === BASH_EXEC_TOOL.name && args.command
           ? await bashExec(args, { cwd: options.cwd, env, secretNames, signal: options.signal })
           : { stdout: '', stderr: `unknown tool ${call.name} or no command; the only tool is bash_exec with {"command": "..."}`, exit_code: 127 };
+      const output = { ...ran, stdout: redact(ran.stdout), stderr: redact(ran.stderr) };
       emit({ type: 'tool_result', id: call.id, exit_code: output.exit_code, stdout: output.stdout, stderr: output.stderr, duration_ms: Date.now() - started });
       result.toolCalls.push({ id: call.id, arguments: args, result: output });
       record({ role: 'tool', tool_call_id: call.id, name: call.name, content: JSON.stringify(output), ts: new Date().toISOString() });

@@ -126,6 +126,15 @@ export async function resolveModel(config: PaiConfig, choice: ModelChoice, env: 
   });
 }
 
+/**
+ * Every provider key this config knows of: the keys written in it, and the values of the
+ * variables its providers name (`api_key_env`, which need not look like a secret's name), for
+ * the redactor; variables named like secrets it finds by itself.
+ */
+export function providerSecrets(config: PaiConfig, env: NodeJS.ProcessEnv): string[] {
+  return Object.values(config.providers).flatMap((provider) => [provider.api_key, provider.api_key_env && env[provider.api_key_env]].filter((value): value is string => !!value));
+}
+
 /** The key for a call: the config's `api_key`, else the key variable. Never logged or printed. */
 export function apiKeyFor(config: PaiConfig, resolved: ResolvedModel, env: NodeJS.ProcessEnv): string | undefined {
   return config.providers[resolved.provider]?.api_key ?? (resolved.apiKeyEnv ? env[resolved.apiKeyEnv] : undefined);

@@ -47,8 +47,9 @@ export function run(command: string, args: string[], options: SpawnOptions, inpu
     const child = spawn(command, args, { ...options, stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
-    child.stdout!.on('data', (chunk) => (stdout += chunk));
-    child.stderr!.on('data', (chunk) => (stderr += chunk));
+    // Decoded as a stream: a character split between two chunks must not become two U+FFFD.
+    child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+    child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
     child.on('error', reject);
     child.on('close', (code) => resolve({ code, stdout, stderr }));
     child.stdin!.end(input);
@@ -73,3 +74,27 @@ export function expectClawError(fn: () => unknown, kind: ErrorKind): ClawError {
 }
 export * from './fake-llm.js';
 export * from './fake-telegram.js';
+
+/**
+ * Expects a CLI run to have been refused the way every tool refuses: `exitCode`, nothing on
+ * stdout, and one line `Error: <what> - <how to fix>` on stderr whose message matches `what`;
+ * with `json` (the run had `--json`) the same as `{"error","suggestion"}` on stdout instead.
+ * `label` names the case in a failure. Returns the error text.
+ */
+export function expectRefused(result: RunResult, exitCode: 1 | 2, what: RegExp, options: { json?: boolean; label?: string } = {}): string {
+  const { json = false, label = '' } = options;
+  const context = `${label}\nexit ${result.code}\nstdout: ${result.stdout.slice(0, 2000)}\nstderr: ${result.stderr.slice(0, 2000)}`;
+  expect(result.code, context).toBe(exitCode);
+  if (json) {
+    expect(result.stderr, context).toBe('');
+    const body = JSON.parse(result.stdout) as { error: string; suggestion: string };
+    expect(Object.keys(body).sort(), context).toEqual(['error', 'suggestion']);
+    expect(body.error, context).toMatch(what);
+    expect(body.suggestion.length, context).toBeGreaterThan(0);
+    return body.error;
+  }
+  expect(result.stdout, context).toBe('');
+  expect(result.stderr, context).toMatch(/^Error: [^\n]+ - [^\n]+\n$/);
+  expect(result.stderr, context).toMatch(what);
+  return result.stderr;
+}

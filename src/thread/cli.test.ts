@@ -170,7 +170,7 @@ describe('thread push', () => {
   it('an invalid event in a batch exits 2 and stores nothing', async () => {
     const batch = `${JSON.stringify({ content: 'a' })}\n${JSON.stringify({ content: 'b', type: 'Message!' })}\n`;
     const stderr = await fails(2, ['push', '--thread', dir, '--source', 'self', '--type', 'message', '--batch'], batch);
-    expect(stderr).toContain('event 2');
+    expect(stderr).toContain('batch line 2');
     expect(infoOf().events).toBe(0);
   });
 
@@ -203,7 +203,7 @@ describe('thread push', () => {
     expect((await thread(['push', '--thread', dir, '--source', 'self', '--content', 'x'])).stderr).toBe('Error: invalid event: type is missing - pass --type\n');
     const batch = await thread(['push', '--thread', dir, '--type', 'message', '--batch'], '{"content":"a"}\n{"content":"b","source":"self"}\n');
     expect(batch.code).toBe(2);
-    expect(batch.stderr).toMatch(/^Error: invalid event 1: source is missing - /);
+    expect(batch.stderr).toMatch(/^Error: invalid event on batch line 1: source is missing - /);
     expect(infoOf().events).toBe(0);
   });
 

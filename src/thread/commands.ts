@@ -4,9 +4,10 @@ import { printJson, printLines, readStdin } from '../core/cli.js';
 import { ClawError, usageError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
 import { RotatingFile } from '../core/rotating-file.js';
+import { validate } from '../core/validate.js';
 import { startHandler } from './dispatch.js';
 import { initThread, openThread, type Thread } from './thread.js';
-import type { ConsumerInfo, PushInput } from './types.js';
+import { PushInputSchema, type ConsumerInfo, type PushInput } from './types.js';
 
 /** The CLI's commands: flags in, library call, output out. Errors are thrown to runCli. */
 
@@ -146,30 +147,42 @@ function describeConsumer(c: ConsumerInfo): string {
   return `  ${c.consumer}: ${parts.join(', ')}`;
 }
 
-/** Parses an NDJSON batch; any bad line rejects the whole batch before anything is stored. */
+/**
+ * Parses an NDJSON batch; any bad line rejects the whole batch before anything is stored, with an
+ * error that names the line (1-based, counting blank lines). Bytes that are not UTF-8 are refused
+ * rather than replaced: content is text, and a push must store what it was given or nothing.
+ */
 export function parseBatch(data: Buffer, defaults: Partial<PushInput>): PushInput[] {
-  let text: string;
-  try {
-    text = new TextDecoder('utf-8', { fatal: true }).decode(data);
-  } catch {
-    throw usageError('the batch is not valid UTF-8', 'send UTF-8 encoded NDJSON');
-  }
+  const decoder = new TextDecoder('utf-8', { fatal: true });
   const inputs: PushInput[] = [];
-  text.split('\n').forEach((line, index) => {
-    if (line.trim() === '') return;
+  let start = 0;
+  for (let index = 0; start <= data.length; index++) {
+    // A newline byte never occurs inside a multi-byte UTF-8 sequence: splitting bytes is safe.
+    const newline = data.indexOf(0x0a, start);
+    const end = newline === -1 ? data.length : newline;
+    const bytes = data.subarray(start, end);
+    start = end + 1;
+    const where = `batch line ${index + 1}`;
+    let line: string;
+    try {
+      line = decoder.decode(bytes);
+    } catch {
+      throw usageError(`${where} is not valid UTF-8`, 'send UTF-8 encoded NDJSON (binary data must be encoded first, e.g. as base64 text)');
+    }
+    if (line.trim() === '') continue;
     let value: unknown;
     try {
       value = JSON.parse(line);
     } catch {
-      throw usageError(`batch line ${index + 1} is not JSON`, 'send one JSON object per line');
+      throw usageError(`${where} is not JSON`, 'send one JSON object per line');
     }
     if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-      throw usageError(`batch line ${index + 1} is not a JSON object`, 'send objects like {"content": "..."}');
+      throw usageError(`${where} is not a JSON object`, 'send objects like {"content": "..."}');
     }
     const event = { ...defaults, ...value } as PushInput & { content: unknown };
     // Structured content is stored as its JSON text: content is always a string in the thread.
     if (typeof event.content === 'object' && event.content !== null) event.content = JSON.stringify(event.content);
-    inputs.push(event);
-  });
+    inputs.push(validate(PushInputSchema, event, { what: `event on ${where}`, kind: 'usage', suggestion: 'see thread push --help' }));
+  }
   return inputs;
 }

@@ -36,9 +36,21 @@ function stringField(name: string): z.core.$ZodStringParams['error'] {
   return (issue) => (issue.input === undefined ? `${name} is missing` : `${name} must be a string`);
 }
 
+/**
+ * The thread stores text: SQLite TEXT holds UTF-8, events.jsonl is JSON. A JS string with a lone
+ * UTF-16 surrogate (`"\ud800"` in a batch line's JSON) has no UTF-8 form; SQLite would keep the
+ * bytes of the surrogate, which read back as three U+FFFD, so the event would come back changed
+ * without a word. Such strings are refused instead (bytes that are not UTF-8 never get this far:
+ * `push --batch` refuses them on stdin and the CLI refuses them in arguments).
+ */
+function wellFormed(name: string) {
+  return z.refine<string>((value) => value.isWellFormed(), `${name} holds a lone UTF-16 surrogate, which is not text`);
+}
+
 /** One event to push, as the library takes it and as a line of `push --batch` carries it. */
 export const PushInputSchema = z.object({
   source: z.string({ error: stringField('source') }).check(
+    wellFormed('source'),
     z.minLength(1, 'source is empty'),
     z.maxLength(1024, 'source is longer than 1024 characters'),
     // eslint-disable-next-line no-control-regex
@@ -47,9 +59,10 @@ export const PushInputSchema = z.object({
   type: z.string({ error: stringField('type') }).check(z.regex(WORD, 'type must be a lower-case word such as message or record')),
   subtype: z.nullish(z.string().check(z.regex(WORD, 'subtype must be a lower-case word such as toolcall'))),
   content: z.string({ error: stringField('content') }).check(
+    wellFormed('content'),
     z.refine((content) => Buffer.byteLength(content) <= MAX_CONTENT_BYTES, `content is larger than ${MAX_CONTENT_BYTES / 1024 / 1024} MiB`),
   ),
-  idempotency_key: z.nullish(z.string().check(z.minLength(1), z.maxLength(512))),
+  idempotency_key: z.nullish(z.string().check(wellFormed('idempotency_key'), z.minLength(1), z.maxLength(512))),
 });
 
 export type PushInput = z.input<typeof PushInputSchema>;

@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import * as z from 'zod/mini';
 import { loadYamlConfig } from '../core/config.js';
 import { ClawError } from '../core/errors.js';
+import { describeIssue } from '../core/validate.js';
 import { ChannelConfigSchema, RouteSchema, XgwConfigSchema, type ChannelConfig, type Route, type XgwConfig } from './types.js';
 
 export function xgwConfigPath(home: string): string {
@@ -29,12 +30,12 @@ export interface XgwConfigReport {
 export function inspectXgwConfig(home: string): XgwConfigReport {
   const file = xgwConfigPath(home);
   const raw = loadYamlConfig(file, z.unknown()); // a file that is not YAML is thrown as it is
-  const parsed = XgwConfigSchema.safeParse(raw);
+  const parsed = XgwConfigSchema.safeParse(raw, { reportInput: true });
   if (parsed.success) {
     const problems = checkConfig(parsed.data);
     return { file, schemaValid: true, problems, ...(problems.length === 0 && { config: parsed.data }) };
   }
-  const schemaProblems = parsed.error.issues.map((issue) => `${issue.path.length ? `${issue.path.join('.')}: ` : ''}${issue.message}`);
+  const schemaProblems = parsed.error.issues.map(describeIssue);
   const entries = (key: string): unknown[] => {
     const value = (raw as Record<string, unknown> | null)?.[key];
     return Array.isArray(value) ? value : [];

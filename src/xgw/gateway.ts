@@ -5,6 +5,7 @@ import { ClawError, usageError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import { formatMessageContent } from '../core/message.js';
 import { openThread } from '../thread/thread.js';
+import { MAX_CONTENT_BYTES } from '../thread/types.js';
 import { noticeFor } from './notices.js';
 import { findRoute, requireAgentId } from './route.js';
 import { settleWithin } from './settle.js';
@@ -168,6 +169,11 @@ export class Gateway {
         message_id: message.messageId,
       },
     });
+    // Refused whole rather than stored cut: a platform (or a client) may send more than a thread takes.
+    if (Buffer.byteLength(content) > MAX_CONTENT_BYTES) {
+      logger.warn(`${channel.id}: refused message ${JSON.stringify(message.messageId)} from ${JSON.stringify(message.peerId)}: ${Buffer.byteLength(content)} bytes, more than the ${MAX_CONTENT_BYTES} an inbox event holds`);
+      return { kind: 'refused', reason: 'too_long', limit_bytes: MAX_CONTENT_BYTES };
+    }
     const thread = openThread(inbox, { home });
     try {
       // The channel id has exactly one ':' (see its schema); the other segments are encoded.

@@ -13,5 +13,7 @@ export function noticeFor(outcome: InboundOutcome): string | null {
       return 'No agent takes messages from this chat yet. The owner can add a route in the xgw config.';
     case 'missing_agent':
       return `This chat is routed to the agent "${outcome.agent}", which does not exist yet. The owner can create it with: agent init ${outcome.agent}`;
+    case 'refused':
+      return `That message is too long to take (the limit is ${Math.floor(outcome.limit_bytes / 1024)} KB). Shorten it or send it in parts.`;
   }
 }

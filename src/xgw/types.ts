@@ -110,7 +110,9 @@ export type InboundOutcome =
   | { kind: 'denied'; reason: string }
   | { kind: 'no_route' }
   /** The route names an agent that does not exist. */
-  | { kind: 'missing_agent'; agent: string };
+  | { kind: 'missing_agent'; agent: string }
+  /** The message cannot be stored as it is: nothing reached the agent. */
+  | { kind: 'refused'; reason: 'too_long'; limit_bytes: number };
 
 /** A reply to deliver, as `xgw send` asks for it. */
 export interface OutboundMessage {

@@ -210,6 +210,9 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
       return sendJson(ws, { type: 'error', id, text: `That message is too long (the limit is ${MAX_TEXT_BYTES / 1024} KB). Split it or shorten it.` });
     }
     if (text.trim() === '') return sendJson(ws, { type: 'error', id, text: 'That message is empty.' });
+    // Frames are UTF-8 (ws closes a connection that sends other bytes with 1007), but JSON can
+    // still spell a lone surrogate ("\ud800"), which the mailbox (SQLite text) cannot keep as it is.
+    if (!text.isWellFormed()) return sendJson(ws, { type: 'error', id, text: 'That message holds a broken character (a lone UTF-16 surrogate). Retype it.' });
     const key = `${peer}:${id}`;
     if (recentIds.has(key)) return sendJson(ws, { type: 'ack', id });
 
