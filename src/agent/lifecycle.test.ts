@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { parse } from 'yaml';
@@ -76,6 +76,20 @@ describe('agent init', () => {
     const json = await agent(['init', 'helper', '--json']);
     expect(json.code).toBe(1);
     expect(JSON.parse(json.stdout)).toEqual({ error: expect.stringContaining('exists already'), suggestion: expect.stringContaining('rm -rf') });
+  });
+
+  it('completes what an interrupted init left (a directory without config.yaml), keeping the files already there', async () => {
+    await ok(['init', 'helper']);
+    const identity = join(root('helper'), 'IDENTITY.md');
+    writeFileSync(identity, 'You are my helper.\n');
+    rmSync(join(root('helper'), 'config.yaml'));
+    rmSync(join(root('helper'), 'memory'), { recursive: true });
+    expect((await agent(['status', 'helper'])).code).toBe(1); // not an agent yet
+    await ok(['init', 'helper']);
+    expect(readFileSync(identity, 'utf8')).toBe('You are my helper.\n');
+    expect(existsSync(join(root('helper'), 'memory'))).toBe(true);
+    expect(await inboxInfo('helper')).toMatchObject({ events: 0 });
+    await ok(['start', 'helper']);
   });
 
   it.each([['../x'], ['A B'], ['a'.repeat(70)], ['-x'], ['']])('refuses the id %j as a usage error (exit 2) and creates nothing', async (id) => {

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { yaml } from '../core/config.js';
 import { join } from 'node:path';
 import { joinCommand } from '../core/command.js';
@@ -6,7 +6,7 @@ import { ClawError } from '../core/errors.js';
 import { readLockHolder } from '../core/lock.js';
 import { createLogger } from '../core/logger.js';
 import { cliPath } from '../core/package.js';
-import { initThread, openThread } from '../thread/thread.js';
+import { openThread } from '../thread/thread.js';
 import { agentDir, listAgentIds, loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
 import { defaultIdentity, defaultUsage, isSystemAgentId, SYSTEM_AGENTS } from './identity.js';
 
@@ -33,10 +33,14 @@ export interface InitOptions {
   model?: string;
 }
 
-/** `agent init`: the directory tree, IDENTITY.md, USAGE.md, config.yaml and the inbox thread. */
+/**
+ * `agent init`: the directory tree, IDENTITY.md, USAGE.md, the inbox thread and, last,
+ * config.yaml — the mark of a finished agent. A directory without it is what an init that was
+ * interrupted left behind, and is completed rather than refused; files already there are kept.
+ */
 export function initAgent(home: string, id: string, options: InitOptions = {}): AgentDir {
   const dir = agentDir(home, id);
-  if (existsSync(dir.root)) {
+  if (existsSync(dir.config)) {
     throw new ClawError('conflict', `agent ${id} exists already (${dir.root})`, { suggestion: `use it, or remove it first with: rm -rf ${dir.root}` });
   }
   const kind = options.kind ?? (isSystemAgentId(id) ? 'system' : 'user');
@@ -44,27 +48,31 @@ export function initAgent(home: string, id: string, options: InitOptions = {}): 
     mkdirSync(path, { recursive: true });
   }
   const texts = isSystemAgentId(id) ? SYSTEM_AGENTS[id] : { identity: defaultIdentity(id), usage: defaultUsage(id) };
-  writeFileSync(dir.identity, texts.identity);
-  writeFileSync(dir.usage, texts.usage);
+  writeIfMissing(dir.identity, texts.identity);
+  writeIfMissing(dir.usage, texts.usage);
+  openThread(dir.inbox, { home, create: true }).close(); // creating is idempotent; initThread would refuse a finished inbox
   const pai = Object.fromEntries(Object.entries({ provider: options.provider, model: options.model }).filter(([, value]) => value !== undefined));
-  writeFileSync(
-    dir.config,
-    yaml().stringify({
-      agent_id: id,
-      kind,
-      pai,
-      inbox: { path: dir.inbox },
-      routing: { default: 'per-peer' },
-      outbound: [{ thread_pattern: '**', via: 'xgw' }],
-      concurrency: 4,
-      retry: { max_attempts: 3 },
-      deliver: { max_attempts: 3 },
-    }),
-  );
-  initThread(dir.inbox, { home }).close();
+  const config = yaml().stringify({
+    agent_id: id,
+    kind,
+    pai,
+    inbox: { path: dir.inbox },
+    routing: { default: 'per-peer' },
+    outbound: [{ thread_pattern: '**', via: 'xgw' }],
+    concurrency: 4,
+    retry: { max_attempts: 3 },
+    deliver: { max_attempts: 3 },
+  });
+  // Whole or not at all: a reader never sees half a config.
+  writeFileSync(`${dir.config}.tmp`, config);
+  renameSync(`${dir.config}.tmp`, dir.config);
   loadAgentConfig(dir); // what was written must read back
   createLogger(dir.log).info(`initialised agent ${id} (${kind})`);
   return dir;
+}
+
+function writeIfMissing(path: string, text: string): void {
+  if (!existsSync(path)) writeFileSync(path, text);
 }
 
 /**

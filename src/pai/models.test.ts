@@ -63,7 +63,7 @@ describe('pai model', () => {
 
     const text = await pai(['model', 'list']);
     expect(text.code).toBe(0);
-    expect(text.stdout).toMatch(/^default: mock\/echo\n/);
+    expect(text.stdout).toMatch(/^default: fake\/m1\n/); // the server the config describes
     expect(text.stdout).toContain('fake/m1');
   });
 
@@ -131,13 +131,17 @@ describe('pai config show', () => {
 describe('model choice (library)', () => {
   const config = (raw: unknown = {}) => PaiConfigSchema.parse(raw);
 
-  it('prefers flags, then the config default, then a provider whose key is set, then the mock', () => {
+  it('prefers flags, then the config default, then a server the config describes, then a provider whose key is set, then the mock', () => {
     const withDefault = config({ default: 'fake/m1' });
     expect(chooseModel(withDefault, { provider: 'openai', model: 'gpt-4o' }, {})).toEqual({ provider: 'openai', model: 'gpt-4o' });
     expect(chooseModel(withDefault, { model: 'anthropic/claude-x' }, {})).toEqual({ provider: 'anthropic', model: 'claude-x' });
     expect(chooseModel(withDefault, {}, { OPENAI_API_KEY: 'k' })).toEqual({ provider: 'fake', model: 'm1' });
     expect(chooseModel(config(), {}, { ANTHROPIC_API_KEY: 'k' })).toEqual({ provider: 'anthropic', model: 'claude-haiku-4-5' });
     expect(chooseModel(config(), {}, {})).toEqual({ provider: 'mock', model: 'echo' });
+    const ollama = config({ providers: { mock: { script: 's.yaml' }, local: { api: 'openai-completions', base_url: 'http://127.0.0.1:11434/v1', models: [{ id: 'qwen3:8b' }, { id: 'other' }] } } });
+    expect(chooseModel(ollama, {}, { OPENAI_API_KEY: 'k' })).toEqual({ provider: 'local', model: 'qwen3:8b' });
+    // Without a model list the server cannot be chosen on its own.
+    expect(chooseModel(config({ providers: { local: { api: 'openai-completions', base_url: 'http://127.0.0.1:11434/v1' } } }), {}, {})).toEqual({ provider: 'mock', model: 'echo' });
   });
 
   it('asks for a provider when --model has none', () => {

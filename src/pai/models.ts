@@ -40,8 +40,10 @@ export interface ModelChoice {
 }
 
 /**
- * Picks the provider and model: the flags, else the config's `default`, else the first provider
- * whose standard key is set, else the offline mock — so that everything runs with no key.
+ * Picks the provider and model: the flags, else the config's `default`, else the first server the
+ * config describes (a provider with `api` and `base_url`, and its first model: an Ollama set up
+ * is meant to be used), else the first provider whose standard key is set, else the offline mock
+ * — so that everything runs with no key.
  */
 export function chooseModel(config: PaiConfig, choice: ModelChoice, env: NodeJS.ProcessEnv): { provider: string; model: string | undefined } {
   if (choice.provider) return { provider: choice.provider, model: choice.model };
@@ -54,6 +56,8 @@ export function chooseModel(config: PaiConfig, choice: ModelChoice, env: NodeJS.
     const [provider, ...rest] = config.default.split('/');
     return { provider: provider!, model: rest.join('/') };
   }
+  const server = Object.entries(config.providers).find(([name, p]) => name !== MOCK_PROVIDER && p.api && p.base_url && p.models?.length);
+  if (server) return { provider: server[0], model: server[1].models![0]!.id };
   const withKey = Object.entries(BUILTIN_PROVIDERS).find(([, { keyEnv }]) => env[keyEnv]);
   return withKey ? { provider: withKey[0], model: withKey[1].defaultModel } : { provider: MOCK_PROVIDER, model: 'echo' };
 }
