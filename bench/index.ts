@@ -4,7 +4,7 @@
  * Everything runs in a temp THECLAW_HOME against the built CLIs in dist/.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { joinCommand } from '../src/core/command.js';
@@ -286,7 +286,7 @@ async function benchTheclaw(): Promise<void> {
   const statuses: number[] = [];
   for (let run = 0; run < 5; run++) {
     const upHome = join(home, `up-${run}`);
-    spawnSync('mkdir', ['-p', join(upHome, 'xgw')]);
+    mkdirSync(join(upHome, 'xgw'), { recursive: true });
     writeFileSync(join(upHome, 'xgw', 'config.yaml'), 'channels:\n  - { id: webchat:main, type: webchat, port: 0, access: open }\n  - { id: terminal:local, type: terminal, access: open }\nroutes:\n  - { agent: admin }\n');
     const upEnv: NodeJS.ProcessEnv = { ...process.env, THECLAW_HOME: upHome, OPENAI_API_KEY: '', ANTHROPIC_API_KEY: '' };
     try {
@@ -294,7 +294,9 @@ async function benchTheclaw(): Promise<void> {
       const result = spawnSync(process.execPath, [cliPath('theclaw'), 'up', '--json'], { env: upEnv, encoding: 'utf8' });
       ups.push(now() - started);
       if (result.status !== 0) throw new Error(`theclaw up failed: ${result.stderr}`);
-      const up = JSON.parse(result.stdout) as { notifier: { pid: number }; xgw: { pid: number } };
+      const up = JSON.parse(result.stdout) as { notifier: { pid: number }; xgw: { pid: number; channels: { id: string; state: string }[] } };
+      const notRunning = up.xgw.channels.filter((channel) => channel.state !== 'running');
+      if (notRunning.length > 0) throw new Error(`theclaw up: channels not running: ${notRunning.map((c) => c.id).join(', ')}`);
       await new Promise((resolve) => setTimeout(resolve, 2000)); // idle
       rss.push(rssMb(up.notifier.pid) + rssMb(up.xgw.pid));
       for (let i = 0; i < 3; i++) {

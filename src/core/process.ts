@@ -42,6 +42,23 @@ export function residentBytes(pid: number): number | null {
   }
 }
 
+/**
+ * The environment a process was started with (`/proc/<pid>/environ`), or null where the system
+ * does not tell (or the process is gone). Same user only: it holds the process's secrets.
+ */
+export function processEnvironment(pid: number): NodeJS.ProcessEnv | null {
+  try {
+    const env: NodeJS.ProcessEnv = {};
+    for (const entry of readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0')) {
+      const eq = entry.indexOf('=');
+      if (eq > 0) env[entry.slice(0, eq)] = entry.slice(eq + 1);
+    }
+    return env;
+  } catch {
+    return null;
+  }
+}
+
 export function processStartTime(pid: number): number | null {
   return readProcStat(pid)?.start ?? null;
 }

@@ -10,17 +10,22 @@ interface Json {
 }
 
 export async function up(options: Json): Promise<void> {
-  const { up, OFFLINE_NOTICE } = await import('./system.js');
-  const result = await up(resolveHome());
+  const system = await import('./system.js');
+  const result = await system.up(resolveHome());
   // Said on every start, not only the first: a reply from the mock must never pass for a model's.
-  if (result.model.offline) process.stderr.write(`Notice: ${OFFLINE_NOTICE}\n`);
+  if (result.model.offline) process.stderr.write(`Notice: ${system.OFFLINE_NOTICE}\n`);
+  if (result.shell_model) {
+    process.stderr.write(
+      `Warning: notifier was started with another environment, so agents use ${modelLine(result.model)}, not ${modelLine(result.shell_model)} - to switch: theclaw down && theclaw up\n`,
+    );
+  }
   // The rest of the system runs without a channel that failed; the owner has to hear of it.
   for (const channel of result.xgw.channels.filter((c) => c.state !== 'running')) {
     process.stderr.write(`Warning: channel ${channel.id} is not running (${channel.detail ?? channel.state}) - theclaw doctor says how to fix it\n`);
   }
   if (options.json) return printJson(result);
   const daemon = (name: 'notifier' | 'xgw', pid: number | null) => `${result.started.includes(name) ? 'started' : 'running already'} (pid ${pid})`;
-  const webchat = result.xgw.channels.flatMap((channel) => (channel.url ? [`  web chat  ${channel.url}`, `  status    ${channel.url.replace('/?token=', '/status?token=')}`] : []));
+  const webchat = result.xgw.channels.flatMap((channel) => (channel.url ? [`  web chat  ${channel.url}`, `  status    ${statusPageUrl(channel.url)}`] : []));
   const terminal = result.xgw.channels.some((channel) => channel.type === 'terminal') ? ['  terminal  agent chat admin'] : [];
   printLines([
     `TheClaw is up (data: ${result.home})`,
@@ -51,50 +56,79 @@ export async function status(options: Json & { recent?: number }): Promise<void>
 export async function doctor(options: Json): Promise<void> {
   const checks = await (await import('./doctor.js')).doctor(resolveHome());
   const failed = checks.filter((check) => check.status === 'fail');
-  if (options.json) printJson({ ok: failed.length === 0, checks });
-  else printLines(checks.flatMap(formatCheck));
+  if (options.json) {
+    printJson({ ok: failed.length === 0, checks });
+    if (failed.length > 0) process.exitCode = 1; // the document says why; a second one would break readers
+    return;
+  }
+  printLines(checks.flatMap(formatCheck));
   if (failed.length > 0) {
-    // The findings are the output; the error line only sums them up for scripts and the exit code.
+    // The findings are the output; the error line only sums them up and sets the exit code.
     throw new ClawError('invalid', `${failed.length} check(s) failed: ${failed.map((check) => check.name).join(', ')}`, { suggestion: 'apply the fixes listed above, then run theclaw doctor again' });
   }
 }
 
 export async function demo(options: Json & { real?: boolean; keep?: boolean }): Promise<void> {
   const { runDemo } = await import('./demo.js');
+  // Ctrl-C still stops what the demo started and removes its home.
+  const interrupted = new AbortController();
+  const interrupt = () => interrupted.abort(new ClawError('aborted', 'the demo was interrupted', { suggestion: 'run theclaw demo again' }));
+  process.once('SIGINT', interrupt);
+  process.once('SIGTERM', interrupt);
   const progress = (line: string) => process.stderr.write(`${line}\n`);
-  const result = await runDemo(process.env, { real: options.real, keep: options.keep, onProgress: options.json ? undefined : progress });
-  if (options.json) return printJson(result);
-  printLines([
-    `TheClaw demo (model: ${result.model}; up in ${result.timings.up_ms} ms, reply in ${result.timings.reply_ms} ms)`,
-    '',
-    `you → admin, through the web chat: ${result.message}`,
-    `admin → you: ${result.reply}`,
-    '',
-    'What the message produced (inbox → thread → records → delivery):',
-    ...result.threads.flatMap((thread) => [
-      `  ${thread.path}`,
-      ...thread.events.map((e) => `    #${e.id}  ${(e.subtype ? `${e.type}/${e.subtype}` : e.type).padEnd(16)} ${e.source.padEnd(12).slice(0, 48)}  ${e.summary}`),
-    ]),
-    `  delivered: event #${result.delivered.event_id} of ${result.delivered.thread} through ${result.delivered.channel} (acknowledged by agent deliver)`,
-    '',
-    options.keep ? `The demo's home is kept: ${result.home}` : 'Everything was stopped and the temporary home removed.',
-    'Next: theclaw up (with OPENAI_API_KEY or ANTHROPIC_API_KEY set for a real model), then open the web chat URL it prints.',
-  ]);
+  try {
+    const result = await runDemo(process.env, { real: options.real, keep: options.keep, signal: interrupted.signal, onProgress: options.json ? undefined : progress });
+    if (options.json) return printJson(result);
+    printLines([
+      `TheClaw demo (model: ${result.model}; up in ${result.timings.up_ms} ms, reply in ${result.timings.reply_ms} ms)`,
+      '',
+      `you → admin, through the web chat: ${result.message}`,
+      `admin → you: ${result.reply}`,
+      '',
+      'What the message produced (inbox → thread → records → delivery):',
+      ...result.threads.flatMap((thread) => [
+        `  ${thread.path}`,
+        ...thread.events.map((e) => `    #${e.id}  ${(e.subtype ? `${e.type}/${e.subtype}` : e.type).padEnd(16)} ${clip(e.source, 28).padEnd(28)}  ${e.summary}`),
+      ]),
+      `  delivered: event #${result.delivered.event_id} of ${result.delivered.thread} through ${result.delivered.channel} (acknowledged by agent deliver)`,
+      '',
+      options.keep ? `The demo's home is kept: ${result.home}` : 'Everything was stopped and the temporary home removed.',
+      'Next: theclaw up (with OPENAI_API_KEY or ANTHROPIC_API_KEY set for a real model), then open the web chat URL it prints.',
+    ]);
+  } finally {
+    process.off('SIGINT', interrupt);
+    process.off('SIGTERM', interrupt);
+  }
 }
 
 function modelLine(model: ModelChoice): string {
   return model.offline ? `${model.provider}/${model.model} (offline: no provider key)` : `${model.provider}/${model.model ?? '(default)'}`;
 }
 
+/** The status page is served by the web chat at /status, behind the same token. */
+function statusPageUrl(webchatUrl: string): string {
+  const url = new URL(webchatUrl);
+  url.pathname = '/status';
+  return url.toString();
+}
+
+function clip(text: string, length: number): string {
+  return text.length > length ? `${text.slice(0, length - 1)}…` : text;
+}
+
 function formatStatus(s: SystemStatus): string[] {
   const mb = (bytes: number | null) => (bytes === null ? '' : `  ${Math.round(bytes / 1024 / 1024)} MB`);
   return [
-    ...s.components.map((c) => `${c.name.padEnd(9)} ${c.running ? `running  pid ${c.pid}  up ${duration(c.uptime_seconds ?? 0)}${mb(c.rss_bytes)}` : 'stopped'}`),
+    ...s.components.map(
+      (c) =>
+        `${c.name.padEnd(9)} ${!c.running ? 'stopped' : !c.answering ? `running  pid ${c.pid}  NOT ANSWERING (see logs/${c.name}.log)` : `running  pid ${c.pid}  up ${duration(c.uptime_seconds ?? 0)}${mb(c.rss_bytes)}`}`,
+    ),
     ...s.channels.map((c) => `  ${c.id}: ${c.state}${c.detail ? ` (${c.detail})` : ''}${c.url ? `  ${c.url}` : ''}`),
     s.agents.length ? 'agents:' : 'agents: none yet (theclaw up creates the system agents)',
-    ...s.agents.map(
-      (a) =>
-        `  ${a.id.padEnd(11)} ${a.started ? 'started' : 'stopped'}${a.running ? ' (running)' : ''}  pending ${a.pending}  undelivered ${a.undelivered}  last activity ${a.last_activity ?? 'never'}  model ${a.model}`,
+    ...s.agents.map((a) =>
+      'error' in a
+        ? `  ${a.id.padEnd(11)} BROKEN: ${a.error}`
+        : `  ${a.id.padEnd(11)} ${a.started ? 'started' : 'stopped'}${a.running ? ' (running)' : ''}  pending ${a.pending}  undelivered ${a.undelivered}  last activity ${a.last_activity ?? 'never'}  model ${a.model}`,
     ),
     s.queues.length ? `queues: ${s.pending} event(s) waiting` : 'queues: nothing waiting',
     ...s.queues.map((q) => `  ${q.thread} (${q.consumer}): ${q.pending} ${q.state}${q.failures ? `, ${q.failures} failure(s): ${q.last_error ?? ''}` : ''}`),

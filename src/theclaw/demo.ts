@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { agentDir } from '../agent/agent-dir.js';
 import { conversationThreads, OUTBOUND_CONSUMER } from '../agent/lifecycle.js';
-import { ClawError } from '../core/errors.js';
+import { ClawError, isClawError } from '../core/errors.js';
 import { sleep } from '../core/retry.js';
 import { openThread } from '../thread/thread.js';
 import { connectWebchat } from '../xgw/channels/webchat-client.js';
@@ -57,17 +57,20 @@ export interface DemoOptions {
  * started is stopped and the home removed, also when a step fails.
  */
 export async function runDemo(env: NodeJS.ProcessEnv, options: DemoOptions = {}): Promise<DemoResult> {
-  const signal = AbortSignal.any([AbortSignal.timeout(DEMO_TIMEOUT_MS), ...(options.signal ? [options.signal] : [])]);
+  const timeout = AbortSignal.timeout(DEMO_TIMEOUT_MS);
+  const signal = AbortSignal.any([timeout, ...(options.signal ? [options.signal] : [])]);
   const home = mkdtempSync(join(tmpdir(), 'theclaw-demo-'));
   const say = options.onProgress ?? (() => {});
+  const real = options.real ?? false;
+  let failed = false;
   try {
-    writeDemoConfig(home, options.real ?? false);
+    writeDemoConfig(home, real);
     const upStarted = Date.now();
     const system = await up(home, { ...env, THECLAW_HOME: home });
+    signal.throwIfAborted();
     const upMs = Date.now() - upStarted;
     say(`started notifier (pid ${system.notifier.pid}) and xgw (pid ${system.xgw.pid}) in ${upMs} ms; agents: ${system.agents.join(', ')}`);
-    const url = webchatUrlOf(system);
-    const client = await connectWebchat(url, signal);
+    const client = await connectWebchat(webchatUrlOf(system), signal);
     try {
       const sent = Date.now();
       say(`sending "${DEMO_MESSAGE}" through the web chat`);
@@ -77,7 +80,7 @@ export async function runDemo(env: NodeJS.ProcessEnv, options: DemoOptions = {})
       const delivered = await deliveredReply(home, signal);
       return {
         home,
-        model: system.model.offline ? 'offline mock (scripted)' : `${system.model.provider}/${system.model.model ?? '(default)'}`,
+        model: real || !system.model.offline ? `${system.model.provider}/${system.model.model ?? '(default)'}${system.model.offline ? ' (offline: no provider key)' : ''}` : 'offline mock (scripted)',
         message: DEMO_MESSAGE,
         reply: reply.text,
         threads: delivered.threads,
@@ -87,9 +90,17 @@ export async function runDemo(env: NodeJS.ProcessEnv, options: DemoOptions = {})
     } finally {
       client.close();
     }
+  } catch (error) {
+    if (options.signal?.aborted) throw error; // interrupted: nothing to look into
+    failed = true;
+    // The logs of a failed demo are what tells why: its home is kept for them.
+    const where = `see the logs under ${home} (kept)`;
+    if (timeout.aborted) throw new ClawError('timeout', `the demo did not finish within ${DEMO_TIMEOUT_MS / 1000} s`, { suggestion: where, cause: error });
+    if (isClawError(error)) throw new ClawError(error.kind, error.message, { suggestion: `${error.suggestion ? `${error.suggestion}; ` : ''}${where}`, cause: error });
+    throw error;
   } finally {
     await down(home);
-    if (!options.keep) rmSync(home, { recursive: true, force: true });
+    if (!options.keep && !failed) rmSync(home, { recursive: true, force: true });
   }
 }
 

@@ -1,19 +1,22 @@
-import { existsSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join, relative } from 'node:path';
 import { agentDir, listAgentIds, loadAgentConfig } from '../agent/agent-dir.js';
 import { agentStatus, INBOX_CONSUMER, INBOX_FILTER } from '../agent/lifecycle.js';
 import { daemonPidFile, type DaemonName } from '../core/daemon.js';
 import { errnoCode, isClawError } from '../core/errors.js';
+import { yaml } from '../core/config.js';
 import { lockState } from '../core/lock.js';
+import { packageRoot } from '../core/package.js';
 import { isAlive } from '../core/process.js';
-import { daemonStatus } from '../notifier/control.js';
 import { loadConfig as loadNotifierConfig } from '../notifier/config.js';
 import { BUILTIN_PROVIDERS, chooseModel, loadPaiConfig, MOCK_PROVIDER } from '../pai/models.js';
 import type { PaiConfig } from '../pai/types.js';
 import { openThread } from '../thread/thread.js';
-import { inspectXgwConfig } from '../xgw/config.js';
-import { gatewayStatus } from '../xgw/control.js';
+import { inspectXgwConfig, xgwConfigPath } from '../xgw/config.js';
+import { XgwConfigSchema } from '../xgw/types.js';
+import { probeDaemons } from './status.js';
+import { DEFAULT_XGW_CONFIG } from './system.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
 
@@ -25,8 +28,7 @@ export interface Check {
   fix?: string;
 }
 
-/** The Node version the package's `engines` asks for. */
-const MIN_NODE: [number, number] = [20, 19];
+
 /** Events waiting longer than this are reported: a healthy system hands them on in seconds. */
 export const STALE_PENDING_MS = 60_000;
 
@@ -40,16 +42,19 @@ export async function doctor(home: string, env: NodeJS.ProcessEnv = process.env,
   const configs = checkConfigs(home);
   checks.push(...configs.checks);
   if (configs.pai) checks.push(checkProviders(configs.pai, env));
-  checks.push(...(await checkRuntime(home, now)));
+  checks.push(...(await checkRuntime(home, env, now)));
   return checks;
 }
 
+/** Against the package's `engines.node` (`>=major.minor`), so the two never disagree. */
 function checkNode(): Check {
-  const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
-  const ok = major > MIN_NODE[0] || (major === MIN_NODE[0] && minor >= MIN_NODE[1]);
-  return ok
-    ? { name: 'node', status: 'ok', detail: `Node ${process.versions.node}` }
-    : { name: 'node', status: 'fail', detail: `Node ${process.versions.node} is older than ${MIN_NODE.join('.')}`, fix: `install Node ${MIN_NODE.join('.')} or newer` };
+  const wanted = (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { engines: { node: string } }).engines.node;
+  const minimum = wanted.replace(/^>=\s*/, '').split('.').map(Number);
+  const actual = process.versions.node.split('.').map(Number);
+  const differs = minimum.findIndex((part, i) => (actual[i] ?? 0) !== part);
+  return differs >= 0 && (actual[differs] ?? 0) < minimum[differs]!
+    ? { name: 'node', status: 'fail', detail: `Node ${process.versions.node} is older than ${minimum.join('.')}`, fix: `install Node ${minimum.join('.')} or newer` }
+    : { name: 'node', status: 'ok', detail: `Node ${process.versions.node}` };
 }
 
 function checkDataDirectory(home: string): Check {
@@ -114,33 +119,42 @@ function checkProviders(config: PaiConfig, env: NodeJS.ProcessEnv): Check {
   return { name: 'providers', status: 'ok', detail: `usable: ${[...usable].sort().join(', ')}; agents use ${chosen}` };
 }
 
-async function checkRuntime(home: string, now: number): Promise<Check[]> {
+async function checkRuntime(home: string, env: NodeJS.ProcessEnv, now: number): Promise<Check[]> {
   const checks: Check[] = [];
-  const [notifier, xgw] = await Promise.all([daemonStatus(home), gatewayStatus(home).catch(() => null)]);
-  const down = [notifier.running ? null : 'notifier', xgw?.running ? null : 'xgw'].filter((name) => name !== null);
-  checks.push(
-    down.length === 0
-      ? { name: 'daemons', status: 'ok', detail: `notifier (pid ${notifier.pid}) and xgw (pid ${xgw!.pid}) are running` }
-      : { name: 'daemons', status: 'warn', detail: `${down.join(' and ')} ${down.length > 1 ? 'are' : 'is'} not running: messages wait`, fix: 'theclaw up' },
-  );
+  const { notifier, xgw, components } = await probeDaemons(home);
+  const hung = components.filter((c) => c.running && !c.answering);
+  const stopped = components.filter((c) => !c.running).map((c) => c.name);
+  if (hung.length > 0) {
+    for (const c of hung) checks.push({ name: 'daemons', status: 'fail', detail: `${c.name} (pid ${c.pid}) runs but does not answer on its socket`, fix: `see logs/${c.name}.log, then theclaw down && theclaw up` });
+  } else {
+    checks.push(
+      stopped.length === 0
+        ? { name: 'daemons', status: 'ok', detail: components.map((c) => `${c.name} (pid ${c.pid})`).join(' and ') + ' are running' }
+        : { name: 'daemons', status: 'warn', detail: `${stopped.join(' and ')} ${stopped.length > 1 ? 'are' : 'is'} not running: messages wait`, fix: 'theclaw up' },
+    );
+  }
 
-  // A port is fine when our own running web chat holds it.
-  for (const channel of xgw?.channels ?? []) {
-    if (channel.type !== 'webchat' || channel.state === 'running') continue;
-    const config = inspectXgwConfig(home).config?.channels.find((c) => c.id === channel.id);
-    if (config?.type !== 'webchat' || config.port === 0) continue;
-    const taken = await portTaken(config.host, config.port);
+  // The channels theclaw up would start: the config's, or the default it writes when there is none.
+  const configured = existsSync(xgwConfigPath(home)) ? inspectXgwConfig(home).config?.channels : XgwConfigSchema.parse(yaml().parse(DEFAULT_XGW_CONFIG)).channels;
+  for (const channel of configured ?? []) {
+    if (xgw?.channels.find((c) => c.id === channel.id)?.state === 'running') continue; // ours holds it, or it is fine
+    if (channel.type === 'telegram' && !env[channel.token_env]) {
+      checks.push({ name: 'config', status: 'fail', detail: `${channel.id}: ${channel.token_env} is not set in this environment, so xgw cannot start`, fix: `export ${channel.token_env}=<the bot token> before theclaw up` });
+    }
+    if (channel.type !== 'webchat' || channel.port === 0) continue;
+    const taken = await portTaken(channel.host, channel.port);
     checks.push(
       taken
-        ? { name: 'ports', status: 'fail', detail: `${channel.id}: port ${config.port} on ${config.host} is taken by another program`, fix: `stop that program, or set another port for ${channel.id} in xgw/config.yaml` }
-        : { name: 'ports', status: 'ok', detail: `${channel.id}: port ${config.port} on ${config.host} is free` },
+        ? { name: 'ports', status: 'fail', detail: `${channel.id}: port ${channel.port} on ${channel.host} is taken by another program`, fix: `stop that program, or set another port for ${channel.id} in xgw/config.yaml` }
+        : { name: 'ports', status: 'ok', detail: `${channel.id}: port ${channel.port} on ${channel.host} is free` },
     );
   }
 
   const stale: string[] = [];
   for (const name of ['notifier', 'xgw'] as DaemonName[]) if (lockState(daemonPidFile(home, name)) === 'stale') stale.push(relative(home, daemonPidFile(home, name)));
   for (const id of listAgentIds(home)) if (lockState(agentDir(home, id).runLock) === 'stale') stale.push(relative(home, agentDir(home, id).runLock));
-  for (const sub of notifier.subscriptions) if (sub.lease && !isAlive(sub.lease)) stale.push(`lease of ${sub.consumer} on ${relative(home, sub.thread)} (pid ${sub.lease.pid})`);
+  const subscriptions = notifier?.subscriptions ?? [];
+  for (const sub of subscriptions) if (sub.lease && !isAlive(sub.lease)) stale.push(`lease of ${sub.consumer} on ${relative(home, sub.thread)} (pid ${sub.lease.pid})`);
   checks.push(
     stale.length === 0
       ? { name: 'locks', status: 'ok', detail: 'no lock or lease is held by a dead process' }
@@ -150,17 +164,17 @@ async function checkRuntime(home: string, now: number): Promise<Check[]> {
   const late: string[] = [];
   const fixes = new Set<string>();
   const isLate = (since: string | null) => since !== null && now - Date.parse(since) > STALE_PENDING_MS;
-  for (const sub of notifier.subscriptions) {
+  for (const sub of subscriptions) {
     if (sub.pending === 0) continue;
     const since = oldestPending(home, sub.thread, sub.progress, sub.filter);
     if (!isLate(since)) continue;
     late.push(`${sub.pending} on ${relative(home, sub.thread)} (${sub.consumer}, since ${since}${sub.last_error ? `; last error: ${sub.last_error}` : ''})`);
-    fixes.add(notifier.running ? 'see notifier status and the logs under $THECLAW_HOME/logs' : 'theclaw up');
+    fixes.add(notifier?.running ? 'see notifier status and the logs under $THECLAW_HOME/logs' : 'theclaw up');
   }
   // A stopped agent's inbox is not subscribed, so notifier does not list it.
   for (const id of listAgentIds(home)) {
     const inbox = agentDir(home, id).inbox;
-    const consumer = notifier.subscriptions.find((sub) => sub.thread === inbox && sub.consumer === INBOX_CONSUMER);
+    const consumer = subscriptions.find((sub) => sub.thread === inbox && sub.consumer === INBOX_CONSUMER);
     if (consumer?.subscribed) continue;
     const status = agentStatus(home, id);
     if (status.pending === 0 || !isLate(oldestPending(home, inbox, consumer?.progress ?? 0, INBOX_FILTER))) continue;

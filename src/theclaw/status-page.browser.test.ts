@@ -21,6 +21,8 @@ import type { UpResult } from './system.js';
 declare function getComputedStyle(element: unknown): { backgroundColor: string };
 
 const ARTIFACTS = join(packageRoot(), '.test-artifacts');
+/** A message that would run script if the page ever put content into HTML. */
+const HOSTILE = 'what is on my calendar? <img src=x onerror="document.title=\'pwned\'">';
 
 let t: TestHome;
 let llm: FakeLlmServer;
@@ -70,7 +72,7 @@ function threadEvents() {
 describe.skipIf(!hasChromium)(`status page in a browser (needs ${CHROMIUM})`, () => {
   it('shows components, agents, usage and cost per day, and the newest events first with errors highlighted; refreshes itself', async () => {
     llm.enqueue({ kind: 'text', text: 'The calendar is empty today.', usage: { input: 1_000, output: 200 } });
-    await chat.send('what is on my calendar?');
+    await chat.send(HOSTILE);
     expect((await chat.nextReply(AbortSignal.timeout(20_000))).text).toBe('The calendar is empty today.');
     llm.enqueue({ kind: 'error', status: 401, message: 'Incorrect API key provided' });
     await chat.send('and tomorrow?');
@@ -108,7 +110,12 @@ describe.skipIf(!hasChromium)(`status page in a browser (needs ${CHROMIUM})`, ()
       expect(errorBackground).not.toBe(plainBackground);
       const kinds = await events.evaluateAll((trs) => trs.slice(1).map((tr) => (tr as unknown as { children: { textContent: string }[] }).children[2]!.textContent));
       expect(kinds).toEqual(['record/error', 'message', 'message', 'record/usage', 'message']);
-      expect(await events.last().innerText()).toContain('what is on my calendar?');
+      expect(await events.last().locator('td').last().textContent()).toBe(HOSTILE); // shown as text, never run
+      expect(await page.title()).toBe('TheClaw status');
+      // The data behind the page holds no channel URL: those carry each channel's token.
+      const json = await page.evaluate(() => fetch('/status.json').then((r) => r.text()));
+      expect(json).toContain('"channels":[{');
+      expect(json).not.toContain('token=');
       await page.screenshot({ path: join(ARTIFACTS, 'status-page.png'), fullPage: true });
 
       // It refreshes itself: a new exchange shows up without a reload.

@@ -2,22 +2,33 @@ import { relative } from 'node:path';
 import { agentDir, listAgentIds } from '../agent/agent-dir.js';
 import { agentStatus, conversationThreads, type AgentStatus } from '../agent/lifecycle.js';
 import type { UsageRecord } from '../agent/types.js';
-import type { DaemonName } from '../core/daemon.js';
+import { daemonHolder, type DaemonName } from '../core/daemon.js';
+import { formatError } from '../core/errors.js';
 import { residentBytes } from '../core/process.js';
 import { daemonStatus } from '../notifier/control.js';
+import type { NotifierStatus } from '../notifier/types.js';
 import { openThread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
 import { gatewayStatus } from '../xgw/control.js';
+import type { XgwStatus } from '../xgw/protocol.js';
 import type { ChannelStatus } from '../xgw/types.js';
-import { defaultModel, type ModelChoice } from './system.js';
+import { agentsModel, type ModelChoice } from './system.js';
 
 export interface ComponentStatus {
   name: DaemonName;
   running: boolean;
+  /** False when it runs but its socket did not answer (hung, or still starting). */
+  answering: boolean;
   pid: number | null;
   uptime_seconds: number | null;
   /** Resident memory. */
   rss_bytes: number | null;
+}
+
+/** An agent whose status could not be read (a broken config.yaml): the others are still shown. */
+export interface BrokenAgent {
+  id: string;
+  error: string;
 }
 
 /** A subscription with work waiting or failing: what notifier has still to hand to a handler. */
@@ -37,11 +48,11 @@ export interface SystemStatus {
   checked_at: string;
   components: ComponentStatus[];
   channels: ChannelStatus[];
-  agents: AgentStatus[];
+  agents: (AgentStatus | BrokenAgent)[];
   queues: QueueStatus[];
   /** Pending events over every queue. */
   pending: number;
-  /** pai's default for processes started from this environment. */
+  /** The model agents get when their config names none (see agentsModel). */
   model: ModelChoice;
 }
 
@@ -85,17 +96,23 @@ export interface StatusDetails {
 export const USAGE_DAYS = 7;
 const SUMMARY_CHARS = 160;
 
-/** `theclaw status`: the daemons (asked over their sockets), every agent, and what waits for delivery. */
+/** The daemons, each asked over its socket; one that does not answer is reported, not thrown. */
+export async function probeDaemons(home: string): Promise<{ notifier: NotifierStatus | null; xgw: XgwStatus | null; components: ComponentStatus[] }> {
+  const [notifier, xgw] = await Promise.all([daemonStatus(home).catch(() => null), gatewayStatus(home).catch(() => null)]);
+  const component = (name: DaemonName, s: { running: boolean; pid: number | null; uptime_seconds: number | null } | null): ComponentStatus => {
+    if (s === null) {
+      const holder = daemonHolder(home, name); // running (it holds its lock) but not answering
+      return { name, running: holder !== null, answering: false, pid: holder?.pid ?? null, uptime_seconds: null, rss_bytes: holder ? residentBytes(holder.pid) : null };
+    }
+    return { name, running: s.running, answering: s.running, pid: s.pid, uptime_seconds: s.uptime_seconds, rss_bytes: s.running && s.pid !== null ? residentBytes(s.pid) : null };
+  };
+  return { notifier, xgw, components: [component('notifier', notifier), component('xgw', xgw)] };
+}
+
+/** `theclaw status`: the daemons, every agent, and what waits for delivery. One part failing never hides the others. */
 export async function systemStatus(home: string, env: NodeJS.ProcessEnv = process.env): Promise<SystemStatus> {
-  const [notifier, xgw] = await Promise.all([daemonStatus(home), gatewayStatus(home)]);
-  const component = (name: DaemonName, s: { running: boolean; pid: number | null; uptime_seconds: number | null }): ComponentStatus => ({
-    name,
-    running: s.running,
-    pid: s.pid,
-    uptime_seconds: s.uptime_seconds,
-    rss_bytes: s.running && s.pid !== null ? residentBytes(s.pid) : null,
-  });
-  const queues = notifier.subscriptions.flatMap((sub): QueueStatus[] => {
+  const { notifier, xgw, components } = await probeDaemons(home);
+  const queues = (notifier?.subscriptions ?? []).flatMap((sub): QueueStatus[] => {
     if (sub.pending === 0 && sub.failures === 0) return [];
     return [
       {
@@ -112,12 +129,18 @@ export async function systemStatus(home: string, env: NodeJS.ProcessEnv = proces
   return {
     home,
     checked_at: new Date().toISOString(),
-    components: [component('notifier', notifier), component('xgw', xgw)],
-    channels: xgw.channels,
-    agents: listAgentIds(home).map((id) => agentStatus(home, id)),
+    components,
+    channels: xgw?.channels ?? [],
+    agents: listAgentIds(home).map((id) => {
+      try {
+        return agentStatus(home, id);
+      } catch (error) {
+        return { id, error: formatError(error).replace(/^Error: /, '') };
+      }
+    }),
     queues,
     pending: queues.reduce((sum, queue) => sum + queue.pending, 0),
-    model: defaultModel(home, env),
+    model: agentsModel(home, env),
   };
 }
 
@@ -132,7 +155,12 @@ export function statusDetails(home: string, recent: number, now = new Date()): S
   for (const id of listAgentIds(home)) {
     const dir = agentDir(home, id);
     for (const path of [dir.inbox, ...conversationThreads(dir)]) {
-      const thread = openThread(path, { home });
+      let thread;
+      try {
+        thread = openThread(path, { home });
+      } catch {
+        continue; // a thread that cannot be opened shows as the agent's error in systemStatus
+      }
       try {
         const events = thread.peek({ last: recent }).reverse();
         if (events.length > 0) threads.push({ agent: id, thread: relative(dir.root, path), events: events.map(eventLine) });

@@ -4,8 +4,9 @@ import { agentDir } from '../agent/agent-dir.js';
 import { SYSTEM_AGENTS } from '../agent/identity.js';
 import { initAgent, startAgent } from '../agent/lifecycle.js';
 import { daemonHolder, stopDaemonProcess, type DaemonName } from '../core/daemon.js';
-import { startDaemon } from '../notifier/control.js';
+import { processEnvironment } from '../core/process.js';
 import { loadConfig as loadNotifierConfig } from '../notifier/config.js';
+import { startDaemon } from '../notifier/control.js';
 import { chooseModel, loadPaiConfig, MOCK_PROVIDER } from '../pai/models.js';
 import { loadXgwConfig, xgwConfigPath } from '../xgw/config.js';
 import { gatewayStatus, startGateway } from '../xgw/control.js';
@@ -27,14 +28,23 @@ export interface ModelChoice {
   offline: boolean;
 }
 
-/** What pai's default is for processes started from this environment (notifier passes it on to agent runs). */
+/** What pai's default is for processes started with `env`. */
 export function defaultModel(home: string, env: NodeJS.ProcessEnv): ModelChoice {
   const { provider, model } = chooseModel(loadPaiConfig(home), {}, env);
   return { provider, model: model ?? null, offline: provider === MOCK_PROVIDER };
 }
 
+/**
+ * The model the agents' runs actually get: notifier starts them with its own environment, so
+ * while it runs, the keys it was started with count, not this shell's.
+ */
+export function agentsModel(home: string, shellEnv: NodeJS.ProcessEnv): ModelChoice {
+  const notifier = daemonHolder(home, 'notifier');
+  return defaultModel(home, (notifier && processEnvironment(notifier.pid)) ?? shellEnv);
+}
+
 export const OFFLINE_NOTICE =
-  'no provider key found: agents answer with the offline mock model (canned replies) - set OPENAI_API_KEY or ANTHROPIC_API_KEY, or a provider with a base_url in $THECLAW_HOME/pai/config.yaml, then run theclaw down && theclaw up';
+  'no provider key found: agents answer with the offline mock model (canned replies) - set OPENAI_API_KEY or ANTHROPIC_API_KEY, or a provider with api, base_url and models in $THECLAW_HOME/pai/config.yaml, then run theclaw down && theclaw up';
 
 export interface UpResult {
   home: string;
@@ -45,14 +55,18 @@ export interface UpResult {
   agents: string[];
   notifier: { pid: number };
   xgw: XgwStatus;
+  /** The model the agents get (see agentsModel). */
   model: ModelChoice;
+  /** The model this shell's environment would give, when it differs (notifier was started with another). */
+  shell_model?: ModelChoice;
 }
 
 /**
  * `theclaw up`: every config is checked before anything starts, so a mistake is reported whole
  * rather than as a half-started system. Then the system agents that are missing are created and
- * all of them started (subscribing is idempotent), and the two daemons are started side by side.
- * Daemons get `env`, so the provider keys of this shell reach the agents' runs.
+ * all of them started (subscribing is idempotent), and the two daemons are started side by side;
+ * if one of them fails, the other is stopped again when this call started it. Daemons get `env`,
+ * so the provider keys of this shell reach the agents' runs.
  */
 export async function up(home: string, env: NodeJS.ProcessEnv = process.env): Promise<UpResult> {
   mkdirSync(home, { recursive: true, mode: 0o700 });
@@ -62,7 +76,7 @@ export async function up(home: string, env: NodeJS.ProcessEnv = process.env): Pr
   }
   loadXgwConfig(home);
   loadNotifierConfig(home);
-  const model = defaultModel(home, env);
+  loadPaiConfig(home);
 
   const agents = Object.keys(SYSTEM_AGENTS);
   const created = agents.filter((id) => !existsSync(agentDir(home, id).config));
@@ -70,16 +84,26 @@ export async function up(home: string, env: NodeJS.ProcessEnv = process.env): Pr
   for (const id of agents) startAgent(home, id);
 
   const started: DaemonName[] = [];
-  const [notifier, xgw] = await Promise.all([
+  const [notifier, xgw] = await Promise.allSettled([
     daemonHolder(home, 'notifier') ?? startDaemon(home, env).then((result) => (started.push('notifier'), result)),
     daemonHolder(home, 'xgw') ? gatewayStatus(home) : startGateway(home, env).then((status) => (started.push('xgw'), status)),
   ]);
-  return { home, started, created, agents, notifier: { pid: notifier.pid }, xgw, model };
+  if (notifier.status === 'rejected' || xgw.status === 'rejected') {
+    await Promise.all(started.map((name) => stopDaemonProcess(home, name)));
+    throw notifier.status === 'rejected' ? notifier.reason : (xgw as PromiseRejectedResult).reason;
+  }
+  const model = agentsModel(home, env);
+  const shell = defaultModel(home, env);
+  const differs = shell.provider !== model.provider || shell.model !== model.model;
+  return { home, started, created, agents, notifier: { pid: notifier.value.pid! }, xgw: xgw.value, model, ...(differs ? { shell_model: shell } : {}) };
 }
 
-/** `theclaw down`: stops the daemons. Agents stay started: their messages wait for the next `up`. */
+/**
+ * `theclaw down`: stops the daemons, notifier first, so that the deliveries it started finish
+ * against a gateway that still answers. Agents stay started: their messages wait for the next `up`.
+ */
 export async function down(home: string): Promise<DaemonName[]> {
-  const daemons: DaemonName[] = ['notifier', 'xgw'];
-  const wasRunning = await Promise.all(daemons.map((name) => stopDaemonProcess(home, name)));
-  return daemons.filter((_, index) => wasRunning[index]);
+  const stopped: DaemonName[] = [];
+  for (const name of ['notifier', 'xgw'] as const) if (await stopDaemonProcess(home, name)) stopped.push(name);
+  return stopped;
 }

@@ -7,6 +7,7 @@ import { XgwConfigSchema } from '../xgw/types.js';
 import { connectWebchat } from '../xgw/channels/webchat-client.js';
 import { createTestHome, runTool, startFakeOpenAI, waitFor, writeFakePaiConfig, type FakeLlmServer, type TestHome } from '../testing/index.js';
 import { parse } from 'yaml';
+import type { AgentStatus } from '../agent/lifecycle.js';
 import type { DemoResult } from './demo.js';
 import type { Check } from './doctor.js';
 import { doctor } from './doctor.js';
@@ -121,10 +122,11 @@ describe('theclaw up, status, down', () => {
       expect(component.rss_bytes).toBeGreaterThan(10_000_000);
       expect(component.uptime_seconds).toBeGreaterThanOrEqual(0);
     }
-    expect(status.agents.map((a) => [a.id, a.started])).toEqual([['admin', true], ['evolver', true], ['maintainer', true], ['warden', true]]);
+    expect(status.agents.map((a) => [a.id, 'started' in a && a.started])).toEqual([['admin', true], ['evolver', true], ['maintainer', true], ['warden', true]]);
     expect(status.model).toEqual({ provider: 'mock', model: 'echo', offline: true });
-    await waitFor(async () => (await statusOf()).agents.find((a) => a.id === 'admin')!.undelivered === 0, 'the reply to be acknowledged');
-    const admin = (await statusOf()).agents.find((a) => a.id === 'admin')!;
+    const adminOf = (s: SystemStatus) => s.agents.find((a): a is AgentStatus => a.id === 'admin' && !('error' in a))!;
+    await waitFor(async () => adminOf(await statusOf()).undelivered === 0, 'the reply to be acknowledged');
+    const admin = adminOf(await statusOf());
     expect(admin).toMatchObject({ pending: 0, threads: 1 });
     expect(admin.last_activity).not.toBeNull();
 
@@ -162,6 +164,42 @@ describe('theclaw up, status, down', () => {
       client.close();
     }
     expect(llm.requests.length).toBeGreaterThan(0);
+  });
+
+  it('leaves nothing running when one daemon cannot start, and doctor names the cause', async () => {
+    home();
+    writeFileSync(join(t!.home, 'xgw', 'config.yaml'), 'channels:\n  - { id: telegram:main, type: telegram, token_env: NOT_SET_BOT_TOKEN }\nroutes:\n  - { agent: admin }\n');
+    const result = await theclaw(['up']);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/^Error: .*NOT_SET_BOT_TOKEN.* - /m);
+    const status = await statusOf();
+    expect(status.components.map((c) => c.running)).toEqual([false, false]); // notifier was stopped again
+    const doctor = await theclaw(['doctor', '--json']);
+    expect(doctor.code).toBe(1);
+    const report = JSON.parse(doctor.stdout) as { ok: boolean; checks: Check[] }; // one document, even on failure
+    expect(report.ok).toBe(false);
+    expect(report.checks).toContainEqual(expect.objectContaining({ name: 'config', status: 'fail', detail: expect.stringContaining('NOT_SET_BOT_TOKEN is not set'), fix: 'export NOT_SET_BOT_TOKEN=<the bot token> before theclaw up' }));
+  });
+
+  it('reports the model notifier runs agents with, not the shell\'s, and says how to switch', async () => {
+    home();
+    expect((await theclaw(['up'])).code).toBe(0);
+    const withKey = { ...t!.env, OPENAI_API_KEY: 'sk-test-not-used' };
+    const again = await theclaw(['up', '--json'], withKey);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stderr).toContain('Warning: notifier was started with another environment, so agents use mock/echo (offline: no provider key), not openai/gpt-4o-mini - to switch: theclaw down && theclaw up');
+    expect(JSON.parse(again.stdout)).toMatchObject({ model: { provider: 'mock', offline: true }, shell_model: { provider: 'openai' } });
+    expect((JSON.parse((await theclaw(['status', '--json'], withKey)).stdout) as SystemStatus).model.provider).toBe('mock');
+  });
+
+  it('shows every other agent when one agent\'s config is broken', async () => {
+    home();
+    expect((await theclaw(['up'])).code).toBe(0);
+    writeFileSync(join(t!.home, 'agents', 'warden', 'config.yaml'), 'agent_id: warden\nconcurrency: four\n');
+    const status = await statusOf();
+    expect(status.agents.map((a) => ('error' in a ? `${a.id}: broken` : a.id))).toEqual(['admin', 'evolver', 'maintainer', 'warden: broken']);
+    expect(status.agents.find((a) => a.id === 'warden')).toEqual({ id: 'warden', error: expect.stringMatching(/concurrency/) });
+    expect((await theclaw(['status'])).stdout).toMatch(/^ {2}warden +BROKEN: .*concurrency/m);
   });
 
   it('refuses to start anything when a config is broken, naming the file and what to fix', async () => {

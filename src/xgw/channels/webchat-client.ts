@@ -3,6 +3,7 @@ import WebSocket from 'ws';
 import { ClawError } from '../../core/errors.js';
 import type { MailboxEntry } from '../state.js';
 import type { ServerMessage } from './webchat.js';
+import { webchatCookieNames } from './webchat-http.js';
 
 /**
  * A program talking to the web chat the way its page does: trade the URL's token for the cookie,
@@ -21,15 +22,19 @@ export async function connectWebchat(url: string, signal?: AbortSignal): Promise
   const page = new URL(url);
   const token = page.searchParams.get('token');
   if (!token) throw new ClawError('invalid', `the web chat URL ${page.origin} has no token`, { suggestion: 'use the URL that xgw status prints' });
-  const tokenCookie = `xgw_token_${page.port}=${token}`;
-  const peerCookie = `xgw_peer_${page.port}=${randomBytes(16).toString('hex')}`;
-  const ws = new WebSocket(`ws://${page.host}/ws`, { headers: { Cookie: `${tokenCookie}; ${peerCookie}` }, origin: page.origin });
+  const names = webchatCookieNames(page.port);
+  const cookies = `${names.token}=${token}; ${names.peer}=${randomBytes(16).toString('hex')}`;
+  const ws = new WebSocket(`ws://${page.host}/ws`, { headers: { Cookie: cookies }, origin: page.origin });
   const queue: ServerMessage[] = [];
   const waiters: (() => void)[] = [];
   let closed: Error | undefined;
   const wake = () => waiters.splice(0).forEach((resolve) => resolve());
   ws.on('message', (data) => {
-    queue.push(JSON.parse(String(data)) as ServerMessage);
+    try {
+      queue.push(JSON.parse(String(data)) as ServerMessage);
+    } catch {
+      return; // not the protocol: nothing a caller waits for
+    }
     wake();
   });
   ws.on('close', () => {
@@ -53,8 +58,12 @@ export async function connectWebchat(url: string, signal?: AbortSignal): Promise
       if (index >= 0) return pick(queue.splice(index, 1)[0]!)!;
       if (closed) throw closed;
       await new Promise<void>((resolve) => {
-        waiters.push(resolve);
-        signal?.addEventListener('abort', () => resolve(), { once: true });
+        const done = () => {
+          signal?.removeEventListener('abort', done);
+          resolve();
+        };
+        waiters.push(done);
+        signal?.addEventListener('abort', done, { once: true });
       });
     }
   };

@@ -11,6 +11,14 @@ export function safeEqual(a: string, b: string): boolean {
   return b !== '' && timingSafeEqual(digest(a), digest(b));
 }
 
+/**
+ * The web chat's cookie names. Cookies are shared by every port of a host: the names carry the
+ * port, so two web chats (or another local service) never overwrite each other's.
+ */
+export function webchatCookieNames(port: number | string): { token: string; peer: string } {
+  return { token: `xgw_token_${port}`, peer: `xgw_peer_${port}` };
+}
+
 export function parseCookies(header: string | undefined): Map<string, string> {
   const cookies = new Map<string, string>();
   for (const part of (header ?? '').split(';')) {

@@ -1,3 +1,6 @@
+/** How often the status page asks again. */
+export const STATUS_REFRESH_MS = 3_000;
+
 /**
  * The status page the web chat serves at `/status` (same token as the chat): one self-contained
  * HTML document that fetches `/status.json` (`theclaw status --json --recent N`) every few
@@ -7,8 +10,6 @@
  *
  * Written as `String.raw`, so the script uses no template literals (no backticks, no `${`).
  */
-export const STATUS_REFRESH_MS = 3_000;
-
 export const STATUS_PAGE = String.raw`<!doctype html>
 <html lang="en">
 <head>
@@ -55,7 +56,7 @@ tr.error td.kind { color: var(--bad); font-weight: 600; }
 </style>
 </head>
 <body>
-<header><div class="wrap"><div class="logo">TC</div><h1>TheClaw status</h1><span id="updated">loading…</span><a href="/">chat</a></div></header>
+<header><div class="wrap"><div class="logo">TC</div><h1>TheClaw status</h1><span id="model"></span><span id="updated">loading…</span><a href="/">chat</a></div></header>
 <main class="wrap">
 <div id="problem" role="alert"></div>
 <section><h2>Components</h2><div class="scroll" id="components"></div></section>
@@ -112,7 +113,7 @@ function fill(id, rows, columns, emptyText, rowClass) {
 function render(s) {
   fill("components", s.components, [
     ["component", function (c) { return c.name; }],
-    ["state", function (c) { return c.running ? pill("running", "ok") : pill("stopped", "bad"); }],
+    ["state", function (c) { return !c.running ? pill("stopped", "bad") : c.answering ? pill("running", "ok") : pill("not answering", "bad"); }],
     ["pid", function (c) { return c.pid; }, "num"],
     ["uptime", function (c) { return duration(c.uptime_seconds); }, "num"],
     ["memory", function (c) { return megabytes(c.rss_bytes); }, "num"]
@@ -124,13 +125,17 @@ function render(s) {
   ], "no channels are configured");
   fill("agents", s.agents, [
     ["agent", function (a) { return a.id; }],
-    ["state", function (a) { return a.started ? pill(a.running ? "running" : "started", "ok") : pill("stopped", "warn"); }],
+    ["state", function (a) { return a.error ? pill("broken", "bad") : a.started ? pill(a.running ? "running" : "started", "ok") : pill("stopped", "warn"); }],
     ["pending", function (a) { return a.pending; }, "num"],
     ["undelivered", function (a) { return a.undelivered; }, "num"],
     ["threads", function (a) { return a.threads; }, "num"],
     ["last activity", function (a) { return when(a.last_activity); }],
-    ["model", function (a) { return a.model; }]
-  ], "no agents yet: theclaw up creates them");
+    ["model", function (a) { return a.error || a.model; }, "text"]
+  ], "no agents yet: theclaw up creates them", function (a) { return a.error ? "error" : ""; });
+  var model = document.getElementById("model");
+  model.replaceChildren(s.model.offline
+    ? pill("model: offline mock (no provider key)", "warn")
+    : pill("model: " + s.model.provider + "/" + (s.model.model || "default"), "ok"));
   fill("queues", s.queues, [
     ["thread", function (q) { return q.thread; }],
     ["consumer", function (q) { return q.consumer; }],

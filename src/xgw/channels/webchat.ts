@@ -7,7 +7,7 @@ import * as z from 'zod/mini';
 import { ClawError, errnoCode } from '../../core/errors.js';
 import type { MailboxEntry } from '../state.js';
 import type { ChannelAdapter, ChannelContext, ChannelSendOptions, ChannelStatus, OutboundMessage, WebchatChannelConfig } from '../types.js';
-import { cookie, parseCookies, refuse, safeEqual, unauthorized } from './webchat-http.js';
+import { cookie, parseCookies, refuse, safeEqual, unauthorized, webchatCookieNames } from './webchat-http.js';
 import { WEBCHAT_PAGE } from './webchat-page.js';
 import { STATUS_PAGE } from './webchat-status-page.js';
 import { loadWebchatToken, urlHost, webchatUrl } from './webchat-token.js';
@@ -83,10 +83,8 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
     const names = config.host === 'localhost' ? ['localhost', '127.0.0.1', '[::1]'] : config.host === '127.0.0.1' || config.host === '::1' ? [pageHost, 'localhost'] : [pageHost];
     return origin !== undefined && names.some((name) => origin === `http://${name}:${port}`);
   };
-  // Cookies are shared by every port of a host: the names carry the port, so two web chats (or
-  // another local service) never overwrite each other's.
-  const tokenCookie = (): string => `xgw_token_${port}`;
-  const peerCookie = (): string => `xgw_peer_${port}`;
+  const tokenCookie = (): string => webchatCookieNames(port).token;
+  const peerCookie = (): string => webchatCookieNames(port).peer;
   const hasToken = (candidate: string | undefined): boolean => candidate !== undefined && safeEqual(candidate, token);
 
   function handleRequest(req: IncomingMessage, res: ServerResponse): void {
@@ -107,6 +105,12 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
     if (url.pathname === '/ws') {
       res.writeHead(426, { Upgrade: 'websocket', 'Content-Type': 'text/plain; charset=utf-8' });
       return void res.end('This address takes WebSocket connections only\n');
+    }
+    if ((url.pathname === '/status' || url.pathname === '/status.json') && config.access !== 'open') {
+      // Under pairing or an allowlist the token is shared with people the owner chats with; the
+      // status page shows every conversation, so only the owner's open web chat serves it.
+      res.writeHead(403, { 'Content-Type': 'text/plain; charset=utf-8' });
+      return void res.end(`The status page is served only by a web chat with access: open (${config.id} has access: ${config.access})\n`);
     }
     if (url.pathname === '/status.json') return void serveSystemStatus(res);
     if (url.pathname !== '/' && url.pathname !== '/status') {
