@@ -1,10 +1,12 @@
 import Database from 'better-sqlite3';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatAddress } from '../core/address.js';
+import { socketPath } from '../core/home.js';
 import { parseMessageContent } from '../core/message.js';
 import { createTestHome, runTool, startFakeOpenAI, writeFakePaiConfig, type FakeLlmServer, type TestHome } from '../testing/index.js';
 import { openThread } from '../thread/thread.js';
@@ -31,16 +33,21 @@ beforeEach(async () => {
   dir = initAgent(t.home, 'helper');
   server = await startFakeOpenAI();
   writeFakePaiConfig(t.home, server);
+  writeXgwConfig('terminal:local');
+});
+
+/** An xgw with one terminal channel, routing everything to the agent. */
+function writeXgwConfig(channel: string): void {
   mkdirSync(join(t.home, 'xgw'), { recursive: true });
   writeFileSync(
     join(t.home, 'xgw', 'config.yaml'),
     `channels:
-  - { id: terminal:local, type: terminal, access: open }
+  - { id: ${channel}, type: terminal, access: open }
 routes:
   - { channel: "*", peer: "*", agent: helper }
 `,
   );
-});
+}
 
 afterEach(async () => {
   await runTool('xgw', ['stop'], t.env);
@@ -101,7 +108,7 @@ function gateway<T>(fn: (state: GatewayState) => T): T {
   }
 }
 
-const mailbox = () => gateway((state) => state.mailbox('terminal:local', user).map((entry) => [entry.role, entry.text]));
+const mailbox = (channel = 'terminal:local') => gateway((state) => state.mailbox(channel, user).map((entry) => [entry.role, entry.text]));
 
 function attempts(): { thread: string; event_id: number; attempts: number; last_error: string }[] {
   if (!existsSync(dir.state)) return [];
@@ -145,14 +152,14 @@ describe('agent deliver to xgw', () => {
     expect(readFileSync(join(dir.threads, '..', 'logs', 'agent.log'), 'utf8')).not.toContain('[ERROR]');
   });
 
-  it('keeps a reply (and its attempt count, on disk) while xgw is down, and delivers it after xgw starts', async () => {
+  it('keeps a reply while xgw is down, without counting that as an attempt, and delivers it after xgw starts', async () => {
     const { path, id } = await reply('are you there?');
     const down = await runTool('agent', ['deliver', '--thread', path, '--consumer', 'outbound'], t.env);
     expect(down.code).toBe(1);
     expect(down.stderr).toBe('Error: a reply could not be delivered yet - notifier retries it; see the agent log\n');
     expect(outbound(path)).toMatchObject({ progress: 0, pending: 1 });
-    expect(attempts()).toEqual([{ thread: path, event_id: id, attempts: 1, last_error: 'xgw is not running' }]);
-    expect(readFileSync(dir.log, 'utf8')).toContain(`deliver: event ${id} of ${path} failed (attempt 1 of 3): xgw is not running`);
+    expect(attempts()).toEqual([]);
+    expect(readFileSync(dir.log, 'utf8')).toContain(`deliver: event ${id} of ${path} waits: xgw is not running (not counted as an attempt)`);
 
     await xgw('start');
     const up = await deliver(path);
@@ -164,29 +171,66 @@ describe('agent deliver to xgw', () => {
     expect(events(path, "type = 'record' AND subtype = 'error'")).toEqual([]);
   });
 
-  it('records an error and skips a reply past deliver.max_attempts, then delivers the next ones', async () => {
+  it('never gives up on a reply because xgw is down, however many tries that takes (xgw restarting under a supervisor)', async () => {
     setAgentConfig({ deliver: { max_attempts: 2 } });
-    const { path, id } = await reply('one');
+    const { path, id } = await reply('still there?');
+    for (let i = 0; i < 4; i++) expect((await deliver(path)).code).toBe(1);
+    expect(outbound(path)).toMatchObject({ progress: 0, pending: 1 });
+    expect(attempts()).toEqual([]);
+    expect(events(path, "type = 'record' AND subtype = 'error'")).toEqual([]);
+
+    await xgw('start');
+    expect(JSON.parse((await deliver(path)).stdout)).toEqual({ delivered: 1, skipped: 0, failed: false });
+    expect(mailbox()).toEqual([['agent', 'echo: still there?']]);
+    expect(outbound(path)).toMatchObject({ progress: id, pending: 0 });
+  });
+
+  it('does not count an xgw that closes the connection without an answer (killed during the request) as an attempt', async () => {
+    // Stands in for a daemon that dies with the request under way: it reads it and hangs up.
+    mkdirSync(join(t.home, 'run'), { recursive: true });
+    const dying = createServer((socket) => socket.once('data', () => socket.destroy()));
+    await new Promise<void>((resolve) => dying.listen(socketPath(t.home, 'xgw'), resolve));
+    try {
+      const { path, id } = await reply('hello?');
+      const result = await deliver(path);
+      expect(result.code).toBe(1);
+      expect(attempts()).toEqual([]);
+      expect(readFileSync(dir.log, 'utf8')).toMatch(new RegExp(`deliver: event ${id} of \\S+ waits: the daemon on \\S+ closed the connection without an answer \\(not counted as an attempt\\)`));
+    } finally {
+      await new Promise((resolve) => dying.close(resolve));
+    }
+  });
+
+  it('records an error and skips a reply that xgw refused deliver.max_attempts times, then delivers the next ones', async () => {
+    setAgentConfig({ deliver: { max_attempts: 2 } });
+    await xgw('start');
+    // A peer of a channel this xgw does not have: xgw answers, and refuses the reply.
+    const other = formatAddress({ kind: 'external', channelType: 'terminal', instance: 'other', conversationType: 'dm', conversationId: user, peerId: user });
+    const { path, id } = await reply('one', other);
     const firstTry = await deliver(path);
     expect(firstTry.code).toBe(1);
     expect(JSON.parse(firstTry.stdout)).toEqual({ error: 'a reply could not be delivered yet', suggestion: 'notifier retries it; see the agent log' });
     expect(attempts()).toMatchObject([{ event_id: id, attempts: 1 }]);
+    expect(readFileSync(dir.log, 'utf8')).toContain(`deliver: event ${id} of ${path} failed (attempt 1 of 2): no channel terminal:other is configured`);
     const secondTry = await deliver(path);
     expect(secondTry.code, secondTry.stderr).toBe(0);
     expect(JSON.parse(secondTry.stdout)).toEqual({ delivered: 0, skipped: 1, failed: false });
 
     const errors = events(path, "type = 'record' AND subtype = 'error'");
     expect(errors.map((event) => [event.source, JSON.parse(event.content)])).toEqual([
-      ['self', { stage: 'deliver', event_id: id, error: 'not delivered after 2 attempt(s): xgw is not running' } satisfies ErrorRecord],
+      ['self', { stage: 'deliver', event_id: id, error: 'not delivered after 2 attempt(s): no channel terminal:other is configured' } satisfies ErrorRecord],
     ]);
     expect(outbound(path)).toMatchObject({ progress: id, pending: 0 });
     expect(attempts()).toEqual([]);
     expect(readFileSync(dir.log, 'utf8')).toContain(`deliver: gave up on event ${id} of ${path}`);
 
+    // The channel is configured now: the next reply of the thread goes out.
+    await xgw('stop');
+    writeXgwConfig('terminal:other');
     await xgw('start');
-    const next = await reply('two');
+    const next = await reply('two', other);
     expect(JSON.parse((await deliver(path)).stdout)).toEqual({ delivered: 1, skipped: 0, failed: false });
-    expect(mailbox()).toEqual([['agent', 'echo: two']]);
+    expect(mailbox('terminal:other')).toEqual([['agent', 'echo: two']]);
     expect(outbound(path)).toMatchObject({ progress: next.id, pending: 0 });
   });
 
@@ -196,7 +240,6 @@ describe('agent deliver to xgw', () => {
     expect(first.path).toBe(second.path);
     expect((await deliver(first.path)).code).toBe(1);
     expect(outbound(first.path)).toMatchObject({ progress: 0, pending: 2 });
-    expect(attempts()).toMatchObject([{ event_id: first.id, attempts: 1 }]);
     await xgw('start');
     expect(JSON.parse((await deliver(first.path)).stdout)).toEqual({ delivered: 2, skipped: 0, failed: false });
     expect(mailbox()).toEqual([

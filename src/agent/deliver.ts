@@ -2,7 +2,6 @@ import { existsSync } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import type Database from 'better-sqlite3';
 import { formatAddress } from '../core/address.js';
-import { askDaemon, daemonHolder } from '../core/daemon.js';
 import { ClawError, isClawError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
 import { createLogger } from '../core/logger.js';
@@ -11,6 +10,7 @@ import { openSqlite } from '../core/sqlite.js';
 import { isStorageError } from '../core/storage-error.js';
 import { openThread, type Thread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
+import { askXgw, isXgwUnavailable } from '../xgw/client.js';
 import type { XgwRequest } from '../xgw/protocol.js';
 import { agentDir, loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
 import { ANSWER_CONVERSATION } from './router.js';
@@ -22,7 +22,10 @@ import type { ErrorRecord } from './types.js';
  * with the idempotency key `<thread>#<event id>` (a retried delivery is not sent twice);
  * internal ones are pushed into the asking agent's inbox. A failure is not acknowledged: the
  * run ends with exit 1 and notifier retries with backoff. The attempt count is kept on disk;
- * past `deliver.max_attempts` an error record is written and the reply is skipped.
+ * past `deliver.max_attempts` an error record is written and the reply is skipped. Only a
+ * delivery that was tried and failed is an attempt: while xgw is down, restarting or its channel
+ * not up, the reply waits (exit 1, retried with backoff) however long that takes, so that a
+ * gateway restart never costs a reply.
  */
 export interface DeliverOptions {
   thread: string;
@@ -52,7 +55,12 @@ export async function deliverReplies(options: DeliverOptions): Promise<DeliverSu
   try {
     for (const event of thread.pop(options.consumer, { limit: 100 })) {
       try {
-        await deliverOne(home, dir, thread, event);
+        const waiting = await deliverOne(home, dir, thread, event);
+        if (waiting) {
+          logger.warn(`deliver: event ${event.id} of ${thread.path} waits: ${waiting} (not counted as an attempt)`);
+          summary.failed = true;
+          break; // in order: later replies wait for this one
+        }
         summary.delivered++;
       } catch (error) {
         const message = error instanceof Error ? error.message : String(error);
@@ -85,10 +93,14 @@ export async function deliverReplies(options: DeliverOptions): Promise<DeliverSu
   }
 }
 
-async function deliverOne(home: string, dir: AgentDir, thread: Thread, event: ThreadEvent): Promise<void> {
+/**
+ * Delivers one reply. Returns null once it is delivered (or has nowhere to go), or why it cannot
+ * be tried now (xgw is unavailable); a delivery that was tried and failed is thrown.
+ */
+async function deliverOne(home: string, dir: AgentDir, thread: Thread, event: ThreadEvent): Promise<string | null> {
   const content = parseMessageContent(event.content);
   const context: ReplyContext | undefined = content.reply_context;
-  if (!context) return; // kept in the thread on purpose (see run.ts): nothing to deliver
+  if (!context) return null; // kept in the thread on purpose (see run.ts): nothing to deliver
   if (context.kind === 'external') {
     const request: XgwRequest = {
       op: 'send',
@@ -100,11 +112,13 @@ async function deliverOne(home: string, dir: AgentDir, thread: Thread, event: Th
       idempotency_key: `${thread.path}#${event.id}`,
       text: content.text,
     };
-    if (!daemonHolder(home, 'xgw')) {
-      throw new ClawError('io', 'xgw is not running', { suggestion: 'start it with xgw start; the reply is delivered on the next try' });
+    try {
+      await askXgw(home, request, 60_000);
+    } catch (error) {
+      if (isXgwUnavailable(error)) return (error as Error).message;
+      throw error;
     }
-    await askDaemon(home, 'xgw', request, 60_000);
-    return;
+    return null;
   }
   // An answer for another agent: into its inbox, from us, marked as an answer so that it goes
   // back into the conversation that asked (router.ts).
@@ -125,6 +139,7 @@ async function deliverOne(home: string, dir: AgentDir, thread: Thread, event: Th
   } finally {
     inbox.close();
   }
+  return null;
 }
 
 /** The agent a thread belongs to: `<home>/agents/<id>/threads/<group>/<leaf>` or `.../threads/main`. */

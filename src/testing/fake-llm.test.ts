@@ -188,6 +188,18 @@ describe('fake OpenAI with the openai SDK', () => {
     await client(server).chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] });
     expect(Date.now() - started).toBeGreaterThanOrEqual(140);
   });
+
+  it('delays each reply by its own random time within { min, max }', async () => {
+    const server = await openai({ defaultDelayMs: { min: 60, max: 120 } });
+    const times = [];
+    for (let i = 0; i < 3; i++) {
+      const started = Date.now();
+      await client(server).chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] });
+      times.push(Date.now() - started);
+    }
+    for (const ms of times) expect(ms).toBeGreaterThanOrEqual(55);
+    expect(Math.min(...times)).toBeLessThan(1_000);
+  });
 });
 
 describe('fake Anthropic with the @anthropic-ai/sdk', () => {

@@ -48,8 +48,11 @@ export type FakeStep =
 export interface FakeLlmOptions {
   /** Step used when the queue is empty. Default: reply `echo: <text of the last user message>`. */
   defaultStep?: FakeStep;
-  /** Delay before answering (text, tool_call and error steps) when the step has no delayMs of its own. */
-  defaultDelayMs?: number;
+  /**
+   * Delay before answering (text, tool_call and error steps) when the step has no delayMs of its
+   * own: a fixed number of ms, or `{ min, max }` for a delay drawn uniformly per request.
+   */
+  defaultDelayMs?: number | { min: number; max: number };
   /** When set, requests with another key (OpenAI: `Authorization: Bearer`, Anthropic: `x-api-key` or bearer) get 401. */
   apiKey?: string;
 }
@@ -276,7 +279,7 @@ async function startFakeServer(protocol: Protocol, options: FakeLlmOptions): Pro
       req.socket.resetAndDestroy();
       return;
     }
-    const delayMs = ('delayMs' in fixed ? fixed.delayMs : undefined) ?? options.defaultDelayMs ?? 0;
+    const delayMs = ('delayMs' in fixed ? fixed.delayMs : undefined) ?? defaultDelay(options.defaultDelayMs);
     if (delayMs > 0) await sleep(delayMs);
     if (gone || closing) return;
 
@@ -327,6 +330,11 @@ async function startFakeServer(protocol: Protocol, options: FakeLlmOptions): Pro
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
+
+function defaultDelay(delay: FakeLlmOptions['defaultDelayMs']): number {
+  if (delay === undefined || typeof delay === 'number') return delay ?? 0;
+  return delay.min + Math.random() * (delay.max - delay.min);
+}
 
 function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   const text = JSON.stringify(body);

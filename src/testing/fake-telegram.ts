@@ -42,6 +42,8 @@ export interface FakeSentMessage {
   reply_parameters?: { message_id?: number; allow_sending_without_reply?: boolean; [key: string]: unknown };
   /** The Message the fake answered with. */
   message: LooseJson;
+  /** When the fake carried it out (`Date.now()`). */
+  at: number;
 }
 
 /** An error the next call of a method gets, as Telegram sends it. */
@@ -223,7 +225,7 @@ export async function startFakeTelegram(options: FakeTelegramOptions = {}): Prom
     };
     const replyTo = params.reply_parameters?.message_id;
     if (replyTo !== undefined) message.reply_to_message = { message_id: replyTo, date: message.date, chat: message.chat };
-    sent.push({ chat_id: params.chat_id, text, ...(params.reply_parameters && { reply_parameters: params.reply_parameters }), message });
+    sent.push({ chat_id: params.chat_id, text, ...(params.reply_parameters && { reply_parameters: params.reply_parameters }), message, at: Date.now() });
     ok(res, message);
   }
 

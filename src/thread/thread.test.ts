@@ -377,6 +377,18 @@ describe('subscribe and unsubscribe', () => {
     expect(registered).toEqual([thread.path]);
   });
 
+  it('never stores a subscription without its registry entry: when the registry cannot be written, subscribe fails and stores nothing', () => {
+    // A subscriber killed between the two writes must not leave a subscription that notifier's
+    // sweep never looks at: the entry is written inside the subscription's transaction.
+    const thread = newThread();
+    thread.push(msg('waiting'));
+    mkdirSync(join(t.home, 'notifier'), { recursive: true });
+    writeFileSync(join(t.home, 'notifier', 'threads'), 'not a directory');
+    expect(() => thread.subscribe({ consumer: 'worker', handler: 'h' })).toThrow();
+    expect(thread.consumer('worker')?.subscribed ?? false).toBe(false);
+    expect(thread.subscriptions()).toEqual([]);
+  });
+
   it('unsubscribe keeps progress and a later subscribe resumes where it stopped', () => {
     const thread = newThread();
     thread.subscribe({ consumer: 'worker', handler: 'h' });

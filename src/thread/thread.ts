@@ -209,8 +209,11 @@ export class Thread {
       this.sql('UPDATE consumers SET subscribed = 1, handler = ?, filter = ?, updated_at = ? WHERE consumer = ?')
         .run(options.handler, filter, new Date().toISOString(), options.consumer);
       if (renewed) this.sql('UPDATE consumers SET failures = 0, last_error = NULL, retry_at = NULL WHERE consumer = ?').run(options.consumer);
+      // Inside the write transaction, as in unsubscribe: a subscriber killed before the commit
+      // leaves at most an entry with no subscription (harmless), never a subscription that the
+      // sweep does not know of (its events would wait forever); and a failed entry stores nothing.
+      registerThread(this.home, this.path);
     });
-    registerThread(this.home, this.path);
     this.log().info(`subscribed ${options.consumer}: handler ${options.handler}${options.filter ? `, filter ${options.filter}` : ''}`);
     this.schedulePoke(); // events may already be waiting
   }

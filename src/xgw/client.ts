@@ -12,6 +12,18 @@ export async function askXgw<T>(home: string, request: XgwRequest, timeoutMs?: n
 }
 
 /**
+ * Whether xgw could not even try a request: it is not running, not answering, died before it
+ * answered, or the channel is not up (starting, restarting, stopping). A caller that retries
+ * (agent deliver) must not count this as a failed delivery: nothing was refused, and the same
+ * request with the same idempotency key is safe once xgw is back. A refusal by the platform
+ * (`upstream`) or by the gateway (`usage`, `invalid`, `not_found` of a configured thing) is an
+ * answer, and is not covered here.
+ */
+export function isXgwUnavailable(error: unknown): boolean {
+  return isClawError(error, 'io') || isClawError(error, 'timeout') || isClawError(error, 'aborted');
+}
+
+/**
  * The one way every xgw client says that the daemon did not answer (no socket, nobody listening,
  * or no answer in time): "not running" when no process holds its lock, else "starting or not
  * answering". Other errors are returned as they are.

@@ -268,6 +268,39 @@ describe('outbound', () => {
     expect(state.deliveryProgress({ channelId: 'telegram:main', target: 'dm:9:9', key: 'thread#7' })).toEqual({ messageIds: ['55'], complete: true });
   });
 
+  it('on stop, lets deliveries under way finish and write their keys down before the channels stop, and refuses new ones as unavailable', async () => {
+    // A part handed to the platform must be written down: cut off, it is sent again on the retry.
+    const gateway = gatewayWith(openChat);
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const events: string[] = [];
+    const channel: ChannelAdapter = {
+      ...recordingChannel('telegram:main'),
+      async send() {
+        events.push('send');
+        await gate;
+        events.push('platform answered');
+        return { messageIds: ['77'] };
+      },
+      async stop() {
+        events.push('channel stopped');
+      },
+    };
+    await gateway.startChannel(channel);
+    const delivery = gateway.send({ channel: 'telegram:main', peer: '5', idempotencyKey: 'thread#9', text: 'hi' });
+    await new Promise((resolve) => setImmediate(resolve));
+    const stopped = gateway.stopChannels();
+    await expect(gateway.send({ channel: 'telegram:main', peer: '6', text: 'later' })).rejects.toMatchObject({ kind: 'io', message: 'xgw is stopping' });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(events).toEqual(['send']);
+
+    release();
+    await stopped;
+    expect(events).toEqual(['send', 'platform answered', 'channel stopped']);
+    expect(await delivery).toEqual({ status: 'delivered', message_ids: ['77'] });
+    expect(state.deliveryProgress({ channelId: 'telegram:main', target: 'dm:5:5', key: 'thread#9' })).toEqual({ messageIds: ['77'], complete: true });
+  });
+
   it('refuses a channel that is not configured and an empty text as usage errors, and says when a configured one is not running', async () => {
     const gateway = gatewayWith(openChat);
     await expect(gateway.send({ channel: 'nope:x', peer: '1', text: 'hi' })).rejects.toMatchObject({

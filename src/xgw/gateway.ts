@@ -13,6 +13,9 @@ import { ChannelSupervisor, type SupervisorOptions } from './supervisor.js';
 import { MAX_PENDING_PAIRINGS, type DeliveryProgress, type DeliveryRef, type GatewayState } from './state.js';
 import { splitChannelId, type ChannelAdapter, type ChannelConfig, type ChannelContext, type ChannelStatus, type InboundMessage, type InboundOutcome, type XgwConfig } from './types.js';
 
+/** How long stopping waits for deliveries under way (a Bot API call rarely takes a second). */
+const STOP_DELIVERIES_MS = 5_000;
+
 export interface SendRequest {
   channel: string;
   peer: string;
@@ -56,6 +59,9 @@ export class Gateway {
   private readonly inFlight = new Map<string, Promise<SendResult>>();
   /** Deliveries whose record could not be written to the state, by key and target. */
   private readonly unrecorded = new Map<string, DeliveryProgress>();
+  /** Every delivery under way, keyed or not: `stopChannels` lets them finish first. */
+  private readonly delivering = new Set<Promise<unknown>>();
+  private stopping = false;
 
   constructor(private readonly options: GatewayOptions) {}
 
@@ -104,8 +110,15 @@ export class Gateway {
     return this.channelList().map((channel) => (this.supervisors.get(channel.id) ?? channel).status());
   }
 
-  /** Stops every channel, cancelling starts under way and pending retries. */
+  /**
+   * Stops every channel, cancelling starts under way and pending retries. Deliveries under way
+   * finish first (within `STOP_DELIVERIES_MS`): a part the platform has been handed must be
+   * written down, or the retry sends it again. New ones are refused meanwhile as unavailable
+   * (`io`), which a retrying client waits out.
+   */
   async stopChannels(): Promise<void> {
+    this.stopping = true;
+    await settleWithin(Promise.allSettled([...this.delivering]), STOP_DELIVERIES_MS);
     await Promise.allSettled(this.channelList().map((channel) => (this.supervisors.get(channel.id) ?? channel).stop()));
   }
 
@@ -190,6 +203,12 @@ export class Gateway {
    * Delivers a reply through its channel, once per idempotency key and target: a key delivered
    * before is acknowledged as a duplicate; a key whose delivery stopped part-way goes on after
    * the last part that was sent.
+   *
+   * The guarantee is at least once, with one narrow window for a duplicate: each part is written
+   * down the moment the platform has answered for it, but Telegram has no idempotency, so a
+   * request it received cannot be asked about afterwards. If xgw dies after handing a part to
+   * the platform and before that write (one Bot API round trip), the retry sends the part again.
+   * Writing it down before sending would turn that window into a lost reply instead.
    */
   send(request: SendRequest): Promise<SendResult> {
     if (request.text.trim() === '') return Promise.reject(usageError('the text is empty', 'pass --text or text on stdin'));
@@ -197,14 +216,21 @@ export class Gateway {
       const ids = this.options.config.channels.map((channel) => channel.id).join(', ') || 'none';
       return Promise.reject(usageError(`no channel ${request.channel} is configured`, `pass one of the configured channels (${ids}) to --channel`));
     }
-    if (request.idempotencyKey === undefined) return this.deliver(request, undefined);
+    if (this.stopping) return Promise.reject(new ClawError('io', 'xgw is stopping', { suggestion: 'send it again once xgw has started' }));
+    if (request.idempotencyKey === undefined) return this.track(this.deliver(request, undefined));
     const ref = deliveryRef(request, request.idempotencyKey);
     const id = refId(ref);
     const running = this.inFlight.get(id);
     if (running) return running.then((result) => ({ ...result, status: 'duplicate' as const }));
-    const promise = this.deliver(request, ref).finally(() => this.inFlight.delete(id));
+    const promise = this.track(this.deliver(request, ref)).finally(() => this.inFlight.delete(id));
     this.inFlight.set(id, promise);
     return promise;
+  }
+
+  private track<T>(delivery: Promise<T>): Promise<T> {
+    this.delivering.add(delivery);
+    void delivery.catch(() => {}).finally(() => this.delivering.delete(delivery));
+    return delivery;
   }
 
   private async deliver(request: SendRequest, ref: DeliveryRef | undefined): Promise<SendResult> {
