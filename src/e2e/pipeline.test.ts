@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import type { AgentStatus } from '../agent/lifecycle.js';
+import type { NotifierStatus } from '../notifier/types.js';
 import { parseMessageContent } from '../core/message.js';
 import type { FakeStep, LooseJson, RecordedRequest } from '../testing/fake-llm.js';
 import { textUpdate } from '../testing/fake-telegram.js';
@@ -175,22 +176,7 @@ describe('the whole pipeline, end to end', () => {
     // An xgw that is down is not an attempt (deliver.max_attempts is 3): the reply waits through
     // four tries (backoff 0.2 s up to 1 s) and goes out once xgw is back.
     const s = await up();
-    let release!: () => void;
-    const gate = new Promise<void>((resolve) => (release = resolve));
-    const gated: FakeStep = async (request) => {
-      if (request.body?.messages?.at(-1)?.role === 'tool') await gate; // the reply waits for the test
-      return echoToolStep;
-    };
-    s.llm.enqueue(gated, gated);
-    const update = s.telegram.queueUpdate(textUpdate({ from: 777, text: 'while-down' }));
-    await until(() => s.llm.requests.length === 2, 'the reply call');
-    expect(lastUserText(s.llm.requests[1]!)).toBe('while-down');
-
-    await s.must('xgw', ['stop']);
-    release();
-    const log = join(s.home, 'agents', 'admin', 'logs', 'agent.log');
-    const waits = () => readFileSync(log, 'utf8').match(/deliver: event \d+ of \S+ waits: [^\n]*/g) ?? [];
-    await until(() => waits().length >= 4, 'four tries while xgw is down', 15_000);
+    const { update, waits, log } = await replyWhileXgwIsDown(s, 777, 4);
     expect(s.telegram.sent).toHaveLength(0);
 
     await s.must('xgw', ['start']);
@@ -203,4 +189,43 @@ describe('the whole pipeline, end to end', () => {
     expect(readFileSync(log, 'utf8')).not.toMatch(/failed \(attempt|gave up/);
     expectThreadOfRounds(s, 777, ['while-down']);
   });
+
+  it('sends a reply held back by a long backoff as soon as xgw is back: xgw wakes notifier', async () => {
+    const s = await up({ backoff: { initial_seconds: 4, max_seconds: 60 } });
+    await replyWhileXgwIsDown(s, 778, 2);
+    const status = JSON.parse((await s.must('notifier', ['status', '--json'])).stdout) as NotifierStatus;
+    const outbound = status.subscriptions.find((sub) => sub.consumer === 'outbound' && sub.failures > 0)!;
+    expect(Date.parse(outbound.retry_at!) - Date.now()).toBeGreaterThan(4_000); // its backoff would hold it this long
+
+    const started = Date.now();
+    await s.must('xgw', ['start']);
+    await until(() => s.telegram.sent.length >= 1, 'the delivery, well before the backoff ends', 3_000);
+    expect(Date.now() - started).toBeLessThan(Date.parse(outbound.retry_at!) - started);
+    await settle(s);
+    expect(s.telegram.sent.map((sent) => [sent.chat_id, sent.text])).toEqual([[778, 'reply to: while-down']]);
+  });
 });
+
+/**
+ * A Telegram message from `peer` whose reply is produced while xgw is stopped; returns once
+ * `agent deliver` found xgw down `tries` times. The reply's model call waits for xgw to stop.
+ */
+async function replyWhileXgwIsDown(s: System, peer: number, tries: number) {
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  const gated: FakeStep = async (request) => {
+    if (request.body?.messages?.at(-1)?.role === 'tool') await gate; // the reply waits for the test
+    return echoToolStep;
+  };
+  s.llm.enqueue(gated, gated);
+  const update = s.telegram.queueUpdate(textUpdate({ from: peer, text: 'while-down' }));
+  await until(() => s.llm.requests.length === 2, 'the reply call');
+  expect(lastUserText(s.llm.requests[1]!)).toBe('while-down');
+
+  await s.must('xgw', ['stop']);
+  release();
+  const log = join(s.home, 'agents', 'admin', 'logs', 'agent.log');
+  const waits = () => readFileSync(log, 'utf8').match(/deliver: event \d+ of \S+ waits: [^\n]*/g) ?? [];
+  await until(() => waits().length >= tries, `${tries} tries while xgw is down`, 20_000);
+  return { update, waits, log };
+}

@@ -57,13 +57,16 @@ export async function runNotifier(home: string): Promise<void> {
           case 'poke':
             if (typeof message.thread === 'string') dispatcher.poke(message.thread);
             return null;
+          case 'wake':
+            dispatcher.wake();
+            return null;
           case 'timers':
             scheduler.reload();
             return null;
           case 'status':
             return status();
           default:
-            throw usageError(`unknown request ${JSON.stringify(request)}`, 'send {"op": "poke" | "status" | "stop" | "timers" | "ping"}');
+            throw usageError(`unknown request ${JSON.stringify(request)}`, 'send {"op": "poke" | "wake" | "status" | "stop" | "timers" | "ping"}');
         }
       },
       shutdown() {

@@ -81,6 +81,20 @@ export class Dispatcher {
     for (const path of this.registered) this.schedule(path);
   }
 
+  /**
+   * Something failing handlers depend on came back (see WakeMessage): every subscription waiting
+   * out a backoff runs now. Its failure count stays, so one that fails again backs off further.
+   */
+  wake(): void {
+    this.readRegistry();
+    for (const path of this.registered) {
+      const thread = this.open(path);
+      if (!thread) continue;
+      for (const subscription of thread.subscriptions()) if (subscription.retry_at !== null) thread.retryNow(subscription.consumer);
+      this.schedule(path);
+    }
+  }
+
   private readRegistry(): void {
     this.registered = new Set(listThreads(this.options.home));
     this.registryReadAt = Date.now();

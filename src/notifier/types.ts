@@ -1,10 +1,11 @@
-import type { PokeMessage } from '../thread/poke.js';
+import type { PokeMessage, WakeMessage } from '../thread/poke.js';
 import type { SubscriptionStatus } from './dispatcher.js';
 import type { TimerJson } from './timers.js';
 
 /** What the daemon's control socket accepts, one JSON object per connection. */
 export type NotifierRequest =
   | PokeMessage
+  | WakeMessage
   /** Timers were added or removed: re-read them. */
   | { op: 'timers' }
   | { op: 'status' }

@@ -310,6 +310,11 @@ export class Thread {
     });
   }
 
+  /** Ends a failing consumer's backoff now, keeping its failure count (notifier's wake). */
+  retryNow(consumer: string): void {
+    this.write(() => this.sql('UPDATE consumers SET retry_at = NULL WHERE consumer = ? AND retry_at IS NOT NULL').run(consumer));
+  }
+
   close(): void {
     if (this.db.open) this.db.close();
   }

@@ -7,6 +7,7 @@ import { defaultTerminalPeer, TerminalChannel } from './channels/terminal.js';
 import { loadXgwConfig } from './config.js';
 import { Gateway } from './gateway.js';
 import { noticeFor } from './notices.js';
+import { wakeNotifier } from '../thread/poke.js';
 import { GatewayState } from './state.js';
 import { createSystemStatusSource } from './system-status.js';
 import type { XgwRequest, XgwStatus } from './protocol.js';
@@ -49,6 +50,9 @@ export async function runXgw(home: string, env: NodeJS.ProcessEnv = process.env)
     return {
       listening() {
         for (const channel of channels) void gateway.launchChannel(channel);
+        // Replies that failed while the gateway was away wait out notifier's backoff (minutes,
+        // after a long outage); once the channels are up they may go at once.
+        void gateway.launched(MAX_STATUS_WAIT_MS).then(() => wakeNotifier(home));
       },
       async handle(request) {
         const message = request as XgwRequest;
