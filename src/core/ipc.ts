@@ -68,7 +68,8 @@ async function respond(socket: Socket, line: string, handle: Handler): Promise<v
     // errorToJson gives an unexpected error a suggestion too, so that the client's line keeps
     // the `Error: what - how to fix` form.
     const error = storageError(raw) ?? raw;
-    reply = { ok: false, ...errorToJson(error), kind: error instanceof ClawError ? error.kind : 'invalid' };
+    // The status goes along: a client tells a platform's outage (5xx, 429) from its refusal (4xx).
+    reply = { ok: false, ...errorToJson(error), kind: error instanceof ClawError ? error.kind : 'invalid', ...(error instanceof ClawError && error.status !== undefined ? { status: error.status } : {}) };
   }
   if (!socket.destroyed) socket.end(JSON.stringify(reply) + '\n');
 }
@@ -168,14 +169,14 @@ export function request<T = unknown>(path: string, message: unknown, options: Re
       options.signal?.removeEventListener('abort', onAbort);
       const line = buffer.split('\n')[0] ?? '';
       if (!line) return reject(new ClawError('io', `the daemon on ${path} closed the connection without an answer`));
-      let reply: { ok: boolean; result?: T; error?: string; kind?: ClawError['kind']; suggestion?: string };
+      let reply: { ok: boolean; result?: T; error?: string; kind?: ClawError['kind']; suggestion?: string; status?: number };
       try {
         reply = JSON.parse(line);
       } catch {
         return reject(new ClawError('io', `the daemon on ${path} answered with malformed JSON`));
       }
       if (reply.ok) resolve(reply.result as T);
-      else reject(new ClawError(reply.kind ?? 'invalid', reply.error ?? 'request failed', { suggestion: reply.suggestion }));
+      else reject(new ClawError(reply.kind ?? 'invalid', reply.error ?? 'request failed', { suggestion: reply.suggestion, status: reply.status }));
     });
   });
 }

@@ -206,6 +206,28 @@ describe('the whole pipeline, end to end', () => {
   });
 });
 
+describe('delivery when Telegram fails', () => {
+  it('waits out an outage (502s, more than deliver.max_attempts) and sends the reply once; gives up on a refusal (403) after max_attempts', async () => {
+    const s = await up();
+    const log = join(s.home, 'agents', 'admin', 'logs', 'agent.log');
+    const outage = { error_code: 502, description: 'Bad Gateway' };
+    for (let i = 0; i < 5; i++) s.telegram.failNext('sendMessage', outage);
+    s.telegram.queueUpdate(textUpdate({ from: 901, text: 'during the outage' }));
+    await until(() => s.telegram.sent.length >= 1, 'the reply once Telegram is back', 30_000);
+    const text = readFileSync(log, 'utf8');
+    expect(text.match(/waits: Telegram refused sendMessage \(502: Bad Gateway\)/g)?.length).toBeGreaterThanOrEqual(4);
+    expect(text).not.toMatch(/failed \(attempt|gave up/);
+
+    for (let i = 0; i < 3; i++) s.telegram.failNext('sendMessage', { error_code: 403, description: 'Forbidden: bot was blocked by the user' });
+    s.telegram.queueUpdate(textUpdate({ from: 902, text: 'from someone who blocked the bot' }));
+    await until(() => /gave up on event/.test(readFileSync(log, 'utf8')), 'the refused reply given up', 30_000);
+    await settle(s);
+    expect(s.telegram.sent.map((sent) => [sent.chat_id, sent.text])).toEqual([[901, 'reply to: during the outage']]);
+    const errors = s.events(telegramThread(s.home, 902)).filter((e) => e.subtype === 'error');
+    expect(errors.map((e) => JSON.parse(e.content).error)).toEqual([expect.stringMatching(/^not delivered after 3 attempt\(s\): Telegram refused sendMessage \(403: Forbidden: bot was blocked by the user\)/)]);
+  });
+});
+
 /**
  * A Telegram message from `peer` whose reply is produced while xgw is stopped; returns once
  * `agent deliver` found xgw down `tries` times. The reply's model call waits for xgw to stop.

@@ -12,15 +12,19 @@ export async function askXgw<T>(home: string, request: XgwRequest, timeoutMs?: n
 }
 
 /**
- * Whether xgw could not even try a request: it is not running, not answering, died before it
- * answered, or the channel is not up (starting, restarting, stopping). A caller that retries
- * (agent deliver) must not count this as a failed delivery: nothing was refused, and the same
- * request with the same idempotency key is safe once xgw is back. A refusal by the platform
- * (`upstream`) or by the gateway (`usage`, `invalid`, `not_found` of a configured thing) is an
- * answer, and is not covered here.
+ * Whether a delivery was not refused but could not be made now: xgw is not running, not
+ * answering, died before it answered, or the channel is not up (starting, restarting, stopping);
+ * or the platform is unreachable or failing (a network error, 5xx, 429). A caller that retries
+ * (agent deliver) must not count this as a failed delivery: the same request with the same
+ * idempotency key is safe once they are back. A refusal — by the platform (another 4xx: the
+ * peer blocked the bot, the text is invalid) or by the gateway (`usage`, `invalid`,
+ * `not_found` of a configured thing) — is an answer, and is not covered here.
  */
 export function isXgwUnavailable(error: unknown): boolean {
-  return isClawError(error, 'io') || isClawError(error, 'timeout') || isClawError(error, 'aborted');
+  if (isClawError(error, 'io') || isClawError(error, 'timeout') || isClawError(error, 'aborted')) return true;
+  if (!isClawError(error, 'upstream')) return false;
+  // Without a status the platform was not reached, or answered nothing a refusal can be read from.
+  return error.status === undefined || error.status === 429 || error.status >= 500;
 }
 
 /**
