@@ -3,7 +3,7 @@ import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { formatError, isClawError, type ClawError } from '../../core/errors.js';
+import { ClawError, formatError, isClawError } from '../../core/errors.js';
 import { createLogger } from '../../core/logger.js';
 import { parseMessageContent } from '../../core/message.js';
 import { packageRoot } from '../../core/package.js';
@@ -206,6 +206,30 @@ describe('telegram channel: outbound', () => {
     const [sent] = h.fake.sent;
     expect(sent).toMatchObject({ chat_id: 111, text: 'Hello back', reply_parameters: { message_id: 42, allow_sending_without_reply: true } });
     expect(result.message_ids).toEqual([String(sent!.message.message_id)]);
+  });
+
+  it('waits out a full disk however many tries it takes, then stores the message once (giving up would lose it)', async () => {
+    const h = await setup({ start: false });
+    h.channel = createTelegramChannel(h.config, { TEST_TG_TOKEN: h.fake.token }, { receiveRetryDelayMs: 5 });
+    const context = h.gateway.context();
+    let refused = 0;
+    await h.channel.start({
+      ...context,
+      receive: async (message) => {
+        if (refused < 6) {
+          refused++;
+          throw new ClawError('disk_full', 'the disk is full (writing events.db)', { suggestion: 'free space' });
+        }
+        return context.receive(message);
+      },
+    });
+    h.fake.queueUpdate(textUpdate({ from: 111, text: 'through a full disk' }));
+    await waitFor(() => inbox(h).length === 1, 'the message in the inbox once the disk has room');
+    expect(refused).toBe(6);
+    expect(parseMessageContent(inbox(h)[0]!.content).text).toBe('through a full disk');
+    const log = readFileSync(h.logPath, 'utf8');
+    expect(log.match(/failed \(the disk is full \(writing events\.db\)\); retrying/g)).toHaveLength(6);
+    expect(log).not.toContain('dropped message');
   });
 
   it('sends a 5,000-character reply as two messages, quoting with the first', async () => {

@@ -29,6 +29,8 @@ export interface TelegramChannelOptions {
   retryDelayMs?: number;
   /** Cap of that delay. Default: 60000 (1 minute). */
   maxRetryDelayMs?: number;
+  /** Delay before a message the gateway could not take is handed to it again; doubles per failure, up to 5 s. Default: 500. */
+  receiveRetryDelayMs?: number;
 }
 
 /**
@@ -43,6 +45,11 @@ const STOP_GRACE_MS = 5000;
 const RECEIVE_ATTEMPTS = 3;
 /** Gateway failures that a second try cannot fix. */
 const PERMANENT: ReadonlySet<ErrorKind> = new Set(['usage', 'invalid', 'not_found']);
+/**
+ * Failures of the machine, not of the message: tried again until they pass (or the channel
+ * stops), holding back the updates after it, since giving up loses the message.
+ */
+const ENVIRONMENTAL: ReadonlySet<ErrorKind> = new Set(['disk_full', 'read_only']);
 
 /**
  * The Telegram channel: long polling through grammY against `api_root`, text messages in, text
@@ -309,7 +316,9 @@ class TelegramChannel implements ChannelAdapter {
 
   /**
    * Hands the message to the gateway, retrying failures that may pass: grammY has moved past
-   * this update already, so giving up loses the message (it is logged).
+   * this update already, so giving up loses the message (it is logged). A full or read-only
+   * disk is waited out however long it lasts; other failures get RECEIVE_ATTEMPTS tries, so
+   * that one message the gateway cannot take never wedges the channel.
    */
   private async receive(inbound: InboundMessage): Promise<InboundOutcome | undefined> {
     const { logger } = this.context!;
@@ -318,13 +327,14 @@ class TelegramChannel implements ChannelAdapter {
         return await this.context!.receive(inbound);
       } catch (error) {
         const permanent = isClawError(error) && PERMANENT.has(error.kind);
-        if (permanent || attempt >= RECEIVE_ATTEMPTS || this.stopping) {
+        const environmental = isClawError(error) && ENVIRONMENTAL.has(error.kind);
+        if (permanent || (attempt >= RECEIVE_ATTEMPTS && !environmental) || this.stopping) {
           logger.error(`${this.id}: dropped message ${inbound.messageId} from ${JSON.stringify(inbound.peerId)}: ${this.describe(error)}`);
           return undefined;
         }
         logger.warn(`${this.id}: message ${inbound.messageId} from ${JSON.stringify(inbound.peerId)} failed (${this.describe(error)}); retrying`);
         try {
-          await sleep(backoffMs(attempt, { initialMs: 500, maxMs: 5000 }), this.lifetime.signal);
+          await sleep(backoffMs(attempt, { initialMs: this.options.receiveRetryDelayMs ?? 500, maxMs: 5000 }), this.lifetime.signal);
         } catch {
           return undefined;
         }
