@@ -5,8 +5,8 @@ import { parse, stringify } from 'yaml';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatAddress } from '../core/address.js';
 import { parseMessageContent } from '../core/message.js';
-import { createTestHome, startFakeOpenAI, writeFakePaiConfig, type FakeLlmServer, type LooseJson, type RecordedRequest, type TestHome } from '../testing/index.js';
-import { initThread, openThread } from '../thread/thread.js';
+import { threadEvents, createTestHome, startFakeOpenAI, writeFakePaiConfig, type FakeLlmServer, type LooseJson, type RecordedRequest, type TestHome } from '../testing/index.js';
+import { initThread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
 import type { AgentDir } from './agent-dir.js';
 import { compactIfNeeded, SUMMARISER_PROMPT } from './compaction.js';
@@ -51,14 +51,7 @@ const nonSystem = (request: RecordedRequest) => messagesOf(request).filter((mess
 const isSummariser = (request: RecordedRequest) => systemOf(request) === SUMMARISER_PROMPT;
 const occurrences = (text: string, part: string) => text.split(part).length - 1;
 
-function events(path: string, filter?: string): ThreadEvent[] {
-  const thread = openThread(path, { home: t.home });
-  try {
-    return thread.peek({ limit: 10_000, filter });
-  } finally {
-    thread.close();
-  }
-}
+const events = (path: string, filter?: string): ThreadEvent[] => threadEvents(t.home, path, filter);
 
 describe('compaction in the run loop', () => {
   it('folds older turns into the thread memory file once the context passes the threshold, keeping a turn-1 fact', async () => {

@@ -6,7 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatAddress } from '../core/address.js';
 import { parseMessageContent } from '../core/message.js';
 import { cliPath } from '../core/package.js';
-import { createTestHome, runTool, startFakeOpenAI, writeFakePaiConfig, waitFor, type FakeLlmServer, type FakeStep, type LooseJson, type RecordedRequest, type TestHome } from '../testing/index.js';
+import { threadEvents, createTestHome, runTool, startFakeOpenAI, writeFakePaiConfig, waitFor, type FakeLlmServer, type FakeStep, type LooseJson, type RecordedRequest, type TestHome } from '../testing/index.js';
 import { openThread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
 import type { AgentDir } from './agent-dir.js';
@@ -52,15 +52,7 @@ function startRun(): { child: ChildProcess; exited: Promise<NodeJS.Signals | num
   return { child, exited };
 }
 
-function events(path: string, filter = "type = 'message'"): ThreadEvent[] {
-  if (!existsSync(join(path, 'events.db'))) return [];
-  const thread = openThread(path, { home: t.home });
-  try {
-    return thread.peek({ limit: 10_000, filter });
-  } finally {
-    thread.close();
-  }
-}
+const events = (path: string, filter = "type = 'message'"): ThreadEvent[] => (existsSync(join(path, 'events.db')) ? threadEvents(t.home, path, filter) : []);
 
 function inboxProgress(): number {
   const thread = openThread(dir.inbox, { home: t.home });

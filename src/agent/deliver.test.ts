@@ -8,7 +8,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatAddress } from '../core/address.js';
 import { socketPath } from '../core/home.js';
 import { parseMessageContent } from '../core/message.js';
-import { createTestHome, runTool, startFakeOpenAI, writeFakePaiConfig, type FakeLlmServer, type TestHome } from '../testing/index.js';
+import { threadEvents, createTestHome, runTool, startFakeOpenAI, writeFakePaiConfig, type FakeLlmServer, type TestHome } from '../testing/index.js';
 import { openThread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
 import { GatewayState } from '../xgw/state.js';
@@ -70,14 +70,7 @@ async function reply(text: string, source = terminal): Promise<{ path: string; i
   return { path, id: replies.at(-1)!.id };
 }
 
-function events(path: string, filter?: string): ThreadEvent[] {
-  const thread = openThread(path, { home: t.home });
-  try {
-    return thread.peek({ limit: 10_000, filter });
-  } finally {
-    thread.close();
-  }
-}
+const events = (path: string, filter?: string): ThreadEvent[] => threadEvents(t.home, path, filter);
 
 function outbound(path: string) {
   const thread = openThread(path, { home: t.home });

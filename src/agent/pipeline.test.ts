@@ -6,8 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatAddress } from '../core/address.js';
 import { parseMessageContent } from '../core/message.js';
 import { cliPath } from '../core/package.js';
-import { createTestHome, runTool, startFakeOpenAI, writeFakePaiConfig, waitFor, type FakeLlmServer, type FakeStep, type LooseJson, type RecordedRequest, type TestHome } from '../testing/index.js';
-import { openThread } from '../thread/thread.js';
+import { threadEvents, createTestHome, runTool, startFakeOpenAI, writeFakePaiConfig, waitFor, type FakeLlmServer, type FakeStep, type LooseJson, type RecordedRequest, type TestHome } from '../testing/index.js';
 import type { ThreadEvent } from '../thread/types.js';
 import { GatewayState } from '../xgw/state.js';
 import { agentDir } from './agent-dir.js';
@@ -63,14 +62,7 @@ afterEach(async () => {
   t.cleanup();
 });
 
-function events(path: string, filter = "type = 'message'"): ThreadEvent[] {
-  const thread = openThread(path, { home: t.home });
-  try {
-    return thread.peek({ limit: 10_000, filter });
-  } finally {
-    thread.close();
-  }
-}
+const events = (path: string, filter = "type = 'message'"): ThreadEvent[] => threadEvents(t.home, path, filter);
 
 describe('agent to agent through the real pipeline', () => {
   it("brings b's answer back into a's terminal conversation, and a's answer to the terminal", async () => {

@@ -8,7 +8,7 @@ import { formatAddress } from '../core/address.js';
 import { tryLock } from '../core/lock.js';
 import { parseMessageContent } from '../core/message.js';
 import { readSession } from '../pai/session.js';
-import { createTestHome, runTool, startFakeOpenAI, writeFakePaiConfig, type FakeLlmOptions, type FakeLlmServer, type LooseJson, type TestHome } from '../testing/index.js';
+import { threadEvents, createTestHome, runTool, startFakeOpenAI, writeFakePaiConfig, type FakeLlmOptions, type FakeLlmServer, type LooseJson, type TestHome } from '../testing/index.js';
 import { openThread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
 import { agentDir, type AgentDir } from './agent-dir.js';
@@ -53,14 +53,7 @@ const send = (text: string, source = terminal()) => sendToAgent(t.home, 'helper'
 const run = () => runAgent('helper', { home: t.home, env: t.env });
 const threadOf = (source = terminal()) => routeMessage(dir, 'per-peer', source);
 
-function events(path: string, filter?: string): ThreadEvent[] {
-  const thread = openThread(path, { home: t.home });
-  try {
-    return thread.peek({ limit: 10_000, filter });
-  } finally {
-    thread.close();
-  }
-}
+const events = (path: string, filter?: string): ThreadEvent[] => threadEvents(t.home, path, filter);
 
 function consumer(path: string, name: string) {
   const thread = openThread(path, { home: t.home });

@@ -1,10 +1,10 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createTestHome, startFakeAnthropic, startFakeOpenAI, type FakeLlmOptions, type FakeLlmServer, type LooseJson, type TestHome } from '../testing/index.js';
+import { expectSessionValid, createTestHome, startFakeAnthropic, startFakeOpenAI, type FakeLlmOptions, type FakeLlmServer, type LooseJson, type TestHome } from '../testing/index.js';
 import { chat, DEFAULT_SYSTEM_PROMPT } from './chat.js';
 import { ModelCallError } from './model-error.js';
-import { readSession, type SessionLine } from './session.js';
+import { readSession } from './session.js';
 import type { ChatEvent } from './types.js';
 
 // The library `chat()` against loopback servers speaking the real OpenAI and Anthropic wire
@@ -85,13 +85,6 @@ function expectToolCallsAnswered(messages: LooseJson[]): void {
   });
 }
 
-/** Every session tool call has its tool line. */
-function expectSessionValid(lines: SessionLine[]): void {
-  const results = new Set(lines.flatMap((line) => (line.role === 'tool' ? [line.tool_call_id] : [])));
-  for (const line of lines) {
-    if (line.role === 'assistant') for (const call of line.tool_calls ?? []) expect(results.has(call.id), `tool call ${call.id} has a result`).toBe(true);
-  }
-}
 
 describe('chat() against the fake OpenAI server', () => {
   it('runs a two-round bash_exec loop on top of an earlier session and sends system, history, tool result and schema', async () => {

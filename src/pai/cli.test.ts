@@ -5,8 +5,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { cliPath } from '../core/package.js';
 import { isAlive } from '../core/process.js';
 import { withoutSecrets } from '../core/secrets.js';
-import { createTestHome, estimateTokens, runTool, startFakeOpenAI, writeFakePaiConfig, type FakeLlmOptions, type FakeLlmServer, type LooseJson, type RunResult, type TestHome, waitFor } from '../testing/index.js';
-import { readSession, type SessionLine } from './session.js';
+import { expectSessionValid, createTestHome, estimateTokens, runTool, startFakeOpenAI, writeFakePaiConfig, type FakeLlmOptions, type FakeLlmServer, type LooseJson, type RunResult, type TestHome, waitFor } from '../testing/index.js';
+import { readSession } from './session.js';
 import type { ChatEvent } from './types.js';
 
 // The built `pai` CLI (dist/) in a temp THECLAW_HOME, against a loopback server speaking the real
@@ -55,12 +55,6 @@ function events(stderr: string): ChatEvent[] {
 const types = (list: ChatEvent[]) => list.map((event) => event.type);
 const markerCall = { kind: 'tool_call' as const, name: 'bash_exec', arguments: { command: 'echo marker-$((6*7))' } };
 
-function expectSessionValid(lines: SessionLine[]): void {
-  const results = new Set(lines.flatMap((line) => (line.role === 'tool' ? [line.tool_call_id] : [])));
-  for (const line of lines) {
-    if (line.role === 'assistant') for (const call of line.tool_calls ?? []) expect(results.has(call.id), `tool call ${call.id} has a result`).toBe(true);
-  }
-}
 
 describe('pai chat against the fake OpenAI server', () => {
   it('runs a bash_exec round over an earlier session and prints only the final reply', async () => {

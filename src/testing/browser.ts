@@ -1,5 +1,7 @@
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
+import { packageRoot } from '../core/package.js';
 
 /** Debian's chromium (`.ci/run` installs it); browser tests skip, saying so, where it is missing. */
 export const CHROMIUM = '/usr/bin/chromium';
@@ -15,4 +17,11 @@ export function launchChromium(): Promise<Browser> {
     headless: true,
     args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-default-apps'],
   });
+}
+
+/** Where browser tests save screenshots for a human to look at (`.test-artifacts/<name>`, ignored by git). */
+export function artifactPath(name: string): string {
+  const dir = join(packageRoot(), '.test-artifacts');
+  mkdirSync(dir, { recursive: true });
+  return join(dir, name);
 }

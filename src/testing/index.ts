@@ -5,6 +5,9 @@ import { join } from 'node:path';
 import { expect } from 'vitest';
 import { isClawError, type ClawError, type ErrorKind } from '../core/errors.js';
 import { cliPath, packageRoot } from '../core/package.js';
+import type { SessionLine } from '../pai/session.js';
+import { openThread } from '../thread/thread.js';
+import type { ThreadEvent } from '../thread/types.js';
 export { waitFor } from './wait.js';
 
 /**
@@ -97,4 +100,22 @@ export function expectRefused(result: RunResult, exitCode: 1 | 2, what: RegExp, 
   expect(result.stderr, context).toMatch(/^Error: [^\n]+ - [^\n]+\n$/);
   expect(result.stderr, context).toMatch(what);
   return result.stderr;
+}
+
+/** Every event of the thread at `path`, oldest first, matching `filter` when one is given. */
+export function threadEvents(home: string, path: string, filter?: string): ThreadEvent[] {
+  const thread = openThread(path, { home });
+  try {
+    return thread.peek({ limit: 100_000, filter });
+  } finally {
+    thread.close();
+  }
+}
+
+/** Every tool call of a pai session has its tool line (a killed or failed turn leaves none dangling). */
+export function expectSessionValid(lines: SessionLine[]): void {
+  const results = new Set(lines.flatMap((line) => (line.role === 'tool' ? [line.tool_call_id] : [])));
+  for (const line of lines) {
+    if (line.role === 'assistant') for (const call of line.tool_calls ?? []) expect(results.has(call.id), `tool call ${call.id} has a result`).toBe(true);
+  }
 }

@@ -14,7 +14,7 @@ import { BUILTIN_PROVIDERS, chooseModel, loadPaiConfig, MOCK_PROVIDER } from '..
 import type { PaiConfig } from '../pai/types.js';
 import { openThread } from '../thread/thread.js';
 import { inspectXgwConfig, xgwConfigPath } from '../xgw/config.js';
-import { XgwConfigSchema } from '../xgw/types.js';
+import { XgwConfigSchema, type ChannelConfig } from '../xgw/types.js';
 import { probeDaemons } from './status.js';
 import { DEFAULT_XGW_CONFIG } from './system.js';
 
@@ -42,7 +42,7 @@ export async function doctor(home: string, env: NodeJS.ProcessEnv = process.env,
   const configs = checkConfigs(home);
   checks.push(...configs.checks);
   if (configs.pai) checks.push(checkProviders(configs.pai, env));
-  checks.push(...(await checkRuntime(home, env, now)));
+  checks.push(...(await checkRuntime(home, configs.channels, env, now)));
   return checks;
 }
 
@@ -73,7 +73,7 @@ function checkDataDirectory(home: string): Check {
 }
 
 /** Every config file, each loaded the way its tool loads it. */
-function checkConfigs(home: string): { checks: Check[]; pai?: PaiConfig } {
+function checkConfigs(home: string): { checks: Check[]; pai?: PaiConfig; channels: ChannelConfig[] } {
   const checks: Check[] = [];
   const attempt = <T>(what: string, load: () => T): T | undefined => {
     try {
@@ -90,7 +90,9 @@ function checkConfigs(home: string): { checks: Check[]; pai?: PaiConfig } {
   if (xgw && xgw.problems.length > 0) checks.push({ name: 'config', status: 'fail', detail: `xgw: ${xgw.problems.join('; ')}`, fix: 'xgw config check lists them' });
   for (const id of listAgentIds(home)) attempt(`agent ${id}`, () => loadAgentConfig(agentDir(home, id)));
   if (checks.length === 0) checks.push({ name: 'config', status: 'ok', detail: 'pai, notifier, xgw and agent configs are valid' });
-  return { checks, ...(pai ? { pai } : {}) };
+  // The channels theclaw up would start: the config's, or the default it writes when there is none.
+  const channels = existsSync(xgwConfigPath(home)) ? (xgw?.config?.channels ?? []) : XgwConfigSchema.parse(yaml().parse(DEFAULT_XGW_CONFIG)).channels;
+  return { checks, channels, ...(pai ? { pai } : {}) };
 }
 
 /** Which providers can answer: those with a key in this environment or the config, and servers with a base_url. */
@@ -119,7 +121,7 @@ function checkProviders(config: PaiConfig, env: NodeJS.ProcessEnv): Check {
   return { name: 'providers', status: 'ok', detail: `usable: ${[...usable].sort().join(', ')}; agents use ${chosen}` };
 }
 
-async function checkRuntime(home: string, env: NodeJS.ProcessEnv, now: number): Promise<Check[]> {
+async function checkRuntime(home: string, configured: ChannelConfig[], env: NodeJS.ProcessEnv, now: number): Promise<Check[]> {
   const checks: Check[] = [];
   const { notifier, xgw, components } = await probeDaemons(home);
   const hung = components.filter((c) => c.running && !c.answering);
@@ -134,9 +136,7 @@ async function checkRuntime(home: string, env: NodeJS.ProcessEnv, now: number): 
     );
   }
 
-  // The channels theclaw up would start: the config's, or the default it writes when there is none.
-  const configured = existsSync(xgwConfigPath(home)) ? inspectXgwConfig(home).config?.channels : XgwConfigSchema.parse(yaml().parse(DEFAULT_XGW_CONFIG)).channels;
-  for (const channel of configured ?? []) {
+  for (const channel of configured) {
     if (xgw?.channels.find((c) => c.id === channel.id)?.state === 'running') continue; // ours holds it, or it is fine
     if (channel.type === 'telegram' && !env[channel.token_env]) {
       checks.push({ name: 'config', status: 'fail', detail: `${channel.id}: ${channel.token_env} is not set in this environment, so xgw cannot start`, fix: `export ${channel.token_env}=<the bot token> before theclaw up` });

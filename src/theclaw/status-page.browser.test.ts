@@ -4,8 +4,7 @@ import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { agentDir } from '../agent/agent-dir.js';
 import { conversationThreads } from '../agent/lifecycle.js';
-import { packageRoot } from '../core/package.js';
-import { CHROMIUM, hasChromium, launchChromium } from '../testing/browser.js';
+import { artifactPath, CHROMIUM, hasChromium, launchChromium } from '../testing/browser.js';
 import { createTestHome, runTool, startFakeOpenAI, waitFor, writeFakePaiConfig, type FakeLlmServer, type TestHome } from '../testing/index.js';
 import { openThread } from '../thread/thread.js';
 import { connectWebchat, type WebchatClient } from '../xgw/channels/webchat-client.js';
@@ -20,7 +19,6 @@ import type { UpResult } from './system.js';
 // Runs in the page (the project's tsconfig has no DOM types).
 declare function getComputedStyle(element: unknown): { backgroundColor: string };
 
-const ARTIFACTS = join(packageRoot(), '.test-artifacts');
 /** A message that would run script if the page ever put content into HTML. */
 const HOSTILE = 'what is on my calendar? <img src=x onerror="document.title=\'pwned\'">';
 
@@ -32,7 +30,6 @@ let statusUrl: string;
 
 beforeAll(async () => {
   if (!hasChromium) return;
-  mkdirSync(ARTIFACTS, { recursive: true });
   t = createTestHome();
   for (const key of ['OPENAI_API_KEY', 'ANTHROPIC_API_KEY']) delete t.env[key];
   mkdirSync(join(t.home, 'xgw'));
@@ -116,7 +113,7 @@ describe.skipIf(!hasChromium)(`status page in a browser (needs ${CHROMIUM})`, ()
       const json = await page.evaluate(() => fetch('/status.json').then((r) => r.text()));
       expect(json).toContain('"channels":[{');
       expect(json).not.toContain('token=');
-      await page.screenshot({ path: join(ARTIFACTS, 'status-page.png'), fullPage: true });
+      await page.screenshot({ path: artifactPath('status-page.png'), fullPage: true });
 
       // It refreshes itself: a new exchange shows up without a reload.
       llm.enqueue({ kind: 'text', text: 'Tomorrow you have a dentist appointment.' });

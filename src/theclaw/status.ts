@@ -182,9 +182,10 @@ export function statusDetails(home: string, recent: number, now = new Date()): S
       }
     }
   }
-  const newestFirst = (a: { at: string }, b: { at: string }) => (a.at < b.at ? 1 : a.at > b.at ? -1 : 0);
-  threads.sort((a, b) => newestFirst({ at: a.events[0]!.created_at }, { at: b.events[0]!.created_at }));
-  return { threads, days: USAGE_DAYS, usage: [...usage.values()].sort((a, b) => (a.day === b.day ? a.agent.localeCompare(b.agent) : newestFirst({ at: a.day }, { at: b.day }))) };
+  // ISO timestamps and days sort as text.
+  const newestFirst = (a: string, b: string) => (a < b ? 1 : a > b ? -1 : 0);
+  threads.sort((a, b) => newestFirst(a.events[0]!.created_at, b.events[0]!.created_at));
+  return { threads, days: USAGE_DAYS, usage: [...usage.values()].sort((a, b) => newestFirst(a.day, b.day) || a.agent.localeCompare(b.agent)) };
 }
 
 export function eventLine(event: ThreadEvent): EventLine {

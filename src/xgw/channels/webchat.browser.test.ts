@@ -1,11 +1,9 @@
-import { mkdirSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { CHROMIUM, hasChromium, launchChromium } from '../../testing/browser.js';
+import { artifactPath, CHROMIUM, hasChromium, launchChromium } from '../../testing/browser.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../core/logger.js';
-import { packageRoot } from '../../core/package.js';
 import { parseMessageContent } from '../../core/message.js';
 import { createTestHome, waitFor, type TestHome } from '../../testing/index.js';
 import { initThread, openThread } from '../../thread/thread.js';
@@ -22,7 +20,6 @@ import { createWebchatChannel } from './webchat.js';
 // Runs in the page (the project's tsconfig has no DOM types).
 declare function getComputedStyle(element: unknown): { whiteSpace: string; lineHeight: string };
 
-const ARTIFACTS = join(packageRoot(), '.test-artifacts');
 const PHONE = { width: 390, height: 844 };
 
 let testHome: TestHome;
@@ -37,7 +34,6 @@ let sparePort: number;
 
 beforeAll(async () => {
   if (!hasChromium) return;
-  mkdirSync(ARTIFACTS, { recursive: true });
   testHome = createTestHome();
   home = testHome.home;
   initThread(join(home, 'agents', 'admin', 'inbox'), { home }).close();
@@ -147,7 +143,7 @@ describe.skipIf(!hasChromium)(`webchat page in a browser (needs ${CHROMIUM})`, (
       expect(await page.locator('.bubble a').getAttribute('href')).toBe('https://example.org/agenda');
       await say(page, 'Thanks!\nAnd remind me at 13:30, please.');
       await expect.poll(() => page.locator('.row.user:not(.pending)').count()).toBe(2);
-      await page.screenshot({ path: join(ARTIFACTS, 'webchat-phone.png') });
+      await page.screenshot({ path: artifactPath('webchat-phone.png') });
 
       // A reply while the page is closed waits in the mailbox and is shown on return.
       await page.close();
@@ -156,7 +152,7 @@ describe.skipIf(!hasChromium)(`webchat page in a browser (needs ${CHROMIUM})`, (
       await agentBubbles(again).filter({ hasText: 'Reminder set for 13:30.' }).waitFor();
       expect(await again.locator('.row.user .bubble').allTextContents()).toEqual(['Hello agent, what is on my calendar?', 'Thanks!\nAnd remind me at 13:30, please.']);
       expect(await agentBubbles(again).count()).toBe(3);
-      await again.screenshot({ path: join(ARTIFACTS, 'webchat-phone-history.png') });
+      await again.screenshot({ path: artifactPath('webchat-phone-history.png') });
     } finally {
       await context.close();
     }
@@ -181,7 +177,7 @@ describe.skipIf(!hasChromium)(`webchat page in a browser (needs ${CHROMIUM})`, (
       await agentBubbles(pageB).filter({ hasText: 'only for B' }).waitFor();
       expect(await pageA.locator('.bubble').allTextContents()).toEqual(['I am A', 'only for A']);
       expect(await pageB.locator('.bubble').allTextContents()).toEqual(['I am B', 'only for B']);
-      await pageA.screenshot({ path: join(ARTIFACTS, 'webchat-desktop-dark.png') });
+      await pageA.screenshot({ path: artifactPath('webchat-desktop-dark.png') });
     } finally {
       await contextA.close();
       await contextB.close();
@@ -199,7 +195,7 @@ describe.skipIf(!hasChromium)(`webchat page in a browser (needs ${CHROMIUM})`, (
       await page.locator('#status[data-state="offline"]').waitFor();
       await say(page, 'written while offline');
       await page.locator('.row.user.pending').waitFor();
-      await page.screenshot({ path: join(ARTIFACTS, 'webchat-offline.png') });
+      await page.screenshot({ path: artifactPath('webchat-offline.png') });
 
       await spare.start(gateway.context());
       await page.locator('#status[data-state="online"]').waitFor({ timeout: 20_000 });
