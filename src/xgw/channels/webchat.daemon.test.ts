@@ -1,11 +1,10 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Browser } from 'playwright-core';
-import { hasChromium, launchChromium } from '../../testing/browser.js';
+import { artifactPath, hasChromium, launchChromium } from '../../testing/browser.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAddress } from '../../core/address.js';
 import { parseMessageContent } from '../../core/message.js';
-import { packageRoot } from '../../core/package.js';
 import { createTestHome, runTool, waitFor, type TestHome } from '../../testing/index.js';
 import { initThread, openThread } from '../../thread/thread.js';
 import type { XgwStatus } from '../protocol.js';
@@ -69,7 +68,6 @@ describe.skipIf(!hasChromium)('web chat through the xgw daemon', () => {
     const bubble = page.locator('.row.agent:not(.typing) .bubble').first();
     await bubble.waitFor();
     expect(await bubble.innerText()).toBe('first line\nsecond line');
-    mkdirSync(join(packageRoot(), '.test-artifacts'), { recursive: true });
-    await page.screenshot({ path: join(packageRoot(), '.test-artifacts', 'webchat-daemon.png') });
+    await page.screenshot({ path: artifactPath('webchat-daemon.png') });
   });
 });
