@@ -54,6 +54,16 @@ describe('timer schedules', () => {
     // Down for a day: one run now, not 288.
     expect(nextRunAt({ ...cron, last_run_at: '2026-01-01T00:05:00.000Z' }, new Date('2026-01-02T00:07:00.000Z'))?.toISOString()).toBe('2026-01-02T00:07:00.000Z');
   });
+
+  it('counts from now, not from a last run in the future, when the clock was stepped back', () => {
+    const base: Omit<Timer, 'schedule'> = { id: 't', command: 'x', created_at: '2026-01-01T00:00:00.000Z', last_run_at: '2026-01-01T02:00:00.000Z', last_exit: null, runs: 1, done: false };
+    // The last run was stamped at 02:00 by a clock an hour and a half ahead; it is 00:30 now.
+    const now = new Date('2026-01-01T00:30:00.000Z');
+    const every = { ...base, schedule: { kind: 'every' as const, ms: 60_000 } };
+    expect(nextRunAt(every, now)?.toISOString()).toBe('2026-01-01T00:31:00.000Z');
+    const cron = { ...base, schedule: { kind: 'cron' as const, expr: '*/5 * * * *' } };
+    expect(nextRunAt(cron, now)?.toISOString()).toBe('2026-01-01T00:35:00.000Z');
+  });
 });
 
 describe('notifier timer (CLI and daemon)', () => {

@@ -84,9 +84,11 @@ export function formatSchedule(schedule: Schedule): string {
  * is due now. Every kind keeps its rhythm across restarts, and runs missed while the daemon was
  * down collapse into one, because the run moves `last_run_at` to now. Null: it never runs again.
  */
-export function dueAt(timer: Timer): Date | null {
+export function dueAt(timer: Timer, now = new Date()): Date | null {
   const { schedule } = timer;
-  const from = new Date(timer.last_run_at ?? timer.created_at);
+  // A last run "in the future" means the clock was stepped back: counting from it would hold
+  // the timer back until the clock catches up (hours, for a clock that was an hour ahead).
+  const from = new Date(Math.min(Date.parse(timer.last_run_at ?? timer.created_at), now.getTime()));
   switch (schedule.kind) {
     case 'cron': {
       const cron = new Cron(schedule.expr, { paused: true });
@@ -103,7 +105,7 @@ export function dueAt(timer: Timer): Date | null {
 
 /** When the timer runs next, `now` if it is overdue, or null if it never will. */
 export function nextRunAt(timer: Timer, now: Date): Date | null {
-  const due = dueAt(timer);
+  const due = dueAt(timer, now);
   if (due === null || timer.schedule.kind === 'at') return due;
   return new Date(Math.max(due.getTime(), now.getTime()));
 }
