@@ -16,6 +16,11 @@ export const NotifierConfigSchema = z.strictObject({
     }),
     { initial_seconds: 1, max_seconds: 300 },
   ),
+  /**
+   * Handlers and timer commands running at once; the rest wait their turn, agent by agent.
+   * Default: twice the cores, at least 4.
+   */
+  max_concurrent_runs: z.optional(z.int().check(z.positive(), z.maximum(1024))),
   /** How much of a run's output (head and tail together) is copied into the log. */
   output_limit_bytes: z._default(z.int().check(z.positive()), 16_384),
 });

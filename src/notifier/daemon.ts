@@ -1,4 +1,5 @@
 import { mkdirSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { daemonLogFile, runDaemon } from '../core/daemon.js';
 import { usageError } from '../core/errors.js';
@@ -6,6 +7,7 @@ import { runDir } from '../core/home.js';
 import { createLogger } from '../core/logger.js';
 import { loadConfig } from './config.js';
 import { Dispatcher } from './dispatcher.js';
+import { defaultRunLimit, RunLimit } from './run-limit.js';
 import { removeStaleOutput } from './run.js';
 import { TimerScheduler } from './scheduler.js';
 import { TimerStore, timerToJson } from './timers.js';
@@ -28,8 +30,9 @@ export async function runNotifier(home: string): Promise<void> {
     if (stale > 0) logger.info(`removed ${stale} output files older than a day from ${outputDir}`);
     const startedAt = new Date();
     const store = new TimerStore(home);
-    const dispatcher = new Dispatcher({ home, config, logger, outputDir });
-    const scheduler = new TimerScheduler({ home, store, config, logger, outputDir });
+    const limit = new RunLimit(config.max_concurrent_runs ?? defaultRunLimit(availableParallelism()));
+    const dispatcher = new Dispatcher({ home, config, logger, outputDir, limit });
+    const scheduler = new TimerScheduler({ home, store, config, logger, outputDir, limit });
     const sweep = setInterval(() => {
       try {
         dispatcher.sweep();
@@ -43,11 +46,12 @@ export async function runNotifier(home: string): Promise<void> {
       pid: process.pid,
       started_at: startedAt.toISOString(),
       uptime_seconds: Math.round((Date.now() - startedAt.getTime()) / 1000),
+      runs: { running: limit.active, waiting: limit.queued, limit: limit.limit },
       subscriptions: dispatcher.status(),
       timers: store.list().map((timer) => timerToJson(timer)),
     });
 
-    logger.info(`notifier started (pid ${process.pid}, sweep every ${config.sweep_interval_seconds}s)`);
+    logger.info(`notifier started (pid ${process.pid}, sweep every ${config.sweep_interval_seconds}s, at most ${limit.limit} runs at once)`);
     dispatcher.sweep(); // events pushed while the daemon was down
     scheduler.reload();
     return {

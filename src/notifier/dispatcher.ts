@@ -1,5 +1,5 @@
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, statSync } from 'node:fs';
+import { join, relative, sep } from 'node:path';
 import type { Logger } from '../core/logger.js';
 import { backoffMs } from '../core/retry.js';
 import { startHandler } from '../thread/dispatch.js';
@@ -7,9 +7,17 @@ import { listThreads, unregisterThread } from '../thread/registry.js';
 import { openThread, type Thread } from '../thread/thread.js';
 import type { ConsumerInfo } from '../thread/types.js';
 import type { NotifierConfig } from './config.js';
+import type { RunLimit } from './run-limit.js';
 import { describeOutcome, formatRun, OutputFile, succeeded, superviseChild, type RunOutcome } from './run.js';
 
 const REGISTRY_REREAD_MS = 1_000;
+/**
+ * Thread databases kept open between looks (3 file descriptors each). Busy threads stay open;
+ * the others are opened when a poke or a change of their files says they have news.
+ */
+const MAX_OPEN_THREADS = 16;
+/** However quiet its files look, every thread is read at least this often. */
+const FULL_LOOK_MS = 60_000;
 
 export interface DispatcherOptions {
   home: string;
@@ -17,6 +25,8 @@ export interface DispatcherOptions {
   logger: Logger;
   /** Where run output files live while handlers run. */
   outputDir: string;
+  /** Shared with the timers: how many handlers may run at once. */
+  limit: RunLimit;
 }
 
 /** A subscription as the daemon tracks it between runs. */
@@ -41,7 +51,11 @@ export interface SubscriptionStatus extends ConsumerInfo {
  * of pokes costs one look.
  */
 export class Dispatcher {
+  /** Open thread databases, least recently used first. */
   private readonly threads = new Map<string, Thread>();
+  /** Threads found with nothing to do, by the signature their files had then. */
+  private readonly idle = new Map<string, string>();
+  private fullLookAt = Date.now();
   private readonly slots = new Map<string, Slot>();
   private readonly dirty = new Set<string>();
   private registered = new Set<string>();
@@ -70,6 +84,10 @@ export class Dispatcher {
 
   sweep(): void {
     this.readRegistry();
+    if (Date.now() - this.fullLookAt >= FULL_LOOK_MS) {
+      this.idle.clear();
+      this.fullLookAt = Date.now();
+    }
     for (const path of this.threads.keys()) if (!this.registered.has(path)) this.closeThread(path);
     // Forget the consumers of threads that left the registry (unsubscribed, deleted); a handler
     // still running keeps its slot until it ends.
@@ -133,26 +151,58 @@ export class Dispatcher {
   }
 
   private dispatchThread(path: string): void {
+    // Taken before the thread is read, so that any write after the read changes it.
+    const signature = fileSignature(path);
+    if (signature !== null && this.idle.get(path) === signature) return;
+    this.idle.delete(path);
     const thread = this.open(path);
     if (!thread) return;
+    let busy = false;
     for (const subscription of thread.subscriptions()) {
+      if (!subscription.subscribed) continue;
       const slot = this.slot(path, subscription.consumer);
+      if (subscription.pending > 0 || slot.running) busy = true;
       const retryAt = subscription.retry_at === null ? 0 : Date.parse(subscription.retry_at);
       if (slot.retryTimer && retryAt <= Date.now()) {
         // The backoff was cleared meanwhile (a subscribe with a new handler): start now.
         clearTimeout(slot.retryTimer);
         slot.retryTimer = null;
       }
-      if (slot.running || slot.retryTimer) continue;
+      if (slot.running || slot.retryTimer || subscription.pending === 0) continue;
       if (retryAt > Date.now()) {
         this.armRetry(slot, retryAt);
         continue;
       }
-      this.start(thread, slot, subscription);
+      this.options.limit.request({ group: this.groupOf(path), key: slotKey(path, slot.consumer), start: () => this.startIfDue(path, slot.consumer) });
+    }
+    if (!busy && signature !== null) this.idle.set(path, signature);
+  }
+
+  /** The group a thread's runs count against: its agent (`<home>/agents/<id>/…`), else the thread. */
+  private groupOf(path: string): string {
+    const parts = relative(this.options.home, path).split(sep);
+    return parts[0] === 'agents' && parts[1] ? `agent:${parts[1]}` : `thread:${path}`;
+  }
+
+  /** Called when a run may start (at once, or once a place is free): starts it if still due. */
+  private startIfDue(path: string, consumer: string): boolean {
+    if (this.stopped) return false;
+    try {
+      const thread = this.open(path);
+      const subscription = thread?.consumer(consumer);
+      if (!thread || !subscription) return false;
+      const slot = this.slot(path, consumer);
+      const retryAt = subscription.retry_at === null ? 0 : Date.parse(subscription.retry_at);
+      if (slot.running || slot.retryTimer || retryAt > Date.now()) return false;
+      return this.start(thread, slot, subscription);
+    } catch (error) {
+      this.options.logger.error(`dispatch of ${path} failed: ${(error as Error).message}`);
+      return false;
     }
   }
 
-  private start(thread: Thread, slot: Slot, subscription: ConsumerInfo): void {
+  /** Starts the handler; true when a process runs (and releases its place when it ends). */
+  private start(thread: Thread, slot: Slot, subscription: ConsumerInfo): boolean {
     const output = new OutputFile(this.options.outputDir, 'handler');
     let result: ReturnType<typeof startHandler>;
     try {
@@ -165,7 +215,7 @@ export class Dispatcher {
     if (!result.started) {
       output.readAndRemove(0);
       if (result.reason === 'spawn_failed') this.failed(thread, slot, subscription.failures, result.error);
-      return;
+      return false;
     }
     const { child } = result;
     slot.running = { pid: child.pid, since: new Date().toISOString() };
@@ -175,7 +225,9 @@ export class Dispatcher {
       outputLimitBytes: this.options.config.output_limit_bytes,
     })
       .then((outcome) => this.finished(slot, child.pid, subscription, outcome))
-      .catch((error: unknown) => this.options.logger.error(`${slot.consumer} on ${slot.thread} (pid ${child.pid}): ${(error as Error).message}`));
+      .catch((error: unknown) => this.options.logger.error(`${slot.consumer} on ${slot.thread} (pid ${child.pid}): ${(error as Error).message}`))
+      .finally(() => this.options.limit.release());
+    return true;
   }
 
   private finished(slot: Slot, pid: number, before: ConsumerInfo, outcome: RunOutcome): void {
@@ -223,7 +275,7 @@ export class Dispatcher {
   }
 
   private slot(thread: string, consumer: string): Slot {
-    const key = `${thread}\u0000${consumer}`;
+    const key = slotKey(thread, consumer);
     let slot = this.slots.get(key);
     if (!slot) {
       slot = { thread, consumer, running: null, retryTimer: null };
@@ -242,7 +294,15 @@ export class Dispatcher {
       return null;
     }
     const cached = this.threads.get(path);
-    if (cached) return cached;
+    if (cached) {
+      this.threads.delete(path); // to the end: most recently used
+      this.threads.set(path, cached);
+      return cached;
+    }
+    for (const [oldest] of this.threads) {
+      if (this.threads.size < MAX_OPEN_THREADS) break;
+      this.closeThread(oldest);
+    }
     const thread = openThread(path, { home: this.options.home });
     this.threads.set(path, thread);
     return thread;
@@ -251,6 +311,28 @@ export class Dispatcher {
   private closeThread(path: string): void {
     this.threads.get(path)?.close();
     this.threads.delete(path);
+  }
+}
+
+function slotKey(thread: string, consumer: string): string {
+  return `${thread}\u0000${consumer}`;
+}
+
+/**
+ * What a thread's files look like: every commit appends to the WAL (or, after a checkpoint, to
+ * the database), so an unchanged signature means nothing was pushed, acknowledged or subscribed.
+ * Null when it cannot be read; the thread is then looked at the usual way.
+ */
+function fileSignature(path: string): string | null {
+  try {
+    const parts: string[] = [];
+    for (const name of ['events.db', 'events.db-wal']) {
+      const stat = statSync(join(path, name), { bigint: true, throwIfNoEntry: false });
+      parts.push(stat ? `${stat.mtimeNs}:${stat.size}` : '-');
+    }
+    return parts.join('/');
+  } catch {
+    return null;
   }
 }
 

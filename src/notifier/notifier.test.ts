@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3';
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync, statSync, writeFileSync, mkdirSync, rmSync, utimesSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, readlinkSync, statSync, writeFileSync, mkdirSync, rmSync, utimesSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { joinCommand } from '../core/command.js';
@@ -304,6 +304,51 @@ describe('notifier dispatch', () => {
     await check();
     await startNotifier();
     await check();
+  });
+
+  it('runs at most max_concurrent_runs handlers at once across threads, and every thread gets its turn', async () => {
+    writeFileSync(join(t.home, 'notifier', 'config.yaml'), 'sweep_interval_seconds: 0.5\nmax_concurrent_runs: 2\nbackoff: { initial_seconds: 0.2, max_seconds: 1 }\n');
+    const spans = join(t.home, 'spans.txt');
+    const threads = range(6).map((i) => join(t.home, `agents`, `agent${i}`, 'inbox'));
+    for (const dir of threads) {
+      expect((await runTool('thread', ['init', dir], t.env)).code).toBe(0);
+      const handler = joinCommand([process.execPath, fixture('handler.mjs'), seen, '--delay-ms', '300', '--span-file', spans]);
+      expect((await runTool('thread', ['subscribe', '--thread', dir, '--consumer', 'worker', '--handler', handler], t.env)).code).toBe(0);
+      const thread = openThread(dir, { home: t.home });
+      thread.push({ source: 'self', type: 'message', content: 'work' });
+      thread.close();
+    }
+    await startNotifier();
+    await waitFor(() => existsSync(spans) && readFileSync(spans, 'utf8').trim().split('\n').length >= 6, 'six handler runs', 30_000);
+    const runs = readFileSync(spans, 'utf8').trim().split('\n').map((line) => line.split(' ').map(Number) as [number, number]);
+    // The most runs alive at one moment: at any run's start, count the runs started and not ended.
+    const overlap = Math.max(...runs.map(([start]) => runs.filter(([s, e]) => s <= start && start < e).length));
+    expect(overlap).toBeGreaterThanOrEqual(1);
+    expect(overlap).toBeLessThanOrEqual(2);
+    expect(seenIds()).toHaveLength(6);
+    expect((await status()).runs).toMatchObject({ limit: 2 });
+  });
+
+  it('keeps its open files bounded however many threads it serves', async () => {
+    const count = 24;
+    for (let i = 0; i < count; i++) {
+      const thread = openThread(join(t.home, 'many', `t${i}`), { home: t.home, create: true });
+      thread.subscribe({ consumer: 'worker', handler: joinCommand([process.execPath, fixture('handler.mjs'), seen]) });
+      thread.push({ source: 'self', type: 'message', content: `work ${i}` });
+      thread.close();
+    }
+    await startNotifier();
+    await waitFor(() => seenIds().length >= count, `${count} threads handled`, 60_000);
+    const pid = (await status()).pid!;
+    const databases = readdirSync(`/proc/${pid}/fd`).filter((fd) => {
+      try {
+        return /events\.db/.test(readlinkSync(`/proc/${pid}/fd/${fd}`));
+      } catch {
+        return false; // closed meanwhile
+      }
+    });
+    // Three descriptors (database, WAL, shared memory) for each thread kept open: 16 at most, not 24.
+    expect(databases.length, databases.map((fd) => readlinkSync(`/proc/${pid}/fd/${fd}`)).join('\n')).toBeLessThanOrEqual(16 * 3);
   });
 
   it('exits with the error when its socket cannot be opened, instead of running on without one', async () => {

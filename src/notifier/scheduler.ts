@@ -1,6 +1,7 @@
 import { spawnCommand } from '../core/command.js';
 import type { Logger } from '../core/logger.js';
 import type { NotifierConfig } from './config.js';
+import type { RunLimit } from './run-limit.js';
 import { describeOutcome, formatRun, OutputFile, superviseChild } from './run.js';
 import { dueAt, nextRunAt, type TimerStore } from './timers.js';
 
@@ -10,7 +11,12 @@ export interface SchedulerOptions {
   config: NotifierConfig;
   logger: Logger;
   outputDir: string;
+  /** Shared with the handlers: how many commands may run at once. */
+  limit: RunLimit;
 }
+
+/** The run-limit group of timer commands: together they take one turn among the agents. */
+const TIMERS = 'timers';
 
 // Wake at least this often, so a changed clock or a far-away run is re-planned in time.
 const MAX_SLEEP_MS = 60_000;
@@ -52,10 +58,10 @@ export class TimerScheduler {
     const now = new Date();
     const { store } = this.options;
     for (const timer of store.list()) {
-      const due = dueAt(timer);
+      const due = dueAt(timer, now);
       if (due === null || due.getTime() > now.getTime()) continue;
       try {
-        this.run(timer.id, timer.command, due, now);
+        this.run(timer.id, timer.command, due);
       } catch (error) {
         this.options.logger.error(`timer ${timer.id}: ${(error as Error).message}`);
       }
@@ -75,8 +81,9 @@ export class TimerScheduler {
     if (this.wake) clearTimeout(this.wake);
   }
 
-  private run(id: string, command: string, due: Date, now: Date): void {
-    const { store, logger, config } = this.options;
+  /** Starts a due timer, or queues it until a place is free (it then runs once, as of then). */
+  private run(id: string, command: string, due: Date): void {
+    const { logger, limit } = this.options;
     if (this.running.has(id)) {
       // Looked at every second until the run ends: say it once for this due time.
       if (this.warned.get(id) !== due.getTime()) logger.warn(`timer ${id} is due since ${due.toISOString()} but its previous run still goes on; it runs once that one ends`);
@@ -84,13 +91,26 @@ export class TimerScheduler {
       return;
     }
     this.warned.delete(id);
-    store.markRun(id, now);
+    if (limit.isWaiting(TIMERS, id)) return;
+    limit.request({ group: TIMERS, key: id, start: () => this.start(id, command) });
+  }
+
+  private start(id: string, command: string): boolean {
+    const { store, logger, config, limit } = this.options;
+    if (this.stopped) return false;
+    try {
+      store.markRun(id, new Date());
+    } catch (error) {
+      logger.error(`timer ${id}: ${(error as Error).message}`);
+      return false;
+    }
     const output = new OutputFile(this.options.outputDir, `timer-${id}`);
     const spawned = spawnCommand(command, { stdio: ['ignore', output.fd, output.fd], env: timerEnv(this.options.home, id) });
     if (!spawned.ok) {
       output.readAndRemove(0);
       store.markExit(id, 'not started');
-      return logger.error(`timer ${id}: ${spawned.error}`);
+      logger.error(`timer ${id}: ${spawned.error}`);
+      return false;
     }
     const { child } = spawned;
     this.running.add(id);
@@ -105,7 +125,10 @@ export class TimerScheduler {
       const line = formatRun(`timer ${id} (pid ${pid})`, outcome);
       if (outcome.code === 0) logger.info(line);
       else logger.error(line);
-    }).catch((error: unknown) => logger.error(`timer ${id} (pid ${pid}): ${(error as Error).message}`));
+    })
+      .catch((error: unknown) => logger.error(`timer ${id} (pid ${pid}): ${(error as Error).message}`))
+      .finally(() => limit.release());
+    return true;
   }
 }
 

@@ -18,6 +18,8 @@ export interface NotifierStatus {
   pid: number | null;
   started_at: string | null;
   uptime_seconds: number | null;
+  /** Handlers and timer commands running, and waiting for a place (absent while stopped). */
+  runs?: { running: number; waiting: number; limit: number };
   /** Every registered subscription: progress, pending events, running handler, failures. */
   subscriptions: SubscriptionStatus[];
   timers: TimerJson[];
