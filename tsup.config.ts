@@ -9,6 +9,7 @@ export default defineConfig({
     'thread/cli': 'src/thread/cli.ts',
     'notifier/index': 'src/notifier/index.ts',
     'notifier/cli': 'src/notifier/cli.ts',
+    'notifier/runner': 'src/notifier/runner.ts',
     'pai/index': 'src/pai/index.ts',
     'pai/cli': 'src/pai/cli.ts',
     'xgw/index': 'src/xgw/index.ts',

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { runCli } from '../core/cli.js';
+import { main } from '../core/cli.js';
 import { createCmdsProgram } from './program.js';
 
-await runCli(createCmdsProgram());
+await main(createCmdsProgram);

@@ -23,12 +23,54 @@ export function createProgram(name: string, description: string): Command {
     });
 }
 
+export type ProgramFactory = () => Command;
+
+/** Set by a warm runner while it imports a CLI module: the module hands its program over. */
+const WARM_LOADER = Symbol.for('theclaw.warm-loader');
+type WarmLoader = (factory: ProgramFactory) => void;
+
+/**
+ * Every CLI's entry point: runs the program, or, when a warm runner imports the module to run
+ * its commands in-process later (notifier's runner pool), hands the program's factory over.
+ */
+export async function main(factory: ProgramFactory): Promise<void> {
+  const loader = (globalThis as Record<symbol, WarmLoader | undefined>)[WARM_LOADER];
+  if (loader) return loader(factory);
+  await runCli(factory());
+}
+
+let loading: Promise<unknown> = Promise.resolve();
+
+/** Imports a CLI module (`dist/<tool>/cli.js`) without running it; its program's factory. */
+export function loadProgram(url: string): Promise<ProgramFactory> {
+  // One at a time: the loader is one global, and a module's main() must find its own.
+  const load = loading.then(() => importProgram(url));
+  loading = load.catch(() => {});
+  return load;
+}
+
+async function importProgram(url: string): Promise<ProgramFactory> {
+  let factory: ProgramFactory | undefined;
+  const global = globalThis as Record<symbol, WarmLoader | undefined>;
+  global[WARM_LOADER] = (given) => {
+    factory = given;
+  };
+  try {
+    await import(url);
+  } finally {
+    delete global[WARM_LOADER];
+  }
+  if (!factory) throw new Error(`${url} is not a CLI of this package (it never called main)`);
+  return factory;
+}
+
 /**
  * Parses argv and runs the chosen action. Sets `process.exitCode` rather than calling
  * `process.exit`, so that work already handed to the event loop (a poke to notifier) completes.
  */
 export async function runCli(program: Command, argv: string[] = process.argv): Promise<void> {
-  process.stdout.on('error', ignoreBrokenPipe);
+  // Once: a warm runner calls this for every job.
+  if (!process.stdout.listeners('error').includes(ignoreBrokenPipe)) process.stdout.on('error', ignoreBrokenPipe);
   // Answered before commander parses, since commander's help shows one command only.
   const args = argv.slice(2);
   if (isReferenceRequest(args)) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { runCli } from '../core/cli.js';
+import { main } from '../core/cli.js';
 import { createNotifierProgram } from './program.js';
 
-await runCli(createNotifierProgram());
+await main(createNotifierProgram);

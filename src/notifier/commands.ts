@@ -37,7 +37,7 @@ export async function status(options: Json): Promise<void> {
 
 function formatStatus(status: NotifierStatus): string[] {
   const lines = [status.running ? `notifier running (pid ${status.pid}, up ${status.uptime_seconds}s)` : 'notifier is not running'];
-  if (status.runs) lines.push(`runs: ${status.runs.running} running, ${status.runs.waiting} waiting (at most ${status.runs.limit} at once)`);
+  if (status.runs) lines.push(`runs: ${status.runs.running} running, ${status.runs.waiting} waiting (at most ${status.runs.limit} at once); ${status.runs.runners} warm runners`);
   lines.push(status.subscriptions.length ? 'subscriptions:' : 'subscriptions: none');
   for (const s of status.subscriptions) {
     const state =

@@ -21,6 +21,21 @@ export const NotifierConfigSchema = z.strictObject({
    * Default: twice the cores, at least 4.
    */
   max_concurrent_runs: z.optional(z.int().check(z.positive(), z.maximum(1024))),
+  /**
+   * Warm runners: handlers that run this package's CLIs (`agent run`, `agent deliver`) run in
+   * long-lived processes with their modules loaded instead of a new Node each time.
+   */
+  runners: z._default(
+    z.strictObject({
+      enabled: z._default(z.boolean(), true),
+      /** Runners kept waiting for the next job. */
+      idle: z._default(z.int().check(z.nonnegative(), z.maximum(64)), 1),
+      /** A runner is replaced after this many jobs, or once it uses this much memory. */
+      max_jobs: z._default(z.int().check(z.positive()), 200),
+      max_rss_mb: z._default(z.number().check(z.positive()), 300),
+    }),
+    { enabled: true, idle: 1, max_jobs: 200, max_rss_mb: 300 },
+  ),
   /** How much of a run's output (head and tail together) is copied into the log. */
   output_limit_bytes: z._default(z.int().check(z.positive()), 16_384),
 });

@@ -8,7 +8,8 @@ import { createLogger } from '../core/logger.js';
 import { loadConfig } from './config.js';
 import { Dispatcher } from './dispatcher.js';
 import { defaultRunLimit, RunLimit } from './run-limit.js';
-import { removeStaleOutput } from './run.js';
+import { createLauncher, removeStaleOutput } from './run.js';
+import { RunnerPool } from './runner-pool.js';
 import { TimerScheduler } from './scheduler.js';
 import { TimerStore, timerToJson } from './timers.js';
 import type { NotifierRequest, NotifierStatus } from './types.js';
@@ -31,8 +32,13 @@ export async function runNotifier(home: string): Promise<void> {
     const startedAt = new Date();
     const store = new TimerStore(home);
     const limit = new RunLimit(config.max_concurrent_runs ?? defaultRunLimit(availableParallelism()));
-    const dispatcher = new Dispatcher({ home, config, logger, outputDir, limit });
-    const scheduler = new TimerScheduler({ home, store, config, logger, outputDir, limit });
+    const { runners } = config;
+    const pool = runners.enabled
+      ? new RunnerPool({ outputDir, logger, idleRunners: runners.idle, maxJobs: runners.max_jobs, maxRssBytes: runners.max_rss_mb * 1e6, idleTimeoutMs: 60_000 })
+      : null;
+    const launch = createLauncher({ outputDir, pool, limits: { timeoutMs: config.handler_timeout_seconds * 1000, outputLimitBytes: config.output_limit_bytes } });
+    const dispatcher = new Dispatcher({ home, config, logger, launch, limit });
+    const scheduler = new TimerScheduler({ home, store, logger, launch, limit });
     const sweep = setInterval(() => {
       try {
         dispatcher.sweep();
@@ -46,7 +52,7 @@ export async function runNotifier(home: string): Promise<void> {
       pid: process.pid,
       started_at: startedAt.toISOString(),
       uptime_seconds: Math.round((Date.now() - startedAt.getTime()) / 1000),
-      runs: { running: limit.active, waiting: limit.queued, limit: limit.limit },
+      runs: { running: limit.active, waiting: limit.queued, limit: limit.limit, runners: pool?.size ?? 0 },
       subscriptions: dispatcher.status(),
       timers: store.list().map((timer) => timerToJson(timer)),
     });
@@ -77,6 +83,7 @@ export async function runNotifier(home: string): Promise<void> {
         clearInterval(sweep);
         scheduler.stop();
         dispatcher.stop();
+        pool?.stop();
         store.close();
         logger.info(`notifier stopped (pid ${process.pid})`);
       },

@@ -8,7 +8,7 @@ import { openThread, type Thread } from '../thread/thread.js';
 import type { ConsumerInfo } from '../thread/types.js';
 import type { NotifierConfig } from './config.js';
 import type { RunLimit } from './run-limit.js';
-import { describeOutcome, formatRun, OutputFile, succeeded, superviseChild, type RunOutcome } from './run.js';
+import { describeOutcome, formatRun, succeeded, type CommandLauncher, type RunOutcome } from './run.js';
 
 const REGISTRY_REREAD_MS = 1_000;
 /**
@@ -23,8 +23,8 @@ export interface DispatcherOptions {
   home: string;
   config: NotifierConfig;
   logger: Logger;
-  /** Where run output files live while handlers run. */
-  outputDir: string;
+  /** Starts handlers: in a warm runner or a process of their own. */
+  launch: CommandLauncher;
   /** Shared with the timers: how many handlers may run at once. */
   limit: RunLimit;
 }
@@ -203,29 +203,17 @@ export class Dispatcher {
 
   /** Starts the handler; true when a process runs (and releases its place when it ends). */
   private start(thread: Thread, slot: Slot, subscription: ConsumerInfo): boolean {
-    const output = new OutputFile(this.options.outputDir, 'handler');
-    let result: ReturnType<typeof startHandler>;
-    try {
-      result = startHandler(thread, subscription, { home: this.options.home, stdio: ['ignore', output.fd, output.fd] });
-    } catch (error) {
-      // The thread cannot be written (a full disk): no run, and no output file left open.
-      output.readAndRemove(0);
-      throw error;
-    }
+    const result = startHandler(thread, subscription, { home: this.options.home, launch: this.options.launch('handler') });
     if (!result.started) {
-      output.readAndRemove(0);
       if (result.reason === 'spawn_failed') this.failed(thread, slot, subscription.failures, result.error);
       return false;
     }
-    const { child } = result;
-    slot.running = { pid: child.pid, since: new Date().toISOString() };
-    this.options.logger.debug(`started ${slot.consumer} on ${slot.thread} (pid ${child.pid})`);
-    void superviseChild(child, output, {
-      timeoutMs: this.options.config.handler_timeout_seconds * 1000,
-      outputLimitBytes: this.options.config.output_limit_bytes,
-    })
-      .then((outcome) => this.finished(slot, child.pid, subscription, outcome))
-      .catch((error: unknown) => this.options.logger.error(`${slot.consumer} on ${slot.thread} (pid ${child.pid}): ${(error as Error).message}`))
+    const { pid, outcome } = result.run;
+    slot.running = { pid, since: new Date().toISOString() };
+    this.options.logger.debug(`started ${slot.consumer} on ${slot.thread} (pid ${pid})`);
+    void outcome
+      .then((ended) => this.finished(slot, pid, subscription, ended))
+      .catch((error: unknown) => this.options.logger.error(`${slot.consumer} on ${slot.thread} (pid ${pid}): ${(error as Error).message}`))
       .finally(() => this.options.limit.release());
     return true;
   }

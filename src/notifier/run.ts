@@ -1,8 +1,10 @@
 import type { ChildProcess } from 'node:child_process';
-import { closeSync, fstatSync, mkdirSync, openSync, readdirSync, readSync, statSync, unlinkSync } from 'node:fs';
+import { closeSync, fstatSync, ftruncateSync, mkdirSync, openSync, readdirSync, readSync, statSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { errnoCode } from '../core/errors.js';
 import { watchGroup } from '../core/process.js';
+import { spawnLaunch, type Launched, type Launcher, type LaunchResult } from '../thread/dispatch.js';
+import { RunnerPool } from './runner-pool.js';
 
 /** How a handler or timer command ended. */
 export interface RunOutcome {
@@ -32,42 +34,67 @@ export function formatRun(what: string, outcome: RunOutcome, note = ''): string 
 
 /**
  * A run's output goes to a file, not a pipe: a handler must not die of SIGPIPE/EPIPE because the
- * daemon that started it was restarted. The file is read (bounded) when the run ends and removed.
+ * daemon that started it was restarted. The file is read (bounded) when the run ends and removed;
+ * a warm runner's file is opened for appending and emptied between its jobs instead.
  */
 export class OutputFile {
   readonly fd: number;
   private readonly path: string;
 
-  constructor(dir: string, name: string) {
+  constructor(dir: string, name: string, options: { append?: boolean } = {}) {
     this.path = join(dir, `${name}.${process.pid}.${Date.now()}.${Math.random().toString(36).slice(2, 8)}.out`);
+    // Appending: the runner's writes land at the end even after the file was emptied under it.
+    const flags = options.append ? 'a+' : 'w+';
     try {
-      this.fd = openSync(this.path, 'w+', 0o600);
+      this.fd = openSync(this.path, flags, 0o600);
     } catch (error) {
       if (errnoCode(error) !== 'ENOENT') throw error;
       // The directory was removed under the running daemon (a cleanup of run/): make it again.
       mkdirSync(dir, { recursive: true, mode: 0o700 });
-      this.fd = openSync(this.path, 'w+', 0o600);
+      this.fd = openSync(this.path, flags, 0o600);
     }
   }
 
   /** Reads at most `limit` bytes: the head and the tail, with a marker where bytes were left out. */
+  read(limit: number): string {
+    const size = fstatSync(this.fd).size;
+    if (size <= limit) return this.readAt(0, size);
+    const half = Math.floor(limit / 2);
+    return `${this.readAt(0, half)}\n[... ${size - 2 * half} bytes left out ...]\n${this.readAt(size - half, half)}`;
+  }
+
+  /** `read`, for the last time: the file is closed and removed. */
   readAndRemove(limit: number): string {
     try {
-      const size = fstatSync(this.fd).size;
-      if (size <= limit) return this.read(0, size);
-      const half = Math.floor(limit / 2);
-      return `${this.read(0, half)}\n[... ${size - 2 * half} bytes left out ...]\n${this.read(size - half, half)}`;
+      return this.read(limit);
     } finally {
-      closeSync(this.fd);
-      try {
-        unlinkSync(this.path);
-      } catch {
-        // already gone
-      }
+      this.remove();
     }
   }
 
-  private read(position: number, length: number): string {
+  /** What `read` said, or why it could not be read: an outcome always has its output. */
+  readSafely(limit: number): string {
+    try {
+      return this.read(limit);
+    } catch (error) {
+      return `[the output could not be read: ${(error as Error).message}]`;
+    }
+  }
+
+  empty(): void {
+    ftruncateSync(this.fd, 0);
+  }
+
+  remove(): void {
+    closeSync(this.fd);
+    try {
+      unlinkSync(this.path);
+    } catch {
+      // already gone
+    }
+  }
+
+  private readAt(position: number, length: number): string {
     const buffer = Buffer.alloc(length);
     const read = readSync(this.fd, buffer, 0, length, position);
     return buffer.subarray(0, read).toString('utf8');
@@ -94,30 +121,62 @@ export function removeStaleOutput(dir: string, maxAgeMs: number, now = Date.now(
   return removed;
 }
 
-const KILL_GRACE_MS = 3_000;
+/** How long a command killed for its time gets between SIGTERM and SIGKILL. */
+export const KILL_GRACE_MS = 3_000;
+
+/** A handler or timer command under way: its process, how to end it, and how it ended. */
+export interface SupervisedRun extends Launched {
+  outcome: Promise<RunOutcome>;
+}
 
 /**
- * Waits for a detached child (its own process group) to exit; past `timeoutMs` the whole group
- * gets SIGTERM, then SIGKILL.
+ * Runs a command in a process of its own (its own process group), output to a file of its own;
+ * past `timeoutMs` the whole group gets SIGTERM, then SIGKILL.
  */
-export function superviseChild(
-  child: ChildProcess & { pid: number },
-  output: OutputFile,
-  options: { timeoutMs: number; outputLimitBytes: number },
-): Promise<RunOutcome> {
+export function spawnRun(command: string, env: NodeJS.ProcessEnv, output: OutputFile, options: RunLimits): LaunchResult<SupervisedRun> {
+  const spawned = spawnLaunch(['ignore', output.fd, output.fd])(command, env);
+  if (!spawned.ok) {
+    output.remove();
+    return spawned;
+  }
+  const { child, pid, kill } = spawned.run;
   const started = Date.now();
   // Whatever the handler left running in its group goes with it once the time is up.
-  const watch = watchGroup(child.pid, { timeoutMs: options.timeoutMs, graceMs: KILL_GRACE_MS });
-  return new Promise((resolve) => {
+  const watch = watchGroup(pid, { timeoutMs: options.timeoutMs, graceMs: KILL_GRACE_MS });
+  const outcome = new Promise<RunOutcome>((resolve) => {
     child.once('exit', (code, signal) => {
       watch.release();
-      let text: string;
-      try {
-        text = output.readAndRemove(options.outputLimitBytes);
-      } catch (error) {
-        text = `[the output could not be read: ${(error as Error).message}]`;
-      }
+      const text = output.readSafely(options.outputLimitBytes);
+      output.remove();
       resolve({ code, signal, timedOut: watch.killedFor === 'timeout', durationMs: Date.now() - started, output: text });
     });
   });
+  return { ok: true, run: { pid, kill, outcome } };
+}
+
+export interface RunLimits {
+  timeoutMs: number;
+  outputLimitBytes: number;
+}
+
+/** Starts a command of the given kind (`handler`, `timer-<id>`): the name of its output file. */
+export type CommandLauncher = (name: string) => Launcher<SupervisedRun>;
+
+/**
+ * Handlers and timer commands that run this package's CLIs go to a warm runner when there is a
+ * pool; everything else runs in a process of its own. A start that fails (no room for the
+ * output file, no program) is reported as such, never thrown, so no lease is left taken.
+ */
+export function createLauncher(options: { outputDir: string; limits: RunLimits; pool: RunnerPool | null }): CommandLauncher {
+  return (name) => (command, env) => {
+    const warm = options.pool ? RunnerPool.warmCommand(command) : null;
+    if (warm && options.pool) return options.pool.run(warm, env, options.limits);
+    let output: OutputFile;
+    try {
+      output = new OutputFile(options.outputDir, name);
+    } catch (error) {
+      return { ok: false, error: `cannot create its output file: ${(error as Error).message}` };
+    }
+    return spawnRun(command, env, output, options.limits);
+  };
 }

@@ -1,16 +1,14 @@
 import { spawnCommand } from '../core/command.js';
 import type { Logger } from '../core/logger.js';
-import type { NotifierConfig } from './config.js';
 import type { RunLimit } from './run-limit.js';
-import { describeOutcome, formatRun, OutputFile, superviseChild } from './run.js';
+import { describeOutcome, formatRun, type CommandLauncher } from './run.js';
 import { dueAt, nextRunAt, type TimerStore } from './timers.js';
 
 export interface SchedulerOptions {
   home: string;
   store: TimerStore;
-  config: NotifierConfig;
   logger: Logger;
-  outputDir: string;
+  launch: CommandLauncher;
   /** Shared with the handlers: how many commands may run at once. */
   limit: RunLimit;
 }
@@ -96,7 +94,7 @@ export class TimerScheduler {
   }
 
   private start(id: string, command: string): boolean {
-    const { store, logger, config, limit } = this.options;
+    const { store, logger, limit } = this.options;
     if (this.stopped) return false;
     try {
       store.markRun(id, new Date());
@@ -104,28 +102,23 @@ export class TimerScheduler {
       logger.error(`timer ${id}: ${(error as Error).message}`);
       return false;
     }
-    const output = new OutputFile(this.options.outputDir, `timer-${id}`);
-    const spawned = spawnCommand(command, { stdio: ['ignore', output.fd, output.fd], env: timerEnv(this.options.home, id) });
-    if (!spawned.ok) {
-      output.readAndRemove(0);
+    const launched = this.options.launch(`timer-${id}`)(command, timerEnv(this.options.home, id));
+    if (!launched.ok) {
       store.markExit(id, 'not started');
-      logger.error(`timer ${id}: ${spawned.error}`);
+      logger.error(`timer ${id}: ${launched.error}`);
       return false;
     }
-    const { child } = spawned;
+    const { pid, outcome } = launched.run;
     this.running.add(id);
-    const pid = child.pid;
-    void superviseChild(child, output, {
-      timeoutMs: config.handler_timeout_seconds * 1000,
-      outputLimitBytes: config.output_limit_bytes,
-    }).then((outcome) => {
-      this.running.delete(id);
-      if (this.stopped) return;
-      store.markExit(id, describeOutcome(outcome));
-      const line = formatRun(`timer ${id} (pid ${pid})`, outcome);
-      if (outcome.code === 0) logger.info(line);
-      else logger.error(line);
-    })
+    void outcome
+      .then((ended) => {
+        this.running.delete(id);
+        if (this.stopped) return;
+        store.markExit(id, describeOutcome(ended));
+        const line = formatRun(`timer ${id} (pid ${pid})`, ended);
+        if (ended.code === 0) logger.info(line);
+        else logger.error(line);
+      })
       .catch((error: unknown) => logger.error(`timer ${id} (pid ${pid}): ${(error as Error).message}`))
       .finally(() => limit.release());
     return true;

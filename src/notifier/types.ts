@@ -18,8 +18,8 @@ export interface NotifierStatus {
   pid: number | null;
   started_at: string | null;
   uptime_seconds: number | null;
-  /** Handlers and timer commands running, and waiting for a place (absent while stopped). */
-  runs?: { running: number; waiting: number; limit: number };
+  /** Handlers and timer commands running, waiting for a place, and warm runners (absent while stopped). */
+  runs?: { running: number; waiting: number; limit: number; runners: number };
   /** Every registered subscription: progress, pending events, running handler, failures. */
   subscriptions: SubscriptionStatus[];
   timers: TimerJson[];

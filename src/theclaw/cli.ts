@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { runCli } from '../core/cli.js';
+import { main } from '../core/cli.js';
 import { createTheclawProgram } from './program.js';
 
-await runCli(createTheclawProgram());
+await main(createTheclawProgram);

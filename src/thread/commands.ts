@@ -5,7 +5,7 @@ import { ClawError, usageError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
 import { RotatingFile } from '../core/rotating-file.js';
 import { validate } from '../core/validate.js';
-import { startHandler } from './dispatch.js';
+import { spawnLaunch, startHandler } from './dispatch.js';
 import { initThread, openThread, type Thread } from './thread.js';
 import { PushInputSchema, type ConsumerInfo, type PushInput } from './types.js';
 
@@ -121,10 +121,10 @@ export function dispatch(options: ThreadFlag): void {
     log.rotateIfFull();
     const out = openSync(log.path, 'a');
     return thread.subscriptions().flatMap((subscription) => {
-      const result = startHandler(thread, subscription, { home, stdio: ['ignore', out, out] });
+      const result = startHandler(thread, subscription, { home, launch: spawnLaunch(['ignore', out, out]) });
       if (result.started) {
-        result.child.unref();
-        return [{ consumer: subscription.consumer, pid: result.child.pid }];
+        result.run.child.unref();
+        return [{ consumer: subscription.consumer, pid: result.run.pid }];
       }
       if (result.reason === 'spawn_failed') failed.push(`${subscription.consumer}: ${result.error}`);
       return [];

@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isAlive, type ProcessIdentity } from '../core/process.js';
 import { createTestHome, waitFor, type TestHome } from '../testing/index.js';
-import { startHandler } from './dispatch.js';
+import { spawnLaunch, startHandler } from './dispatch.js';
 import { initThread, type Thread } from './thread.js';
 
 let t: TestHome;
@@ -37,7 +37,7 @@ describe('startHandler', () => {
       strays.push(to.pid);
       throw new Error('disk I/O error');
     };
-    const result = startHandler(thread, thread.consumer('worker')!, { home: t.home });
+    const result = startHandler(thread, thread.consumer('worker')!, { home: t.home, launch: spawnLaunch() });
     expect(result).toEqual({ started: false, reason: 'spawn_failed', error: 'cannot hand the lease to the handler: disk I/O error' });
     expect(handler).toBeDefined();
     await waitFor(() => !isAlive(handler!), 'the handler to be killed', 5_000);

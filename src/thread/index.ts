@@ -1,5 +1,5 @@
 export { initThread, openThread, Thread, type OpenThreadOptions } from './thread.js';
-export { startHandler, type StartHandlerOptions, type StartResult } from './dispatch.js';
+export { spawnLaunch, startHandler, type Launched, type Launcher, type LaunchResult, type SpawnedHandler, type StartHandlerOptions, type StartResult } from './dispatch.js';
 export { listThreads, registerThread, unregisterThread, registryDir } from './registry.js';
 export { pokeNotifier, type PokeMessage } from './poke.js';
 export { parseFilter, compileFilter, type FilterExpr, type CompiledFilter } from './filter.js';
