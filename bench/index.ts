@@ -4,7 +4,9 @@
  * Everything runs in a temp THECLAW_HOME against the built CLIs in dist/.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import WebSocket from 'ws';
+import { initAgent, startAgent } from '../src/agent/lifecycle.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { joinCommand } from '../src/core/command.js';
@@ -256,6 +258,167 @@ async function benchPipelineLatency(): Promise<void> {
   }
 }
 
+/** Every live process below the given ones (their children, grandchildren, ...), the given ones too. */
+function processTree(roots: number[]): number[] {
+  const children = new Map<number, number[]>();
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      // Field 4 is the parent pid; the command name (field 2) may hold spaces, so split after it.
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      children.set(ppid, [...(children.get(ppid) ?? []), Number(name)]);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const tree: number[] = [];
+  const queue = [...roots];
+  while (queue.length > 0) {
+    const pid = queue.shift()!;
+    tree.push(pid);
+    queue.push(...(children.get(pid) ?? []));
+  }
+  return tree;
+}
+
+/** CPU seconds the processes have used, their reaped children's included. */
+function cpuSeconds(pids: number[]): number {
+  let ticks = 0;
+  for (const pid of pids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      // utime, stime, cutime, cstime: fields 14-17, here 11-14 (counted from field 3).
+      ticks += Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14]);
+    } catch {
+      // gone meanwhile: its time is in its parent's cutime once reaped
+    }
+  }
+  return ticks / 100; // USER_HZ
+}
+
+function totalRssMb(pids: number[]): number {
+  return pids.reduce((sum, pid) => {
+    try {
+      return sum + rssMb(pid);
+    } catch {
+      return sum;
+    }
+  }, 0);
+}
+
+function daemonPid(home: string, name: 'notifier' | 'xgw'): number {
+  return (JSON.parse(readFileSync(join(home, 'run', `${name}.pid`), 'utf8')) as { pid: number }).pid;
+}
+
+/**
+ * A web chat message to its reply on the page, warm: the whole system as a user runs it, a
+ * browser's WebSocket (token cookie, peer cookie), a zero-latency model. After warm-up messages,
+ * 40 messages one after another; the CPU of every process of the system (daemons, their
+ * children, reaped or alive) over those 40, per message.
+ */
+async function benchWebchatWarm(): Promise<void> {
+  const system = await startSystem({ logLevel: 'info' });
+  let ws: WebSocket | undefined;
+  try {
+    const status = await system.xgwStatus();
+    const url = new URL(status.channels.find((channel) => channel.id === 'webchat:main')!.url!);
+    const base = `http://127.0.0.1:${url.port}`;
+    const login = await fetch(`${base}/?token=${url.searchParams.get('token')}`, { redirect: 'manual' });
+    const tokenCookie = login.headers.get('set-cookie')!.split(';')[0]!;
+    const page = await fetch(`${base}/`, { headers: { cookie: tokenCookie } });
+    const peerCookie = page.headers.get('set-cookie')!.split(';')[0]!;
+    ws = new WebSocket(`ws://127.0.0.1:${url.port}/ws`, { headers: { cookie: `${tokenCookie}; ${peerCookie}`, origin: base } });
+    const replies = new Map<string, number>();
+    ws.on('message', (data) => {
+      const frame = JSON.parse(String(data)) as { type: string; message?: { role: string; reply_to?: string } };
+      if (frame.type === 'message' && frame.message?.role === 'agent' && frame.message.reply_to) replies.set(frame.message.reply_to, now());
+    });
+    await new Promise<void>((resolve, reject) => {
+      ws!.once('open', () => resolve());
+      ws!.once('error', reject);
+    });
+    const ask = async (id: string): Promise<number> => {
+      const sentAt = now();
+      ws!.send(JSON.stringify({ type: 'message', id, text: `bench ${id}` }));
+      await waitUntil(() => replies.has(id), 15_000);
+      return replies.get(id)! - sentAt;
+    };
+    for (let i = 0; i < 5; i++) await ask(`warm-${i}`);
+    const roots = [daemonPid(system.home, 'notifier'), daemonPid(system.home, 'xgw')];
+    const cpuBefore = cpuSeconds(processTree(roots));
+    const latencies: number[] = [];
+    const count = 40;
+    for (let i = 1; i <= count; i++) latencies.push(await ask(`m${i}`));
+    // Deliveries acknowledge after the page has the reply: let the last one finish.
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const cpu = (cpuSeconds(processTree(roots)) - cpuBefore) / count;
+    record('web chat, warm: message to reply on the page, zero-latency model (p50 of 40)', median(latencies), 'ms', { atMost: 150 });
+    record('web chat, warm: message to reply on the page, zero-latency model (p95 of 40)', percentile(latencies, 95), 'ms', { atMost: 300 });
+    record('web chat, warm: CPU of every process of the system per message', cpu, 'CPU-s', { atMost: 0.15 });
+  } finally {
+    ws?.close();
+    await system.stop();
+  }
+}
+
+/**
+ * 100 Telegram peers, each routed to an agent of its own, send one message at once (zero-latency
+ * model): the peak resident memory of every process of the system while they are answered (RSS
+ * sampled every 50 ms, shared pages counted in each process), and when the last reply was sent.
+ */
+async function benchHundredAgents(): Promise<void> {
+  const system = await startSystem({ logLevel: 'info' });
+  try {
+    const agents = Array.from({ length: 100 }, (_, i) => `a${i + 1}`);
+    for (const id of agents) {
+      initAgent(system.home, id);
+      startAgent(system.home, id);
+    }
+    const routes = agents.map((id, i) => `  - { channel: "telegram:main", peer: "${7000 + i}", agent: ${id} }`).join('\n');
+    const config = readFileSync(join(system.home, 'xgw', 'config.yaml'), 'utf8').replace('routes:\n', `routes:\n${routes}\n`);
+    writeFileSync(join(system.home, 'xgw', 'config.yaml'), config);
+    await system.must('xgw', ['stop']);
+    await system.must('xgw', ['start']);
+    const roots = [daemonPid(system.home, 'notifier'), daemonPid(system.home, 'xgw')];
+    let peak = totalRssMb(processTree(roots));
+    const sampler = setInterval(() => (peak = Math.max(peak, totalRssMb(processTree(roots)))), 50);
+    const started = now();
+    try {
+      agents.forEach((_, i) => system.telegram.queueUpdate(textUpdate({ from: 7000 + i, text: `hello agent ${i + 1}` })));
+      await waitUntil(() => system.telegram.sent.length >= 100, 180_000);
+    } finally {
+      clearInterval(sampler);
+    }
+    const seconds = (now() - started) / 1000;
+    const chats = new Set(system.telegram.sent.map((sent) => String(sent.chat_id)));
+    if (chats.size !== 100) throw new Error(`100 replies went to ${chats.size} chats`);
+    record('100 messages at once to 100 agents: peak RSS of every process of the system', peak, 'MB', { atMost: 1000 });
+    record('100 messages at once to 100 agents: last reply sent', seconds, 's', { atMost: 10 });
+  } finally {
+    await system.stop();
+  }
+}
+
+/**
+ * 1,000 Telegram peers write to admin: 1,000 conversation threads, each answered and delivered.
+ * Then, idle, notifier's resident memory and open file descriptors.
+ */
+async function benchThousandConversations(): Promise<void> {
+  const system = await startSystem({ logLevel: 'info' });
+  try {
+    for (let i = 0; i < 1000; i++) system.telegram.queueUpdate(textUpdate({ from: 100_000 + i, text: `conversation ${i}` }));
+    await waitUntil(() => system.telegram.sent.length >= 1000, 900_000);
+    await new Promise((resolve) => setTimeout(resolve, 3000)); // two sweeps, idle
+    const pid = daemonPid(system.home, 'notifier');
+    record('notifier after 1,000 conversations: RSS', rssMb(pid), 'MB', { atMost: 120 });
+    record('notifier after 1,000 conversations: open file descriptors', readdirSync(`/proc/${pid}/fd`).length, 'fds', { atMost: 100 });
+  } finally {
+    await system.stop();
+  }
+}
+
 /**
  * 20 Telegram peers each send one message at once; the model takes 1 s per call. Measured from
  * queueing the updates at the fake Bot API to the 20th sendMessage it recorded.
@@ -318,6 +481,9 @@ async function benchTheclaw(): Promise<void> {
 const benches: [string, () => unknown][] = [
   ['theclaw', benchTheclaw],
   ['pipeline-latency', benchPipelineLatency],
+  ['webchat-warm', benchWebchatWarm],
+  ['hundred-agents', benchHundredAgents],
+  ['thousand-conversations', benchThousandConversations],
   ['pipeline-burst', benchPipelineBurst],
   ['xgw', benchXgw],
   ['pai', benchPai],
