@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { AgentStatus } from '../agent/lifecycle.js';
 import type { DaemonName } from '../core/daemon.js';
 import { parseMessageContent } from '../core/message.js';
-import { cliPath } from '../core/package.js';
+import { cliPath, packageRoot } from '../core/package.js';
 import { sleep } from '../core/retry.js';
 import { textUpdate, type FakeSentMessage } from '../testing/fake-telegram.js';
 import { listThreads } from '../thread/registry.js';
@@ -187,6 +187,7 @@ describe("the chaos test's killer", () => {
     expect(victimKind([node, cliPath('xgw'), 'start', '--foreground', ''])).toBe('xgw');
     expect(victimKind([node, cliPath('xgw'), 'start', ''])).toBeNull(); // the CLI that starts the daemon
     expect(victimKind([node, cliPath('agent'), 'status', ''])).toBeNull();
+    expect(victimKind([node, join(packageRoot(), 'dist', 'notifier', 'runner.js'), cliPath('agent')])).toBe('runner');
     expect(victimKind(['bash', '-c', 'agent run admin'])).toBeNull();
   });
 

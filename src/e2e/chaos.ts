@@ -1,5 +1,6 @@
 import { readdirSync, readFileSync } from 'node:fs';
-import { cliPath } from '../core/package.js';
+import { join } from 'node:path';
+import { cliPath, packageRoot } from '../core/package.js';
 import { daemonHolder, type DaemonName } from '../core/daemon.js';
 import { sleep } from '../core/retry.js';
 import type { CliResult } from './support.js';
@@ -10,7 +11,7 @@ import type { CliResult } from './support.js';
  * test's processes are never touched), and a supervisor that starts a daemon again once it has
  * died, as systemd or launchd would.
  */
-export const VICTIM_KINDS = ['agent run', 'agent deliver', 'notifier', 'xgw'] as const;
+export const VICTIM_KINDS = ['agent run', 'agent deliver', 'runner', 'notifier', 'xgw'] as const;
 export type VictimKind = (typeof VICTIM_KINDS)[number];
 
 export interface Victim {
@@ -18,9 +19,14 @@ export interface Victim {
   kind: VictimKind;
 }
 
-/** What a process of the system is, from its argv: `node <dist>/<tool>/cli.js <command> ...`. */
+/**
+ * What a process of the system is, from its argv: `node <dist>/<tool>/cli.js <command> ...`, or
+ * notifier's warm runner, in which `agent run` and `agent deliver` run as jobs: killing it kills
+ * the job under way.
+ */
 export function victimKind(argv: readonly string[]): VictimKind | null {
   const [, script, command, flag] = argv;
+  if (script === join(packageRoot(), 'dist', 'notifier', 'runner.js')) return 'runner';
   if (script === cliPath('agent') && command === 'run') return 'agent run';
   if (script === cliPath('agent') && command === 'deliver') return 'agent deliver';
   if (command === 'start' && flag === '--foreground') {
@@ -59,7 +65,7 @@ export interface KillerOptions {
  * process of that kind. Counts its kills by kind.
  */
 export class Killer {
-  readonly kills: Record<VictimKind, number> = { 'agent run': 0, 'agent deliver': 0, notifier: 0, xgw: 0 };
+  readonly kills: Record<VictimKind, number> = { 'agent run': 0, 'agent deliver': 0, runner: 0, notifier: 0, xgw: 0 };
   /** Every kill, in order, with its time (`Date.now()` right after the signal). */
   readonly log: Array<Victim & { at: number }> = [];
   private readonly stopped = new AbortController();
