@@ -182,6 +182,25 @@ describe('notifier dispatch', () => {
     expect(after.pid).not.toBe(pid);
   });
 
+  it('never signals an unrelated process that now has the pid a stale pid file names', async () => {
+    // A process alive now under the pid, but not the one that wrote the file (another start time).
+    const stranger = spawn('sleep', ['30'], { stdio: 'ignore' });
+    try {
+      mkdirSync(join(t.home, 'run'), { recursive: true });
+      writeFileSync(join(t.home, 'run', 'notifier.pid'), JSON.stringify({ pid: stranger.pid, start: 1, acquired_at: new Date(0).toISOString(), nonce: 'old' }));
+      const stop = await runTool('notifier', ['stop'], t.env);
+      expect(stop.code, stop.stderr).toBe(0);
+      expect(stop.stdout).toMatch(/not running/);
+      expect((await status()).running).toBe(false);
+      expect(isAlive({ pid: stranger.pid!, start: null })).toBe(true);
+      await startNotifier(); // the stale file is reclaimed
+      expect((await status()).running).toBe(true);
+      expect(isAlive({ pid: stranger.pid!, start: null })).toBe(true);
+    } finally {
+      stranger.kill('SIGKILL');
+    }
+  });
+
   it('runs a handler argument holding ; $(...) and quotes literally, in a thread path with spaces', async () => {
     const marker = join(t.home, 'pwned');
     const argsFile = join(t.home, 'args.json');
