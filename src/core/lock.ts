@@ -22,6 +22,24 @@ export type LockAttempt = { acquired: true; lock: Lock } | { acquired: false; ho
 const STALE_GUARD_MS = 5_000;
 
 /**
+ * Takes the lock, waiting (polling) while a live process holds it, at most `timeoutMs`; then a
+ * `timeout` error naming the holder and `what` the lock guards.
+ */
+export async function waitForLock(path: string, what: string, timeoutMs: number): Promise<Lock> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const attempt = tryLock(path);
+    if (attempt.acquired) return attempt.lock;
+    if (Date.now() >= deadline) {
+      throw new ClawError('timeout', `${what} (pid ${attempt.holder.pid}) has held ${path} for more than ${timeoutMs / 1000} s`, {
+        suggestion: `wait for it to finish, or stop pid ${attempt.holder.pid}`,
+      });
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/**
  * Takes a pid-aware lock file. The file appears atomically with its full content (written to a
  * temp file, then hard-linked into place, which fails if the lock exists), so no reader ever sees
  * it half-written. A lock whose holder is dead is reclaimed; reclaiming happens under a second

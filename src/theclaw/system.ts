@@ -1,9 +1,11 @@
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { dirname, join } from 'node:path';
 import { agentDir } from '../agent/agent-dir.js';
 import { SYSTEM_AGENTS } from '../agent/identity.js';
 import { initAgent, startAgent } from '../agent/lifecycle.js';
 import { daemonHolder, stopDaemonProcess, type DaemonName } from '../core/daemon.js';
+import { runDir } from '../core/home.js';
+import { waitForLock, type Lock } from '../core/lock.js';
 import { processEnvironment } from '../core/process.js';
 import { loadConfig as loadNotifierConfig } from '../notifier/config.js';
 import { startDaemon } from '../notifier/control.js';
@@ -70,6 +72,17 @@ export interface UpResult {
  */
 export async function up(home: string, env: NodeJS.ProcessEnv = process.env): Promise<UpResult> {
   mkdirSync(home, { recursive: true, mode: 0o700 });
+  // Two `up`s at once would each start a daemon, one of them fail on the other's, and stop what
+  // it had started while the other says "up": they take turns instead.
+  const lock = await takeTurn(home);
+  try {
+    return await upLocked(home, env);
+  } finally {
+    lock.release();
+  }
+}
+
+async function upLocked(home: string, env: NodeJS.ProcessEnv): Promise<UpResult> {
   if (!existsSync(xgwConfigPath(home))) {
     mkdirSync(dirname(xgwConfigPath(home)), { recursive: true, mode: 0o700 });
     writeFileSync(xgwConfigPath(home), DEFAULT_XGW_CONFIG, { flag: 'wx' });
@@ -103,7 +116,18 @@ export async function up(home: string, env: NodeJS.ProcessEnv = process.env): Pr
  * against a gateway that still answers. Agents stay started: their messages wait for the next `up`.
  */
 export async function down(home: string): Promise<DaemonName[]> {
-  const stopped: DaemonName[] = [];
-  for (const name of ['notifier', 'xgw'] as const) if (await stopDaemonProcess(home, name)) stopped.push(name);
-  return stopped;
+  const lock = await takeTurn(home);
+  try {
+    const stopped: DaemonName[] = [];
+    for (const name of ['notifier', 'xgw'] as const) if (await stopDaemonProcess(home, name)) stopped.push(name);
+    return stopped;
+  } finally {
+    lock.release();
+  }
+}
+
+/** `up` and `down` one at a time per home. */
+function takeTurn(home: string): Promise<Lock> {
+  mkdirSync(runDir(home), { recursive: true, mode: 0o700 });
+  return waitForLock(join(runDir(home), 'theclaw.lock'), 'another theclaw up or down', 60_000);
 }

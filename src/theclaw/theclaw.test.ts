@@ -166,6 +166,16 @@ describe('theclaw up, status, down', () => {
     expect(llm.requests.length).toBeGreaterThan(0);
   });
 
+  it('takes turns when two ups run at once: both say up, and both daemons run', async () => {
+    home();
+    const [first, second] = await Promise.all([theclaw(['up', '--json']), theclaw(['up', '--json'])]);
+    expect(first.code, first.stderr).toBe(0);
+    expect(second.code, second.stderr).toBe(0);
+    const started = [first, second].flatMap((result) => (JSON.parse(result.stdout) as { started: string[] }).started);
+    expect(started.sort()).toEqual(['notifier', 'xgw']); // each daemon started once, by one of them
+    expect((await statusOf()).components.map((c) => c.running)).toEqual([true, true]);
+  });
+
   it('leaves nothing running when one daemon cannot start, and doctor names the cause', async () => {
     home();
     writeFileSync(join(t!.home, 'xgw', 'config.yaml'), 'channels:\n  - { id: telegram:main, type: telegram, token_env: NOT_SET_BOT_TOKEN }\nroutes:\n  - { agent: admin }\n');
