@@ -2,6 +2,7 @@ import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { basename } from 'node:path';
 import type { Thread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
+import { withoutChatCommands } from './chat-commands.js';
 import { estimateTokens, historyLines } from './context.js';
 import type { CompactionRecord } from './types.js';
 
@@ -44,21 +45,25 @@ export interface CompactionResult {
   compacted: CompactionRecord | null;
 }
 
-const COMPACTION_FILTER = "type = 'record' AND subtype = 'compaction'";
+// A `/new` or `/reset` records where the fresh conversation starts (`record/reset`) the way a
+// compaction records where its summary ends; both carry `to_id`. The later marker always has the
+// greater `to_id`: a compaction covers only messages after the last reset, and a reset's `to_id`
+// is its command, newer than anything compacted before it.
+const HISTORY_MARKERS = "type = 'record' AND subtype IN ('compaction', 'reset')";
 
-/** The id after which the thread's history starts: the end of the last compaction. */
+/** The id after which the thread's history starts: the end of the last compaction or reset. */
 export function historyStart(thread: Thread): number {
-  const last = thread.peek({ filter: COMPACTION_FILTER, last: 1 })[0];
-  return last ? (JSON.parse(last.content) as CompactionRecord).to_id : 0;
+  const last = thread.peek({ filter: HISTORY_MARKERS, last: 1 })[0];
+  return last ? (JSON.parse(last.content) as Pick<CompactionRecord, 'to_id'>).to_id : 0;
 }
 
 // Compaction keeps the uncompacted part of a thread near `recentMessages`; this bound only
 // matters for a thread that grew before it could compact (read a part, compact that, go on).
 const MAX_UNCOMPACTED = 2_000;
 
-/** Messages after the last compaction, without the current message. */
+/** Messages after the last compaction or reset, without the current message and the chat commands. */
 export function uncompacted(thread: Thread, afterId: number, currentId: number): ThreadEvent[] {
-  return thread.peek({ afterId, filter: "type = 'message'", limit: MAX_UNCOMPACTED }).filter((event) => event.id !== currentId);
+  return withoutChatCommands(thread, thread.peek({ afterId, filter: "type = 'message'", limit: MAX_UNCOMPACTED })).filter((event) => event.id !== currentId);
 }
 
 export async function compactIfNeeded(args: CompactionInput): Promise<CompactionResult> {
@@ -72,19 +77,8 @@ export async function compactIfNeeded(args: CompactionInput): Promise<Compaction
   const covered = messages.slice(0, Math.max(0, messages.length - args.keepRecent));
   if (covered.length === 0) return { afterId, compacted: null };
 
-  const previous = readSummary(args.summaryFile);
-  // The summariser's own input is bounded: a quarter of the window, the newest turns kept.
-  const budgetChars = Math.floor(contextWindow * 0.25 * 4);
-  let transcript = historyLines(covered, args.mixedPeople)
-    .map((line) => `${line.role === 'assistant' ? 'Assistant' : 'User'}: ${line.content}`)
-    .join('\n');
-  if (previous.length + transcript.length > budgetChars) transcript = `[earlier turns left out]\n${transcript.slice(-(budgetChars - Math.min(previous.length, budgetChars / 2)))}`;
-  const input = `${previous ? `Earlier summary:\n${previous.slice(0, budgetChars / 2)}\n\n` : ''}Conversation to add:\n${transcript}`;
-  const summary = (await args.summarise(SUMMARISER_PROMPT, input)).trim();
-
-  const temp = `${args.summaryFile}.${process.pid}.tmp`;
-  writeFileSync(temp, summary + '\n');
-  renameSync(temp, args.summaryFile);
+  const summary = await summariseTurns({ previous: readSummary(args.summaryFile), turns: covered, ...args });
+  writeSummary(args.summaryFile, summary);
   const record: CompactionRecord = {
     from_id: covered[0]!.id,
     to_id: covered.at(-1)!.id,
@@ -97,10 +91,39 @@ export async function compactIfNeeded(args: CompactionInput): Promise<Compaction
   return { afterId: record.to_id, compacted: record };
 }
 
-function readSummary(file: string): string {
+export interface SummariseTurnsInput {
+  /** The earlier summary ('' when there is none). */
+  previous: string;
+  turns: readonly ThreadEvent[];
+  contextWindow: number;
+  mixedPeople: boolean;
+  summarise: Summarise;
+}
+
+/** The turns merged into the earlier summary by the summariser; its input is bounded by the window. */
+export async function summariseTurns({ previous, turns, contextWindow, mixedPeople, summarise }: SummariseTurnsInput): Promise<string> {
+  // A quarter of the window, the newest turns kept.
+  const budgetChars = Math.floor(contextWindow * 0.25 * 4);
+  let transcript = historyLines(turns, mixedPeople)
+    .map((line) => `${line.role === 'assistant' ? 'Assistant' : 'User'}: ${line.content}`)
+    .join('\n');
+  if (previous.length + transcript.length > budgetChars) transcript = `[earlier turns left out]\n${transcript.slice(-(budgetChars - Math.min(previous.length, budgetChars / 2)))}`;
+  const input = `${previous ? `Earlier summary:\n${previous.slice(0, budgetChars / 2)}\n\n` : ''}Conversation to add:\n${transcript}`;
+  return (await summarise(SUMMARISER_PROMPT, input)).trim();
+}
+
+/** The summary file's text, '' when there is none. */
+export function readSummary(file: string): string {
   try {
     return readFileSync(file, 'utf8').trim();
   } catch {
     return '';
   }
+}
+
+/** Written whole or not at all: the next prompt reads it. */
+export function writeSummary(file: string, summary: string): void {
+  const temp = `${file}.${process.pid}.tmp`;
+  writeFileSync(temp, summary + '\n');
+  renameSync(temp, file);
 }

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseAddress } from '../core/address.js';
 import { errnoCode } from '../core/errors.js';
@@ -27,6 +27,9 @@ export function memoryFiles(dir: AgentDir, route: ThreadRoute): MemoryFiles {
   };
 }
 
+/** Under memory/: the summaries `/new` saves, `<tid>/<time>.md` (fresh-conversation.ts). */
+export const CONVERSATIONS_DIR = 'conversations';
+
 export function sessionFile(dir: AgentDir, route: ThreadRoute): string {
   return join(dir.sessions, `${route.threadId}.jsonl`);
 }
@@ -54,8 +57,14 @@ export function buildSystemPrompt({ dir, route, memory, source, now = new Date()
 - agent: ${dir.id} (directory ${dir.root}; workdir ${dir.workdir})
 - from: ${describeSource(source)}
 - thread: ${route.threadId}
-- memory files: agent ${memory.agent}${memory.user ? `; this person ${memory.user}` : ''}`);
+- memory files: agent ${memory.agent}${memory.user ? `; this person ${memory.user}` : ''}${earlierConversations(dir, route)}`);
   return sections.join('\n\n');
+}
+
+/** Where this thread's earlier conversations (before a `/new`) are summarised, if it had any. */
+function earlierConversations(dir: AgentDir, route: ThreadRoute): string {
+  const folder = join(dir.memory, CONVERSATIONS_DIR, route.threadId);
+  return existsSync(folder) ? `\n- summaries of this conversation's earlier parts (before a /new): ${folder}/` : '';
 }
 
 /**

@@ -13,7 +13,10 @@ export function createAgentProgram(): Command {
 An agent is a directory, $THECLAW_HOME/agents/<id>/: IDENTITY.md (its system prompt), USAGE.md
 (how others use it), config.yaml, inbox/ (a thread), threads/, sessions/, memory/, workdir/, logs/.
 It is not a process: once started, notifier runs \`agent run <id>\` when its inbox has messages and
-\`agent deliver\` when a conversation has replies to send.`,
+\`agent deliver\` when a conversation has replies to send.
+
+In any chat, /new, /reset, /stop, /status, /usage and /help are answered by the runtime without
+the model (/help lists what they do); any other /word goes to the model as text.`,
     );
   withExamples(program, ['agent init helper', 'agent start helper', 'agent chat helper', 'agent status --json']);
 

@@ -20,6 +20,9 @@ import { compactIfNeeded } from './compaction.js';
 import { buildSystemPrompt, historyLines, memoryFiles, messageText, sessionFile } from './context.js';
 import { deliverHandler, INBOX_CONSUMER, OUTBOUND_CONSUMER, OUTBOUND_FILTER } from './lifecycle.js';
 import { ANSWER_CONVERSATION, routeMessage } from './router.js';
+import { chatCommandOf, withoutChatCommands } from './chat-commands.js';
+import { answerChatCommand } from './command-replies.js';
+import { RunningTurns, watchForStop, type RunningTurn } from './turn-stop.js';
 import type { AgentConfig, DecisionRecord, ErrorRecord, ThreadRoute, ToolcallRecord, UsageRecord } from './types.js';
 
 /**
@@ -33,7 +36,8 @@ import type { AgentConfig, DecisionRecord, ErrorRecord, ThreadRoute, ToolcallRec
  *    there already (a crash after answering); compact the thread when it has grown past the
  *    threshold; build the context; call the model through pai, recording every tool call and
  *    the usage; push the reply (with reply_context and in_reply_to), a NO_REPLY decision, or an
- *    error record.
+ *    error record. A chat command (`/new`, `/stop`, ...: chat-commands.ts) is answered without
+ *    the model; a turn that a `/stop` ended gets a `stopped` decision (turn-stop.ts).
  * 5. Acknowledge the inbox up to the last message whose outcome is stored and before which every
  *    message of the batch is done, so a crash never skips a message.
  */
@@ -70,6 +74,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
   const threads = new Map<string, Thread>();
   const summary: RunSummary = { handled: 0, replied: 0, errors: 0 };
   let inbox: Thread | undefined;
+  let stopWatch: { close(): void } | undefined;
   try {
     // A model that cannot be resolved (unknown provider, no key) is a configuration error: each
     // message gets it as its error record, as the spec says of unrecoverable errors.
@@ -85,7 +90,10 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
     logger.info(`run: ${batch.length} message(s) from the inbox (${batch[0]!.id}..${batch.at(-1)!.id})`);
     const acks = createAckTracker(batch.map((event) => event.id), (upTo) => inbox!.ack(INBOX_CONSUMER, upTo));
     const redact = createRedactor(env, providerSecrets(paiConfig, env));
-    const turn: TurnSettings = { home, dir, config, paiConfig, model, env, logger, redact, caller: options.caller, signal: options.signal };
+    const turn: TurnSettings = { home, dir, config, paiConfig, model, env, logger, redact, caller: options.caller };
+    // `/stop` ends a running turn of its conversation: the inbox is watched while the batch runs.
+    const turns = new RunningTurns(options.signal);
+    stopWatch = watchForStop(inbox, { afterId: batch[0]!.id - 1, turns, conversationOf: (source) => conversationPath(dir, config, source), logger });
 
     // Group by thread, in inbox order; threads run concurrently, each thread in order. Each
     // message keeps its own route: in a shared thread the senders differ (memory, facts).
@@ -104,8 +112,9 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
     let failed: unknown;
     await forEachLimit([...groups.values()], config.concurrency, async (messages) => {
       for (const { route, event } of messages) {
+        const running = turns.begin(route.path, event.id);
         try {
-          const outcome = await handleMessage(turn, openConversation(turn, threads, route), route, event);
+          const outcome = await handleMessage({ ...turn, running }, openConversation(turn, threads, route), route, event);
           summary.handled++;
           if (outcome === 'replied') summary.replied++;
           if (outcome === 'error') summary.errors++;
@@ -116,6 +125,8 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
           logger.error(`run: inbox event ${event.id} failed: ${error instanceof Error ? error.message : String(error)}`);
           failed ??= error;
           return;
+        } finally {
+          turns.end(route.path, running);
         }
       }
     });
@@ -123,6 +134,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
     logger.info(`run: done, ${summary.handled} handled, ${summary.replied} replied, ${summary.errors} errors`);
     return summary;
   } finally {
+    stopWatch?.close();
     for (const thread of threads.values()) thread.close();
     inbox?.close();
     lock.lock.release();
@@ -141,10 +153,11 @@ interface TurnSettings {
   /** Removes secret values (environment keys and tokens) from text that goes into records. */
   redact: (text: string) => string;
   caller?: ModelCaller;
-  signal?: AbortSignal;
+  /** The message's turn: `/stop` aborts its signal. */
+  running?: RunningTurn;
 }
 
-type Outcome = 'replied' | 'no_reply' | 'error' | 'already_handled';
+type Outcome = 'replied' | 'no_reply' | 'stopped' | 'error' | 'already_handled';
 
 async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRoute, event: ThreadEvent): Promise<Outcome> {
   const { dir, config, logger } = turn;
@@ -161,6 +174,17 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
   const mixedPeople = config.routing.default !== 'per-peer';
   const record = (subtype: string, content: object, idempotencyKey?: string) =>
     thread.push({ source: 'self', type: 'record', subtype, content: JSON.stringify(content), idempotency_key: idempotencyKey });
+  const summarise = async (system: string, input: string) => {
+    if (turn.model instanceof Error) throw turn.model;
+    return (await callModel({ ...turn, model: turn.model }, { input, system, tools: false })).text;
+  };
+  const command = chatCommandOf(event);
+  if (command) {
+    const text = await answerChatCommand(command, { ...turn, route, thread, inboxEvent: event, commandId: inboundId, summaryFile: memory.thread, mixedPeople, summarise });
+    pushReply(thread, inbound, inboundId, text, outcomeKey);
+    logger.info(`run: answered /${command} in thread ${route.threadId} (event ${inboundId})`);
+    return 'replied';
+  }
   try {
     const model = turn.model;
     if (model instanceof Error) throw model;
@@ -178,12 +202,11 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
       recentMessages: config.context.recent_messages,
       keepRecent: config.context.keep_recent,
       mixedPeople,
-      summarise: async (system, input) => (await callModel(modelTurn, { input, system, tools: false })).text,
+      summarise,
     });
     // Built again only after a compaction, so that the summary it wrote is in it.
     const system = compacted ? buildSystemPrompt(promptInput) : before;
-    const history = thread
-      .peek({ afterId, filter: "type = 'message'", last: config.context.recent_messages + 1 })
+    const history = withoutChatCommands(thread, thread.peek({ afterId, filter: "type = 'message'", last: config.context.recent_messages + 1 }))
       .filter((message) => message.id !== inboundId)
       .slice(-config.context.recent_messages);
     const session = sessionFile(dir, route);
@@ -234,15 +257,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
       logger.info(`run: NO_REPLY to thread ${route.threadId} event ${inboundId}`);
       return 'no_reply';
     }
-    // Without a reply context the answer is kept in the thread and goes nowhere: an agent's answer
-    // to our question, in a conversation with no person to tell, is not sent back (no ping-pong).
-    const replyContext = replyContextFor(thread, inbound);
-    thread.push({
-      source: 'self',
-      type: 'message',
-      content: JSON.stringify({ text: result.text, attachments: [], ...(replyContext ? { reply_context: replyContext } : {}), in_reply_to: inboundId }),
-      idempotency_key: outcomeKey,
-    });
+    pushReply(thread, inbound, inboundId, result.text, outcomeKey);
     logger.info(`run: replied in thread ${route.threadId} to event ${inboundId} (${result.toolRounds} tool rounds, ${result.usage.input}+${result.usage.output} tokens)`);
     return 'replied';
   } catch (error) {
@@ -250,6 +265,13 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
     // the run after the disk recovers (the error record could not be written anyway, or would
     // consume the message for good if it could).
     if (isStorageError(error)) throw error;
+    const stoppedBy = turn.running?.stoppedBy ?? null;
+    if (stoppedBy !== null) {
+      // Not a failure: the person asked for it, and their `/stop` gets the answer.
+      record('decision', { in_reply_to: inboundId, decision: 'stopped', stopped_by_inbox_id: stoppedBy } satisfies DecisionRecord, outcomeKey);
+      logger.info(`run: the turn for thread ${route.threadId} event ${inboundId} was stopped by /stop (inbox event ${stoppedBy})`);
+      return 'stopped';
+    }
     // Unrecoverable (or retried in vain): recorded in the thread, and the batch goes on.
     record(
       'error',
@@ -264,6 +286,21 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
     logger.error(`run: no answer to thread ${route.threadId} event ${inboundId}: ${error instanceof Error ? error.message : String(error)}`);
     return 'error';
   }
+}
+
+/**
+ * The reply to an inbound message, keyed by its outcome key. Without a reply context it is kept in
+ * the thread and goes nowhere: an agent's answer to our question, in a conversation with no person
+ * to tell, is not sent back (no ping-pong).
+ */
+function pushReply(thread: Thread, inbound: Inbound, inboundId: number, text: string, outcomeKey: string): void {
+  const replyContext = replyContextFor(thread, inbound);
+  thread.push({
+    source: 'self',
+    type: 'message',
+    content: JSON.stringify({ text, attachments: [], ...(replyContext ? { reply_context: replyContext } : {}), in_reply_to: inboundId }),
+    idempotency_key: outcomeKey,
+  });
 }
 
 interface Inbound {
@@ -366,8 +403,17 @@ function callModel(turn: TurnSettings & { model: ResolvedModel }, input: CallInp
     cwd: turn.dir.workdir,
     maxTurns: turn.config.max_turns,
     caller: turn.caller,
-    signal: turn.signal,
+    signal: turn.running?.signal,
   });
+}
+
+/** The conversation thread of a source address, or null when it cannot be routed. */
+function conversationPath(dir: AgentDir, config: AgentConfig, source: string): string | null {
+  try {
+    return routeMessage(dir, config.routing.default, source).path;
+  } catch {
+    return null;
+  }
 }
 
 /** The agent's retry settings win over pai's. */

@@ -93,7 +93,20 @@ export interface CompactionRecord {
   summary_chars: number;
 }
 
-export interface DecisionRecord {
-  in_reply_to: number;
-  decision: 'no_reply';
+export type DecisionRecord =
+  | { in_reply_to: number; decision: 'no_reply' }
+  /** The turn was ended by `/stop`: the inbox event id of that `/stop` (its reply says so). */
+  | { in_reply_to: number; decision: 'stopped'; stopped_by_inbox_id: number };
+
+/**
+ * `/new` or `/reset`: a fresh conversation in the same thread. Its history starts after `to_id`
+ * (the command); the old messages stay in the thread.
+ */
+export interface ResetRecord {
+  to_id: number;
+  command: 'new' | 'reset';
+  /** Where `/new` saved the summary of the old conversation (relative to memory/); null when nothing was saved. */
+  summary_file: string | null;
+  /** `/new` without a model: only the old thread summary was saved; why the summariser failed. */
+  summary_error?: string;
 }

@@ -42,6 +42,11 @@ export const MessageContentSchema = z.object({
   reply_context: z.optional(ReplyContextSchema),
   /** Id of the event (in the same thread) this message answers. */
   in_reply_to: z.optional(z.int().check(z.positive())),
+  /**
+   * Outside a direct chat: whether the message addressed the agent (a mention, a reply to it,
+   * `/cmd@botname`), set by the channel. A chat command in a group counts only then.
+   */
+  addressed: z.optional(z.boolean()),
 });
 
 export type ExternalReplyContext = z.infer<typeof ExternalReplyContextSchema>;

@@ -26,6 +26,8 @@ export interface SystemOptions {
   telegramAccess?: 'open' | 'allowlist' | 'pairing';
   /** Telegram peer ids admitted without pairing. */
   telegramAllow?: string[];
+  /** Telegram groups: answer only when mentioned. Default: true. */
+  telegramRequireMention?: boolean;
   /** notifier backoff. Default: { initial_seconds: 0.2, max_seconds: 1 }. */
   backoff?: { initial_seconds: number; max_seconds: number };
   /** Default: 0.5. */
@@ -114,6 +116,7 @@ backoff: { initial_seconds: ${backoff.initial_seconds}, max_seconds: ${backoff.m
     api_root: "${telegram.apiRoot}"
     access: ${options.telegramAccess ?? 'open'}
     allow: ${JSON.stringify(allow)}
+    groups: { require_mention: ${options.telegramRequireMention ?? true} }
   - { id: terminal:local, type: terminal, access: open }
 routes:
   - { channel: "*", peer: "*", agent: admin }

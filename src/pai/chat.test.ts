@@ -1,7 +1,7 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { expectSessionValid, createTestHome, startFakeAnthropic, startFakeOpenAI, type FakeLlmOptions, type FakeLlmServer, type LooseJson, type TestHome } from '../testing/index.js';
+import { expectSessionValid, createTestHome, startFakeAnthropic, startFakeOpenAI, waitFor, type FakeLlmOptions, type FakeLlmServer, type LooseJson, type TestHome } from '../testing/index.js';
 import { chat, DEFAULT_SYSTEM_PROMPT } from './chat.js';
 import { ModelCallError } from './model-error.js';
 import { readSession } from './session.js';
@@ -359,5 +359,27 @@ describe('chat() against the fake Anthropic server', () => {
     const error = await failure(chat({ input: 'hi', home: t.home, env: baseEnv() }));
     expect(error.modelError.kind).toBe('auth');
     expect(server.requests).toHaveLength(1);
+  });
+});
+
+describe('chat: abort', () => {
+  it('ends the turn when aborted while a command runs: the command is killed, no command starts and no model is called after it', async () => {
+    const server = await fakeOpenAI();
+    writeConfig(server);
+    const started = join(t.home, 'started');
+    // One reply with the long command; a model asked again would get the second, which would run another.
+    server.enqueue({ kind: 'tool_call', name: 'bash_exec', arguments: { command: `touch ${started}; sleep 30` } }, { ...markerCall });
+    const controller = new AbortController();
+    const { onEvent, of } = collect();
+    const sessionFile = join(t.home, 'session.jsonl');
+    const turn = failure(chat({ input: 'wait', home: t.home, env: baseEnv(), sessionFile, signal: controller.signal, onEvent }));
+    await waitFor(() => existsSync(started), 'the command to start');
+    controller.abort();
+    const error = await turn;
+    expect(error.modelError.kind).toBe('aborted');
+    expect(of('tool_result')).toEqual([expect.objectContaining({ exit_code: 124, stderr: expect.stringContaining('[bash_exec: aborted; the command and its children were killed]') })]);
+    expect(of('tool_result')[0]!.duration_ms).toBeLessThan(5_000);
+    expect(server.requests.filter((request) => request.path === '/v1/chat/completions')).toHaveLength(1);
+    expectSessionValid(readSession(sessionFile));
   });
 });

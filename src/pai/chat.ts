@@ -107,8 +107,10 @@ export async function chat(options: ChatOptions): Promise<ChatResult> {
       const args = toBashArgs(call.arguments);
       emit({ type: 'tool_call', id: call.id, name: call.name, arguments: args });
       const started = Date.now();
-      const ran =
-        call.name === BASH_EXEC_TOOL.name && args.command
+      // After an abort no command starts: the next call of the model ends the turn.
+      const ran = options.signal?.aborted
+        ? { stdout: '', stderr: 'not run: the turn was aborted', exit_code: 125 }
+        : call.name === BASH_EXEC_TOOL.name && args.command
           ? await bashExec(args, { cwd: options.cwd, env, secretNames, signal: options.signal })
           : { stdout: '', stderr: `unknown tool ${call.name} or no command; the only tool is bash_exec with {"command": "..."}`, exit_code: 127 };
       const output = { ...ran, stdout: redact(ran.stdout), stderr: redact(ran.stderr) };
@@ -131,7 +133,8 @@ async function callWithRetries(
   const maxAttempts = config.retry.max_attempts;
   for (let attempt = 1; ; attempt++) {
     const started = Date.now();
-    const outcome = await caller(request, { signal, onDelta: (text) => emit({ type: 'delta', text }) });
+    // Aborted between calls (while a tool ran): a provider SDK would still send the request.
+    const outcome = signal?.aborted ? ABORTED : await caller(request, { signal, onDelta: (text) => emit({ type: 'delta', text }) });
     if (outcome.ok) {
       emit({ type: 'usage', usage: outcome.reply.usage, duration_ms: Date.now() - started });
       return outcome.reply;
@@ -148,6 +151,8 @@ async function callWithRetries(
     await sleep(delay, signal);
   }
 }
+
+const ABORTED = { ok: false, error: { kind: 'aborted', recoverable: false, status: null, message: 'aborted', retryAfterMs: null } } as const;
 
 function toBashArgs(raw: Record<string, unknown>): BashExecArgs {
   const args: BashExecArgs = { command: typeof raw.command === 'string' ? raw.command : '' };

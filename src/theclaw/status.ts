@@ -1,7 +1,7 @@
 import { relative } from 'node:path';
 import { agentDir, listAgentIds } from '../agent/agent-dir.js';
 import { agentStatus, conversationThreads, type AgentStatus } from '../agent/lifecycle.js';
-import type { UsageRecord } from '../agent/types.js';
+import { NO_USAGE, plusUsage, usageOfRecord } from '../agent/usage.js';
 import { daemonHolder, type DaemonName } from '../core/daemon.js';
 import { formatError } from '../core/errors.js';
 import { residentBytes } from '../core/process.js';
@@ -166,16 +166,12 @@ export function statusDetails(home: string, recent: number, now = new Date()): S
         if (events.length > 0) threads.push({ agent: id, thread: relative(dir.root, path), events: events.map(eventLine) });
         // Filters take only literals, and `since` is a date this code made.
         for (const event of thread.peek({ filter: `type = 'record' AND subtype = 'usage' AND created_at >= '${since}'`, limit: 1_000_000 })) {
-          const record = parseUsage(event.content);
+          const record = usageOfRecord(event.content);
           if (!record) continue;
           const day = event.created_at.slice(0, 10);
           const key = `${id}\n${day}`;
-          const entry = usage.get(key) ?? { agent: id, day, calls: 0, input_tokens: 0, output_tokens: 0, cost: 0 };
-          entry.calls += 1;
-          entry.input_tokens += record.input_tokens;
-          entry.output_tokens += record.output_tokens;
-          entry.cost += record.cost;
-          usage.set(key, entry);
+          const entry = usage.get(key) ?? { agent: id, day, ...NO_USAGE };
+          usage.set(key, { ...entry, ...plusUsage(entry, record) });
         }
       } finally {
         thread.close();
@@ -223,14 +219,4 @@ function summarise(event: ThreadEvent): string {
   } else if (parsed && typeof parsed.text === 'string') text = parsed.text;
   const line = text.split('\n', 1)[0] ?? '';
   return line.length > SUMMARY_CHARS ? `${line.slice(0, SUMMARY_CHARS - 1)}…` : line;
-}
-
-function parseUsage(content: string): Pick<UsageRecord, 'input_tokens' | 'output_tokens' | 'cost'> | null {
-  try {
-    const record = JSON.parse(content) as Partial<UsageRecord>;
-    const numbers = [record.input_tokens, record.output_tokens, record.cost];
-    return numbers.every((n) => typeof n === 'number' && Number.isFinite(n)) ? (record as UsageRecord) : null;
-  } catch {
-    return null;
-  }
 }

@@ -181,6 +181,7 @@ export class Gateway {
         peer_id: message.peerId,
         message_id: message.messageId,
       },
+      ...(message.addressed !== undefined && { addressed: message.addressed }),
     });
     // Refused whole rather than stored cut: a platform (or a client) may send more than a thread takes.
     if (Buffer.byteLength(content) > MAX_CONTENT_BYTES) {

@@ -99,6 +99,11 @@ export interface InboundMessage {
   /** The platform's message id: the idempotency key of the push, and what a reply quotes. */
   messageId: string;
   text: string;
+  /**
+   * Outside a direct chat: the message addressed the bot (a mention, a reply to it,
+   * `/cmd@botname`). Chat commands in a group count only then.
+   */
+  addressed?: boolean;
 }
 
 /** What the gateway did with an inbound message; the channel tells the peer where it should. */

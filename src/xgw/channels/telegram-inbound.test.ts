@@ -19,6 +19,18 @@ describe('toInboundMessage', () => {
     expect(toInboundMessage(message({ text, entities }), config, me)?.text).toBe(expected);
   });
 
+  it('says whether a group message addressed the bot, also where the config takes every message', () => {
+    const every = { ...config, groups: { require_mention: false } };
+    const addressed = (text: string, entities?: unknown[], fields: Record<string, unknown> = {}) => toInboundMessage(message({ text, entities, ...fields }), every, me)?.addressed;
+    expect(addressed('/stop')).toBe(false);
+    expect(addressed('/stop@other_bot', [{ type: 'bot_command', offset: 0, length: 15 }])).toBe(false);
+    expect(addressed('/stop@claw_bot', [{ type: 'bot_command', offset: 0, length: 14 }])).toBe(true);
+    expect(addressed('@claw_bot /stop')).toBe(true);
+    expect(addressed('/stop', undefined, { reply_to_message: { message_id: 1, date: 0, chat: group, from: { id: me.id, is_bot: true, first_name: 'Claw' } } })).toBe(true);
+    expect(toInboundMessage(message({ text: '/stop@claw_bot', entities: [{ type: 'bot_command', offset: 0, length: 14 }] }), every, me)?.text).toBe('/stop');
+    expect(toInboundMessage(message({ text: '/stop', chat: { id: 5, type: 'private', first_name: 'Ann' } }), every, me)).not.toHaveProperty('addressed');
+  });
+
   it('does not take a mention of another bot whose name starts the same', () => {
     expect(toInboundMessage(message({ text: 'hi @claw_bot2' }), config, me)).toBeNull();
   });

@@ -4,7 +4,8 @@ import type { InboundMessage, TelegramChannelConfig } from '../types.js';
 /**
  * The gateway's view of a Telegram text message, or null when the channel does not take it: not
  * text, from a bot, from a channel, or in a group without mention or reply while the config
- * requires one. A mention of the bot is removed from the text.
+ * requires one. A mention of the bot is removed from the text; `addressed` keeps that there was
+ * one (or a reply to the bot), so that the agent takes a group's `/stop` as a command only then.
  */
 export function toInboundMessage(
   message: Message,
@@ -26,9 +27,10 @@ export function toInboundMessage(
   // In a forum, every message replies to its topic's first message: that is not a reply to us.
   const reply = message.reply_to_message;
   const repliesToBot = reply !== undefined && reply.forum_topic_created === undefined && reply.from?.id === me.id;
-  if (config.groups.require_mention && mentions.length === 0 && !repliesToBot) return null;
+  const addressed = mentions.length > 0 || repliesToBot;
+  if (config.groups.require_mention && !addressed) return null;
   const stripped = removeRanges(text, mentions).trim();
-  return { ...base, conversationType: 'group', text: stripped === '' ? text : stripped };
+  return { ...base, conversationType: 'group', text: stripped === '' ? text : stripped, addressed };
 }
 
 /** Where the text addresses the bot: `@username`, a text mention of it, or `/command@username` (its suffix). */

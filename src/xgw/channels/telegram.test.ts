@@ -164,6 +164,7 @@ describe('telegram channel: inbound', () => {
     const content = parseMessageContent(event!.content);
     expect(content.text).toBe('hey what is up');
     expect(content.reply_context).toMatchObject({ conversation_type: 'group', conversation_id: '-100500', peer_id: '111' });
+    expect(content.addressed).toBe(true);
 
     // A reply to something the bot said counts as addressing it.
     await h.gateway.send({ channel: 'telegram:main', peer: '111', conversationType: 'group', conversation: String(group), text: 'I am here' });
@@ -189,11 +190,16 @@ describe('telegram channel: inbound', () => {
     expect(notice.text).toMatch(/code: [A-Z0-9]{8}/);
   });
 
-  it('takes every group message when the config does not require a mention', async () => {
+  it('takes every group message when the config does not require a mention, and tells the agent which addressed it', async () => {
     const h = await setup({ groups: { require_mention: false } });
     h.fake.queueUpdate(textUpdate({ from: 111, chat: -100600, chatType: 'group', text: 'no mention here' }));
     const [event] = await waitFor(() => (inbox(h).length > 0 ? inbox(h) : null), 'the group message in the inbox');
     expect(event!.source).toBe('external:telegram:main:group:-100600:111');
+    expect(parseMessageContent(event!.content).addressed).toBe(false);
+    // In a direct chat there is no one else to address: no flag.
+    h.fake.queueUpdate(textUpdate({ from: 111, text: '/status' }));
+    await waitFor(() => inbox(h).length === 2, 'the direct message in the inbox');
+    expect(JSON.parse(inbox(h)[1]!.content)).not.toHaveProperty('addressed');
   });
 });
 

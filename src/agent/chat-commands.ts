@@ -1,0 +1,81 @@
+import { parseAddress } from '../core/address.js';
+import { parseMessageContent } from '../core/message.js';
+import type { Thread } from '../thread/thread.js';
+import type { ThreadEvent } from '../thread/types.js';
+
+/**
+ * Chat commands: a person's message that the runtime answers itself, without the model.
+ * `/name`, optionally in Telegram's `/name@botname` form, optionally followed by words (ignored),
+ * letters in any case (phones capitalise the first one). Any other `/x` is not a command and goes
+ * to the model as text.
+ */
+export const CHAT_COMMANDS = {
+  new: 'start a fresh conversation; a summary of this one is saved to memory',
+  reset: 'start a fresh conversation without saving a summary',
+  stop: 'stop the turn running for this conversation (and what waits before this message)',
+  status: 'the model, usage today and the queue',
+  usage: "this conversation's usage today and in total",
+  help: 'this list',
+} as const;
+
+export type ChatCommand = keyof typeof CHAT_COMMANDS;
+
+const COMMAND = /^\/([A-Za-z]+)(?:@[A-Za-z0-9_]+)?(?:\s|$)/;
+
+/** The command a text is, or null (for any text: it never throws). */
+export function parseChatCommand(text: string): ChatCommand | null {
+  const name = COMMAND.exec(text.trim())?.[1]?.toLowerCase();
+  return name !== undefined && Object.hasOwn(CHAT_COMMANDS, name) ? (name as ChatCommand) : null;
+}
+
+/**
+ * The command an inbox or thread message is, or null. Only a person counts (an external source):
+ * another agent's text — its answer to our question comes into the asking conversation — never
+ * resets or stops a person's conversation. Outside a direct chat, a command counts only when the
+ * message addressed us: the channel says so in `addressed` (Telegram: a mention, a reply to the
+ * bot, or `/cmd@botname`); a group `/status` meant for another bot goes to the model as text.
+ */
+export function chatCommandOf(event: Pick<ThreadEvent, 'source' | 'content'>): ChatCommand | null {
+  // Cheap first: most messages are not commands, and the stop watch looks at every new one.
+  if (!event.content.includes('/')) return null;
+  let address;
+  let content;
+  try {
+    address = parseAddress(event.source);
+    content = parseMessageContent(event.content);
+  } catch {
+    return null;
+  }
+  if (address.kind !== 'external') return null;
+  if (address.conversationType !== 'dm' && content.addressed !== true) return null;
+  return parseChatCommand(content.text);
+}
+
+/**
+ * Messages without the chat commands and the runtime's answers to them: the model's conversation
+ * is what the model took part in (a `/status` and its figures are not). An answer is known by the
+ * message it answers, which may lie before `events` (the `/new` a history starts after).
+ */
+export function withoutChatCommands(thread: Thread, events: readonly ThreadEvent[]): ThreadEvent[] {
+  const byId = new Map(events.map((event) => [event.id, event]));
+  const isCommand = (event: ThreadEvent | undefined) => event !== undefined && event.type === 'message' && chatCommandOf(event) !== null;
+  const answersCommand = (event: ThreadEvent) => {
+    if (event.source !== 'self') return false;
+    const id = inReplyTo(event);
+    return id > 0 && isCommand(byId.get(id) ?? thread.peek({ afterId: id - 1, limit: 1 }).find((found) => found.id === id));
+  };
+  return events.filter((event) => !isCommand(event) && !answersCommand(event));
+}
+
+function inReplyTo(event: ThreadEvent): number {
+  try {
+    return parseMessageContent(event.content).in_reply_to ?? 0;
+  } catch {
+    return 0;
+  }
+}
+
+/** The `/help` text. */
+export function chatCommandHelp(): string {
+  return ['Commands:', ...Object.entries(CHAT_COMMANDS).map(([name, what]) => `/${name} - ${what}`), 'Anything else goes to the agent.'].join('\n');
+}

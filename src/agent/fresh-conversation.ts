@@ -1,0 +1,100 @@
+import { existsSync, mkdirSync, renameSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { isStorageError } from '../core/storage-error.js';
+import type { Thread } from '../thread/thread.js';
+import { historyStart, readSummary, summariseTurns, uncompacted, writeSummary, type Summarise } from './compaction.js';
+import { CONVERSATIONS_DIR } from './context.js';
+import type { ResetRecord } from './types.js';
+
+/**
+ * `/new` and `/reset`: a fresh conversation in the same thread. The thread is not moved (notifier's
+ * registry and the outbound subscription name its path) and keeps every old event; a
+ * `record/reset` marks where the new conversation starts, and the history of later calls begins
+ * after it (compaction.ts `historyStart`). The thread's running summary
+ * (`memory/thread-<tid>.md`) is moved to `memory/archive/`, out of the prompt.
+ *
+ * `/new` first saves a summary of the old conversation (the running summary merged with the turns
+ * since, by the compaction's summariser) to `memory/conversations/<tid>/<time>.md`, where the agent
+ * can look it up later (the thread's prompt names that folder). Without a model it saves the
+ * running summary as it is, and says so.
+ */
+export interface FreshConversationInput {
+  command: 'new' | 'reset';
+  thread: Thread;
+  threadId: string;
+  /** The agent's memory directory. */
+  memoryDir: string;
+  /** The thread's running summary file. */
+  summaryFile: string;
+  /** The command's event in the thread. */
+  commandId: number;
+  /** When the command was sent (ISO): names the saved files, the same on a retry after a crash. */
+  sentAt: string;
+  contextWindow: number;
+  mixedPeople: boolean;
+  /** The summariser; throws when the model cannot be used. */
+  summarise: Summarise;
+  redact: (text: string) => string;
+}
+
+/** Starts the fresh conversation and returns the reply to the command. */
+export async function startFreshConversation(input: FreshConversationInput): Promise<string> {
+  const { thread, command, commandId } = input;
+  const key = `reset:${commandId}`;
+  // Done before a crash: the record says what was saved, and the steps after it are repeated.
+  let record = recordedReset(thread, key);
+  if (!record) {
+    record = { to_id: commandId, command, summary_file: null, ...(command === 'new' ? await saveSummary(input) : {}) };
+    thread.push({ source: 'self', type: 'record', subtype: 'reset', content: JSON.stringify(record), idempotency_key: key });
+  }
+  if (existsSync(input.summaryFile)) {
+    const archive = join(input.memoryDir, 'archive');
+    mkdirSync(archive, { recursive: true });
+    renameSync(input.summaryFile, join(archive, `thread-${input.threadId}-${stamp(input.sentAt)}.md`));
+  }
+  return replyFor(record);
+}
+
+async function saveSummary(input: FreshConversationInput): Promise<Pick<ResetRecord, 'summary_file' | 'summary_error'>> {
+  const previous = readSummary(input.summaryFile);
+  const turns = uncompacted(input.thread, historyStart(input.thread), input.commandId).filter((event) => event.id < input.commandId);
+  if (!previous && turns.length === 0) return { summary_file: null };
+  const file = join(CONVERSATIONS_DIR, input.threadId, `${stamp(input.sentAt)}.md`);
+  const path = join(input.memoryDir, file);
+  mkdirSync(dirname(path), { recursive: true });
+  let summary: string;
+  try {
+    summary = await summariseTurns({ previous, turns, contextWindow: input.contextWindow, mixedPeople: input.mixedPeople, summarise: input.summarise });
+  } catch (error) {
+    if (isStorageError(error)) throw error;
+    const summaryError = input.redact(error instanceof Error ? error.message : String(error));
+    if (!previous) return { summary_file: null, summary_error: summaryError };
+    writeSummary(path, previous);
+    return { summary_file: file, summary_error: summaryError };
+  }
+  writeSummary(path, summary);
+  return { summary_file: file };
+}
+
+function replyFor(record: ResetRecord): string {
+  const started = 'Started a new conversation.';
+  if (record.command === 'reset') return `${started} Nothing of the old one was saved.`;
+  const saved = record.summary_file ? `memory/${record.summary_file}` : null;
+  if (record.summary_error !== undefined) {
+    const why = `The model could not summarise the old one (${record.summary_error})`;
+    return saved ? `${started} ${why}, so only its earlier summary was saved, to ${saved}.` : `${started} ${why}, so nothing was saved.`;
+  }
+  return saved ? `${started} A summary of the old one is saved in ${saved}.` : `${started} The old one was empty: there was nothing to save.`;
+}
+
+function recordedReset(thread: Thread, key: string): ResetRecord | null {
+  const id = thread.findByKey(key);
+  if (id === undefined) return null;
+  const event = thread.peek({ afterId: id - 1, limit: 1 })[0];
+  return event ? (JSON.parse(event.content) as ResetRecord) : null;
+}
+
+/** An ISO time as a file name part: `2025-01-31T12-00-00.000Z`. */
+function stamp(iso: string): string {
+  return iso.replaceAll(':', '-');
+}
