@@ -401,6 +401,27 @@ function defaultMessage(status: number): string {
   return `Fake error ${status}`;
 }
 
+/** The chat completion requests an OpenAI server received (not its model listings). */
+export function completionRequests(server: FakeLlmServer): RecordedRequest[] {
+  return server.requests.filter((request) => request.path === openaiProtocol.completionPath);
+}
+
+/** An OpenAI request's system prompt. */
+export function systemPromptOf(request: RecordedRequest): string {
+  return String(chatMessages(request).find((message) => message.role === 'system')?.content ?? '');
+}
+
+/** The text of an OpenAI request's other messages, in order. */
+export function conversationOf(request: RecordedRequest): string[] {
+  return chatMessages(request)
+    .filter((message) => message.role !== 'system')
+    .map((message) => String(message.content ?? ''));
+}
+
+function chatMessages(request: RecordedRequest): LooseJson[] {
+  return Array.isArray(request.body?.messages) ? request.body.messages : [];
+}
+
 export interface FakePaiConfigOptions {
   /** Default: openai-completions. */
   api?: string;
