@@ -42,7 +42,7 @@ function installFetchObserver(): void {
       if (observation) {
         observation.status = response.status;
         observation.retryAfterMs = parseRetryAfter(response.headers);
-        if (response.status >= 400) observation.errorBody = await readErrorBody(response);
+        observation.errorBody = response.status >= 400 ? await readErrorBody(response) : null;
       }
       return response;
     } catch (error) {
