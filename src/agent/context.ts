@@ -10,8 +10,8 @@ import type { MemoryLayer, ThreadRoute } from './types.js';
 
 /**
  * The context of one call: the system prompt (IDENTITY.md, the three memory layers each up to its
- * cap, runtime facts) and the recent messages of the thread as session lines. Assembled fresh for every
- * message: the session file is the call's workspace, the thread is the record.
+ * cap, runtime facts) and the recent messages of the thread as session lines. Assembled fresh for
+ * every message: the session file is the call's workspace, the thread is the record.
  */
 export interface MemoryFiles {
   agent: string;

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { joinCommand } from '../core/command.js';
 import { ClawError } from '../core/errors.js';
 import { readLockHolder } from '../core/lock.js';
+import { validate } from '../core/validate.js';
 import { createLogger } from '../core/logger.js';
 import { cliPath } from '../core/package.js';
 import { openThread } from '../thread/thread.js';
@@ -77,7 +78,7 @@ export function initAgent(home: string, id: string, options: InitOptions = {}): 
  */
 export async function createAgent(home: string, id: string, options: InitOptions = {}, env: NodeJS.ProcessEnv = process.env): Promise<AgentDir> {
   const dir = newAgentDir(home, id);
-  const config = AgentConfigSchema.parse({ agent_id: id, pai: paiChoice(options) });
+  const config = validate(AgentConfigSchema, { agent_id: id, pai: paiChoice(options) }, { what: 'agent options', kind: 'usage', suggestion: 'give --provider and --model non-empty values' });
   const model = await agentModel(home, config, env);
   // An interrupted init's IDENTITY.md is kept, so it is the one that counts.
   const shortage = model && windowShortage(existsSync(dir.identity) ? identityText(dir) : agentTexts(id).identity, config, model);
