@@ -12,7 +12,7 @@ interface Json {
 }
 
 export async function init(id: string, options: Json & { kind?: 'system' | 'user'; provider?: string; model?: string }): Promise<void> {
-  const dir = (await lifecycle()).initAgent(resolveHome(), id, options);
+  const dir = await (await lifecycle()).createAgent(resolveHome(), id, options);
   if (options.json) printJson({ id, path: dir.root });
   else printLines([`created agent ${id} in ${dir.root}`, `next: edit ${dir.identity}, then: agent start ${id}`]);
 }

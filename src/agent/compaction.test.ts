@@ -5,7 +5,7 @@ import { parse, stringify } from 'yaml';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatAddress } from '../core/address.js';
 import { parseMessageContent } from '../core/message.js';
-import { threadEvents, createTestHome, startFakeOpenAI, writeFakePaiConfig, type FakeLlmServer, type LooseJson, type RecordedRequest, type TestHome } from '../testing/index.js';
+import { completionRequests, conversationOf, createTestHome, startFakeOpenAI, systemPromptOf, threadEvents, writeFakePaiConfig, type FakeLlmServer, type RecordedRequest, type TestHome } from '../testing/index.js';
 import { initThread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
 import type { AgentDir } from './agent-dir.js';
@@ -44,10 +44,9 @@ afterEach(async () => {
   t.cleanup();
 });
 
-const completions = () => server.requests.filter((request) => request.path === '/v1/chat/completions');
-const messagesOf = (request: RecordedRequest) => request.body.messages as LooseJson[];
-const systemOf = (request: RecordedRequest) => messagesOf(request).find((message) => message.role === 'system')?.content as string;
-const nonSystem = (request: RecordedRequest) => messagesOf(request).filter((message) => message.role !== 'system').map((message) => String(message.content ?? ''));
+const completions = () => completionRequests(server);
+const systemOf = systemPromptOf;
+const nonSystem = conversationOf;
 const isSummariser = (request: RecordedRequest) => systemOf(request) === SUMMARISER_PROMPT;
 const occurrences = (text: string, part: string) => text.split(part).length - 1;
 

@@ -3,7 +3,8 @@ import { basename } from 'node:path';
 import type { Thread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
 import { withoutChatCommands } from './chat-commands.js';
-import { estimateTokens, historyLines } from './context.js';
+import { historyLines } from './context.js';
+import { estimateTokens } from './tokens.js';
 import type { CompactionRecord } from './types.js';
 
 /**
@@ -37,6 +38,8 @@ export interface CompactionInput {
   keepRecent: number;
   mixedPeople: boolean;
   summarise: Summarise;
+  /** Compact whatever lies beyond keepRecent, below the threshold too: the provider found the context too long. */
+  force?: boolean;
 }
 
 export interface CompactionResult {
@@ -73,7 +76,7 @@ export async function compactIfNeeded(args: CompactionInput): Promise<Compaction
   // Two triggers: the context would pass its share of the window, or more messages wait than a
   // call carries (older ones would otherwise drop out of the context unsummarised).
   const size = estimateTokens(args.system, args.input, JSON.stringify(historyLines(messages.slice(-args.recentMessages), args.mixedPeople)));
-  if (size <= threshold * contextWindow && messages.length <= args.recentMessages) return { afterId, compacted: null };
+  if (!args.force && size <= threshold * contextWindow && messages.length <= args.recentMessages) return { afterId, compacted: null };
   const covered = messages.slice(0, Math.max(0, messages.length - args.keepRecent));
   if (covered.length === 0) return { afterId, compacted: null };
 

@@ -5,12 +5,13 @@ import { errnoCode } from '../core/errors.js';
 import type { SessionLine } from '../pai/session.js';
 import type { ThreadEvent } from '../thread/types.js';
 import type { AgentDir } from './agent-dir.js';
-import type { ThreadRoute } from './types.js';
+import { capMemory, type MemoryTruncation } from './memory-caps.js';
+import type { MemoryLayer, ThreadRoute } from './types.js';
 
 /**
- * The context of one call: the system prompt (IDENTITY.md, the three memory layers, runtime
- * facts) and the recent messages of the thread as session lines. Assembled fresh for every
- * message: the session file is the call's workspace, the thread is the record.
+ * The context of one call: the system prompt (IDENTITY.md, the three memory layers each up to its
+ * cap, runtime facts) and the recent messages of the thread as session lines. Assembled fresh for
+ * every message: the session file is the call's workspace, the thread is the record.
  */
 export interface MemoryFiles {
   agent: string;
@@ -38,27 +39,46 @@ export interface SystemPromptInput {
   dir: AgentDir;
   route: ThreadRoute;
   memory: MemoryFiles;
+  /** Tokens of each memory layer the prompt may hold. */
+  caps: Record<MemoryLayer, number>;
   /** The inbound message's source address. */
   source: string;
   now?: Date;
 }
 
-export function buildSystemPrompt({ dir, route, memory, source, now = new Date() }: SystemPromptInput): string {
-  const identity = readOptional(dir.identity) ?? `# ${dir.id}\n`;
-  const sections = [identity.trim()];
-  const layers: [string, string | null][] = [
-    ['What I have learned (my agent memory)', readOptional(memory.agent)],
-    ['What I know about this person', memory.user ? readOptional(memory.user) : null],
-    ['Summary of this conversation so far', readOptional(memory.thread)],
+export interface SystemPrompt {
+  text: string;
+  /** The memory files that were cut to their caps. */
+  truncated: MemoryTruncation[];
+}
+
+export function buildSystemPrompt({ dir, route, memory, caps, source, now = new Date() }: SystemPromptInput): SystemPrompt {
+  const sections = [identityText(dir)];
+  const truncated: MemoryTruncation[] = [];
+  const layers: [MemoryLayer, string, string | null][] = [
+    ['agent', 'What I have learned (my agent memory)', memory.agent],
+    ['person', 'What I know about this person', memory.user],
+    ['conversation', 'Summary of this conversation so far', memory.thread],
   ];
-  for (const [title, text] of layers) if (text?.trim()) sections.push(`## ${title}\n${text.trim()}`);
+  for (const [layer, title, file] of layers) {
+    const text = file ? readOptional(file)?.trim() : undefined;
+    if (!file || !text) continue;
+    const capped = capMemory(layer, file, text, caps[layer]);
+    if (capped.truncation) truncated.push(capped.truncation);
+    sections.push(`## ${title}\n${capped.text}`);
+  }
   sections.push(`## Runtime
 - time: ${now.toISOString()}
 - agent: ${dir.id} (directory ${dir.root}; workdir ${dir.workdir})
 - from: ${describeSource(source)}
 - thread: ${route.threadId}
 - memory files: agent ${memory.agent}${memory.user ? `; this person ${memory.user}` : ''}${earlierConversations(dir, route)}`);
-  return sections.join('\n\n');
+  return { text: sections.join('\n\n'), truncated };
+}
+
+/** IDENTITY.md, the part of the system prompt no cap cuts. */
+export function identityText(dir: AgentDir): string {
+  return (readOptional(dir.identity) ?? `# ${dir.id}\n`).trim();
 }
 
 /** Where this thread's earlier conversations (before a `/new`) are summarised, if it had any. */
@@ -89,11 +109,6 @@ export function messageText(content: string): string {
     // a plain-text message pushed by hand
   }
   return content;
-}
-
-/** A rough token estimate (4 characters a token), enough to decide when to compact. */
-export function estimateTokens(...texts: string[]): number {
-  return Math.ceil(texts.reduce((sum, text) => sum + text.length, 0) / 4);
 }
 
 function describeSource(source: string): string {

@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { parse } from 'yaml';
@@ -8,7 +8,7 @@ import { parseMessageContent } from '../core/message.js';
 import { createTestHome, runTool, type TestHome } from '../testing/index.js';
 import { openThread } from '../thread/thread.js';
 import type { ThreadInfo } from '../thread/types.js';
-import { SYSTEM_AGENTS } from './identity.js';
+import { defaultIdentity, SYSTEM_AGENTS } from './identity.js';
 import type { AgentStatus } from './lifecycle.js';
 
 // The real `agent` CLI in a temp THECLAW_HOME: init, start, stop, status, list, send.
@@ -108,6 +108,32 @@ describe('agent init', () => {
     await ok(['init', 'writer', '--kind', 'system', '--provider', 'fake', '--model', 'm1']);
     expect(parse(readFileSync(join(root('writer'), 'config.yaml'), 'utf8'))).toMatchObject({ kind: 'system', pai: { provider: 'fake', model: 'm1' } });
     expect((await agent(['init', 'other', '--kind', 'boss'])).code).toBe(2);
+  });
+});
+
+describe('agent init and the model\'s window', () => {
+  const paiConfig = (window: number, maxOutput = 4096) =>
+    `default: small/m1\nproviders:\n  small: { api: openai-completions, base_url: "http://127.0.0.1:9/v1", models: [{ id: m1, context_window: ${window}, max_output_tokens: ${maxOutput} }, { id: big, context_window: 200000 }] }\n`;
+  const writePai = (text: string) => {
+    mkdirSync(join(t.home, 'pai'), { recursive: true });
+    writeFileSync(join(t.home, 'pai', 'config.yaml'), text);
+  };
+
+  it('refuses a model whose window cannot hold the identity, the memory caps, a message and the reply, creating nothing', async () => {
+    writePai(paiConfig(8_000));
+    const result = await agent(['init', 'helper']);
+    expect(result.code).toBe(1);
+    // Identity (the default one), caps 2000 + 1000 + 1500, reserve 1000 + max_output_tokens 4096.
+    const identity = Math.ceil(defaultIdentity('helper').length / 4);
+    expect(result.stderr).toBe(
+      `Error: the model small/m1 has a window of 8000 tokens, less than the ${identity + 4500 + 5096} this agent needs (identity ${identity} + memory caps 4500 + 5096 for the message and the reply) - choose a model with a larger window (--provider, --model), or give small/m1 a smaller max_output_tokens in $THECLAW_HOME/pai/config.yaml\n`,
+    );
+    expect(existsSync(root('helper'))).toBe(false);
+
+    // Either fix works: a larger model, or a smaller reply.
+    await ok(['init', 'helper', '--provider', 'small', '--model', 'big']);
+    writePai(paiConfig(8_000, 1_024));
+    await ok(['init', 'writer']);
   });
 });
 

@@ -4,11 +4,15 @@ import { join } from 'node:path';
 import { joinCommand } from '../core/command.js';
 import { ClawError } from '../core/errors.js';
 import { readLockHolder } from '../core/lock.js';
+import { validate } from '../core/validate.js';
 import { createLogger } from '../core/logger.js';
 import { cliPath } from '../core/package.js';
 import { openThread } from '../thread/thread.js';
 import { agentDir, listAgentIds, loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
+import { identityText } from './context.js';
 import { defaultIdentity, defaultUsage, isSystemAgentId, SYSTEM_AGENTS } from './identity.js';
+import { AgentConfigSchema } from './types.js';
+import { agentModel, describeShortage, windowShortage } from './window-check.js';
 
 export const INBOX_CONSUMER = 'inbox';
 export const OUTBOUND_CONSUMER = 'outbound';
@@ -39,19 +43,16 @@ export interface InitOptions {
  * interrupted left behind, and is completed rather than refused; files already there are kept.
  */
 export function initAgent(home: string, id: string, options: InitOptions = {}): AgentDir {
-  const dir = agentDir(home, id);
-  if (existsSync(dir.config)) {
-    throw new ClawError('conflict', `agent ${id} exists already (${dir.root})`, { suggestion: `use it, or remove it first with: rm -rf ${dir.root}` });
-  }
+  const dir = newAgentDir(home, id);
   const kind = options.kind ?? (isSystemAgentId(id) ? 'system' : 'user');
   for (const path of [dir.sessions, dir.memory, join(dir.threads, 'peers'), join(dir.threads, 'channels'), join(dir.threads, 'main'), dir.skills, dir.workdir, dir.logs]) {
     mkdirSync(path, { recursive: true });
   }
-  const texts = isSystemAgentId(id) ? SYSTEM_AGENTS[id] : { identity: defaultIdentity(id), usage: defaultUsage(id) };
+  const texts = agentTexts(id);
   writeIfMissing(dir.identity, texts.identity);
   writeIfMissing(dir.usage, texts.usage);
   openThread(dir.inbox, { home, create: true }).close(); // creating is idempotent; initThread would refuse a finished inbox
-  const pai = Object.fromEntries(Object.entries({ provider: options.provider, model: options.model }).filter(([, value]) => value !== undefined));
+  const pai = paiChoice(options);
   const config = yaml().stringify({
     agent_id: id,
     kind,
@@ -69,6 +70,41 @@ export function initAgent(home: string, id: string, options: InitOptions = {}): 
   loadAgentConfig(dir); // what was written must read back
   createLogger(dir.log).info(`initialised agent ${id} (${kind})`);
   return dir;
+}
+
+/**
+ * `agent init` from the command line: initAgent, after making sure the agent's model has room
+ * for its identity and memory (window-check.ts) — a model too small is refused, nothing created.
+ */
+export async function createAgent(home: string, id: string, options: InitOptions = {}, env: NodeJS.ProcessEnv = process.env): Promise<AgentDir> {
+  const dir = newAgentDir(home, id);
+  const config = validate(AgentConfigSchema, { agent_id: id, pai: paiChoice(options) }, { what: 'agent options', kind: 'usage', suggestion: 'give --provider and --model non-empty values' });
+  const model = await agentModel(home, config, env);
+  // An interrupted init's IDENTITY.md is kept, so it is the one that counts.
+  const shortage = model && windowShortage(existsSync(dir.identity) ? identityText(dir) : agentTexts(id).identity, config, model);
+  if (shortage) {
+    throw new ClawError('invalid', describeShortage(shortage), {
+      suggestion: `choose a model with a larger window (--provider, --model), or give ${shortage.model} a smaller max_output_tokens in $THECLAW_HOME/pai/config.yaml`,
+    });
+  }
+  return initAgent(home, id, options);
+}
+
+/** The directory of an agent about to be created; refused when a finished agent is there. */
+function newAgentDir(home: string, id: string): AgentDir {
+  const dir = agentDir(home, id);
+  if (existsSync(dir.config)) {
+    throw new ClawError('conflict', `agent ${id} exists already (${dir.root})`, { suggestion: `use it, or remove it first with: rm -rf ${dir.root}` });
+  }
+  return dir;
+}
+
+function agentTexts(id: string): { identity: string; usage: string } {
+  return isSystemAgentId(id) ? SYSTEM_AGENTS[id] : { identity: defaultIdentity(id), usage: defaultUsage(id) };
+}
+
+function paiChoice(options: InitOptions): { provider?: string; model?: string } {
+  return Object.fromEntries(Object.entries({ provider: options.provider, model: options.model }).filter(([, value]) => value !== undefined));
 }
 
 function writeIfMissing(path: string, text: string): void {

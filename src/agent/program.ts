@@ -23,7 +23,7 @@ the model (/help lists what they do); any other /word goes to the model as text.
   withExamples(
     program
       .command('init')
-      .description('create an agent directory with IDENTITY.md, USAGE.md, config.yaml and its inbox (exit 1 if it exists)')
+      .description("create an agent directory with IDENTITY.md, USAGE.md, config.yaml and its inbox (exit 1 if it exists, or if its model's window cannot hold its identity and memory caps)")
       .argument('<id>', 'agent id: lower-case letters, digits, _ and -')
       .addOption(new Option('--kind <kind>', 'system or user (default: system for admin, warden, maintainer, evolver)').choices(['system', 'user']))
       .option('--provider <name>', 'LLM provider (default: pai\'s default)')

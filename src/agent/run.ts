@@ -16,11 +16,11 @@ import type { BashExecArgs, PaiConfig, ResolvedModel } from '../pai/types.js';
 import { openThread, type Thread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
 import { loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
-import { compactIfNeeded } from './compaction.js';
-import { buildSystemPrompt, historyLines, memoryFiles, messageText, sessionFile } from './context.js';
+import { memoryFiles, messageText, sessionFile } from './context.js';
 import { deliverHandler, INBOX_CONSUMER, OUTBOUND_CONSUMER, OUTBOUND_FILTER } from './lifecycle.js';
+import { callWithinWindow } from './overflow.js';
 import { ANSWER_CONVERSATION, routeMessage } from './router.js';
-import { chatCommandOf, withoutChatCommands } from './chat-commands.js';
+import { chatCommandOf } from './chat-commands.js';
 import { answerChatCommand } from './command-replies.js';
 import { RunningTurns, watchForStop, type RunningTurn } from './turn-stop.js';
 import type { AgentConfig, DecisionRecord, ErrorRecord, ThreadRoute, ToolcallRecord, UsageRecord } from './types.js';
@@ -34,7 +34,8 @@ import type { AgentConfig, DecisionRecord, ErrorRecord, ThreadRoute, ToolcallRec
  *    concurrently (config `concurrency`), the messages of one thread strictly in order.
  * 4. For each message: put it into the thread with its original source; skip it if its outcome is
  *    there already (a crash after answering); compact the thread when it has grown past the
- *    threshold; build the context; call the model through pai, recording every tool call and
+ *    threshold; build the context (memory cut to its caps); call the model through pai (once more,
+ *    compacted, when the provider finds the context too long), recording every tool call and
  *    the usage; push the reply (with reply_context and in_reply_to), a NO_REPLY decision, or an
  *    error record. A chat command (`/new`, `/stop`, ...: chat-commands.ts) is answered without
  *    the model; a turn that a `/stop` ended gets a `stopped` decision (turn-stop.ts).
@@ -189,33 +190,10 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
     const model = turn.model;
     if (model instanceof Error) throw model;
     const modelTurn = { ...turn, model };
-    const promptInput = { dir, route, memory, source: event.source };
-    const before = buildSystemPrompt(promptInput);
-    const { afterId, compacted } = await compactIfNeeded({
-      thread,
-      summaryFile: memory.thread,
-      currentId: inboundId,
-      system: before,
-      input: inbound.text,
-      contextWindow: model.contextWindow,
-      threshold: config.context.compaction_threshold,
-      recentMessages: config.context.recent_messages,
-      keepRecent: config.context.keep_recent,
-      mixedPeople,
-      summarise,
-    });
-    // Built again only after a compaction, so that the summary it wrote is in it.
-    const system = compacted ? buildSystemPrompt(promptInput) : before;
-    const history = withoutChatCommands(thread, thread.peek({ afterId, filter: "type = 'message'", last: config.context.recent_messages + 1 }))
-      .filter((message) => message.id !== inboundId)
-      .slice(-config.context.recent_messages);
     const session = sessionFile(dir, route);
-    writeSession(session, historyLines(history, mixedPeople));
-
     const commands = new Map<string, BashExecArgs>();
-    const result = await callModel(modelTurn, {
+    const turnCall: Omit<CallInput, 'system'> = {
       input: inbound.text,
-      system,
       sessionFile: session,
       tools: true,
       // What `agent send` and `cmds` run through bash_exec need to know about the asker.
@@ -248,6 +226,23 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
             duration_ms: chatEvent.duration_ms,
           } satisfies UsageRecord);
         }
+      },
+    };
+    // The context (memory caps, compaction) and the call, retried once on a context overflow.
+    const result = await callWithinWindow({
+      thread,
+      currentId: inboundId,
+      input: inbound.text,
+      prompt: { dir, route, memory, caps: config.context.memory_caps, source: event.source },
+      settings: config.context,
+      contextWindow: model.contextWindow,
+      mixedPeople,
+      summarise,
+      redact: turn.redact,
+      logger,
+      call: ({ system, history }) => {
+        writeSession(session, history);
+        return callModel(modelTurn, { ...turnCall, system });
       },
     });
 

@@ -10,6 +10,14 @@ import * as z from 'zod/mini';
 export const ROUTING_MODES = ['per-peer', 'per-channel', 'per-agent'] as const;
 export type RoutingMode = (typeof ROUTING_MODES)[number];
 
+/** The three memory layers: memory/agent.md, memory/user-<peer>.md, memory/thread-<tid>.md. */
+export type MemoryLayer = 'agent' | 'person' | 'conversation';
+
+export const DEFAULT_MEMORY_CAPS: Record<MemoryLayer, number> = { agent: 2_000, person: 1_000, conversation: 1_500 };
+
+// Room for the truncation marker at least.
+const memoryCap = z.int().check(z.minimum(100));
+
 export const AgentConfigSchema = z.strictObject({
   agent_id: z.string(),
   kind: z._default(z.enum(['system', 'user']), 'user'),
@@ -38,8 +46,20 @@ export const AgentConfigSchema = z.strictObject({
       compaction_threshold: z._default(z.number().check(z.gt(0), z.lte(1)), 0.7),
       /** Messages kept verbatim after a compaction. */
       keep_recent: z._default(z.int().check(z.positive()), 6),
+      /**
+       * Tokens of each memory layer put into the system prompt (estimated at 4 characters a
+       * token); a longer file loses its middle there, with a marker, and one warning record.
+       */
+      memory_caps: z._default(
+        z.strictObject({
+          agent: z._default(memoryCap, DEFAULT_MEMORY_CAPS.agent),
+          person: z._default(memoryCap, DEFAULT_MEMORY_CAPS.person),
+          conversation: z._default(memoryCap, DEFAULT_MEMORY_CAPS.conversation),
+        }),
+        DEFAULT_MEMORY_CAPS,
+      ),
     }),
-    { recent_messages: 30, compaction_threshold: 0.7, keep_recent: 6 },
+    { recent_messages: 30, compaction_threshold: 0.7, keep_recent: 6, memory_caps: DEFAULT_MEMORY_CAPS },
   ),
   /** Tool rounds per message. */
   max_turns: z._default(z.int().check(z.positive()), 20),
@@ -79,7 +99,9 @@ export interface UsageRecord {
 
 export interface ErrorRecord {
   in_reply_to?: number;
-  stage: 'llm' | 'route' | 'deliver' | 'compaction' | 'internal';
+  stage: 'llm' | 'route' | 'deliver' | 'compaction' | 'memory' | 'internal';
+  /** Something went wrong but the message was still answered (a memory file over its cap). */
+  severity?: 'warning';
   error: string;
   kind?: string;
   status?: number | null;

@@ -3,19 +3,29 @@ import { ClawError } from '../core/errors.js';
 import type { ModelError, ModelErrorKind } from './types.js';
 
 /**
- * Errors are classified by structure — HTTP status, network error code, who aborted — never by
- * the text of a message (DESIGN §9: retries that never fired because errors were matched by
- * text). pi-ai reports a failed call as a message with `stopReason: 'error'` and only the error's
+ * Errors are classified by structure — HTTP status, network error code, the error body's code and
+ * type, who aborted — not by the text of a message (DESIGN §9: retries that never fired because
+ * errors were matched by text; the one narrow exception is in isContextLength). pi-ai reports a failed call as a message with `stopReason: 'error'` and only the error's
  * text, so the structure is observed one level down: a wrapper around `fetch` (which the provider
  * SDKs read when pi-ai creates their client for a call) records the status and Retry-After of
  * every response, or the error code when no response came, into the context of the model call
- * that is running (AsyncLocalStorage keeps concurrent calls apart).
+ * that is running (AsyncLocalStorage keeps concurrent calls apart). A refused response's JSON body
+ * is read too (from a clone, so the SDK still reads the original), for its structured fields.
  */
 export interface HttpObservation {
   status: number | null;
   retryAfterMs: number | null;
   /** `ECONNREFUSED`, `ECONNRESET`, `UND_ERR_SOCKET`, ... when the request got no response. */
   networkCode: string | null;
+  /** The `error` object of a refused (4xx/5xx) response's JSON body, when it has one. */
+  errorBody: ProviderErrorBody | null;
+}
+
+/** `{"error": {"code", "type", "message"}}`: OpenAI's and Anthropic's shape, which most servers copy. */
+export interface ProviderErrorBody {
+  code: string | null;
+  type: string | null;
+  message: string | null;
 }
 
 const observations = new AsyncLocalStorage<HttpObservation>();
@@ -32,6 +42,7 @@ function installFetchObserver(): void {
       if (observation) {
         observation.status = response.status;
         observation.retryAfterMs = parseRetryAfter(response.headers);
+        observation.errorBody = response.status >= 400 ? await readErrorBody(response) : null;
       }
       return response;
     } catch (error) {
@@ -44,7 +55,7 @@ function installFetchObserver(): void {
 /** Runs a model call with a fresh observation of the HTTP requests it makes. */
 export function observeHttp<T>(fn: (observation: HttpObservation) => Promise<T>): Promise<T> {
   installFetchObserver();
-  const observation: HttpObservation = { status: null, retryAfterMs: null, networkCode: null };
+  const observation: HttpObservation = { status: null, retryAfterMs: null, networkCode: null, errorBody: null };
   return observations.run(observation, () => fn(observation));
 }
 
@@ -57,6 +68,20 @@ function parseRetryAfter(headers: Headers): number | null {
   if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
   const date = Date.parse(value);
   return Number.isNaN(date) ? null : Math.max(0, date - Date.now());
+}
+
+async function readErrorBody(response: Response): Promise<ProviderErrorBody | null> {
+  try {
+    const error = (JSON.parse(await response.clone().text()) as { error?: unknown }).error;
+    if (typeof error !== 'object' || error === null) return null;
+    const field = (name: string) => {
+      const value = (error as Record<string, unknown>)[name];
+      return typeof value === 'string' ? value : null;
+    };
+    return { code: field('code'), type: field('type'), message: field('message') };
+  } catch {
+    return null; // no body, not JSON, or the call was aborted while it arrived
+  }
 }
 
 function networkCodeOf(error: unknown): string {
@@ -84,12 +109,14 @@ const RECOVERABLE: Record<ModelErrorKind, boolean> = {
   server: true,
   auth: false,
   invalid_request: false,
+  // The same request would be refused again; the agent shortens its context and tries once more.
+  context_length: false,
   aborted: false,
   unknown: false,
 };
 
 export function classify(outcome: CallOutcome): ModelError {
-  const { status, retryAfterMs, networkCode } = outcome.observation;
+  const { status, retryAfterMs, networkCode, errorBody } = outcome.observation;
   const kind = kindOf(outcome);
   return { kind, recoverable: RECOVERABLE[kind], status: status !== null && status >= 400 ? status : null, message: outcome.message, retryAfterMs };
 
@@ -101,12 +128,30 @@ export function classify(outcome: CallOutcome): ModelError {
       if (status === 408) return 'timeout';
       if (status >= 500) return 'server';
       if (status === 401 || status === 403) return 'auth';
+      if (isContextLength(status, errorBody)) return 'context_length';
       return 'invalid_request';
     }
     // A response that began (2xx) and then broke off, or no response at all.
     if (networkCode !== null || status !== null) return 'network';
     return 'unknown'; // failed before any request: configuration (no key, unknown api)
   }
+}
+
+/**
+ * A request too long for the model's window, by status and the body's structured fields:
+ * - HTTP 413: the request is too large (Anthropic's `request_too_large`, Cerebras, proxies);
+ * - 400 with `error.code` `context_length_exceeded`: OpenAI (chat completions and responses),
+ *   Azure, Groq and the servers that copy OpenAI's errors;
+ * - 400 with `error.type` `exceed_context_size_error`: llama.cpp's server.
+ * Anthropic has no code for it, only a 400 `invalid_request_error` whose message begins "prompt is
+ * too long": the one rule that reads text, narrowed to that type and that opening. Providers that
+ * say it in text alone (Gemini's INVALID_ARGUMENT, Mistral, Ollama) stay `invalid_request`.
+ */
+function isContextLength(status: number, body: ProviderErrorBody | null): boolean {
+  if (status === 413) return true;
+  if (status !== 400 || body === null) return false;
+  if (body.code === 'context_length_exceeded' || body.type === 'exceed_context_size_error') return true;
+  return body.type === 'invalid_request_error' && (body.message?.startsWith('prompt is too long') ?? false);
 }
 
 /** A model call that failed for good: after retries, or at once when not recoverable. */
@@ -139,6 +184,11 @@ function explain(error: ModelError, context: { provider: string; baseUrl: string
       };
     case 'invalid_request':
       return { what: `${where} rejected the request (HTTP ${error.status}): ${detail}`, fix: 'check the model name and its limits: pai model resolve --json' };
+    case 'context_length':
+      return {
+        what: `${where} refused the request as too long for the model's context window (HTTP ${error.status}): ${detail}`,
+        fix: 'shorten the input or the session, or use a model with a larger window (agents compact their context and retry by themselves)',
+      };
     case 'rate_limit':
       return { what: `${where} is rate limiting (HTTP 429)${after}`, fix: 'wait a minute and try again, or raise retry.max_attempts in $THECLAW_HOME/pai/config.yaml' };
     case 'server':

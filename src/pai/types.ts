@@ -88,8 +88,8 @@ export interface BashExecResult {
   exit_code: number;
 }
 
-/** Error classes, decided from HTTP status and error codes, never from message text. */
-export type ModelErrorKind = 'network' | 'timeout' | 'rate_limit' | 'server' | 'auth' | 'invalid_request' | 'aborted' | 'unknown';
+/** Error classes, decided from HTTP status, error codes and an error body's structured fields, not from message text (the one narrow exception: model-error.ts). */
+export type ModelErrorKind = 'network' | 'timeout' | 'rate_limit' | 'server' | 'auth' | 'invalid_request' | 'context_length' | 'aborted' | 'unknown';
 
 export interface ModelError {
   kind: ModelErrorKind;

@@ -55,6 +55,13 @@ export interface FakeLlmOptions {
   defaultDelayMs?: number | { min: number; max: number };
   /** When set, requests with another key (OpenAI: `Authorization: Bearer`, Anthropic: `x-api-key` or bearer) get 401. */
   apiKey?: string;
+  /**
+   * When set, a completion request over this many tokens (its body's bytes / 4, as in the fake usage) is refused
+   * the way the provider refuses a context overflow — OpenAI: 400 with code
+   * `context_length_exceeded`; Anthropic: 400 `invalid_request_error` "prompt is too long" —
+   * before it takes a step from the queue.
+   */
+  contextWindow?: number;
 }
 
 export interface FakeLlmServer {
@@ -95,6 +102,8 @@ interface Protocol {
   authorized(headers: IncomingHttpHeaders, apiKey: string): boolean;
   authError: { message: string; type: string };
   errorBody(status: number, message: string | undefined, type: string | undefined): unknown;
+  /** The provider's 400 body for a request of `tokens` into a window of `max`. */
+  overflowBody(tokens: number, max: number): unknown;
   models(): unknown;
   lastUserText(body: LooseJson): string;
   /** Writes a successful completion (streaming or JSON, as the request asked). */
@@ -119,6 +128,14 @@ const openaiProtocol: Protocol = {
     const defaultType = status === 429 ? 'requests' : status >= 500 ? 'server_error' : 'invalid_request_error';
     return { error: { message: message ?? defaultMessage(status), type: type ?? defaultType, param: null, code } };
   },
+  overflowBody: (tokens, max) => ({
+    error: {
+      message: `This model's maximum context length is ${max} tokens. However, your messages resulted in ${tokens} tokens. Please reduce the length of the messages.`,
+      type: 'invalid_request_error',
+      param: 'messages',
+      code: 'context_length_exceeded',
+    },
+  }),
   models: () => ({ object: 'list', data: MODELS.map((id) => ({ id, object: 'model', created: 1_700_000_000, owned_by: 'fake' })) }),
   lastUserText(body) {
     const messages: LooseJson[] = Array.isArray(body?.messages) ? body.messages : [];
@@ -178,6 +195,7 @@ const anthropicProtocol: Protocol = {
     const defaultType = anthropicErrorTypes[status] ?? (status >= 500 ? 'api_error' : 'invalid_request_error');
     return { type: 'error', error: { type: type ?? defaultType, message: message ?? defaultMessage(status) } };
   },
+  overflowBody: (tokens, max) => ({ type: 'error', error: { type: 'invalid_request_error', message: `prompt is too long: ${tokens} tokens > ${max} maximum` } }),
   models: () => ({
     data: MODELS.map((id) => ({ type: 'model', id, display_name: id, created_at: '2025-01-01T00:00:00Z' })),
     has_more: false, first_id: MODELS[0], last_id: MODELS.at(-1),
@@ -269,6 +287,8 @@ async function startFakeServer(protocol: Protocol, options: FakeLlmOptions): Pro
     if (record.method === 'GET' && path === protocol.modelsPath) return sendJson(res, 200, protocol.models());
     if (record.method !== 'POST' || path !== protocol.completionPath) return fail(404, `Unknown endpoint ${record.method} ${path}`);
     if (typeof record.body !== 'object' || record.body === null) return fail(400, 'The request body is not valid JSON.');
+    const tokens = Math.ceil(record.bytes / 4);
+    if (options.contextWindow !== undefined && tokens > options.contextWindow) return sendJson(res, 400, protocol.overflowBody(tokens, options.contextWindow));
 
     let step = queue.shift() ?? options.defaultStep ?? { kind: 'text', text: `echo: ${protocol.lastUserText(record.body)}` };
     while (typeof step === 'function') step = await step(record);
@@ -379,6 +399,27 @@ function defaultMessage(status: number): string {
   if (status === 529) return 'Overloaded';
   if (status >= 500) return 'The server had an error while processing your request.';
   return `Fake error ${status}`;
+}
+
+/** The chat completion requests an OpenAI server received (not its model listings). */
+export function completionRequests(server: FakeLlmServer): RecordedRequest[] {
+  return server.requests.filter((request) => request.path === openaiProtocol.completionPath);
+}
+
+/** An OpenAI request's system prompt. */
+export function systemPromptOf(request: RecordedRequest): string {
+  return String(chatMessages(request).find((message) => message.role === 'system')?.content ?? '');
+}
+
+/** The text of an OpenAI request's other messages, in order. */
+export function conversationOf(request: RecordedRequest): string[] {
+  return chatMessages(request)
+    .filter((message) => message.role !== 'system')
+    .map((message) => String(message.content ?? ''));
+}
+
+function chatMessages(request: RecordedRequest): LooseJson[] {
+  return Array.isArray(request.body?.messages) ? request.body.messages : [];
 }
 
 export interface FakePaiConfigOptions {

@@ -2,7 +2,10 @@ import { existsSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'n
 import { createServer } from 'node:net';
 import { join, relative } from 'node:path';
 import { agentDir, listAgentIds, loadAgentConfig } from '../agent/agent-dir.js';
+import type { AgentConfig } from '../agent/types.js';
+import { identityText } from '../agent/context.js';
 import { agentStatus, INBOX_CONSUMER, INBOX_FILTER } from '../agent/lifecycle.js';
+import { agentModel, describeShortage, windowShortage } from '../agent/window-check.js';
 import { daemonPidFile, type DaemonName } from '../core/daemon.js';
 import { errnoCode, isClawError } from '../core/errors.js';
 import { yaml } from '../core/config.js';
@@ -22,7 +25,7 @@ export type CheckStatus = 'ok' | 'warn' | 'fail';
 
 /** One finding: what was checked, what was found, and for a problem how to fix it. */
 export interface Check {
-  name: 'node' | 'data directory' | 'config' | 'providers' | 'daemons' | 'ports' | 'locks' | 'pending';
+  name: 'node' | 'data directory' | 'config' | 'providers' | 'agents' | 'daemons' | 'ports' | 'locks' | 'pending';
   status: CheckStatus;
   detail: string;
   fix?: string;
@@ -42,6 +45,7 @@ export async function doctor(home: string, env: NodeJS.ProcessEnv = process.env,
   const configs = checkConfigs(home);
   checks.push(...configs.checks);
   if (configs.pai) checks.push(checkProviders(configs.pai, env));
+  checks.push(...(await checkAgentWindows(home, configs.agents, env)));
   checks.push(...(await checkRuntime(home, configs.channels, env, now)));
   return checks;
 }
@@ -73,7 +77,7 @@ function checkDataDirectory(home: string): Check {
 }
 
 /** Every config file, each loaded the way its tool loads it. */
-function checkConfigs(home: string): { checks: Check[]; pai?: PaiConfig; channels: ChannelConfig[] } {
+function checkConfigs(home: string): { checks: Check[]; pai?: PaiConfig; channels: ChannelConfig[]; agents: Map<string, AgentConfig> } {
   const checks: Check[] = [];
   const attempt = <T>(what: string, load: () => T): T | undefined => {
     try {
@@ -88,11 +92,15 @@ function checkConfigs(home: string): { checks: Check[]; pai?: PaiConfig; channel
   attempt('notifier', () => loadNotifierConfig(home));
   const xgw = attempt('xgw', () => inspectXgwConfig(home));
   if (xgw && xgw.problems.length > 0) checks.push({ name: 'config', status: 'fail', detail: `xgw: ${xgw.problems.join('; ')}`, fix: 'xgw config check lists them' });
-  for (const id of listAgentIds(home)) attempt(`agent ${id}`, () => loadAgentConfig(agentDir(home, id)));
+  const agents = new Map<string, AgentConfig>();
+  for (const id of listAgentIds(home)) {
+    const config = attempt(`agent ${id}`, () => loadAgentConfig(agentDir(home, id)));
+    if (config) agents.set(id, config);
+  }
   if (checks.length === 0) checks.push({ name: 'config', status: 'ok', detail: 'pai, notifier, xgw and agent configs are valid' });
   // The channels theclaw up would start: the config's, or the default it writes when there is none.
   const channels = existsSync(xgwConfigPath(home)) ? (xgw?.config?.channels ?? []) : XgwConfigSchema.parse(yaml().parse(DEFAULT_XGW_CONFIG)).channels;
-  return { checks, channels, ...(pai ? { pai } : {}) };
+  return { checks, channels, agents, ...(pai ? { pai } : {}) };
 }
 
 /** Which providers can answer: those with a key in this environment or the config, and servers with a base_url. */
@@ -119,6 +127,26 @@ function checkProviders(config: PaiConfig, env: NodeJS.ProcessEnv): Check {
     };
   }
   return { name: 'providers', status: 'ok', detail: `usable: ${[...usable].sort().join(', ')}; agents use ${chosen}` };
+}
+
+/** Every agent's model has room for its identity and memory caps (agent/window-check.ts). */
+async function checkAgentWindows(home: string, agents: Map<string, AgentConfig>, env: NodeJS.ProcessEnv): Promise<Check[]> {
+  const checks: Check[] = [];
+  for (const [id, config] of agents) {
+    const dir = agentDir(home, id);
+    const model = await agentModel(home, config, env);
+    const shortage = model && windowShortage(identityText(dir), config, model);
+    if (shortage) {
+      checks.push({
+        name: 'agents',
+        status: 'fail',
+        detail: `${id}: ${describeShortage(shortage)}`,
+        fix: `choose a model with a larger window (pai: in ${relative(home, dir.config)}), or lower context.memory_caps there`,
+      });
+    }
+  }
+  if (checks.length === 0 && agents.size > 0) checks.push({ name: 'agents', status: 'ok', detail: "every agent's model has room for its identity and memory caps" });
+  return checks;
 }
 
 async function checkRuntime(home: string, configured: ChannelConfig[], env: NodeJS.ProcessEnv, now: number): Promise<Check[]> {

@@ -46,7 +46,7 @@ before theclaw up for a real one.`,
   withExamples(
     program
       .command('doctor')
-      .description('check Node, the data directory, configs, provider keys, ports, stale locks and old pending events; say how to fix each problem (exit 1 on a failure)')
+      .description("check Node, the data directory, configs, provider keys, agents' model windows, ports, stale locks and old pending events; say how to fix each problem (exit 1 on a failure)")
       .addOption(jsonOption())
       .action(async (options) => (await commands()).doctor(options)),
     ['theclaw doctor', 'theclaw doctor --json'],

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -280,5 +280,26 @@ describe('theclaw doctor', () => {
     writeFileSync(join(t!.home, 'notifier', 'config.yaml'), 'sweep_interval_seconds: soon\n');
     const broken = await doctor(t!.home, t!.env);
     expect(byName(broken, 'config')).toEqual([expect.objectContaining({ status: 'fail', detail: expect.stringMatching(/^notifier: .*sweep_interval_seconds/) })]);
+  });
+
+  it('reports an agent whose model has no room for its identity and memory caps', async () => {
+    home();
+    expect((await runTool('agent', ['init', 'helper'], t!.env)).code).toBe(0);
+    expect(byName(await doctor(t!.home, t!.env), 'agents')).toEqual([{ name: 'agents', status: 'ok', detail: "every agent's model has room for its identity and memory caps" }]);
+    // The model the agent uses turns out to be small.
+    mkdirSync(join(t!.home, 'pai'), { recursive: true });
+    writeFileSync(join(t!.home, 'pai', 'config.yaml'), 'default: small/m1\nproviders:\n  small: { api: openai-completions, base_url: "http://127.0.0.1:9/v1", models: [{ id: m1, context_window: 8000 }] }\n');
+    expect(byName(await doctor(t!.home, t!.env), 'agents')).toEqual([
+      {
+        name: 'agents',
+        status: 'fail',
+        detail: expect.stringMatching(/^helper: the model small\/m1 has a window of 8000 tokens, less than the \d+ this agent needs \(identity \d+ \+ memory caps 4500 \+ 5096 for the message and the reply\)$/),
+        fix: 'choose a model with a larger window (pai: in agents/helper/config.yaml), or lower context.memory_caps there',
+      },
+    ]);
+    // Lower caps fit it.
+    const config = join(t!.home, 'agents', 'helper', 'config.yaml');
+    writeFileSync(config, readFileSync(config, 'utf8') + 'context: { memory_caps: { agent: 500, person: 300, conversation: 400 } }\n');
+    expect(byName(await doctor(t!.home, t!.env), 'agents')).toEqual([expect.objectContaining({ status: 'ok' })]);
   });
 });
