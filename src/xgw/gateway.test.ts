@@ -6,9 +6,10 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { parseAddress } from '../core/address.js';
 import { createLogger } from '../core/logger.js';
 import { parseMessageContent } from '../core/message.js';
-import { createTestHome, type TestHome } from '../testing/index.js';
+import { createTestHome, waitFor, type TestHome } from '../testing/index.js';
 import { initThread, openThread } from '../thread/thread.js';
 import { Gateway } from './gateway.js';
+import { noticeFor } from './notices.js';
 import { findRoute } from './route.js';
 import { GatewayState, PAIRING_TTL_MS } from './state.js';
 import { XgwConfigSchema, type ChannelAdapter, type InboundMessage, type OutboundMessage } from './types.js';
@@ -145,6 +146,19 @@ describe('inbound', () => {
     const unrouted = gatewayWith({ channels: [{ id: 'telegram:main', type: 'telegram', access: 'open' }], routes: [] });
     expect(await unrouted.receive(message('1', 'a'))).toEqual({ kind: 'no_route' });
     expect(inbox()).toEqual([]);
+  });
+
+  it('refuses a peer past its rate limit with one notice per burst, lets other peers through, and takes the peer again once its window moved on', async () => {
+    const gateway = gatewayWith({ channels: [{ id: 'telegram:main', type: 'telegram', access: 'open', rate_limit: { messages: 3, per_seconds: 0.5 } }], routes: [{ agent: 'admin' }] });
+    const outcomes = [];
+    for (let i = 1; i <= 5; i++) outcomes.push(await gateway.receive(message('7', `m${i}`)));
+    expect(outcomes.map((outcome) => outcome.kind)).toEqual(['accepted', 'accepted', 'accepted', 'rate_limited', 'rate_limited']);
+    expect(outcomes.slice(3).map((outcome) => outcome.kind === 'rate_limited' && outcome.notify)).toEqual([true, false]);
+    expect(noticeFor(outcomes[3]!)).toMatch(/faster than I can take them \(at most 3 in 0.5 s\)/);
+    expect(noticeFor(outcomes[4]!)).toBeNull();
+    expect((await gateway.receive(message('8', 'other'))).kind).toBe('accepted');
+    expect(inbox()).toHaveLength(4);
+    await waitFor(async () => (await gateway.receive(message('7', `later-${Date.now()}`))).kind === 'accepted', 'the window to move on', 5_000);
   });
 
   it('tells apart messages whose conversation and message ids only differ in where a colon is', async () => {

@@ -7,6 +7,7 @@ import { formatMessageContent } from '../core/message.js';
 import { openThread } from '../thread/thread.js';
 import { MAX_CONTENT_BYTES } from '../thread/types.js';
 import { noticeFor } from './notices.js';
+import { PeerRateLimit } from './rate-limit.js';
 import { findRoute, requireAgentId } from './route.js';
 import { settleWithin } from './settle.js';
 import { ChannelSupervisor, type SupervisorOptions } from './supervisor.js';
@@ -63,7 +64,19 @@ export class Gateway {
   private readonly delivering = new Set<Promise<unknown>>();
   private stopping = false;
 
+  /** Per channel: how many messages each peer has sent lately. */
+  private readonly rates = new Map<string, PeerRateLimit>();
+
   constructor(private readonly options: GatewayOptions) {}
+
+  private rateLimit(channel: ChannelConfig): PeerRateLimit {
+    let limit = this.rates.get(channel.id);
+    if (!limit) {
+      limit = new PeerRateLimit(channel.rate_limit);
+      this.rates.set(channel.id, limit);
+    }
+    return limit;
+  }
 
   /** The context a channel starts with. */
   context(): ChannelContext {
@@ -160,6 +173,12 @@ export class Gateway {
     if (!existsSync(join(inbox, 'events.db'))) {
       logger.error(`${channel.id}: the route for ${JSON.stringify(message.peerId)} names agent ${agent}, which does not exist`);
       return { kind: 'missing_agent', agent };
+    }
+    const rate = this.rateLimit(channel).take(message.peerId);
+    if (!rate.ok) {
+      if (rate.first) logger.warn(`${channel.id}: ${JSON.stringify(message.peerId)} sent more than ${channel.rate_limit.messages} messages in ${channel.rate_limit.per_seconds} s; refusing their messages for ${rate.retryAfterSeconds} s`);
+      const { messages: limit, per_seconds } = channel.rate_limit;
+      return { kind: 'rate_limited', limit, per_seconds, retry_after_seconds: rate.retryAfterSeconds, notify: rate.first };
     }
     const { type: channelType, instance } = splitChannelId(channel.id);
     const source = formatAddress({

@@ -15,5 +15,10 @@ export function noticeFor(outcome: InboundOutcome): string | null {
       return `This chat is routed to the agent "${outcome.agent}", which does not exist yet. The owner can create it with: agent init ${outcome.agent}`;
     case 'refused':
       return `That message is too long to take (the limit is ${Math.floor(outcome.limit_bytes / 1024)} KB). Shorten it or send it in parts.`;
+    case 'rate_limited':
+      // Once per burst: a notice for each refused message would be a flood of its own.
+      return outcome.notify
+        ? `You are sending messages faster than I can take them (at most ${outcome.limit} in ${outcome.per_seconds} s). Messages from now on are not passed on until ${outcome.retry_after_seconds} s have passed; send them again then.`
+        : null;
   }
 }

@@ -31,6 +31,14 @@ const channelBase = {
   access: z._default(z.enum(ACCESS), 'pairing'),
   /** Peer ids admitted without pairing. */
   allow: z._default(z.array(z.string().check(z.minLength(1))), []),
+  /** Messages one peer may send in a window; more are refused, with one notice. */
+  rate_limit: z._default(
+    z.strictObject({
+      messages: z._default(z.int().check(z.positive()), 60),
+      per_seconds: z._default(z.number().check(z.positive()), 60),
+    }),
+    { messages: 60, per_seconds: 60 },
+  ),
 };
 
 export const WebchatChannelSchema = z.strictObject({
@@ -117,7 +125,9 @@ export type InboundOutcome =
   /** The route names an agent that does not exist. */
   | { kind: 'missing_agent'; agent: string }
   /** The message cannot be stored as it is: nothing reached the agent. */
-  | { kind: 'refused'; reason: 'too_long'; limit_bytes: number };
+  | { kind: 'refused'; reason: 'too_long'; limit_bytes: number }
+  /** The peer sent more than the channel's rate_limit; `notify` on the first refusal of a run. */
+  | { kind: 'rate_limited'; limit: number; per_seconds: number; retry_after_seconds: number; notify: boolean };
 
 /** A reply to deliver, as `xgw send` asks for it. */
 export interface OutboundMessage {
