@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { expectSessionValid, createTestHome, startFakeAnthropic, startFakeOpenAI, waitFor, type FakeLlmOptions, type FakeLlmServer, type LooseJson, type TestHome } from '../testing/index.js';
@@ -173,6 +173,25 @@ describe('chat() against the fake OpenAI server', () => {
     for (const [name, value] of Object.entries(secrets)) {
       expect(toolEnv, name).not.toContain(value);
       expect(JSON.stringify(server.requests[1]!.body), name).not.toContain(value);
+    }
+  });
+
+  it('runs at most max_tool_calls_per_round commands of one answer, in both wire protocols; the rest get exit 125 and why', async () => {
+    for (const api of ['openai-completions', 'anthropic-messages']) {
+      const server = api === 'openai-completions' ? await fakeOpenAI() : await fakeAnthropic();
+      writeConfig(server, { api });
+      const config = join(t.home, 'pai', 'config.yaml');
+      writeFileSync(config, `${readFileSync(config, 'utf8')}\nmax_tool_calls_per_round: 2\n`);
+      const marks = join(t.home, `marks-${api}`);
+      const calls = [1, 2, 3, 4].map((n) => ({ name: 'bash_exec', arguments: { command: `echo ${n} >> ${marks}` } }));
+      server.enqueue({ kind: 'tool_calls', calls }, { kind: 'text', text: 'done' });
+      const session = join(t.home, `cap-${api}.jsonl`);
+      const result = await chat({ input: 'four at once', sessionFile: session, home: t.home, env: baseEnv() });
+      expect(result.text, api).toBe('done');
+      expect(readFileSync(marks, 'utf8'), api).toBe('1\n2\n');
+      expect(result.toolCalls.map((call) => call.result.exit_code), api).toEqual([0, 0, 125, 125]);
+      expect(result.toolCalls[2]!.result.stderr, api).toMatch(/^not run: at most 2 commands run per answer \(max_tool_calls_per_round\)/);
+      expectSessionValid(readSession(session));
     }
   });
 

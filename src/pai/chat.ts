@@ -103,14 +103,17 @@ export async function chat(options: ChatOptions): Promise<ChatResult> {
       record({ role: 'assistant', content: result.text, model: modelName, ts: new Date().toISOString() });
       break;
     }
-    for (const call of reply.toolCalls) {
+    const perRound = config.max_tool_calls_per_round;
+    for (const [index, call] of reply.toolCalls.entries()) {
       const args = toBashArgs(call.arguments);
       emit({ type: 'tool_call', id: call.id, name: call.name, arguments: args });
       const started = Date.now();
       // After an abort no command starts: the next call of the model ends the turn.
       const ran = options.signal?.aborted
         ? { stdout: '', stderr: 'not run: the turn was aborted', exit_code: 125 }
-        : call.name === BASH_EXEC_TOOL.name && args.command
+        : index >= perRound
+          ? { stdout: '', stderr: `not run: at most ${perRound} commands run per answer (max_tool_calls_per_round); ask for the rest in the next round`, exit_code: 125 }
+          : call.name === BASH_EXEC_TOOL.name && args.command
           ? await bashExec(args, { cwd: options.cwd, env, secretNames, signal: options.signal })
           : { stdout: '', stderr: `unknown tool ${call.name} or no command; the only tool is bash_exec with {"command": "..."}`, exit_code: 127 };
       const output = { ...ran, stdout: redact(ran.stdout), stderr: redact(ran.stderr) };

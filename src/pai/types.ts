@@ -43,6 +43,8 @@ export const PaiConfigSchema = z.strictObject({
   timeout_seconds: z._default(z.number().check(z.positive()), 120),
   /** Tool rounds per turn before the turn ends with a note instead of an answer. */
   max_turns: z._default(z.int().check(z.positive()), 20),
+  /** Commands one answer of the model may ask for; the rest are not run (exit 125, and why). */
+  max_tool_calls_per_round: z._default(z.int().check(z.positive()), 8),
 });
 
 export type PaiConfig = z.output<typeof PaiConfigSchema>;

@@ -36,6 +36,8 @@ export type FakeUsage = { input: number; output: number };
 export type FakeStep =
   | { kind: 'text'; text: string; delayMs?: number; usage?: FakeUsage }
   | { kind: 'tool_call'; name: string; arguments: Record<string, unknown>; id?: string; text?: string; delayMs?: number; usage?: FakeUsage }
+  /** Several tool calls in one answer (one round), as models do for independent commands. */
+  | { kind: 'tool_calls'; calls: { name: string; arguments: Record<string, unknown>; id?: string }[]; text?: string; delayMs?: number; usage?: FakeUsage }
   /** An HTTP error with a body in the provider's error format; `Retry-After` when retryAfterSeconds is given. */
   | { kind: 'error'; status: number; retryAfterSeconds?: number; message?: string; type?: string }
   /** Accepts the request and never answers, until the client disconnects or close() is called. */
@@ -87,7 +89,7 @@ interface Reply {
   id: string;
   model: string;
   text: string;
-  toolCall?: { id: string; name: string; arguments: Record<string, unknown> };
+  toolCalls: { id: string; name: string; arguments: Record<string, unknown> }[];
   usage: FakeUsage;
 }
 
@@ -144,7 +146,7 @@ const openaiProtocol: Protocol = {
   },
   answer(res, body, reply) {
     const created = Math.floor(Date.now() / 1000);
-    const finishReason = reply.toolCall ? 'tool_calls' : 'stop';
+    const finishReason = reply.toolCalls.length > 0 ? 'tool_calls' : 'stop';
     const usage = {
       prompt_tokens: reply.usage.input,
       completion_tokens: reply.usage.output,
@@ -152,9 +154,9 @@ const openaiProtocol: Protocol = {
       prompt_tokens_details: { cached_tokens: 0 },
       completion_tokens_details: { reasoning_tokens: 0 },
     };
-    const toolCall = reply.toolCall && { id: reply.toolCall.id, type: 'function', function: { name: reply.toolCall.name, arguments: JSON.stringify(reply.toolCall.arguments) } };
+    const toolCalls = reply.toolCalls.map((call) => ({ id: call.id, type: 'function', function: { name: call.name, arguments: JSON.stringify(call.arguments) } }));
     if (body.stream !== true) {
-      const message = { role: 'assistant', content: reply.toolCall && !reply.text ? null : reply.text, refusal: null, ...(toolCall && { tool_calls: [toolCall] }) };
+      const message = { role: 'assistant', content: toolCalls.length > 0 && !reply.text ? null : reply.text, refusal: null, ...(toolCalls.length > 0 && { tool_calls: toolCalls }) };
       sendJson(res, 200, { id: reply.id, object: 'chat.completion', created, model: reply.model, choices: [{ index: 0, message, logprobs: null, finish_reason: finishReason }], usage });
       return;
     }
@@ -165,10 +167,10 @@ const openaiProtocol: Protocol = {
     startSse(res);
     data(chunk({ role: 'assistant', content: '', refusal: null }));
     for (const piece of fragments(reply.text)) data(chunk({ content: piece }));
-    if (toolCall) {
-      data(chunk({ tool_calls: [{ index: 0, id: toolCall.id, type: 'function', function: { name: toolCall.function.name, arguments: '' } }] }));
-      for (const piece of fragments(toolCall.function.arguments)) data(chunk({ tool_calls: [{ index: 0, function: { arguments: piece } }] }));
-    }
+    toolCalls.forEach((toolCall, index) => {
+      data(chunk({ tool_calls: [{ index, id: toolCall.id, type: 'function', function: { name: toolCall.function.name, arguments: '' } }] }));
+      for (const piece of fragments(toolCall.function.arguments)) data(chunk({ tool_calls: [{ index, function: { arguments: piece } }] }));
+    });
     data(chunk({}, finishReason));
     if (includeUsage) data({ ...base, choices: [], usage });
     res.end('data: [DONE]\n\n');
@@ -207,11 +209,11 @@ const anthropicProtocol: Protocol = {
     return last ? textOf(last.content) : '';
   },
   answer(res, body, reply) {
-    const stopReason = reply.toolCall ? 'tool_use' : 'end_turn';
+    const stopReason = reply.toolCalls.length > 0 ? 'tool_use' : 'end_turn';
     const usage = { input_tokens: reply.usage.input, output_tokens: reply.usage.output, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 };
     const blocks: object[] = [];
-    if (reply.text || !reply.toolCall) blocks.push({ type: 'text', text: reply.text });
-    if (reply.toolCall) blocks.push({ type: 'tool_use', id: reply.toolCall.id, name: reply.toolCall.name, input: reply.toolCall.arguments });
+    if (reply.text || reply.toolCalls.length === 0) blocks.push({ type: 'text', text: reply.text });
+    for (const call of reply.toolCalls) blocks.push({ type: 'tool_use', id: call.id, name: call.name, input: call.arguments });
     const message = { id: reply.id, type: 'message', role: 'assistant', model: reply.model, content: blocks, stop_reason: stopReason, stop_sequence: null, usage };
     if (body.stream !== true) return sendJson(res, 200, message);
 
@@ -220,13 +222,12 @@ const anthropicProtocol: Protocol = {
     event('message_start', { message: { ...message, content: [], stop_reason: null, usage: { ...usage, output_tokens: 1 } } });
     event('ping', {});
     let index = 0;
-    if (reply.text || !reply.toolCall) {
+    if (reply.text || reply.toolCalls.length === 0) {
       event('content_block_start', { index, content_block: { type: 'text', text: '' } });
       for (const text of fragments(reply.text)) event('content_block_delta', { index, delta: { type: 'text_delta', text } });
       event('content_block_stop', { index: index++ });
     }
-    if (reply.toolCall) {
-      const { id, name, arguments: input } = reply.toolCall;
+    for (const { id, name, arguments: input } of reply.toolCalls) {
       event('content_block_start', { index, content_block: { type: 'tool_use', id, name, input: {} } });
       for (const partial_json of ['', ...fragments(JSON.stringify(input))]) event('content_block_delta', { index, delta: { type: 'input_json_delta', partial_json } });
       event('content_block_stop', { index: index++ });
@@ -309,11 +310,12 @@ async function startFakeServer(protocol: Protocol, options: FakeLlmOptions): Pro
     }
     const n = ++counter;
     const text = fixed.kind === 'text' ? fixed.text : (fixed.text ?? '');
-    const toolCall = fixed.kind === 'tool_call' ? { id: fixed.id ?? `${protocol.idPrefixes.toolCall}_${n}`, name: fixed.name, arguments: fixed.arguments } : undefined;
-    const replyChars = text.length + (toolCall ? toolCall.name.length + JSON.stringify(toolCall.arguments).length : 0);
+    const calls = fixed.kind === 'tool_call' ? [fixed] : fixed.kind === 'tool_calls' ? fixed.calls : [];
+    const toolCalls = calls.map((call, i) => ({ id: call.id ?? `${protocol.idPrefixes.toolCall}_${n}${i ? `_${i}` : ''}`, name: call.name, arguments: call.arguments }));
+    const replyChars = text.length + toolCalls.reduce((sum, call) => sum + call.name.length + JSON.stringify(call.arguments).length, 0);
     const usage = fixed.usage ?? { input: Math.ceil(record.bytes / 4), output: Math.ceil(replyChars / 4) };
     const model = typeof record.body.model === 'string' ? record.body.model : MODELS[0]!;
-    protocol.answer(res, record.body, { id: `${protocol.idPrefixes.response}_${n}`, model, text, toolCall, usage });
+    protocol.answer(res, record.body, { id: `${protocol.idPrefixes.response}_${n}`, model, text, toolCalls, usage });
   }
 
   const server = createServer((req, res) => {
