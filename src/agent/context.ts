@@ -14,8 +14,10 @@ import type { ThreadRoute } from './types.js';
  */
 export interface MemoryFiles {
   agent: string;
-  /** The person's memory; null where a thread mixes people (per-agent). */
+  /** The person's memory; null in a group (it is private) and where the sender is not known. */
   user: string | null;
+  /** A group's own memory, in place of a person's; null outside groups. */
+  group: string | null;
   thread: string;
 }
 
@@ -23,6 +25,7 @@ export function memoryFiles(dir: AgentDir, route: ThreadRoute): MemoryFiles {
   return {
     agent: join(dir.memory, 'agent.md'),
     user: route.peerKey ? join(dir.memory, `user-${route.peerKey}.md`) : null,
+    group: route.groupKey ? join(dir.memory, `group-${route.groupKey}.md`) : null,
     thread: join(dir.memory, `thread-${route.threadId}.md`),
   };
 }
@@ -46,15 +49,18 @@ export function buildSystemPrompt({ dir, route, memory, source, now = new Date()
   const layers: [string, string | null][] = [
     ['What I have learned (my agent memory)', readOptional(memory.agent)],
     ['What I know about this person', memory.user ? readOptional(memory.user) : null],
+    ['What I know about this group', memory.group ? readOptional(memory.group) : null],
     ['Summary of this conversation so far', readOptional(memory.thread)],
   ];
   for (const [title, text] of layers) if (text?.trim()) sections.push(`## ${title}\n${text.trim()}`);
+  // Everyone in a group reads the answer: the prompt says so, and names the group's memory file.
+  const group = memory.group ? `\n- a group conversation: everyone in it reads my answer, so what a person told me in private stays out of it` : '';
   sections.push(`## Runtime
 - time: ${now.toISOString()}
 - agent: ${dir.id} (directory ${dir.root}; workdir ${dir.workdir})
 - from: ${describeSource(source)}
-- thread: ${route.threadId}
-- memory files: agent ${memory.agent}${memory.user ? `; this person ${memory.user}` : ''}`);
+- thread: ${route.threadId}${group}
+- memory files: agent ${memory.agent}${memory.user ? `; this person ${memory.user}` : ''}${memory.group ? `; this group ${memory.group}` : ''}`);
   return sections.join('\n\n');
 }
 
