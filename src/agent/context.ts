@@ -14,7 +14,7 @@ import type { ThreadRoute } from './types.js';
  */
 export interface MemoryFiles {
   agent: string;
-  /** The person's memory; null in a group (it is private) and where the sender is not known. */
+  /** The person's memory; null in a group (it is private), for an agent, and where the sender is not known. */
   user: string | null;
   /** A group's own memory, in place of a person's; null outside groups. */
   group: string | null;
@@ -53,15 +53,24 @@ export function buildSystemPrompt({ dir, route, memory, source, now = new Date()
     ['Summary of this conversation so far', readOptional(memory.thread)],
   ];
   for (const [title, text] of layers) if (text?.trim()) sections.push(`## ${title}\n${text.trim()}`);
-  // Everyone in a group reads the answer: the prompt says so, and names the group's memory file.
-  const group = memory.group ? `\n- a group conversation: everyone in it reads my answer, so what a person told me in private stays out of it` : '';
   sections.push(`## Runtime
 - time: ${now.toISOString()}
 - agent: ${dir.id} (directory ${dir.root}; workdir ${dir.workdir})
 - from: ${describeSource(source)}
-- thread: ${route.threadId}${group}
+- thread: ${route.threadId}${privacyNote(route)}
 - memory files: agent ${memory.agent}${memory.user ? `; this person ${memory.user}` : ''}${memory.group ? `; this group ${memory.group}` : ''}`);
   return sections.join('\n\n');
+}
+
+/**
+ * What the runtime facts tell the model to keep out of a group or an agent's conversation: everyone
+ * in a group reads the answer; an agent's conversation has no memory file of its own, and what it
+ * tells would reach every conversation through the agent memory.
+ */
+function privacyNote(route: ThreadRoute): string {
+  if (route.kind === 'group') return '\n- a group conversation: everyone in it reads my answer, so what a person told me in private stays out of it';
+  if (route.kind === 'agent') return '\n- one conversation of another agent: what it tells me about people stays out of my agent memory, which every conversation reads';
+  return '';
 }
 
 /**

@@ -9,6 +9,7 @@ import { cliPath } from '../core/package.js';
 import { openThread } from '../thread/thread.js';
 import { agentDir, listAgentIds, loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
 import { defaultIdentity, defaultUsage, isSystemAgentId, SYSTEM_AGENTS } from './identity.js';
+import { THREAD_FOLDERS } from './router.js';
 
 export const INBOX_CONSUMER = 'inbox';
 export const OUTBOUND_CONSUMER = 'outbound';
@@ -44,7 +45,7 @@ export function initAgent(home: string, id: string, options: InitOptions = {}): 
     throw new ClawError('conflict', `agent ${id} exists already (${dir.root})`, { suggestion: `use it, or remove it first with: rm -rf ${dir.root}` });
   }
   const kind = options.kind ?? (isSystemAgentId(id) ? 'system' : 'user');
-  for (const path of [dir.sessions, dir.memory, join(dir.threads, 'peers'), join(dir.threads, 'channels'), join(dir.threads, 'sessions'), join(dir.threads, 'main'), dir.skills, dir.workdir, dir.logs]) {
+  for (const path of [dir.sessions, dir.memory, ...THREAD_FOLDERS.map((folder) => join(dir.threads, folder)), join(dir.threads, 'main'), dir.skills, dir.workdir, dir.logs]) {
     mkdirSync(path, { recursive: true });
   }
   const texts = isSystemAgentId(id) ? SYSTEM_AGENTS[id] : { identity: defaultIdentity(id), usage: defaultUsage(id) };
@@ -177,7 +178,7 @@ export function listAgents(home: string): AgentStatus[] {
 /** Every conversation thread directory of the agent. */
 export function conversationThreads(dir: AgentDir): string[] {
   const found: string[] = [];
-  for (const group of ['peers', 'channels', 'sessions']) {
+  for (const group of THREAD_FOLDERS) {
     const parent = join(dir.threads, group);
     if (!existsSync(parent)) continue;
     for (const name of readdirSync(parent)) {

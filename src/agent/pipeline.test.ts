@@ -96,7 +96,7 @@ describe('agent to agent through the real pipeline', () => {
 
     // b's side: a's question from a's conversation, and b's answer addressed back to it.
     const bThread = routeMessage(b, 'per-peer', `internal:dm:${aThread.threadId}:a`);
-    expect(bThread.path).toBe(join(b.threads, 'peers', 'internal.a'));
+    expect(bThread.path).toBe(join(b.threads, 'agents', `a.dm.${aThread.threadId}`));
     const bMessages = events(bThread.path);
     expect(bMessages.map((event) => [event.source, parseMessageContent(event.content).text])).toEqual([
       [`internal:dm:${aThread.threadId}:a`, 'what is 6*7?'],

@@ -19,8 +19,9 @@ import { ROUTING_MODES, type RoutingMode } from './types.js';
 // real deliveries between the agents; only the model is a function): for random interleavings of
 // direct and group messages from several people, some delegated by admin to a helper agent whose
 // answers come back while others write, no request admin sends to the model holds another
-// conversation's text or a memory that is not the conversation's, and every reply — a relayed
-// answer too — goes to the conversation of the message it answers.
+// conversation's text or a memory that is not the conversation's, no request of the helper holds
+// text of another of admin's conversations than the one that asked it, nor anyone's memory, and
+// every reply — a relayed answer too — goes to the conversation of the message it answers.
 //
 // Admin asks through bash_exec: the command hands the environment agent run gave it to the test,
 // which sends the question in-process with it (sendToAgent, what `agent send` runs), so that twenty
@@ -47,6 +48,7 @@ const message = fc.record({
 });
 const scenario = fc.record({
   mode: fc.constantFrom<RoutingMode>(...ROUTING_MODES),
+  helperMode: fc.constantFrom<RoutingMode>(...ROUTING_MODES),
   messages: fc.array(message, { minLength: 1, maxLength: 6 }).map((list) => {
     let delegations = 0;
     return list.map((m) => ({ ...m, delegate: m.delegate && ++delegations <= 2 }));
@@ -83,11 +85,16 @@ function conversationOf(m: Message, mode: RoutingMode): string {
   return mode === 'per-peer' ? `dm ${m.person}` : 'direct messages';
 }
 
+interface Requests {
+  admin: ModelRequest[];
+  helper: ModelRequest[];
+}
+
 /**
  * The model of both agents: admin notes messages, delegates the marked ones (a command that writes
  * the question with its environment to `asks`) and passes answers on; the helper answers.
  */
-function fakeModel(requests: ModelRequest[], asks: string): ModelCaller {
+function fakeModel(requests: Requests, asks: string): ModelCaller {
   return async (request) => {
     const agent = /^- agent: (\S+)/m.exec(request.system)?.[1];
     const last = request.history.at(-1)!;
@@ -99,8 +106,11 @@ function fakeModel(requests: ModelRequest[], asks: string): ModelCaller {
         usage: { input: 1, output: 1, cache_read: 0, cache_write: 0, cost: 0 },
       },
     });
-    if (agent === 'helper') return reply(`answer for ${last.content.replace('question for ', '')}`);
-    requests.push(structuredClone(request));
+    if (agent === 'helper') {
+      requests.helper.push(structuredClone(request));
+      return reply(`answer for ${all(MARKERS, last.content).map(Number).map(marker).join(' ')}`);
+    }
+    requests.admin.push(structuredClone(request));
     if (last.role === 'tool') return reply('I asked the helper.');
     if (last.content.startsWith('answer for ')) return reply('The helper says so.');
     if (last.content.endsWith(' DELEGATE')) {
@@ -118,14 +128,23 @@ function currentInput(request: ModelRequest): string {
 
 const all = (pattern: RegExp, text: string) => [...text.matchAll(pattern)].map((match) => match[1]!);
 
-async function check({ mode, messages }: { mode: RoutingMode; messages: Message[] }): Promise<void> {
+interface Scenario {
+  mode: RoutingMode;
+  /** The helper's routing mode: its threads for admin's questions are the same in every one. */
+  helperMode?: RoutingMode;
+  messages: Message[];
+}
+
+async function check({ mode, helperMode = 'per-peer', messages }: Scenario): Promise<void> {
   const t: TestHome = createTestHome();
   try {
     mkdirSync(join(t.home, 'pai'));
     writeFileSync(join(t.home, 'pai', 'config.yaml'), 'default: mock/echo\n');
     const admin = initAgent(t.home, 'admin');
     const helper = initAgent(t.home, 'helper');
-    writeFileSync(admin.config, stringify({ ...parse(readFileSync(admin.config, 'utf8')), routing: { default: mode } }));
+    for (const [dir, routing] of [[admin, mode], [helper, helperMode]] as const) {
+      writeFileSync(dir.config, stringify({ ...parse(readFileSync(dir.config, 'utf8')), routing: { default: routing } }));
+    }
     for (const person of PEOPLE) {
       const { peerKey } = routeMessage(admin, 'per-peer', sourceOf({ person, where: 'dm', delegate: false, then: 'wait' }));
       writeFileSync(join(admin.memory, `user-${peerKey}.md`), `${userMemory(person)}\n`);
@@ -134,7 +153,7 @@ async function check({ mode, messages }: { mode: RoutingMode; messages: Message[
       const { groupKey } = routeMessage(admin, mode, sourceOf({ person: PEOPLE[0]!, where: group, delegate: false, then: 'wait' }));
       writeFileSync(join(admin.memory, `group-${groupKey}.md`), `${groupMemory(group)}\n`);
     }
-    const requests: ModelRequest[] = [];
+    const requests: Requests = { admin: [], helper: [] };
     const asks = join(t.home, 'asks');
     const caller = fakeModel(requests, asks);
     const runAdmin = () => runAgent('admin', { home: t.home, env: t.env, caller });
@@ -166,7 +185,7 @@ async function check({ mode, messages }: { mode: RoutingMode; messages: Message[
     await runAll(); // the last answers, passed on
 
     // No request holds another conversation's text, nor a memory that is not its own.
-    for (const request of requests) {
+    for (const request of requests.admin) {
       const input = currentInput(request);
       const [current, ...more] = all(MARKERS, input).map(Number);
       expect(more, input).toEqual([]);
@@ -179,6 +198,18 @@ async function check({ mode, messages }: { mode: RoutingMode; messages: Message[
       const personal = sender.where === 'dm' && (mode === 'per-peer' || !input.startsWith('answer for ')) ? [sender.person] : [];
       expect(all(USER_MEMORIES, text), `${conversation}: ${input}`).toEqual(personal);
       expect(all(GROUP_MEMORIES, text), `${conversation}: ${input}`).toEqual(sender.where === 'dm' ? [] : [sender.where]);
+    }
+
+    // The helper's requests hold the text of the one conversation of admin that asked, and no
+    // memory but its own: a question is not a person, nor are admin's conversations one.
+    expect(requests.helper).toHaveLength(messages.filter((m) => m.delegate).length);
+    for (const request of requests.helper) {
+      const input = currentInput(request);
+      const [asked, ...more] = all(MARKERS, input).map(Number);
+      expect(more, input).toEqual([]);
+      const conversation = conversationOf(messages[asked!]!, mode);
+      for (const seen of all(MARKERS, JSON.stringify(request)).map(Number)) expect(conversationOf(messages[seen]!, mode), `helper asked from ${conversation} holds ${marker(seen)}`).toBe(conversation);
+      expect(request.system).toMatch(/^- memory files: agent \S+$/m);
     }
 
     // Every message has one reply, to its own conversation; every delegated one a second, the
@@ -223,6 +254,17 @@ describe('privacy: a conversation is a conversation', () => {
       messages: [
         { ...dm, delegate: true, then: 'admin' },
         { person: '102', where: 'dm', delegate: false, then: 'all' },
+      ],
+    });
+  }, 60_000);
+
+  it.each(ROUTING_MODES)('keeps the conversations of the asking agent apart in the agent it asks: a question from a direct chat, then one from a group (helper %s)', async (helperMode) => {
+    await check({
+      mode: 'per-peer',
+      helperMode,
+      messages: [
+        { person: '101', where: 'dm', delegate: true, then: 'all' },
+        { person: '101', where: '-100', delegate: true, then: 'all' },
       ],
     });
   }, 60_000);

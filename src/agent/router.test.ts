@@ -1,5 +1,5 @@
 import { existsSync, readdirSync } from 'node:fs';
-import { dirname, join, resolve, sep } from 'node:path';
+import { basename, dirname, join, resolve, sep } from 'node:path';
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatAddress } from '../core/address.js';
@@ -30,7 +30,8 @@ const external = (peerId: string, channelType = 'telegram', instance = 'main') =
 /** A person's message in a group chat (Telegram: the chat id, the sender's user id). */
 const inGroup = (conversationId: string, peerId: string, channelType = 'telegram', instance = 'main', conversationType = 'group') =>
   formatAddress({ kind: 'external', channelType, instance, conversationType, conversationId, peerId });
-const internal = (agentId: string, conversationId = 'default') => formatAddress({ kind: 'internal', conversationType: 'dm', conversationId, agentId });
+/** Another agent's question (`agent send`): the conversation id names the asking agent's thread, or `default`. */
+const internal = (agentId: string, conversationId = 'default', conversationType = 'dm') => formatAddress({ kind: 'internal', conversationType, conversationId, agentId });
 /** Another agent's answer to a question one of our threads asked (deliver.ts writes these). */
 const answer = (agentId: string, conversationId: string) => formatAddress({ kind: 'internal', conversationType: ANSWER_CONVERSATION, conversationId, agentId });
 
@@ -45,13 +46,12 @@ describe('routeMessage', () => {
   it('puts each peer, each channel or everyone in one thread by mode', () => {
     expect(routeMessage(dir, 'per-peer', external('42'))).toEqual({ threadId: 'peer-telegram.main.42', path: join(dir.threads, 'peers', 'telegram.main.42'), kind: 'peer', peerKey: 'telegram.main.42', groupKey: null });
     expect(routeMessage(dir, 'per-peer', external('43')).path).toBe(join(dir.threads, 'peers', 'telegram.main.43'));
-    expect(routeMessage(dir, 'per-peer', internal('warden'))).toEqual({ threadId: 'peer-internal.warden', path: join(dir.threads, 'peers', 'internal.warden'), kind: 'peer', peerKey: 'internal.warden', groupKey: null });
 
     expect(routeMessage(dir, 'per-channel', external('42'))).toEqual({ threadId: 'channel-telegram.main', path: join(dir.threads, 'channels', 'telegram.main'), kind: 'channel', peerKey: 'telegram.main.42', groupKey: null });
     expect(routeMessage(dir, 'per-channel', external('43')).path).toBe(join(dir.threads, 'channels', 'telegram.main'));
     expect(routeMessage(dir, 'per-channel', external('42', 'webchat')).path).toBe(join(dir.threads, 'channels', 'webchat.main'));
 
-    for (const source of [external('42'), external('7', 'webchat'), internal('warden')]) {
+    for (const source of [external('42'), external('7', 'webchat')]) {
       expect(routeMessage(dir, 'per-agent', source)).toMatchObject({ threadId: 'main', path: join(dir.threads, 'main') });
     }
     // The route names the session file and the memory files, all inside the agent.
@@ -82,8 +82,14 @@ describe('routeMessage', () => {
       for (const file of Object.values(memoryFiles(dir, peerRoute))) if (file) expect(dirname(file)).toBe(dir.memory);
       expect(dirname(sessionFile(dir, peerRoute))).toBe(dir.sessions);
       expectInside(routeMessage(dir, 'per-channel', external(peer, 'telegram', 'main')).path, join(dir.threads, 'channels'));
-      // Hostile agent ids in internal addresses too.
-      expectInside(routeMessage(dir, 'per-peer', internal(peer)).path, join(dir.threads, 'peers'));
+      // Hostile agent ids, conversation ids and types in internal addresses too.
+      for (const source of [internal(peer), internal('admin', peer), internal('admin', 'peer-x', peer)]) {
+        const agentRoute = routeMessage(dir, 'per-peer', source);
+        expectInside(agentRoute.path, join(dir.threads, 'agents'));
+        expect(agentRoute.threadId).toBe(`agent-${basename(agentRoute.path)}`);
+        for (const file of Object.values(memoryFiles(dir, agentRoute))) if (file) expect(dirname(file)).toBe(dir.memory);
+        expect(threadById(dir, agentRoute.threadId)).toEqual(agentRoute);
+      }
       // And hostile group ids (and conversation types).
       for (const source of [inGroup(peer, '42'), inGroup('-100', '42', 'telegram', 'main', peer === 'dm' ? 'x' : peer)]) {
         const groupRoute = routeMessage(dir, 'per-peer', source);
@@ -104,11 +110,11 @@ describe('routeMessage', () => {
   );
   const sender = fc.oneof(
     fc.record({ kind: fc.constant('external' as const), channelType: id, instance: id, peerId: id }),
-    fc.record({ kind: fc.constant('internal' as const), agentId: id }),
+    fc.record({ kind: fc.constant('internal' as const), agentId: id, conversationId: id }),
   );
-  type Sender = { kind: 'external'; channelType: string; instance: string; peerId: string } | { kind: 'internal'; agentId: string };
+  type Sender = { kind: 'external'; channelType: string; instance: string; peerId: string } | { kind: 'internal'; agentId: string; conversationId: string };
   const sourceOf = (s: Sender) =>
-    s.kind === 'external' ? external(s.peerId, s.channelType, s.instance) : internal(s.agentId);
+    s.kind === 'external' ? external(s.peerId, s.channelType, s.instance) : internal(s.agentId, s.conversationId);
 
   it('never lets two different peer ids of one channel share a thread, and keeps every one inside threads/ (property)', () => {
     fc.assert(
@@ -125,19 +131,21 @@ describe('routeMessage', () => {
     );
   });
 
-  it('never lets two different senders share a per-peer thread or two channels a per-channel thread, whatever the ids (property)', () => {
+  it('never lets two different senders (or two conversations of an agent) share a per-peer thread or two channels a per-channel thread, whatever the ids (property)', () => {
     fc.assert(
       fc.property(sender, sender, (a, b) => {
         const same = JSON.stringify(a) === JSON.stringify(b);
         const ra = routeMessage(dir, 'per-peer', sourceOf(a));
         const rb = routeMessage(dir, 'per-peer', sourceOf(b));
         expect(ra.path === rb.path).toBe(same);
-        expectInside(ra.path, join(dir.threads, 'peers'));
-        const channelOf = (s: Sender) => (s.kind === 'external' ? JSON.stringify([s.channelType, s.instance]) : 'internal');
+        expectInside(ra.path, join(dir.threads, a.kind === 'external' ? 'peers' : 'agents'));
+        for (const route of [ra, rb]) expect(threadById(dir, route.threadId)).toEqual(route);
+        // An agent's conversation is its own thread in every mode; a channel's people share one.
+        const channelOf = (s: Sender) => JSON.stringify(s.kind === 'external' ? [s.channelType, s.instance] : s);
         const ca = routeMessage(dir, 'per-channel', sourceOf(a));
         const cb = routeMessage(dir, 'per-channel', sourceOf(b));
         expect(ca.path === cb.path).toBe(channelOf(a) === channelOf(b));
-        expectInside(ca.path, join(dir.threads, 'channels'));
+        expectInside(ca.path, join(dir.threads, a.kind === 'external' ? 'channels' : 'agents'));
       }),
       { numRuns: 2000 },
     );
@@ -149,7 +157,12 @@ describe('routeMessage', () => {
       routeMessage(dir, 'per-peer', external('d', 'a', 'b.c')).path,
       routeMessage(dir, 'per-peer', external('c.d', 'a', 'b')).path,
       routeMessage(dir, 'per-peer', external('p', 'internal', 'x')).path,
+      routeMessage(dir, 'per-peer', external('default', 'x', 'dm')).path,
+      routeMessage(dir, 'per-peer', inGroup('default', 'p', 'x', 'dm', 'p')).path,
       routeMessage(dir, 'per-peer', internal('x.p')).path,
+      routeMessage(dir, 'per-peer', internal('x', 'p')).path,
+      routeMessage(dir, 'per-peer', internal('x', 'dm.p', 'p')).path,
+      routeMessage(dir, 'per-peer', internal('x', 'p.dm.p')).path,
     ];
     expect(new Set(paths).size).toBe(paths.length);
   });
@@ -213,16 +226,42 @@ describe('a group conversation', () => {
   });
 });
 
+describe("another agent's conversation", () => {
+  it('has its own thread for each conversation of the asking agent, in every mode, with no person\'s memory', () => {
+    const fromDirect = internal('admin', 'peer-telegram.main.42');
+    for (const mode of ['per-peer', 'per-channel', 'per-agent'] as const) {
+      const route = routeMessage(dir, mode, fromDirect);
+      const key = 'admin.dm.peer-telegram.main.42';
+      expect(route, mode).toEqual({ threadId: `agent-${key}`, path: join(dir.threads, 'agents', key), kind: 'agent', peerKey: null, groupKey: null });
+      expect(routeMessage(dir, mode, fromDirect), mode).toEqual(route);
+      // admin's group conversation, another agent's, and a person's direct chat: other threads.
+      const others = [internal('admin', 'group-telegram.main.group.-100'), internal('warden', 'peer-telegram.main.42'), external('42')].map((source) => routeMessage(dir, mode, source).path);
+      expect(new Set([route.path, ...others]).size, mode).toBe(4);
+    }
+    const route = routeMessage(dir, 'per-peer', fromDirect);
+    expect(memoryFiles(dir, route)).toEqual({ agent: join(dir.memory, 'agent.md'), user: null, group: null, thread: join(dir.memory, `thread-${route.threadId}.md`) });
+    expect(sessionFile(dir, route)).toBe(join(dir.sessions, `${route.threadId}.jsonl`));
+    expect(mixesPeople(route)).toBe(false);
+    expect(threadById(dir, route.threadId)).toEqual(route);
+  });
+
+  it('is one thread for an agent that asks from no conversation (agent send outside a turn)', () => {
+    const route = routeMessage(dir, 'per-peer', internal('warden'));
+    expect(route).toMatchObject({ threadId: 'agent-warden.dm.default', path: join(dir.threads, 'agents', 'warden.dm.default'), peerKey: null });
+    expect(routeMessage(dir, 'per-agent', internal('warden')).path).toBe(route.path);
+  });
+});
+
 describe("another agent's answer naming one of our threads", () => {
   it('goes back into that thread when it exists, and never into a non-canonical or missing one', () => {
     const asked = routeMessage(dir, 'per-peer', external('42'));
-    // Not created yet: the conversation id names nothing of ours.
-    expect(routeMessage(dir, 'per-peer', answer('warden', asked.threadId)).path).toBe(join(dir.threads, 'peers', 'internal.warden'));
+    // Not created yet: the conversation id names nothing of ours, so it is warden's own conversation.
+    expect(routeMessage(dir, 'per-peer', answer('warden', asked.threadId)).path).toBe(join(dir.threads, 'agents', 'warden.reply.peer-telegram.main.42'));
     initThread(asked.path, { home: t.home }).close();
     expect(routeMessage(dir, 'per-peer', answer('warden', asked.threadId))).toEqual(asked);
     expect(routeMessage(dir, 'per-agent', answer('warden', asked.threadId))).toEqual(asked);
     // A question (conversation type dm) from another agent is routed as that agent's own conversation.
-    expect(routeMessage(dir, 'per-peer', internal('warden', asked.threadId)).path).toBe(join(dir.threads, 'peers', 'internal.warden'));
+    expect(routeMessage(dir, 'per-peer', internal('warden', asked.threadId)).path).toBe(join(dir.threads, 'agents', 'warden.dm.peer-telegram.main.42'));
     // An external source never uses its conversation id to pick a thread.
     expect(routeMessage(dir, 'per-peer', formatAddress({ kind: 'external', channelType: 'telegram', instance: 'main', conversationType: 'dm', conversationId: asked.threadId, peerId: '43' })).path).toBe(
       join(dir.threads, 'peers', 'telegram.main.43'),
@@ -232,15 +271,20 @@ describe("another agent's answer naming one of our threads", () => {
     const group = routeMessage(dir, 'per-peer', inGroup('-100', '42'));
     initThread(group.path, { home: t.home }).close();
     expect(routeMessage(dir, 'per-channel', answer('warden', group.threadId))).toEqual(group);
+    // And one asked from another agent's conversation (we asked on, to answer it), there.
+    const asking = routeMessage(dir, 'per-peer', internal('admin', 'peer-telegram.main.42'));
+    initThread(asking.path, { home: t.home }).close();
+    expect(routeMessage(dir, 'per-agent', answer('warden', asking.threadId))).toEqual(asking);
 
-    for (const conversation of ['group-../x', 'group-', 'group-a/b', 'groups-x', 'peer-../x', 'peer-../peers/telegram.main.42', 'peer-', 'peer-a/b', `peer-${'x'.repeat(70)}`, 'channel-..', 'mainx', '../threads/main', 'peers/telegram.main.42']) {
+    for (const conversation of ['group-../x', 'group-', 'group-a/b', 'groups-x', 'agent-../x', 'agent-', 'agents-x', 'peer-../x', 'peer-../peers/telegram.main.42', 'peer-', 'peer-a/b', `peer-${'x'.repeat(70)}`, 'channel-..', 'mainx', '../threads/main', 'peers/telegram.main.42']) {
       expect(threadById(dir, conversation), conversation).toBeNull();
       const route = routeMessage(dir, 'per-peer', answer('warden', conversation));
-      expect(route.path, conversation).toBe(join(dir.threads, 'peers', 'internal.warden'));
+      expect(route.kind, conversation).toBe('agent');
+      expectInside(route.path, join(dir.threads, 'agents'));
     }
     // threads/main/ exists from init, but is a thread only once used.
     expect(existsSync(join(dir.threads, 'main'))).toBe(true);
-    expect(routeMessage(dir, 'per-peer', answer('warden', 'main')).path).toBe(join(dir.threads, 'peers', 'internal.warden'));
+    expect(routeMessage(dir, 'per-peer', answer('warden', 'main')).path).toBe(join(dir.threads, 'agents', 'warden.reply.main'));
     initThread(join(dir.threads, 'main'), { home: t.home }).close();
     expect(routeMessage(dir, 'per-peer', answer('warden', 'main')).path).toBe(join(dir.threads, 'main'));
     expect(readdirSync(join(dir.threads, 'peers'))).toEqual(['telegram.main.42']);

@@ -13,11 +13,14 @@ import type { RoutingMode, ThreadKind, ThreadRoute } from './types.js';
  *
  * A conversation is a conversation: a group (an external conversation that is not a `dm`) always
  * has a thread of its own, whatever the mode, so that nobody's direct messages or memory reach
- * it, and it answers in the group:
+ * it, and it answers in the group. So has each conversation of another agent that asks us (`agent
+ * send` names the asking agent's thread as conversation id): what a person told that agent in one
+ * conversation never reaches our answer in another.
  *
  * - group:       threads/sessions/<type>.<instance>.<conv type>.<conv id>/   thread id `group-…`
+ * - agent:       threads/agents/<agent>.<conv type>.<conv id>/               thread id `agent-…`
  *
- * The mode decides how direct messages (and other agents' questions) are grouped:
+ * The mode decides how people's direct messages are grouped:
  *
  * - per-peer:    threads/peers/<type>.<instance>.<peer>/   thread id `peer-…`
  * - per-channel: threads/channels/<type>.<instance>/       thread id `channel-…`
@@ -25,7 +28,8 @@ import type { RoutingMode, ThreadKind, ThreadRoute } from './types.js';
  *
  * Another agent's answer to our question (`agent send`) comes with the conversation type
  * `reply` (ANSWER_CONVERSATION) and the asking thread's id as conversation id: it goes back into
- * that thread. Questions from other agents (type `dm`) are routed like any peer's messages.
+ * that thread; one that names no thread of ours is routed like a question, as that agent's
+ * conversation.
  */
 export const ANSWER_CONVERSATION = 'reply';
 
@@ -33,7 +37,10 @@ export const ANSWER_CONVERSATION = 'reply';
 const DIRECT = 'dm';
 
 /** Thread kind → directory under threads/ (`sessions` is the seed's name for per-conversation threads). */
-const FOLDERS = { peer: 'peers', channel: 'channels', group: 'sessions' } as const satisfies Record<Exclude<ThreadKind, 'main'>, string>;
+const FOLDERS = { peer: 'peers', channel: 'channels', group: 'sessions', agent: 'agents' } as const satisfies Record<Exclude<ThreadKind, 'main'>, string>;
+
+/** The directories under threads/ that hold a thread each (threads/main/ is a thread itself). */
+export const THREAD_FOLDERS: readonly string[] = Object.values(FOLDERS);
 
 export function routeMessage(dir: AgentDir, mode: RoutingMode, source: string): ThreadRoute {
   const address = parseAddress(source);
@@ -45,11 +52,14 @@ export function routeMessage(dir: AgentDir, mode: RoutingMode, source: string): 
     if (asked && existsSync(join(asked.path, 'events.db'))) return asked; // a thread, not just a directory (threads/main/ is made by init)
   }
   // '.' joins the parts, so it is escaped in all but the last one: two senders never share a key.
-  const channel = address.kind === 'external' ? `${dotless(address.channelType)}.${dotless(address.instance)}` : 'internal';
-  if (address.kind === 'external' && address.conversationType !== DIRECT) {
+  if (address.kind === 'internal') {
+    return inFolder(dir, 'agent', slug(`${dotless(address.agentId)}.${dotless(address.conversationType)}.${address.conversationId}`));
+  }
+  const channel = `${dotless(address.channelType)}.${dotless(address.instance)}`;
+  if (address.conversationType !== DIRECT) {
     return inFolder(dir, 'group', slug(`${channel}.${dotless(address.conversationType)}.${address.conversationId}`));
   }
-  const peerKey = slug(`${channel}.${address.kind === 'external' ? address.peerId : dotless(address.agentId)}`);
+  const peerKey = slug(`${channel}.${address.peerId}`);
   switch (mode) {
     case 'per-peer':
       return inFolder(dir, 'peer', peerKey);
@@ -63,20 +73,22 @@ export function routeMessage(dir: AgentDir, mode: RoutingMode, source: string): 
 /** The thread a thread id names, or null for an id that is not one of ours (or not a slug). */
 export function threadById(dir: AgentDir, threadId: string): ThreadRoute | null {
   if (threadId === 'main') return mainThread(dir);
-  const match = /^(peer|channel|group)-(.+)$/.exec(threadId);
+  const match = /^(peer|channel|group|agent)-(.+)$/.exec(threadId);
   if (!match || !isSlug(match[2]!)) return null;
   return inFolder(dir, match[1] as keyof typeof FOLDERS, match[2]!);
 }
 
 /** A thread where several people write: their messages are named in the history. */
 export function mixesPeople(route: ThreadRoute): boolean {
-  return route.kind !== 'peer';
+  return route.kind !== 'peer' && route.kind !== 'agent';
 }
 
 /**
  * A thread under threads/<folder>/<key>. The key names the memory a call gets: a peer thread's
  * person (user-<key>.md), a group's own (group-<key>.md); a channel thread's senders differ, so
- * routeMessage names the sender's.
+ * routeMessage names the sender's. An agent's conversation gets no person's memory: the asking
+ * agent is not a person, and a file of its own would carry what one of its conversations told us
+ * into the others (the thread's summary, thread-<id>.md, is the conversation's alone).
  */
 function inFolder(dir: AgentDir, kind: keyof typeof FOLDERS, key: string): ThreadRoute {
   return {

@@ -360,7 +360,7 @@ describe('agent run: a conversation is a conversation', () => {
     inbox.push({ source: 'internal:dm:peer-x:other', type: 'message', content: JSON.stringify({ text: 'another agent', reply_context: claim('peer-x', 'third') }) });
     inbox.close();
     await run();
-    expect(replies(join(dir.threads, 'peers', 'internal.other')).map((r) => r.content.reply_context)).toEqual([
+    expect(replies(join(dir.threads, 'agents', 'other.dm.peer-x')).map((r) => r.content.reply_context)).toEqual([
       { kind: 'internal', conversation_type: 'dm', conversation_id: 'peer-x', agent_id: 'other', asking_event_id: 5 },
       { kind: 'internal', conversation_type: 'dm', conversation_id: 'peer-x', agent_id: 'other' },
       { kind: 'internal', conversation_type: 'dm', conversation_id: 'peer-x', agent_id: 'other' },
