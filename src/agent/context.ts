@@ -15,8 +15,10 @@ import type { MemoryLayer, ThreadRoute } from './types.js';
  */
 export interface MemoryFiles {
   agent: string;
-  /** The person's memory; null where a thread mixes people (per-agent). */
+  /** The person's memory; null in a group (it is private), for an agent, and where the sender is not known. */
   user: string | null;
+  /** A group's own memory, in place of a person's; null outside groups. */
+  group: string | null;
   thread: string;
 }
 
@@ -24,6 +26,7 @@ export function memoryFiles(dir: AgentDir, route: ThreadRoute): MemoryFiles {
   return {
     agent: join(dir.memory, 'agent.md'),
     user: route.peerKey ? join(dir.memory, `user-${route.peerKey}.md`) : null,
+    group: route.groupKey ? join(dir.memory, `group-${route.groupKey}.md`) : null,
     thread: join(dir.memory, `thread-${route.threadId}.md`),
   };
 }
@@ -55,9 +58,11 @@ export interface SystemPrompt {
 export function buildSystemPrompt({ dir, route, memory, caps, source, now = new Date() }: SystemPromptInput): SystemPrompt {
   const sections = [identityText(dir)];
   const truncated: MemoryTruncation[] = [];
+  // A group's memory stands where a person's would: it takes the person cap.
   const layers: [MemoryLayer, string, string | null][] = [
     ['agent', 'What I have learned (my agent memory)', memory.agent],
     ['person', 'What I know about this person', memory.user],
+    ['person', 'What I know about this group', memory.group],
     ['conversation', 'Summary of this conversation so far', memory.thread],
   ];
   for (const [layer, title, file] of layers) {
@@ -71,8 +76,8 @@ export function buildSystemPrompt({ dir, route, memory, caps, source, now = new 
 - time: ${now.toISOString()}
 - agent: ${dir.id} (directory ${dir.root}; workdir ${dir.workdir})
 - from: ${describeSource(source)}
-- thread: ${route.threadId}
-- memory files: agent ${memory.agent}${memory.user ? `; this person ${memory.user}` : ''}${earlierConversations(dir, route)}`);
+- thread: ${route.threadId}${privacyNote(route)}
+- memory files: agent ${memory.agent}${memory.user ? `; this person ${memory.user}` : ''}${memory.group ? `; this group ${memory.group}` : ''}${earlierConversations(dir, route)}`);
   return { text: sections.join('\n\n'), truncated };
 }
 
@@ -85,6 +90,17 @@ export function identityText(dir: AgentDir): string {
 function earlierConversations(dir: AgentDir, route: ThreadRoute): string {
   const folder = join(dir.memory, CONVERSATIONS_DIR, route.threadId);
   return existsSync(folder) ? `\n- summaries of this conversation's earlier parts (before a /new): ${folder}/` : '';
+}
+
+/**
+ * What the runtime facts tell the model to keep out of a group or an agent's conversation: everyone
+ * in a group reads the answer; an agent's conversation has no memory file of its own, and what it
+ * tells would reach every conversation through the agent memory.
+ */
+function privacyNote(route: ThreadRoute): string {
+  if (route.kind === 'group') return '\n- a group conversation: everyone in it reads my answer, so what a person told me in private stays out of it';
+  if (route.kind === 'agent') return '\n- one conversation of another agent: what it tells me about people stays out of my agent memory, which every conversation reads';
+  return '';
 }
 
 /**

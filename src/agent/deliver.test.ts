@@ -253,7 +253,7 @@ describe('agent deliver to another agent', () => {
     initAgent(t.home, 'other');
     const source = formatAddress({ kind: 'internal', conversationType: 'dm', conversationId: 'peer-telegram.main.42', agentId: 'other' });
     const { path, id } = await reply('what is 6*7?', source);
-    expect(path).toBe(join(dir.threads, 'peers', 'internal.other'));
+    expect(path).toBe(join(dir.threads, 'agents', 'other.dm.peer-telegram.main.42'));
     const result = await deliver(path);
     expect(result.code, result.stderr).toBe(0);
     expect(JSON.parse(result.stdout)).toEqual({ delivered: 1, skipped: 0, failed: false });
@@ -275,5 +275,18 @@ describe('agent deliver to another agent', () => {
     expect((await deliver(path, 'replay')).code).toBe(0);
     expect(events(join(t.home, 'agents', 'other', 'inbox'))).toHaveLength(1);
     expect(mailbox()).toEqual([]);
+  });
+
+  it('carries the message the question was asked for from the question, through the answer, into the asking agent\'s inbox', async () => {
+    initAgent(t.home, 'other');
+    // As `agent send` runs inside other's bash_exec, answering its event 7 of thread peer-telegram.main.42.
+    sendToAgent(t.home, 'helper', { text: 'what is 6*7?', env: { THECLAW_AGENT: 'other', THECLAW_CONVERSATION: 'peer-telegram.main.42', THECLAW_ASKING_EVENT: '7' } });
+    await runAgent('helper', { home: t.home, env: t.env });
+    const path = join(dir.threads, 'agents', 'other.dm.peer-telegram.main.42');
+    const [answer] = events(path, "type = 'message' AND source = 'self'");
+    expect(parseMessageContent(answer!.content).reply_context).toEqual({ kind: 'internal', conversation_type: 'dm', conversation_id: 'peer-telegram.main.42', agent_id: 'other', asking_event_id: 7 });
+    expect((await deliver(path)).code).toBe(0);
+    const [delivered] = events(join(t.home, 'agents', 'other', 'inbox'));
+    expect(parseMessageContent(delivered!.content).reply_context).toEqual({ kind: 'internal', conversation_type: 'reply', conversation_id: 'peer-telegram.main.42', agent_id: 'helper', asking_event_id: 7 });
   });
 });

@@ -131,7 +131,14 @@ async function deliverOne(home: string, dir: AgentDir, thread: Thread, event: Th
       content: JSON.stringify({
         text: content.text,
         attachments: [],
-        reply_context: { kind: 'internal', conversation_type: ANSWER_CONVERSATION, conversation_id: context.conversation_id, agent_id: dir.id },
+        reply_context: {
+          kind: 'internal',
+          conversation_type: ANSWER_CONVERSATION,
+          conversation_id: context.conversation_id,
+          agent_id: dir.id,
+          // The asker passes the answer on to the message that asked (reply-context.ts).
+          ...(context.asking_event_id ? { asking_event_id: context.asking_event_id } : {}),
+        },
         in_reply_to: event.id,
       }),
       idempotency_key: `${dir.id}:${thread.path}#${event.id}`,

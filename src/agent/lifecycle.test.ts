@@ -52,7 +52,7 @@ describe('agent init', () => {
   it('creates the directory tree, the texts, a config naming the agent and an inbox thread', async () => {
     const out = await ok(['init', 'helper']);
     expect(out).toContain(`created agent helper in ${root('helper')}`);
-    for (const dir of ['sessions', 'memory', 'threads', 'threads/peers', 'threads/channels', 'threads/main', 'workdir', 'logs']) {
+    for (const dir of ['sessions', 'memory', 'threads', 'threads/peers', 'threads/channels', 'threads/sessions', 'threads/agents', 'threads/main', 'workdir', 'logs']) {
       expect(statSync(join(root('helper'), dir)).isDirectory(), dir).toBe(true);
     }
     expect(readFileSync(join(root('helper'), 'IDENTITY.md'), 'utf8')).toMatch(/^# helper\n\nI am helper/);

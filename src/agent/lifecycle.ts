@@ -11,6 +11,7 @@ import { openThread } from '../thread/thread.js';
 import { agentDir, listAgentIds, loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
 import { identityText } from './context.js';
 import { defaultIdentity, defaultUsage, isSystemAgentId, SYSTEM_AGENTS } from './identity.js';
+import { THREAD_FOLDERS } from './router.js';
 import { AgentConfigSchema } from './types.js';
 import { agentModel, describeShortage, windowShortage } from './window-check.js';
 
@@ -45,7 +46,7 @@ export interface InitOptions {
 export function initAgent(home: string, id: string, options: InitOptions = {}): AgentDir {
   const dir = newAgentDir(home, id);
   const kind = options.kind ?? (isSystemAgentId(id) ? 'system' : 'user');
-  for (const path of [dir.sessions, dir.memory, join(dir.threads, 'peers'), join(dir.threads, 'channels'), join(dir.threads, 'main'), dir.skills, dir.workdir, dir.logs]) {
+  for (const path of [dir.sessions, dir.memory, ...THREAD_FOLDERS.map((folder) => join(dir.threads, folder)), join(dir.threads, 'main'), dir.skills, dir.workdir, dir.logs]) {
     mkdirSync(path, { recursive: true });
   }
   const texts = agentTexts(id);
@@ -213,7 +214,7 @@ export function listAgents(home: string): AgentStatus[] {
 /** Every conversation thread directory of the agent. */
 export function conversationThreads(dir: AgentDir): string[] {
   const found: string[] = [];
-  for (const group of ['peers', 'channels']) {
+  for (const group of THREAD_FOLDERS) {
     const parent = join(dir.threads, group);
     if (!existsSync(parent)) continue;
     for (const name of readdirSync(parent)) {

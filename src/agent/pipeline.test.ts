@@ -96,13 +96,15 @@ describe('agent to agent through the real pipeline', () => {
 
     // b's side: a's question from a's conversation, and b's answer addressed back to it.
     const bThread = routeMessage(b, 'per-peer', `internal:dm:${aThread.threadId}:a`);
-    expect(bThread.path).toBe(join(b.threads, 'peers', 'internal.a'));
+    expect(bThread.path).toBe(join(b.threads, 'agents', `a.dm.${aThread.threadId}`));
     const bMessages = events(bThread.path);
     expect(bMessages.map((event) => [event.source, parseMessageContent(event.content).text])).toEqual([
       [`internal:dm:${aThread.threadId}:a`, 'what is 6*7?'],
       ['self', '42'],
     ]);
-    expect(parseMessageContent(bMessages[1]!.content).reply_context).toEqual({ kind: 'internal', conversation_type: 'dm', conversation_id: aThread.threadId, agent_id: 'a' });
+    // The question, b's answer and its delivery into a's inbox carry the message that asked, which a answers.
+    expect(parseMessageContent(bMessages[1]!.content).reply_context).toEqual({ kind: 'internal', conversation_type: 'dm', conversation_id: aThread.threadId, agent_id: 'a', asking_event_id: aMessages[0]!.id });
+    expect(parseMessageContent(aMessages[2]!.content).reply_context).toEqual({ kind: 'internal', conversation_type: 'reply', conversation_id: aThread.threadId, agent_id: 'b', asking_event_id: aMessages[0]!.id });
 
     // Everything delivered and acknowledged, nothing failed, nothing sent to the terminal by b.
     await waitFor(async () => {

@@ -2,14 +2,25 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseAddress } from '../core/address.js';
 import { ClawError } from '../core/errors.js';
-import { slug } from '../core/slug.js';
+import { isSlug, slug } from '../core/slug.js';
 import type { AgentDir } from './agent-dir.js';
-import type { RoutingMode, ThreadRoute } from './types.js';
+import type { RoutingMode, ThreadKind, ThreadRoute } from './types.js';
 
 /**
  * Routes an inbox message to a conversation thread by its `source` address — never by an
- * optional field of the content (DESIGN §9). Thread directories are slugs, so hostile peer ids
+ * optional field of the content (DESIGN §9). Thread directories are slugs, so hostile ids
  * (`../x`, `a:b`, 300 characters) stay inside `threads/` and never collide.
+ *
+ * A conversation is a conversation: a group (an external conversation that is not a `dm`) always
+ * has a thread of its own, whatever the mode, so that nobody's direct messages or memory reach
+ * it, and it answers in the group. So has each conversation of another agent that asks us (`agent
+ * send` names the asking agent's thread as conversation id): what a person told that agent in one
+ * conversation never reaches our answer in another.
+ *
+ * - group:       threads/sessions/<type>.<instance>.<conv type>.<conv id>/   thread id `group-…`
+ * - agent:       threads/agents/<agent>.<conv type>.<conv id>/               thread id `agent-…`
+ *
+ * The mode decides how people's direct messages are grouped:
  *
  * - per-peer:    threads/peers/<type>.<instance>.<peer>/   thread id `peer-…`
  * - per-channel: threads/channels/<type>.<instance>/       thread id `channel-…`
@@ -17,9 +28,19 @@ import type { RoutingMode, ThreadRoute } from './types.js';
  *
  * Another agent's answer to our question (`agent send`) comes with the conversation type
  * `reply` (ANSWER_CONVERSATION) and the asking thread's id as conversation id: it goes back into
- * that thread. Questions from other agents (type `dm`) are routed like any peer's messages.
+ * that thread; one that names no thread of ours is routed like a question, as that agent's
+ * conversation.
  */
 export const ANSWER_CONVERSATION = 'reply';
+
+/** The external conversation type of a direct chat; every other type is a group of people. */
+const DIRECT = 'dm';
+
+/** Thread kind → directory under threads/ (`sessions` is the seed's name for per-conversation threads). */
+const FOLDERS = { peer: 'peers', channel: 'channels', group: 'sessions', agent: 'agents' } as const satisfies Record<Exclude<ThreadKind, 'main'>, string>;
+
+/** The directories under threads/ that hold a thread each (threads/main/ is a thread itself). */
+export const THREAD_FOLDERS: readonly string[] = Object.values(FOLDERS);
 
 export function routeMessage(dir: AgentDir, mode: RoutingMode, source: string): ThreadRoute {
   const address = parseAddress(source);
@@ -30,31 +51,57 @@ export function routeMessage(dir: AgentDir, mode: RoutingMode, source: string): 
     const asked = threadById(dir, address.conversationId);
     if (asked && existsSync(join(asked.path, 'events.db'))) return asked; // a thread, not just a directory (threads/main/ is made by init)
   }
-  // '.' joins the parts, so it is escaped in all but the peer id: two senders never share a key.
-  const [channel, peer] =
-    address.kind === 'external'
-      ? [`${dotless(address.channelType)}.${dotless(address.instance)}`, address.peerId]
-      : ['internal', dotless(address.agentId)];
-  const peerKey = slug(`${channel}.${peer}`);
+  // '.' joins the parts, so it is escaped in all but the last one: two senders never share a key.
+  if (address.kind === 'internal') {
+    return inFolder(dir, 'agent', slug(`${dotless(address.agentId)}.${dotless(address.conversationType)}.${address.conversationId}`));
+  }
+  const channel = `${dotless(address.channelType)}.${dotless(address.instance)}`;
+  if (address.conversationType !== DIRECT) {
+    return inFolder(dir, 'group', slug(`${channel}.${dotless(address.conversationType)}.${address.conversationId}`));
+  }
+  const peerKey = slug(`${channel}.${address.peerId}`);
   switch (mode) {
     case 'per-peer':
-      return { threadId: `peer-${peerKey}`, path: join(dir.threads, 'peers', peerKey), peerKey };
-    case 'per-channel': {
-      const leaf = slug(channel);
-      return { threadId: `channel-${leaf}`, path: join(dir.threads, 'channels', leaf), peerKey };
-    }
+      return inFolder(dir, 'peer', peerKey);
+    case 'per-channel':
+      return { ...inFolder(dir, 'channel', slug(channel)), peerKey };
     case 'per-agent':
-      return { threadId: 'main', path: join(dir.threads, 'main'), peerKey };
+      return { ...mainThread(dir), peerKey };
   }
 }
 
-/** The thread a thread id names, or null for an id that is not one of ours (or not canonical). */
+/** The thread a thread id names, or null for an id that is not one of ours (or not a slug). */
 export function threadById(dir: AgentDir, threadId: string): ThreadRoute | null {
-  if (threadId === 'main') return { threadId, path: join(dir.threads, 'main'), peerKey: null };
-  const match = /^(peer|channel)-(.+)$/.exec(threadId);
-  if (!match || slug(match[2]!) !== match[2]) return null;
-  const [, kind, leaf] = match as unknown as [string, 'peer' | 'channel', string];
-  return { threadId, path: join(dir.threads, kind === 'peer' ? 'peers' : 'channels', leaf), peerKey: kind === 'peer' ? leaf : null };
+  if (threadId === 'main') return mainThread(dir);
+  const match = /^(peer|channel|group|agent)-(.+)$/.exec(threadId);
+  if (!match || !isSlug(match[2]!)) return null;
+  return inFolder(dir, match[1] as keyof typeof FOLDERS, match[2]!);
+}
+
+/** A thread where several people write: their messages are named in the history. */
+export function mixesPeople(route: ThreadRoute): boolean {
+  return route.kind !== 'peer' && route.kind !== 'agent';
+}
+
+/**
+ * A thread under threads/<folder>/<key>. The key names the memory a call gets: a peer thread's
+ * person (user-<key>.md), a group's own (group-<key>.md); a channel thread's senders differ, so
+ * routeMessage names the sender's. An agent's conversation gets no person's memory: the asking
+ * agent is not a person, and a file of its own would carry what one of its conversations told us
+ * into the others (the thread's summary, thread-<id>.md, is the conversation's alone).
+ */
+function inFolder(dir: AgentDir, kind: keyof typeof FOLDERS, key: string): ThreadRoute {
+  return {
+    threadId: `${kind}-${key}`,
+    path: join(dir.threads, FOLDERS[kind], key),
+    kind,
+    peerKey: kind === 'peer' ? key : null,
+    groupKey: kind === 'group' ? key : null,
+  };
+}
+
+function mainThread(dir: AgentDir): ThreadRoute {
+  return { threadId: 'main', path: join(dir.threads, 'main'), kind: 'main', peerKey: null, groupKey: null };
 }
 
 function dotless(part: string): string {

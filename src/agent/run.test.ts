@@ -4,9 +4,9 @@ import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { formatAddress } from '../core/address.js';
+import { formatAddress, parseAddress, type ExternalAddress } from '../core/address.js';
 import { tryLock } from '../core/lock.js';
-import { parseMessageContent } from '../core/message.js';
+import { formatMessageContent, parseMessageContent } from '../core/message.js';
 import { readSession } from '../pai/session.js';
 import { threadEvents, createTestHome, runTool, startFakeOpenAI, writeFakePaiConfig, type FakeLlmOptions, type FakeLlmServer, type LooseJson, type TestHome } from '../testing/index.js';
 import { openThread } from '../thread/thread.js';
@@ -266,6 +266,105 @@ describe('agent run: errors', () => {
     expect(await run()).toEqual({ handled: 1, replied: 1, errors: 0 });
     expect(consumer(dir.inbox, 'inbox')).toMatchObject({ progress: 2, pending: 0 });
     expect(readFileSync(dir.log, 'utf8')).toContain('inbox event 1 cannot be routed');
+  });
+});
+
+describe('agent run: a conversation is a conversation', () => {
+  const telegram = (peer: string, conversationType = 'dm', conversationId = peer) =>
+    formatAddress({ kind: 'external', channelType: 'telegram', instance: 'main', conversationType, conversationId, peerId: peer });
+  /** Pushes a message as xgw does: with the platform's message id in its reply context. */
+  function receive(source: string, text: string, messageId: string): void {
+    const address = parseAddress(source) as ExternalAddress;
+    const reply_context = { kind: 'external' as const, channel_id: `${address.channelType}:${address.instance}`, conversation_type: address.conversationType, conversation_id: address.conversationId, peer_id: address.peerId, message_id: messageId };
+    const inbox = openThread(dir.inbox, { home: t.home });
+    inbox.push({ source, type: 'message', content: formatMessageContent({ text, attachments: [], reply_context }) });
+    inbox.close();
+  }
+  /** Pushes another agent's answer to a question our thread asked, as agent deliver does. */
+  function answer(threadId: string, text: string, askingEventId?: number): void {
+    const reply_context = { kind: 'internal' as const, conversation_type: 'reply', conversation_id: threadId, agent_id: 'expert', ...(askingEventId ? { asking_event_id: askingEventId } : {}) };
+    const inbox = openThread(dir.inbox, { home: t.home });
+    inbox.push({ source: `internal:reply:${threadId}:expert`, type: 'message', content: formatMessageContent({ text, attachments: [], reply_context }) });
+    inbox.close();
+  }
+
+  it("answers a group in the group, with the group's memory and none of a member's direct messages or memory", async () => {
+    const server = await fakeServer();
+    const dm = telegram('42');
+    const group = telegram('42', 'group', '-100');
+    writeFileSync(join(dir.memory, `user-${routeMessage(dir, 'per-peer', dm).peerKey}.md`), 'PERSON-MEMORY: PIN hint\n');
+    writeFileSync(join(dir.memory, `group-${routeMessage(dir, 'per-peer', group).groupKey}.md`), 'GROUP-MEMORY: the chess club\n');
+    receive(dm, 'my PIN is 4321', '1');
+    await run();
+    receive(group, 'hello everyone', '2');
+    receive(telegram('43', 'group', '-100'), 'hi from 43', '3');
+    expect(await run()).toEqual({ handled: 2, replied: 2, errors: 0 });
+
+    const [dmRequest, ...groupRequests] = completions(server);
+    expect(systemOf(dmRequest!)).toContain('PERSON-MEMORY');
+    for (const request of groupRequests) {
+      const text = JSON.stringify(request.body);
+      expect(text).not.toContain('4321');
+      expect(text).not.toContain('PERSON-MEMORY');
+      expect(systemOf(request)).toContain('GROUP-MEMORY: the chess club');
+      expect(systemOf(request)).toContain('- a group conversation: everyone in it reads my answer');
+    }
+    // Several people write in a group: the history names them.
+    expect(textsOf(groupRequests[1]!)).toContain('[42 via telegram:main (group -100)] hello everyone');
+    const groupThread = routeMessage(dir, 'per-peer', group);
+    expect(groupThread.path).toBe(join(dir.threads, 'sessions', 'telegram.main.group.-100'));
+    expect(replies(groupThread.path).map((r) => r.content.reply_context)).toEqual([
+      { kind: 'external', channel_id: 'telegram:main', conversation_type: 'group', conversation_id: '-100', peer_id: '42', message_id: '2' },
+      { kind: 'external', channel_id: 'telegram:main', conversation_type: 'group', conversation_id: '-100', peer_id: '43', message_id: '3' },
+    ]);
+    expect(replies(routeMessage(dir, 'per-peer', dm).path).map((r) => r.content.reply_context)).toEqual([
+      { kind: 'external', channel_id: 'telegram:main', conversation_type: 'dm', conversation_id: '42', peer_id: '42', message_id: '1' },
+    ]);
+  });
+
+  it("passes an agent's answer on to the message that asked, not to whoever wrote last; without one it is kept, and recorded", async () => {
+    await fakeServer();
+    setAgentConfig({ routing: { default: 'per-channel' } });
+    const channel = routeMessage(dir, 'per-channel', telegram('alice'));
+    receive(telegram('alice'), 'ask the expert about my PIN', '10');
+    await run();
+    receive(telegram('bob'), 'hello', '11');
+    await run();
+    const [asking] = messages(channel.path).filter((event) => event.source !== 'self');
+    const ourReplyToBob = replies(channel.path)[1]!.event;
+
+    answer(channel.threadId, 'the PIN is 9999', asking!.id);
+    answer(channel.threadId, 'an answer asked by an older agent send');
+    answer(channel.threadId, 'an answer naming a reply of ours', ourReplyToBob.id);
+    answer(channel.threadId, 'an answer naming a message yet to come', 1_000);
+    expect(await run()).toEqual({ handled: 4, replied: 4, errors: 0 });
+
+    const relays = replies(channel.path).slice(2);
+    expect(relays.map((r) => [r.content.text, r.content.reply_context])).toEqual([
+      ['echo: the PIN is 9999', { kind: 'external', channel_id: 'telegram:main', conversation_type: 'dm', conversation_id: 'alice', peer_id: 'alice', message_id: '10' }],
+      ['echo: an answer asked by an older agent send', undefined],
+      ['echo: an answer naming a reply of ours', undefined],
+      ['echo: an answer naming a message yet to come', undefined],
+    ]);
+    const problems = records<ErrorRecord>(channel.path, 'error');
+    expect(problems).toEqual(relays.slice(1).map((r) => expect.objectContaining({ in_reply_to: r.content.in_reply_to, stage: 'route', error: expect.stringMatching(/^the answer of agent expert names .*not passed on to anyone$/) })));
+    expect(readFileSync(dir.log, 'utf8')).toMatch(/\[WARN\] run: the answer in thread channel-telegram\.main to event \d+ is kept there: the answer of agent expert names no asking message/);
+  });
+
+  it('keeps the asking message of a question only when the question comes from the conversation it names', async () => {
+    await fakeServer();
+    const inbox = openThread(dir.inbox, { home: t.home });
+    const claim = (conversation: string, agent: string) => ({ kind: 'internal', conversation_type: 'dm', conversation_id: conversation, agent_id: agent, asking_event_id: 5 });
+    inbox.push({ source: 'internal:dm:peer-x:other', type: 'message', content: JSON.stringify({ text: 'honest', reply_context: claim('peer-x', 'other') }) });
+    inbox.push({ source: 'internal:dm:peer-x:other', type: 'message', content: JSON.stringify({ text: 'another conversation', reply_context: claim('peer-y', 'other') }) });
+    inbox.push({ source: 'internal:dm:peer-x:other', type: 'message', content: JSON.stringify({ text: 'another agent', reply_context: claim('peer-x', 'third') }) });
+    inbox.close();
+    await run();
+    expect(replies(join(dir.threads, 'agents', 'other.dm.peer-x')).map((r) => r.content.reply_context)).toEqual([
+      { kind: 'internal', conversation_type: 'dm', conversation_id: 'peer-x', agent_id: 'other', asking_event_id: 5 },
+      { kind: 'internal', conversation_type: 'dm', conversation_id: 'peer-x', agent_id: 'other' },
+      { kind: 'internal', conversation_type: 'dm', conversation_id: 'peer-x', agent_id: 'other' },
+    ]);
   });
 });
 

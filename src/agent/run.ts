@@ -1,12 +1,10 @@
 import { existsSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { parseAddress } from '../core/address.js';
 import { ClawError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
 import { tryLock } from '../core/lock.js';
 import { createLogger, type Logger } from '../core/logger.js';
 import { createRedactor } from '../core/secrets.js';
 import { isStorageError, storageError } from '../core/storage-error.js';
-import { parseMessageContent, type ReplyContext } from '../core/message.js';
 import { chat } from '../pai/chat.js';
 import type { ModelCaller } from '../pai/llm.js';
 import { ModelCallError } from '../pai/model-error.js';
@@ -16,10 +14,11 @@ import type { BashExecArgs, PaiConfig, ResolvedModel } from '../pai/types.js';
 import { openThread, type Thread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
 import { loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
-import { memoryFiles, messageText, sessionFile } from './context.js';
+import { memoryFiles, sessionFile } from './context.js';
 import { deliverHandler, INBOX_CONSUMER, OUTBOUND_CONSUMER, OUTBOUND_FILTER } from './lifecycle.js';
 import { callWithinWindow } from './overflow.js';
-import { ANSWER_CONVERSATION, routeMessage } from './router.js';
+import { answerTarget, readInbound, type AnswerTarget } from './reply-context.js';
+import { mixesPeople, routeMessage } from './router.js';
 import { chatCommandOf } from './chat-commands.js';
 import { answerChatCommand } from './command-replies.js';
 import { RunningTurns, watchForStop, type RunningTurn } from './turn-stop.js';
@@ -171,8 +170,9 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
     return 'already_handled';
   }
   const inbound = readInbound(event);
+  const target = answerTarget(thread, inbound, inboundId);
   const memory = memoryFiles(dir, route);
-  const mixedPeople = config.routing.default !== 'per-peer';
+  const mixedPeople = mixesPeople(route);
   const record = (subtype: string, content: object, idempotencyKey?: string) =>
     thread.push({ source: 'self', type: 'record', subtype, content: JSON.stringify(content), idempotency_key: idempotencyKey });
   const summarise = async (system: string, input: string) => {
@@ -182,7 +182,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
   const command = chatCommandOf(event);
   if (command) {
     const text = await answerChatCommand(command, { ...turn, route, thread, inboxEvent: event, commandId: inboundId, summaryFile: memory.thread, mixedPeople, summarise });
-    pushReply(thread, inbound, inboundId, text, outcomeKey);
+    pushReply(thread, target, inboundId, text, outcomeKey);
     logger.info(`run: answered /${command} in thread ${route.threadId} (event ${inboundId})`);
     return 'replied';
   }
@@ -196,8 +196,9 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
       input: inbound.text,
       sessionFile: session,
       tools: true,
-      // What `agent send` and `cmds` run through bash_exec need to know about the asker.
-      env: { ...turn.env, THECLAW_HOME: turn.home, THECLAW_AGENT: dir.id, THECLAW_AGENT_DIR: dir.root, THECLAW_CONVERSATION: route.threadId },
+      // What `agent send` and `cmds` run through bash_exec need to know about the asker; the
+      // asking event is the message that an answer to `agent send` will be passed on to.
+      env: { ...turn.env, THECLAW_HOME: turn.home, THECLAW_AGENT: dir.id, THECLAW_AGENT_DIR: dir.root, THECLAW_CONVERSATION: route.threadId, THECLAW_ASKING_EVENT: String(target.eventId ?? inboundId) },
       onEvent(chatEvent) {
         if (chatEvent.type === 'tool_call') commands.set(chatEvent.id, chatEvent.arguments);
         if (chatEvent.type === 'retry') {
@@ -252,7 +253,8 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
       logger.info(`run: NO_REPLY to thread ${route.threadId} event ${inboundId}`);
       return 'no_reply';
     }
-    pushReply(thread, inbound, inboundId, result.text, outcomeKey);
+    pushReply(thread, target, inboundId, result.text, outcomeKey);
+    if (target.problem) logger.warn(`run: the answer in thread ${route.threadId} to event ${inboundId} is kept there: ${target.problem}`);
     logger.info(`run: replied in thread ${route.threadId} to event ${inboundId} (${result.toolRounds} tool rounds, ${result.usage.input}+${result.usage.output} tokens)`);
     return 'replied';
   } catch (error) {
@@ -284,98 +286,21 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
 }
 
 /**
- * The reply to an inbound message, keyed by its outcome key. Without a reply context it is kept in
- * the thread and goes nowhere: an agent's answer to our question, in a conversation with no person
- * to tell, is not sent back (no ping-pong).
+ * The reply to an inbound message, keyed by its outcome key, to where the answer goes. Without a
+ * reply context it is kept in the thread and goes nowhere (see reply-context.ts); when that is
+ * because the answer's way back is in doubt, the thread records why.
  */
-function pushReply(thread: Thread, inbound: Inbound, inboundId: number, text: string, outcomeKey: string): void {
-  const replyContext = replyContextFor(thread, inbound);
+function pushReply(thread: Thread, target: AnswerTarget, inboundId: number, text: string, outcomeKey: string): void {
+  const { replyContext } = target;
   thread.push({
     source: 'self',
     type: 'message',
     content: JSON.stringify({ text, attachments: [], ...(replyContext ? { reply_context: replyContext } : {}), in_reply_to: inboundId }),
     idempotency_key: outcomeKey,
   });
-}
-
-interface Inbound {
-  text: string;
-  replyContext: ReplyContext | null;
-  /** It answers a message of ours (an agent's reply to `agent send`). */
-  isReply: boolean;
-  source: string;
-}
-
-/** The inbound message's text and where an answer goes: its reply_context, or its source address. */
-function readInbound(event: ThreadEvent): Inbound {
-  let content;
-  try {
-    content = parseMessageContent(event.content);
-  } catch {
-    return { text: messageText(event.content), replyContext: replyContextFromSource(event.source), isReply: isAnswer(event.source), source: event.source };
+  if (target.problem) {
+    thread.push({ source: 'self', type: 'record', subtype: 'error', content: JSON.stringify({ in_reply_to: inboundId, stage: 'route', error: target.problem } satisfies ErrorRecord) });
   }
-  return {
-    text: content.text,
-    replyContext: trustedReplyContext(content.reply_context, event.source),
-    isReply: isAnswer(event.source),
-    source: event.source,
-  };
-}
-
-function isAnswer(source: string): boolean {
-  try {
-    const address = parseAddress(source);
-    return address.kind === 'internal' && address.conversationType === ANSWER_CONVERSATION;
-  } catch {
-    return false;
-  }
-}
-
-/**
- * Where an answer may go is decided by the source address; the content's reply_context only adds
- * what the address cannot carry (the platform message id to quote), and only when it names the
- * same channel, conversation and peer: an inbox writer cannot redirect the agent's answer.
- */
-function trustedReplyContext(claimed: ReplyContext | undefined, source: string): ReplyContext | null {
-  const derived = replyContextFromSource(source);
-  if (!claimed || !derived || claimed.kind !== derived.kind) return derived;
-  if (claimed.kind === 'external' && derived.kind === 'external') {
-    const same = claimed.channel_id === derived.channel_id && claimed.conversation_id === derived.conversation_id && claimed.peer_id === derived.peer_id;
-    return same && claimed.message_id ? { ...derived, message_id: claimed.message_id } : derived;
-  }
-  return derived;
-}
-
-function replyContextFromSource(source: string): ReplyContext | null {
-  try {
-    const address = parseAddress(source);
-    if (address.kind === 'external') {
-      return {
-        kind: 'external',
-        channel_id: `${address.channelType}:${address.instance}`,
-        conversation_type: address.conversationType,
-        conversation_id: address.conversationId,
-        peer_id: address.peerId,
-      };
-    }
-    if (address.kind === 'internal') {
-      return { kind: 'internal', conversation_type: address.conversationType, conversation_id: address.conversationId, agent_id: address.agentId };
-    }
-  } catch {
-    // not an address: nowhere to answer
-  }
-  return null;
-}
-
-/**
- * Where the answer goes. An agent's reply to our question (`agent send`) came back into the
- * conversation that asked: the answer goes to the person of that conversation (the newest
- * external message's context), not back to the agent.
- */
-function replyContextFor(thread: Thread, inbound: Inbound): ReplyContext | null {
-  if (!inbound.isReply) return inbound.replyContext;
-  const people = thread.peek({ filter: "type = 'message' AND source LIKE 'external:%'", last: 1 });
-  return people[0] ? readInbound(people[0]).replyContext : null;
 }
 
 interface CallInput {

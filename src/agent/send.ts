@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { userInfo } from 'node:os';
-import { formatAddress, parseAddress } from '../core/address.js';
+import { formatAddress, parseAddress, type SourceAddress } from '../core/address.js';
 import { ClawError } from '../core/errors.js';
 import { formatMessageContent, type ReplyContext } from '../core/message.js';
 import { runTerminalChat } from '../xgw/chat-client.js';
@@ -21,6 +21,17 @@ export function defaultSource(env: NodeJS.ProcessEnv): string {
   return formatAddress({ kind: 'external', channelType: 'terminal', instance: 'local', conversationType: 'dm', conversationId: user, peerId: user });
 }
 
+/**
+ * The message a question from inside an agent's bash_exec is asked for (THECLAW_ASKING_EVENT, set
+ * by agent run), when the question comes from that agent's conversation: the answer is passed on
+ * to that message, not to whoever wrote in the conversation last.
+ */
+function askingEvent(env: NodeJS.ProcessEnv, address: SourceAddress): number | undefined {
+  if (address.kind !== 'internal' || address.agentId !== env.THECLAW_AGENT || address.conversationId !== env.THECLAW_CONVERSATION) return undefined;
+  const id = Number(env.THECLAW_ASKING_EVENT);
+  return Number.isSafeInteger(id) && id > 0 ? id : undefined;
+}
+
 export interface SendOptions {
   text: string;
   source?: string;
@@ -37,10 +48,11 @@ export function sendToAgent(home: string, id: string, options: SendOptions): num
   if (address.kind === 'internal' && address.agentId === id) {
     throw new ClawError('usage', `agent ${id} cannot send to itself`, { suggestion: 'send to another agent' });
   }
+  const asking = askingEvent(options.env ?? process.env, address);
   const reply_context: ReplyContext =
     address.kind === 'external'
       ? { kind: 'external', channel_id: `${address.channelType}:${address.instance}`, conversation_type: address.conversationType, conversation_id: address.conversationId, peer_id: address.peerId }
-      : { kind: 'internal', conversation_type: address.conversationType, conversation_id: address.conversationId, agent_id: address.agentId };
+      : { kind: 'internal', conversation_type: address.conversationType, conversation_id: address.conversationId, agent_id: address.agentId, ...(asking ? { asking_event_id: asking } : {}) };
   const inbox = openThread(dir.inbox, { home });
   try {
     return inbox.push({ source, type: 'message', content: formatMessageContent({ text: options.text, attachments: [], reply_context }), idempotency_key: options.idempotencyKey });

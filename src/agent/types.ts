@@ -67,14 +67,24 @@ export const AgentConfigSchema = z.strictObject({
 
 export type AgentConfig = z.output<typeof AgentConfigSchema>;
 
+/**
+ * The kinds of conversation thread: one person's direct messages (`peer`), those of a channel or of
+ * everyone (`channel`, `main`, as the routing mode says), one group conversation (`group`), or one
+ * conversation of another agent that asks this one (`agent`).
+ */
+export type ThreadKind = 'peer' | 'channel' | 'main' | 'group' | 'agent';
+
 /** Where a message goes: a conversation thread of the agent. */
 export interface ThreadRoute {
   /** Stable id: names the session file and the thread memory file. */
   threadId: string;
   /** Absolute directory of the thread. */
   path: string;
-  /** Memory file of the peer, for per-peer layers (null for per-agent main threads' mixed peers). */
+  kind: ThreadKind;
+  /** The sender's memory file (user-<peerKey>.md); null in a group, for an agent, and where the sender is not known. */
   peerKey: string | null;
+  /** A group's own memory file (group-<groupKey>.md), in place of a person's; null outside groups. */
+  groupKey: string | null;
 }
 
 /** Content of the records the runtime writes (type `record`). */

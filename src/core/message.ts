@@ -24,6 +24,11 @@ export const InternalReplyContextSchema = z.object({
   conversation_id: z.string().check(z.minLength(1)),
   /** The agent that sent the message and gets the reply in its inbox. */
   agent_id: z.string().check(z.minLength(1)),
+  /**
+   * The message (an event id in the asking agent's conversation thread) that the question was
+   * asked for: the question carries it, and so does the answer, which goes to that message.
+   */
+  asking_event_id: z.optional(z.int().check(z.positive())),
 });
 
 export const ReplyContextSchema = z.discriminatedUnion('kind', [ExternalReplyContextSchema, InternalReplyContextSchema]);

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { isValidId, slug } from './slug.js';
+import { isSlug, isValidId, slug } from './slug.js';
 
 const SLUG_SHAPE = /^[A-Za-z0-9_-][A-Za-z0-9._-]*$/;
 
@@ -50,6 +50,17 @@ describe('slug', () => {
     const prefix = 'a'.repeat(64);
     expect(slug(`${prefix}x`)).not.toBe(slug(`${prefix}y`));
     expect(slug(`${prefix}x`)).not.toBe(slug(prefix));
+  });
+
+  it('recognises every slug it makes, and no name that is unsafe as a directory', () => {
+    fc.assert(
+      fc.property(name, (x) => {
+        expect(isSlug(slug(x))).toBe(true);
+        if (isSlug(x)) checkShape(x);
+      }),
+      { numRuns: 1000 },
+    );
+    for (const bad of ['', '.', '..', '.x', '/', 'a/b', '../x', 'a\0b', 'x'.repeat(65)]) expect(isSlug(bad), bad).toBe(false);
   });
 
   it('always produces a safe file name of at most 64 characters', () => {

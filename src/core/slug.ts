@@ -23,6 +23,15 @@ export function slug(name: string, maxLength = 64): string {
   return `${readable}--${hash}`;
 }
 
+/**
+ * Whether `slug` could have made this name: for names read back from elsewhere (a thread id in a
+ * message), which must name a directory of their own and nothing outside it. Hashed slugs pass
+ * too: their hash cannot be checked without the original, and needs not be.
+ */
+export function isSlug(name: string, maxLength = 64): boolean {
+  return name.length <= maxLength && SAFE.test(name);
+}
+
 const ID = /^[a-z0-9][a-z0-9_-]{0,62}$/;
 
 /** Ids a user chooses (agent ids, timer ids): lower-case, digits, `_` and `-`, at most 63. */

@@ -1,0 +1,271 @@
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import fc from 'fast-check';
+import { parse, stringify } from 'yaml';
+import { describe, expect, it } from 'vitest';
+import { formatAddress } from '../core/address.js';
+import { formatMessageContent, parseMessageContent, type ExternalReplyContext } from '../core/message.js';
+import type { ModelCaller, ModelRequest } from '../pai/llm.js';
+import { createTestHome, threadEvents, type TestHome } from '../testing/index.js';
+import { openThread } from '../thread/thread.js';
+import { deliverReplies } from './deliver.js';
+import { conversationThreads, initAgent } from './lifecycle.js';
+import { routeMessage } from './router.js';
+import { runAgent } from './run.js';
+import { sendToAgent } from './send.js';
+import { ROUTING_MODES, type RoutingMode } from './types.js';
+
+// The privacy property of issue 10 §1, on real agent runs (real threads and inboxes, bash_exec,
+// real deliveries between the agents; only the model is a function): for random interleavings of
+// direct and group messages from several people, some delegated by admin to a helper agent whose
+// answers come back while others write, no request admin sends to the model holds another
+// conversation's text or a memory that is not the conversation's, no request of the helper holds
+// text of another of admin's conversations than the one that asked it, nor anyone's memory, and
+// every reply — a relayed answer too — goes to the conversation of the message it answers.
+//
+// Admin asks through bash_exec: the command hands the environment agent run gave it to the test,
+// which sends the question in-process with it (sendToAgent, what `agent send` runs), so that twenty
+// runs need no `agent` process each; the end-to-end tests run the real `agent send`.
+
+const PEOPLE = ['101', '102', '103'];
+const GROUPS = ['-100', '-200'];
+
+interface Message {
+  person: string;
+  /** 'dm' or a group's chat id. */
+  where: string;
+  /** Admin asks the helper about it (`agent send` in bash_exec) and passes the answer on. */
+  delegate: boolean;
+  /** What runs after it arrives: nothing, admin, or admin then helper then helper's deliveries. */
+  then: 'wait' | 'admin' | 'all';
+}
+
+const message = fc.record({
+  person: fc.constantFrom(...PEOPLE),
+  where: fc.constantFrom('dm', ...GROUPS),
+  delegate: fc.nat(4).map((n) => n === 0),
+  then: fc.constantFrom('wait', 'admin', 'all'),
+});
+const scenario = fc.record({
+  mode: fc.constantFrom<RoutingMode>(...ROUTING_MODES),
+  helperMode: fc.constantFrom<RoutingMode>(...ROUTING_MODES),
+  messages: fc.array(message, { minLength: 1, maxLength: 6 }).map((list) => {
+    let delegations = 0;
+    return list.map((m) => ({ ...m, delegate: m.delegate && ++delegations <= 2 }));
+  }),
+});
+
+const marker = (index: number) => `<<m${index}>>`;
+const userMemory = (person: string) => `<<user-memory-${person}>>`;
+const groupMemory = (group: string) => `<<group-memory-${group}>>`;
+const MARKERS = /<<m(\d+)>>/g;
+const USER_MEMORIES = /<<user-memory-(\d+)>>/g;
+const GROUP_MEMORIES = /<<group-memory-(-\d+)>>/g;
+
+function sourceOf(m: Message): string {
+  const conversationType = m.where === 'dm' ? 'dm' : 'group';
+  return formatAddress({ kind: 'external', channelType: 'telegram', instance: 'main', conversationType, conversationId: m.where === 'dm' ? m.person : m.where, peerId: m.person });
+}
+
+/** Where the answer to message `index` must go: its chat, its sender, quoting it. */
+function contextOf(m: Message, index: number): ExternalReplyContext {
+  return {
+    kind: 'external',
+    channel_id: 'telegram:main',
+    conversation_type: m.where === 'dm' ? 'dm' : 'group',
+    conversation_id: m.where === 'dm' ? m.person : m.where,
+    peer_id: m.person,
+    message_id: String(index + 1),
+  };
+}
+
+/** The conversation a message belongs to: a group is one; direct messages are grouped as the mode says. */
+function conversationOf(m: Message, mode: RoutingMode): string {
+  if (m.where !== 'dm') return `group ${m.where}`;
+  return mode === 'per-peer' ? `dm ${m.person}` : 'direct messages';
+}
+
+interface Requests {
+  admin: ModelRequest[];
+  helper: ModelRequest[];
+}
+
+/**
+ * The model of both agents: admin notes messages, delegates the marked ones (a command that writes
+ * the question with its environment to `asks`) and passes answers on; the helper answers.
+ */
+function fakeModel(requests: Requests, asks: string): ModelCaller {
+  return async (request) => {
+    const agent = /^- agent: (\S+)/m.exec(request.system)?.[1];
+    const last = request.history.at(-1)!;
+    const reply = (text: string, command?: string) => ({
+      ok: true as const,
+      reply: {
+        text,
+        toolCalls: command ? [{ id: 'call-1', name: 'bash_exec', arguments: { command } }] : [],
+        usage: { input: 1, output: 1, cache_read: 0, cache_write: 0, cost: 0 },
+      },
+    });
+    if (agent === 'helper') {
+      requests.helper.push(structuredClone(request));
+      return reply(`answer for ${all(MARKERS, last.content).map(Number).map(marker).join(' ')}`);
+    }
+    requests.admin.push(structuredClone(request));
+    if (last.role === 'tool') return reply('I asked the helper.');
+    if (last.content.startsWith('answer for ')) return reply('The helper says so.');
+    if (last.content.endsWith(' DELEGATE')) {
+      const question = `question for ${last.content.replace(' DELEGATE', '')}`;
+      return reply('', `echo "$THECLAW_AGENT $THECLAW_CONVERSATION $THECLAW_ASKING_EVENT ${question}" >> ${asks}`);
+    }
+    return reply('Noted.');
+  };
+}
+
+/** The current input of a request: its last user line (tool rounds come after it). */
+function currentInput(request: ModelRequest): string {
+  return request.history.findLast((line) => line.role === 'user')!.content;
+}
+
+const all = (pattern: RegExp, text: string) => [...text.matchAll(pattern)].map((match) => match[1]!);
+
+interface Scenario {
+  mode: RoutingMode;
+  /** The helper's routing mode: its threads for admin's questions are the same in every one. */
+  helperMode?: RoutingMode;
+  messages: Message[];
+}
+
+async function check({ mode, helperMode = 'per-peer', messages }: Scenario): Promise<void> {
+  const t: TestHome = createTestHome();
+  try {
+    mkdirSync(join(t.home, 'pai'));
+    writeFileSync(join(t.home, 'pai', 'config.yaml'), 'default: mock/echo\n');
+    const admin = initAgent(t.home, 'admin');
+    const helper = initAgent(t.home, 'helper');
+    for (const [dir, routing] of [[admin, mode], [helper, helperMode]] as const) {
+      writeFileSync(dir.config, stringify({ ...parse(readFileSync(dir.config, 'utf8')), routing: { default: routing } }));
+    }
+    for (const person of PEOPLE) {
+      const { peerKey } = routeMessage(admin, 'per-peer', sourceOf({ person, where: 'dm', delegate: false, then: 'wait' }));
+      writeFileSync(join(admin.memory, `user-${peerKey}.md`), `${userMemory(person)}\n`);
+    }
+    for (const group of GROUPS) {
+      const { groupKey } = routeMessage(admin, mode, sourceOf({ person: PEOPLE[0]!, where: group, delegate: false, then: 'wait' }));
+      writeFileSync(join(admin.memory, `group-${groupKey}.md`), `${groupMemory(group)}\n`);
+    }
+    const requests: Requests = { admin: [], helper: [] };
+    const asks = join(t.home, 'asks');
+    const caller = fakeModel(requests, asks);
+    const runAdmin = () => runAgent('admin', { home: t.home, env: t.env, caller });
+    /** The questions admin's commands asked, sent as `agent send helper` would in that environment. */
+    const sendAsked = () => {
+      if (!existsSync(asks)) return;
+      for (const line of readFileSync(asks, 'utf8').trim().split('\n')) {
+        const [agent, conversation, asking, ...question] = line.split(' ');
+        sendToAgent(t.home, 'helper', { text: question.join(' '), env: { THECLAW_AGENT: agent, THECLAW_CONVERSATION: conversation, THECLAW_ASKING_EVENT: asking } });
+      }
+      rmSync(asks);
+    };
+    const runAll = async () => {
+      await runAdmin();
+      sendAsked();
+      await runAgent('helper', { home: t.home, env: t.env, caller });
+      for (const thread of conversationThreads(helper)) await deliverReplies({ thread, consumer: 'outbound', home: t.home, env: t.env });
+    };
+
+    for (const [index, m] of messages.entries()) {
+      const inbox = openThread(admin.inbox, { home: t.home });
+      const text = `${marker(index)}${m.delegate ? ' DELEGATE' : ''}`;
+      inbox.push({ source: sourceOf(m), type: 'message', content: formatMessageContent({ text, attachments: [], reply_context: contextOf(m, index) }) });
+      inbox.close();
+      if (m.then === 'admin') await runAdmin();
+      if (m.then === 'all') await runAll();
+    }
+    await runAll();
+    await runAll(); // the last answers, passed on
+
+    // No request holds another conversation's text, nor a memory that is not its own.
+    for (const request of requests.admin) {
+      const input = currentInput(request);
+      const [current, ...more] = all(MARKERS, input).map(Number);
+      expect(more, input).toEqual([]);
+      const conversation = conversationOf(messages[current!]!, mode);
+      const text = JSON.stringify(request);
+      for (const seen of all(MARKERS, text).map(Number)) expect(conversationOf(messages[seen]!, mode), `${conversation} request holds ${marker(seen)}`).toBe(conversation);
+      // A person's memory only in their own direct conversation; in a shared one only while they
+      // write (not for an agent's answer); never in a group.
+      const sender = messages[current!]!;
+      const personal = sender.where === 'dm' && (mode === 'per-peer' || !input.startsWith('answer for ')) ? [sender.person] : [];
+      expect(all(USER_MEMORIES, text), `${conversation}: ${input}`).toEqual(personal);
+      expect(all(GROUP_MEMORIES, text), `${conversation}: ${input}`).toEqual(sender.where === 'dm' ? [] : [sender.where]);
+    }
+
+    // The helper's requests hold the text of the one conversation of admin that asked, and no
+    // memory but its own: a question is not a person, nor are admin's conversations one.
+    expect(requests.helper).toHaveLength(messages.filter((m) => m.delegate).length);
+    for (const request of requests.helper) {
+      const input = currentInput(request);
+      const [asked, ...more] = all(MARKERS, input).map(Number);
+      expect(more, input).toEqual([]);
+      const conversation = conversationOf(messages[asked!]!, mode);
+      for (const seen of all(MARKERS, JSON.stringify(request)).map(Number)) expect(conversationOf(messages[seen]!, mode), `helper asked from ${conversation} holds ${marker(seen)}`).toBe(conversation);
+      expect(request.system).toMatch(/^- memory files: agent \S+$/m);
+    }
+
+    // Every message has one reply, to its own conversation; every delegated one a second, the
+    // helper's answer passed on to it.
+    const replies = conversationThreads(admin).flatMap((path) => {
+      const events = threadEvents(t.home, path, "type = 'message'");
+      return events
+        .filter((event) => event.source === 'self')
+        .map((event) => {
+          const content = parseMessageContent(event.content);
+          const answered = parseMessageContent(events.find((e) => e.id === content.in_reply_to)!.content).text;
+          return { answered, context: content.reply_context };
+        });
+    });
+    const expected = messages.flatMap((m, index) => [
+      { answered: `${marker(index)}${m.delegate ? ' DELEGATE' : ''}`, context: contextOf(m, index) },
+      ...(m.delegate ? [{ answered: `answer for ${marker(index)}`, context: contextOf(m, index) }] : []),
+    ]);
+    const byText = (a: { answered: string }, b: { answered: string }) => a.answered.localeCompare(b.answered);
+    expect(replies.sort(byText)).toEqual(expected.sort(byText));
+  } finally {
+    t.cleanup();
+  }
+}
+
+describe('privacy: a conversation is a conversation', () => {
+  it('keeps every request to its own conversation and every reply to the conversation it answers, for random interleavings (property)', async () => {
+    await fc.assert(fc.asyncProperty(scenario, check), { numRuns: 20 });
+  }, 120_000);
+
+  it('does so in the case of the issue: a private answer, delegated, while the person writes in a group', async () => {
+    const dm = { person: '101', where: 'dm' };
+    await check({
+      mode: 'per-peer',
+      messages: [
+        { ...dm, delegate: true, then: 'admin' },
+        { person: '101', where: '-100', delegate: false, then: 'all' },
+      ],
+    });
+    await check({
+      mode: 'per-channel',
+      messages: [
+        { ...dm, delegate: true, then: 'admin' },
+        { person: '102', where: 'dm', delegate: false, then: 'all' },
+      ],
+    });
+  }, 60_000);
+
+  it.each(ROUTING_MODES)('keeps the conversations of the asking agent apart in the agent it asks: a question from a direct chat, then one from a group (helper %s)', async (helperMode) => {
+    await check({
+      mode: 'per-peer',
+      helperMode,
+      messages: [
+        { person: '101', where: 'dm', delegate: true, then: 'all' },
+        { person: '101', where: '-100', delegate: true, then: 'all' },
+      ],
+    });
+  }, 60_000);
+});

@@ -1,0 +1,100 @@
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parse, stringify } from 'yaml';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { FakeStep, LooseJson, RecordedRequest } from '../testing/fake-llm.js';
+import { textUpdate } from '../testing/fake-telegram.js';
+import { contentText, echoToolStep, lastUserText, startSystem, until, type System } from './support.js';
+
+/**
+ * A conversation is a conversation (issue 10 §1), through the whole system: real daemons, the
+ * fake Telegram Bot API, the fake model. A person's direct chat — its text and their memory —
+ * never reaches the request of a group they write in, and an answer admin gets from another agent
+ * (`agent send` in its bash_exec) goes to the chat that asked, even when the person (or someone
+ * else) wrote elsewhere meanwhile.
+ */
+
+let system: System | undefined;
+/** Lets a held model call answer (a failed test must not leave it hanging). */
+let release = () => {};
+
+afterEach(async () => {
+  release();
+  await system?.stop();
+  system = undefined;
+});
+
+const PERSON = 111;
+const GROUP = -100123;
+const mention = (s: System, text: string) => `@${s.telegram.bot.username} ${text}`;
+
+const systemOf = (request: RecordedRequest) => contentText((request.body?.messages as LooseJson[] | undefined)?.find((message) => message.role === 'system')?.content);
+/** The conversation thread a request was made for (the runtime facts name it). */
+const threadOf = (request: RecordedRequest) => /^- thread: (\S+)$/m.exec(systemOf(request))?.[1] ?? '';
+const sentTo = (s: System, chat: number) => s.telegram.sent.filter((sent) => Number(sent.chat_id) === chat);
+
+describe('privacy: a conversation is a conversation', () => {
+  it('keeps a direct chat and its person\'s memory out of the request of a group the person writes in', async () => {
+    const s = (system = await startSystem({ llm: { defaultStep: echoToolStep } }));
+    writeFileSync(join(s.home, 'agents', 'admin', 'memory', `user-telegram.main.${PERSON}.md`), 'PERSON-MEMORY: keeps the PIN on a sticky note\n');
+
+    s.telegram.queueUpdate(textUpdate({ from: PERSON, text: 'my PIN is 4321' }));
+    await until(() => sentTo(s, PERSON).length === 1, 'the answer in the direct chat');
+    s.telegram.queueUpdate(textUpdate({ from: PERSON, chat: GROUP, text: mention(s, 'what is new?') }));
+    await until(() => sentTo(s, GROUP).length === 1, 'the answer in the group');
+
+    const direct = s.llm.requests.filter((request) => threadOf(request) === `peer-telegram.main.${PERSON}`);
+    const group = s.llm.requests.filter((request) => threadOf(request).startsWith('group-'));
+    expect(direct.map(lastUserText)).toContain('my PIN is 4321');
+    expect(systemOf(direct[0]!)).toContain('PERSON-MEMORY');
+    expect(group.map(lastUserText)).toContain('what is new?');
+    for (const request of group) {
+      expect(JSON.stringify(request.body)).not.toContain('4321');
+      expect(JSON.stringify(request.body)).not.toContain('PERSON-MEMORY');
+      expect(systemOf(request)).not.toContain(`user-telegram.main.${PERSON}.md`);
+    }
+    expect(sentTo(s, GROUP)[0]!.text).toBe('reply to: what is new?');
+    expect(sentTo(s, PERSON).map((sent) => sent.text)).toEqual(['reply to: my PIN is 4321']);
+  });
+
+  it.each(['per-peer', 'per-channel'] as const)(
+    'passes a delegated answer on to the direct chat that asked, though the person wrote in a group and another person wrote meanwhile (%s)',
+    async (mode) => {
+      // The helper's model answers only once the interleaved messages are answered.
+      const released = new Promise<void>((resolve) => (release = resolve));
+      const script: FakeStep = async (request) => {
+        const text = lastUserText(request);
+        const last: LooseJson = request.body?.messages?.at(-1);
+        if (systemOf(request).includes('- agent: helper ')) {
+          await released;
+          return { kind: 'text', text: 'the PIN is 9999' };
+        }
+        if (last?.role === 'tool') return { kind: 'text', text: 'I asked the helper.' };
+        if (text === 'what is my PIN?') return { kind: 'tool_call', name: 'bash_exec', arguments: { command: 'agent send helper --text "what is the PIN of this person?"' } };
+        if (text === 'the PIN is 9999') return { kind: 'text', text: 'The helper says: the PIN is 9999' };
+        return { kind: 'text', text: `reply to: ${text}` };
+      };
+      const s = (system = await startSystem({ llm: { defaultStep: script } }));
+      const config = join(s.home, 'agents', 'admin', 'config.yaml');
+      writeFileSync(config, stringify({ ...parse(readFileSync(config, 'utf8')), routing: { default: mode } }));
+      await s.must('agent', ['init', 'helper']);
+      await s.must('agent', ['start', 'helper']);
+
+      const asked = s.telegram.queueUpdate(textUpdate({ from: PERSON, text: 'what is my PIN?' }));
+      await until(() => sentTo(s, PERSON).length === 1, 'admin saying it asked the helper');
+      s.telegram.queueUpdate(textUpdate({ from: PERSON, chat: GROUP, text: mention(s, 'hello group') }));
+      s.telegram.queueUpdate(textUpdate({ from: 222, text: 'hello from 222' }));
+      await until(() => sentTo(s, GROUP).length === 1 && sentTo(s, 222).length === 1, 'the answers in the group and to 222');
+      release();
+      await until(() => sentTo(s, PERSON).length === 2, 'the answer passed on', 30_000);
+
+      expect(sentTo(s, PERSON).map((sent) => [sent.text, sent.reply_parameters?.message_id])).toEqual([
+        ['I asked the helper.', asked.message.message_id],
+        ['The helper says: the PIN is 9999', asked.message.message_id],
+      ]);
+      expect(sentTo(s, GROUP).map((sent) => sent.text)).toEqual(['reply to: hello group']);
+      expect(sentTo(s, 222).map((sent) => sent.text)).toEqual(['reply to: hello from 222']);
+      expect(s.telegram.sent.filter((sent) => sent.text.includes('9999')).map((sent) => Number(sent.chat_id))).toEqual([PERSON]);
+    },
+  );
+});
