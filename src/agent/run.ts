@@ -9,7 +9,6 @@ import { isStorageError, storageError } from '../core/storage-error.js';
 import { parseMessageContent, type ReplyContext } from '../core/message.js';
 import { chat } from '../pai/chat.js';
 import type { ModelCaller } from '../pai/llm.js';
-import { ModelCallError } from '../pai/model-error.js';
 import { loadPaiConfig, providerSecrets, resolveModel } from '../pai/models.js';
 import { preloadProvider } from '../pai/pi.js';
 import type { BashExecArgs, PaiConfig, ResolvedModel } from '../pai/types.js';
@@ -17,10 +16,12 @@ import { openThread, type Thread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
 import { loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
 import { compactIfNeeded } from './compaction.js';
+import { answerFailure, isNotice, ModelOutage } from './failure.js';
 import { buildSystemPrompt, historyLines, memoryFiles, messageText, sessionFile } from './context.js';
 import { deliverHandler, INBOX_CONSUMER, OUTBOUND_CONSUMER, OUTBOUND_FILTER } from './lifecycle.js';
+import { noteOutage } from './outage.js';
 import { ANSWER_CONVERSATION, routeMessage } from './router.js';
-import type { AgentConfig, DecisionRecord, ErrorRecord, ThreadRoute, ToolcallRecord, UsageRecord } from './types.js';
+import type { AgentConfig, DecisionRecord, ThreadRoute, ToolcallRecord, UsageRecord } from './types.js';
 
 /**
  * `agent run <id>`: one batch, started by notifier when the inbox has messages.
@@ -32,8 +33,9 @@ import type { AgentConfig, DecisionRecord, ErrorRecord, ThreadRoute, ToolcallRec
  * 4. For each message: put it into the thread with its original source; skip it if its outcome is
  *    there already (a crash after answering); compact the thread when it has grown past the
  *    threshold; build the context; call the model through pai, recording every tool call and
- *    the usage; push the reply (with reply_context and in_reply_to), a NO_REPLY decision, or an
- *    error record.
+ *    the usage; push the reply (with reply_context and in_reply_to) or a NO_REPLY decision. A
+ *    model that fails is dealt with by failure.ts: an error notice and record, or, when it is
+ *    unavailable, the message waits (its thread stops, the run fails, notifier retries).
  * 5. Acknowledge the inbox up to the last message whose outcome is stored and before which every
  *    message of the batch is done, so a crash never skips a message.
  */
@@ -102,6 +104,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
       groups.set(route.path, [...(groups.get(route.path) ?? []), { route, event }]);
     }
     let failed: unknown;
+    let outage: ModelOutage | undefined;
     await forEachLimit([...groups.values()], config.concurrency, async (messages) => {
       for (const { route, event } of messages) {
         try {
@@ -111,14 +114,16 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
           if (outcome === 'error') summary.errors++;
           acks.done(event.id);
         } catch (error) {
-          // Not an LLM failure (those are recorded): storage or a bug. This thread stops here,
-          // unacknowledged, while the others finish; the run then fails and notifier retries.
-          logger.error(`run: inbox event ${event.id} failed: ${error instanceof Error ? error.message : String(error)}`);
+          // The model is unavailable, or not an LLM failure (storage, a bug). This thread stops
+          // here, unacknowledged, while the others finish; the run then fails and notifier retries.
+          if (error instanceof ModelOutage) outage ??= error;
+          logger.error(`run: inbox event ${event.id} ${error instanceof ModelOutage ? 'waits, with the later messages of its conversation' : 'failed'}: ${error instanceof Error ? error.message : String(error)}`);
           failed ??= error;
           return;
         }
       }
     });
+    noteOutage(dir, { outage, failed: failed !== undefined }, logger);
     if (failed !== undefined) throw failed;
     logger.info(`run: done, ${summary.handled} handled, ${summary.replied} replied, ${summary.errors} errors`);
     return summary;
@@ -184,7 +189,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
     const system = compacted ? buildSystemPrompt(promptInput) : before;
     const history = thread
       .peek({ afterId, filter: "type = 'message'", last: config.context.recent_messages + 1 })
-      .filter((message) => message.id !== inboundId)
+      .filter((message) => message.id !== inboundId && !isNotice(message))
       .slice(-config.context.recent_messages);
     const session = sessionFile(dir, route);
     writeSession(session, historyLines(history, mixedPeople));
@@ -250,18 +255,9 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
     // the run after the disk recovers (the error record could not be written anyway, or would
     // consume the message for good if it could).
     if (isStorageError(error)) throw error;
-    // Unrecoverable (or retried in vain): recorded in the thread, and the batch goes on.
-    record(
-      'error',
-      {
-        in_reply_to: inboundId,
-        stage: 'llm',
-        error: turn.redact(error instanceof Error ? error.message : String(error)),
-        ...(error instanceof ModelCallError ? { kind: error.modelError.kind, status: error.modelError.status } : { kind: 'internal' }),
-      } satisfies ErrorRecord,
-      outcomeKey,
-    );
-    logger.error(`run: no answer to thread ${route.threadId} event ${inboundId}: ${error instanceof Error ? error.message : String(error)}`);
+    // Told to the person and recorded (unrecoverable), or thrown as ModelOutage: see failure.ts.
+    const failure = answerFailure({ thread, config, event, inboundId, outcomeKey, replyContext: replyContextFor(thread, inbound), redact: turn.redact }, error);
+    logger.error(`run: no answer to thread ${route.threadId} event ${inboundId} (${failure.kind}): ${error instanceof Error ? error.message : String(error)}`);
     return 'error';
   }
 }

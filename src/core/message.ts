@@ -36,12 +36,21 @@ export const AttachmentSchema = z.object({
   mime_type: z.optional(z.string()),
 });
 
+export const NOTICE_KINDS = ['error', 'delayed'] as const;
+export type NoticeKind = (typeof NOTICE_KINDS)[number];
+
 export const MessageContentSchema = z.object({
   text: z.string(),
   attachments: z._default(z.array(AttachmentSchema), []),
   reply_context: z.optional(ReplyContextSchema),
   /** Id of the event (in the same thread) this message answers. */
   in_reply_to: z.optional(z.int().check(z.positive())),
+  /**
+   * Set on what the runtime says instead of an answer (src/agent/failure.ts): `error` (the message
+   * gets no answer), `delayed` (the answer comes once the model is back). Chat clients show it as
+   * a notice, not as the agent's answer.
+   */
+  notice: z.optional(z.enum(NOTICE_KINDS)),
 });
 
 export type ExternalReplyContext = z.infer<typeof ExternalReplyContextSchema>;
