@@ -2,12 +2,10 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
-import type { AgentStatus } from '../agent/lifecycle.js';
 import { parseMessageContent } from '../core/message.js';
-import { sleep } from '../core/retry.js';
 import type { FakeStep } from '../testing/fake-llm.js';
 import { textUpdate } from '../testing/fake-telegram.js';
-import { lastUserText, startSystem, telegramThread, until, type System, type SystemOptions } from './support.js';
+import { lastUserText, settle, startSystem, telegramThread, until, type System, type SystemOptions } from './support.js';
 
 /**
  * Model failures through the whole system (real notifier, xgw and agent processes; a fake OpenAI
@@ -44,19 +42,6 @@ function switchableModel(): { step: FakeStep; setDown(value: boolean): void } {
 function setAgentConfig(s: System, patch: Record<string, unknown>): void {
   const path = join(s.home, 'agents', 'admin', 'config.yaml');
   writeFileSync(path, stringify({ ...(parse(readFileSync(path, 'utf8')) as object), ...patch }));
-}
-
-async function agentStatus(s: System): Promise<AgentStatus> {
-  return JSON.parse((await s.must('agent', ['status', 'admin', '--json'])).stdout) as AgentStatus;
-}
-
-/** Waits until the agent is idle, then one more sweep, so that a late duplicate would show. */
-async function settle(s: System): Promise<void> {
-  await until(async () => {
-    const status = await agentStatus(s);
-    return status.pending === 0 && !status.running && status.undelivered === 0;
-  }, 'the agent to be idle');
-  await sleep(1_200); // two sweeps: not a wait for anything, a window for a duplicate to appear
 }
 
 /** How many runs of the agent have failed on the model so far (from its log). */
