@@ -2,7 +2,7 @@ import { ClawError, isClawError } from '../core/errors.js';
 import type { NoticeKind, ReplyContext } from '../core/message.js';
 import { ModelCallError } from '../pai/model-error.js';
 import type { Thread } from '../thread/thread.js';
-import type { ThreadEvent } from '../thread/types.js';
+import type { PushInput, ThreadEvent } from '../thread/types.js';
 import type { AgentConfig, ErrorRecord } from './types.js';
 
 /**
@@ -114,25 +114,26 @@ export function answerFailure(message: FailedMessage, error: unknown): ModelFail
     const waitedMs = (message.now ?? Date.now()) - Date.parse(message.event.created_at);
     // Only to people: an agent that asked gets the answer later anyway, and a notice would cost it a turn.
     if (replyContext?.kind === 'external' && waitedMs >= config.notices.delayed_after_seconds * 1000) {
-      pushNotice(thread, 'delayed', noticeText(config.notices.delayed, failure), replyContext, inboundId);
+      thread.push(notice('delayed', noticeText(config.notices.delayed, failure), replyContext, inboundId));
     }
     throw new ModelOutage(failure, detail);
   }
-  // The notice first: a crash between the two leaves no outcome, and the next run, failing again,
-  // stores the record without a second notice. The other way round, the notice would never go.
-  if (replyContext) pushNotice(thread, 'error', noticeText(config.notices.error, failure), replyContext, inboundId);
+  // Both in one transaction: a crash never leaves the outcome without its notice.
   const record: ErrorRecord = { in_reply_to: inboundId, stage: 'llm', error: detail, kind: failure.kind, ...(error instanceof ModelCallError ? { status: failure.status } : {}) };
-  thread.push({ source: 'self', type: 'record', subtype: 'error', content: JSON.stringify(record), idempotency_key: message.outcomeKey });
+  thread.pushBatch([
+    ...(replyContext ? [notice('error', noticeText(config.notices.error, failure), replyContext, inboundId)] : []),
+    { source: 'self', type: 'record', subtype: 'error', content: JSON.stringify(record), idempotency_key: message.outcomeKey },
+  ]);
   return failure;
 }
 
-function pushNotice(thread: Thread, notice: NoticeKind, text: string, replyContext: ReplyContext, inboundId: number): void {
-  thread.push({
+function notice(kind: NoticeKind, text: string, replyContext: ReplyContext, inboundId: number): PushInput {
+  return {
     source: 'self',
     type: 'message',
-    content: JSON.stringify({ text, attachments: [], reply_context: replyContext, in_reply_to: inboundId, notice }),
-    idempotency_key: `${notice}-notice:${inboundId}`,
-  });
+    content: JSON.stringify({ text, attachments: [], reply_context: replyContext, in_reply_to: inboundId, notice: kind }),
+    idempotency_key: `${kind}-notice:${inboundId}`,
+  };
 }
 
 /** A notice is the runtime speaking, not the model: it is left out of the history the model sees. */
