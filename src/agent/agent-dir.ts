@@ -23,6 +23,8 @@ export interface AgentDir {
   runLock: string;
   /** The runtime's own small database (delivery attempts). */
   state: string;
+  /** Present while messages wait for an unreachable model (see outage.ts). */
+  outage: string;
 }
 
 export function agentsRoot(home: string): string {
@@ -50,6 +52,7 @@ export function agentDir(home: string, id: string): AgentDir {
     log: join(root, 'logs', 'agent.log'),
     runLock: join(root, 'run.lock'),
     state: join(root, 'state.db'),
+    outage: join(root, 'model-outage.json'),
   };
 }
 

@@ -3,6 +3,7 @@ import { basename } from 'node:path';
 import type { Thread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
 import { withoutChatCommands } from './chat-commands.js';
+import { isNotice } from './failure.js';
 import { historyLines } from './context.js';
 import { estimateTokens } from './tokens.js';
 import type { CompactionRecord } from './types.js';
@@ -64,9 +65,17 @@ export function historyStart(thread: Thread): number {
 // matters for a thread that grew before it could compact (read a part, compact that, go on).
 const MAX_UNCOMPACTED = 2_000;
 
-/** Messages after the last compaction or reset, without the current message and the chat commands. */
+/** Messages after the last compaction or reset, without the current message. */
 export function uncompacted(thread: Thread, afterId: number, currentId: number): ThreadEvent[] {
-  return withoutChatCommands(thread, thread.peek({ afterId, filter: "type = 'message'", limit: MAX_UNCOMPACTED })).filter((event) => event.id !== currentId);
+  return conversation(thread, thread.peek({ afterId, filter: "type = 'message'", limit: MAX_UNCOMPACTED }), currentId);
+}
+
+/**
+ * The messages of the conversation the model sees and summarises: not the current one, not chat
+ * commands with their answers, not the runtime's notices (they are no answer of the model's).
+ */
+export function conversation(thread: Thread, messages: readonly ThreadEvent[], currentId: number): ThreadEvent[] {
+  return withoutChatCommands(thread, messages).filter((event) => event.id !== currentId && !isNotice(event));
 }
 
 export async function compactIfNeeded(args: CompactionInput): Promise<CompactionResult> {

@@ -111,6 +111,7 @@ async function deliverOne(home: string, dir: AgentDir, thread: Thread, event: Th
       reply_to: context.message_id,
       idempotency_key: `${thread.path}#${event.id}`,
       text: content.text,
+      ...(content.notice ? { notice: content.notice } : {}),
     };
     try {
       await askXgw(home, request, 60_000);

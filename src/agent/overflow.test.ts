@@ -173,8 +173,10 @@ describe('a context the provider refuses as too long', () => {
     expect(completions()).toHaveLength(2);
     expect(completions().every(refused)).toBe(true);
     // The message's one outcome, where every unanswerable message ends (and its notice applies).
-    const inbound = threadEvents(t.home, route().path, "type = 'message'").at(-1)!;
+    const inbound = threadEvents(t.home, route().path, "type = 'message' AND source != 'self'").at(-1)!;
     expect(records('error')).toEqual([expect.objectContaining({ in_reply_to: inbound.id, stage: 'llm', kind: 'context_length', status: 400 })]);
+    const notice = threadEvents(t.home, route().path, "type = 'message' AND source = 'self'").map((event) => JSON.parse(event.content) as { notice?: string; text: string; in_reply_to: number });
+    expect(notice).toEqual([expect.objectContaining({ notice: 'error', in_reply_to: inbound.id, text: expect.stringContaining('too long for the model') })]);
     const thread = openThread(route().path, { home: t.home });
     try {
       expect(thread.findByKey(`reply:${inbound.id}`)).toBeDefined();

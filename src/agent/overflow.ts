@@ -5,8 +5,7 @@ import type { SessionLine } from '../pai/session.js';
 import type { ChatResult } from '../pai/types.js';
 import type { Thread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
-import { compactIfNeeded, historyStart, type Summarise } from './compaction.js';
-import { withoutChatCommands } from './chat-commands.js';
+import { compactIfNeeded, conversation, historyStart, type Summarise } from './compaction.js';
 import { buildSystemPrompt, historyLines, type SystemPromptInput } from './context.js';
 import { recordTruncations } from './memory-caps.js';
 import { estimateTokens } from './tokens.js';
@@ -102,11 +101,9 @@ function systemPrompt(turn: WindowedCall): string {
   return prompt.text;
 }
 
-/** The last `limit` messages after `afterId`, without the current one and chat commands (with their answers). */
+/** The last `limit` messages of the conversation after `afterId`. */
 function recentMessages(thread: Thread, afterId: number, currentId: number, limit: number): ThreadEvent[] {
-  return withoutChatCommands(thread, thread.peek({ afterId, filter: "type = 'message'", last: limit + 1 }))
-    .filter((message) => message.id !== currentId)
-    .slice(-limit);
+  return conversation(thread, thread.peek({ afterId, filter: "type = 'message'", last: limit + 1 }), currentId).slice(-limit);
 }
 
 function newestThatFit(messages: readonly ThreadEvent[], budget: number, mixedPeople: boolean): ThreadEvent[] {

@@ -171,7 +171,7 @@ describe('agent run: one message', () => {
 });
 
 describe('agent run: errors', () => {
-  it('records an unrecoverable 401 as an error without retrying, and still answers the next message', async () => {
+  it('records an unrecoverable 401 as an error without retrying, tells the person, and still answers the next message', async () => {
     const server = await fakeServer();
     server.enqueue({ kind: 'error', status: 401, message: 'Incorrect API key provided.' });
     send('first');
@@ -182,7 +182,10 @@ describe('agent run: errors', () => {
     const [error] = records<ErrorRecord>(route.path, 'error');
     expect(error).toMatchObject({ in_reply_to: first!.id, stage: 'llm', kind: 'auth', status: 401 });
     expect(error!.error).toMatch(/\S/);
-    expect(replies(route.path).map((r) => [r.content.in_reply_to, r.content.text])).toEqual([[second!.id, 'echo: second']]);
+    expect(replies(route.path).map((r) => [r.content.in_reply_to, r.content.notice, r.content.text])).toEqual([
+      [first!.id, 'error', 'I could not answer: the model refused the request (401). The owner has been told.'],
+      [second!.id, undefined, 'echo: second'],
+    ]);
     expect(completions(server)).toHaveLength(2);
     expect(consumer(dir.inbox, 'inbox')).toMatchObject({ progress: 2, pending: 0 });
     expect(readFileSync(dir.log, 'utf8')).toMatch(/\[ERROR\] run: no answer to thread .* event \d+/);
@@ -245,16 +248,19 @@ describe('agent run: errors', () => {
     expect(await run()).toEqual({ handled: 0, replied: 0, errors: 0 });
   });
 
-  it('retries recoverable errors only as often as the agent config says, then records the error', async () => {
+  it('retries recoverable errors only as often as the agent config says, then leaves the message (and the next) waiting for the model', async () => {
     const server = await fakeServer();
     setAgentConfig({ retry: { max_attempts: 2 } });
-    server.enqueue({ kind: 'error', status: 500 }, { kind: 'error', status: 503 }, { kind: 'text', text: 'not reached by the first message' });
+    server.enqueue({ kind: 'error', status: 500 }, { kind: 'error', status: 503 }, { kind: 'text', text: 'answered once the model is back' });
     send('first');
     send('second');
-    expect(await run()).toEqual({ handled: 2, replied: 1, errors: 1 });
-    expect(records<ErrorRecord>(threadOf().path, 'error')).toEqual([expect.objectContaining({ stage: 'llm', kind: 'server', status: 503 })]);
-    expect(replies(threadOf().path).map((r) => r.content.text)).toEqual(['not reached by the first message']);
-    expect(completions(server)).toHaveLength(3);
+    await expect(run()).rejects.toMatchObject({ name: 'ModelOutage', kind: 'upstream' });
+    expect(completions(server)).toHaveLength(2);
+    expect(records<ErrorRecord>(threadOf().path, 'error')).toEqual([]);
+    expect(replies(threadOf().path)).toEqual([]);
+    expect(consumer(dir.inbox, 'inbox')).toMatchObject({ progress: 0, pending: 2 });
+    expect(await run()).toEqual({ handled: 2, replied: 2, errors: 0 });
+    expect(replies(threadOf().path).map((r) => r.content.text)).toEqual(['answered once the model is back', 'echo: second']);
   });
 
   it('skips a message whose source cannot be routed, acknowledging it, and answers the rest', async () => {

@@ -7,7 +7,6 @@ import { createRedactor } from '../core/secrets.js';
 import { isStorageError, storageError } from '../core/storage-error.js';
 import { chat } from '../pai/chat.js';
 import type { ModelCaller } from '../pai/llm.js';
-import { ModelCallError } from '../pai/model-error.js';
 import { loadPaiConfig, providerSecrets, resolveModel } from '../pai/models.js';
 import { preloadProvider } from '../pai/pi.js';
 import type { BashExecArgs, PaiConfig, ResolvedModel } from '../pai/types.js';
@@ -15,9 +14,11 @@ import { openThread, type Thread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
 import { loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
 import { memoryFiles, sessionFile } from './context.js';
+import { answerFailure, ModelOutage } from './failure.js';
 import { deliverHandler, INBOX_CONSUMER, OUTBOUND_CONSUMER, OUTBOUND_FILTER } from './lifecycle.js';
 import { callWithinWindow } from './overflow.js';
 import { answerTarget, readInbound, type AnswerTarget } from './reply-context.js';
+import { noteOutage } from './outage.js';
 import { mixesPeople, routeMessage } from './router.js';
 import { chatCommandOf } from './chat-commands.js';
 import { answerChatCommand } from './command-replies.js';
@@ -35,8 +36,9 @@ import type { AgentConfig, DecisionRecord, ErrorRecord, ThreadRoute, ToolcallRec
  *    there already (a crash after answering); compact the thread when it has grown past the
  *    threshold; build the context (memory cut to its caps); call the model through pai (once more,
  *    compacted, when the provider finds the context too long), recording every tool call and
- *    the usage; push the reply (with reply_context and in_reply_to), a NO_REPLY decision, or an
- *    error record. A chat command (`/new`, `/stop`, ...: chat-commands.ts) is answered without
+ *    the usage; push the reply (with reply_context and in_reply_to) or a NO_REPLY decision. A
+ *    model that fails is dealt with by failure.ts: an error notice and record, or, when it is
+ *    unavailable, the message waits (its thread stops, the run fails, notifier retries). A chat command (`/new`, `/stop`, ...: chat-commands.ts) is answered without
  *    the model; a turn that a `/stop` ended gets a `stopped` decision (turn-stop.ts).
  * 5. Acknowledge the inbox up to the last message whose outcome is stored and before which every
  *    message of the batch is done, so a crash never skips a message.
@@ -110,6 +112,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
       groups.set(route.path, [...(groups.get(route.path) ?? []), { route, event }]);
     }
     let failed: unknown;
+    let outage: ModelOutage | undefined;
     await forEachLimit([...groups.values()], config.concurrency, async (messages) => {
       for (const { route, event } of messages) {
         const running = turns.begin(route.path, event.id);
@@ -120,9 +123,10 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
           if (outcome === 'error') summary.errors++;
           acks.done(event.id);
         } catch (error) {
-          // Not an LLM failure (those are recorded): storage or a bug. This thread stops here,
-          // unacknowledged, while the others finish; the run then fails and notifier retries.
-          logger.error(`run: inbox event ${event.id} failed: ${error instanceof Error ? error.message : String(error)}`);
+          // The model is unavailable, or not an LLM failure (storage, a bug). This thread stops
+          // here, unacknowledged, while the others finish; the run then fails and notifier retries.
+          if (error instanceof ModelOutage) outage ??= error;
+          logger.error(`run: inbox event ${event.id} ${error instanceof ModelOutage ? 'waits, with the later messages of its conversation' : 'failed'}: ${error instanceof Error ? error.message : String(error)}`);
           failed ??= error;
           return;
         } finally {
@@ -130,6 +134,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
         }
       }
     });
+    noteOutage(dir, { outage, failed: failed !== undefined }, logger);
     if (failed !== undefined) throw failed;
     logger.info(`run: done, ${summary.handled} handled, ${summary.replied} replied, ${summary.errors} errors`);
     return summary;
@@ -269,18 +274,9 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
       logger.info(`run: the turn for thread ${route.threadId} event ${inboundId} was stopped by /stop (inbox event ${stoppedBy})`);
       return 'stopped';
     }
-    // Unrecoverable (or retried in vain): recorded in the thread, and the batch goes on.
-    record(
-      'error',
-      {
-        in_reply_to: inboundId,
-        stage: 'llm',
-        error: turn.redact(error instanceof Error ? error.message : String(error)),
-        ...(error instanceof ModelCallError ? { kind: error.modelError.kind, status: error.modelError.status } : { kind: 'internal' }),
-      } satisfies ErrorRecord,
-      outcomeKey,
-    );
-    logger.error(`run: no answer to thread ${route.threadId} event ${inboundId}: ${error instanceof Error ? error.message : String(error)}`);
+    // Told to the person and recorded (unrecoverable), or thrown as ModelOutage: see failure.ts.
+    const failure = answerFailure({ thread, config, event, inboundId, outcomeKey, replyContext: target.replyContext, redact: turn.redact }, error);
+    logger.error(`run: no answer to thread ${route.threadId} event ${inboundId} (${failure.kind}): ${error instanceof Error ? error.message : String(error)}`);
     return 'error';
   }
 }

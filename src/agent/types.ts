@@ -18,6 +18,11 @@ export const DEFAULT_MEMORY_CAPS: Record<MemoryLayer, number> = { agent: 2_000, 
 // Room for the truncation marker at least.
 const memoryCap = z.int().check(z.minimum(100));
 
+/** What the person is told when a message gets no answer; `{reason}` says why in a few words. */
+export const DEFAULT_ERROR_NOTICE = 'I could not answer: {reason}. The owner has been told.';
+/** What the person is told once while the model is unreachable; the answer follows when it is back. */
+export const DEFAULT_DELAYED_NOTICE = 'Sorry for the wait: {reason}. I will answer as soon as it is back.';
+
 export const AgentConfigSchema = z.strictObject({
   agent_id: z.string(),
   kind: z._default(z.enum(['system', 'user']), 'user'),
@@ -38,6 +43,22 @@ export const AgentConfigSchema = z.strictObject({
   retry: z._default(z.strictObject({ max_attempts: z._default(z.int().check(z.positive(), z.maximum(10)), 3) }), { max_attempts: 3 }),
   /** A reply that cannot be delivered this many times is recorded as an error and skipped. */
   deliver: z._default(z.strictObject({ max_attempts: z._default(z.int().check(z.positive(), z.maximum(100)), 3) }), { max_attempts: 3 }),
+  /**
+   * What the person is told when the model fails (src/agent/failure.ts). `{reason}` (a few words
+   * of ours, never the provider's text, e.g. "the model refused the request (401)") and `{status}`
+   * (the HTTP status, or nothing) are filled in.
+   */
+  notices: z._default(
+    z.strictObject({
+      /** Instead of an answer, when the message cannot be answered (refused, no such model, config broken). */
+      error: z._default(z.string().check(z.minLength(1)), DEFAULT_ERROR_NOTICE),
+      /** Once per message, when the model has been unreachable this long; the answer follows when it is back. */
+      delayed: z._default(z.string().check(z.minLength(1)), DEFAULT_DELAYED_NOTICE),
+      /** Seconds a message waits for an unreachable model (from its arrival) before the delayed notice. */
+      delayed_after_seconds: z._default(z.number().check(z.gte(0)), 120),
+    }),
+    { error: DEFAULT_ERROR_NOTICE, delayed: DEFAULT_DELAYED_NOTICE, delayed_after_seconds: 120 },
+  ),
   context: z._default(
     z.strictObject({
       /** Recent messages of the thread put into each call. */

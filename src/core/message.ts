@@ -41,6 +41,9 @@ export const AttachmentSchema = z.object({
   mime_type: z.optional(z.string()),
 });
 
+export const NOTICE_KINDS = ['error', 'delayed'] as const;
+export type NoticeKind = (typeof NOTICE_KINDS)[number];
+
 export const MessageContentSchema = z.object({
   text: z.string(),
   attachments: z._default(z.array(AttachmentSchema), []),
@@ -52,6 +55,12 @@ export const MessageContentSchema = z.object({
    * `/cmd@botname`), set by the channel. A chat command in a group counts only then.
    */
   addressed: z.optional(z.boolean()),
+  /**
+   * Set on what the runtime says instead of an answer (src/agent/failure.ts): `error` (the message
+   * gets no answer), `delayed` (the answer comes once the model is back). Chat clients show it as
+   * a notice, not as the agent's answer.
+   */
+  notice: z.optional(z.enum(NOTICE_KINDS)),
 });
 
 export type ExternalReplyContext = z.infer<typeof ExternalReplyContextSchema>;

@@ -11,7 +11,7 @@ import { textUpdate, type FakeSentMessage } from '../testing/fake-telegram.js';
 import { listThreads } from '../thread/registry.js';
 import { openThread } from '../thread/thread.js';
 import { findVictims, Killer, Supervisor, victimKind } from './chaos.js';
-import { echoToolStep, startSystem, telegramThread, until, type System } from './support.js';
+import { agentStatus, echoToolStep, startSystem, telegramThread, until, type System } from './support.js';
 
 /**
  * Chaos: the whole system up (real notifier, xgw, agent processes; a fake OpenAI model that
@@ -198,10 +198,6 @@ describe("the chaos test's killer", () => {
 
 const repliesTo = (sent: FakeSentMessage[], message: Sent) =>
   sent.filter((reply) => Number(reply.chat_id) === message.peer && reply.reply_parameters?.message_id === message.messageId);
-
-async function agentStatus(s: System): Promise<AgentStatus> {
-  return JSON.parse((await s.must('agent', ['status', 'admin', '--json'])).stdout) as AgentStatus;
-}
 
 function isIdle(status: AgentStatus): boolean {
   return status.pending === 0 && !status.running && status.undelivered === 0;

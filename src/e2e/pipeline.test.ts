@@ -2,14 +2,13 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import type { AgentStatus } from '../agent/lifecycle.js';
 import type { NotifierStatus } from '../notifier/types.js';
 import { parseMessageContent } from '../core/message.js';
 import type { FakeStep, LooseJson, RecordedRequest } from '../testing/fake-llm.js';
 import { textUpdate } from '../testing/fake-telegram.js';
 import { openThread } from '../thread/thread.js';
 import type { MailboxEntry } from '../xgw/state.js';
-import { contentText, echoToolStep, lastUserText, startSystem, telegramThread, until, type System, type SystemOptions } from './support.js';
+import { agentStatus, contentText, echoToolStep, lastUserText, settle, startSystem, telegramThread, until, type System, type SystemOptions } from './support.js';
 
 /**
  * The whole system end to end, as a user runs it: `agent init/start admin`, `notifier start` and
@@ -29,19 +28,6 @@ afterEach(async () => {
 async function up(options: SystemOptions = {}): Promise<System> {
   system = await startSystem({ llm: { defaultStep: echoToolStep }, ...options });
   return system;
-}
-
-async function agentStatus(s: System): Promise<AgentStatus> {
-  return JSON.parse((await s.must('agent', ['status', 'admin', '--json'])).stdout) as AgentStatus;
-}
-
-/** Waits until the agent has nothing pending, running or undelivered, then one more sweep so that a late duplicate would show. */
-async function settle(s: System): Promise<void> {
-  await until(async () => {
-    const status = await agentStatus(s);
-    return status.pending === 0 && !status.running && status.undelivered === 0;
-  }, 'the agent to be idle');
-  await new Promise((resolve) => setTimeout(resolve, 1_200));
 }
 
 function inboxCount(s: System): number {

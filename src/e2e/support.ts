@@ -3,9 +3,12 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, 
 import Database from 'better-sqlite3';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { AgentStatus } from '../agent/lifecycle.js';
 import { cliPath } from '../core/package.js';
+import { sleep } from '../core/retry.js';
 import { startFakeOpenAI, type FakeLlmOptions, type FakeLlmServer, type FakeStep, type LooseJson, type RecordedRequest } from '../testing/fake-llm.js';
 import { startFakeTelegram, type FakeTelegram } from '../testing/fake-telegram.js';
+import { waitFor } from '../testing/wait.js';
 import { openThread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
 import type { XgwStatus } from '../xgw/protocol.js';
@@ -171,6 +174,20 @@ routes:
   };
 }
 
+/** `agent status admin --json`. */
+export async function agentStatus(s: System): Promise<AgentStatus> {
+  return JSON.parse((await s.must('agent', ['status', 'admin', '--json'])).stdout) as AgentStatus;
+}
+
+/** Waits until admin has nothing pending, running or undelivered, then two more sweeps, so that a late duplicate would show. */
+export async function settle(s: System): Promise<void> {
+  await waitFor(async () => {
+    const status = await agentStatus(s);
+    return status.pending === 0 && !status.running && status.undelivered === 0;
+  }, 'the agent to be idle');
+  await sleep(1_200); // not a wait for anything: the window in which a duplicate would appear
+}
+
 /** The agent's per-peer thread for a Telegram user (the router's slug of `telegram.main.<id>`). */
 export function telegramThread(home: string, peerId: number | string): string {
   return join(home, 'agents', 'admin', 'threads', 'peers', `telegram.main.${peerId}`);
@@ -244,4 +261,4 @@ export function threadSnapshot(threadPath: string): ThreadSnapshot {
   }
 }
 
-export { waitFor as until } from '../testing/wait.js';
+export { waitFor as until };

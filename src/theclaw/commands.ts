@@ -53,8 +53,18 @@ export async function status(options: Json & { recent?: number }): Promise<void>
   printLines([...formatStatus(status), ...(details ? formatDetails(details) : [])]);
 }
 
-export async function doctor(options: Json): Promise<void> {
-  const checks = await (await import('./doctor.js')).doctor(resolveHome());
+export async function retry(options: Json): Promise<void> {
+  const woken = await (await import('./system.js')).retry(resolveHome());
+  if (options.json) return printJson({ woken });
+  printLines(
+    woken.length
+      ? [`woke notifier: ${woken.length} handler(s) waiting out a backoff run now`, ...woken.map((w) => `  ${w.thread} (${w.consumer}): ${w.failures} failure(s)${w.last_error ? `: ${w.last_error}` : ''}`)]
+      : ['woke notifier: nothing was waiting out a backoff'],
+  );
+}
+
+export async function doctor(options: Json & { offline?: boolean }): Promise<void> {
+  const checks = await (await import('./doctor.js')).doctor(resolveHome(), process.env, Date.now(), { offline: options.offline });
   const failed = checks.filter((check) => check.status === 'fail');
   if (options.json) {
     printJson({ ok: failed.length === 0, checks });
@@ -133,6 +143,10 @@ function formatStatus(s: SystemStatus): string[] {
     s.queues.length ? `queues: ${s.pending} event(s) waiting` : 'queues: nothing waiting',
     ...s.queues.map((q) => `  ${q.thread} (${q.consumer}): ${q.pending} ${q.state}${q.failures ? `, ${q.failures} failure(s): ${q.last_error ?? ''}` : ''}`),
     `model: ${modelLine(s.model)}`,
+    s.model_waits.length ? 'waiting for the model (theclaw retry tries now):' : 'waiting for the model: nothing',
+    ...s.model_waits.map((w) => `  ${w.agent.padEnd(11)} ${w.pending} message(s) since ${w.since}, next try ${w.retry_at ?? 'now'}: ${w.error}`),
+    s.recent_errors.length ? 'recent errors:' : 'recent errors: none',
+    ...s.recent_errors.map((e) => `  ${e.created_at}  ${e.agent}/${e.thread} #${e.id}  ${e.stage}${e.kind ? ` (${e.kind}${e.status ? ` ${e.status}` : ''})` : ''}: ${e.error}`),
   ];
 }
 

@@ -13,38 +13,55 @@ import { lockState } from '../core/lock.js';
 import { packageRoot } from '../core/package.js';
 import { isAlive } from '../core/process.js';
 import { loadConfig as loadNotifierConfig } from '../notifier/config.js';
-import { BUILTIN_PROVIDERS, chooseModel, loadPaiConfig, MOCK_PROVIDER } from '../pai/models.js';
+import { createRedactor } from '../core/secrets.js';
+import type { SubscriptionStatus } from '../notifier/dispatcher.js';
+import { chat } from '../pai/chat.js';
+import { BUILTIN_PROVIDERS, chooseModel, loadPaiConfig, MOCK_PROVIDER, providerSecrets } from '../pai/models.js';
 import type { PaiConfig } from '../pai/types.js';
 import { openThread } from '../thread/thread.js';
 import { inspectXgwConfig, xgwConfigPath } from '../xgw/config.js';
 import { XgwConfigSchema, type ChannelConfig } from '../xgw/types.js';
-import { probeDaemons } from './status.js';
-import { DEFAULT_XGW_CONFIG } from './system.js';
+import { modelWaits, recentErrors } from './failures.js';
+import { probeDaemons, RECENT_ERRORS } from './status.js';
+import { agentsEnvironment, agentsModel, DEFAULT_XGW_CONFIG } from './system.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
 
 /** One finding: what was checked, what was found, and for a problem how to fix it. */
 export interface Check {
-  name: 'node' | 'data directory' | 'config' | 'providers' | 'agents' | 'daemons' | 'ports' | 'locks' | 'pending';
+  name: 'node' | 'data directory' | 'config' | 'providers' | 'agents' | 'model' | 'daemons' | 'ports' | 'locks' | 'pending' | 'errors';
   status: CheckStatus;
   detail: string;
   fix?: string;
 }
 
-
 /** Events waiting longer than this are reported: a healthy system hands them on in seconds. */
 export const STALE_PENDING_MS = 60_000;
+/** Error records younger than this are reported. */
+export const RECENT_ERROR_MS = 24 * 3_600_000;
+/** The model check's call: one short question, no retries, a short timeout. */
+const MODEL_CHECK = { input: 'Reply with the word OK.', system: 'You are a health check. Reply with one word.', timeoutSeconds: 20 };
+
+export interface DoctorOptions {
+  /** Skip the call to the model. */
+  offline?: boolean;
+}
 
 /**
  * `theclaw doctor`: every check runs even when an earlier one fails, since one look should show
  * every problem. Only `fail` findings make the command exit 1; `warn` ones work but deserve a look.
  */
-export async function doctor(home: string, env: NodeJS.ProcessEnv = process.env, now = Date.now()): Promise<Check[]> {
+export async function doctor(home: string, env: NodeJS.ProcessEnv = process.env, now = Date.now(), options: DoctorOptions = {}): Promise<Check[]> {
   const checks: Check[] = [checkNode(), checkDataDirectory(home)];
   if (!existsSync(home)) return checks;
   const configs = checkConfigs(home);
   checks.push(...configs.checks);
-  if (configs.pai) checks.push(checkProviders(configs.pai, env));
+  if (configs.pai) {
+    const providers = checkProviders(configs.pai, env);
+    checks.push(providers);
+    // A missing key is reported above; the offline mock needs no check.
+    if (!options.offline && providers.status === 'ok') checks.push(await checkModel(home, configs.pai, env));
+  }
   checks.push(...(await checkAgentWindows(home, configs.agents, env)));
   checks.push(...(await checkRuntime(home, configs.channels, env, now)));
   return checks;
@@ -149,6 +166,61 @@ async function checkAgentWindows(home: string, agents: Map<string, AgentConfig>,
   return checks;
 }
 
+/** One tiny real call to the model agents use, with the environment they get. */
+async function checkModel(home: string, config: PaiConfig, shellEnv: NodeJS.ProcessEnv): Promise<Check> {
+  const env = agentsEnvironment(home, shellEnv);
+  const { provider, model } = agentsModel(home, shellEnv);
+  const name = `${provider}/${model ?? '(default)'}`;
+  if (provider === MOCK_PROVIDER) return { name: 'model', status: 'ok', detail: `${name} is the offline mock: nothing to call` };
+  const started = Date.now();
+  try {
+    await chat({
+      input: MODEL_CHECK.input,
+      system: MODEL_CHECK.system,
+      tools: false,
+      provider,
+      model: model ?? undefined,
+      config: { ...config, retry: { ...config.retry, max_attempts: 1 }, timeout_seconds: Math.min(config.timeout_seconds, MODEL_CHECK.timeoutSeconds) },
+      env,
+      home,
+    });
+    return { name: 'model', status: 'ok', detail: `${name} answered in ${Date.now() - started} ms` };
+  } catch (error) {
+    const redact = createRedactor(env, providerSecrets(config, env));
+    return {
+      name: 'model',
+      status: 'fail',
+      detail: `${name} did not answer: ${redact((error as Error).message)}`,
+      fix: isClawError(error) && error.suggestion ? error.suggestion : 'check the provider settings: pai model resolve --json',
+    };
+  }
+}
+
+/** Messages waiting for an unavailable model, and error records of the last day. */
+function checkFailures(home: string, subscriptions: readonly SubscriptionStatus[], now: number): Check[] {
+  const waits = modelWaits(home, subscriptions);
+  const errors = recentErrors(home, RECENT_ERRORS).filter((e) => now - Date.parse(e.created_at) < RECENT_ERROR_MS);
+  const newest = errors[0];
+  return [
+    waits.length === 0
+      ? { name: 'model', status: 'ok', detail: 'no message waits for the model' }
+      : {
+          name: 'model',
+          status: 'warn',
+          detail: `messages wait for the model: ${waits.map((w) => `${w.pending} of ${w.agent} since ${w.since} (${w.error}; next try ${w.retry_at ?? 'now'})`).join('; ')}`,
+          fix: 'they are answered once the model is back; after fixing it, theclaw retry tries at once',
+        },
+    newest === undefined
+      ? { name: 'errors', status: 'ok', detail: 'no error recorded in the last 24 hours' }
+      : {
+          name: 'errors',
+          status: 'warn',
+          detail: `${errors.length === RECENT_ERRORS ? `${RECENT_ERRORS} or more` : errors.length} error(s) in the last 24 hours; the newest, ${newest.created_at} in ${newest.agent}/${newest.thread}: ${newest.stage}: ${newest.error}`,
+          fix: 'theclaw status lists the recent ones; the agent log (agents/<id>/logs/agent.log) has the details',
+        },
+  ];
+}
+
 async function checkRuntime(home: string, configured: ChannelConfig[], env: NodeJS.ProcessEnv, now: number): Promise<Check[]> {
   const checks: Check[] = [];
   const { notifier, xgw, components } = await probeDaemons(home);
@@ -214,6 +286,7 @@ async function checkRuntime(home: string, configured: ChannelConfig[], env: Node
       ? { name: 'pending', status: 'ok', detail: 'no event has waited more than a minute' }
       : { name: 'pending', status: 'warn', detail: `events waiting more than a minute: ${late.join('; ')}`, fix: [...fixes].join('; ') },
   );
+  checks.push(...checkFailures(home, subscriptions, now));
   return checks;
 }
 

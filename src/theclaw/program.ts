@@ -16,7 +16,7 @@ lives under $THECLAW_HOME (default ~/.theclaw). With no provider key the agents 
 offline mock model; set OPENAI_API_KEY or ANTHROPIC_API_KEY (or a base_url in pai/config.yaml)
 before theclaw up for a real one.`,
     );
-  withExamples(program, ['theclaw demo', 'theclaw up', 'theclaw status', 'theclaw doctor', 'theclaw down']);
+  withExamples(program, ['theclaw demo', 'theclaw up', 'theclaw status', 'theclaw doctor', 'theclaw retry', 'theclaw down']);
 
   withExamples(
     program
@@ -37,7 +37,7 @@ before theclaw up for a real one.`,
   withExamples(
     program
       .command('status')
-      .description('every component (running, pid, uptime, memory), every agent (pending, last activity, model) and the delivery queues')
+      .description('every component (running, pid, uptime, memory), every agent (pending, last activity, model), the delivery queues, messages waiting for the model and recent errors')
       .option('--recent <n>', "also the newest N events of every agent's threads, and model usage per agent per day (the status page's view)", positiveInt('--recent'))
       .addOption(jsonOption())
       .action(async (options) => (await commands()).status(options)),
@@ -46,10 +46,23 @@ before theclaw up for a real one.`,
   withExamples(
     program
       .command('doctor')
-      .description("check Node, the data directory, configs, provider keys, agents' model windows, ports, stale locks and old pending events; say how to fix each problem (exit 1 on a failure)")
+      .description(
+        "check Node, the data directory, configs, provider keys, agents' model windows, the model (one tiny real call), ports, stale locks, old pending events, messages waiting for the model and recent errors; say how to fix each problem (exit 1 on a failure)",
+      )
+      .option('--offline', 'skip the call to the model')
       .addOption(jsonOption())
       .action(async (options) => (await commands()).doctor(options)),
-    ['theclaw doctor', 'theclaw doctor --json'],
+    ['theclaw doctor', 'theclaw doctor --offline', 'theclaw doctor --json'],
+  );
+  withExamples(
+    program
+      .command('retry')
+      .description(
+        'run now what waits out a backoff after failing: messages waiting for the model (once it is back) and replies waiting for a channel; otherwise notifier retries them with backoff, up to backoff.max_seconds (5 minutes) apart',
+      )
+      .addOption(jsonOption())
+      .action(async (options) => (await commands()).retry(options)),
+    ['theclaw retry', 'theclaw retry --json'],
   );
   withExamples(
     program

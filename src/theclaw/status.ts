@@ -1,5 +1,5 @@
 import { relative } from 'node:path';
-import { agentDir, listAgentIds } from '../agent/agent-dir.js';
+import { listAgentIds } from '../agent/agent-dir.js';
 import { agentStatus, conversationThreads, type AgentStatus } from '../agent/lifecycle.js';
 import { NO_USAGE, plusUsage, usageOfRecord } from '../agent/usage.js';
 import { daemonHolder, type DaemonName } from '../core/daemon.js';
@@ -7,11 +7,12 @@ import { formatError } from '../core/errors.js';
 import { residentBytes } from '../core/process.js';
 import { daemonStatus } from '../notifier/control.js';
 import type { NotifierStatus } from '../notifier/types.js';
-import { openThread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
 import { gatewayStatus } from '../xgw/control.js';
 import type { XgwStatus } from '../xgw/protocol.js';
 import type { ChannelStatus } from '../xgw/types.js';
+import { forEachAgentThread, newestFirst } from './agent-threads.js';
+import { modelWaits, recentErrors, type ModelWait, type RecentError } from './failures.js';
 import { agentsModel, type ModelChoice } from './system.js';
 
 export interface ComponentStatus {
@@ -54,6 +55,10 @@ export interface SystemStatus {
   pending: number;
   /** The model agents get when their config names none (see agentsModel). */
   model: ModelChoice;
+  /** Agents whose messages wait for an unavailable model; `theclaw retry` tries again now. */
+  model_waits: ModelWait[];
+  /** The newest error records of every agent's conversations, newest first. */
+  recent_errors: RecentError[];
 }
 
 /** One event as the status page lists it. */
@@ -94,6 +99,8 @@ export interface StatusDetails {
 }
 
 export const USAGE_DAYS = 7;
+/** Error records `theclaw status` shows. */
+export const RECENT_ERRORS = 5;
 const SUMMARY_CHARS = 160;
 
 /** The daemons, each asked over its socket; one that does not answer is reported, not thrown. */
@@ -141,6 +148,8 @@ export async function systemStatus(home: string, env: NodeJS.ProcessEnv = proces
     queues,
     pending: queues.reduce((sum, queue) => sum + queue.pending, 0),
     model: agentsModel(home, env),
+    model_waits: modelWaits(home, notifier?.subscriptions ?? []),
+    recent_errors: recentErrors(home, RECENT_ERRORS),
   };
 }
 
@@ -152,34 +161,19 @@ export function statusDetails(home: string, recent: number, now = new Date()): S
   const since = new Date(now.getTime() - (USAGE_DAYS - 1) * 86_400_000).toISOString().slice(0, 10);
   const threads: ThreadActivity[] = [];
   const usage = new Map<string, UsageDay>();
-  for (const id of listAgentIds(home)) {
-    const dir = agentDir(home, id);
-    for (const path of [dir.inbox, ...conversationThreads(dir)]) {
-      let thread;
-      try {
-        thread = openThread(path, { home });
-      } catch {
-        continue; // a thread that cannot be opened shows as the agent's error in systemStatus
-      }
-      try {
-        const events = thread.peek({ last: recent }).reverse();
-        if (events.length > 0) threads.push({ agent: id, thread: relative(dir.root, path), events: events.map(eventLine) });
-        // Filters take only literals, and `since` is a date this code made.
-        for (const event of thread.peek({ filter: `type = 'record' AND subtype = 'usage' AND created_at >= '${since}'`, limit: 1_000_000 })) {
-          const record = usageOfRecord(event.content);
-          if (!record) continue;
-          const day = event.created_at.slice(0, 10);
-          const key = `${id}\n${day}`;
-          const entry = usage.get(key) ?? { agent: id, day, ...NO_USAGE };
-          usage.set(key, { ...entry, ...plusUsage(entry, record) });
-        }
-      } finally {
-        thread.close();
-      }
+  forEachAgentThread(home, (dir) => [dir.inbox, ...conversationThreads(dir)], ({ agent: id, dir, path, thread }) => {
+    const events = thread.peek({ last: recent }).reverse();
+    if (events.length > 0) threads.push({ agent: id, thread: relative(dir.root, path), events: events.map(eventLine) });
+    // Filters take only literals, and `since` is a date this code made.
+    for (const event of thread.peek({ filter: `type = 'record' AND subtype = 'usage' AND created_at >= '${since}'`, limit: 1_000_000 })) {
+      const record = usageOfRecord(event.content);
+      if (!record) continue;
+      const day = event.created_at.slice(0, 10);
+      const key = `${id}\n${day}`;
+      const entry = usage.get(key) ?? { agent: id, day, ...NO_USAGE };
+      usage.set(key, { ...entry, ...plusUsage(entry, record) });
     }
-  }
-  // ISO timestamps and days sort as text.
-  const newestFirst = (a: string, b: string) => (a < b ? 1 : a > b ? -1 : 0);
+  });
   threads.sort((a, b) => newestFirst(a.events[0]!.created_at, b.events[0]!.created_at));
   return { threads, days: USAGE_DAYS, usage: [...usage.values()].sort((a, b) => newestFirst(a.day, b.day) || a.agent.localeCompare(b.agent)) };
 }

@@ -1,14 +1,16 @@
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import { agentDir } from '../agent/agent-dir.js';
 import { SYSTEM_AGENTS } from '../agent/identity.js';
 import { initAgent, startAgent } from '../agent/lifecycle.js';
 import { daemonHolder, stopDaemonProcess, type DaemonName } from '../core/daemon.js';
 import { runDir } from '../core/home.js';
 import { waitForLock, type Lock } from '../core/lock.js';
+import { ClawError } from '../core/errors.js';
 import { processEnvironment } from '../core/process.js';
+import { wakeNotifier } from '../thread/poke.js';
 import { loadConfig as loadNotifierConfig } from '../notifier/config.js';
-import { startDaemon } from '../notifier/control.js';
+import { daemonStatus, startDaemon } from '../notifier/control.js';
 import { chooseModel, loadPaiConfig, MOCK_PROVIDER } from '../pai/models.js';
 import { loadXgwConfig, xgwConfigPath } from '../xgw/config.js';
 import { gatewayStatus, startGateway } from '../xgw/control.js';
@@ -37,12 +39,17 @@ export function defaultModel(home: string, env: NodeJS.ProcessEnv): ModelChoice 
 }
 
 /**
- * The model the agents' runs actually get: notifier starts them with its own environment, so
- * while it runs, the keys it was started with count, not this shell's.
+ * The environment agents' runs get: notifier starts them with its own, so while it runs, the
+ * keys it was started with count, not this shell's.
  */
-export function agentsModel(home: string, shellEnv: NodeJS.ProcessEnv): ModelChoice {
+export function agentsEnvironment(home: string, shellEnv: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const notifier = daemonHolder(home, 'notifier');
-  return defaultModel(home, (notifier && processEnvironment(notifier.pid)) ?? shellEnv);
+  return (notifier && processEnvironment(notifier.pid)) ?? shellEnv;
+}
+
+/** The model the agents' runs actually get (see agentsEnvironment). */
+export function agentsModel(home: string, shellEnv: NodeJS.ProcessEnv): ModelChoice {
+  return defaultModel(home, agentsEnvironment(home, shellEnv));
 }
 
 export const OFFLINE_NOTICE =
@@ -109,6 +116,29 @@ async function upLocked(home: string, env: NodeJS.ProcessEnv): Promise<UpResult>
   const shell = defaultModel(home, env);
   const differs = shell.provider !== model.provider || shell.model !== model.model;
   return { home, started, created, agents, notifier: { pid: notifier.value.pid! }, xgw: xgw.value, model, ...(differs ? { shell_model: shell } : {}) };
+}
+
+/** A subscription `theclaw retry` woke: it was waiting out a backoff after failing. */
+export interface WokenSubscription {
+  /** The thread, relative to THECLAW_HOME. */
+  thread: string;
+  consumer: string;
+  failures: number;
+  last_error: string | null;
+}
+
+/**
+ * `theclaw retry`: every handler waiting out a backoff (messages waiting for the model, replies
+ * waiting for a channel) runs now instead of when its backoff ends, which after a long outage is
+ * minutes away. Failure counts stay, so a handler that fails again backs off further.
+ */
+export async function retry(home: string): Promise<WokenSubscription[]> {
+  if (!daemonHolder(home, 'notifier')) throw new ClawError('conflict', 'notifier is not running, so nothing is retried', { suggestion: 'theclaw up starts it, and it runs what waits' });
+  const { subscriptions } = await daemonStatus(home);
+  await wakeNotifier(home);
+  return subscriptions
+    .filter((sub) => sub.retry_at !== null)
+    .map((sub) => ({ thread: relative(home, sub.thread), consumer: sub.consumer, failures: sub.failures, last_error: sub.last_error }));
 }
 
 /**

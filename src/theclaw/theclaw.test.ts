@@ -5,14 +5,18 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { checkConfig } from '../xgw/config.js';
 import { XgwConfigSchema } from '../xgw/types.js';
 import { connectWebchat } from '../xgw/channels/webchat-client.js';
-import { createTestHome, runTool, startFakeOpenAI, waitFor, writeFakePaiConfig, type FakeLlmServer, type TestHome } from '../testing/index.js';
+import { createTestHome, runTool, startFakeOpenAI, threadEvents, waitFor, writeFakePaiConfig, type FakeLlmServer, type TestHome } from '../testing/index.js';
 import { parse } from 'yaml';
 import type { AgentStatus } from '../agent/lifecycle.js';
+import { agentDir } from '../agent/agent-dir.js';
+import { routeMessage } from '../agent/router.js';
+import { defaultSource } from '../agent/send.js';
+import { parseMessageContent } from '../core/message.js';
 import type { DemoResult } from './demo.js';
 import type { Check } from './doctor.js';
 import { doctor } from './doctor.js';
 import type { SystemStatus } from './status.js';
-import { DEFAULT_XGW_CONFIG, type UpResult } from './system.js';
+import { DEFAULT_XGW_CONFIG, type UpResult, type WokenSubscription } from './system.js';
 
 /**
  * `theclaw` against the real system: the built CLIs as processes in a temp THECLAW_HOME, the
@@ -50,6 +54,8 @@ function home(options: { webchatPort?: number } = {}): TestHome {
 async function theclaw(args: string[], env = t!.env) {
   return runTool('theclaw', args, env);
 }
+
+const byName = (checks: Check[], name: Check['name']) => checks.filter((check) => check.name === name);
 
 async function statusOf(): Promise<SystemStatus> {
   const result = await theclaw(['status', '--json']);
@@ -232,8 +238,6 @@ describe('theclaw up, status, down', () => {
 });
 
 describe('theclaw doctor', () => {
-  const byName = (checks: Check[], name: Check['name']) => checks.filter((check) => check.name === name);
-
   it('on a machine where nothing was set up: says the data directory is missing and how to create it, and exits 0', async () => {
     t = createTestHome();
     const env = { ...t.env, THECLAW_HOME: join(t.home, 'not-yet') };
@@ -301,5 +305,99 @@ describe('theclaw doctor', () => {
     const config = join(t!.home, 'agents', 'helper', 'config.yaml');
     writeFileSync(config, readFileSync(config, 'utf8') + 'context: { memory_caps: { agent: 500, person: 300, conversation: 400 } }\n');
     expect(byName(await doctor(t!.home, t!.env), 'agents')).toEqual([expect.objectContaining({ status: 'ok' })]);
+  });
+});
+
+describe('theclaw status, doctor and retry when the model fails', () => {
+  it('show the error a refusal left and the messages an outage holds, check the model with one call (not with --offline), and retry at once', async () => {
+    home();
+    let mode: 'refuse' | 'down' | 'up' = 'refuse';
+    llm = await startFakeOpenAI({
+      defaultStep: () => (mode === 'refuse' ? { kind: 'error', status: 401 } : mode === 'down' ? { kind: 'error', status: 503 } : { kind: 'text', text: 'OK' }),
+    });
+    writeFakePaiConfig(t!.home, llm);
+    // A backoff long enough that only `theclaw retry` can explain an answer within the test.
+    mkdirSync(join(t!.home, 'notifier'), { recursive: true });
+    writeFileSync(join(t!.home, 'notifier', 'config.yaml'), 'sweep_interval_seconds: 0.5\nbackoff: { initial_seconds: 60, max_seconds: 300 }\n');
+    const up = await theclaw(['up']);
+    expect(up.code, up.stderr).toBe(0);
+    const send = (text: string) => runTool('agent', ['send', 'admin', '--text', text], t!.env);
+    const thread = routeMessage(agentDir(t!.home, 'admin'), 'per-peer', defaultSource({})).path;
+
+    // A refusal: the message gets its error notice, and status lists the error record.
+    expect((await send('first')).code).toBe(0);
+    const [refused] = await waitFor(async () => {
+      const errors = (await statusOf()).recent_errors;
+      return errors.length > 0 ? errors : undefined;
+    }, 'the error record');
+    expect(refused).toEqual({
+      agent: 'admin',
+      thread: expect.stringMatching(/^threads\/peers\/terminal\.local\./),
+      id: expect.any(Number),
+      created_at: expect.any(String),
+      stage: 'llm',
+      kind: 'auth',
+      status: 401,
+      error: expect.stringMatching(/refused the credentials \(HTTP 401\)/),
+    });
+    const refusedText = (await theclaw(['status'])).stdout;
+    expect(refusedText).toMatch(/^recent errors:\n {2}\S+ {2}admin\/threads\/peers\/terminal\.local\.\S+ #\d+ {2}llm \(auth 401\): .*refused the credentials/m);
+    expect(refusedText).toContain('waiting for the model: nothing');
+    // The model check makes one real call, which is refused too; the record is reported.
+    const requests = llm.requests.length;
+    const checked = await doctor(t!.home, t!.env);
+    expect(llm.requests.length).toBe(requests + 1);
+    expect(byName(checked, 'model')).toEqual([
+      { name: 'model', status: 'fail', detail: expect.stringMatching(/^fake\/m1 did not answer: .*refused the credentials \(HTTP 401\)/), fix: expect.stringContaining('check the key') },
+      { name: 'model', status: 'ok', detail: 'no message waits for the model' },
+    ]);
+    expect(byName(checked, 'errors')).toEqual([
+      expect.objectContaining({ status: 'warn', detail: expect.stringMatching(/^1 error\(s\) in the last 24 hours; the newest, .* in admin\/threads\/peers\/terminal\.local\.\S+: llm: /) }),
+    ]);
+    // A day later it is no longer news.
+    expect(byName(await doctor(t!.home, t!.env, Date.now() + 25 * 3_600_000, { offline: true }), 'errors')).toEqual([{ name: 'errors', status: 'ok', detail: 'no error recorded in the last 24 hours' }]);
+
+    // An outage: the message waits, and status and doctor say so (doctor --offline calls nothing).
+    mode = 'down';
+    expect((await send('second')).code).toBe(0);
+    const [wait] = await waitFor(async () => {
+      const waits = (await statusOf()).model_waits;
+      return waits[0]?.retry_at ? waits : undefined; // once notifier has seen the run fail
+    }, 'the message waiting for the model');
+    expect(wait).toEqual({ agent: 'admin', pending: 1, since: expect.any(String), kind: 'server', status: 503, error: expect.stringMatching(/^the model is unavailable: .*\(HTTP 503\)/), retry_at: expect.any(String) });
+    expect(Date.parse(wait!.retry_at!) - Date.now()).toBeGreaterThan(30_000);
+    expect((await theclaw(['status'])).stdout).toMatch(/^waiting for the model \(theclaw retry tries now\):\n {2}admin +1 message\(s\) since \S+, next try \S+: the model is unavailable: /m);
+    const before = llm.requests.length;
+    const offline = await theclaw(['doctor', '--offline', '--json']);
+    expect(offline.code, offline.stdout).toBe(0);
+    expect(llm.requests.length).toBe(before);
+    expect(byName((JSON.parse(offline.stdout) as { checks: Check[] }).checks, 'model')).toEqual([
+      { name: 'model', status: 'warn', detail: expect.stringMatching(/^messages wait for the model: 1 of admin since \S+ \(the model is unavailable: .*; next try \S+\)$/), fix: expect.stringContaining('theclaw retry') },
+    ]);
+
+    // The model is back: retry runs the waiting agent now, not in a minute.
+    mode = 'up';
+    const retried = await theclaw(['retry', '--json']);
+    expect(retried.code, retried.stderr).toBe(0);
+    expect((JSON.parse(retried.stdout) as { woken: WokenSubscription[] }).woken).toContainEqual(
+      expect.objectContaining({ thread: 'agents/admin/inbox', consumer: 'inbox', failures: 1, last_error: expect.stringContaining('the model is unavailable') }),
+    );
+    const answered = () => threadEvents(t!.home, thread, "type = 'message' AND source = 'self'").map((event) => parseMessageContent(event.content));
+    await waitFor(() => answered().some((message) => message.text === 'OK'), 'the answer', 20_000);
+    expect(answered().map((message) => [message.notice ?? 'answer', message.text])).toEqual([
+      ['error', 'I could not answer: the model refused the request (401). The owner has been told.'],
+      ['answer', 'OK'],
+    ]);
+    await waitFor(async () => (await statusOf()).model_waits.length === 0, 'no message waiting');
+    expect(byName(await doctor(t!.home, t!.env), 'model')).toEqual([
+      { name: 'model', status: 'ok', detail: expect.stringMatching(/^fake\/m1 answered in \d+ ms$/) },
+      { name: 'model', status: 'ok', detail: 'no message waits for the model' },
+    ]);
+    expect((await theclaw(['retry'])).stdout).toBe('woke notifier: nothing was waiting out a backoff\n');
+
+    await theclaw(['down']);
+    const stopped = await theclaw(['retry']);
+    expect(stopped.code).toBe(1);
+    expect(stopped.stderr).toBe('Error: notifier is not running, so nothing is retried - theclaw up starts it, and it runs what waits\n');
   });
 });

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { createInterface } from 'node:readline';
+import { ClawError } from '../core/errors.js';
 import { socketPath } from '../core/home.js';
 import { subscribe } from '../core/ipc.js';
 import { askXgw, xgwUnavailable } from './client.js';
@@ -28,15 +29,20 @@ const FRAMES = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '
  * A line-based conversation through the real pipeline: each line goes to the gateway (and so to
  * the agent's inbox), replies come back over a stream from the daemon. While a reply is awaited
  * a spinner turns on the terminal. Resolves when the input ends and no reply or notice is
- * outstanding (or after `waitSeconds`).
+ * outstanding. The agent's error notice (a message that gets no answer) is shown and counts as
+ * its reply, a delayed notice is shown and the answer still awaited; the chat then fails
+ * (exit 1) when a message got an error notice, or no reply within `waitSeconds` (or before xgw
+ * went away).
  */
 export async function runTerminalChat(options: TerminalChatOptions): Promise<void> {
   const channel = options.channel ?? 'terminal:local';
+  const waitSeconds = options.waitSeconds ?? 120;
   if (options.agent !== undefined) requireAgentId(options.agent);
   const output = options.output ?? process.stdout;
   const status = options.status ?? process.stderr;
   const spinner = createSpinner(status);
   let outstanding = 0;
+  let refused = 0;
   // Notices (no route, missing agent, pairing) come over the stream, another connection than the
   // answer that announces them, so either may come first: each text counts +1 when announced and
   // -1 when shown, and the chat waits while a count is above 0.
@@ -60,7 +66,11 @@ export async function runTerminalChat(options: TerminalChatOptions): Promise<voi
           const entry = message as MailboxEntry;
           spinner.stop();
           output.write(`${entry.role === 'system' ? '(xgw) ' : ''}${entry.text}\n`);
-          if (entry.role === 'agent') outstanding = Math.max(0, outstanding - 1);
+          // A delayed notice announces the answer; an error notice takes its place.
+          if (entry.role === 'agent' && entry.notice !== 'delayed' && outstanding > 0) {
+            outstanding--;
+            if (entry.notice === 'error') refused++;
+          }
           if (entry.role === 'system') countNotice(entry.text, -1);
           if (outstanding > 0) spinner.start();
           else if (!noticesDue()) settle?.();
@@ -93,8 +103,16 @@ export async function runTerminalChat(options: TerminalChatOptions): Promise<voi
     if (outstanding > 0 || noticesDue()) {
       await new Promise<void>((resolve) => {
         settle = resolve;
-        setTimeout(resolve, (options.waitSeconds ?? 120) * 1000).unref();
+        setTimeout(resolve, waitSeconds * 1000).unref();
       });
+    }
+    if (refused > 0) {
+      throw new ClawError('upstream', `${refused} message(s) got no answer (the notice above says why)`, {
+        suggestion: 'the owner sees the error in theclaw status and the agent log',
+      });
+    }
+    if (outstanding > 0) {
+      throw new ClawError('timeout', `no answer yet to ${outstanding} message(s) (waited up to ${waitSeconds} s)`, { suggestion: 'the answer is kept: it is shown the next time this chat is opened' });
     }
   } finally {
     spinner.stop();

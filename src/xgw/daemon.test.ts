@@ -216,6 +216,31 @@ routes:
     }
   });
 
+  it('shows the agent\'s notices in a terminal chat: waits on after a delayed one, exits 1 after an error one', async () => {
+    expect((await xgw(['start'])).code).toBe(0);
+    const chat = spawn(process.execPath, [cliPath('xgw'), 'chat', '--agent', 'admin'], { env: t.env, stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    chat.stdout.on('data', (chunk) => (out += chunk));
+    chat.stderr.on('data', (chunk) => (err += chunk));
+    const closed = new Promise((resolve) => chat.on('close', resolve));
+    try {
+      chat.stdin.end('will this work?\n');
+      await waitFor(() => inbox().length > 0, 'the line in the inbox');
+      // What agent deliver sends for a message whose model is down, then refused.
+      const notice = (text: string, kind: 'delayed' | 'error') => askDaemon(t.home, 'xgw', { op: 'send', channel: 'terminal:local', peer: user, text, notice: kind });
+      await notice('Sorry for the wait: the model cannot be reached.', 'delayed');
+      await waitFor(() => out.includes('Sorry for the wait'), 'the delayed notice on the terminal');
+      expect(chat.exitCode).toBeNull(); // the answer is still to come
+      await notice('I could not answer: the model refused the request (401). The owner has been told.', 'error');
+      expect(await closed).toBe(1);
+      expect(out).toBe('Sorry for the wait: the model cannot be reached.\nI could not answer: the model refused the request (401). The owner has been told.\n');
+      expect(err).toBe('Error: 1 message(s) got no answer (the notice above says why) - the owner sees the error in theclaw status and the agent log\n');
+    } finally {
+      chat.kill();
+    }
+  });
+
   it('refuses an agent that is not an agent id, in xgw chat and on the socket, and pushes nowhere', async () => {
     initThread(join(t.home, 'outside', 'inbox'), { home: t.home }).close();
     expect((await xgw(['start'])).code).toBe(0);

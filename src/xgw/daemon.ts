@@ -77,6 +77,7 @@ export async function runXgw(home: string, env: NodeJS.ProcessEnv = process.env)
               replyTo: message.reply_to,
               idempotencyKey: message.idempotency_key,
               text: message.text,
+              notice: message.notice,
             });
           case 'chat_message': {
             const channel = terminal(message.channel);

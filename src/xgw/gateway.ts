@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { encodeSegment, formatAddress } from '../core/address.js';
 import { ClawError, usageError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
-import { formatMessageContent } from '../core/message.js';
+import { formatMessageContent, type NoticeKind } from '../core/message.js';
 import { openThread } from '../thread/thread.js';
 import { MAX_CONTENT_BYTES } from '../thread/types.js';
 import { noticeFor } from './notices.js';
@@ -28,6 +28,7 @@ export interface SendRequest {
   /** A key seen before is acknowledged as a duplicate and not sent again. */
   idempotencyKey?: string;
   text: string;
+  notice?: NoticeKind;
 }
 
 export interface SendResult {
@@ -266,6 +267,7 @@ export class Gateway {
         conversationId: request.conversation ?? request.peer,
         replyTo: request.replyTo,
         text: request.text,
+        ...(request.notice ? { notice: request.notice } : {}),
       },
       { sent: earlier?.messageIds, onPart: ref && ((ids) => this.recordProgress(ref, ids, false)) },
     );

@@ -1,3 +1,4 @@
+import type { NoticeKind } from '../core/message.js';
 import type { InboundOutcome, ChannelStatus, Route } from './types.js';
 import type { MailboxEntry } from './state.js';
 import type { SendResult } from './gateway.js';
@@ -16,6 +17,8 @@ export type XgwRequest =
       reply_to?: string;
       idempotency_key?: string;
       text: string;
+      /** The runtime's notice instead of an answer (see MessageContent.notice): chat clients show it as one. */
+      notice?: NoticeKind;
     }
   /** A terminal chat's message. `agent` picks the agent over the routes. Answer: InboundOutcome. */
   | { op: 'chat_message'; channel: string; peer?: string; agent?: string; message_id: string; text: string }

@@ -2,7 +2,9 @@ import { randomInt } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type Database from 'better-sqlite3';
+import type { NoticeKind } from '../core/message.js';
 import { openSqlite } from '../core/sqlite.js';
+import type { OutboundMessage } from './types.js';
 
 /**
  * The gateway's durable state, `$THECLAW_HOME/xgw/state.db`: pairing codes and admitted peers
@@ -25,7 +27,7 @@ CREATE TABLE IF NOT EXISTS deliveries (
 CREATE TABLE IF NOT EXISTS mailbox (
   id INTEGER PRIMARY KEY AUTOINCREMENT, channel_id TEXT NOT NULL, peer_id TEXT NOT NULL,
   role TEXT NOT NULL, text TEXT NOT NULL, reply_to TEXT, created_at TEXT NOT NULL,
-  seen INTEGER NOT NULL DEFAULT 0);
+  seen INTEGER NOT NULL DEFAULT 0, notice TEXT);
 CREATE INDEX IF NOT EXISTS mailbox_peer ON mailbox (channel_id, peer_id, id);
 `;
 
@@ -69,6 +71,20 @@ export interface MailboxEntry {
   text: string;
   reply_to: string | null;
   created_at: string;
+  /** Set when the agent's side sent a notice instead of an answer (see MessageContent.notice). */
+  notice?: NoticeKind;
+}
+
+/** A reply (or notice) the agent sent, as a web chat or terminal mailbox keeps it. */
+export function agentEntry(message: OutboundMessage): Omit<MailboxEntry, 'id' | 'created_at'> {
+  return { role: 'agent', text: message.text, reply_to: message.replyTo ?? null, ...(message.notice ? { notice: message.notice } : {}) };
+}
+
+const MAILBOX_COLUMNS = 'id, role, text, reply_to, created_at, notice';
+
+/** A mailbox row as an entry: `notice` only where there is one. */
+function toEntry({ notice, ...row }: Omit<MailboxEntry, 'notice'> & { notice: NoticeKind | null }): MailboxEntry {
+  return notice === null ? row : { ...row, notice };
 }
 
 export class GatewayState {
@@ -85,11 +101,13 @@ export class GatewayState {
   /**
    * Earlier versions kept delivered keys in `delivered`, keyed by the key alone (so a key
    * suppressed deliveries to every channel). Its rows move to `deliveries` under their channel,
-   * for any conversation of it, as they applied before.
+   * for any conversation of it, as they applied before. Mailboxes get the `notice` column.
    */
   private migrate(): void {
     this.db
       .transaction(() => {
+        const columns = this.db.prepare("SELECT name FROM pragma_table_info('mailbox')").pluck().all() as string[];
+        if (!columns.includes('notice')) this.db.exec('ALTER TABLE mailbox ADD COLUMN notice TEXT');
         const legacy = this.db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'delivered'").get();
         if (!legacy) return;
         this.db
@@ -181,9 +199,9 @@ export class GatewayState {
       .transaction(() => {
         const created_at = new Date().toISOString();
         const id = this.db
-          .prepare('INSERT INTO mailbox (channel_id, peer_id, role, text, reply_to, created_at) VALUES (?, ?, ?, ?, ?, ?) RETURNING id')
+          .prepare('INSERT INTO mailbox (channel_id, peer_id, role, text, reply_to, created_at, notice) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id')
           .pluck()
-          .get(channelId, peerId, entry.role, entry.text, entry.reply_to, created_at) as number;
+          .get(channelId, peerId, entry.role, entry.text, entry.reply_to, created_at, entry.notice ?? null) as number;
         this.db
           .prepare('DELETE FROM mailbox WHERE channel_id = ? AND peer_id = ? AND id <= (SELECT id FROM mailbox WHERE channel_id = ? AND peer_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)')
           .run(channelId, peerId, channelId, peerId, limit);
@@ -194,16 +212,18 @@ export class GatewayState {
 
   /** A peer's mailbox after `afterId`, oldest first. */
   mailbox(channelId: string, peerId: string, afterId = 0): MailboxEntry[] {
-    return this.db
-      .prepare('SELECT id, role, text, reply_to, created_at FROM mailbox WHERE channel_id = ? AND peer_id = ? AND id > ? ORDER BY id')
-      .all(channelId, peerId, afterId) as MailboxEntry[];
+    return (
+      this.db.prepare(`SELECT ${MAILBOX_COLUMNS} FROM mailbox WHERE channel_id = ? AND peer_id = ? AND id > ? ORDER BY id`).all(channelId, peerId, afterId) as Parameters<typeof toEntry>[0][]
+    ).map(toEntry);
   }
 
   /** Entries of a peer's mailbox that no live client has been shown yet (terminal chat). */
   unseen(channelId: string, peerId: string): MailboxEntry[] {
-    return this.db
-      .prepare("SELECT id, role, text, reply_to, created_at FROM mailbox WHERE channel_id = ? AND peer_id = ? AND seen = 0 AND role != 'user' ORDER BY id")
-      .all(channelId, peerId) as MailboxEntry[];
+    return (
+      this.db
+        .prepare(`SELECT ${MAILBOX_COLUMNS} FROM mailbox WHERE channel_id = ? AND peer_id = ? AND seen = 0 AND role != 'user' ORDER BY id`)
+        .all(channelId, peerId) as Parameters<typeof toEntry>[0][]
+    ).map(toEntry);
   }
 
   markSeen(ids: readonly number[]): void {

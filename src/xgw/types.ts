@@ -1,6 +1,7 @@
 import { isIPv4 } from 'node:net';
 import * as z from 'zod/mini';
 import type { Logger } from '../core/logger.js';
+import type { NoticeKind } from '../core/message.js';
 import type { GatewayState } from './state.js';
 
 /**
@@ -137,6 +138,8 @@ export interface OutboundMessage {
   /** Platform message id to quote. */
   replyTo?: string;
   text: string;
+  /** A notice of the runtime instead of an answer: web chat and terminal mark it as one. */
+  notice?: NoticeKind;
 }
 
 export interface ChannelStatus {

@@ -1,3 +1,4 @@
+import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../core/logger.js';
@@ -13,13 +14,14 @@ let t: TestHome;
 let state: GatewayState;
 let channel: TerminalChannel;
 
+const config = XgwConfigSchema.parse({ channels: [{ id: 'terminal:local', type: 'terminal', access: 'open' }] });
+const gatewayWith = (gatewayState: GatewayState) => new Gateway({ home: t.home, config, state: gatewayState, logger: createLogger(join(t.home, 'logs', 'xgw.log')) });
+
 beforeEach(async () => {
   t = createTestHome();
   state = new GatewayState(t.home);
-  const config = XgwConfigSchema.parse({ channels: [{ id: 'terminal:local', type: 'terminal', access: 'open' }] });
-  const gateway = new Gateway({ home: t.home, config, state, logger: createLogger(join(t.home, 'logs', 'xgw.log')) });
   channel = new TerminalChannel(config.channels[0] as TerminalChannelConfig);
-  await gateway.startChannel(channel);
+  await gatewayWith(state).startChannel(channel);
 });
 
 afterEach(async () => {
@@ -42,6 +44,33 @@ describe('terminal channel', () => {
     detachSecond();
     detachSecond(); // twice is harmless
     expect(channel.status().detail).toBeUndefined();
+  });
+
+  it('marks a notice of the agent as one, in the stream and in the mailbox, and leaves replies unmarked', async () => {
+    const seen: MailboxEntry[] = [];
+    const detach = channel.attach('ann', (entry) => seen.push(entry));
+    await channel.send({ peerId: 'ann', conversationType: 'dm', conversationId: 'ann', text: 'Sorry for the wait', notice: 'delayed' });
+    await channel.send({ peerId: 'ann', conversationType: 'dm', conversationId: 'ann', text: 'the answer' });
+    detach();
+    expect(seen.map((entry) => [entry.text, entry.notice])).toEqual([['Sorry for the wait', 'delayed'], ['the answer', undefined]]);
+    expect(state.mailbox('terminal:local', 'ann').map((entry) => entry.notice ?? null)).toEqual(['delayed', null]);
+    expect('notice' in state.mailbox('terminal:local', 'ann')[1]!).toBe(false);
+  });
+
+  it('reads the mailbox of a state file written before notices were marked', async () => {
+    await channel.send({ peerId: 'cy', conversationType: 'dm', conversationId: 'cy', text: 'old reply' });
+    state.close();
+    const old = new Database(join(t.home, 'xgw', 'state.db'));
+    old.exec('ALTER TABLE mailbox DROP COLUMN notice');
+    old.close();
+    state = new GatewayState(t.home);
+    await gatewayWith(state).startChannel(channel);
+    await channel.send({ peerId: 'cy', conversationType: 'dm', conversationId: 'cy', text: 'I could not answer', notice: 'error' });
+    expect(state.mailbox('terminal:local', 'cy')).toEqual([
+      expect.objectContaining({ role: 'agent', text: 'old reply', reply_to: null }),
+      expect.objectContaining({ role: 'agent', text: 'I could not answer', notice: 'error' }),
+    ]);
+    expect(state.mailbox('terminal:local', 'cy')[0]).not.toHaveProperty('notice');
   });
 
   it('keeps a reply for a detached peer and shows it once at the next attach', async () => {

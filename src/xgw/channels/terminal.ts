@@ -1,6 +1,6 @@
 import { userInfo } from 'node:os';
 import { ClawError } from '../../core/errors.js';
-import type { MailboxEntry } from '../state.js';
+import { agentEntry, type MailboxEntry } from '../state.js';
 import type { ChannelAdapter, ChannelContext, ChannelSendOptions, ChannelStatus, OutboundMessage, TerminalChannelConfig } from '../types.js';
 
 type Listener = (entry: MailboxEntry) => void;
@@ -32,12 +32,7 @@ export class TerminalChannel implements ChannelAdapter {
 
   async send(message: OutboundMessage, options: ChannelSendOptions = {}): Promise<{ messageIds: string[] }> {
     if (options.sent?.length) return { messageIds: [...options.sent] }; // one part, sent before
-    const entry = this.state().addToMailbox(
-      this.id,
-      message.peerId,
-      { role: 'agent', text: message.text, reply_to: message.replyTo ?? null },
-      this.config.history_limit,
-    );
+    const entry = this.state().addToMailbox(this.id, message.peerId, agentEntry(message), this.config.history_limit);
     this.push(message.peerId, entry);
     return { messageIds: [String(entry.id)] };
   }

@@ -75,6 +75,7 @@ header .wrap { display: flex; align-items: center; gap: .75rem; padding: .7rem 1
 .pending .bubble { opacity: .6; }
 .failed .bubble { background: transparent; color: var(--bad); border: 1px solid var(--bad); }
 .failed .meta { color: var(--bad); }
+.notice .bubble { background: transparent; box-shadow: none; color: var(--muted); font-style: italic; }
 .typing .bubble { display: inline-flex; gap: 5px; padding: .8rem .95rem; }
 .typing i { width: 7px; height: 7px; border-radius: 50%; background: var(--muted); animation: blink 1.3s infinite ease-in-out; }
 .typing i:nth-child(2) { animation-delay: .18s; }
@@ -236,11 +237,13 @@ button.send svg { width: 20px; height: 20px; }
     for (var i = 0; i < rows.length; i++) if (rows[i] !== typing) thread.removeChild(rows[i]);
     setWaiting(false);
     empty.hidden = messages.length > 0 || pending.length > 0;
-    messages.forEach(function (m) { addRow(m.role, m.text, m.created_at); });
+    messages.forEach(function (m) { addRow(m.role, m.text, m.created_at, m.notice ? 'notice' : ''); });
     pending.forEach(function (p) { p.row = addRow('user', p.text, null, 'pending'); });
     var lastMessage = messages[messages.length - 1];
-    // A question asked moments ago (maybe in another tab) is still waiting for its answer.
-    if (lastMessage && lastMessage.role === 'user' && Date.now() - Date.parse(lastMessage.created_at) < WAIT_LIMIT_MS) setWaiting(true);
+    // A question asked moments ago (maybe in another tab), or one the agent said it will answer
+    // later, is still waiting for its answer.
+    var awaited = lastMessage && (lastMessage.role === 'user' || lastMessage.notice === 'delayed');
+    if (awaited && Date.now() - Date.parse(lastMessage.created_at) < WAIT_LIMIT_MS) setWaiting(true);
     scrollDown();
   }
 
@@ -279,8 +282,9 @@ button.send svg { width: 20px; height: 20px; }
       renderHistory(data.messages || []);
     } else if (data.type === 'message') {
       var m = data.message;
-      if (m.role !== 'user') setWaiting(false);
-      addRow(m.role, m.text, m.created_at);
+      // A notice that the answer is delayed is no answer: the dots go on (an error notice ends them).
+      if (m.role !== 'user') setWaiting(m.notice === 'delayed');
+      addRow(m.role, m.text, m.created_at, m.notice ? 'notice' : '');
     } else if (data.type === 'ack') {
       var acked = takePending(data.id);
       if (acked && acked.row) {

@@ -158,6 +158,34 @@ describe.skipIf(!hasChromium)(`webchat page in a browser (needs ${CHROMIUM})`, (
     }
   });
 
+  it('keeps the typing dots after a delayed notice and ends them with the answer or an error notice, both shown as notices', async () => {
+    const context = await browser.newContext({ viewport: PHONE, deviceScaleFactor: 2, isMobile: true, hasTouch: true });
+    try {
+      const page = await openChat(context);
+      const peer = await peerOf(context);
+      await say(page, 'Are you there?');
+      await page.locator('.row.typing').waitFor();
+      await gateway.send({ channel: 'webchat:main', peer, text: 'Sorry for the wait: the model cannot be reached.', notice: 'delayed' });
+      await page.locator('.row.agent.notice').filter({ hasText: 'Sorry for the wait' }).waitFor();
+      expect(await page.locator('.row.typing').count()).toBe(1); // the answer is still to come
+      await gateway.send({ channel: 'webchat:main', peer, text: 'Yes, I am.' });
+      await page.locator('.row.typing').waitFor({ state: 'detached' });
+      expect(await page.locator('.row.agent.notice').count()).toBe(1);
+
+      await say(page, 'And now?');
+      await page.locator('.row.typing').waitFor();
+      await gateway.send({ channel: 'webchat:main', peer, text: 'I could not answer: the model refused the request (401). The owner has been told.', notice: 'error' });
+      await page.locator('.row.typing').waitFor({ state: 'detached' });
+      expect(await page.locator('.row.agent.notice .bubble').allTextContents()).toEqual([
+        'Sorry for the wait: the model cannot be reached.',
+        'I could not answer: the model refused the request (401). The owner has been told.',
+      ]);
+      await page.screenshot({ path: artifactPath('webchat-notices.png') });
+    } finally {
+      await context.close();
+    }
+  });
+
   it('gives two browsers different peer ids and shows each only its own replies', async () => {
     const contextA = await browser.newContext({ viewport: { width: 1100, height: 760 }, colorScheme: 'dark' });
     const contextB = await browser.newContext({ viewport: PHONE });

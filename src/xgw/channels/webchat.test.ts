@@ -354,6 +354,17 @@ describe('webchat messages', () => {
     expect(history.messages).toMatchObject([{ role: 'agent', text: 'while you were away' }]);
   });
 
+  it('marks the agent\'s notices as such, live and in the history, so the page can tell them from answers', async () => {
+    const h = await startWebchat();
+    const peer = newPeer();
+    await h.gateway.send({ channel: 'webchat:main', peer, text: 'Sorry for the wait', notice: 'delayed' });
+    const client = await openPeer(h, peer);
+    expect(client.received.find((m) => m.type === 'history')!.messages).toEqual([expect.objectContaining({ role: 'agent', text: 'Sorry for the wait', notice: 'delayed' })]);
+    await h.gateway.send({ channel: 'webchat:main', peer, text: 'I could not answer', notice: 'error' });
+    const live = await client.next('the notice', (m) => m.type === 'message');
+    expect(live.message).toMatchObject({ role: 'agent', text: 'I could not answer', notice: 'error' });
+  });
+
   it('keeps only the newest history_limit messages per peer', async () => {
     const h = await startWebchat({ history_limit: 3 });
     const peer = newPeer();

@@ -5,7 +5,7 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import * as z from 'zod/mini';
 import { ClawError, errnoCode } from '../../core/errors.js';
-import type { MailboxEntry } from '../state.js';
+import { agentEntry, type MailboxEntry } from '../state.js';
 import type { ChannelAdapter, ChannelContext, ChannelSendOptions, ChannelStatus, OutboundMessage, WebchatChannelConfig } from '../types.js';
 import { cookie, parseCookies, refuse, safeEqual, unauthorized, webchatCookieNames } from './webchat-http.js';
 import { WEBCHAT_PAGE } from './webchat-page.js';
@@ -311,7 +311,7 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
       if (message.conversationType !== 'dm' || message.conversationId !== message.peerId) {
         throw new ClawError('usage', 'web chat has only direct chats', { suggestion: 'send with conversation type dm and the peer id as conversation' });
       }
-      const entry = context.state.addToMailbox(config.id, message.peerId, { role: 'agent', text: message.text, reply_to: message.replyTo ?? null }, config.history_limit);
+      const entry = context.state.addToMailbox(config.id, message.peerId, agentEntry(message), config.history_limit);
       broadcast(message.peerId, { type: 'message', message: entry });
       return { messageIds: [String(entry.id)] };
     },

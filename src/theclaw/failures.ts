@@ -1,0 +1,84 @@
+import { relative } from 'node:path';
+import { agentDir, listAgentIds } from '../agent/agent-dir.js';
+import { conversationThreads, INBOX_CONSUMER } from '../agent/lifecycle.js';
+import { readOutage } from '../agent/outage.js';
+import type { ErrorRecord } from '../agent/types.js';
+import type { SubscriptionStatus } from '../notifier/dispatcher.js';
+import { forEachAgentThread, newestFirst } from './agent-threads.js';
+
+/**
+ * What went wrong lately, for `theclaw status` and `doctor`: agents whose messages wait for an
+ * unavailable model (failure.ts leaves them in the inbox; notifier retries), and the newest
+ * error records (messages that got an error notice instead of an answer, replies given up on).
+ */
+export interface ModelWait {
+  agent: string;
+  /** Inbox messages not handled yet. */
+  pending: number;
+  /** When the model was first found unavailable. */
+  since: string;
+  kind: string;
+  status: number | null;
+  /** What went wrong (its first line). */
+  error: string;
+  /** When notifier runs the agent again (null: now, or notifier does not know). */
+  retry_at: string | null;
+}
+
+export interface RecentError {
+  agent: string;
+  /** The thread, relative to the agent's directory. */
+  thread: string;
+  id: number;
+  created_at: string;
+  stage: string;
+  kind: string | null;
+  status: number | null;
+  /** What went wrong (its first line). */
+  error: string;
+}
+
+/** Agents that have messages waiting and whose last run found the model unavailable. */
+export function modelWaits(home: string, subscriptions: readonly SubscriptionStatus[]): ModelWait[] {
+  return listAgentIds(home).flatMap((id): ModelWait[] => {
+    const dir = agentDir(home, id);
+    const outage = readOutage(dir);
+    const inbox = subscriptions.find((sub) => sub.thread === dir.inbox && sub.consumer === INBOX_CONSUMER);
+    if (!outage || !inbox || inbox.pending === 0) return [];
+    return [{ agent: id, pending: inbox.pending, since: outage.since, kind: outage.kind, status: outage.status, error: firstLine(outage.error), retry_at: inbox.retry_at }];
+  });
+}
+
+/** The newest `limit` error records over every conversation of every agent, newest first. */
+export function recentErrors(home: string, limit: number): RecentError[] {
+  const found: RecentError[] = [];
+  forEachAgentThread(home, conversationThreads, ({ agent, dir, path, thread }) => {
+    for (const event of thread.peek({ filter: "type = 'record' AND subtype = 'error'", last: limit })) {
+      const record = parseRecord(event.content);
+      found.push({
+        agent,
+        thread: relative(dir.root, path),
+        id: event.id,
+        created_at: event.created_at,
+        stage: record.stage ?? 'unknown',
+        kind: record.kind ?? null,
+        status: record.status ?? null,
+        error: firstLine(record.error ?? event.content),
+      });
+    }
+  });
+  return found.sort((a, b) => newestFirst(a.created_at, b.created_at)).slice(0, limit);
+}
+
+function parseRecord(content: string): Partial<ErrorRecord> {
+  try {
+    const value = JSON.parse(content) as unknown;
+    return value && typeof value === 'object' ? (value as Partial<ErrorRecord>) : {};
+  } catch {
+    return {};
+  }
+}
+
+function firstLine(text: string): string {
+  return text.split('\n', 1)[0] ?? '';
+}
