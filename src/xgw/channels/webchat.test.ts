@@ -397,7 +397,8 @@ describe('webchat messages', () => {
   it('closes the socket of a client that floods it faster than its messages are handled, and drops the excess', async () => {
     let release!: () => void;
     const held = new Promise<void>((resolve) => (release = resolve));
-    const h = await startWebchat({}, (context) => ({ ...context, receive: async (message) => (await held, context.receive(message)) }));
+    // The peer's rate limit is raised above the queue's: this is about the queue.
+    const h = await startWebchat({ rate_limit: { messages: 10 * MAX_QUEUED_MESSAGES, per_seconds: 60 } }, (context) => ({ ...context, receive: async (message) => (await held, context.receive(message)) }));
     const client = await openPeer(h, newPeer());
     const closed = new Promise<number>((resolve) => client.ws.on('close', (code) => resolve(code)));
     for (let i = 0; i <= MAX_QUEUED_MESSAGES; i++) client.send({ type: 'message', id: `flood-${i}`, text: `message ${i}` });
