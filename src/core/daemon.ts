@@ -95,6 +95,9 @@ export async function runDaemon(home: string, name: DaemonName, setup: () => Pro
   }
   process.once('SIGTERM', () => void shutdown());
   process.once('SIGINT', () => void shutdown());
+  // Its output is a file on the data disk: a write that fails there (full, read-only) must not
+  // come back as an unhandled 'error' event and kill the daemon. It says what is wrong in its log.
+  for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {});
   daemon.listening?.();
   await stopped;
 }

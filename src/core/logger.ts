@@ -1,3 +1,4 @@
+import { writeSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { ensureDir } from './home.js';
 import { RotatingFile, type RotatingFileOptions } from './rotating-file.js';
@@ -63,8 +64,10 @@ function warnDropped(path: string, error: unknown): void {
   droppedWarned = true;
   const reason = storageError(error, path)?.message ?? (error instanceof Error ? error.message : String(error));
   try {
-    // stderr may be a file on the same full disk (a daemon's): that must not throw either.
-    process.stderr.write(`warning: log lines are dropped: ${reason}\n`);
+    // stderr may be a file on the same full disk (a daemon's): that must not throw either. Written
+    // with writeSync, whose error can be caught: the stream would emit it later as an 'error'
+    // event, which no one handles, and that kills the process.
+    writeSync(2, `warning: log lines are dropped: ${reason}\n`);
   } catch {
     // nowhere left to say it
   }

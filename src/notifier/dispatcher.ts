@@ -37,6 +37,12 @@ interface Slot {
   running: { pid: number; since: string } | null;
   /** Armed when a failing handler waits for its backoff to pass. */
   retryTimer: NodeJS.Timeout | null;
+  /**
+   * The pid of a finished handler whose lease could not be released (a full disk). A warm runner
+   * lives on after its job, so its lease would never be reclaimed as a dead holder's: it is
+   * released on the next look instead.
+   */
+  unreleased: number | null;
 }
 
 export interface SubscriptionStatus extends ConsumerInfo {
@@ -161,7 +167,8 @@ export class Dispatcher {
     for (const subscription of thread.subscriptions()) {
       if (!subscription.subscribed) continue;
       const slot = this.slot(path, subscription.consumer);
-      if (subscription.pending > 0 || slot.running) busy = true;
+      if (slot.unreleased !== null) this.releaseLease(thread, slot, slot.unreleased);
+      if (subscription.pending > 0 || slot.running || slot.unreleased !== null) busy = true;
       const retryAt = subscription.retry_at === null ? 0 : Date.parse(subscription.retry_at);
       if (slot.retryTimer && retryAt <= Date.now()) {
         // The backoff was cleared meanwhile (a subscribe with a new handler): start now.
@@ -223,7 +230,7 @@ export class Dispatcher {
     if (this.stopped) return;
     const thread = this.open(slot.thread);
     if (!thread) return;
-    thread.releaseLease(slot.consumer, pid);
+    this.releaseLease(thread, slot, pid);
     const what = `${slot.consumer} on ${slot.thread} (pid ${pid})`;
     if (!succeeded(outcome)) {
       const output = outcome.output.trimEnd();
@@ -244,14 +251,26 @@ export class Dispatcher {
     this.schedule(slot.thread);
   }
 
+  /** Releases a finished handler's lease, or remembers it for the next look when that fails. */
+  private releaseLease(thread: Thread, slot: Slot, pid: number): void {
+    try {
+      thread.releaseLease(slot.consumer, pid);
+      slot.unreleased = null;
+    } catch (error) {
+      slot.unreleased = pid;
+      this.options.logger.error(`${slot.consumer} on ${slot.thread}: the lease of pid ${pid} could not be released (${(error as Error).message}); trying again on the next look`);
+    }
+  }
+
   private failed(thread: Thread, slot: Slot, previousFailures: number, error: string, logLine = `${slot.consumer} on ${slot.thread}: ${error}`): void {
     const { initial_seconds, max_seconds } = this.options.config.backoff;
     const failures = previousFailures + 1;
     const delayMs = backoffMs(failures, { initialMs: initial_seconds * 1000, maxMs: max_seconds * 1000 });
     const retryAt = new Date(Date.now() + delayMs);
-    thread.recordRun(slot.consumer, { ok: false, error, retryAt });
-    this.options.logger.error(`${logLine}\nfailure ${failures}; retrying at ${retryAt.toISOString()}`);
+    // Armed first: a failure that cannot be recorded (a full disk) is still tried again.
     this.armRetry(slot, retryAt.getTime());
+    this.options.logger.error(`${logLine}\nfailure ${failures}; retrying at ${retryAt.toISOString()}`);
+    thread.recordRun(slot.consumer, { ok: false, error, retryAt });
   }
 
   private armRetry(slot: Slot, at: number): void {
@@ -266,7 +285,7 @@ export class Dispatcher {
     const key = slotKey(thread, consumer);
     let slot = this.slots.get(key);
     if (!slot) {
-      slot = { thread, consumer, running: null, retryTimer: null };
+      slot = { thread, consumer, running: null, retryTimer: null, unreleased: null };
       this.slots.set(key, slot);
     }
     return slot;
