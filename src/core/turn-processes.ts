@@ -131,8 +131,14 @@ export class TurnRegistry {
     const temp = `${file}.tmp`;
     withStoragePath(file, () => {
       mkdirSync(this.dir, { recursive: true });
-      writeFileSync(temp, JSON.stringify(entry) + '\n');
-      renameSync(temp, file);
+      try {
+        writeFileSync(temp, JSON.stringify(entry) + '\n');
+        renameSync(temp, file);
+      } catch (error) {
+        // A full disk leaves no half-written file behind.
+        rmSync(temp, { force: true });
+        throw error;
+      }
     });
   }
 
