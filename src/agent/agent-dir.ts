@@ -23,6 +23,8 @@ export interface AgentDir {
   runLock: string;
   /** The runtime's own small database (delivery attempts). */
   state: string;
+  /** The turns under way and their process marks (core/turn-processes.ts). */
+  turnProcesses: string;
   /** Present while messages wait for an unreachable model (see outage.ts). */
   outage: string;
 }
@@ -52,6 +54,7 @@ export function agentDir(home: string, id: string): AgentDir {
     log: join(root, 'logs', 'agent.log'),
     runLock: join(root, 'run.lock'),
     state: join(root, 'state.db'),
+    turnProcesses: join(root, 'turn-processes'),
     outage: join(root, 'model-outage.json'),
   };
 }

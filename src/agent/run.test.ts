@@ -1,11 +1,12 @@
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatAddress, parseAddress, type ExternalAddress } from '../core/address.js';
 import { tryLock } from '../core/lock.js';
+import { isAlive } from '../core/process.js';
 import { formatMessageContent, parseMessageContent } from '../core/message.js';
 import { readSession } from '../pai/session.js';
 import { threadEvents, createTestHome, runTool, startFakeOpenAI, writeFakePaiConfig, type FakeLlmOptions, type FakeLlmServer, type LooseJson, type TestHome } from '../testing/index.js';
@@ -413,6 +414,25 @@ describe('agent run: concurrency and order', () => {
     expect(mine.map((request) => textsOf(request).includes('echo: one'))).toEqual([false, true, true]);
     expect(mine.map((request) => textsOf(request).includes('echo: two'))).toEqual([false, false, true]);
     expect(consumer(dir.inbox, 'inbox')).toMatchObject({ progress: 4, pending: 0 });
+  });
+});
+
+describe('agent run: the processes of a turn', () => {
+  it("keeps what a command left running (setsid included) for the turn's next command, kills it when the turn ends, and leaves no turn noted", async () => {
+    const server = await fakeServer();
+    const pidFile = join(t.home, 'sleeper.pid');
+    server.enqueue(
+      { kind: 'tool_call', name: 'bash_exec', arguments: { command: `setsid sleep 600 & echo $! > ${pidFile}; echo started` } },
+      { kind: 'tool_call', name: 'bash_exec', arguments: { command: `kill -0 $(cat ${pidFile}) && echo alive` } },
+      { kind: 'text', text: 'done' },
+    );
+    send('start a server');
+    expect(await run()).toMatchObject({ handled: 1, replied: 1 });
+
+    const outputs = events(threadOf().path, "subtype = 'toolcall'").map((event) => (JSON.parse(event.content) as ToolcallRecord).output);
+    expect(outputs).toEqual(['started\n', 'alive\n']);
+    expect(isAlive({ pid: Number(readFileSync(pidFile, 'utf8')), start: null }), 'the setsid sleep is gone after the run').toBe(false);
+    expect(readdirSync(dir.turnProcesses)).toEqual([]);
   });
 });
 

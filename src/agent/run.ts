@@ -5,6 +5,7 @@ import { tryLock } from '../core/lock.js';
 import { createLogger, type Logger } from '../core/logger.js';
 import { createRedactor } from '../core/secrets.js';
 import { isStorageError, storageError } from '../core/storage-error.js';
+import { TurnRegistry, type ProcessMark } from '../core/turn-processes.js';
 import { chat } from '../pai/chat.js';
 import type { ModelCaller } from '../pai/llm.js';
 import { loadPaiConfig, providerSecrets, resolveModel } from '../pai/models.js';
@@ -83,6 +84,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
     const paiConfig = withAgentSettings(loadPaiConfig(home), config);
     const model = await resolveModel(paiConfig, config.pai, env).catch((error: unknown) => error as Error);
     if (!(model instanceof Error)) preloadProvider(model.api); // overlaps the provider's loading with the inbox work
+    await reapKilledTurns(dir, logger);
     inbox = openThread(dir.inbox, { home });
     const batch = inbox.pop(INBOX_CONSUMER, { limit: options.batchSize ?? 50 });
     if (batch.length === 0) {
@@ -234,8 +236,9 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
         }
       },
     };
-    // The context (memory caps, compaction) and the call, retried once on a context overflow.
-    const result = await callWithinWindow({
+    // The context (memory caps, compaction) and the call, retried once on a context overflow;
+    // what its commands leave running ends with the turn.
+    const result = await new TurnRegistry(dir.turnProcesses).during((turnMark) => callWithinWindow({
       thread,
       currentId: inboundId,
       input: inbound.text,
@@ -248,9 +251,9 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
       logger,
       call: ({ system, history }) => {
         writeSession(session, history);
-        return callModel(modelTurn, { ...turnCall, system });
+        return callModel(modelTurn, { ...turnCall, system, turnMark });
       },
-    });
+    }));
 
     // An empty answer is nothing to deliver: recorded like NO_REPLY rather than sent and refused.
     if (result.text.trim() === 'NO_REPLY' || result.text.trim() === '') {
@@ -306,6 +309,7 @@ interface CallInput {
   tools: boolean;
   env?: NodeJS.ProcessEnv;
   onEvent?: Parameters<typeof chat>[0]['onEvent'];
+  turnMark?: ProcessMark;
 }
 
 /** One pai turn with the agent's model, retries and tool-round limit. */
@@ -321,6 +325,16 @@ function callModel(turn: TurnSettings & { model: ResolvedModel }, input: CallInp
     caller: turn.caller,
     signal: turn.running?.signal,
   });
+}
+
+/**
+ * Kills what the turns of a killed run (SIGKILL of `agent run` or of the warm runner it ran in)
+ * left running. Nothing else does: when a runner dies under a job, this waits for the next run,
+ * which notifier's retry of the unanswered message starts soon after.
+ */
+async function reapKilledTurns(dir: AgentDir, logger: Logger): Promise<void> {
+  const killed = await new TurnRegistry(dir.turnProcesses).reap();
+  if (killed.length > 0) logger.warn(`run: killed ${killed.length} process(es) left running by the turns of a run that died (pids ${killed.join(', ')})`);
 }
 
 /** The conversation thread of a source address, or null when it cannot be routed. */

@@ -35,6 +35,8 @@ export interface SystemOptions {
   backoff?: { initial_seconds: number; max_seconds: number };
   /** Default: 0.5. */
   sweepIntervalSeconds?: number;
+  /** notifier's warm runners; false: each `agent run` is a process of its own. Default: true. */
+  runners?: boolean;
   /** THECLAW_LOG_LEVEL of every process. Default: debug. */
   logLevel?: string;
   /** More environment for every process (e.g. a provider key). */
@@ -106,6 +108,7 @@ retry: { initial_delay_ms: 20 }
     'notifier/config.yaml',
     `sweep_interval_seconds: ${options.sweepIntervalSeconds ?? 0.5}
 backoff: { initial_seconds: ${backoff.initial_seconds}, max_seconds: ${backoff.max_seconds} }
+runners: { enabled: ${options.runners ?? true} }
 `,
   );
   const allow = options.telegramAllow ?? [];

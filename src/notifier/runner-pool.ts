@@ -155,7 +155,10 @@ export class RunnerPool {
       this.runners.delete(runner);
       const at = this.idle.indexOf(runner);
       if (at >= 0) this.idle.splice(at, 1);
-      runner.current?.finish(code, signal); // died under its job: the job ends as a process would
+      // Died under its job: the job ends as a process would. What the job's commands left
+      // running is not reaped here but by the agent's next run (its turns are noted in the agent
+      // directory), which the retry of the unanswered message starts.
+      runner.current?.finish(code, signal);
       runner.output.remove();
       if (!this.stopped && this.idle.length < this.options.idleRunners) this.replenish();
     });

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isAlive } from '../core/process.js';
+import { findMarked, killMarked, newMark, TURN_MARK } from '../core/turn-processes.js';
 import { waitFor } from '../testing/index.js';
 import { bashExec, HeadTail } from './bash-exec.js';
 
@@ -133,3 +134,48 @@ describe('bashExec environment and working directory', () => {
     expect(result.stderr).toMatch(/does not exist/);
   });
 });
+
+describe('bashExec: what a command leaves running', () => {
+  /** A command starting `setsid sleep 600` (its own session: out of the group kill), with its pid in a file. */
+  const setsidSleep = (pidFile: string, then = 'echo started') => `setsid sleep 600 & echo $! > ${pidFile}; ${then}`;
+  const pidIn = async (pidFile: string) => Number(await waitFor(() => existsSync(pidFile) && readFileSync(pidFile, 'utf8').trim(), 'the setsid sleep pid'));
+  const gone = (pid: number) => !isAlive({ pid, start: null });
+
+  it('a call of no turn returns once bash exited, and kills its setsid child', async () => {
+    const pidFile = join(dir, 'sleep.pid');
+    const result = await within(bashExec({ command: setsidSleep(pidFile) }, { env: plainEnv() }), 5_000, 'the command leaving a setsid sleep');
+    expect(result).toEqual({ stdout: 'started\n', stderr: '', exit_code: 0 });
+    expect(gone(await pidIn(pidFile)), 'the setsid sleep is dead when the call returns').toBe(true);
+  });
+
+  it('a call of a turn leaves its setsid child to the turn, which kills it by its mark', async () => {
+    const pidFile = join(dir, 'sleep.pid');
+    const turnMark = newMark(TURN_MARK);
+    const result = await within(bashExec({ command: setsidSleep(pidFile) }, { env: plainEnv(), turnMark }), 5_000, 'the command leaving a setsid sleep');
+    expect(result.exit_code).toBe(0);
+    const pid = await pidIn(pidFile);
+    expect(findMarked(turnMark)).toEqual([pid]);
+    await killMarked(turnMark);
+    await waitFor(() => gone(pid), 'the setsid sleep to be gone', 5_000);
+  });
+
+  it('kills the setsid child of a call that times out, though the turn goes on', async () => {
+    const pidFile = join(dir, 'sleep.pid');
+    const turnMark = newMark(TURN_MARK);
+    const result = await within(bashExec({ command: setsidSleep(pidFile, 'sleep 100'), timeout_seconds: 1 }, { env: plainEnv(), turnMark }), 5_000, 'the timed-out command');
+    expect(result.exit_code).toBe(124);
+    expect(gone(await pidIn(pidFile)), 'the setsid sleep is dead when the call returns').toBe(true);
+    expect(findMarked(turnMark)).toEqual([]);
+  });
+
+  it('kills the setsid child of a call that is aborted (/stop)', async () => {
+    const pidFile = join(dir, 'sleep.pid');
+    const controller = new AbortController();
+    const pending = bashExec({ command: setsidSleep(pidFile, 'sleep 100') }, { env: plainEnv(), turnMark: newMark(TURN_MARK), signal: controller.signal });
+    const pid = await pidIn(pidFile);
+    controller.abort();
+    expect((await within(pending, 5_000, 'the aborted command')).exit_code).toBe(124);
+    expect(gone(pid), 'the setsid sleep is dead when the call returns').toBe(true);
+  });
+});
+

@@ -2,12 +2,15 @@ import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { killGroup, watchGroup } from '../core/process.js';
 import { withoutSecrets } from '../core/secrets.js';
+import { CALL_MARK, killMarked, markedEnv, newMark, type ProcessMark } from '../core/turn-processes.js';
 import type { BashExecArgs, BashExecResult } from './types.js';
 
 /**
- * The one tool the model has: `bash -c <command>` in its own process group, killed with the
- * whole group on timeout or abort, output truncated head+tail, and an environment without
- * provider keys or tokens.
+ * The one tool the model has: `bash -c <command>` in its own process group, output truncated
+ * head+tail, and an environment without provider keys or tokens. Every process the command
+ * starts carries the call's mark (and the turn's) in its environment, `setsid` included
+ * (core/turn-processes.ts): on timeout or abort the group and everything marked with the call
+ * are killed; what a command leaves running in the background lives until its turn ends.
  */
 export const BASH_EXEC_TOOL = {
   name: 'bash_exec',
@@ -38,21 +41,34 @@ export interface BashExecOptions {
   /** Bytes kept per stream, head and tail together. Default: 32,768. */
   maxOutputBytes?: number;
   signal?: AbortSignal;
+  /**
+   * The turn this call belongs to: what the command leaves running (a server started with `&`)
+   * outlives the call, for the turn's next calls, and whoever made the mark kills it when the
+   * turn ends. Without one, the call is a turn of its own: nothing it started outlives it.
+   */
+  turnMark?: ProcessMark;
 }
 
 const KILL_GRACE_MS = 1_000;
+/**
+ * After bash exited, how long its pipes may stay open: a background child (`server &`) holds
+ * them, and would otherwise keep the call waiting until its timeout.
+ */
+const PIPE_GRACE_MS = 250;
 
 export function bashExec(args: BashExecArgs, options: BashExecOptions = {}): Promise<BashExecResult> {
   const cwd = args.cwd ?? options.cwd ?? process.cwd();
   if (!existsSync(cwd)) return Promise.resolve({ stdout: '', stderr: `bash_exec: working directory ${cwd} does not exist`, exit_code: 1 });
   const timeoutMs = (args.timeout_seconds ?? options.timeoutSeconds ?? 120) * 1000;
   const limit = options.maxOutputBytes ?? 32_768;
+  const callMark = newMark(CALL_MARK);
+  const marks = options.turnMark ? [options.turnMark, callMark] : [callMark];
   const child = spawn('bash', ['-c', args.command], {
     cwd,
     detached: true,
     stdio: ['ignore', 'pipe', 'pipe'],
     // Without secrets; TheClaw's own commands are found on the PATH it keeps.
-    env: withoutSecrets(options.env ?? process.env, options.secretNames),
+    env: markedEnv(withoutSecrets(options.env ?? process.env, options.secretNames), ...marks),
   });
   const stdout = new HeadTail(limit);
   const stderr = new HeadTail(limit);
@@ -60,13 +76,24 @@ export function bashExec(args: BashExecArgs, options: BashExecOptions = {}): Pro
   child.stderr!.on('data', (chunk: Buffer) => stderr.push(chunk));
   const watch = child.pid === undefined ? null : watchGroup(child.pid, { timeoutMs, graceMs: KILL_GRACE_MS, signal: options.signal });
 
+  let pipeTimer: NodeJS.Timeout | undefined;
+  child.on('exit', () => {
+    pipeTimer = setTimeout(() => {
+      child.stdout!.destroy();
+      child.stderr!.destroy();
+    }, PIPE_GRACE_MS);
+  });
+
   return new Promise((resolve) => {
     child.on('error', (error) => stderr.push(Buffer.from(`bash_exec: ${error.message}\n`)));
-    // 'close', not 'exit': the pipes are drained by then.
-    child.on('close', (code, signal) => {
+    // 'close', not 'exit': the pipes are drained (or given up) by then.
+    child.on('close', async (code, signal) => {
+      clearTimeout(pipeTimer);
       watch?.release();
-      // Children the command left behind in its group go too.
-      if (child.pid !== undefined) killGroup(child.pid, 'SIGKILL');
+      if (watch?.killedFor || !options.turnMark) {
+        if (child.pid !== undefined) killGroup(child.pid, 'SIGKILL');
+        await killMarked(callMark);
+      }
       const killedFor = watch?.killedFor === 'timeout' ? `timed out after ${timeoutMs / 1000} s` : watch?.killedFor;
       if (killedFor) stderr.push(Buffer.from(`\n[bash_exec: ${killedFor}; the command and its children were killed]`));
       resolve({

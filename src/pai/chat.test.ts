@@ -2,6 +2,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { expectSessionValid, createTestHome, startFakeAnthropic, startFakeOpenAI, waitFor, type FakeLlmOptions, type FakeLlmServer, type LooseJson, type TestHome } from '../testing/index.js';
+import { isAlive } from '../core/process.js';
 import { chat, DEFAULT_SYSTEM_PROMPT } from './chat.js';
 import { ModelCallError } from './model-error.js';
 import { readSession } from './session.js';
@@ -402,3 +403,26 @@ describe('chat: abort', () => {
     expectSessionValid(readSession(sessionFile));
   });
 });
+
+describe('chat: the processes of a turn', () => {
+  it('keeps what a command left running in the background (setsid included) for the next call of the turn, and kills it when the turn ends', async () => {
+    const server = await fakeOpenAI();
+    writeConfig(server);
+    const pidFile = join(t.home, 'sleeper.pid');
+    server.enqueue(
+      { kind: 'tool_call', name: 'bash_exec', arguments: { command: `setsid sleep 600 & echo $! > ${pidFile}; echo started` } },
+      { kind: 'tool_call', name: 'bash_exec', arguments: { command: `kill -0 $(cat ${pidFile}) && echo alive` } },
+      { kind: 'text', text: 'done' },
+    );
+    const { onEvent, of } = collect();
+    const result = await chat({ input: 'start a server', home: t.home, env: baseEnv(), onEvent });
+
+    expect(result.text).toBe('done');
+    // The sleep holds the call's pipes; the call returns anyway once bash exited.
+    expect(of('tool_result').map((event) => [event.exit_code, event.stdout])).toEqual([[0, 'started\n'], [0, 'alive\n']]);
+    expect(of('tool_result')[0]!.duration_ms).toBeLessThan(5_000);
+    const pid = Number(readFileSync(pidFile, 'utf8'));
+    expect(isAlive({ pid, start: null }), 'the setsid sleep is gone when chat() returns').toBe(false);
+  });
+});
+

@@ -1,6 +1,7 @@
 import { resolveHome } from '../core/home.js';
 import { createRedactor } from '../core/secrets.js';
 import { backoffMs, sleep } from '../core/retry.js';
+import { killMarked, newMark, TURN_MARK, type ProcessMark } from '../core/turn-processes.js';
 import { bashExec, BASH_EXEC_TOOL } from './bash-exec.js';
 import { createModelCaller, type ModelCaller, type ModelReply } from './llm.js';
 import { ModelCallError } from './model-error.js';
@@ -40,6 +41,12 @@ export interface ChatOptions extends ModelChoice {
   config?: PaiConfig;
   onEvent?: (event: ChatEvent) => void;
   signal?: AbortSignal;
+  /**
+   * The turn's mark on its commands' processes, when the caller owns the turn's end (and kills
+   * them then; see bash-exec.ts). Default: a mark of this call's own, and what the commands left
+   * running is killed when it returns.
+   */
+  turnMark?: ProcessMark;
   /** Seam for tests: replaces the provider call. */
   caller?: ModelCaller;
 }
@@ -51,6 +58,17 @@ export interface ChatOptions extends ModelChoice {
  * and nothing empty is written to the session for it.
  */
 export async function chat(options: ChatOptions): Promise<ChatResult> {
+  // Without tools no process is started, and there is nothing to look for.
+  if (options.turnMark || options.tools === false) return runTurn(options, options.turnMark ?? newMark(TURN_MARK));
+  const turnMark = newMark(TURN_MARK);
+  try {
+    return await runTurn(options, turnMark);
+  } finally {
+    await killMarked(turnMark);
+  }
+}
+
+async function runTurn(options: ChatOptions, turnMark: ProcessMark): Promise<ChatResult> {
   const env = options.env ?? process.env;
   const config = options.config ?? loadPaiConfig(options.home ?? resolveHome(env));
   const model = await resolveModel(config, options, env);
@@ -114,7 +132,7 @@ export async function chat(options: ChatOptions): Promise<ChatResult> {
         : index >= perRound
           ? { stdout: '', stderr: `not run: at most ${perRound} commands run per answer (max_tool_calls_per_round); ask for the rest in the next round`, exit_code: 125 }
           : call.name === BASH_EXEC_TOOL.name && args.command
-          ? await bashExec(args, { cwd: options.cwd, env, secretNames, signal: options.signal })
+          ? await bashExec(args, { cwd: options.cwd, env, secretNames, signal: options.signal, turnMark })
           : { stdout: '', stderr: `unknown tool ${call.name} or no command; the only tool is bash_exec with {"command": "..."}`, exit_code: 127 };
       const output = { ...ran, stdout: redact(ran.stdout), stderr: redact(ran.stderr) };
       emit({ type: 'tool_result', id: call.id, exit_code: output.exit_code, stdout: output.stdout, stderr: output.stderr, duration_ms: Date.now() - started });
