@@ -14,7 +14,7 @@ import { openThread, type Thread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
 import { loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
 import { memoryFiles, sessionFile } from './context.js';
-import { answerFailure, ModelOutage, TurnAbandoned } from './failure.js';
+import { answerFailure, ModelOutage } from './failure.js';
 import { deliverHandler, INBOX_CONSUMER, OUTBOUND_CONSUMER, OUTBOUND_FILTER } from './lifecycle.js';
 import { callWithinWindow } from './overflow.js';
 import { answerTarget, readInbound, type AnswerTarget } from './reply-context.js';
@@ -23,7 +23,7 @@ import { mixesPeople, routeMessage } from './router.js';
 import { chatCommandOf } from './chat-commands.js';
 import { answerChatCommand } from './command-replies.js';
 import { RunningTurns, watchForStop, type RunningTurn } from './turn-stop.js';
-import { beginAttempt, turnLimitText, unfinishedTurn, type Attempt } from './turn-attempts.js';
+import { beginAttempt, overTurnLimit, unfinishedTurn, type Attempt } from './turn-attempts.js';
 import type { AgentConfig, DecisionRecord, ErrorRecord, ThreadRoute, ToolcallRecord, UsageRecord } from './types.js';
 
 /**
@@ -39,9 +39,10 @@ import type { AgentConfig, DecisionRecord, ErrorRecord, ThreadRoute, ToolcallRec
  *    compacted, when the provider finds the context too long), recording every tool call and
  *    the usage; push the reply (with reply_context and in_reply_to) or a NO_REPLY decision. A
  *    model that fails is dealt with by failure.ts: an error notice and record, or, when it is
- *    unavailable, the message waits (its thread stops, the run fails, notifier retries). A turn has
- *    a time limit and a few attempts, and a retried turn resumes (turn-attempts.ts). A chat command (`/new`, `/stop`, ...: chat-commands.ts) is answered without
- *    the model; a turn that a `/stop` ended gets a `stopped` decision (turn-stop.ts).
+ *    unavailable, the message waits (its thread stops, the run fails, notifier retries). A turn
+ *    has a time limit and a few attempts, and a retried turn resumes (turn-attempts.ts). A chat
+ *    command (`/new`, `/stop`, ...: chat-commands.ts) is answered without the model; a turn that
+ *    a `/stop` ended gets a `stopped` decision (turn-stop.ts).
  * 5. Acknowledge the inbox up to the last message whose outcome is stored and before which every
  *    message of the batch is done, so a crash never skips a message.
  */
@@ -256,7 +257,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
         // An earlier turn at this message that was cut off is continued, not begun again: the
         // commands it ran are not run twice.
         const cutOff = unfinishedTurn(session, String(inboundId));
-        if (cutOff.length > 0) logger.warn(`run: resuming the turn for thread ${route.threadId} event ${inboundId} (attempt ${attempt!.number}) from its session`);
+        if (cutOff.length > 0) logger.warn(`run: resuming the cut-off turn for thread ${route.threadId} event ${inboundId} from its session`);
         writeSession(session, [...history, ...cutOff]);
         return callModel(modelTurn, { ...turnCall, system, resume: cutOff.length > 0 });
       },
@@ -286,7 +287,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
     }
     // Told to the person and recorded (unrecoverable), or thrown as ModelOutage: see failure.ts. A
     // turn over the limit is not retried: the retry would bill the model again for the same end.
-    const cause = turn.running?.timedOut ? new TurnAbandoned('timeout', `the answer took longer than the turn limit (${turnLimitText(config.turn.timeout_seconds)})`) : error;
+    const cause = turn.running?.timedOut ? overTurnLimit(config.turn) : error;
     let failure;
     try {
       failure = answerFailure({ thread, config, event, inboundId, outcomeKey, replyContext: target.replyContext, redact: turn.redact }, cause);

@@ -53,7 +53,8 @@ export function unfinishedTurn(sessionFile: string, turn: string): SessionLine[]
   return begun?.role === 'user' && begun.turn === turn ? lines.slice(start) : [];
 }
 
-/** `600` → "10 min", `90` → "90 s". */
-export function turnLimitText(seconds: number): string {
-  return seconds % 60 === 0 ? `${seconds / 60} min` : `${seconds} s`;
+/** Why a turn that ran past `turn.timeout_seconds` got no answer. */
+export function overTurnLimit(settings: AgentConfig['turn']): TurnAbandoned {
+  const seconds = settings.timeout_seconds;
+  return new TurnAbandoned('timeout', `the answer took longer than the turn limit (${seconds % 60 === 0 ? `${seconds / 60} min` : `${seconds} s`})`);
 }
