@@ -1,51 +1,38 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createTestHome, type TestHome } from '../testing/index.js';
-import { openThread, type Thread } from '../thread/thread.js';
+import { describe, expect, it } from 'vitest';
+import { useTestThread } from '../testing/index.js';
 import { TurnAbandoned } from './failure.js';
 import { beginAttempt, overTurnLimit, unfinishedTurn } from './turn-attempts.js';
 
-let t: TestHome;
-let thread: Thread;
+const test = useTestThread();
 const settings = { timeout_seconds: 600, max_attempts: 3 };
-
-beforeEach(() => {
-  t = createTestHome();
-  thread = openThread(join(t.home, 'conversation'), { home: t.home, create: true });
-});
-
-afterEach(() => {
-  thread.close();
-  t.cleanup();
-});
-
-const message = (text: string) => thread.push({ source: 'external:terminal:local:dm:ann:ann', type: 'message', content: JSON.stringify({ text, attachments: [] }) });
+const message = (text: string) => test.thread.push({ source: 'external:terminal:local:dm:ann:ann', type: 'message', content: JSON.stringify({ text, attachments: [] }) });
 
 describe('beginAttempt', () => {
   it('numbers the turns at a message and gives it up once max_attempts of them were cut off', () => {
     const id = message('poison');
-    expect([1, 2, 3].map(() => beginAttempt(thread, id, settings).number)).toEqual([1, 2, 3]);
-    expect(() => beginAttempt(thread, id, settings)).toThrow(new TurnAbandoned('crashed', 'answering failed 3 times'));
+    expect([1, 2, 3].map(() => beginAttempt(test.thread, id, settings).number)).toEqual([1, 2, 3]);
+    expect(() => beginAttempt(test.thread, id, settings)).toThrow(new TurnAbandoned('crashed', 'answering failed 3 times'));
   });
 
   it('does not count a turn that ended waiting for the model, nor the turns at another message', () => {
     const first = message('first');
-    beginAttempt(thread, first, settings).waits();
-    beginAttempt(thread, first, settings).waits();
+    beginAttempt(test.thread, first, settings).waits();
+    beginAttempt(test.thread, first, settings).waits();
     const second = message('second');
-    beginAttempt(thread, second, settings);
-    beginAttempt(thread, second, settings);
-    expect(beginAttempt(thread, first, settings).number).toBe(3);
-    expect(beginAttempt(thread, first, settings).number).toBe(4);
-    expect(beginAttempt(thread, second, settings).number).toBe(3);
-    expect(() => beginAttempt(thread, second, settings)).toThrow(TurnAbandoned);
+    beginAttempt(test.thread, second, settings);
+    beginAttempt(test.thread, second, settings);
+    expect(beginAttempt(test.thread, first, settings).number).toBe(3);
+    expect(beginAttempt(test.thread, first, settings).number).toBe(4);
+    expect(beginAttempt(test.thread, second, settings).number).toBe(3);
+    expect(() => beginAttempt(test.thread, second, settings)).toThrow(TurnAbandoned);
   });
 });
 
 describe('unfinishedTurn', () => {
   const write = (lines: object[]) => {
-    const file = join(t.home, 'session.jsonl');
+    const file = join(test.home.home, 'session.jsonl');
     writeFileSync(file, lines.map((line) => JSON.stringify(line) + '\n').join(''));
     return file;
   };
@@ -63,8 +50,8 @@ describe('unfinishedTurn', () => {
 
   it('is nothing for a session of another turn, without turn names, or unreadable', () => {
     expect(unfinishedTurn(write([{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'hello' }]), '1')).toEqual([]);
-    expect(unfinishedTurn(join(t.home, 'none.jsonl'), '1')).toEqual([]);
-    const broken = join(t.home, 'broken.jsonl');
+    expect(unfinishedTurn(join(test.home.home, 'none.jsonl'), '1')).toEqual([]);
+    const broken = join(test.home.home, 'broken.jsonl');
     writeFileSync(broken, 'not json\n');
     expect(unfinishedTurn(broken, '1')).toEqual([]);
   });
