@@ -1,10 +1,8 @@
 import fc from 'fast-check';
-import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { formatAddress } from '../core/address.js';
 import { parseMessageContent } from '../core/message.js';
-import { createTestHome, type TestHome } from '../testing/index.js';
-import { openThread, type Thread } from '../thread/thread.js';
+import { useTestThread } from '../testing/index.js';
 import { CHAT_COMMANDS, chatCommandHelp, chatCommandOf, parseChatCommand, withoutChatCommands, type ChatCommand } from './chat-commands.js';
 
 const NAMES = Object.keys(CHAT_COMMANDS) as ChatCommand[];
@@ -107,17 +105,8 @@ describe('chatCommandOf', () => {
 
 describe('withoutChatCommands', () => {
   const person = formatAddress({ kind: 'external', channelType: 'terminal', instance: 'local', conversationType: 'dm', conversationId: 'ann', peerId: 'ann' });
-  let t: TestHome;
-  let thread: Thread;
-  beforeEach(() => {
-    t = createTestHome();
-    thread = openThread(join(t.home, 'conversation'), { home: t.home, create: true });
-  });
-  afterEach(() => {
-    thread.close();
-    t.cleanup();
-  });
-  const push = (source: string, fields: Record<string, unknown>) => thread.push({ source, type: 'message', content: JSON.stringify({ attachments: [], ...fields }) });
+  const test = useTestThread();
+  const push = (source: string, fields: Record<string, unknown>) => test.thread.push({ source, type: 'message', content: JSON.stringify({ attachments: [], ...fields }) });
 
   it('drops the commands and the answers to them, also when the command lies before the events, and keeps the rest', () => {
     const reset = push(person, { text: '/reset' });
@@ -127,8 +116,8 @@ describe('withoutChatCommands', () => {
     const status = push(person, { text: '/status' });
     push('self', { text: 'Model: fake/m1', in_reply_to: status });
     push(person, { text: '/x is not a command' });
-    const after = (id: number) => thread.peek({ afterId: id });
-    expect(withoutChatCommands(thread, after(reset)).map((event) => parseMessageContent(event.content).text)).toEqual(['what is 6*7?', '42', '/x is not a command']);
-    expect(withoutChatCommands(thread, after(0))).toEqual(withoutChatCommands(thread, after(reset)));
+    const after = (id: number) => test.thread.peek({ afterId: id });
+    expect(withoutChatCommands(test.thread, after(reset)).map((event) => parseMessageContent(event.content).text)).toEqual(['what is 6*7?', '42', '/x is not a command']);
+    expect(withoutChatCommands(test.thread, after(0))).toEqual(withoutChatCommands(test.thread, after(reset)));
   });
 });

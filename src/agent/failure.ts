@@ -32,7 +32,25 @@ export interface ModelFailure {
   reason: string;
 }
 
+/**
+ * A turn the runtime gives up on, whatever the model did: it ran past the turn limit
+ * (`timeout`), or it was cut off `turn.max_attempts` times (`crashed`, see turn-attempts.ts).
+ * Unrecoverable: retrying would bill the model again for the same end.
+ */
+export class TurnAbandoned extends Error {
+  override name = 'TurnAbandoned';
+
+  constructor(
+    readonly kind: 'timeout' | 'crashed',
+    /** A few words for the person. */
+    readonly reason: string,
+  ) {
+    super(reason);
+  }
+}
+
 export function classifyFailure(error: unknown): ModelFailure {
+  if (error instanceof TurnAbandoned) return { class: 'unrecoverable', kind: error.kind, status: null, reason: error.reason };
   if (!(error instanceof ModelCallError)) {
     // A model that cannot be resolved (unknown provider or model, no base_url) is a ClawError of
     // pai's; anything else is a fault of ours.
@@ -121,7 +139,7 @@ export function answerFailure(message: FailedMessage, error: unknown): ModelFail
     throw new ModelOutage(failure, detail);
   }
   // Both in one transaction: a crash never leaves the outcome without its notice.
-  const record: ErrorRecord = { in_reply_to: inboundId, stage: 'llm', error: detail, kind: failure.kind, ...(error instanceof ModelCallError ? { status: failure.status } : {}) };
+  const record: ErrorRecord = { in_reply_to: inboundId, stage: error instanceof TurnAbandoned ? 'turn' : 'llm', error: detail, kind: failure.kind, ...(error instanceof ModelCallError ? { status: failure.status } : {}) };
   thread.pushBatch([
     ...(replyContext ? [notice('error', noticeText(config.notices.error, failure), replyContext, inboundId)] : []),
     { source: 'self', type: 'record', subtype: 'error', content: JSON.stringify(record), idempotency_key: message.outcomeKey },

@@ -88,6 +88,7 @@ describe('agent run: one message', () => {
     const all = events(route.path);
     expect(all.map((event) => [event.type, event.subtype, event.source])).toEqual([
       ['message', null, terminal()],
+      ['record', 'attempt', 'self'],
       ['record', 'usage', 'self'],
       ['record', 'toolcall', 'self'],
       ['record', 'usage', 'self'],

@@ -24,6 +24,7 @@ import { mixesPeople, routeMessage } from './router.js';
 import { chatCommandOf } from './chat-commands.js';
 import { answerChatCommand } from './command-replies.js';
 import { RunningTurns, watchForStop, type RunningTurn } from './turn-stop.js';
+import { beginAttempt, overTurnLimit, unfinishedTurn, type Attempt } from './turn-attempts.js';
 import type { AgentConfig, DecisionRecord, ErrorRecord, ThreadRoute, ToolcallRecord, UsageRecord } from './types.js';
 
 /**
@@ -39,8 +40,10 @@ import type { AgentConfig, DecisionRecord, ErrorRecord, ThreadRoute, ToolcallRec
  *    compacted, when the provider finds the context too long), recording every tool call and
  *    the usage; push the reply (with reply_context and in_reply_to) or a NO_REPLY decision. A
  *    model that fails is dealt with by failure.ts: an error notice and record, or, when it is
- *    unavailable, the message waits (its thread stops, the run fails, notifier retries). A chat command (`/new`, `/stop`, ...: chat-commands.ts) is answered without
- *    the model; a turn that a `/stop` ended gets a `stopped` decision (turn-stop.ts).
+ *    unavailable, the message waits (its thread stops, the run fails, notifier retries). A turn
+ *    has a time limit and a few attempts, and a retried turn resumes (turn-attempts.ts). A chat
+ *    command (`/new`, `/stop`, ...: chat-commands.ts) is answered without the model; a turn that
+ *    a `/stop` ended gets a `stopped` decision (turn-stop.ts).
  * 5. Acknowledge the inbox up to the last message whose outcome is stored and before which every
  *    message of the batch is done, so a crash never skips a message.
  */
@@ -96,7 +99,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
     const redact = createRedactor(env, providerSecrets(paiConfig, env));
     const turn: TurnSettings = { home, dir, config, paiConfig, model, env, logger, redact, caller: options.caller };
     // `/stop` ends a running turn of its conversation: the inbox is watched while the batch runs.
-    const turns = new RunningTurns(options.signal);
+    const turns = new RunningTurns(options.signal, config.turn.timeout_seconds * 1000);
     stopWatch = watchForStop(inbox, { afterId: batch[0]!.id - 1, turns, conversationOf: (source) => conversationPath(dir, config, source), logger });
 
     // Group by thread, in inbox order; threads run concurrently, each thread in order. Each
@@ -193,15 +196,19 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
     logger.info(`run: answered /${command} in thread ${route.threadId} (event ${inboundId})`);
     return 'replied';
   }
+  let attempt: Attempt | undefined;
   try {
     const model = turn.model;
     if (model instanceof Error) throw model;
+    // Before the model is called: a turn that kills its run is known to the next one.
+    attempt = beginAttempt(thread, inboundId, config.turn);
     const modelTurn = { ...turn, model };
     const session = sessionFile(dir, route);
     const commands = new Map<string, BashExecArgs>();
     const turnCall: Omit<CallInput, 'system'> = {
       input: inbound.text,
       sessionFile: session,
+      turn: String(inboundId),
       tools: true,
       // What `agent send` and `cmds` run through bash_exec need to know about the asker; the
       // asking event is the message that an answer to `agent send` will be passed on to.
@@ -250,8 +257,12 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
       redact: turn.redact,
       logger,
       call: ({ system, history }) => {
-        writeSession(session, history);
-        return callModel(modelTurn, { ...turnCall, system, turnMark });
+        // An earlier turn at this message that was cut off is continued, not begun again: the
+        // commands it ran are not run twice.
+        const cutOff = unfinishedTurn(session, String(inboundId));
+        if (cutOff.length > 0) logger.warn(`run: resuming the cut-off turn for thread ${route.threadId} event ${inboundId} from its session`);
+        writeSession(session, [...history, ...cutOff]);
+        return callModel(modelTurn, { ...turnCall, system, turnMark, resume: cutOff.length > 0 });
       },
     }));
 
@@ -277,9 +288,17 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
       logger.info(`run: the turn for thread ${route.threadId} event ${inboundId} was stopped by /stop (inbox event ${stoppedBy})`);
       return 'stopped';
     }
-    // Told to the person and recorded (unrecoverable), or thrown as ModelOutage: see failure.ts.
-    const failure = answerFailure({ thread, config, event, inboundId, outcomeKey, replyContext: target.replyContext, redact: turn.redact }, error);
-    logger.error(`run: no answer to thread ${route.threadId} event ${inboundId} (${failure.kind}): ${error instanceof Error ? error.message : String(error)}`);
+    // Told to the person and recorded (unrecoverable), or thrown as ModelOutage: see failure.ts. A
+    // turn over the limit is not retried: the retry would bill the model again for the same end.
+    const cause = turn.running?.timedOut ? overTurnLimit(config.turn) : error;
+    let failure;
+    try {
+      failure = answerFailure({ thread, config, event, inboundId, outcomeKey, replyContext: target.replyContext, redact: turn.redact }, cause);
+    } catch (outage) {
+      attempt?.waits();
+      throw outage;
+    }
+    logger.error(`run: no answer to thread ${route.threadId} event ${inboundId} (${failure.kind}): ${cause instanceof Error ? cause.message : String(cause)}`);
     return 'error';
   }
 }
@@ -306,6 +325,8 @@ interface CallInput {
   input: string;
   system: string;
   sessionFile?: string;
+  turn?: string;
+  resume?: boolean;
   tools: boolean;
   env?: NodeJS.ProcessEnv;
   onEvent?: Parameters<typeof chat>[0]['onEvent'];

@@ -38,6 +38,19 @@ describe('RunningTurns', () => {
     expect(turn.signal.aborted).toBe(true);
     expect(turn.stoppedBy).toBeNull(); // not a /stop
   });
+
+  it('aborts a turn that runs past the turn limit and marks it timed out; a turn that ended in time is left alone', async () => {
+    const turns = new RunningTurns(undefined, 50);
+    const quick = turns.begin('ann', 1);
+    turns.end('ann', quick);
+    const slow = turns.begin('bob', 2);
+    await waitFor(() => slow.signal.aborted, 'the turn limit', 2_000, 10);
+    expect(slow.timedOut).toBe(true);
+    expect(slow.stoppedBy).toBeNull();
+    turns.end('bob', slow);
+    expect(quick.signal.aborted).toBe(false);
+    expect(quick.timedOut).toBe(false);
+  });
 });
 
 describe('watchForStop', () => {

@@ -11,17 +11,24 @@ import { chatCommandOf } from './chat-commands.js';
  *
  * A `/stop` stops every turn of its conversation that came before it: the one running, and those
  * waiting in the same batch. Turns that come after it are not touched.
+ *
+ * The same signal ends a turn that runs past the turn limit (`timeoutMs`): the agent's own
+ * deadline, well inside notifier's handler timeout, so that one stuck turn does not cost the run.
  */
 export interface RunningTurn {
   readonly signal: AbortSignal;
   /** Inbox id of the `/stop` that ended this turn, or null. */
   readonly stoppedBy: number | null;
+  /** The turn ran past the turn limit and was aborted. */
+  readonly timedOut: boolean;
 }
 
 interface Turn extends RunningTurn {
   inboxId: number;
   controller: AbortController;
   stoppedBy: number | null;
+  timedOut: boolean;
+  deadline?: NodeJS.Timeout;
 }
 
 export class RunningTurns {
@@ -29,14 +36,24 @@ export class RunningTurns {
   /** Per conversation, the newest `/stop` seen: turns of earlier messages begin stopped. */
   private readonly stops = new Map<string, number>();
 
-  /** `signal`: the whole run's, if it has one. */
-  constructor(private readonly runSignal?: AbortSignal) {}
+  /** `runSignal`: the whole run's, if it has one; `timeoutMs`: the turn limit, if any. */
+  constructor(
+    private readonly runSignal?: AbortSignal,
+    private readonly timeoutMs?: number,
+  ) {}
 
   /** The turn of one inbox message of a conversation (its messages run one at a time). */
   begin(conversation: string, inboxId: number): RunningTurn {
     const controller = new AbortController();
     const signal = this.runSignal ? AbortSignal.any([this.runSignal, controller.signal]) : controller.signal;
-    const turn: Turn = { inboxId, controller, signal, stoppedBy: null };
+    const turn: Turn = { inboxId, controller, signal, stoppedBy: null, timedOut: false };
+    if (this.timeoutMs !== undefined) {
+      turn.deadline = setTimeout(() => {
+        turn.timedOut = true;
+        controller.abort();
+      }, this.timeoutMs);
+      turn.deadline.unref();
+    }
     this.running.set(conversation, turn);
     const stop = this.stops.get(conversation);
     if (stop !== undefined) this.abort(turn, stop);
@@ -44,6 +61,7 @@ export class RunningTurns {
   }
 
   end(conversation: string, turn: RunningTurn): void {
+    clearTimeout((turn as Turn).deadline);
     if (this.running.get(conversation) === turn) this.running.delete(conversation);
   }
 

@@ -82,6 +82,19 @@ export const AgentConfigSchema = z.strictObject({
     }),
     { recent_messages: 30, compaction_threshold: 0.7, keep_recent: 6, memory_caps: DEFAULT_MEMORY_CAPS },
   ),
+  /**
+   * The turn of one message (turn-attempts.ts): ended by the agent after `timeout_seconds` (model
+   * calls and commands killed, an error notice sent); given up with an error notice once
+   * `max_attempts` turns at it were cut off (the run killed or crashed). notifier's
+   * handler_timeout_seconds is the outer guard and should be larger.
+   */
+  turn: z._default(
+    z.strictObject({
+      timeout_seconds: z._default(z.number().check(z.positive()), 600),
+      max_attempts: z._default(z.int().check(z.positive(), z.maximum(100)), 3),
+    }),
+    { timeout_seconds: 600, max_attempts: 3 },
+  ),
   /** Tool rounds per message. */
   max_turns: z._default(z.int().check(z.positive()), 20),
 });
@@ -130,13 +143,23 @@ export interface UsageRecord {
 
 export interface ErrorRecord {
   in_reply_to?: number;
-  stage: 'llm' | 'route' | 'deliver' | 'compaction' | 'memory' | 'internal';
+  /** `turn`: the runtime gave the turn up (over the turn limit, or cut off too often). */
+  stage: 'llm' | 'turn' | 'route' | 'deliver' | 'compaction' | 'memory' | 'internal';
   /** Something went wrong but the message was still answered (a memory file over its cap). */
   severity?: 'warning';
   error: string;
   kind?: string;
   status?: number | null;
   event_id?: number;
+}
+
+/** A turn at a message began (`ended` absent), or ended without an outcome through no fault of the message. */
+export interface AttemptRecord {
+  in_reply_to: number;
+  /** 1, 2, ...: the turns at this message. */
+  attempt: number;
+  /** `waits`: the model was unavailable; the message waits, and this attempt does not count. */
+  ended?: 'waits';
 }
 
 export interface CompactionRecord {

@@ -6,8 +6,11 @@ import { loadYamlConfig } from '../core/config.js';
 export const NotifierConfigSchema = z.strictObject({
   /** How often every registered thread is checked, even without a poke. */
   sweep_interval_seconds: z._default(z.number().check(z.positive(), z.maximum(3600)), 5),
-  /** A handler or timer command running longer is killed with its process group. */
-  handler_timeout_seconds: z._default(z.number().check(z.positive()), 600),
+  /**
+   * A handler or timer command running longer is killed with its process group. The outer guard:
+   * larger than an agent's turn limit (`turn.timeout_seconds`, 600), which ends a stuck turn first.
+   */
+  handler_timeout_seconds: z._default(z.number().check(z.positive()), 900),
   /** Failing handlers wait initial × 2^(failures−1), at most max, with ±20% jitter. */
   backoff: z._default(
     z.strictObject({

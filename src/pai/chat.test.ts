@@ -426,3 +426,59 @@ describe('chat: the processes of a turn', () => {
   });
 });
 
+describe('chat: resume', () => {
+  /** A session cut off mid-turn: one command finished (its result is there), one was running. */
+  function cutOffSession(file: string, counter: string): void {
+    const lines = [
+      { role: 'user', content: 'count twice', turn: '7' },
+      { role: 'assistant', content: '', tool_calls: [{ id: 'c1', name: 'bash_exec', arguments: { command: `echo x >> ${counter}` } }] },
+      { role: 'tool', tool_call_id: 'c1', name: 'bash_exec', content: JSON.stringify({ stdout: '', stderr: '', exit_code: 0 }) },
+      { role: 'assistant', content: '', tool_calls: [{ id: 'c2', name: 'bash_exec', arguments: { command: `echo y >> ${counter}` } }] },
+    ];
+    writeFileSync(file, lines.map((line) => JSON.stringify(line) + '\n').join(''));
+  }
+
+  it('continues a cut-off turn: no command is run again, the model gets the finished result and an interrupted one, and the user line is not written again', async () => {
+    const server = await fakeOpenAI();
+    writeConfig(server);
+    server.enqueue({ kind: 'text', text: 'counted' });
+    const session = join(t.home, 's.jsonl');
+    const counter = join(t.home, 'counter');
+    cutOffSession(session, counter);
+    const { onEvent, of } = collect();
+    const result = await chat({ input: 'count twice', sessionFile: session, home: t.home, env: baseEnv(), resume: true, onEvent });
+
+    expect(result.text).toBe('counted');
+    expect(result.toolRounds).toBe(2);
+    expect(existsSync(counter)).toBe(false); // neither command ran here
+    expect(of('tool_result')).toEqual([expect.objectContaining({ id: 'c2', exit_code: 125, stderr: expect.stringMatching(/^interrupted: the turn was killed while this ran/) })]);
+    const messages = server.requests[0]!.body.messages as LooseJson[];
+    expect(messages.filter((message) => message.role === 'user').map((message) => message.content)).toEqual(['count twice']);
+    expect(messages.filter((message) => message.role === 'tool').map((message) => message.tool_call_id)).toEqual(['c1', 'c2']);
+    expectToolCallsAnswered(messages);
+    const lines = readSession(session);
+    expectSessionValid(lines);
+    expect(lines.filter((line) => line.role === 'user')).toHaveLength(1);
+    expect(lines.at(-1)).toMatchObject({ role: 'assistant', content: 'counted' });
+  });
+
+  it('ends a cut-off turn that has its answer already without calling the model', async () => {
+    const server = await fakeOpenAI();
+    writeConfig(server);
+    const session = join(t.home, 's.jsonl');
+    writeFileSync(session, [{ role: 'user', content: 'hi', turn: '3' }, { role: 'assistant', content: 'hello there' }].map((line) => JSON.stringify(line) + '\n').join(''));
+    const result = await chat({ input: 'hi', sessionFile: session, home: t.home, env: baseEnv(), resume: true });
+    expect(result.text).toBe('hello there');
+    expect(server.requests).toHaveLength(0);
+    expect(readSession(session)).toHaveLength(2);
+  });
+
+  it('writes the turn name on the user line', async () => {
+    const server = await fakeOpenAI();
+    writeConfig(server);
+    const session = join(t.home, 's.jsonl');
+    await chat({ input: 'hi', sessionFile: session, home: t.home, env: baseEnv(), turn: '12' });
+    expect(readSession(session)[0]).toMatchObject({ role: 'user', content: 'hi', turn: '12' });
+    expect(JSON.stringify(server.requests[0]!.body)).not.toContain('"turn"');
+  });
+});

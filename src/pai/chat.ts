@@ -27,6 +27,15 @@ export interface ChatOptions extends ModelChoice {
   system?: string;
   /** JSONL session: read for history, appended message by message. Default: none (one-off). */
   sessionFile?: string;
+  /** Written on the turn's user line (see SessionLine): the name a resumed turn is found by. */
+  turn?: string;
+  /**
+   * Continue the turn the session ends with, cut off by a crash or a kill, instead of beginning
+   * one with `input`: its finished tool calls are not run again (the model gets their recorded
+   * results), a call without a result gets an `interrupted` result for the model to judge, and an
+   * answer it already has ends the turn without a model call.
+   */
+  resume?: boolean;
   /** Offer bash_exec to the model. Default: true. */
   tools?: boolean;
   /** Tool rounds before the turn ends with a note. Default: config `max_turns` (20). */
@@ -97,10 +106,12 @@ async function runTurn(options: ChatOptions, turnMark: ProcessMark): Promise<Cha
   };
 
   emit({ type: 'start', provider: model.provider, model: model.model });
-  record({ role: 'user', content: options.input, ts: new Date().toISOString() });
-
   const result: ChatResult = { text: '', toolCalls: [], usage: ZERO_USAGE, toolRounds: 0, stoppedAtMaxTurns: false };
-  for (;;) {
+  const resumed = options.resume ? resumeTurn(history, record, emit) : null;
+  if (resumed === null) record({ role: 'user', content: options.input, ts: new Date().toISOString(), ...(options.turn === undefined ? {} : { turn: options.turn }) });
+  else result.toolRounds = resumed.toolRounds;
+
+  while (resumed?.answer === undefined) {
     const reply = await callWithRetries(caller, { system, history, tools }, { config, model, emit, signal: options.signal });
     result.usage = addUsage(result.usage, reply.usage);
     const modelName = `${model.provider}/${model.model}`;
@@ -141,8 +152,37 @@ async function runTurn(options: ChatOptions, turnMark: ProcessMark): Promise<Cha
     }
     result.toolRounds++;
   }
+  if (resumed?.answer !== undefined) result.text = resumed.answer;
   emit({ type: 'done', text: result.text, usage: result.usage, tool_rounds: result.toolRounds, stopped_at_max_turns: result.stoppedAtMaxTurns });
   return result;
+}
+
+/** What a command that was running when its turn was cut off returns to the model. */
+export const INTERRUPTED_RESULT = {
+  stdout: '',
+  stderr: 'interrupted: the turn was killed while this ran; it may or may not have finished - check before running it again',
+  exit_code: 125,
+} as const;
+
+/**
+ * Prepares the resumption of the turn the history ends with (from its last user line): each tool
+ * call without a result gets INTERRUPTED_RESULT (emitted like a run call, so the caller records
+ * it). Returns the tool rounds the turn has used, and its answer when the model gave one.
+ */
+function resumeTurn(history: readonly SessionLine[], record: (line: SessionLine) => void, emit: (event: ChatEvent) => void): { toolRounds: number; answer?: string } {
+  const start = history.findLastIndex((line) => line.role === 'user');
+  const turn = history.slice(start + 1);
+  const answered = new Set(turn.flatMap((line) => (line.role === 'tool' ? [line.tool_call_id] : [])));
+  const rounds = turn.flatMap((line) => (line.role === 'assistant' && line.tool_calls?.length ? [line.tool_calls] : []));
+  for (const call of rounds.at(-1) ?? []) {
+    if (answered.has(call.id)) continue;
+    emit({ type: 'tool_call', id: call.id, name: call.name, arguments: toBashArgs(call.arguments) });
+    emit({ type: 'tool_result', id: call.id, ...INTERRUPTED_RESULT, duration_ms: 0 });
+    record({ role: 'tool', tool_call_id: call.id, name: call.name, content: JSON.stringify(INTERRUPTED_RESULT), ts: new Date().toISOString() });
+  }
+  const last = turn.at(-1);
+  const answer = last?.role === 'assistant' && !last.tool_calls?.length ? last.content : undefined;
+  return { toolRounds: rounds.length, ...(answer === undefined ? {} : { answer }) };
 }
 
 async function callWithRetries(

@@ -13,7 +13,13 @@ const ToolCallSchema = z.object({ id: z.string(), name: z.string(), arguments: z
 
 export const SessionLineSchema = z.discriminatedUnion('role', [
   z.object({ role: z.literal('system'), content: z.string() }),
-  z.object({ role: z.literal('user'), content: z.string(), ts: z.optional(z.string()) }),
+  z.object({
+    role: z.literal('user'),
+    content: z.string(),
+    ts: z.optional(z.string()),
+    /** The caller's name for the turn this message began, so that a turn cut off by a crash can be found and resumed. */
+    turn: z.optional(z.string()),
+  }),
   z.object({
     role: z.literal('assistant'),
     content: z.string(),

@@ -2,11 +2,11 @@ import { spawn, type SpawnOptions } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { expect } from 'vitest';
+import { afterEach, beforeEach, expect } from 'vitest';
 import { isClawError, type ClawError, type ErrorKind } from '../core/errors.js';
 import { cliPath, packageRoot } from '../core/package.js';
 import type { SessionLine } from '../pai/session.js';
-import { openThread } from '../thread/thread.js';
+import { openThread, type Thread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
 export { waitFor } from './wait.js';
 
@@ -110,6 +110,31 @@ export function threadEvents(home: string, path: string, filter?: string): Threa
   } finally {
     thread.close();
   }
+}
+
+/**
+ * A new test home with one open thread in it (`<home>/<name>`) for each test of the calling
+ * suite: read `.home` and `.thread` inside the tests.
+ */
+export function useTestThread(name = 'conversation'): { readonly home: TestHome; readonly thread: Thread } {
+  let home: TestHome | undefined;
+  let thread: Thread | undefined;
+  beforeEach(() => {
+    home = createTestHome();
+    thread = openThread(join(home.home, name), { home: home.home, create: true });
+  });
+  afterEach(() => {
+    thread?.close();
+    home?.cleanup();
+  });
+  return {
+    get home() {
+      return home!;
+    },
+    get thread() {
+      return thread!;
+    },
+  };
 }
 
 /** Every tool call of a pai session has its tool line (a killed or failed turn leaves none dangling). */
