@@ -15,6 +15,7 @@ import type { ThreadEvent } from '../thread/types.js';
 import { loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
 import { memoryFiles, sessionFile } from './context.js';
 import { answerFailure, ModelOutage } from './failure.js';
+import { damagedThread, describeDamage } from './damaged-thread.js';
 import { deliverHandler, INBOX_CONSUMER, OUTBOUND_CONSUMER, OUTBOUND_FILTER } from './lifecycle.js';
 import { callWithinWindow } from './overflow.js';
 import { answerTarget, readInbound, type AnswerTarget } from './reply-context.js';
@@ -123,6 +124,14 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
           if (outcome === 'error') summary.errors++;
           acks.done(event.id);
         } catch (error) {
+          // A damaged thread stops only its own conversation: its messages are let go, said in the log and status.
+          const damaged = damagedThread(dir, route.path, error);
+          if (damaged) {
+            logger.error(`run: inbox event ${event.id} is not answered: ${describeDamage(damaged)}`);
+            summary.errors++;
+            acks.done(event.id);
+            continue;
+          }
           // The model is unavailable, or not an LLM failure (storage, a bug). This thread stops
           // here, unacknowledged, while the others finish; the run then fails and notifier retries.
           if (error instanceof ModelOutage) outage ??= error;

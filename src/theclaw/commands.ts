@@ -1,3 +1,4 @@
+import { describeDamage } from '../agent/damaged-thread.js';
 import { printJson, printLines } from '../core/cli.js';
 import { ClawError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
@@ -138,8 +139,11 @@ function formatStatus(s: SystemStatus): string[] {
     ...s.agents.map((a) =>
       'error' in a
         ? `  ${a.id.padEnd(11)} BROKEN: ${a.error}`
-        : `  ${a.id.padEnd(11)} ${a.started ? 'started' : 'stopped'}${a.running ? ' (running)' : ''}  pending ${a.pending}  undelivered ${a.undelivered}  last activity ${a.last_activity ?? 'never'}  model ${a.model}`,
-    ),
+        : [
+            `  ${a.id.padEnd(11)} ${a.started ? 'started' : 'stopped'}${a.running ? ' (running)' : ''}  pending ${a.pending}  undelivered ${a.undelivered}  last activity ${a.last_activity ?? 'never'}  model ${a.model}`,
+            ...a.damaged.map((d) => `    DAMAGED ${describeDamage(d)}`),
+          ],
+    ).flat(),
     s.queues.length ? `queues: ${s.pending} event(s) waiting` : 'queues: nothing waiting',
     ...s.queues.map((q) => `  ${q.thread} (${q.consumer}): ${q.pending} ${q.state}${q.failures ? `, ${q.failures} failure(s): ${q.last_error ?? ''}` : ''}`),
     `model: ${modelLine(s.model)}`,
