@@ -64,6 +64,18 @@ export async function retry(options: Json): Promise<void> {
   );
 }
 
+export async function prune(options: Json & { olderThan: number; keepLogs: number; dryRun?: boolean }): Promise<void> {
+  const report = (await import('./prune.js')).prune(resolveHome(), { olderThanMs: options.olderThan * 86_400_000, keepLogs: options.keepLogs, dryRun: options.dryRun });
+  if (options.json) return printJson(report);
+  const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MB`;
+  printLines([
+    `${report.dry_run ? 'would free' : 'freed'} ${mb(report.freed_bytes)} (cut-off ${report.older_than})`,
+    `  rotated logs: ${report.rotated_logs.files} file(s), ${mb(report.rotated_logs.bytes)}`,
+    `  xgw: ${report.xgw.deliveries} delivery key(s), ${report.xgw.mailbox} read mailbox message(s), ${report.xgw.pairing_requests} expired pairing code(s)`,
+    `  WAL: ${report.wal.files} file(s) checkpointed, ${mb(report.wal.bytes)}`,
+  ]);
+}
+
 export async function doctor(options: Json & { offline?: boolean }): Promise<void> {
   const checks = await (await import('./doctor.js')).doctor(resolveHome(), process.env, Date.now(), { offline: options.offline });
   const failed = checks.filter((check) => check.status === 'fail');
