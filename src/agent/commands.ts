@@ -1,4 +1,5 @@
 import { printJson, printLines } from '../core/cli.js';
+import { describeDamage } from './damaged-thread.js';
 import { ClawError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
 import type { AgentStatus } from './lifecycle.js';
@@ -34,7 +35,7 @@ export async function status(id: string | undefined, options: Json): Promise<voi
   const { agentStatus, listAgents } = await lifecycle();
   const rows = id ? [agentStatus(home, id)] : listAgents(home);
   if (options.json) return printJson(id ? rows[0] : rows);
-  printLines(rows.length ? rows.map(describe) : ['no agents yet: agent init <id>']);
+  printLines(rows.length ? rows.flatMap((a) => [describe(a), ...a.damaged.map((d) => `  DAMAGED ${describeDamage(d)}`)]) : ['no agents yet: agent init <id>']);
 }
 
 export async function list(options: Json): Promise<void> {

@@ -62,12 +62,12 @@ const xgw = async (command: 'start' | 'stop') => {
 const deliver = (path: string, consumer = 'outbound') => runTool('agent', ['deliver', '--thread', path, '--consumer', consumer, '--json'], t.env);
 
 /** Sends a message and runs the agent; returns the conversation thread and the reply's event id. */
-async function reply(text: string, source = terminal): Promise<{ path: string; id: number }> {
+async function reply(text: string, source = terminal): Promise<{ path: string; id: number; createdAt: string }> {
   sendToAgent(t.home, 'helper', { text, source });
   await runAgent('helper', { home: t.home, env: t.env });
   const path = routeMessage(dir, 'per-peer', source).path;
   const replies = events(path, "type = 'message' AND source = 'self'");
-  return { path, id: replies.at(-1)!.id };
+  return { path, id: replies.at(-1)!.id, createdAt: replies.at(-1)!.created_at };
 }
 
 const events = (path: string, filter?: string): ThreadEvent[] => threadEvents(t.home, path, filter);
@@ -118,14 +118,14 @@ function setAgentConfig(patch: Record<string, unknown>): void {
 }
 
 describe('agent deliver to xgw', () => {
-  it('delivers a reply to the terminal mailbox once, with the idempotency key <thread>#<event id>', async () => {
+  it('delivers a reply to the terminal mailbox once, with the idempotency key <thread>#<event id>@<created_at>', async () => {
     await xgw('start');
-    const { path, id } = await reply('hello');
+    const { path, id, createdAt } = await reply('hello');
     const first = await deliver(path);
     expect(first.code, first.stderr).toBe(0);
     expect(JSON.parse(first.stdout)).toEqual({ delivered: 1, skipped: 0, failed: false });
     expect(mailbox()).toEqual([['agent', 'echo: hello']]);
-    expect(deliveredKeys()).toEqual([`${path}#${id}`]);
+    expect(deliveredKeys()).toEqual([`${path}#${id}@${createdAt}`]);
     expect(outbound(path)).toMatchObject({ progress: id, pending: 0 });
 
     // Again: nothing left to pop.
@@ -140,7 +140,7 @@ describe('agent deliver to xgw', () => {
     expect(replay.code, replay.stderr).toBe(0);
     expect(JSON.parse(replay.stdout)).toEqual({ delivered: 1, skipped: 0, failed: false });
     expect(mailbox()).toEqual([['agent', 'echo: hello']]);
-    expect(deliveredKeys()).toEqual([`${path}#${id}`]);
+    expect(deliveredKeys()).toEqual([`${path}#${id}@${createdAt}`]);
     expect(attempts()).toEqual([]);
     expect(readFileSync(join(dir.threads, '..', 'logs', 'agent.log'), 'utf8')).not.toContain('[ERROR]');
   });

@@ -19,7 +19,8 @@ import type { ErrorRecord } from './types.js';
 /**
  * `agent deliver --thread P --consumer C`: started by notifier when a conversation thread has
  * replies (`source = self` messages) to deliver. External replies go through the xgw daemon
- * with the idempotency key `<thread>#<event id>` (a retried delivery is not sent twice);
+ * with the idempotency key `<thread>#<event id>@<created_at>` (a retried delivery is not sent twice;
+ * the time tells apart the events of a thread made anew where a damaged one was moved away);
  * internal ones are pushed into the asking agent's inbox. A failure is not acknowledged: the
  * run ends with exit 1 and notifier retries with backoff. The attempt count is kept on disk;
  * past `deliver.max_attempts` an error record is written and the reply is skipped. Only a
@@ -109,7 +110,7 @@ async function deliverOne(home: string, dir: AgentDir, thread: Thread, event: Th
       conversation_type: context.conversation_type,
       conversation: context.conversation_id,
       reply_to: context.message_id,
-      idempotency_key: `${thread.path}#${event.id}`,
+      idempotency_key: deliveryKey(thread, event),
       text: content.text,
       ...(content.notice ? { notice: content.notice } : {}),
     };
@@ -142,12 +143,17 @@ async function deliverOne(home: string, dir: AgentDir, thread: Thread, event: Th
         },
         in_reply_to: event.id,
       }),
-      idempotency_key: `${dir.id}:${thread.path}#${event.id}`,
+      idempotency_key: `${dir.id}:${deliveryKey(thread, event)}`,
     });
   } finally {
     inbox.close();
   }
   return null;
+}
+
+/** Names one reply for good: ids start again at 1 in a thread made anew at the same path. */
+function deliveryKey(thread: Thread, event: ThreadEvent): string {
+  return `${thread.path}#${event.id}@${event.created_at}`;
 }
 
 /** The agent a thread belongs to: `<home>/agents/<id>/threads/<group>/<leaf>` or `.../threads/main`. */

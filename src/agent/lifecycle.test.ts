@@ -179,6 +179,7 @@ describe('agent start, stop, status, list', () => {
       model: '(pai default)',
       threads: 0,
       undelivered: 0,
+      damaged: [],
     });
     const all = JSON.parse(await ok(['status', '--json'])) as AgentStatus[];
     expect(all.map((row) => [row.id, row.kind, row.started, row.pending])).toEqual([

@@ -13,6 +13,7 @@ import { identityText } from './context.js';
 import { defaultIdentity, defaultUsage, isSystemAgentId, SYSTEM_AGENTS } from './identity.js';
 import { THREAD_FOLDERS } from './router.js';
 import { AgentConfigSchema } from './types.js';
+import { damagedThread, describeDamage, type DamagedThread } from './damaged-thread.js';
 import { agentModel, describeShortage, windowShortage } from './window-check.js';
 
 export const INBOX_CONSUMER = 'inbox';
@@ -126,15 +127,23 @@ export function startAgent(home: string, id: string): void {
   } finally {
     inbox.close();
   }
+  const logger = createLogger(dir.log);
   for (const path of conversationThreads(dir)) {
-    const thread = openThread(path, { home });
     try {
-      thread.subscribe({ consumer: OUTBOUND_CONSUMER, handler: deliverHandler(path), filter: OUTBOUND_FILTER });
-    } finally {
-      thread.close();
+      const thread = openThread(path, { home });
+      try {
+        thread.subscribe({ consumer: OUTBOUND_CONSUMER, handler: deliverHandler(path), filter: OUTBOUND_FILTER });
+      } finally {
+        thread.close();
+      }
+    } catch (error) {
+      // One damaged conversation does not keep the agent from starting (status names it).
+      const damage = damagedThread(dir, path, error);
+      if (!damage) throw error;
+      logger.error(`start: ${describeDamage(damage)}`);
     }
   }
-  createLogger(dir.log).info(`started agent ${id}`);
+  logger.info(`started agent ${id}`);
 }
 
 /** `agent stop`: unsubscribes the inbox; progress is kept, messages wait; a running batch finishes. */
@@ -164,6 +173,8 @@ export interface AgentStatus {
   threads: number;
   /** Replies waiting for delivery, over every thread. */
   undelivered: number;
+  /** Conversation threads that cannot be read: their conversations stop until they are moved away. */
+  damaged: DamagedThread[];
 }
 
 export function agentStatus(home: string, id: string): AgentStatus {
@@ -183,14 +194,21 @@ export function agentStatus(home: string, id: string): AgentStatus {
   let lastActivity = lastInbox;
   let undelivered = 0;
   const threads = conversationThreads(dir);
+  const damaged: DamagedThread[] = [];
   for (const path of threads) {
-    const thread = openThread(path, { home });
     try {
-      const last = thread.peek({ last: 1 })[0]?.created_at ?? null;
-      if (last && (!lastActivity || last > lastActivity)) lastActivity = last;
-      undelivered += thread.consumer(OUTBOUND_CONSUMER)?.pending ?? 0;
-    } finally {
-      thread.close();
+      const thread = openThread(path, { home });
+      try {
+        const last = thread.peek({ last: 1 })[0]?.created_at ?? null;
+        if (last && (!lastActivity || last > lastActivity)) lastActivity = last;
+        undelivered += thread.consumer(OUTBOUND_CONSUMER)?.pending ?? 0;
+      } finally {
+        thread.close();
+      }
+    } catch (error) {
+      const damage = damagedThread(dir, path, error);
+      if (!damage) throw error;
+      damaged.push(damage);
     }
   }
   return {
@@ -204,6 +222,7 @@ export function agentStatus(home: string, id: string): AgentStatus {
     model: config.pai.provider ? `${config.pai.provider}/${config.pai.model ?? '(default)'}` : '(pai default)',
     threads: threads.length,
     undelivered,
+    damaged,
   };
 }
 

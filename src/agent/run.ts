@@ -16,6 +16,7 @@ import type { ThreadEvent } from '../thread/types.js';
 import { loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
 import { memoryFiles, sessionFile } from './context.js';
 import { answerFailure, ModelOutage } from './failure.js';
+import { damagedThread, describeDamage } from './damaged-thread.js';
 import { deliverHandler, INBOX_CONSUMER, OUTBOUND_CONSUMER, OUTBOUND_FILTER } from './lifecycle.js';
 import { callWithinWindow } from './overflow.js';
 import { answerTarget, readInbound, type AnswerTarget } from './reply-context.js';
@@ -128,6 +129,14 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
           if (outcome === 'error') summary.errors++;
           acks.done(event.id);
         } catch (error) {
+          // A damaged thread stops only its own conversation: its messages are let go, said in the log and status.
+          const damaged = damagedThread(dir, route.path, error);
+          if (damaged) {
+            logger.error(`run: inbox event ${event.id} is not answered: ${describeDamage(damaged)}`);
+            summary.errors++;
+            acks.done(event.id);
+            continue;
+          }
           // The model is unavailable, or not an LLM failure (storage, a bug). This thread stops
           // here, unacknowledged, while the others finish; the run then fails and notifier retries.
           if (error instanceof ModelOutage) outage ??= error;
@@ -204,11 +213,14 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
     attempt = beginAttempt(thread, inboundId, config.turn);
     const modelTurn = { ...turn, model };
     const session = sessionFile(dir, route);
+    // Named by the inbox event, whose ids never start again: a thread made anew (after a damaged
+    // one was moved away) counts its events from 1, and must not resume an old turn of the session.
+    const turnName = `inbox-${event.id}`;
     const commands = new Map<string, BashExecArgs>();
     const turnCall: Omit<CallInput, 'system'> = {
       input: inbound.text,
       sessionFile: session,
-      turn: String(inboundId),
+      turn: turnName,
       tools: true,
       // What `agent send` and `cmds` run through bash_exec need to know about the asker; the
       // asking event is the message that an answer to `agent send` will be passed on to.
@@ -259,7 +271,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
       call: ({ system, history }) => {
         // An earlier turn at this message that was cut off is continued, not begun again: the
         // commands it ran are not run twice.
-        const cutOff = unfinishedTurn(session, String(inboundId));
+        const cutOff = unfinishedTurn(session, turnName);
         if (cutOff.length > 0) logger.warn(`run: resuming the cut-off turn for thread ${route.threadId} event ${inboundId} from its session`);
         writeSession(session, [...history, ...cutOff]);
         return callModel(modelTurn, { ...turnCall, system, turnMark, resume: cutOff.length > 0 });

@@ -12,6 +12,8 @@ export type ErrorKind =
   | 'conflict'
   /** Stored data or configuration is invalid. */
   | 'invalid'
+  /** A database file is damaged (not SQLite any more, or corrupt): only moving it away helps. */
+  | 'damaged'
   /** The file system or another local resource failed. */
   | 'io'
   /** The disk holding the data is full (see storage-error.ts). */

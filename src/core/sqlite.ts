@@ -43,3 +43,4 @@ function enableWal(db: Database.Database): void {
     }
   }
 }
+

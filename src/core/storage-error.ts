@@ -107,3 +107,17 @@ function nodePath(error: unknown): string | undefined {
   const path = (error as { path?: unknown } | null)?.path;
   return typeof path === 'string' ? path : undefined;
 }
+
+/**
+ * Whether `error` says the database file itself is damaged (written over, truncated, not SQLite):
+ * no retry helps, only moving the file away or restoring it. Looked for in the causes too, since
+ * a ClawError may wrap SQLite's.
+ */
+export function isDamagedDatabase(error: unknown): boolean {
+  for (let at = error, depth = 0; at && depth < 5; at = (at as { cause?: unknown }).cause, depth++) {
+    if (isClawError(at, 'damaged')) return true;
+    const code = errnoCode(at);
+    if (code === 'SQLITE_NOTADB' || code?.startsWith('SQLITE_CORRUPT')) return true;
+  }
+  return false;
+}

@@ -59,6 +59,8 @@ export interface SubscriptionStatus extends ConsumerInfo {
 export class Dispatcher {
   /** Open thread databases, least recently used first. */
   private readonly threads = new Map<string, Thread>();
+  /** Which file each open thread's database is (see fileId). */
+  private readonly files = new Map<string, string | null>();
   /** Threads found with nothing to do, by the signature their files had then. */
   private readonly idle = new Map<string, string>();
   private fullLookAt = Date.now();
@@ -300,8 +302,12 @@ export class Dispatcher {
       this.options.logger.info(`forgot ${path}: it is no longer a thread`);
       return null;
     }
+    const file = fileId(path);
     const cached = this.threads.get(path);
-    if (cached) {
+    // A thread moved away (a damaged one) and made anew at its path is another file: the open
+    // database would still be the old one, whose news never come.
+    if (cached && this.files.get(path) !== file) this.closeThread(path);
+    else if (cached) {
       this.threads.delete(path); // to the end: most recently used
       this.threads.set(path, cached);
       return cached;
@@ -312,12 +318,14 @@ export class Dispatcher {
     }
     const thread = openThread(path, { home: this.options.home });
     this.threads.set(path, thread);
+    this.files.set(path, file);
     return thread;
   }
 
   private closeThread(path: string): void {
     this.threads.get(path)?.close();
     this.threads.delete(path);
+    this.files.delete(path);
   }
 }
 
@@ -338,6 +346,16 @@ function fileSignature(path: string): string | null {
       parts.push(stat ? `${stat.mtimeNs}:${stat.size}` : '-');
     }
     return parts.join('/');
+  } catch {
+    return null;
+  }
+}
+
+/** The events.db file of a thread by device and inode; null when it cannot be read. */
+function fileId(path: string): string | null {
+  try {
+    const stat = statSync(join(path, 'events.db'), { bigint: true });
+    return `${stat.dev}:${stat.ino}`;
   } catch {
     return null;
   }

@@ -1,3 +1,4 @@
+import { describeDamage } from '../agent/damaged-thread.js';
 import { printJson, printLines } from '../core/cli.js';
 import { ClawError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
@@ -61,6 +62,18 @@ export async function retry(options: Json): Promise<void> {
       ? [`woke notifier: ${woken.length} handler(s) waiting out a backoff run now`, ...woken.map((w) => `  ${w.thread} (${w.consumer}): ${w.failures} failure(s)${w.last_error ? `: ${w.last_error}` : ''}`)]
       : ['woke notifier: nothing was waiting out a backoff'],
   );
+}
+
+export async function prune(options: Json & { olderThan: number; keepLogs: number; dryRun?: boolean }): Promise<void> {
+  const report = (await import('./prune.js')).prune(resolveHome(), { olderThanMs: options.olderThan * 86_400_000, keepLogs: options.keepLogs, dryRun: options.dryRun });
+  if (options.json) return printJson(report);
+  const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MB`;
+  printLines([
+    `${report.dry_run ? 'would free' : 'freed'} ${mb(report.freed_bytes)} (cut-off ${report.older_than})`,
+    `  rotated logs: ${report.rotated_logs.files} file(s), ${mb(report.rotated_logs.bytes)}`,
+    `  xgw: ${report.xgw.deliveries} delivery key(s), ${report.xgw.mailbox} read mailbox message(s), ${report.xgw.pairing_requests} expired pairing code(s)`,
+    `  WAL: ${report.wal.files} file(s) checkpointed, ${mb(report.wal.bytes)}`,
+  ]);
 }
 
 export async function doctor(options: Json & { offline?: boolean }): Promise<void> {
@@ -138,8 +151,11 @@ function formatStatus(s: SystemStatus): string[] {
     ...s.agents.map((a) =>
       'error' in a
         ? `  ${a.id.padEnd(11)} BROKEN: ${a.error}`
-        : `  ${a.id.padEnd(11)} ${a.started ? 'started' : 'stopped'}${a.running ? ' (running)' : ''}  pending ${a.pending}  undelivered ${a.undelivered}  last activity ${a.last_activity ?? 'never'}  model ${a.model}`,
-    ),
+        : [
+            `  ${a.id.padEnd(11)} ${a.started ? 'started' : 'stopped'}${a.running ? ' (running)' : ''}  pending ${a.pending}  undelivered ${a.undelivered}  last activity ${a.last_activity ?? 'never'}  model ${a.model}`,
+            ...a.damaged.map((d) => `    DAMAGED ${describeDamage(d)}`),
+          ],
+    ).flat(),
     s.queues.length ? `queues: ${s.pending} event(s) waiting` : 'queues: nothing waiting',
     ...s.queues.map((q) => `  ${q.thread} (${q.consumer}): ${q.pending} ${q.state}${q.failures ? `, ${q.failures} failure(s): ${q.last_error ?? ''}` : ''}`),
     `model: ${modelLine(s.model)}`,

@@ -29,7 +29,7 @@ export type CheckStatus = 'ok' | 'warn' | 'fail';
 
 /** One finding: what was checked, what was found, and for a problem how to fix it. */
 export interface Check {
-  name: 'node' | 'data directory' | 'config' | 'providers' | 'agents' | 'model' | 'daemons' | 'ports' | 'locks' | 'pending' | 'errors';
+  name: 'node' | 'data directory' | 'config' | 'providers' | 'agents' | 'model' | 'daemons' | 'ports' | 'locks' | 'pending' | 'errors' | 'threads';
   status: CheckStatus;
   detail: string;
   fix?: string;
@@ -286,8 +286,26 @@ async function checkRuntime(home: string, configured: ChannelConfig[], env: Node
       ? { name: 'pending', status: 'ok', detail: 'no event has waited more than a minute' }
       : { name: 'pending', status: 'warn', detail: `events waiting more than a minute: ${late.join('; ')}`, fix: [...fixes].join('; ') },
   );
-  checks.push(...checkFailures(home, subscriptions, now));
+  checks.push(...checkFailures(home, subscriptions, now), checkThreads(home));
   return checks;
+}
+
+/** Damaged conversation threads: each stops its own conversation until it is moved away. */
+function checkThreads(home: string): Check {
+  const damaged = listAgentIds(home).flatMap((id) => {
+    try {
+      return agentStatus(home, id).damaged.map((d) => ({ ...d, agent: id }));
+    } catch {
+      return []; // a broken agent is the config check's finding
+    }
+  });
+  if (damaged.length === 0) return { name: 'threads', status: 'ok', detail: 'every conversation thread can be read' };
+  return {
+    name: 'threads',
+    status: 'fail',
+    detail: `damaged, their conversations get no answer: ${damaged.map((d) => `${d.agent}/${d.thread} (${d.file}: ${d.error})`).join('; ')}`,
+    fix: damaged.map((d) => d.fix).join('; '),
+  };
 }
 
 function oldestPending(home: string, path: string, progress: number, filter: string | null): string | null {

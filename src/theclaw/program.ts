@@ -1,7 +1,14 @@
 import type { Command } from 'commander';
 import { createProgram, jsonOption, positiveInt, withExamples } from '../core/cli.js';
+import { usageError } from '../core/errors.js';
 
 const commands = () => import('./commands.js');
+
+function days(value: string): number {
+  const match = /^(\d+)d?$/.exec(value.trim());
+  if (!match || Number(match[1]) < 1) throw usageError(`--older-than ${JSON.stringify(value)} is not a number of days`, 'pass e.g. --older-than 30d');
+  return Number(match[1]);
+}
 
 /** The `theclaw` CLI's definition; `cmds` reads it too, so it is built without running. */
 export function createTheclawProgram(): Command {
@@ -63,6 +70,19 @@ before theclaw up for a real one.`,
       .addOption(jsonOption())
       .action(async (options) => (await commands()).retry(options)),
     ['theclaw retry', 'theclaw retry --json'],
+  );
+  withExamples(
+    program
+      .command('prune')
+      .description(
+        'remove what is safe to remove, also while the daemons run: rotated logs beyond the newest few, xgw delivery keys of complete deliveries and read mailbox messages older than the cut-off, expired pairing codes; then checkpoint and truncate every WAL; print what was freed (thread events are kept)',
+      )
+      .option('--older-than <days>', 'the cut-off in days (a number, or e.g. 30d)', days, 30)
+      .option('--keep-logs <n>', 'rotated files kept of each log', positiveInt('--keep-logs'), 5)
+      .option('--dry-run', 'say what would go, change nothing')
+      .addOption(jsonOption())
+      .action(async (options) => (await commands()).prune(options)),
+    ['theclaw prune --dry-run', 'theclaw prune --older-than 7d', 'theclaw prune --json'],
   );
   withExamples(
     program

@@ -106,8 +106,9 @@ describe.skipIf(!hasChromium)(`status page in a browser (needs ${CHROMIUM})`, ()
       const plainBackground = await events.nth(2).locator('td').first().evaluate((td) => getComputedStyle(td).backgroundColor);
       expect(errorBackground).not.toBe(plainBackground);
       const kinds = await events.evaluateAll((trs) => trs.slice(1).map((tr) => (tr as unknown as { children: { textContent: string }[] }).children[2]!.textContent));
-      // The refusal's record, then its notice to the person, the question, the first answer, its usage, the first question.
-      expect(kinds).toEqual(['record/error', 'message', 'message', 'message', 'record/usage', 'message']);
+      // The refusal's record, then its notice to the person, the question, the first answer, its
+      // usage, the turns' attempt records, the first question.
+      expect(kinds).toEqual(['record/error', 'message', 'record/attempt', 'message', 'message', 'record/usage', 'record/attempt', 'message']);
       expect(await events.last().locator('td').last().textContent()).toBe(HOSTILE); // shown as text, never run
       expect(await page.title()).toBe('TheClaw status');
       // The data behind the page holds no channel URL: those carry each channel's token.

@@ -75,17 +75,17 @@ describe('theclaw demo', () => {
     expect(inbox!.path).toBe('agents/admin/inbox');
     expect(inbox!.events.map((e) => e.summary)).toEqual(['Hello! What can you do?']);
     expect(inbox!.events[0]!.source).toMatch(/^external:webchat:main:dm:/);
-    // inbox → thread → toolcall/usage records → the reply, delivered
-    expect(thread!.events.map((e) => (e.subtype ? `${e.type}/${e.subtype}` : e.type))).toEqual(['message', 'record/usage', 'record/toolcall', 'record/usage', 'message']);
-    expect(thread!.events[2]!.summary).toMatch(/^uname -sr → exit 0: Linux/);
-    expect(thread!.events[4]!.summary).toBe(demo.reply.slice(0, 159) + (demo.reply.length > 160 ? '…' : demo.reply.slice(159)));
-    expect(demo.delivered).toEqual({ event_id: thread!.events[4]!.id, channel: 'webchat:main', thread: thread!.path });
+    // inbox → thread → the turn's attempt, toolcall/usage records → the reply, delivered
+    expect(thread!.events.map((e) => (e.subtype ? `${e.type}/${e.subtype}` : e.type))).toEqual(['message', 'record/attempt', 'record/usage', 'record/toolcall', 'record/usage', 'message']);
+    expect(thread!.events[3]!.summary).toMatch(/^uname -sr → exit 0: Linux/);
+    expect(thread!.events[5]!.summary).toBe(demo.reply.slice(0, 159) + (demo.reply.length > 160 ? '…' : demo.reply.slice(159)));
+    expect(demo.delivered).toEqual({ event_id: thread!.events[5]!.id, channel: 'webchat:main', thread: thread!.path });
     expect(existsSync(demo.home)).toBe(false);
 
     const text = await runTool('theclaw', ['demo'], env);
     expect(text.code, text.stderr).toBe(0);
     expect(text.stdout).toContain('admin → you: [offline mock] Hello from admin');
-    expect(text.stdout).toMatch(/#3 {2}record\/toolcall +self +uname -sr → exit 0/);
+    expect(text.stdout).toMatch(/#4 {2}record\/toolcall +self +uname -sr → exit 0/);
     expect(text.stdout).toContain('(acknowledged by agent deliver)');
   });
 });

@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { ClawError } from '../core/errors.js';
 import { openSqlite } from '../core/sqlite.js';
-import { withStoragePath } from '../core/storage-error.js';
+import { isDamagedDatabase, withStoragePath } from '../core/storage-error.js';
 
 const SCHEMA_VERSION = 1;
 
@@ -47,13 +47,26 @@ export function openDatabase(threadDir: string, create: boolean): Database.Datab
       suggestion: `create it with: thread init ${JSON.stringify(threadDir)}`,
     });
   }
-  const db = openSqlite(file);
+  let db: Database.Database | undefined;
   try {
-    return withStoragePath(file, () => checkSchema(db, threadDir, file, create));
+    db = openSqlite(file);
+    return withStoragePath(file, () => checkSchema(db!, threadDir, file, create));
   } catch (error) {
-    db.close();
-    throw error;
+    db?.close();
+    throw isDamagedDatabase(error) ? damagedThread(threadDir, error) : error;
   }
+}
+
+/**
+ * A thread whose database is damaged: named with its file, and what to do. Never a suggestion to
+ * delete: the file may still be rescued, so it is moved aside.
+ */
+export function damagedThread(threadDir: string, cause: unknown): ClawError {
+  const file = dbPath(threadDir);
+  return new ClawError('damaged', `the thread database ${file} is damaged (${(cause as Error).message})`, {
+    suggestion: `move the thread away to start it afresh: mv ${JSON.stringify(threadDir)} ${JSON.stringify(`${threadDir}.damaged`)}`,
+    cause,
+  });
 }
 
 /** Creates the schema if asked, then checks that the file is a thread database of this version. */

@@ -528,6 +528,19 @@ describe('opening threads', () => {
     expect(error.message).toContain('its database has no schema');
   });
 
+  it('a database written over is damaged: the error names the file and moves it aside, never deletes it', () => {
+    const thread = newThread('damaged');
+    thread.push(msg('lost'));
+    thread.close();
+    writeFileSync(join(thread.path, 'events.db'), 'garbage, not SQLite. '.repeat(500));
+    for (const create of [false, true]) {
+      const error = expectClawError(() => openThread(thread.path, { home: t.home, create }), 'damaged');
+      expect(error.message).toBe(`the thread database ${join(thread.path, 'events.db')} is damaged (file is not a database)`);
+      expect(error.suggestion).toBe(`move the thread away to start it afresh: mv ${JSON.stringify(thread.path)} ${JSON.stringify(`${thread.path}.damaged`)}`);
+    }
+    expect(readFileSync(join(thread.path, 'events.db'), 'utf8')).toMatch(/^garbage/);
+  });
+
   it('two openThread(create: true) in one process on the same new path both succeed and share the events', () => {
     const path = join(t.home, 'shared');
     const a = openThread(path, { create: true, home: t.home });
