@@ -26,7 +26,7 @@ describe('secrets named by the configs', () => {
   });
 
   it('removes those variables from a tool environment and redacts their values and the inline keys', () => {
-    const env = {
+    const env: NodeJS.ProcessEnv = {
       ...homeWith({ 'xgw/config.yaml': 'channels: [{ id: telegram:a, type: telegram, token_env: TG_BOT }]\n', 'pai/config.yaml': 'providers: { p: { api_key: inline-key-12345 } }\n' }),
       TG_BOT: '123456:bot-token-value',
       PLAIN: 'kept as it is',
