@@ -129,6 +129,23 @@ describe('the whole pipeline, end to end', () => {
     }
   });
 
+  it('pairs a new Telegram peer: a code, the approval told to the peer, and its first message answered', async () => {
+    const s = await up({ telegramAccess: 'pairing' });
+    const first = s.telegram.queueUpdate(textUpdate({ from: 777, text: 'hi, it is Ann' })).message.message_id as number;
+    await until(() => s.telegram.sent.length >= 1, 'the pairing code');
+    const code = /code: ([A-HJ-NP-Z2-9]{8})/.exec(s.telegram.sent[0]!.text)![1]!;
+    expect(inboxCount(s)).toBe(0);
+
+    const approved = await s.must('xgw', ['pair', 'approve', code]);
+    expect(approved.stdout).toBe('approved 777 on telegram:main; they were told, and their first message passed on\n');
+    await until(() => s.telegram.sent.length >= 3, 'the welcome and the answer', 30_000);
+    expect(s.telegram.sent.slice(1).map((sent) => [sent.text, sent.reply_parameters?.message_id])).toEqual([
+      ['You are approved: you can write to me now. Your first message has been passed on.', undefined],
+      ['reply to: hi, it is Ann', first],
+    ]);
+    expect((await s.must('xgw', ['peer', 'list'])).stdout).toMatch(/^telegram:main {2}peer 777 {2}admitted \S+ via pairing\n$/);
+  });
+
   it('keeps messages that arrive while the agent is stopped and answers each of them once after agent start', async () => {
     const s = await up();
     expect((await s.must('agent', ['stop', 'admin'])).stdout).toBe('stopped admin (its messages wait until: agent start admin)\n');
