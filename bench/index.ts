@@ -6,6 +6,8 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import WebSocket from 'ws';
+import { randomBytes } from 'node:crypto';
+import { webchatProtocols } from '../src/xgw/channels/webchat-http.js';
 import { initAgent, startAgent } from '../src/agent/lifecycle.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -314,7 +316,7 @@ function daemonPid(home: string, name: 'notifier' | 'xgw'): number {
 
 /**
  * A web chat message to its reply on the page, warm: the whole system as a user runs it, a
- * browser's WebSocket (token cookie, peer cookie), a zero-latency model. After warm-up messages,
+ * browser's WebSocket (token and peer id in the handshake), a zero-latency model. After warm-up messages,
  * 40 messages one after another; the CPU of every process of the system (daemons, their
  * children, reaped or alive) over those 40, per message.
  */
@@ -325,11 +327,7 @@ async function benchWebchatWarm(): Promise<void> {
     const status = await system.xgwStatus();
     const url = new URL(status.channels.find((channel) => channel.id === 'webchat:main')!.url!);
     const base = `http://127.0.0.1:${url.port}`;
-    const login = await fetch(`${base}/?token=${url.searchParams.get('token')}`, { redirect: 'manual' });
-    const tokenCookie = login.headers.get('set-cookie')!.split(';')[0]!;
-    const page = await fetch(`${base}/`, { headers: { cookie: tokenCookie } });
-    const peerCookie = page.headers.get('set-cookie')!.split(';')[0]!;
-    ws = new WebSocket(`ws://127.0.0.1:${url.port}/ws`, { headers: { cookie: `${tokenCookie}; ${peerCookie}`, origin: base } });
+    ws = new WebSocket(`ws://127.0.0.1:${url.port}/ws`, webchatProtocols(url.searchParams.get('token')!, randomBytes(16).toString('hex')), { origin: base });
     const replies = new Map<string, number>();
     ws.on('message', (data) => {
       const frame = JSON.parse(String(data)) as { type: string; message?: { role: string; reply_to?: string } };

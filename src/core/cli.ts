@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { Command, CommanderError, Option } from 'commander';
 import { errorToJson, exitCodeOf, formatError, usageError } from './errors.js';
 import { isReferenceRequest, renderReference, requestedCommand } from './reference.js';
+import { PRIVATE_UMASK } from './private-home.js';
 import { createRedactor } from './secrets.js';
 import { storageError } from './storage-error.js';
 
@@ -69,6 +70,8 @@ async function importProgram(url: string): Promise<ProgramFactory> {
  * `process.exit`, so that work already handed to the event loop (a poke to notifier) completes.
  */
 export async function runCli(program: Command, argv: string[] = process.argv): Promise<void> {
+  // What any tool creates in THECLAW_HOME (and the daemons and commands it starts) is its user's alone.
+  process.umask(PRIVATE_UMASK);
   // Once: a warm runner calls this for every job.
   if (!process.stdout.listeners('error').includes(ignoreBrokenPipe)) process.stdout.on('error', ignoreBrokenPipe);
   // Answered before commander parses, since commander's help shows one command only.

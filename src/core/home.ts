@@ -14,9 +14,9 @@ export function resolveHome(env: NodeJS.ProcessEnv = process.env): string {
   return resolve(configured ? configured : join(homedir(), '.theclaw'));
 }
 
-/** `mkdir -p` that returns its argument, for paths created on first use. */
+/** `mkdir -p` (private: 0700) that returns its argument, for paths created on first use. */
 export function ensureDir(path: string): string {
-  mkdirSync(path, { recursive: true });
+  mkdirSync(path, { recursive: true, mode: 0o700 });
   return path;
 }
 

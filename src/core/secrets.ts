@@ -1,3 +1,7 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { resolveHome } from './home.js';
+
 /**
  * Secrets are API keys and tokens held in environment variables. They must never reach logs,
  * events or the environment of a command the model runs.
@@ -11,14 +15,43 @@ export function isSecretName(name: string): boolean {
   return SECRET_NAME.test(name);
 }
 
+// `token_env: NAME` (xgw), `api_key_env: NAME` (pai), `api_key: VALUE` (pai), in block or flow style.
+const CONFIGURED_NAME = /\b(?:token_env|api_key_env)\s*:\s*["']?([A-Za-z_][A-Za-z0-9_]*)/g;
+const CONFIGURED_VALUE = /\bapi_key\s*:\s*["']?([^\s"',}#]+)/g;
+
 /**
- * A copy of `env` without the variables that hold secrets: those named like one, and `extraNames`
- * (variables a config names as holding a key, e.g. a provider's custom `api_key_env`).
+ * What the configs of the home `env` points at say is secret: the variables they name as holding
+ * a token or key (`token_env` in xgw's, `api_key_env` in pai's), whatever those are called, and
+ * the keys pai's config holds itself (`api_key`). Read as text, not YAML: every process's logger
+ * asks, and the hot paths must not load a YAML parser. A name in a comment only hides one more
+ * variable.
+ */
+export function configuredSecrets(env: NodeJS.ProcessEnv = process.env): { names: string[]; values: string[] } {
+  const home = resolveHome(env);
+  const names = new Set<string>();
+  const values = new Set<string>();
+  for (const file of [join(home, 'xgw', 'config.yaml'), join(home, 'pai', 'config.yaml')]) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch {
+      continue; // no config (or an unreadable one, which its tool reports): nothing named there
+    }
+    for (const match of text.matchAll(CONFIGURED_NAME)) names.add(match[1]!);
+    for (const match of text.matchAll(CONFIGURED_VALUE)) values.add(match[1]!);
+  }
+  return { names: [...names], values: [...values] };
+}
+
+/**
+ * A copy of `env` without the variables that hold secrets: those named like one, those the
+ * configs name (see configuredSecrets), and `extraNames`.
  */
 export function withoutSecrets(env: NodeJS.ProcessEnv, extraNames: readonly string[] = []): NodeJS.ProcessEnv {
+  const named = new Set([...extraNames, ...configuredSecrets(env).names]);
   const clean: NodeJS.ProcessEnv = {};
   for (const [name, value] of Object.entries(env)) {
-    if (!isSecretName(name) && !extraNames.includes(name)) clean[name] = value;
+    if (!isSecretName(name) && !named.has(name)) clean[name] = value;
   }
   return clean;
 }
@@ -42,15 +75,18 @@ export function encodedForms(secret: string): string[] {
 }
 
 /**
- * Replaces every secret value found in `env` (and any `extra` ones), and their encoded forms
- * (see encodedForms), with `[redacted]`. Best effort against text a command printed: a secret
- * transformed otherwise (reversed, hex) is not recognised.
+ * Replaces every secret value found in `env` (named like a secret or named by a config), the
+ * keys a config holds, any `extra` ones, and their encoded forms (see encodedForms), with
+ * `[redacted]`. Best effort against text a command printed: a secret transformed otherwise
+ * (reversed, hex) is not recognised.
  */
 export function createRedactor(env: NodeJS.ProcessEnv = process.env, extra: string[] = []): (text: string) => string {
+  const configured = configuredSecrets(env);
   const values = [
     ...Object.entries(env)
-      .filter(([name]) => isSecretName(name))
+      .filter(([name]) => isSecretName(name) || configured.names.includes(name))
       .map(([, value]) => value ?? ''),
+    ...configured.values,
     ...extra,
   ]
     .filter((value) => value.length >= MIN_SECRET_LENGTH)

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,6 +10,7 @@ import { expectRefused, type LooseJson } from '../testing/index.js';
 import { textUpdate } from '../testing/fake-telegram.js';
 import type { ThreadEvent } from '../thread/types.js';
 import { MAX_TEXT_BYTES } from '../xgw/channels/webchat.js';
+import { webchatProtocols } from '../xgw/channels/webchat-http.js';
 import { startSystem, threadSnapshot, until, type System } from './support.js';
 
 /**
@@ -53,19 +55,18 @@ describe('the web chat WebSocket', () => {
     closed: Promise<number>;
   }
   let base: string;
-  let cookies: string;
+  let token: string;
+  const peer = randomBytes(16).toString('hex');
 
   beforeAll(async () => {
     const url = new URL((await s.xgwStatus()).channels.find((channel) => channel.id === 'webchat:main')!.url!);
     base = `http://127.0.0.1:${url.port}`;
-    const login = await fetch(`${base}/?token=${url.searchParams.get('token')}`, { redirect: 'manual' });
-    const tokenCookie = login.headers.get('set-cookie')!.split(';')[0]!;
-    const page = await fetch(`${base}/`, { headers: { cookie: tokenCookie } });
-    cookies = `${tokenCookie}; ${page.headers.get('set-cookie')!.split(';')[0]!}`;
+    token = url.searchParams.get('token')!;
   });
 
-  async function connect(cookieHeader = cookies): Promise<Connection> {
-    const ws = new WebSocket(`${base.replace('http', 'ws')}/ws`, { headers: { cookie: cookieHeader, origin: base } });
+  /** Connects as the page does: the token and the peer id in the handshake. */
+  async function connect(peerId = peer): Promise<Connection> {
+    const ws = new WebSocket(`${base.replace('http', 'ws')}/ws`, webchatProtocols(token, peerId), { origin: base });
     const received: LooseJson[] = [];
     let history = false;
     ws.on('message', (data) => {
@@ -117,8 +118,8 @@ describe('the web chat WebSocket', () => {
     expect(added).toHaveLength(1);
     expect(textOf(added[0]!) === exactly, 'the stored text is the text sent').toBe(true);
     connection.ws.close();
-    // A peer cookie that is not one the page set (a path, say) gets no socket at all.
-    await expect(connect(cookies.replace(/xgw_peer_(\d+)=[0-9a-f]+/, 'xgw_peer_$1=..%2F..%2Fetc'))).rejects.toThrow('HTTP 400');
+    // A peer id that is not one a page makes (a path, say) gets no socket at all.
+    await expect(connect('..%2F..%2Fetc')).rejects.toThrow('HTTP 400');
     await agentIdle();
   });
 });

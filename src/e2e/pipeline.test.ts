@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -7,6 +8,7 @@ import { parseMessageContent } from '../core/message.js';
 import type { FakeStep, LooseJson, RecordedRequest } from '../testing/fake-llm.js';
 import { textUpdate } from '../testing/fake-telegram.js';
 import { openThread } from '../thread/thread.js';
+import { webchatProtocols } from '../xgw/channels/webchat-http.js';
 import type { MailboxEntry } from '../xgw/state.js';
 import { agentStatus, contentText, echoToolStep, lastUserText, settle, startSystem, telegramThread, until, type System, type SystemOptions } from './support.js';
 
@@ -96,16 +98,12 @@ describe('the whole pipeline, end to end', () => {
     const status = await s.xgwStatus();
     const url = new URL(status.channels.find((channel) => channel.id === 'webchat:main')!.url!);
     const base = `http://127.0.0.1:${url.port}`;
-    // The page's way in: the token in the URL is traded for a cookie; the page sets the peer cookie.
-    const login = await fetch(`${base}/?token=${url.searchParams.get('token')}`, { redirect: 'manual' });
-    expect(login.status).toBe(302);
-    const tokenCookie = login.headers.get('set-cookie')!.split(';')[0]!;
-    const page = await fetch(`${base}/`, { headers: { cookie: tokenCookie } });
+    // The page's way in: it offers the URL's token and its own peer id in the handshake.
+    const page = await fetch(url);
     expect(page.status).toBe(200);
-    const peerCookie = page.headers.get('set-cookie')!.split(';')[0]!;
-    const peer = peerCookie.slice(peerCookie.indexOf('=') + 1);
+    const peer = randomBytes(16).toString('hex');
 
-    const ws = new WebSocket(`ws://127.0.0.1:${url.port}/ws`, { headers: { cookie: `${tokenCookie}; ${peerCookie}`, origin: base } });
+    const ws = new WebSocket(`ws://127.0.0.1:${url.port}/ws`, webchatProtocols(url.searchParams.get('token')!, peer), { origin: base });
     const received: LooseJson[] = [];
     ws.on('message', (data) => received.push(JSON.parse(String(data))));
     try {
@@ -129,6 +127,23 @@ describe('the whole pipeline, end to end', () => {
     } finally {
       ws.close();
     }
+  });
+
+  it('pairs a new Telegram peer: a code, the approval told to the peer, and its first message answered', async () => {
+    const s = await up({ telegramAccess: 'pairing' });
+    const first = s.telegram.queueUpdate(textUpdate({ from: 777, text: 'hi, it is Ann' })).message.message_id as number;
+    await until(() => s.telegram.sent.length >= 1, 'the pairing code');
+    const code = /code: ([A-HJ-NP-Z2-9]{8})/.exec(s.telegram.sent[0]!.text)![1]!;
+    expect(inboxCount(s)).toBe(0);
+
+    const approved = await s.must('xgw', ['pair', 'approve', code]);
+    expect(approved.stdout).toBe('approved 777 on telegram:main; they were told, and their first message passed on\n');
+    await until(() => s.telegram.sent.length >= 3, 'the welcome and the answer', 30_000);
+    expect(s.telegram.sent.slice(1).map((sent) => [sent.text, sent.reply_parameters?.message_id])).toEqual([
+      ['You are approved: you can write to me now. Your first message has been passed on.', undefined],
+      ['reply to: hi, it is Ann', first],
+    ]);
+    expect((await s.must('xgw', ['peer', 'list'])).stdout).toMatch(/^telegram:main {2}peer 777 {2}admitted \S+ via pairing\n$/);
   });
 
   it('keeps messages that arrive while the agent is stopped and answers each of them once after agent start', async () => {

@@ -126,6 +126,44 @@ describe('secrets', () => {
     expect(readFileSync(join(s.home, 'logs', 'xgw.log'), 'utf8')).toMatch(/polling failed: .*\/bot\[redacted\]\/getUpdates/);
   });
 
+  it('keep a bot token and a key in variables not named like secrets (token_env, api_key_env) out of everything, provider errors quoting the key included', async () => {
+    const apiKey = `plain-SECRET-${randomBytes(16).toString('hex')}`;
+    const commands = snoopCommands();
+    const s = (system = await startSystem({
+      llm: { apiKey, defaultStep: snoopingModel(commands) },
+      apiKeyEnv: 'MODEL_CREDENTIAL',
+      telegramTokenEnv: 'TG_BOT',
+      env: { MODEL_CREDENTIAL: apiKey },
+    }));
+    const secrets = { MODEL_CREDENTIAL: apiKey, TG_BOT: s.telegram.token };
+    s.telegram.queueUpdate(textUpdate({ from: 111, text: 'first' }));
+    await until(() => s.telegram.sent.length >= 1, 'the first reply', 30_000);
+    // The provider refuses the next call and quotes the key, as some do.
+    s.llm.enqueue({ kind: 'error', status: 401, message: `Incorrect API key provided: ${apiKey}` });
+    s.telegram.queueUpdate(textUpdate({ from: 111, text: 'second' }));
+    await until(() => s.telegram.sent.length >= 2, 'the error notice', 30_000);
+    await until(async () => {
+      const status = JSON.parse((await s.must('agent', ['status', 'admin', '--json'])).stdout) as { pending: number; running: boolean; undelivered: number };
+      return status.pending === 0 && !status.running && status.undelivered === 0;
+    }, 'the agent to be idle');
+
+    const toolcalls = s.events(telegramThread(s.home, 111)).filter((event) => event.subtype === 'toolcall').map((event) => JSON.parse(event.content) as { command: string; output: string });
+    expect(toolcalls.map((call) => call.command)).toEqual(commands);
+    expect(toolcalls[0]!.output).toContain(`THECLAW_HOME=${s.home}`);
+    expect(toolcalls[0]!.output).not.toMatch(/^(MODEL_CREDENTIAL|TG_BOT)=/m);
+    expect(toolcalls[1]!.output).toContain('TG_BOT=[redacted]');
+    expect(toolcalls[1]!.output).toContain('MODEL_CREDENTIAL=[redacted]');
+    const agentLog = readFileSync(join(s.home, 'agents', 'admin', 'logs', 'agent.log'), 'utf8');
+    expect(agentLog).toContain('Incorrect API key provided: [redacted]'); // the error was logged, without the key
+
+    const places: [string, Buffer | string][] = [
+      ...filesUnder(s.home).map((file): [string, Buffer] => [file.slice(s.home.length + 1), readFileSync(file)]),
+      ...requestBodies(s.llm.requests),
+      ...s.telegram.sent.map((sent, index): [string, string] => [`Telegram message ${index + 1}`, sent.text]),
+    ];
+    expect(findSecrets(secrets, places)).toEqual([]);
+  });
+
   it('pai chat keeps a key from a custom api_key_env out of bash_exec, its session and the model', async () => {
     const key = `custom-SECRET-${randomBytes(16).toString('hex')}`;
     const llm = await startFakeOpenAI({ apiKey: key, defaultStep: snoopingModel(snoopCommands().slice(1)) });

@@ -43,6 +43,8 @@ export interface SystemOptions {
   env?: NodeJS.ProcessEnv;
   /** `api_key_env` of the fake model's provider in pai's config. Default: none (keyless). */
   apiKeyEnv?: string;
+  /** `token_env` of the Telegram channel, which holds the fake bot's token. Default: TELEGRAM_TOKEN_ENV. */
+  telegramTokenEnv?: string;
 }
 
 export interface CliResult {
@@ -83,7 +85,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<System> 
     THECLAW_HOME: home,
     PATH: `${bin}:${process.env.PATH}`,
     THECLAW_LOG_LEVEL: options.logLevel ?? 'debug',
-    [TELEGRAM_TOKEN_ENV]: telegram.token,
+    [options.telegramTokenEnv ?? TELEGRAM_TOKEN_ENV]: telegram.token,
     ...options.env,
   };
 
@@ -118,7 +120,7 @@ runners: { enabled: ${options.runners ?? true} }
   - { id: webchat:main, type: webchat, port: 0, access: open }
   - id: telegram:main
     type: telegram
-    token_env: ${TELEGRAM_TOKEN_ENV}
+    token_env: ${options.telegramTokenEnv ?? TELEGRAM_TOKEN_ENV}
     api_root: "${telegram.apiRoot}"
     access: ${options.telegramAccess ?? 'open'}
     allow: ${JSON.stringify(allow)}

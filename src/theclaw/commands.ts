@@ -34,6 +34,7 @@ export async function up(options: Json): Promise<void> {
     `  xgw       ${daemon('xgw', result.xgw.pid)}`,
     `  agents    ${result.agents.join(', ')}${result.created.length ? ` (created ${result.created.join(', ')})` : ''}`,
     `  model     ${modelLine(result.model)}`,
+    ...(result.repaired.length ? [`  privacy   made ${result.repaired.length} path(s) under the home private (others could read or enter them), e.g. ${result.repaired.slice(0, 3).join(', ')}`] : []),
     ...(webchat.length + terminal.length > 0 ? ['Talk to admin:', ...webchat, ...terminal] : ['No web chat or terminal channel is configured: see xgw config check']),
     'Next: theclaw status · theclaw doctor · theclaw down',
   ]);

@@ -18,6 +18,7 @@ import type { UpResult } from './system.js';
  */
 // Runs in the page (the project's tsconfig has no DOM types).
 declare function getComputedStyle(element: unknown): { backgroundColor: string };
+declare const localStorage: { getItem(key: string): string | null };
 
 /** A message that would run script if the page ever put content into HTML. */
 const HOSTILE = 'what is on my calendar? <img src=x onerror="document.title=\'pwned\'">';
@@ -75,15 +76,17 @@ describe.skipIf(!hasChromium)(`status page in a browser (needs ${CHROMIUM})`, ()
     await chat.send('and tomorrow?');
     await waitFor(() => threadEvents().some((e) => e.subtype === 'error'), 'the error record');
 
-    // Without the token there is nothing to see.
-    expect((await fetch(statusUrl.replace(/\?token=.*/, ''))).status).toBe(401);
-    expect((await fetch(statusUrl.replace(/\/status\?token=.*/, '/status.json'))).status).toBe(401);
+    // Without the token there is nothing to see: the page itself holds no data.
+    const statusJson = statusUrl.replace(/\/status\?token=.*/, '/status.json');
+    expect((await fetch(statusJson)).status).toBe(401);
+    expect((await fetch(statusUrl.replace(/\?token=.*/, '?token=' + '0'.repeat(64)))).status).toBe(401);
+    expect((await fetch(statusJson, { headers: { Authorization: `Bearer ${new URL(statusUrl).searchParams.get('token')}` } })).status).toBe(200);
 
     const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     try {
       const page = await context.newPage();
       await page.goto(statusUrl);
-      expect(new URL(page.url()).pathname).toBe('/status'); // the token traded for the cookie, out of the URL bar
+      expect(new URL(page.url()).pathname).toBe('/status'); // the token kept by the page, out of the URL bar
       expect(new URL(page.url()).search).toBe('');
       await page.locator('#agents td').first().waitFor();
 
@@ -112,7 +115,7 @@ describe.skipIf(!hasChromium)(`status page in a browser (needs ${CHROMIUM})`, ()
       expect(await events.last().locator('td').last().textContent()).toBe(HOSTILE); // shown as text, never run
       expect(await page.title()).toBe('TheClaw status');
       // The data behind the page holds no channel URL: those carry each channel's token.
-      const json = await page.evaluate(() => fetch('/status.json').then((r) => r.text()));
+      const json = await page.evaluate(() => fetch('/status.json', { headers: { Authorization: `Bearer ${localStorage.getItem('xgw_token')}` } }).then((r) => r.text()));
       expect(json).toContain('"channels":[{');
       expect(json).not.toContain('token=');
       await page.screenshot({ path: artifactPath('status-page.png'), fullPage: true });

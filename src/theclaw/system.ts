@@ -5,6 +5,7 @@ import { SYSTEM_AGENTS } from '../agent/identity.js';
 import { initAgent, startAgent } from '../agent/lifecycle.js';
 import { daemonHolder, stopDaemonProcess, type DaemonName } from '../core/daemon.js';
 import { runDir } from '../core/home.js';
+import { repairPermissions } from '../core/private-home.js';
 import { waitForLock, type Lock } from '../core/lock.js';
 import { ClawError } from '../core/errors.js';
 import { processEnvironment } from '../core/process.js';
@@ -61,6 +62,8 @@ export interface UpResult {
   started: DaemonName[];
   /** System agents this call created. */
   created: string[];
+  /** Paths under the home that others could read or enter, made private by this call. */
+  repaired: string[];
   agents: string[];
   notifier: { pid: number };
   xgw: XgwStatus;
@@ -79,17 +82,18 @@ export interface UpResult {
  */
 export async function up(home: string, env: NodeJS.ProcessEnv = process.env): Promise<UpResult> {
   mkdirSync(home, { recursive: true, mode: 0o700 });
+  const repaired = repairPermissions(home);
   // Two `up`s at once would each start a daemon, one of them fail on the other's, and stop what
   // it had started while the other says "up": they take turns instead.
   const lock = await takeTurn(home);
   try {
-    return await upLocked(home, env);
+    return { ...(await upLocked(home, env)), repaired };
   } finally {
     lock.release();
   }
 }
 
-async function upLocked(home: string, env: NodeJS.ProcessEnv): Promise<UpResult> {
+async function upLocked(home: string, env: NodeJS.ProcessEnv): Promise<Omit<UpResult, 'repaired'>> {
   if (!existsSync(xgwConfigPath(home))) {
     mkdirSync(dirname(xgwConfigPath(home)), { recursive: true, mode: 0o700 });
     writeFileSync(xgwConfigPath(home), DEFAULT_XGW_CONFIG, { flag: 'wx' });

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -91,6 +91,39 @@ describe('theclaw demo', () => {
 });
 
 describe('theclaw up, status, down', () => {
+  it('makes a home made by mkdir -p private, and everything the system writes while it answers is 0700/0600', async () => {
+    home();
+    chmodSync(t!.home, 0o755);
+    chmodSync(join(t!.home, 'xgw'), 0o755);
+    chmodSync(join(t!.home, 'xgw', 'config.yaml'), 0o644);
+    const up = await theclaw(['up', '--json']);
+    expect(up.code, up.stderr).toBe(0);
+    const first = JSON.parse(up.stdout) as UpResult;
+    expect(first.repaired).toEqual(expect.arrayContaining(['.', 'xgw', 'xgw/config.yaml']));
+    chmodSync(join(t!.home, 'xgw', 'config.yaml'), 0o644);
+    const again = await theclaw(['up']);
+    expect(again.stdout).toContain('privacy   made 1 path(s) under the home private (others could read or enter them), e.g. xgw/config.yaml\n');
+    const url = first.xgw.channels.find((c) => c.id === 'webchat:main')!.url!;
+    const client = await connectWebchat(url);
+    try {
+      await client.send('are you there?');
+      await client.nextReply(AbortSignal.timeout(20_000));
+    } finally {
+      client.close();
+    }
+    const open = (dir: string): string[] =>
+      readdirSync(dir).flatMap((name) => {
+        const path = join(dir, name);
+        const stat = lstatSync(path);
+        if (stat.isSymbolicLink()) return [];
+        const here = (stat.mode & 0o077) !== 0 ? [`${path.slice(t!.home.length)} ${(stat.mode & 0o777).toString(8)}`] : [];
+        return stat.isDirectory() ? [...here, ...open(path)] : here;
+      });
+    expect(statSync(t!.home).mode & 0o777).toBe(0o700);
+    expect(open(t!.home)).toEqual([]);
+    expect(readdirSync(join(t!.home, 'agents', 'admin')).length).toBeGreaterThan(3); // there was something to look at
+  });
+
   it('starts the daemons and the system agents, routes the web chat to admin, says it is offline, and stops what it started', async () => {
     home();
     const first = await theclaw(['up']);

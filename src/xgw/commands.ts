@@ -3,13 +3,13 @@ import { daemonLogFile, stopDaemonProcess } from '../core/daemon.js';
 import { ClawError, usageError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
 import { runTerminalChat } from './chat-client.js';
-import { askXgw } from './client.js';
+import { askXgw, isXgwUnavailable } from './client.js';
 import { gatewayStatus, startGateway } from './control.js';
 import { configError, inspectXgwConfig, xgwConfigPath } from './config.js';
 import { runXgw } from './daemon.js';
 import type { SendRequest } from './gateway.js';
 import type { SendResult, XgwStatus } from './protocol.js';
-import { GatewayState } from './state.js';
+import { GatewayState, MAX_PENDING_PAIRINGS, PAIRING_TTL_WHEN_FULL_MS, type PairingRequest } from './state.js';
 
 interface Json {
   json?: boolean;
@@ -36,13 +36,36 @@ export async function stop(options: Json): Promise<void> {
 }
 
 export async function status(options: Json): Promise<void> {
-  const status = await gatewayStatus(resolveHome());
+  const home = resolveHome();
+  const status = await gatewayStatus(home);
   if (options.json) return printJson(status);
   printLines([
     status.running ? `xgw running (pid ${status.pid}, up ${status.uptime_seconds}s)` : 'xgw is not running',
     ...formatChannels(status),
     ...(status.pending_pairings ? [`${status.pending_pairings} pairing request(s) waiting: xgw pair list`] : []),
+    ...(status.pending_pairings ? fullPairingWarnings(withState(home, (state) => state.pendingPairings())) : []),
   ]);
+}
+
+/** The owner's notice that strangers may be holding every pairing slot of a channel. */
+function fullPairingWarnings(pending: PairingRequest[]): string[] {
+  const perChannel = new Map<string, number>();
+  for (const request of pending) perChannel.set(request.channel_id, (perChannel.get(request.channel_id) ?? 0) + 1);
+  return [...perChannel]
+    .filter(([, count]) => count >= MAX_PENDING_PAIRINGS)
+    .map(
+      ([channel]) =>
+        `warning: all ${MAX_PENDING_PAIRINGS} pairing slots of ${channel} are taken; new peers get no code until one older than ${PAIRING_TTL_WHEN_FULL_MS / 60_000} min gives way (strangers: xgw peer revoke ${channel} <peer>)`,
+    );
+}
+
+function withState<T>(home: string, use: (state: GatewayState) => T): T {
+  const state = new GatewayState(home);
+  try {
+    return use(state);
+  } finally {
+    state.close();
+  }
 }
 
 function formatChannels(status: XgwStatus): string[] {
@@ -89,30 +112,45 @@ export async function send(options: SendFlags): Promise<void> {
 }
 
 export function pairList(options: Json): void {
-  const state = new GatewayState(resolveHome());
-  try {
-    const pending = state.pendingPairings();
-    if (options.json) return printJson(pending);
-    printLines(
-      pending.length === 0
-        ? ['no pairing requests are waiting']
-        : pending.map((p) => `${p.code}  ${p.channel_id}  peer ${p.peer_id}${p.peer_name ? ` (${p.peer_name})` : ''}  expires ${p.expires_at}`),
-    );
-  } finally {
-    state.close();
-  }
+  const pending = withState(resolveHome(), (state) => state.pendingPairings());
+  if (options.json) return printJson(pending);
+  printLines(
+    pending.length === 0
+      ? ['no pairing requests are waiting']
+      : [...pending.map((p) => `${p.code}  ${p.channel_id}  peer ${p.peer_id}${p.peer_name ? ` (${p.peer_name})` : ''}  expires ${p.expires_at}`), ...fullPairingWarnings(pending)],
+  );
 }
 
-export function pairApprove(code: string, options: Json): void {
-  const state = new GatewayState(resolveHome());
+export async function pairApprove(code: string, options: Json): Promise<void> {
+  const home = resolveHome();
+  const approved = withState(home, (state) => state.approvePairing(code));
+  if (!approved) throw new ClawError('not_found', `no pending pairing request with code ${code}`, { suggestion: 'see the waiting requests with: xgw pair list (codes expire after an hour)' });
+  // The running gateway tells the peer and passes on its first message; else it does so at start.
+  let welcomed = true;
   try {
-    const approved = state.approvePairing(code);
-    if (!approved) throw new ClawError('not_found', `no pending pairing request with code ${code}`, { suggestion: 'see the waiting requests with: xgw pair list (codes expire after an hour)' });
-    if (options.json) return printJson({ approved: true, channel_id: approved.channel_id, peer_id: approved.peer_id });
-    printLines([`approved ${approved.peer_id} on ${approved.channel_id}`]);
-  } finally {
-    state.close();
+    await askXgw(home, { op: 'welcome' });
+  } catch (error) {
+    if (!isXgwUnavailable(error)) throw error;
+    welcomed = false;
   }
+  if (options.json) return printJson({ approved: true, channel_id: approved.channel_id, peer_id: approved.peer_id, welcomed });
+  printLines([`approved ${approved.peer_id} on ${approved.channel_id}; ${welcomed ? 'they were told, and their first message passed on' : 'they will be told, and their first message passed on, when xgw starts'}`]);
+}
+
+export function peerList(options: Json): void {
+  const peers = withState(resolveHome(), (state) => state.admittedPeers());
+  if (options.json) return printJson(peers);
+  printLines(peers.length === 0 ? ['no peers were admitted by pairing (allowlisted ones are in the config)'] : peers.map((p) => `${p.channel_id}  peer ${p.peer_id}  admitted ${p.admitted_at} via ${p.via}`));
+}
+
+export function peerRevoke(channel: string, peer: string, options: Json): void {
+  const home = resolveHome();
+  if (!withState(home, (state) => state.revoke(channel, peer))) {
+    throw new ClawError('not_found', `${peer} is neither admitted nor waiting on ${channel}`, { suggestion: 'see the admitted peers with: xgw peer list' });
+  }
+  const listed = inspectXgwConfig(home).config?.channels.find((c) => c.id === channel)?.allow.includes(peer) ?? false;
+  if (options.json) return printJson({ revoked: true, channel_id: channel, peer_id: peer, still_allowed_by_config: listed });
+  printLines([`revoked ${peer} on ${channel}`, ...(listed ? [`warning: ${peer} is still in the allow list of ${channel} in ${xgwConfigPath(home)}: remove it there too`] : [])]);
 }
 
 export async function chat(options: { agent?: string; channel?: string }): Promise<void> {

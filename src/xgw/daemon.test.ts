@@ -12,7 +12,7 @@ import { cliPath } from '../core/package.js';
 import { createTestHome, fixture, runTool, waitFor, type TestHome } from '../testing/index.js';
 import { initThread, openThread } from '../thread/thread.js';
 import type { XgwStatus } from './protocol.js';
-import { GatewayState } from './state.js';
+import { GatewayState, type PairingRequest } from './state.js';
 
 // The real daemon (`xgw start`) and the real CLIs in a temp THECLAW_HOME.
 
@@ -288,9 +288,9 @@ routes:
     }
   });
 
-  it('lists and approves pairing requests from the CLI; an unknown code exits 1', async () => {
+  it('lists and approves pairing requests from the CLI, lists and revokes admitted peers; an unknown code or peer exits 1', async () => {
     const state = new GatewayState(t.home);
-    const request = state.requestPairing('telegram:main', '4242', 'ann')!;
+    const request = state.requestPairing('telegram:main', '4242', 'ann') as PairingRequest;
     state.close();
     const list = await xgw(['pair', 'list']);
     expect(list.code).toBe(0);
@@ -303,12 +303,26 @@ routes:
 
     const approve = await xgw(['pair', 'approve', request.code.toLowerCase(), '--json']);
     expect(approve.code, approve.stderr).toBe(0);
-    expect(JSON.parse(approve.stdout)).toEqual({ approved: true, channel_id: 'telegram:main', peer_id: '4242' });
+    expect(JSON.parse(approve.stdout)).toEqual({ approved: true, channel_id: 'telegram:main', peer_id: '4242', welcomed: false }); // xgw is not running
     expect((await xgw(['pair', 'list'])).stdout).toBe('no pairing requests are waiting\n');
     expect((await xgw(['pair', 'approve', request.code])).code).toBe(1); // once only
     const after = new GatewayState(t.home);
     expect(after.isAdmitted('telegram:main', '4242')).toBe(true);
     after.close();
+
+    const peers = await xgw(['peer', 'list']);
+    expect(peers.stdout).toMatch(/^telegram:main {2}peer 4242 {2}admitted \S+ via pairing\n$/);
+    expect(JSON.parse((await xgw(['peer', 'list', '--json'])).stdout)).toMatchObject([{ channel_id: 'telegram:main', peer_id: '4242', via: 'pairing' }]);
+    const revoke = await xgw(['peer', 'revoke', 'telegram:main', '4242']);
+    expect(revoke.code, revoke.stderr).toBe(0);
+    expect(revoke.stdout).toBe('revoked 4242 on telegram:main\n');
+    expect((await xgw(['peer', 'list'])).stdout).toBe('no peers were admitted by pairing (allowlisted ones are in the config)\n');
+    const again = await xgw(['peer', 'revoke', 'telegram:main', '4242']);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toBe('Error: 4242 is neither admitted nor waiting on telegram:main - see the admitted peers with: xgw peer list\n');
+    const revoked = new GatewayState(t.home);
+    expect(revoked.isAdmitted('telegram:main', '4242')).toBe(false);
+    revoked.close();
   });
 
   it('shows a reply that arrived while no terminal was attached at the next attach', async () => {

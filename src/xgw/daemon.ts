@@ -52,7 +52,10 @@ export async function runXgw(home: string, env: NodeJS.ProcessEnv = process.env)
         for (const channel of channels) void gateway.launchChannel(channel);
         // Replies that failed while the gateway was away wait out notifier's backoff (minutes,
         // after a long outage); once the channels are up they may go at once.
-        void gateway.launched(MAX_STATUS_WAIT_MS).then(() => wakeNotifier(home));
+        void gateway.launched(MAX_STATUS_WAIT_MS).then(() => {
+          wakeNotifier(home);
+          return gateway.welcomeApproved();
+        });
       },
       async handle(request) {
         const message = request as XgwRequest;
@@ -79,6 +82,9 @@ export async function runXgw(home: string, env: NodeJS.ProcessEnv = process.env)
               text: message.text,
               notice: message.notice,
             });
+          case 'welcome':
+            await gateway.welcomeApproved();
+            return null;
           case 'chat_message': {
             const channel = terminal(message.channel);
             const peer = message.peer ?? defaultTerminalPeer();

@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { lstatSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
+import { lstatSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -11,7 +11,7 @@ import { initThread, openThread } from '../thread/thread.js';
 import { Gateway } from './gateway.js';
 import { noticeFor } from './notices.js';
 import { findRoute } from './route.js';
-import { GatewayState, PAIRING_TTL_MS } from './state.js';
+import { GatewayState, MAX_CODES_PER_PEER, PAIRING_TTL_MS, PAIRING_TTL_WHEN_FULL_MS, type PairingRequest } from './state.js';
 import { XgwConfigSchema, type ChannelAdapter, type InboundMessage, type OutboundMessage } from './types.js';
 
 let t: TestHome;
@@ -118,24 +118,66 @@ describe('inbound', () => {
 
   it('lets a pairing code expire after an hour, and frees its slot', () => {
     const t0 = Date.parse('2026-01-01T00:00:00Z');
-    const codes = ['1', '2', '3'].map((peer) => state.requestPairing('telegram:main', peer, undefined, t0)!);
+    const codes = ['1', '2', '3'].map((peer) => state.requestPairing('telegram:main', peer, undefined, t0) as PairingRequest);
     expect(codes[0]!.expires_at).toBe(new Date(t0 + PAIRING_TTL_MS).toISOString());
-    expect(state.requestPairing('telegram:main', '4', undefined, t0 + PAIRING_TTL_MS - 1)).toBeNull(); // 3 pending
+    expect(state.requestPairing('telegram:main', '4', undefined, t0 + PAIRING_TTL_WHEN_FULL_MS - 1)).toBe('full'); // 3 pending
     expect(state.pendingPairings(t0 + PAIRING_TTL_MS - 1)).toHaveLength(3);
     expect(state.pendingPairings(t0 + PAIRING_TTL_MS)).toEqual([]);
     expect(state.approvePairing(codes[0]!.code, t0 + PAIRING_TTL_MS)).toBeNull();
     expect(state.approvePairing(codes[1]!.code, t0 + PAIRING_TTL_MS - 1)).toMatchObject({ peer_id: '2' });
     const later = state.requestPairing('telegram:main', '4', undefined, t0 + PAIRING_TTL_MS);
-    expect(later).not.toBeNull();
-    const again = state.requestPairing('telegram:main', '1', undefined, t0 + PAIRING_TTL_MS);
-    expect(again!.code).not.toBe(codes[0]!.code); // a new code once the old one expired
+    expect(later).toMatchObject({ peer_id: '4' });
+    const again = state.requestPairing('telegram:main', '1', undefined, t0 + PAIRING_TTL_MS) as PairingRequest;
+    expect(again.code).not.toBe(codes[0]!.code); // a new code once the old one expired
     expect(state.isAdmitted('telegram:main', '1')).toBe(false);
     expect(state.isAdmitted('telegram:main', '2')).toBe(true);
   });
 
-  it('refuses peers off the allowlist and admits the listed ones', async () => {
+  it('keeps a stranger from holding the slots: full slots give way after minutes, a peer gets few codes a day, and the owner is told', async () => {
+    const t0 = Date.parse('2026-01-01T00:00:00Z');
+    for (const peer of ['s1', 's2', 's3']) expect(state.requestPairing('telegram:main', peer, undefined, t0)).toMatchObject({ peer_id: peer });
+    expect(state.requestPairing('telegram:main', 'friend', undefined, t0 + PAIRING_TTL_WHEN_FULL_MS - 1)).toBe('full');
+    expect(state.requestPairing('telegram:main', 'friend', undefined, t0 + PAIRING_TTL_WHEN_FULL_MS)).toMatchObject({ peer_id: 'friend' });
+    expect(state.pendingPairings(t0 + PAIRING_TTL_WHEN_FULL_MS).map((p) => p.peer_id)).toEqual(['friend']);
+    // One stranger asking again and again once its code is gone: a few codes a day, then nothing.
+    let at = t0 + PAIRING_TTL_WHEN_FULL_MS;
+    const given: unknown[] = [];
+    for (let i = 0; i < MAX_CODES_PER_PEER + 1; i++) {
+      at += PAIRING_TTL_MS;
+      given.push(state.requestPairing('telegram:main', 'pest', undefined, at));
+    }
+    expect(given.slice(0, MAX_CODES_PER_PEER).every((g) => typeof g === 'object')).toBe(true);
+    expect(given.at(-1)).toBe('peer_limit');
+    expect(state.requestPairing('telegram:main', 'pest', undefined, at + 24 * 60 * 60 * 1000)).toMatchObject({ peer_id: 'pest' }); // the next day
+
+    const gateway = gatewayWith({ channels: [{ id: 'telegram:main', type: 'telegram' }], routes: [{ agent: 'admin' }] });
+    for (const peer of ['a', 'b', 'c']) await gateway.receive(message(peer, `m-${peer}`));
+    expect(await gateway.receive(message('d', 'm-d'))).toEqual({ kind: 'denied', reason: 'too many pending pairing requests' });
+    const log = readFileSync(join(t.home, 'logs', 'xgw.log'), 'utf8');
+    expect(log).toContain('all 3 pairing slots are taken');
+  });
+
+  it('tells an approved peer so and passes on the message it first wrote, once', async () => {
+    const gateway = gatewayWith({ channels: [{ id: 'telegram:main', type: 'telegram' }], routes: [{ agent: 'admin' }] });
+    const channel = recordingChannel('telegram:main');
+    await gateway.startChannel(channel);
+    const pairing = await gateway.receive(message('77', 'first', 'Hi, it is Ann. Can you help me?'));
+    await gateway.receive(message('77', 'second', 'hello?')); // waits with the same code; only the first is kept
+    expect(inbox()).toEqual([]);
+    state.approvePairing((pairing as { code: string }).code);
+    await gateway.welcomeApproved();
+    await gateway.welcomeApproved();
+    expect(channel.sent.map((m) => [m.peerId, m.text])).toEqual([['77', 'You are approved: you can write to me now. Your first message has been passed on.']]);
+    expect(inbox().map((event) => parseMessageContent(event.content).text)).toEqual(['Hi, it is Ann. Can you help me?']);
+    expect(state.pendingWelcomes()).toEqual([]);
+  });
+
+  it('refuses peers off the allowlist and admits the listed ones, even a peer approved by pairing before', async () => {
+    state.admit('telegram:main', '8', 'pairing');
     const gateway = gatewayWith({ channels: [{ id: 'telegram:main', type: 'telegram', access: 'allowlist', allow: ['9'] }], routes: [{ agent: 'admin' }] });
     expect(await gateway.receive(message('8', 'a'))).toMatchObject({ kind: 'denied' });
+    const empty = gatewayWith({ channels: [{ id: 'telegram:main', type: 'telegram', access: 'allowlist', allow: [] }], routes: [{ agent: 'admin' }] });
+    expect(await empty.receive(message('8', 'a2'))).toMatchObject({ kind: 'denied' });
     expect(await gateway.receive(message('9', 'b'))).toMatchObject({ kind: 'accepted' });
     expect(inbox().map((event) => parseAddress(event.source))).toEqual([expect.objectContaining({ peerId: '9' })]);
   });

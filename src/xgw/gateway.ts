@@ -6,12 +6,12 @@ import type { Logger } from '../core/logger.js';
 import { formatMessageContent, type NoticeKind } from '../core/message.js';
 import { openThread } from '../thread/thread.js';
 import { MAX_CONTENT_BYTES } from '../thread/types.js';
-import { noticeFor } from './notices.js';
+import { noticeFor, welcomeNotice } from './notices.js';
 import { PeerRateLimit } from './rate-limit.js';
 import { findRoute, requireAgentId } from './route.js';
 import { settleWithin } from './settle.js';
 import { ChannelSupervisor, type SupervisorOptions } from './supervisor.js';
-import { MAX_PENDING_PAIRINGS, type DeliveryProgress, type DeliveryRef, type GatewayState } from './state.js';
+import { MAX_CODES_PER_PEER, MAX_PENDING_PAIRINGS, PAIRING_TTL_WHEN_FULL_MS, type DeliveryProgress, type DeliveryRef, type GatewayState } from './state.js';
 import { splitChannelId, type ChannelAdapter, type ChannelConfig, type ChannelContext, type ChannelStatus, type InboundMessage, type InboundOutcome, type XgwConfig } from './types.js';
 
 /** How long stopping waits for deliveries under way (a Bot API call rarely takes a second). */
@@ -145,8 +145,9 @@ export class Gateway {
     const { logger, state, home } = this.options;
     if (explicitAgent !== undefined) requireAgentId(explicitAgent);
     const channel = this.channelConfig(message.channelId);
+    // Under `allowlist` the list alone decides: a peer approved while the channel paired is not on it.
     const admitted =
-      channel.access === 'open' || channel.allow.includes(message.peerId) || state.isAdmitted(channel.id, message.peerId);
+      channel.access === 'open' || channel.allow.includes(message.peerId) || (channel.access === 'pairing' && state.isAdmitted(channel.id, message.peerId));
     if (!admitted) {
       if (channel.access === 'allowlist') {
         logger.info(`${channel.id}: ignored a message from ${JSON.stringify(message.peerId)}, who is not on the allowlist`);
@@ -157,10 +158,14 @@ export class Gateway {
         logger.info(`${channel.id}: ignored a message from ${JSON.stringify(message.peerId)} in ${message.conversationType} ${JSON.stringify(message.conversationId)}: unknown peers pair in a direct chat`);
         return { kind: 'denied', reason: 'unknown peers pair in a direct chat' };
       }
-      const request = state.requestPairing(channel.id, message.peerId, message.peerName);
-      if (!request) {
-        logger.warn(`${channel.id}: ${JSON.stringify(message.peerId)} asked to pair, but ${MAX_PENDING_PAIRINGS} codes are pending already`);
+      const request = state.requestPairing(channel.id, message.peerId, message.peerName, Date.now(), message);
+      if (request === 'full') {
+        logger.warn(`${channel.id}: ${JSON.stringify(message.peerId)} asked to pair, but all ${MAX_PENDING_PAIRINGS} pairing slots are taken (see them with: xgw pair list; revoke strangers with: xgw peer revoke ${channel.id} <peer>; codes older than ${PAIRING_TTL_WHEN_FULL_MS / 60_000} min give way to the next asker)`);
         return { kind: 'denied', reason: 'too many pending pairing requests' };
+      }
+      if (request === 'peer_limit') {
+        logger.info(`${channel.id}: ${JSON.stringify(message.peerId)} asked to pair again, but had ${MAX_CODES_PER_PEER} codes today`);
+        return { kind: 'denied', reason: 'too many codes for this peer today' };
       }
       logger.info(`${channel.id}: pairing code ${request.code} for ${JSON.stringify(message.peerId)} (approve with: xgw pair approve ${request.code})`);
       return { kind: 'pairing', code: request.code, expiresAt: request.expires_at };
@@ -217,6 +222,32 @@ export class Gateway {
       return { kind: 'accepted', agent, eventId, duplicate };
     } finally {
       thread.close();
+    }
+  }
+
+  /**
+   * Tells each peer approved by `xgw pair approve` (in this process's absence, or just now) that
+   * it may write, and passes on the message it first wrote. What fails (its channel not up yet)
+   * is tried again on the next call: at start and after each approval.
+   */
+  async welcomeApproved(): Promise<void> {
+    const { state, logger } = this.options;
+    for (const welcome of state.pendingWelcomes()) {
+      const first = welcome.first_message;
+      try {
+        await this.send({
+          channel: welcome.channel_id,
+          peer: welcome.peer_id,
+          conversation: first?.conversationId ?? welcome.peer_id,
+          idempotencyKey: `welcome:${welcome.admitted_at}`,
+          text: welcomeNotice(first !== null),
+        });
+        const outcome = first === null ? null : await this.receive(first);
+        if (outcome && outcome.kind !== 'accepted') logger.warn(`${welcome.channel_id}: the first message of ${JSON.stringify(welcome.peer_id)} was not passed on (${outcome.kind})`);
+        state.welcomed(welcome.channel_id, welcome.peer_id);
+      } catch (error) {
+        logger.warn(`${welcome.channel_id}: could not welcome ${JSON.stringify(welcome.peer_id)} yet: ${error instanceof Error ? error.message : String(error)}`);
+      }
     }
   }
 

@@ -1,5 +1,10 @@
 import type { InboundOutcome } from './types.js';
 
+/** What a peer approved by the owner is told (see Gateway.welcomeApproved). */
+export function welcomeNotice(firstMessageKept: boolean): string {
+  return `You are approved: you can write to me now.${firstMessageKept ? ' Your first message has been passed on.' : ''}`;
+}
+
 /** What a peer is told about its message, where something must be said. */
 export function noticeFor(outcome: InboundOutcome): string | null {
   switch (outcome.kind) {

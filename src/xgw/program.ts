@@ -82,6 +82,22 @@ socket is $THECLAW_HOME/run/xgw.sock (mode 0600). Log: $THECLAW_HOME/logs/xgw.lo
     ['xgw pair approve K7M2QX9P'],
   );
 
+  const peer = program.command('peer').description('peers admitted by pairing');
+  withExamples(
+    peer.command('list').description('admitted peers, per channel').addOption(jsonOption()).action(async (options) => (await commands()).peerList(options)),
+    ['xgw peer list'],
+  );
+  withExamples(
+    peer
+      .command('revoke')
+      .description('take back a peer\'s admission (and any code it waits with): its messages get a new pairing code again')
+      .argument('<channel>', 'channel id, e.g. telegram:main')
+      .argument('<peer>', 'peer id, as xgw peer list shows it')
+      .addOption(jsonOption())
+      .action(async (channel: string, peerId: string, options) => (await commands()).peerRevoke(channel, peerId, options)),
+    ['xgw peer revoke telegram:main 12345'],
+  );
+
   withExamples(
     program
       .command('chat')

@@ -22,6 +22,8 @@ export type XgwRequest =
     }
   /** A terminal chat's message. `agent` picks the agent over the routes. Answer: InboundOutcome. */
   | { op: 'chat_message'; channel: string; peer?: string; agent?: string; message_id: string; text: string }
+  /** Welcome the peers approved since (xgw pair approve). Answer: null. */
+  | { op: 'welcome' }
   /** A terminal chat listening for replies: a stream of MailboxEntry lines. */
   | { op: 'chat_attach'; channel: string; peer?: string };
 

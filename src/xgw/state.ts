@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type Database from 'better-sqlite3';
 import type { NoticeKind } from '../core/message.js';
 import { openSqlite } from '../core/sqlite.js';
-import type { OutboundMessage } from './types.js';
+import type { InboundMessage, OutboundMessage } from './types.js';
 
 /**
  * The gateway's durable state, `$THECLAW_HOME/xgw/state.db`: pairing codes and admitted peers
@@ -20,6 +20,9 @@ CREATE TABLE IF NOT EXISTS pairing_requests (
 CREATE TABLE IF NOT EXISTS admitted (
   channel_id TEXT NOT NULL, peer_id TEXT NOT NULL, admitted_at TEXT NOT NULL, via TEXT NOT NULL,
   PRIMARY KEY (channel_id, peer_id));
+CREATE TABLE IF NOT EXISTS pairing_log (
+  channel_id TEXT NOT NULL, peer_id TEXT NOT NULL, at INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS pairing_log_peer ON pairing_log (channel_id, peer_id, at);
 CREATE TABLE IF NOT EXISTS deliveries (
   channel_id TEXT NOT NULL, target TEXT NOT NULL, key TEXT NOT NULL, message_ids TEXT NOT NULL,
   complete INTEGER NOT NULL, updated_at TEXT NOT NULL,
@@ -33,6 +36,14 @@ CREATE INDEX IF NOT EXISTS mailbox_peer ON mailbox (channel_id, peer_id, id);
 
 export const PAIRING_TTL_MS = 60 * 60 * 1000;
 export const MAX_PENDING_PAIRINGS = 3;
+/**
+ * While a channel's slots are all taken, a code older than this gives its slot to the next
+ * asker: strangers cannot keep the owner's real contacts out for an hour.
+ */
+export const PAIRING_TTL_WHEN_FULL_MS = 10 * 60 * 1000;
+/** Codes one peer may be given per day: an expired code is not renewed again and again. */
+export const MAX_CODES_PER_PEER = 3;
+const DAY_MS = 24 * 60 * 60 * 1000;
 // No 0/O, 1/I/L: a code is read off one screen and typed on another.
 const CODE_ALPHABET = 'ABCDEFGHJKMNPQRSTUVWXYZ23456789';
 
@@ -43,6 +54,28 @@ export interface PairingRequest {
   peer_name: string | null;
   created_at: string;
   expires_at: string;
+}
+
+/** Why no code was given. */
+export type PairingRefusal = 'full' | 'peer_limit';
+
+/** An admitted peer, as `xgw peer list` shows it. */
+export interface AdmittedPeer {
+  channel_id: string;
+  peer_id: string;
+  admitted_at: string;
+  via: string;
+}
+
+/**
+ * A peer approved while it waited: it is told so, and the message it first wrote (kept with its
+ * code) goes to the agent. Stays until the running gateway has done both.
+ */
+export interface Welcome {
+  channel_id: string;
+  peer_id: string;
+  admitted_at: string;
+  first_message: InboundMessage | null;
 }
 
 /**
@@ -81,6 +114,7 @@ export function agentEntry(message: OutboundMessage): Omit<MailboxEntry, 'id' | 
 }
 
 const MAILBOX_COLUMNS = 'id, role, text, reply_to, created_at, notice';
+const PAIRING_COLUMNS = 'code, channel_id, peer_id, peer_name, created_at, expires_at';
 
 /** A mailbox row as an entry: `notice` only where there is one. */
 function toEntry({ notice, ...row }: Omit<MailboxEntry, 'notice'> & { notice: NoticeKind | null }): MailboxEntry {
@@ -106,8 +140,10 @@ export class GatewayState {
   private migrate(): void {
     this.db
       .transaction(() => {
-        const columns = this.db.prepare("SELECT name FROM pragma_table_info('mailbox')").pluck().all() as string[];
-        if (!columns.includes('notice')) this.db.exec('ALTER TABLE mailbox ADD COLUMN notice TEXT');
+        const columns = (table: string) => this.db.prepare('SELECT name FROM pragma_table_info(?)').pluck().all(table) as string[];
+        if (!columns('mailbox').includes('notice')) this.db.exec('ALTER TABLE mailbox ADD COLUMN notice TEXT');
+        if (!columns('pairing_requests').includes('first_message')) this.db.exec('ALTER TABLE pairing_requests ADD COLUMN first_message TEXT');
+        if (!columns('admitted').includes('welcome')) this.db.exec('ALTER TABLE admitted ADD COLUMN welcome TEXT');
         const legacy = this.db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'delivered'").get();
         if (!legacy) return;
         this.db
@@ -123,17 +159,24 @@ export class GatewayState {
   }
 
   /**
-   * The peer's pending code, or a new one; null when the channel already has the maximum of
-   * pending codes (so a stranger cannot flood the owner with codes).
+   * The peer's pending code, or a new one (keeping `first`, the message it came with, for when it
+   * is approved). Refused when the channel's slots are taken (codes older than
+   * PAIRING_TTL_WHEN_FULL_MS give theirs up first) or the peer had its codes for the day.
    */
-  requestPairing(channelId: string, peerId: string, peerName: string | undefined, now = Date.now()): PairingRequest | null {
+  requestPairing(channelId: string, peerId: string, peerName: string | undefined, now = Date.now(), first?: InboundMessage): PairingRequest | PairingRefusal {
     return this.db
       .transaction(() => {
         this.db.prepare('DELETE FROM pairing_requests WHERE expires_at <= ?').run(now);
-        const existing = this.db.prepare('SELECT * FROM pairing_requests WHERE channel_id = ? AND peer_id = ?').get(channelId, peerId) as PairingRow | undefined;
+        this.db.prepare('DELETE FROM pairing_log WHERE at <= ?').run(now - DAY_MS);
+        const existing = this.db.prepare(`SELECT ${PAIRING_COLUMNS} FROM pairing_requests WHERE channel_id = ? AND peer_id = ?`).get(channelId, peerId) as PairingRow | undefined;
         if (existing) return toRequest(existing);
-        const pending = this.db.prepare('SELECT COUNT(*) FROM pairing_requests WHERE channel_id = ?').pluck().get(channelId) as number;
-        if (pending >= MAX_PENDING_PAIRINGS) return null;
+        const given = this.db.prepare('SELECT COUNT(*) FROM pairing_log WHERE channel_id = ? AND peer_id = ?').pluck().get(channelId, peerId) as number;
+        if (given >= MAX_CODES_PER_PEER) return 'peer_limit';
+        const pending = () => this.db.prepare('SELECT COUNT(*) FROM pairing_requests WHERE channel_id = ?').pluck().get(channelId) as number;
+        if (pending() >= MAX_PENDING_PAIRINGS) {
+          this.db.prepare('DELETE FROM pairing_requests WHERE channel_id = ? AND expires_at - ? <= ?').run(channelId, PAIRING_TTL_MS, now - PAIRING_TTL_WHEN_FULL_MS);
+          if (pending() >= MAX_PENDING_PAIRINGS) return 'full';
+        }
         const row: PairingRow = {
           code: Array.from({ length: 8 }, () => CODE_ALPHABET[randomInt(CODE_ALPHABET.length)]).join(''),
           channel_id: channelId,
@@ -142,33 +185,61 @@ export class GatewayState {
           created_at: new Date(now).toISOString(),
           expires_at: now + PAIRING_TTL_MS,
         };
-        this.db.prepare('INSERT INTO pairing_requests VALUES (@code, @channel_id, @peer_id, @peer_name, @created_at, @expires_at)').run(row);
+        this.db.prepare('INSERT INTO pairing_requests VALUES (@code, @channel_id, @peer_id, @peer_name, @created_at, @expires_at, @first_message)').run({ ...row, first_message: first ? JSON.stringify(first) : null });
+        this.db.prepare('INSERT INTO pairing_log VALUES (?, ?, ?)').run(channelId, peerId, now);
         return toRequest(row);
       })
       .immediate();
   }
 
   pendingPairings(now = Date.now()): PairingRequest[] {
-    return (this.db.prepare('SELECT * FROM pairing_requests WHERE expires_at > ? ORDER BY created_at').all(now) as PairingRow[]).map(toRequest);
+    return (this.db.prepare(`SELECT ${PAIRING_COLUMNS} FROM pairing_requests WHERE expires_at > ? ORDER BY created_at`).all(now) as PairingRow[]).map(toRequest);
   }
 
   /** Admits the peer behind a pending code; returns it, or null for an unknown or expired code. */
   approvePairing(code: string, now = Date.now()): PairingRequest | null {
     return this.db
       .transaction(() => {
-        const row = this.db.prepare('SELECT * FROM pairing_requests WHERE code = ? AND expires_at > ?').get(code.toUpperCase(), now) as PairingRow | undefined;
+        const row = this.db.prepare('SELECT * FROM pairing_requests WHERE code = ? AND expires_at > ?').get(code.toUpperCase(), now) as (PairingRow & { first_message: string | null }) | undefined;
         if (!row) return null;
         this.admit(row.channel_id, row.peer_id, 'pairing');
+        this.db.prepare('UPDATE admitted SET welcome = ? WHERE channel_id = ? AND peer_id = ?').run(row.first_message ?? 'null', row.channel_id, row.peer_id);
         this.db.prepare('DELETE FROM pairing_requests WHERE code = ?').run(row.code);
-        return toRequest(row);
+        const { first_message: _first, ...request } = row;
+        return toRequest(request);
       })
       .immediate();
   }
 
   admit(channelId: string, peerId: string, via: string): void {
     this.db
-      .prepare('INSERT INTO admitted VALUES (?, ?, ?, ?) ON CONFLICT (channel_id, peer_id) DO NOTHING')
+      .prepare('INSERT INTO admitted (channel_id, peer_id, admitted_at, via) VALUES (?, ?, ?, ?) ON CONFLICT (channel_id, peer_id) DO NOTHING')
       .run(channelId, peerId, new Date().toISOString(), via);
+  }
+
+  admittedPeers(): AdmittedPeer[] {
+    return this.db.prepare('SELECT channel_id, peer_id, admitted_at, via FROM admitted ORDER BY channel_id, admitted_at').all() as AdmittedPeer[];
+  }
+
+  /** Takes back a peer's admission and any code it holds; false when it had neither. */
+  revoke(channelId: string, peerId: string): boolean {
+    return this.db
+      .transaction(() => {
+        const admitted = this.db.prepare('DELETE FROM admitted WHERE channel_id = ? AND peer_id = ?').run(channelId, peerId).changes;
+        const pending = this.db.prepare('DELETE FROM pairing_requests WHERE channel_id = ? AND peer_id = ?').run(channelId, peerId).changes;
+        return admitted + pending > 0;
+      })
+      .immediate();
+  }
+
+  /** Approved peers not yet told so (see Welcome). */
+  pendingWelcomes(): Welcome[] {
+    const rows = this.db.prepare('SELECT channel_id, peer_id, admitted_at, welcome FROM admitted WHERE welcome IS NOT NULL').all() as (Omit<Welcome, 'first_message'> & { welcome: string })[];
+    return rows.map(({ welcome, ...row }) => ({ ...row, first_message: JSON.parse(welcome) as InboundMessage | null }));
+  }
+
+  welcomed(channelId: string, peerId: string): void {
+    this.db.prepare('UPDATE admitted SET welcome = NULL WHERE channel_id = ? AND peer_id = ?').run(channelId, peerId);
   }
 
   /** What was sent under this key to this target before, or null. */

@@ -3,11 +3,11 @@ import WebSocket from 'ws';
 import { ClawError } from '../../core/errors.js';
 import type { MailboxEntry } from '../state.js';
 import type { ServerMessage } from './webchat.js';
-import { webchatCookieNames } from './webchat-http.js';
+import { webchatProtocols } from './webchat-http.js';
 
 /**
- * A program talking to the web chat the way its page does: trade the URL's token for the cookie,
- * take a peer cookie, open `/ws` with the page's Origin. `theclaw demo` sends its message through
+ * A program talking to the web chat the way its page does: open `/ws` with the page's Origin,
+ * offering the URL's token and a new peer id in the handshake. `theclaw demo` sends its message through
  * it, so the demo crosses the same door a browser does.
  */
 export interface WebchatClient {
@@ -22,9 +22,7 @@ export async function connectWebchat(url: string, signal?: AbortSignal): Promise
   const page = new URL(url);
   const token = page.searchParams.get('token');
   if (!token) throw new ClawError('invalid', `the web chat URL ${page.origin} has no token`, { suggestion: 'use the URL that xgw status prints' });
-  const names = webchatCookieNames(page.port);
-  const cookies = `${names.token}=${token}; ${names.peer}=${randomBytes(16).toString('hex')}`;
-  const ws = new WebSocket(`ws://${page.host}/ws`, { headers: { Cookie: cookies }, origin: page.origin });
+  const ws = new WebSocket(`ws://${page.host}/ws`, webchatProtocols(token, randomBytes(16).toString('hex')), { origin: page.origin });
   const queue: ServerMessage[] = [];
   const waiters: (() => void)[] = [];
   let closed: Error | undefined;

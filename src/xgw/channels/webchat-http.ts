@@ -12,26 +12,41 @@ export function safeEqual(a: string, b: string): boolean {
 }
 
 /**
- * The web chat's cookie names. Cookies are shared by every port of a host: the names carry the
- * port, so two web chats (or another local service) never overwrite each other's.
+ * How a client proves it may chat: the token and its peer id ride in the WebSocket handshake as
+ * subprotocols (`xgw`, `xgw-token.<token>`, `xgw-peer.<peer>`; a browser's WebSocket can set no
+ * other header), and the JSON endpoints take `Authorization: Bearer <token>`. Never a cookie:
+ * cookies ignore ports, so any other server on this host would receive it.
  */
-export function webchatCookieNames(port: number | string): { token: string; peer: string } {
-  return { token: `xgw_token_${port}`, peer: `xgw_peer_${port}` };
+export const WEBCHAT_PROTOCOL = 'xgw';
+
+export function webchatProtocols(token: string, peer: string): string[] {
+  return [WEBCHAT_PROTOCOL, `xgw-token.${token}`, `xgw-peer.${peer}`];
 }
 
-export function parseCookies(header: string | undefined): Map<string, string> {
-  const cookies = new Map<string, string>();
-  for (const part of (header ?? '').split(';')) {
-    const at = part.indexOf('=');
-    if (at < 0) continue;
-    const name = part.slice(0, at).trim();
-    if (!cookies.has(name)) cookies.set(name, part.slice(at + 1).trim());
+/** The token and peer a handshake's `Sec-WebSocket-Protocol` header offers. */
+export function readHandshake(header: string | undefined): { token?: string; peer?: string } {
+  const found: { token?: string; peer?: string } = {};
+  for (const protocol of (header ?? '').split(',').map((part) => part.trim())) {
+    if (protocol.startsWith('xgw-token.')) found.token ??= protocol.slice('xgw-token.'.length);
+    if (protocol.startsWith('xgw-peer.')) found.peer ??= protocol.slice('xgw-peer.'.length);
   }
-  return cookies;
+  return found;
 }
 
-export function cookie(name: string, value: string, maxAgeSeconds?: number): string {
-  return `${name}=${value}; HttpOnly; SameSite=Strict; Path=/${maxAgeSeconds === undefined ? '' : `; Max-Age=${maxAgeSeconds}`}`;
+/** The token of an `Authorization: Bearer <token>` header. */
+export function bearerToken(header: string | undefined): string | undefined {
+  const match = /^Bearer ([^\s]+)$/.exec(header ?? '');
+  return match?.[1];
+}
+
+/**
+ * Set-Cookie values that delete the cookies older versions kept the token and peer in (named
+ * `xgw_token_<port>`, `xgw_peer_<port>`), so a browser stops sending them to every port.
+ */
+export function expireLegacyCookies(header: string | undefined, port: number): string[] {
+  const names = [`xgw_token_${port}`, `xgw_peer_${port}`];
+  const present = (header ?? '').split(';').map((part) => part.split('=')[0]!.trim());
+  return names.filter((name) => present.includes(name)).map((name) => `${name}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0`);
 }
 
 export function unauthorized(res: ServerResponse): void {

@@ -1,3 +1,5 @@
+import { PAGE_TOKEN_SCRIPT } from './webchat-page-token.js';
+
 /**
  * The web chat page: one self-contained HTML document (inline CSS and JS, no external resources:
  * the machine may be offline). Message text is only ever set through `textContent` and text
@@ -129,6 +131,7 @@ button.send svg { width: 20px; height: 20px; }
 <script>
 (function () {
   'use strict';
+` + PAGE_TOKEN_SCRIPT + String.raw`
   var MAX_BYTES = 64 * 1024;
   var WAIT_LIMIT_MS = 3 * 60 * 1000;
   var log = document.getElementById('log');
@@ -146,6 +149,10 @@ button.send svg { width: 20px; height: 20px; }
   var retryTimer = null;
   var waitTimer = null;
   var typing = makeTyping();
+  var token = pageToken();
+  // This browser's peer id: kept by the page (localStorage is this origin's alone), never a cookie.
+  var peer = localStorage.getItem('xgw_peer');
+  if (!/^[0-9a-f]{32}$/.test(peer || '')) localStorage.setItem('xgw_peer', (peer = newId()));
 
   function newId() {
     var bytes = new Uint8Array(16);
@@ -309,8 +316,9 @@ button.send svg { width: 20px; height: 20px; }
     clearTimeout(retryTimer);
     retryTimer = null;
     if (ws) return;
+    if (!token) return setStatus('denied', 'Open the link from xgw status');
     setStatus('connecting', attempt === 0 ? 'Connecting…' : 'Reconnecting…');
-    var socket = new WebSocket((location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host + '/ws');
+    var socket = new WebSocket((location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host + '/ws', ['xgw', 'xgw-token.' + token, 'xgw-peer.' + peer]);
     ws = socket;
     socket.onopen = function () {
       attempt = 0;
@@ -333,9 +341,9 @@ button.send svg { width: 20px; height: 20px; }
     retryTimer = setTimeout(connect, delay);
   }
 
-  // A refused WebSocket says nothing about why; the page itself answers 401 without the cookie.
+  // A refused WebSocket says nothing about why; a plain request to /ws answers 401 to a wrong token.
   function checkAccess() {
-    fetch('/', { method: 'HEAD', cache: 'no-store', credentials: 'same-origin' }).then(function (response) {
+    fetch('/ws', { cache: 'no-store', headers: { Authorization: 'Bearer ' + token } }).then(function (response) {
       if (response.status === 401) setStatus('denied', 'Open the link from xgw status');
     }, function () {});
   }

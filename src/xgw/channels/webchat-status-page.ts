@@ -1,3 +1,5 @@
+import { PAGE_TOKEN_SCRIPT } from './webchat-page-token.js';
+
 /** How often the status page asks again. */
 export const STATUS_REFRESH_MS = 3_000;
 
@@ -68,7 +70,8 @@ tr.error td.kind { color: var(--bad); font-weight: 600; }
 </main>
 <script>
 "use strict";
-var REFRESH_MS = ` + String(STATUS_REFRESH_MS) + String.raw`;
+var REFRESH_MS = ` + String(STATUS_REFRESH_MS) + PAGE_TOKEN_SCRIPT + String.raw`
+var token = pageToken();
 
 function el(tag, className, text) {
   var node = document.createElement(tag);
@@ -172,7 +175,8 @@ function render(s) {
 var updated = document.getElementById("updated");
 var problem = document.getElementById("problem");
 function refresh() {
-  fetch("/status.json", { cache: "no-store" }).then(function (response) {
+  fetch("/status.json", { cache: "no-store", headers: { Authorization: "Bearer " + token } }).then(function (response) {
+    if (response.status === 401) throw new Error("this page needs its access link: open the URL printed by xgw status");
     return response.json().then(function (body) {
       if (!response.ok) throw new Error(body && body.error ? body.error : "HTTP " + response.status);
       return body;

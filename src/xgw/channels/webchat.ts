@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
@@ -7,17 +6,18 @@ import * as z from 'zod/mini';
 import { ClawError, errnoCode } from '../../core/errors.js';
 import { agentEntry, type MailboxEntry } from '../state.js';
 import type { ChannelAdapter, ChannelContext, ChannelSendOptions, ChannelStatus, OutboundMessage, WebchatChannelConfig } from '../types.js';
-import { cookie, parseCookies, refuse, safeEqual, unauthorized, webchatCookieNames } from './webchat-http.js';
+import { bearerToken, expireLegacyCookies, readHandshake, refuse, safeEqual, unauthorized, WEBCHAT_PROTOCOL } from './webchat-http.js';
 import { WEBCHAT_PAGE } from './webchat-page.js';
 import { STATUS_PAGE } from './webchat-status-page.js';
 import { loadWebchatToken, urlHost, webchatUrl } from './webchat-token.js';
 
 /**
  * The web chat: a small page and a WebSocket on loopback. Access needs the channel's token (kept
- * in `$THECLAW_HOME/xgw/webchat-<instance>.token`); `GET /?token=T` trades it for the cookie
- * `xgw_token_<port>`. Each browser is one peer, known by the `xgw_peer_<port>` cookie the page
- * sets; every chat is a DM whose
- * conversation id is the peer id. What the peer and the agent say is kept in the peer's mailbox
+ * in `$THECLAW_HOME/xgw/webchat-<instance>.token`). The pages themselves hold no secret and are
+ * served to anyone; the page takes the token from its URL (`/?token=T`) into localStorage
+ * (which, unlike a cookie, no other port of this host can read) and offers it in the WebSocket
+ * handshake, with the peer id the page keeps in localStorage (see webchat-http.ts). Each browser
+ * is one peer; every chat is a DM whose conversation id is the peer id. What the peer and the agent say is kept in the peer's mailbox
  * (GatewayState), so a reload, or a reply that arrives while the page is closed, shows it later.
  *
  * Protocol (JSON over `/ws`):
@@ -45,8 +45,6 @@ const PAGE_HEADERS: Readonly<Record<string, string>> = {
   'X-Frame-Options': 'DENY',
   'Referrer-Policy': 'no-referrer',
 };
-/** Both cookies live as long as browsers allow (Chromium caps lifetimes at 400 days). */
-const COOKIE_MAX_AGE_S = 400 * 24 * 60 * 60;
 const PING_INTERVAL_MS = 30_000;
 const STOP_GRACE_MS = 1_000;
 /** Client message ids remembered per channel, so a resend after a reconnect is only acked. */
@@ -83,21 +81,14 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
     const names = config.host === 'localhost' ? ['localhost', '127.0.0.1', '[::1]'] : config.host === '127.0.0.1' || config.host === '::1' ? [pageHost, 'localhost'] : [pageHost];
     return origin !== undefined && names.some((name) => origin === `http://${name}:${port}`);
   };
-  const tokenCookie = (): string => webchatCookieNames(port).token;
-  const peerCookie = (): string => webchatCookieNames(port).peer;
   const hasToken = (candidate: string | undefined): boolean => candidate !== undefined && safeEqual(candidate, token);
 
   function handleRequest(req: IncomingMessage, res: ServerResponse): void {
     const url = new URL(req.url ?? '/', 'http://localhost');
-    const cookies = parseCookies(req.headers.cookie);
+    const isPage = url.pathname === '/' || url.pathname === '/status';
+    // A page is served without the token (it holds none), but a wrong one in its URL is told at once.
     const queryToken = url.searchParams.get('token');
-    if (queryToken !== null) {
-      if (!hasToken(queryToken)) return unauthorized(res);
-      // Trade the token for a cookie and drop it from the URL bar (and from history).
-      res.writeHead(302, { Location: url.pathname === '/status' ? '/status' : '/', 'Set-Cookie': cookie(tokenCookie(), token, COOKIE_MAX_AGE_S), 'Cache-Control': 'no-store', 'Referrer-Policy': 'no-referrer' });
-      return void res.end();
-    }
-    if (!hasToken(cookies.get(tokenCookie()))) return unauthorized(res);
+    if (isPage ? queryToken !== null && !hasToken(queryToken) : !hasToken(bearerToken(req.headers.authorization))) return unauthorized(res);
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.writeHead(405, { Allow: 'GET, HEAD', 'Content-Type': 'text/plain; charset=utf-8' });
       return void res.end('Method not allowed\n');
@@ -113,20 +104,15 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
       return void res.end(`The status page is served only by a web chat with access: open (${config.id} has access: ${config.access})\n`);
     }
     if (url.pathname === '/status.json') return void serveSystemStatus(res);
-    if (url.pathname !== '/' && url.pathname !== '/status') {
+    if (!isPage) {
       res.writeHead(404, { 'Content-Type': 'text/plain; charset=utf-8' });
       return void res.end('Not found\n');
     }
     const headers: Record<string, string | string[]> = { ...PAGE_HEADERS };
-    if (url.pathname === '/status') {
-      res.writeHead(200, headers);
-      return void res.end(STATUS_PAGE);
-    }
-    if (!PEER_ID.test(cookies.get(peerCookie()) ?? '')) {
-      headers['Set-Cookie'] = cookie(peerCookie(), randomBytes(16).toString('hex'), COOKIE_MAX_AGE_S);
-    }
+    const expired = expireLegacyCookies(req.headers.cookie, port);
+    if (expired.length > 0) headers['Set-Cookie'] = expired;
     res.writeHead(200, headers);
-    res.end(WEBCHAT_PAGE);
+    res.end(url.pathname === '/status' ? STATUS_PAGE : WEBCHAT_PAGE);
   }
 
   async function serveSystemStatus(res: ServerResponse): Promise<void> {
@@ -146,11 +132,11 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
 
   function handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     const url = new URL(req.url ?? '/', 'http://localhost');
-    const cookies = parseCookies(req.headers.cookie);
+    const offered = readHandshake(req.headers['sec-websocket-protocol']);
     const log = context!.logger;
     if (!wss) return refuse(socket, 503, 'The chat is stopping');
     if (url.pathname !== '/ws') return refuse(socket, 404, 'Not found');
-    if (!hasToken(cookies.get(tokenCookie()))) {
+    if (!hasToken(offered.token)) {
       log.info(`${config.id}: refused a WebSocket without a valid token`);
       return refuse(socket, 401, 'Unauthorized: open the URL printed by xgw status');
     }
@@ -159,8 +145,8 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
       log.warn(`${config.id}: refused a WebSocket from origin ${JSON.stringify(origin ?? null)}`);
       return refuse(socket, 403, 'Forbidden origin');
     }
-    const peer = cookies.get(peerCookie());
-    if (peer === undefined || !PEER_ID.test(peer)) return refuse(socket, 400, 'No peer cookie: reload the page');
+    const peer = offered.peer;
+    if (peer === undefined || !PEER_ID.test(peer)) return refuse(socket, 400, 'No peer id: reload the page');
     wss.handleUpgrade(req, socket, head, (ws) => onConnection(ws, peer));
   }
 
@@ -260,7 +246,7 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
       detail = undefined;
       try {
         token = loadWebchatToken(options.home ?? ctx.home, config.id);
-        wss = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES });
+        wss = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES, handleProtocols: () => WEBCHAT_PROTOCOL });
         const http = createServer(handleRequest);
         server = http;
         http.on('upgrade', handleUpgrade);

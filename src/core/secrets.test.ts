@@ -1,0 +1,42 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createTestHome, type TestHome } from '../testing/index.js';
+import { configuredSecrets, createRedactor, withoutSecrets } from './secrets.js';
+
+let t: TestHome | undefined;
+afterEach(() => t?.cleanup());
+
+function homeWith(files: Record<string, string>): NodeJS.ProcessEnv {
+  t = createTestHome();
+  for (const [file, text] of Object.entries(files)) {
+    mkdirSync(join(t.home, file, '..'), { recursive: true });
+    writeFileSync(join(t.home, file), text);
+  }
+  return { THECLAW_HOME: t.home };
+}
+
+describe('secrets named by the configs', () => {
+  it('takes every token_env and api_key_env, in block or flow style, quoted or not, and the keys pai holds inline', () => {
+    const env = homeWith({
+      'xgw/config.yaml': 'channels:\n  - { id: telegram:a, type: telegram, token_env: TG_BOT }\n  - id: telegram:b\n    type: telegram\n    token_env: "OTHER_BOT"\n',
+      'pai/config.yaml': "providers:\n  p:\n    api_key_env: 'MODEL_CREDENTIAL'\n  q: { api_key: inline-key-12345, models: [] }\n",
+    });
+    expect(configuredSecrets(env)).toEqual({ names: ['TG_BOT', 'OTHER_BOT', 'MODEL_CREDENTIAL'], values: ['inline-key-12345'] });
+  });
+
+  it('removes those variables from a tool environment and redacts their values and the inline keys', () => {
+    const env: NodeJS.ProcessEnv = {
+      ...homeWith({ 'xgw/config.yaml': 'channels: [{ id: telegram:a, type: telegram, token_env: TG_BOT }]\n', 'pai/config.yaml': 'providers: { p: { api_key: inline-key-12345 } }\n' }),
+      TG_BOT: '123456:bot-token-value',
+      PLAIN: 'kept as it is',
+    };
+    expect(withoutSecrets(env)).toEqual({ THECLAW_HOME: env.THECLAW_HOME, PLAIN: 'kept as it is' });
+    const redact = createRedactor(env);
+    expect(redact('bot 123456:bot-token-value, key inline-key-12345, kept as it is')).toBe('bot [redacted], key [redacted], kept as it is');
+  });
+
+  it('finds nothing in a home without configs', () => {
+    expect(configuredSecrets(homeWith({}))).toEqual({ names: [], values: [] });
+  });
+});
