@@ -73,6 +73,7 @@ export async function prune(options: Json & { olderThan: number; keepLogs: numbe
     `${report.dry_run ? 'would free' : 'freed'} ${mb(report.freed_bytes)} (cut-off ${report.older_than})`,
     `  rotated logs: ${report.rotated_logs.files} file(s), ${mb(report.rotated_logs.bytes)}`,
     `  xgw: ${report.xgw.deliveries} delivery key(s), ${report.xgw.mailbox} read mailbox message(s), ${report.xgw.pairing_requests} expired pairing code(s)`,
+    `  thread events: ${report.events.removed} acknowledged event(s) in ${report.events.threads} thread(s)`,
     `  WAL: ${report.wal.files} file(s) checkpointed, ${mb(report.wal.bytes)}`,
   ]);
 }

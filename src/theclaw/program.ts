@@ -75,7 +75,7 @@ before theclaw up for a real one.`,
     program
       .command('prune')
       .description(
-        'remove what is safe to remove, also while the daemons run: rotated logs beyond the newest few, xgw delivery keys of complete deliveries and read mailbox messages older than the cut-off, expired pairing codes; then checkpoint and truncate every WAL; print what was freed (thread events are kept)',
+        'remove what is safe to remove, also while the daemons run: rotated logs beyond the newest few, xgw delivery keys of complete deliveries and read mailbox messages older than the cut-off, expired pairing codes, thread events every consumer has acknowledged (the newest 1,000 of each thread stay); then checkpoint and truncate every WAL; print what was freed',
       )
       .option('--older-than <days>', 'the cut-off in days (a number, or e.g. 30d)', days, 30)
       .option('--keep-logs <n>', 'rotated files kept of each log', positiveInt('--keep-logs'), 5)

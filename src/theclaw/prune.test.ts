@@ -3,6 +3,8 @@ import { mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createTestHome, runTool, type TestHome } from '../testing/index.js';
+import { initAgent } from '../agent/lifecycle.js';
+import { openThread } from '../thread/thread.js';
 import { GatewayState } from '../xgw/state.js';
 import type { PruneReport } from './prune.js';
 
@@ -65,6 +67,31 @@ describe('theclaw prune', () => {
     expect(report.freed_bytes).toBeGreaterThanOrEqual(3 * 1001);
     expect(readdirSync(logs).sort()).toEqual(['agent.log', ...names.slice(0, 5)].sort());
     expect(deliveryKeys()).toEqual(['new-done', 'old-partial']);
+  });
+
+  it('removes old acknowledged thread events beyond the newest 1,000 of each thread, never one a consumer has yet to handle', async () => {
+    const dir = initAgent(t.home, 'admin');
+    const inbox = openThread(dir.inbox, { home: t.home });
+    try {
+      inbox.pushBatch(Array.from({ length: 1_600 }, (_, i) => ({ source: 'self', type: 'message', content: `m${i + 1}` })));
+      inbox.ack('inbox', 1_500); // the last 100 wait for the agent
+    } finally {
+      inbox.close();
+    }
+    const db = new Database(join(dir.inbox, 'events.db'));
+    db.prepare('UPDATE events SET created_at = ?').run(new Date(Date.now() - 40 * DAY).toISOString());
+    db.close();
+
+    expect((await prune(['--dry-run'])).events).toEqual({ threads: 1, removed: 600 });
+    expect((await prune([])).events).toEqual({ threads: 1, removed: 600 });
+    const after = openThread(dir.inbox, { home: t.home });
+    try {
+      const ids = after.peek({ limit: 10_000 }).map((event) => event.id);
+      expect([ids[0], ids.at(-1), ids.length]).toEqual([601, 1_600, 1_000]);
+      expect(after.pop('inbox').map((event) => event.id)).toEqual(Array.from({ length: 100 }, (_, i) => 1_501 + i));
+    } finally {
+      after.close();
+    }
   });
 
   it('--dry-run says what would go and changes nothing', async () => {

@@ -1,7 +1,9 @@
 import type Database from 'better-sqlite3';
 import { readdirSync, statSync, unlinkSync, type Dirent } from 'node:fs';
 import { join } from 'node:path';
+import { conversationThreads } from '../agent/lifecycle.js';
 import { openSqlite } from '../core/sqlite.js';
+import { forEachAgentThread } from './agent-threads.js';
 
 /**
  * `theclaw prune`: removes what is safe to remove while the daemons run, and says what it freed.
@@ -11,17 +13,19 @@ import { openSqlite } from '../core/sqlite.js';
  * - xgw's delivery keys of complete deliveries older than the cut-off (a retry of a delivery
  *   comes within minutes, never after `olderThan`; incomplete ones are kept: they are work),
  *   mailbox messages that were read and are older than the cut-off, and expired pairing codes;
+ * - thread events (every agent's inbox and conversations) older than the cut-off that every
+ *   consumer of the thread has acknowledged, except the newest `keepEvents` of each thread, which
+ *   stay as its recent history (Thread.prune): unacknowledged work is never removed;
  * - then every database's WAL is checkpointed and truncated (`wal_checkpoint(TRUNCATE)`; a
  *   database a reader holds now keeps its WAL until the next time).
- *
- * Thread events are not removed: every event is the history a conversation, a consumer or a
- * person may still read (see README "Retention").
  */
 export interface PruneOptions {
   olderThanMs: number;
   dryRun?: boolean;
   /** Rotated files kept of each log. Default: 5. */
   keepLogs?: number;
+  /** Newest events kept of each thread, whatever their age. Default: 1,000. */
+  keepEvents?: number;
   now?: number;
 }
 
@@ -29,12 +33,14 @@ export interface PruneReport {
   dry_run: boolean;
   older_than: string;
   rotated_logs: { files: number; bytes: number };
+  events: { threads: number; removed: number };
   xgw: { deliveries: number; mailbox: number; pairing_requests: number };
   wal: { files: number; bytes: number };
   freed_bytes: number;
 }
 
 export const DEFAULT_KEEP_LOGS = 5;
+export const DEFAULT_KEEP_EVENTS = 1_000;
 const ROTATED_LOG = /^(.+)-\d{8}-\d{6}(?:-\d+)?\.log$/;
 /** A checkpoint waits this long for a busy writer, not the usual 10 s: it can wait for the next prune. */
 const CHECKPOINT_BUSY_MS = 500;
@@ -46,8 +52,20 @@ export function prune(home: string, options: PruneOptions): PruneReport {
   const files = walk(home);
   const rotated_logs = pruneLogs(files, options.keepLogs ?? DEFAULT_KEEP_LOGS, dryRun);
   const xgw = pruneGateway(join(home, 'xgw', 'state.db'), cutoff, now, dryRun);
+  const events = pruneEvents(home, cutoff, options.keepEvents ?? DEFAULT_KEEP_EVENTS, dryRun);
   const wal = checkpoint(files.filter((file) => file.endsWith('.db')), dryRun);
-  return { dry_run: dryRun, older_than: cutoff, rotated_logs, xgw, wal, freed_bytes: rotated_logs.bytes + wal.bytes };
+  return { dry_run: dryRun, older_than: cutoff, rotated_logs, xgw, events, wal, freed_bytes: rotated_logs.bytes + wal.bytes };
+}
+
+/** Old, acknowledged events of every agent thread (a damaged thread is skipped: status names it). */
+function pruneEvents(home: string, cutoff: string, keep: number, dryRun: boolean): PruneReport['events'] {
+  const report = { threads: 0, removed: 0 };
+  forEachAgentThread(home, (dir) => [dir.inbox, ...conversationThreads(dir)], ({ thread }) => {
+    const removed = thread.prune({ before: cutoff, keep, dryRun });
+    if (removed > 0) report.threads++;
+    report.removed += removed;
+  });
+  return report;
 }
 
 /** Every file under `dir`, not following symlinks. */

@@ -1,4 +1,5 @@
 import Database from 'better-sqlite3';
+import fc from 'fast-check';
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -618,3 +619,39 @@ async function startTogether(commands: readonly (readonly [string, readonly stri
   for (const { child } of children) child.stdin.end('go\n');
   return Promise.all(children.map((c) => c.done));
 }
+
+describe('prune', () => {
+  const FUTURE = new Date(Date.now() + 86_400_000).toISOString(); // every event counts as old
+
+  it('never removes an event a consumer has yet to handle, keeps the newest `keep`, and removes the rest of the old ones (property)', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 60 }),
+        fc.array(fc.integer({ min: 0, max: 60 }), { maxLength: 3 }),
+        fc.integer({ min: 0, max: 20 }),
+        fc.boolean(),
+        (count, progresses, keep, dryRun) => {
+          const thread = newThread(`p-${Math.random().toString(36).slice(2)}`);
+          if (count > 0) thread.pushBatch(Array.from({ length: count }, (_, i) => ({ source: 'self', type: 'message', content: `e${i + 1}` })));
+          progresses.forEach((progress, i) => thread.ack(`c${i}`, Math.min(progress, count)));
+          const floor = progresses.length > 0 ? Math.min(...progresses.map((p) => Math.min(p, count))) : count;
+          const removable = Math.max(0, Math.min(floor, count - keep));
+          expect(thread.prune({ before: FUTURE, keep, dryRun })).toBe(removable);
+          const ids = thread.peek({ limit: 1000 }).map((event) => event.id);
+          expect(ids).toEqual(Array.from({ length: dryRun ? count : count - removable }, (_, i) => i + 1 + (dryRun ? 0 : removable)));
+          // New events keep counting on: ids are never reused.
+          expect(thread.push({ source: 'self', type: 'message', content: 'next' })).toBe(count + 1);
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+
+  it('removes nothing newer than the cut-off', () => {
+    const thread = newThread('recent');
+    thread.pushBatch([1, 2, 3].map((i) => ({ source: 'self', type: 'message', content: `e${i}` })));
+    thread.ack('c', 3);
+    expect(thread.prune({ before: new Date(Date.now() - 60_000).toISOString(), keep: 0 })).toBe(0);
+    expect(thread.peek()).toHaveLength(3);
+  });
+});

@@ -175,6 +175,24 @@ export class Thread {
     });
   }
 
+  /**
+   * Removes the events nobody will read again: created before `before`, acknowledged by every
+   * consumer (never one a consumer has yet to handle), and not among the newest `keep`, which
+   * stay as the conversation's recent history. Ids are never reused. Returns how many events
+   * went, or, with `dryRun`, would go. The JSONL copy is an append-only record and is kept.
+   */
+  prune(options: { before: string; keep: number; dryRun?: boolean }): number {
+    return this.write(() => {
+      const { floor, consumers } = this.sql('SELECT MIN(progress) AS floor, COUNT(*) AS consumers FROM consumers').get() as { floor: number | null; consumers: number };
+      const lastId = this.sql("SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)").pluck().get() as number;
+      const upTo = Math.min(consumers > 0 ? (floor ?? 0) : lastId, lastId - options.keep);
+      const where = 'FROM events WHERE id <= ? AND created_at < ?';
+      return options.dryRun
+        ? (this.sql(`SELECT COUNT(*) ${where}`).pluck().get(upTo, options.before) as number)
+        : this.sql(`DELETE ${where}`).run(upTo, options.before).changes;
+    });
+  }
+
   /** Acknowledges everything up to `eventId` for the consumer; returns the stored progress. */
   ack(consumer: string, eventId: number): number {
     checkConsumer(consumer);
