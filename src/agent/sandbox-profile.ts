@@ -1,5 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { delimiter, isAbsolute, join, relative } from 'node:path';
+import { withStoragePath } from '../core/storage-error.js';
 import { BASE_SANDBOX_ENV, findBwrap, type Sandbox, type SandboxBind } from '../pai/sandbox.js';
 import { agentDir, listAgentIds, type AgentDir } from './agent-dir.js';
 import { forwardSends, OUTBOX_ENV, outboxDir } from './sandbox-sends.js';
@@ -36,7 +37,7 @@ const AGENT_ENV = ['THECLAW_HOME', 'THECLAW_AGENT', 'THECLAW_AGENT_DIR', 'THECLA
 export function agentSandbox(home: string, dir: AgentDir, settings: AgentConfig['sandbox'], env: NodeJS.ProcessEnv): Sandbox | undefined {
   if (settings.profile === 'none') return undefined;
   const outbox = outboxDir(dir, env.THECLAW_CONVERSATION ?? '');
-  mkdirSync(outbox, { recursive: true });
+  withStoragePath(outbox, () => mkdirSync(outbox, { recursive: true }));
   const writable = settings.profile === 'sandbox' ? [dir.workdir, dir.memory, dir.skills] : [dir.workdir];
   const own: SandboxBind[] = [
     { path: dir.root, writable: false },
