@@ -62,9 +62,9 @@ afterEach(async () => {
   t.cleanup();
 });
 
-function exec(command: string, options: { profile?: SandboxProfile; network?: boolean; turnMark?: ProcessMark } = {}) {
+function exec(command: string, options: { profile?: SandboxProfile; network?: boolean; turnMark?: ProcessMark; timeoutSeconds?: number } = {}) {
   const settings: AgentConfig['sandbox'] = { profile: options.profile ?? 'sandbox', network: options.network ?? true };
-  return bashExec({ command }, { cwd: helper.workdir, env, sandbox: agentSandbox(t.home, helper, settings, env), turnMark: options.turnMark, timeoutSeconds: 30 });
+  return bashExec({ command }, { cwd: helper.workdir, env, sandbox: agentSandbox(t.home, helper, settings, env), turnMark: options.turnMark, timeoutSeconds: options.timeoutSeconds ?? 30 });
 }
 
 const names = (text: string) => text.split('\n').filter(Boolean).map((line) => line.split('=')[0]!);
@@ -225,6 +225,16 @@ describe.skipIf(!BWRAP)(`bash_exec in the sandbox (${NEEDS_BWRAP})`, () => {
     const none = await exec(`setsid sleep ${tag}.4 & echo started`, { profile: 'none', turnMark });
     expect(none.stdout).toBe('started\n');
     expect(running(`sleep ${tag}.4`)).toHaveLength(1); // lives until its turn ends
+  });
+
+  it('a call that times out is killed with everything in its sandbox', async () => {
+    const tag = `6${randomBytes(3).readUIntBE(0, 3)}`;
+    const started = Date.now();
+    const result = await exec(`setsid sleep ${tag}.1 & sleep ${tag}.2`, { turnMark: newMark(TURN_MARK), timeoutSeconds: 1 });
+    expect(result.exit_code).toBe(124);
+    expect(result.stderr).toContain('[bash_exec: timed out after 1 s; the command and its children were killed]');
+    expect(Date.now() - started).toBeLessThan(5_000);
+    await waitFor(() => running(`sleep ${tag}.`).length === 0, 'no sleep of the call left', 2_000);
   });
 
   it("cannot write into the agent's own threads (thread push is refused, nothing is added), which the runtime writes", async () => {
