@@ -9,6 +9,10 @@ import WebSocket from 'ws';
 import { randomBytes } from 'node:crypto';
 import { webchatProtocols } from '../src/xgw/channels/webchat-http.js';
 import { initAgent, startAgent } from '../src/agent/lifecycle.js';
+import { agentSandbox } from '../src/agent/sandbox-profile.js';
+import { killMarked, newMark, TURN_MARK } from '../src/core/turn-processes.js';
+import { bashExec, type BashExecOptions } from '../src/pai/bash-exec.js';
+import { findBwrap } from '../src/pai/sandbox.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { joinCommand } from '../src/core/command.js';
@@ -475,6 +479,38 @@ async function benchTheclaw(): Promise<void> {
   record('theclaw status against the running system, wall', median(statuses), 'ms', { atMost: 300 });
 }
 
+/**
+ * What the sandbox adds to each bash_exec call: `true` run 50 times as an agent runs it (in its
+ * workdir, within a turn), with the agent's `sandbox` profile and with none, medians compared.
+ */
+async function benchSandbox(): Promise<void> {
+  if (!findBwrap(env)) {
+    console.error('skip sandbox: bubblewrap is not installed (apt-get install bubblewrap)');
+    return;
+  }
+  const dir = initAgent(home, 'sandboxed');
+  const sandbox = agentSandbox(home, dir, { profile: 'sandbox', network: true }, env);
+  const turnMark = newMark(TURN_MARK);
+  const median50 = async (options: BashExecOptions): Promise<number> => {
+    const times: number[] = [];
+    for (let run = 0; run < 50; run++) {
+      const started = now();
+      const result = await bashExec({ command: 'true' }, { cwd: dir.workdir, env, turnMark, ...options });
+      times.push(now() - started);
+      if (result.exit_code !== 0) throw new Error(`bash_exec true failed: ${result.stderr}`);
+    }
+    return median(times);
+  };
+  try {
+    const plain = await median50({});
+    const sandboxed = await median50({ sandbox });
+    console.error(`     bash_exec true: ${plain.toFixed(1)} ms without a sandbox, ${sandboxed.toFixed(1)} ms in it`);
+    record('bash_exec: latency the sandbox (bubblewrap) adds per call, median of 50', sandboxed - plain, 'ms', { atMost: 20 });
+  } finally {
+    await killMarked(turnMark);
+  }
+}
+
 // `BENCH_ONLY=pipeline npm run bench` runs the benchmarks whose name contains the word.
 const benches: [string, () => unknown][] = [
   ['theclaw', benchTheclaw],
@@ -489,6 +525,7 @@ const benches: [string, () => unknown][] = [
   ['thread-peek', benchPeek],
   ['cli', benchCli],
   ['notifier-dispatch', benchDispatch],
+  ['sandbox', benchSandbox],
 ];
 try {
   for (const [name, bench] of benches) if (!process.env.BENCH_ONLY || name.includes(process.env.BENCH_ONLY)) await bench();

@@ -217,6 +217,8 @@ describe('chat commands: answered without the model', () => {
 describe('chat commands: /stop', () => {
   it('ends the running turn within the run: the tool process group is killed, the turn gets a stopped decision, and the /stop answers "Stopped."', async () => {
     const pidFile = join(t.home, 'sleep.pid');
+    // `none`: the command writes its host pid in the home (a sandbox has its own pids).
+    setAgentConfig({ sandbox: { profile: 'none' } });
     server.enqueue({ kind: 'tool_call', name: 'bash_exec', arguments: { command: `sleep 60 & echo $! > ${pidFile}; wait` } }, { kind: 'text', text: 'not reached' });
     send('wait a minute');
     const running = run();

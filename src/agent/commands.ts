@@ -49,6 +49,15 @@ function describe(a: AgentStatus): string {
 }
 
 export async function send(id: string, options: Json & { text: string; source?: string; idempotencyKey?: string }): Promise<void> {
+  // Inside an agent's sandbox (sandbox-sends.ts OUTBOX_ENV), the message is pushed once the command has ended.
+  const outbox = process.env.THECLAW_OUTBOX;
+  if (outbox) {
+    const { queueSend } = await import('./sandbox-sends.js');
+    queueSend(resolveHome(), id, options, outbox);
+    if (options.json) printJson({ queued: true });
+    else printLines([`queued: it goes to ${id} when this command ends`]);
+    return;
+  }
   const { sendToAgent } = await import('./send.js');
   const eventId = sendToAgent(resolveHome(), id, options);
   if (options.json) printJson({ id: eventId });

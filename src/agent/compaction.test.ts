@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
@@ -9,7 +9,7 @@ import { completionRequests, conversationOf, createTestHome, startFakeOpenAI, sy
 import { initThread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
 import type { AgentDir } from './agent-dir.js';
-import { compactIfNeeded, SUMMARISER_PROMPT } from './compaction.js';
+import { compactIfNeeded, SUMMARISER_PROMPT, writeSummary } from './compaction.js';
 import { initAgent } from './lifecycle.js';
 import { routeMessage } from './router.js';
 import { runAgent } from './run.js';
@@ -173,5 +173,17 @@ describe('compactIfNeeded', () => {
     } finally {
       thread.close();
     }
+  });
+});
+
+describe('writeSummary', () => {
+  it('never writes through a link a sandboxed command left at its temp name', () => {
+    const victim = join(t.home, 'outside.txt');
+    writeFileSync(victim, 'untouched\n');
+    const file = join(dir.memory, 'thread-x.md');
+    symlinkSync(victim, `${file}.${process.pid}.tmp`);
+    writeSummary(file, 'the summary');
+    expect(readFileSync(victim, 'utf8')).toBe('untouched\n');
+    expect(readFileSync(file, 'utf8')).toBe('the summary\n');
   });
 });

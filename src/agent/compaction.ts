@@ -1,4 +1,4 @@
-import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { basename } from 'node:path';
 import type { Thread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
@@ -133,9 +133,14 @@ export function readSummary(file: string): string {
   }
 }
 
-/** Written whole or not at all: the next prompt reads it. */
+/**
+ * Written whole or not at all: the next prompt reads it. The temp file is made anew, never opened
+ * through what is there: memory/ is writable in the agent's sandbox, where a command could leave
+ * a link by that name to a file outside it.
+ */
 export function writeSummary(file: string, summary: string): void {
   const temp = `${file}.${process.pid}.tmp`;
-  writeFileSync(temp, summary + '\n');
+  rmSync(temp, { force: true });
+  writeFileSync(temp, summary + '\n', { flag: 'wx' });
   renameSync(temp, file);
 }

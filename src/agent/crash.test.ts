@@ -193,6 +193,8 @@ describe('a turn that kills its run', () => {
   it('resumes when retried after a kill: the command that finished is not run again, the one that was running is reported interrupted, and one reply comes', async () => {
     const counter = join(t.home, 'counter');
     const pidFile = join(t.home, 'sleep.pid');
+    // `none`: the commands write in the home and give their host pid (a sandbox has its own pids).
+    setAgentConfig({ sandbox: { profile: 'none' } });
     send('count once, then wait');
     server.enqueue(
       { kind: 'tool_call', id: 'call-count', name: 'bash_exec', arguments: { command: `echo x >> ${counter}` } },

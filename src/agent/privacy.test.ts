@@ -154,7 +154,8 @@ async function check({ mode, helperMode = 'per-peer', messages }: Scenario): Pro
       writeFileSync(join(admin.memory, `group-${groupKey}.md`), `${groupMemory(group)}\n`);
     }
     const requests: Requests = { admin: [], helper: [] };
-    const asks = join(t.home, 'asks');
+    // In admin's workdir: its commands run in the sandbox, where that is where they may write.
+    const asks = join(admin.workdir, 'asks');
     const caller = fakeModel(requests, asks);
     const runAdmin = () => runAgent('admin', { home: t.home, env: t.env, caller });
     /** The questions admin's commands asked, sent as `agent send helper` would in that environment. */

@@ -9,7 +9,7 @@ import { tryLock } from '../core/lock.js';
 import { isAlive } from '../core/process.js';
 import { formatMessageContent, parseMessageContent } from '../core/message.js';
 import { readSession } from '../pai/session.js';
-import { threadEvents, createTestHome, runTool, startFakeOpenAI, writeFakePaiConfig, type FakeLlmOptions, type FakeLlmServer, type LooseJson, type TestHome } from '../testing/index.js';
+import { BWRAP, NEEDS_BWRAP, threadEvents, createTestHome, runTool, startFakeOpenAI, writeFakePaiConfig, type FakeLlmOptions, type FakeLlmServer, type LooseJson, type TestHome } from '../testing/index.js';
 import { openThread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
 import { agentDir, type AgentDir } from './agent-dir.js';
@@ -419,8 +419,9 @@ describe('agent run: concurrency and order', () => {
 });
 
 describe('agent run: the processes of a turn', () => {
-  it("keeps what a command left running (setsid included) for the turn's next command, kills it when the turn ends, and leaves no turn noted", async () => {
+  it("under the profile none, keeps what a command left running (setsid included) for the turn's next command, kills it when the turn ends, and leaves no turn noted", async () => {
     const server = await fakeServer();
+    setAgentConfig({ sandbox: { profile: 'none' } });
     const pidFile = join(t.home, 'sleeper.pid');
     server.enqueue(
       { kind: 'tool_call', name: 'bash_exec', arguments: { command: `setsid sleep 600 & echo $! > ${pidFile}; echo started` } },
@@ -434,6 +435,30 @@ describe('agent run: the processes of a turn', () => {
     expect(outputs).toEqual(['started\n', 'alive\n']);
     expect(isAlive({ pid: Number(readFileSync(pidFile, 'utf8')), start: null }), 'the setsid sleep is gone after the run').toBe(false);
     expect(readdirSync(dir.turnProcesses)).toEqual([]);
+  });
+});
+
+describe.skipIf(!BWRAP)(`agent run: the sandbox (${NEEDS_BWRAP})`, () => {
+  it("runs the model's commands in the sandbox by default: env holds none of the daemon's variables, the home shows only the agents", async () => {
+    const server = await fakeServer();
+    server.enqueue(
+      { kind: 'tool_call', name: 'bash_exec', arguments: { command: 'env' } },
+      { kind: 'tool_call', name: 'bash_exec', arguments: { command: 'ls -A "$THECLAW_HOME"; cat "$THECLAW_HOME/pai/config.yaml"' } },
+      { kind: 'text', text: 'looked' },
+    );
+    send('what can you see?');
+    const daemonEnv = { ...t.env, DAEMON_ONLY: 'daemon-value', THECLAW_THREAD: dir.inbox, THECLAW_CONSUMER: 'inbox' };
+    expect(await runAgent('helper', { home: t.home, env: daemonEnv })).toMatchObject({ handled: 1, replied: 1 });
+
+    const [env, home] = events(threadOf().path, "subtype = 'toolcall'").map((event) => JSON.parse(event.content) as ToolcallRecord);
+    expect(env!.exit_code).toBe(0);
+    expect(env!.output).toContain('THECLAW_AGENT=helper\n');
+    expect(env!.output).toContain(`THECLAW_AGENT_DIR=${dir.root}\n`);
+    expect(env!.output).not.toMatch(/DAEMON_ONLY|daemon-value|THECLAW_THREAD|THECLAW_CONSUMER|VITEST/);
+    // pai's config (and with it the fake model's address) is hidden with the rest of the home.
+    expect(home!.exit_code).not.toBe(0);
+    expect(home!.output).toMatch(/^\.bin\nagents\n/);
+    expect(home!.output).not.toContain('base_url');
   });
 });
 

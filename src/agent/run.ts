@@ -24,6 +24,7 @@ import { noteOutage } from './outage.js';
 import { mixesPeople, routeMessage } from './router.js';
 import { chatCommandOf } from './chat-commands.js';
 import { answerChatCommand } from './command-replies.js';
+import { agentSandbox } from './sandbox-profile.js';
 import { RunningTurns, watchForStop, type RunningTurn } from './turn-stop.js';
 import { beginAttempt, overTurnLimit, unfinishedTurn, type Attempt } from './turn-attempts.js';
 import type { AgentConfig, DecisionRecord, ErrorRecord, ThreadRoute, ToolcallRecord, UsageRecord } from './types.js';
@@ -354,6 +355,7 @@ function callModel(turn: TurnSettings & { model: ResolvedModel }, input: CallInp
     config: turn.paiConfig,
     env: input.env ?? turn.env,
     cwd: turn.dir.workdir,
+    sandbox: input.tools ? agentSandbox(turn.home, turn.dir, turn.config.sandbox, input.env ?? turn.env) : undefined,
     maxTurns: turn.config.max_turns,
     caller: turn.caller,
     signal: turn.running?.signal,

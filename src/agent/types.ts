@@ -7,6 +7,9 @@ import * as z from 'zod/mini';
  * `agent run <id>` when its inbox has messages, and `agent deliver` when a thread has replies.
  */
 
+export const SANDBOX_PROFILES = ['sandbox', 'workspace-only', 'none'] as const;
+export type SandboxProfile = (typeof SANDBOX_PROFILES)[number];
+
 export const ROUTING_MODES = ['per-peer', 'per-channel', 'per-agent'] as const;
 export type RoutingMode = (typeof ROUTING_MODES)[number];
 
@@ -94,6 +97,20 @@ export const AgentConfigSchema = z.strictObject({
       max_attempts: z._default(z.int().check(z.positive(), z.maximum(100)), 3),
     }),
     { timeout_seconds: 600, max_attempts: 3 },
+  ),
+  /**
+   * Where bash_exec runs the model's commands (sandbox-profile.ts): `sandbox` (bubblewrap: the
+   * system read-only, the rest of THECLAW_HOME hidden, the agent's workdir, memory and skills
+   * writable), `workspace-only` (only its workdir writable), or `none` (as the daemons' user, with
+   * their files; doctor warns). `network: false` leaves the commands without any network, loopback
+   * included.
+   */
+  sandbox: z._default(
+    z.strictObject({
+      profile: z._default(z.enum(SANDBOX_PROFILES), 'sandbox'),
+      network: z._default(z.boolean(), true),
+    }),
+    { profile: 'sandbox', network: true },
   ),
   /** Tool rounds per message. */
   max_turns: z._default(z.int().check(z.positive()), 20),

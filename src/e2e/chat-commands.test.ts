@@ -17,7 +17,8 @@ let s: System;
 
 beforeAll(async () => {
   // Groups take every message, so that a group command without a mention reaches the agent too.
-  s = await startSystem({ llm: { defaultStep: echoToolStep }, telegramRequireMention: false });
+  // `none`: /stop's test follows the command's host pid (a sandbox has its own pids).
+  s = await startSystem({ llm: { defaultStep: echoToolStep }, telegramRequireMention: false, sandbox: 'none' });
 });
 
 afterAll(async () => {

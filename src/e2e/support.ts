@@ -1,9 +1,10 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AgentStatus } from '../agent/lifecycle.js';
+import type { SandboxProfile } from '../agent/types.js';
 import { cliPath } from '../core/package.js';
 import { sleep } from '../core/retry.js';
 import { startFakeOpenAI, type FakeLlmOptions, type FakeLlmServer, type FakeStep, type LooseJson, type RecordedRequest } from '../testing/fake-llm.js';
@@ -45,6 +46,11 @@ export interface SystemOptions {
   apiKeyEnv?: string;
   /** `token_env` of the Telegram channel, which holds the fake bot's token. Default: TELEGRAM_TOKEN_ENV. */
   telegramTokenEnv?: string;
+  /**
+   * admin's sandbox profile. `none` for tests of what the process marks do, which follow pids and
+   * write files in the home. Default: the config's default (`sandbox`).
+   */
+  sandbox?: SandboxProfile;
 }
 
 export interface CliResult {
@@ -145,6 +151,7 @@ routes:
 
   try {
     await must('agent', ['init', 'admin']);
+    if (options.sandbox) appendFileSync(join(home, 'agents', 'admin', 'config.yaml'), `sandbox: { profile: ${options.sandbox} }\n`);
     await must('agent', ['start', 'admin']);
     await must('notifier', ['start']);
     await must('xgw', ['start']);

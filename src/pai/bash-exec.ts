@@ -2,7 +2,8 @@ import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { killGroup, watchGroup } from '../core/process.js';
 import { withoutSecrets } from '../core/secrets.js';
-import { CALL_MARK, killMarked, markedEnv, newMark, type ProcessMark } from '../core/turn-processes.js';
+import { CALL_MARK, killMarked, markedEnv, newMark, TURN_MARK, type ProcessMark } from '../core/turn-processes.js';
+import { SANDBOX_MISSING, sandboxArgs, sandboxEnv, type Sandbox } from './sandbox.js';
 import type { BashExecArgs, BashExecResult } from './types.js';
 
 /**
@@ -11,6 +12,7 @@ import type { BashExecArgs, BashExecResult } from './types.js';
  * starts carries the call's mark (and the turn's) in its environment, `setsid` included
  * (core/turn-processes.ts): on timeout or abort the group and everything marked with the call
  * are killed; what a command leaves running in the background lives until its turn ends.
+ * Given a sandbox (sandbox.ts), bash runs in bubblewrap, and nothing outlives the call.
  */
 export const BASH_EXEC_TOOL = {
   name: 'bash_exec',
@@ -47,6 +49,11 @@ export interface BashExecOptions {
    * turn ends. Without one, the call is a turn of its own: nothing it started outlives it.
    */
   turnMark?: ProcessMark;
+  /**
+   * Run the command in this sandbox (sandbox.ts): then what it leaves running ends with the call,
+   * not the turn, since the call's PID namespace ends with it. Without one, it runs as this user.
+   */
+  sandbox?: Sandbox;
 }
 
 const KILL_GRACE_MS = 1_000;
@@ -61,15 +68,18 @@ export function bashExec(args: BashExecArgs, options: BashExecOptions = {}): Pro
   if (!existsSync(cwd)) return Promise.resolve({ stdout: '', stderr: `bash_exec: working directory ${cwd} does not exist`, exit_code: 1 });
   const timeoutMs = (args.timeout_seconds ?? options.timeoutSeconds ?? 120) * 1000;
   const limit = options.maxOutputBytes ?? 32_768;
+  const { sandbox } = options;
+  if (sandbox?.bwrap === null) return Promise.resolve({ stdout: '', stderr: `bash_exec: ${SANDBOX_MISSING}`, exit_code: 126 });
   const callMark = newMark(CALL_MARK);
   const marks = options.turnMark ? [options.turnMark, callMark] : [callMark];
-  const child = spawn('bash', ['-c', args.command], {
-    cwd,
-    detached: true,
-    stdio: ['ignore', 'pipe', 'pipe'],
-    // Without secrets; TheClaw's own commands are found on the PATH it keeps.
-    env: markedEnv(withoutSecrets(options.env ?? process.env, options.secretNames), ...marks),
-  });
+  // Without secrets; TheClaw's own commands are found on the PATH it keeps.
+  const env = markedEnv(withoutSecrets(options.env ?? process.env, options.secretNames), ...marks);
+  // In a sandbox only its listed variables (and the marks) are passed, to bwrap as well: it is the
+  // sandbox's pid 1, whose environment a command can read.
+  const [file, argv, childEnv] = sandbox
+    ? [sandbox.bwrap!, sandboxArgs(sandbox, args.command, cwd), { ...sandboxEnv(env, [...sandbox.env, TURN_MARK, CALL_MARK]), ...sandbox.setEnv }]
+    : ['bash', ['-c', args.command], env];
+  const child = spawn(file, argv, { cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: childEnv });
   const stdout = new HeadTail(limit);
   const stderr = new HeadTail(limit);
   child.stdout!.on('data', (chunk: Buffer) => stdout.push(chunk));
@@ -94,6 +104,7 @@ export function bashExec(args: BashExecArgs, options: BashExecOptions = {}): Pro
         if (child.pid !== undefined) killGroup(child.pid, 'SIGKILL');
         await killMarked(callMark);
       }
+      for (const problem of sandbox?.afterCall?.() ?? []) stderr.push(Buffer.from(`\n[bash_exec: ${problem}]`));
       const killedFor = watch?.killedFor === 'timeout' ? `timed out after ${timeoutMs / 1000} s` : watch?.killedFor;
       if (killedFor) stderr.push(Buffer.from(`\n[bash_exec: ${killedFor}; the command and its children were killed]`));
       resolve({

@@ -3,6 +3,7 @@ import { createRedactor } from '../core/secrets.js';
 import { backoffMs, sleep } from '../core/retry.js';
 import { killMarked, newMark, TURN_MARK, type ProcessMark } from '../core/turn-processes.js';
 import { bashExec, BASH_EXEC_TOOL } from './bash-exec.js';
+import type { Sandbox } from './sandbox.js';
 import { createModelCaller, type ModelCaller, type ModelReply } from './llm.js';
 import { ModelCallError } from './model-error.js';
 import { apiKeyFor, loadPaiConfig, providerSecrets, resolveModel, type ModelChoice } from './models.js';
@@ -44,6 +45,8 @@ export interface ChatOptions extends ModelChoice {
   cwd?: string;
   /** Environment for keys and for bash_exec (secrets removed). Default: `process.env`. */
   env?: NodeJS.ProcessEnv;
+  /** Where bash_exec runs its commands (sandbox.ts). Default: none, as this user. */
+  sandbox?: Sandbox;
   /** Data root for the config. Default: `resolveHome(env)`. */
   home?: string;
   /** Default: `$THECLAW_HOME/pai/config.yaml`. */
@@ -143,7 +146,7 @@ async function runTurn(options: ChatOptions, turnMark: ProcessMark): Promise<Cha
         : index >= perRound
           ? { stdout: '', stderr: `not run: at most ${perRound} commands run per answer (max_tool_calls_per_round); ask for the rest in the next round`, exit_code: 125 }
           : call.name === BASH_EXEC_TOOL.name && args.command
-          ? await bashExec(args, { cwd: options.cwd, env, secretNames, signal: options.signal, turnMark })
+          ? await bashExec(args, { cwd: options.cwd, env, secretNames, signal: options.signal, turnMark, sandbox: options.sandbox })
           : { stdout: '', stderr: `unknown tool ${call.name} or no command; the only tool is bash_exec with {"command": "..."}`, exit_code: 127 };
       const output = { ...ran, stdout: redact(ran.stdout), stderr: redact(ran.stderr) };
       emit({ type: 'tool_result', id: call.id, exit_code: output.exit_code, stdout: output.stdout, stderr: output.stderr, duration_ms: Date.now() - started });

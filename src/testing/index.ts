@@ -5,10 +5,18 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, expect } from 'vitest';
 import { isClawError, type ClawError, type ErrorKind } from '../core/errors.js';
 import { cliPath, packageRoot } from '../core/package.js';
+import { findBwrap } from '../pai/sandbox.js';
 import type { SessionLine } from '../pai/session.js';
 import { openThread, type Thread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
 export { waitFor } from './wait.js';
+
+/**
+ * bubblewrap, which the sandbox tests run for real (`.ci/run` installs it); where it is missing
+ * they skip, and say so in their name.
+ */
+export const BWRAP = findBwrap();
+export const NEEDS_BWRAP = `needs bubblewrap${BWRAP ? '' : ': not installed, apt-get install bubblewrap'}`;
 
 /**
  * Shared helpers for tests that run the real tools: a temp THECLAW_HOME, the built CLIs on PATH,

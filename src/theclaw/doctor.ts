@@ -17,6 +17,7 @@ import { createRedactor } from '../core/secrets.js';
 import type { SubscriptionStatus } from '../notifier/dispatcher.js';
 import { chat } from '../pai/chat.js';
 import { BUILTIN_PROVIDERS, chooseModel, loadPaiConfig, MOCK_PROVIDER, providerSecrets } from '../pai/models.js';
+import { findBwrap, sandboxProblem } from '../pai/sandbox.js';
 import type { PaiConfig } from '../pai/types.js';
 import { openThread } from '../thread/thread.js';
 import { inspectXgwConfig, xgwConfigPath } from '../xgw/config.js';
@@ -29,7 +30,7 @@ export type CheckStatus = 'ok' | 'warn' | 'fail';
 
 /** One finding: what was checked, what was found, and for a problem how to fix it. */
 export interface Check {
-  name: 'node' | 'data directory' | 'config' | 'providers' | 'agents' | 'model' | 'daemons' | 'ports' | 'locks' | 'pending' | 'errors' | 'threads';
+  name: 'node' | 'data directory' | 'config' | 'providers' | 'agents' | 'model' | 'daemons' | 'ports' | 'locks' | 'pending' | 'errors' | 'threads' | 'sandbox';
   status: CheckStatus;
   detail: string;
   fix?: string;
@@ -45,6 +46,8 @@ const MODEL_CHECK = { input: 'Reply with the word OK.', system: 'You are a healt
 export interface DoctorOptions {
   /** Skip the call to the model. */
   offline?: boolean;
+  /** Seam for tests: bubblewrap's path, null where it is missing. Default: found on the agents' PATH. */
+  bwrap?: string | null;
 }
 
 /**
@@ -63,6 +66,7 @@ export async function doctor(home: string, env: NodeJS.ProcessEnv = process.env,
     if (!options.offline && providers.status === 'ok') checks.push(await checkModel(home, configs.pai, env));
   }
   checks.push(...(await checkAgentWindows(home, configs.agents, env)));
+  checks.push(checkSandbox(home, configs.agents, options.bwrap !== undefined ? options.bwrap : findBwrap(agentsEnvironment(home, env))));
   checks.push(...(await checkRuntime(home, configs.channels, env, now)));
   return checks;
 }
@@ -164,6 +168,36 @@ async function checkAgentWindows(home: string, agents: Map<string, AgentConfig>,
   }
   if (checks.length === 0 && agents.size > 0) checks.push({ name: 'agents', status: 'ok', detail: "every agent's model has room for its identity and memory caps" });
   return checks;
+}
+
+/**
+ * bubblewrap, which runs the commands of every agent whose sandbox profile is not `none`
+ * (agent/sandbox-profile.ts): found on the PATH the agents get, and tried once. New agents get
+ * the `sandbox` profile, so with no agent yet it is needed all the same.
+ */
+function checkSandbox(home: string, agents: Map<string, AgentConfig>, bwrap: string | null): Check {
+  const unsandboxed = [...agents].filter(([, config]) => config.sandbox.profile === 'none').map(([id]) => id);
+  const problem = bwrap === null ? 'bubblewrap (bwrap) is not installed' : sandboxProblem(bwrap);
+  if (problem !== null && (unsandboxed.length < agents.size || agents.size === 0)) {
+    return {
+      name: 'sandbox',
+      status: 'fail',
+      detail: `${problem}: agents refuse every command (exit 126) unless their sandbox.profile is none`,
+      fix:
+        bwrap === null
+          ? 'apt-get install bubblewrap (dnf install bubblewrap, pacman -S bubblewrap), or set sandbox.profile: none in agents/<id>/config.yaml'
+          : 'allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 24.04 an AppArmor profile for bwrap), or set sandbox.profile: none in agents/<id>/config.yaml',
+    };
+  }
+  if (unsandboxed.length > 0) {
+    return {
+      name: 'sandbox',
+      status: 'warn',
+      detail: `${unsandboxed.join(', ')} run${unsandboxed.length === 1 ? 's' : ''} commands without a sandbox (sandbox.profile: none): with every file and right of the daemons' user`,
+      fix: `set sandbox.profile: sandbox in ${unsandboxed.map((id) => relative(home, agentDir(home, id).config)).join(', ')}`,
+    };
+  }
+  return { name: 'sandbox', status: 'ok', detail: `every agent's commands run in bubblewrap (${bwrap})` };
 }
 
 /** One tiny real call to the model agents use, with the environment they get. */

@@ -1,0 +1,73 @@
+import { mkdirSync } from 'node:fs';
+import { delimiter, isAbsolute, join, relative } from 'node:path';
+import { withStoragePath } from '../core/storage-error.js';
+import { BASE_SANDBOX_ENV, findBwrap, type Sandbox, type SandboxBind } from '../pai/sandbox.js';
+import { agentDir, listAgentIds, type AgentDir } from './agent-dir.js';
+import { forwardSends, OUTBOX_ENV, outboxDir } from './sandbox-sends.js';
+import type { AgentConfig } from './types.js';
+
+/**
+ * The variables of agent run a sandboxed command gets besides the base ones: what `agent send`
+ * and `cmds` need to know about the asking agent (run.ts sets them). Never the daemons' own
+ * (THECLAW_THREAD, THECLAW_CONSUMER) nor anything else of their environment.
+ */
+const AGENT_ENV = ['THECLAW_HOME', 'THECLAW_AGENT', 'THECLAW_AGENT_DIR', 'THECLAW_CONVERSATION', 'THECLAW_ASKING_EVENT', 'THECLAW_LOG_LEVEL'] as const;
+
+/**
+ * The sandbox of a conversation's commands, or undefined for the profile `none`. THECLAW_HOME
+ * is hidden; the agent's own directory comes back read-only, with
+ *
+ * - `sandbox`: its `workdir/`, `memory/` and `skills/` writable;
+ * - `workspace-only`: only its `workdir/` writable.
+ *
+ * Never writable: what the runtime itself writes or appends to (threads, sessions, logs, the
+ * inbox, state), since a command could plant a link there for the runtime to follow out of the
+ * sandbox, nor config.yaml, which says how the agent is sandboxed.
+ *
+ * The narrow path the project's CLIs need: `cmds` reads `skills/` and its PATH index (`cmds/`)
+ * of the home; `agent send` checks the other agents' config.yaml (read-only) and leaves the
+ * message in the conversation's outbox, pushed by the runtime after the call
+ * (sandbox-sends.ts). Not reachable: the other agents' directories, notifier's socket (it
+ * also answers `stop`), and so `notifier timer` (a timer's command would run outside any
+ * sandbox).
+ *
+ * Creates the conversation's outbox. Made for each turn: an agent created meanwhile can be
+ * sent to from the next one.
+ */
+export function agentSandbox(home: string, dir: AgentDir, settings: AgentConfig['sandbox'], env: NodeJS.ProcessEnv): Sandbox | undefined {
+  if (settings.profile === 'none') return undefined;
+  const outbox = outboxDir(dir, env.THECLAW_CONVERSATION ?? '');
+  withStoragePath(outbox, () => mkdirSync(outbox, { recursive: true }));
+  const writable = settings.profile === 'sandbox' ? [dir.workdir, dir.memory, dir.skills] : [dir.workdir];
+  const own: SandboxBind[] = [
+    { path: dir.root, writable: false },
+    ...writable.map((path) => ({ path, writable: true, optional: path !== dir.workdir })),
+    { path: outbox, writable: true },
+  ];
+  // Optional: an agent removed meanwhile must not fail the call.
+  const others = listAgentIds(home)
+    .filter((id) => id !== dir.id)
+    .map((id): SandboxBind => ({ path: agentDir(home, id).config, writable: false, optional: true }));
+  // A PATH directory in the home (the tests' .bin of CLI links) is what the commands are given to run.
+  const path = (env.PATH ?? '').split(delimiter).filter((entry) => isInside(home, entry));
+  return {
+    bwrap: findBwrap(env),
+    network: settings.network,
+    hidden: [home],
+    binds: [
+      ...own,
+      ...others,
+      { path: join(home, 'skills'), writable: false, optional: true },
+      { path: join(home, 'cmds'), writable: false, optional: true },
+      ...path.map((entry) => ({ path: entry, writable: false, optional: true })),
+    ],
+    env: [...BASE_SANDBOX_ENV, ...AGENT_ENV],
+    setEnv: { [OUTBOX_ENV]: outbox },
+    afterCall: () => forwardSends(home, outbox, env),
+  };
+}
+
+function isInside(dir: string, path: string): boolean {
+  const rel = relative(dir, path);
+  return isAbsolute(path) && rel !== '' && !rel.startsWith('..') && !isAbsolute(rel);
+}

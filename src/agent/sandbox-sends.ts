@@ -1,0 +1,73 @@
+import { randomBytes } from 'node:crypto';
+import { lstatSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import * as z from 'zod/mini';
+import { ClawError } from '../core/errors.js';
+import { slug } from '../core/slug.js';
+import { requireAgent, type AgentDir } from './agent-dir.js';
+import { sendToAgent, type SendOptions } from './send.js';
+
+/**
+ * `agent send` from inside a sandbox. Another agent's inbox is out of reach there (a command
+ * that could write in it could also plant a link there that the daemons would follow), so the
+ * message is left in the conversation's outbox, the one directory outside its own the sandbox
+ * may write in, and the runtime, outside the sandbox, pushes it once the call has ended: in the
+ * name of the conversation that ran the command, whatever the file says, so a command can
+ * neither pose as someone else nor reach a thread.
+ */
+
+/** Set in the sandbox: where `agent send` leaves its messages. */
+export const OUTBOX_ENV = 'THECLAW_OUTBOX';
+
+const MAX_REQUEST_BYTES = 1_000_000;
+const SendRequestSchema = z.strictObject({ to: z.string(), text: z.string(), idempotency_key: z.optional(z.string()) });
+type SendRequest = z.infer<typeof SendRequestSchema>;
+
+/** One conversation's outbox: its turns run one after the other, so a message is never sent in another's name. */
+export function outboxDir(dir: AgentDir, conversation: string): string {
+  return join(dir.root, 'outbox', slug(conversation || 'default'));
+}
+
+/** Inside the sandbox: checks what can be checked there, and leaves the message (whole or not at all). */
+export function queueSend(home: string, id: string, options: Pick<SendOptions, 'text' | 'source' | 'idempotencyKey'>, outbox: string, env: NodeJS.ProcessEnv = process.env): void {
+  if (options.source !== undefined) {
+    throw new ClawError('usage', '--source cannot be given inside the sandbox', { suggestion: 'leave it out: the message goes in the name of this conversation' });
+  }
+  requireAgent(home, id);
+  if (id === env.THECLAW_AGENT) throw new ClawError('usage', `agent ${id} cannot send to itself`, { suggestion: 'send to another agent' });
+  const request: SendRequest = { to: id, text: options.text, ...(options.idempotencyKey ? { idempotency_key: options.idempotencyKey } : {}) };
+  const name = `${Date.now()}-${randomBytes(4).toString('hex')}`;
+  writeFileSync(join(outbox, `${name}.tmp`), JSON.stringify(request));
+  renameSync(join(outbox, `${name}.tmp`), join(outbox, `${name}.json`));
+}
+
+/**
+ * Outside the sandbox, after a call: pushes what it queued, oldest first, with `env` (the
+ * conversation's THECLAW_AGENT, THECLAW_CONVERSATION, THECLAW_ASKING_EVENT), and empties the
+ * outbox. Returns what could not be sent, for the command's result.
+ */
+export function forwardSends(home: string, outbox: string, env: NodeJS.ProcessEnv): string[] {
+  let names: string[];
+  try {
+    names = readdirSync(outbox).sort();
+  } catch {
+    return [];
+  }
+  const problems: string[] = [];
+  for (const name of names) {
+    const file = join(outbox, name);
+    try {
+      if (!name.endsWith('.json')) continue; // a write cut off with its call
+      // Read only after the call's processes are gone, and never through a link: nothing can swap it meanwhile.
+      const stat = lstatSync(file);
+      if (!stat.isFile() || stat.size > MAX_REQUEST_BYTES) throw new Error('not a message left by agent send');
+      const request = SendRequestSchema.parse(JSON.parse(readFileSync(file, 'utf8')));
+      sendToAgent(home, request.to, { text: request.text, idempotencyKey: request.idempotency_key, env });
+    } catch (error) {
+      problems.push(`agent send: ${name} was not sent: ${(error as Error).message}`);
+    } finally {
+      rmSync(file, { force: true, recursive: true });
+    }
+  }
+  return problems;
+}
