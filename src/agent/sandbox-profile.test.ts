@@ -2,9 +2,10 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { homedir } from 'node:os';
-import { basename, join } from 'node:path';
+import { basename, dirname, isAbsolute, join, relative, sep } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { parseMessageContent } from '../core/message.js';
+import { packageRoot } from '../core/package.js';
 import { CALL_MARK, findMarked, killMarked, newMark, TURN_MARK, type ProcessMark } from '../core/turn-processes.js';
 import { bashExec } from '../pai/bash-exec.js';
 import { BASE_SANDBOX_ENV } from '../pai/sandbox.js';
@@ -101,6 +102,7 @@ describe('agentSandbox', () => {
       { path: join(t.home, 'skills'), writable: false, optional: true },
       { path: join(t.home, 'cmds'), writable: false, optional: true },
       { path: join(t.home, '.bin'), writable: false, optional: true },
+      { path: packageRoot(), writable: false },
     ]);
     const workspace = agentSandbox(t.home, helper, { profile: 'workspace-only', network: true }, env)!;
     expect(workspace.binds.slice(0, 3)).toEqual([
@@ -136,7 +138,10 @@ describe.skipIf(!BWRAP)(`bash_exec in the sandbox (${NEEDS_BWRAP})`, () => {
     writeFileSync(`${t.home}-neighbour`, 'next to the home');
     try {
       const parent = await exec('ls -A "$THECLAW_HOME/.."');
-      expect(parent).toMatchObject({ exit_code: 0, stdout: `${basename(t.home)}\n` });
+      // TheClaw's own directory shows there too when it is installed next to the home (a clone in /tmp).
+      const installed = relative(dirname(t.home), packageRoot()).split(sep)[0]!;
+      const expected = [basename(t.home), ...(installed && !installed.startsWith('..') && !isAbsolute(installed) ? [installed] : [])].sort();
+      expect(parent).toMatchObject({ exit_code: 0, stdout: `${expected.join('\n')}\n` });
     } finally {
       rmSync(`${t.home}-neighbour`, { force: true });
     }

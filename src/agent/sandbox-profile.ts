@@ -1,5 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { delimiter, isAbsolute, join, relative } from 'node:path';
+import { packageRoot } from '../core/package.js';
 import { withStoragePath } from '../core/storage-error.js';
 import { BASE_SANDBOX_ENV, findBwrap, type Sandbox, type SandboxBind } from '../pai/sandbox.js';
 import { agentDir, listAgentIds, type AgentDir } from './agent-dir.js';
@@ -60,6 +61,9 @@ export function agentSandbox(home: string, dir: AgentDir, settings: AgentConfig[
       { path: join(home, 'skills'), writable: false, optional: true },
       { path: join(home, 'cmds'), writable: false, optional: true },
       ...path.map((entry) => ({ path: entry, writable: false, optional: true })),
+      // TheClaw itself, read-only, wherever it is installed: under /tmp (a clone there) it would
+      // be behind the sandbox's own /tmp, and the commands could not run `agent send` or `cmds`.
+      { path: packageRoot(), writable: false },
     ],
     env: [...BASE_SANDBOX_ENV, ...AGENT_ENV],
     setEnv: { [OUTBOX_ENV]: outbox },
