@@ -58,9 +58,13 @@ export async function runNotifier(home: string): Promise<void> {
     });
 
     logger.info(`notifier started (pid ${process.pid}, sweep every ${config.sweep_interval_seconds}s, at most ${limit.limit} runs at once)`);
-    dispatcher.sweep(); // events pushed while the daemon was down
-    scheduler.reload();
     return {
+      // Once the socket answers: with many threads waiting, the first sweep starts many runs,
+      // and `notifier start` must not time out on its ping meanwhile.
+      listening() {
+        dispatcher.sweep(); // events pushed while the daemon was down
+        scheduler.reload();
+      },
       handle(request) {
         const message = request as NotifierRequest;
         switch (message.op) {
