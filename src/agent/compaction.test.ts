@@ -1,9 +1,7 @@
 import { existsSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
-import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { formatAddress } from '../core/address.js';
 import { parseMessageContent } from '../core/message.js';
 import { completionRequests, conversationOf, createTestHome, startFakeOpenAI, systemPromptOf, threadEvents, writeFakePaiConfig, type FakeLlmServer, type RecordedRequest, type TestHome } from '../testing/index.js';
 import { initThread } from '../thread/thread.js';
@@ -13,7 +11,7 @@ import { compactIfNeeded, SUMMARISER_PROMPT, writeSummary } from './compaction.j
 import { initAgent } from './lifecycle.js';
 import { routeMessage } from './router.js';
 import { runAgent } from './run.js';
-import { sendToAgent } from './send.js';
+import { defaultSource, sendToAgent } from './send.js';
 import type { CompactionRecord } from './types.js';
 
 // Compaction through the whole run loop, against the fake server, whose default step echoes the
@@ -23,8 +21,8 @@ import type { CompactionRecord } from './types.js';
 let t: TestHome;
 let dir: AgentDir;
 let server: FakeLlmServer;
-const user = userInfo().username;
-const source = formatAddress({ kind: 'external', channelType: 'terminal', instance: 'local', conversationType: 'dm', conversationId: user, peerId: user });
+/** The terminal as the OS user: what `agent send` uses outside a turn. */
+const source = defaultSource({});
 const WINDOW = 2000;
 const THRESHOLD = 0.7;
 

@@ -1,9 +1,7 @@
 import { appendFileSync, readFileSync, writeFileSync } from 'node:fs';
-import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { formatAddress } from '../core/address.js';
 import { parseMessageContent } from '../core/message.js';
 import {
   completionRequests,
@@ -25,7 +23,7 @@ import { SUMMARISER_PROMPT } from './compaction.js';
 import { initAgent } from './lifecycle.js';
 import { routeMessage } from './router.js';
 import { runAgent } from './run.js';
-import { sendToAgent } from './send.js';
+import { defaultSource, sendToAgent } from './send.js';
 import type { CompactionRecord, ErrorRecord } from './types.js';
 
 // A provider whose real window (the fake's contextWindow) is smaller than the agent believes (the
@@ -35,8 +33,8 @@ import type { CompactionRecord, ErrorRecord } from './types.js';
 let t: TestHome;
 let dir: AgentDir;
 let server: FakeLlmServer;
-const user = userInfo().username;
-const source = formatAddress({ kind: 'external', channelType: 'terminal', instance: 'local', conversationType: 'dm', conversationId: user, peerId: user });
+/** The terminal as the OS user: what `agent send` uses outside a turn. */
+const source = defaultSource({});
 /** Tokens the fake provider accepts. */
 const PROVIDER_WINDOW = 5_000;
 const BELIEVED_WINDOW = 16_000;
