@@ -125,13 +125,15 @@ export async function startDaemonProcess(home: string, name: DaemonName, env: No
   const deadline = Date.now() + START_TIMEOUT_MS;
   while (Date.now() < deadline) {
     try {
-      return await askDaemon<{ pid: number }>(home, name, { op: 'ping' }, 1_000);
+      // A daemon that just started may be busy for a moment (its first sweep starts many runs on
+      // a loaded machine): the ping waits as long as the start may take, not a fixed second.
+      return await askDaemon<{ pid: number }>(home, name, { op: 'ping' }, Math.max(POLL_MS, deadline - Date.now()));
     } catch (error) {
       if (exited) {
         const said = readFileSync(stderrPath, 'utf8').trim().split('\n').at(-1)?.replace(/^Error: /, '');
         throw new ClawError('io', `${name} did not start${said ? `: ${said}` : ''}`, { suggestion: `see ${stderrPath} and ${daemonLogFile(home, name)}` });
       }
-      if (!isClawError(error, 'not_found')) throw error;
+      if (!isClawError(error, 'not_found') && !isClawError(error, 'timeout')) throw error;
       await sleep(POLL_MS);
     }
   }
