@@ -9,7 +9,7 @@ import { tryLock } from '../core/lock.js';
 import { isAlive } from '../core/process.js';
 import { formatMessageContent, parseMessageContent } from '../core/message.js';
 import { readSession } from '../pai/session.js';
-import { BWRAP, NEEDS_BWRAP, threadEvents, createTestHome, runTool, startFakeOpenAI, writeFakePaiConfig, type FakeLlmOptions, type FakeLlmServer, type LooseJson, type TestHome } from '../testing/index.js';
+import { BWRAP, NEEDS_BWRAP, threadEvents, waitFor, createTestHome, runTool, startFakeOpenAI, writeFakePaiConfig, type FakeLlmOptions, type FakeLlmServer, type LooseJson, type TestHome } from '../testing/index.js';
 import { openThread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
 import { agentDir, type AgentDir } from './agent-dir.js';
@@ -391,6 +391,24 @@ describe('agent run: concurrency and order', () => {
     expect(elapsed).toBeLessThan(1_200);
     for (const peer of ['p1', 'p2', 'p3']) expect(replies(threadOf(terminal(peer)).path).map((r) => r.content.text)).toEqual([`echo: hello from ${peer}`]);
     expect(completions(server)).toHaveLength(4);
+  });
+
+  it('answers messages that arrive while it runs in the same run, each conversation still in order, up to its batch size', async () => {
+    const server = await fakeServer({ defaultDelayMs: 400 });
+    setAgentConfig({ concurrency: 2 });
+    send('first', terminal('p1'));
+    const running = runAgent('helper', { home: t.home, env: t.env, batchSize: 4 });
+    await waitFor(() => completions(server).length === 1, "the first message's model call", 10_000);
+    send('second', terminal('p1'));
+    send('hello', terminal('p2'));
+    send('hi', terminal('p3'));
+    send('too many for this run', terminal('p4'));
+    // p2 joins the free slot at once; p1's second waits behind its first; p3 takes the slot p2 frees.
+    expect(await running).toEqual({ handled: 4, replied: 4, errors: 0 });
+    expect(replies(threadOf(terminal('p1')).path).map((r) => r.content.text)).toEqual(['echo: first', 'echo: second']);
+    for (const peer of ['p2', 'p3']) expect(replies(threadOf(terminal(peer)).path)).toHaveLength(1);
+    expect(consumer(dir.inbox, 'inbox')).toMatchObject({ progress: 4, pending: 1 });
+    expect(await run()).toEqual({ handled: 1, replied: 1, errors: 0 });
   });
 
   it('answers the messages of one thread strictly in order, each with the previous answers in its context', async () => {

@@ -25,7 +25,9 @@ import { mixesPeople, routeMessage } from './router.js';
 import { chatCommandOf } from './chat-commands.js';
 import { answerChatCommand } from './command-replies.js';
 import { agentSandbox } from './sandbox-profile.js';
-import { RunningTurns, watchForStop, type RunningTurn } from './turn-stop.js';
+import { noticeStop, RunningTurns, type RunningTurn } from './turn-stop.js';
+import { watchInbox, type InboxWatch } from './inbox-watch.js';
+import { ConversationQueue } from './conversation-queue.js';
 import { beginAttempt, overTurnLimit, unfinishedTurn, type Attempt } from './turn-attempts.js';
 import type { AgentConfig, DecisionRecord, ErrorRecord, ThreadRoute, ToolcallRecord, UsageRecord } from './types.js';
 
@@ -33,7 +35,8 @@ import type { AgentConfig, DecisionRecord, ErrorRecord, ThreadRoute, ToolcallRec
  * `agent run <id>`: one batch, started by notifier when the inbox has messages.
  *
  * 1. Take the run lock (pid-aware; a dead holder's lock is reclaimed).
- * 2. Pop the inbox from the stored progress.
+ * 2. Pop the inbox from the stored progress. Messages that come while the run goes on join it,
+ *    up to the batch size (conversation-queue.ts).
  * 3. Route each message by its source into a conversation thread; threads are handled
  *    concurrently (config `concurrency`), the messages of one thread strictly in order.
  * 4. For each message: put it into the thread with its original source; skip it if its outcome is
@@ -52,7 +55,7 @@ import type { AgentConfig, DecisionRecord, ErrorRecord, ThreadRoute, ToolcallRec
 export interface RunOptions {
   home?: string;
   env?: NodeJS.ProcessEnv;
-  /** Most inbox messages in one batch. Default: 50; notifier starts another run for the rest. */
+  /** Most inbox messages one run answers, joiners included. Default: 50; notifier starts another run for the rest. */
   batchSize?: number;
   /** Seam for tests: replaces the provider call. */
   caller?: ModelCaller;
@@ -82,7 +85,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
   const threads = new Map<string, Thread>();
   const summary: RunSummary = { handled: 0, replied: 0, errors: 0 };
   let inbox: Thread | undefined;
-  let stopWatch: { close(): void } | undefined;
+  let inboxWatch: InboxWatch | undefined;
   try {
     // A model that cannot be resolved (unknown provider, no key) is a configuration error: each
     // message gets it as its error record, as the spec says of unrecoverable errors.
@@ -97,64 +100,94 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
       return summary;
     }
     logger.info(`run: ${batch.length} message(s) from the inbox (${batch[0]!.id}..${batch.at(-1)!.id})`);
-    const acks = createAckTracker(batch.map((event) => event.id), (upTo) => inbox!.ack(INBOX_CONSUMER, upTo));
+    const acks = createAckTracker((upTo) => inbox!.ack(INBOX_CONSUMER, upTo));
     const redact = createRedactor(env, providerSecrets(paiConfig, env));
     const turn: TurnSettings = { home, dir, config, paiConfig, model, env, logger, redact, caller: options.caller };
-    // `/stop` ends a running turn of its conversation: the inbox is watched while the batch runs.
     const turns = new RunningTurns(options.signal, config.turn.timeout_seconds * 1000);
-    stopWatch = watchForStop(inbox, { afterId: batch[0]!.id - 1, turns, conversationOf: (source) => conversationPath(dir, config, source), logger });
+    const conversationOf = (source: string) => conversationPath(dir, config, source);
 
-    // Group by thread, in inbox order; threads run concurrently, each thread in order. Each
-    // message keeps its own route: in a shared thread the senders differ (memory, facts).
-    const groups = new Map<string, { route: ThreadRoute; event: ThreadEvent }[]>();
-    for (const event of batch) {
+    // Conversations run concurrently, each in order; each message keeps its own route: in a
+    // shared thread the senders differ (memory, facts). Messages that come while the run goes
+    // on join it, up to the batch size; the first one that cannot join ends the joining, so that
+    // no later message is acknowledged past it.
+    const queue = new ConversationQueue<{ route: ThreadRoute; event: ThreadEvent }>();
+    const maxMessages = options.batchSize ?? 50;
+    let taken = 0;
+    let joining = true;
+    let lastSeen = batch.at(-1)!.id;
+    const take = (event: ThreadEvent): void => {
+      joining &&= queue.accepting && taken < maxMessages;
+      if (!joining) return;
       let route: ThreadRoute;
       try {
         route = routeMessage(dir, config.routing.default, event.source);
       } catch (error) {
         logger.error(`run: inbox event ${event.id} cannot be routed (${(error as Error).message}); skipped`);
+        acks.expect(event.id);
         acks.done(event.id);
-        continue;
+        return;
       }
-      groups.set(route.path, [...(groups.get(route.path) ?? []), { route, event }]);
-    }
+      if (!queue.add(route.path, { route, event })) {
+        joining = false;
+        return;
+      }
+      acks.expect(event.id);
+      taken++;
+    };
+    for (const event of batch) take(event);
+    // The inbox is watched while the run goes on: for `/stop`, and for messages that join.
+    inboxWatch = watchInbox(inbox, {
+      afterId: batch[0]!.id - 1,
+      logger,
+      onMessage: (event) => {
+        noticeStop(event, turns, conversationOf, logger);
+        if (event.id <= lastSeen) return;
+        lastSeen = event.id;
+        const before = taken;
+        take(event);
+        if (taken > before) logger.debug(`run: inbox event ${event.id} joins the run`);
+      },
+    });
+
     let failed: unknown;
     let outage: ModelOutage | undefined;
-    await forEachLimit([...groups.values()], config.concurrency, async (messages) => {
-      for (const { route, event } of messages) {
-        const running = turns.begin(route.path, event.id);
-        try {
-          const outcome = await handleMessage({ ...turn, running }, openConversation(turn, threads, route), route, event);
-          summary.handled++;
-          if (outcome === 'replied') summary.replied++;
-          if (outcome === 'error') summary.errors++;
+    const answer = async (conversation: string, { route, event }: { route: ThreadRoute; event: ThreadEvent }): Promise<boolean> => {
+      const running = turns.begin(conversation, event.id);
+      try {
+        const outcome = await handleMessage({ ...turn, running }, openConversation(turn, threads, route), route, event);
+        summary.handled++;
+        if (outcome === 'replied') summary.replied++;
+        if (outcome === 'error') summary.errors++;
+        acks.done(event.id);
+        return true;
+      } catch (error) {
+        // A damaged thread stops only its own conversation: its messages are let go, said in the log and status.
+        const damaged = damagedThread(dir, route.path, error);
+        if (damaged) {
+          logger.error(`run: inbox event ${event.id} is not answered: ${describeDamage(damaged)}`);
+          summary.errors++;
           acks.done(event.id);
-        } catch (error) {
-          // A damaged thread stops only its own conversation: its messages are let go, said in the log and status.
-          const damaged = damagedThread(dir, route.path, error);
-          if (damaged) {
-            logger.error(`run: inbox event ${event.id} is not answered: ${describeDamage(damaged)}`);
-            summary.errors++;
-            acks.done(event.id);
-            continue;
-          }
-          // The model is unavailable, or not an LLM failure (storage, a bug). This thread stops
-          // here, unacknowledged, while the others finish; the run then fails and notifier retries.
-          if (error instanceof ModelOutage) outage ??= error;
-          logger.error(`run: inbox event ${event.id} ${error instanceof ModelOutage ? 'waits, with the later messages of its conversation' : 'failed'}: ${error instanceof Error ? error.message : String(error)}`);
-          failed ??= error;
-          return;
-        } finally {
-          turns.end(route.path, running);
+          return true;
         }
+        // The model is unavailable, or not an LLM failure (storage, a bug). This conversation
+        // stops here, unacknowledged, and nothing more joins, while the others finish; the run
+        // then fails and notifier retries.
+        if (error instanceof ModelOutage) outage ??= error;
+        logger.error(`run: inbox event ${event.id} ${error instanceof ModelOutage ? 'waits, with the later messages of its conversation' : 'failed'}: ${error instanceof Error ? error.message : String(error)}`);
+        failed ??= error;
+        queue.close();
+        return false;
+      } finally {
+        turns.end(conversation, running);
       }
-    });
+    };
+    await queue.run(config.concurrency, answer, () => inboxWatch?.look());
     noteOutage(dir, { outage, failed: failed !== undefined }, logger);
     if (failed !== undefined) throw failed;
     logger.info(`run: done, ${summary.handled} handled, ${summary.replied} replied, ${summary.errors} errors`);
     return summary;
   } finally {
-    stopWatch?.close();
+    inboxWatch?.close();
     for (const thread of threads.values()) thread.close();
     inbox?.close();
     lock.lock.release();
@@ -416,10 +449,20 @@ function writeSession(file: string, lines: readonly object[]): void {
  * highest id before which every id of the batch is finished, so that a crash (with threads
  * running concurrently) never acknowledges a message that was not handled.
  */
-function createAckTracker(ids: readonly number[], ack: (upTo: number) => void) {
+/**
+ * Acknowledges the inbox up to the last message before which every expected one is done: a
+ * message that is never done (its conversation stopped) holds back the acknowledgement of all
+ * that came after it, so the next run finds it again.
+ */
+function createAckTracker(ack: (upTo: number) => void) {
+  const ids: number[] = [];
   const finished = new Set<number>();
   let next = 0;
   return {
+    /** Ids come in inbox order. */
+    expect(id: number) {
+      ids.push(id);
+    },
     done(id: number) {
       finished.add(id);
       let upTo: number | undefined;
@@ -427,12 +470,4 @@ function createAckTracker(ids: readonly number[], ack: (upTo: number) => void) {
       if (upTo !== undefined) ack(upTo);
     },
   };
-}
-
-async function forEachLimit<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
-  let index = 0;
-  const workers = Array.from({ length: Math.min(limit, items.length) }, async () => {
-    while (index < items.length) await fn(items[index++]!);
-  });
-  await Promise.all(workers);
 }

@@ -4,7 +4,8 @@ import { formatAddress } from '../core/address.js';
 import { createLogger } from '../core/logger.js';
 import { createTestHome, waitFor, type TestHome } from '../testing/index.js';
 import { openThread, type Thread } from '../thread/thread.js';
-import { RunningTurns, watchForStop } from './turn-stop.js';
+import { watchInbox } from './inbox-watch.js';
+import { noticeStop, RunningTurns } from './turn-stop.js';
 
 describe('RunningTurns', () => {
   it('aborts the running turn of the conversation the /stop is for, when the turn came before it', () => {
@@ -53,7 +54,7 @@ describe('RunningTurns', () => {
   });
 });
 
-describe('watchForStop', () => {
+describe('a run watching its inbox for /stop', () => {
   let t: TestHome;
   let inbox: Thread;
   const person = (peer: string) => formatAddress({ kind: 'external', channelType: 'terminal', instance: 'local', conversationType: 'dm', conversationId: peer, peerId: peer });
@@ -72,7 +73,8 @@ describe('watchForStop', () => {
     const first = push('ann', 'do the long thing');
     const stop = push('ann', '/stop');
     const turns = new RunningTurns();
-    const watch = watchForStop(inbox, { afterId: first - 1, turns, conversationOf: (source) => source, logger: createLogger(join(t.home, 'log')), intervalMs: 20 });
+    const logger = createLogger(join(t.home, 'log'));
+    const watch = watchInbox(inbox, { afterId: first - 1, onMessage: (event) => noticeStop(event, turns, (source) => source, logger), logger, intervalMs: 20 });
     try {
       expect(turns.begin(person('ann'), first).stoppedBy).toBe(stop);
 

@@ -1,12 +1,11 @@
 import type { Logger } from '../core/logger.js';
-import type { Thread } from '../thread/thread.js';
+import type { ThreadEvent } from '../thread/types.js';
 import { chatCommandOf } from './chat-commands.js';
 
 /**
  * `/stop` while a turn runs. The `/stop` waits in the inbox behind the run that holds the run
- * lock, so that run watches its inbox: every `intervalMs` it reads the messages that came after
- * the ones it has seen, and a `/stop` aborts the running turn of its conversation (the model call
- * and bash_exec's process group) through that turn's AbortSignal. The `/stop` itself is answered
+ * lock, so that run watches its inbox (inbox-watch.ts), and a `/stop` aborts the running turn of
+ * its conversation (the model call and bash_exec's process group) through that turn's AbortSignal. The `/stop` itself is answered
  * in order like any message, by this run or the next one.
  *
  * A `/stop` stops every turn of its conversation that came before it: the one running, and those
@@ -80,45 +79,12 @@ export class RunningTurns {
   }
 }
 
-export interface StopWatchOptions {
-  /** Inbox messages after this id are looked at: the batch's own, and what comes while it runs. */
-  afterId: number;
-  turns: RunningTurns;
-  /** The conversation a source address goes to, or null when it cannot be routed. */
-  conversationOf: (source: string) => string | null;
-  logger: Logger;
-  /** Default: 250 ms. */
-  intervalMs?: number;
-}
-
-const PAGE = 200;
-
 /**
- * Watches the inbox for `/stop` until closed. The first look happens before this returns, so a
- * `/stop` already in the batch is known before any turn begins.
+ * Looks at one inbox message the run sees while it runs (inbox-watch.ts): a `/stop` ends the
+ * running turn of its conversation.
  */
-export function watchForStop(inbox: Thread, options: StopWatchOptions): { close(): void } {
-  let cursor = options.afterId;
-  const look = () => {
-    try {
-      for (;;) {
-        const events = inbox.peek({ afterId: cursor, filter: "type = 'message'", limit: PAGE });
-        for (const event of events) {
-          cursor = event.id;
-          if (chatCommandOf(event) !== 'stop') continue;
-          const conversation = options.conversationOf(event.source);
-          if (conversation === null) continue;
-          if (options.turns.stop(conversation, event.id)) options.logger.info(`run: /stop (inbox event ${event.id}) ended the running turn of ${conversation}`);
-        }
-        if (events.length < PAGE) return;
-      }
-    } catch (error) {
-      // A busy or failing disk: the next look tries again; the turns go on meanwhile.
-      options.logger.warn(`run: looking for /stop in the inbox failed: ${(error as Error).message}`);
-    }
-  };
-  look();
-  const timer = setInterval(look, options.intervalMs ?? 250);
-  timer.unref();
-  return { close: () => clearInterval(timer) };
+export function noticeStop(event: ThreadEvent, turns: RunningTurns, conversationOf: (source: string) => string | null, logger: Logger): void {
+  if (chatCommandOf(event) !== 'stop') return;
+  const conversation = conversationOf(event.source);
+  if (conversation !== null && turns.stop(conversation, event.id)) logger.info(`run: /stop (inbox event ${event.id}) ended the running turn of ${conversation}`);
 }

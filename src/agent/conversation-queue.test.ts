@@ -1,0 +1,89 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { ConversationQueue } from './conversation-queue.js';
+
+const tick = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+describe('ConversationQueue', () => {
+  it('answers each conversation in order, never two turns of one at once nor more than the limit, and takes what joins while it runs', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 4 }),
+        // Items: (conversation, ticks its turn takes, whether it is there at the start or joins later).
+        fc.array(fc.record({ conversation: fc.constantFrom('a', 'b', 'c', 'd', 'e'), ticks: fc.integer({ min: 0, max: 3 }), joins: fc.boolean() }), { minLength: 1, maxLength: 30 }),
+        async (concurrency, items) => {
+          const queue = new ConversationQueue<number>();
+          const taken: [string, number][] = [];
+          const handled: [string, number][] = [];
+          const add = (index: number) => queue.add(items[index]!.conversation, index) && taken.push([items[index]!.conversation, index]);
+          const running = new Set<string>();
+          let most = 0;
+          // The first item is always there at the start, or the run would end before anything joins.
+          const joiners = items.map((_, index) => index).filter((index) => index > 0 && items[index]!.joins);
+          items.forEach((item, index) => (index === 0 || !item.joins) && add(index));
+          await queue.run(concurrency, async (conversation, index) => {
+            expect(running.has(conversation)).toBe(false);
+            running.add(conversation);
+            most = Math.max(most, running.size);
+            const joiner = joiners.shift(); // one joins during each turn, while the run is busy
+            if (joiner !== undefined) add(joiner);
+            for (let i = 0; i < items[index]!.ticks; i++) await tick();
+            handled.push([conversation, index]);
+            running.delete(conversation);
+            return true;
+          });
+          expect(most).toBeLessThanOrEqual(concurrency);
+          expect(joiners).toEqual([]);
+          expect(handled).toHaveLength(items.length);
+          for (const conversation of new Set(items.map((item) => item.conversation))) {
+            const of = (list: [string, number][]) => list.filter(([c]) => c === conversation).map(([, index]) => index);
+            expect(of(handled)).toEqual(of(taken));
+          }
+          expect(queue.accepting).toBe(false);
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
+
+  it('keeps a free slot busy with a message that joins, while a slow conversation goes on', async () => {
+    const queue = new ConversationQueue<string>();
+    const order: string[] = [];
+    let release!: () => void;
+    const slow = new Promise<void>((resolve) => (release = resolve));
+    queue.add('slow', 'first');
+    const run = queue.run(2, async (_conversation, item) => {
+      order.push(`start ${item}`);
+      if (item === 'first') {
+        queue.add('quick', 'joined');
+        await slow;
+      }
+      order.push(`end ${item}`);
+      return true;
+    });
+    await tick();
+    await tick();
+    expect(order).toEqual(['start first', 'start joined', 'end joined']);
+    release();
+    await run;
+    expect(order.at(-1)).toBe('end first');
+  });
+
+  it('drops the rest of a conversation whose turn said stop, and takes nothing after close', async () => {
+    const queue = new ConversationQueue<number>();
+    for (const item of [1, 2, 3]) queue.add('a', item);
+    queue.add('b', 4);
+    const handled: number[] = [];
+    await queue.run(1, async (conversation, item) => {
+      handled.push(item);
+      if (item === 1) {
+        queue.close();
+        expect(queue.add('c', 5)).toBe(false);
+        return false;
+      }
+      return true;
+    });
+    expect(handled).toEqual([1, 4]);
+    expect(queue.add('a', 6)).toBe(false);
+  });
+});
