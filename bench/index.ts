@@ -530,7 +530,7 @@ const benches: [string, () => unknown][] = [
 try {
   for (const [name, bench] of benches) if (!process.env.BENCH_ONLY || name.includes(process.env.BENCH_ONLY)) await bench();
 } finally {
-  rmSync(home, { recursive: true, force: true });
+  if (!process.env.THECLAW_KEEP_HOME) rmSync(home, { recursive: true, force: true });
 }
 writeFileSync(1, JSON.stringify({ machine: { cpus: (await import('node:os')).cpus().length, node: process.version }, figures }, null, 2) + '\n');
 process.exitCode = figures.every((figure) => figure.ok) ? 0 : 1;

@@ -2,4 +2,8 @@
 import { main } from '../core/cli.js';
 import { createAgentProgram } from './program.js';
 
-await main(createAgentProgram);
+// In a warm runner, what `agent run` and `agent deliver` load on first use is loaded ahead.
+await main(createAgentProgram, () => {
+  import('./run.js').then(({ warmAgentRuns }) => warmAgentRuns(), () => {});
+  import('./deliver.js').catch(() => {});
+});

@@ -194,6 +194,18 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
   }
 }
 
+/**
+ * For a warm runner that loaded the agent CLI: loads the provider code of the home's default
+ * model, which the first `agent run` would otherwise load in its first turn.
+ */
+export function warmAgentRuns(env: NodeJS.ProcessEnv = process.env): void {
+  try {
+    resolveModel(loadPaiConfig(resolveHome(env)), {}, env).then((model) => preloadProvider(model.api), () => {});
+  } catch {
+    // No home or no configuration yet: the run that needs them says so.
+  }
+}
+
 interface TurnSettings {
   home: string;
   dir: AgentDir;

@@ -32,12 +32,16 @@ type WarmLoader = (factory: ProgramFactory) => void;
 
 /**
  * Every CLI's entry point: runs the program, or, when a warm runner imports the module to run
- * its commands in-process later (notifier's runner pool), hands the program's factory over.
+ * its commands in-process later (notifier's runner pool), hands the program's factory over and
+ * starts `warm`: what the module's commands would load on first use (a provider's code), loaded
+ * while the runner waits for its first job. `warm` must not throw; what it fails to load is
+ * loaded, or reported, by the job that needs it.
  */
-export async function main(factory: ProgramFactory): Promise<void> {
+export async function main(factory: ProgramFactory, warm?: () => void): Promise<void> {
   const loader = (globalThis as Record<symbol, WarmLoader | undefined>)[WARM_LOADER];
-  if (loader) return loader(factory);
-  await runCli(factory());
+  if (!loader) return runCli(factory());
+  loader(factory);
+  warm?.();
 }
 
 let loading: Promise<unknown> = Promise.resolve();

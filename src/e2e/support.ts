@@ -146,7 +146,7 @@ routes:
   const stop = async () => {
     await Promise.allSettled([run('xgw', ['stop']), run('notifier', ['stop'])]);
     await Promise.allSettled([llm.close(), telegram.close()]);
-    rmSync(home, { recursive: true, force: true });
+    if (!process.env.THECLAW_KEEP_HOME) rmSync(home, { recursive: true, force: true });
   };
 
   try {

@@ -37,7 +37,7 @@ export async function runNotifier(home: string): Promise<void> {
       ? new RunnerPool({ outputDir, logger, idleRunners: runners.idle, maxJobs: runners.max_jobs, maxRssBytes: runners.max_rss_mb * 1e6, idleTimeoutMs: 60_000 })
       : null;
     const launch = createLauncher({ outputDir, pool, limits: { timeoutMs: config.handler_timeout_seconds * 1000, outputLimitBytes: config.output_limit_bytes } });
-    const dispatcher = new Dispatcher({ home, config, logger, launch, limit });
+    const dispatcher = new Dispatcher({ home, config, logger, launch, limit, prepare: pool ? (handler) => pool.prepare(handler) : undefined });
     const scheduler = new TimerScheduler({ home, store, logger, launch, limit });
     const sweep = setInterval(() => {
       try {

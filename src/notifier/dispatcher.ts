@@ -27,6 +27,8 @@ export interface DispatcherOptions {
   launch: CommandLauncher;
   /** Shared with the timers: how many handlers may run at once. */
   limit: RunLimit;
+  /** Told of every subscribed handler as it is found: a warm runner can load its code ahead. */
+  prepare?: (handler: string) => void;
 }
 
 /** A subscription as the daemon tracks it between runs. */
@@ -168,6 +170,7 @@ export class Dispatcher {
     let busy = false;
     for (const subscription of thread.subscriptions()) {
       if (!subscription.subscribed) continue;
+      if (subscription.handler !== null) this.options.prepare?.(subscription.handler);
       const slot = this.slot(path, subscription.consumer);
       if (slot.unreleased !== null) this.releaseLease(thread, slot, slot.unreleased);
       if (subscription.pending > 0 || slot.running || slot.unreleased !== null) busy = true;

@@ -48,6 +48,8 @@ export class RunnerPool {
   private readonly runners = new Set<Runner>();
   /** CLI modules jobs used: new runners load them before their first job. */
   private readonly modules = new Set<string>();
+  /** Commands `prepare` has seen, so that a sweep's many calls cost a lookup each. */
+  private readonly prepared = new Set<string>();
   private readonly trimTimer: NodeJS.Timeout;
   private jobIds = 0;
   private stopped = false;
@@ -70,6 +72,14 @@ export class RunnerPool {
     if (program !== process.execPath || cli === undefined) return null;
     const inPackage = relative(join(packageRoot(), 'dist'), cli).split(sep);
     return inPackage.length === 2 && /^[a-z]+$/.test(inPackage[0]!) && inPackage[1] === 'cli.js' ? { cli, args } : null;
+  }
+
+  /** A command that will run here soon: its CLI is loaded ahead by the runners. */
+  prepare(command: string): void {
+    if (this.prepared.has(command)) return;
+    this.prepared.add(command);
+    const warm = RunnerPool.warmCommand(command);
+    if (warm) this.learn(warm.cli);
   }
 
   /** Runs the command in a warm runner. */
