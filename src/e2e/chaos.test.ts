@@ -33,10 +33,10 @@ import { agentStatus, echoToolStep, startSystem, telegramThread, until, type Sys
 const SOAK = process.env.CHAOS_SOAK === '1';
 const STRICT = process.env.CHAOS_STRICT === '1';
 const envNumber = (name: string, fallback: number) => (process.env[name] ? Number(process.env[name]) : fallback);
-const MESSAGES = envNumber('CHAOS_MESSAGES', SOAK ? 2_000 : 200);
+const MESSAGES = envNumber('CHAOS_MESSAGES', SOAK ? 2_000 : 120);
 const PEERS = envNumber('CHAOS_PEERS', 10);
 const SEND_INTERVAL_MS = envNumber('CHAOS_SEND_INTERVAL_MS', SOAK ? 250 : 75);
-const KILL_AFTER_SENT_MS = envNumber('CHAOS_KILL_AFTER_SENT_MS', SOAK ? 120_000 : 30_000);
+const KILL_AFTER_SENT_MS = envNumber('CHAOS_KILL_AFTER_SENT_MS', SOAK ? 120_000 : 20_000);
 /** The whole test, within vitest's timeout; what is left after the chaos goes to delivery. */
 const BUDGET_MS = envNumber('CHAOS_BUDGET_MS', SOAK ? 3 * 3_600_000 : 170_000);
 const DAEMONS: readonly DaemonName[] = ['notifier', 'xgw'];
@@ -66,7 +66,11 @@ describe('the whole system under chaos', () => {
   it('answers every message once while processes are killed at random', { timeout: BUDGET_MS + 30_000 }, async () => {
     const started = Date.now();
     const deadline = started + BUDGET_MS;
-    const s = (system = await startSystem({ llm: { defaultStep: echoToolStep, defaultDelayMs: { min: 50, max: 500 } }, logLevel: 'info' }));
+    // A process dies every 200-500 ms here, far more often than any real crash: a turn of a few
+    // hundred ms is cut off again and again, and after turn.max_attempts (3) the person would get
+    // "answering failed 3 times" instead of the reply. That give-up is tested on its own
+    // (turn-limit.test.ts); here every message must be answered, so the limit is out of reach.
+    const s = (system = await startSystem({ llm: { defaultStep: echoToolStep, defaultDelayMs: { min: 50, max: 500 } }, logLevel: 'info', maxTurnAttempts: 50 }));
     const killer = new Killer({ home: s.home, intervalMs: { min: 200, max: 500 } });
     const supervisors = new Map(DAEMONS.map((name) => [name, new Supervisor({ home: s.home, name, start: () => s.run(name, ['start']) })]));
     stoppers.push(() => killer.stop(), ...[...supervisors.values()].map((supervisor) => () => supervisor.stop()));

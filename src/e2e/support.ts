@@ -51,6 +51,8 @@ export interface SystemOptions {
    * write files in the home. Default: the config's default (`sandbox`).
    */
   sandbox?: SandboxProfile;
+  /** admin's `turn.max_attempts`. Default: the config's default (3). */
+  maxTurnAttempts?: number;
 }
 
 export interface CliResult {
@@ -152,6 +154,7 @@ routes:
   try {
     await must('agent', ['init', 'admin']);
     if (options.sandbox) appendFileSync(join(home, 'agents', 'admin', 'config.yaml'), `sandbox: { profile: ${options.sandbox} }\n`);
+    if (options.maxTurnAttempts) appendFileSync(join(home, 'agents', 'admin', 'config.yaml'), `turn: { max_attempts: ${options.maxTurnAttempts} }\n`);
     await must('agent', ['start', 'admin']);
     await must('notifier', ['start']);
     await must('xgw', ['start']);

@@ -157,7 +157,7 @@ describe('concurrent pushers', () => {
     const path = join(t.home, 'cli thread');
     expect((await runTool('thread', ['init', path], t.env)).code).toBe(0);
     const PROCS = 5;
-    const PER_PROC = 20;
+    const PER_PROC = 10;
     const printed = await Promise.all(
       Array.from({ length: PROCS }, async (_, proc) => {
         const ids: number[] = [];
