@@ -1,4 +1,5 @@
 import * as z from 'zod/mini';
+import { PolicySchema } from './tool-policy.js';
 
 /**
  * An agent is a directory (`$THECLAW_HOME/agents/<id>/`): IDENTITY.md (who it is, its system
@@ -112,6 +113,8 @@ export const AgentConfigSchema = z.strictObject({
     }),
     { profile: 'sandbox', network: true },
   ),
+  /** Who may have the agent run what, and the owner's approvals (tool-policy.ts). */
+  policy: PolicySchema,
   /** Tool rounds per message. */
   max_turns: z._default(z.int().check(z.positive()), 20),
 });
