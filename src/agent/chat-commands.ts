@@ -5,8 +5,8 @@ import type { ThreadEvent } from '../thread/types.js';
 
 /**
  * Chat commands: a person's message that the runtime answers itself, without the model.
- * `/name`, optionally in Telegram's `/name@botname` form, optionally followed by words (ignored),
- * letters in any case (phones capitalise the first one). Any other `/x` is not a command and goes
+ * `/name`, optionally in Telegram's `/name@botname` form, optionally followed by words (ignored,
+ * but for the code of `/approve` and `/deny`), letters in any case (phones capitalise the first one). Any other `/x` is not a command and goes
  * to the model as text.
  */
 export const CHAT_COMMANDS = {
@@ -15,6 +15,8 @@ export const CHAT_COMMANDS = {
   stop: 'stop the turn running for this conversation (and what waits before this message)',
   status: 'the model, usage today and the queue',
   usage: "this conversation's usage today and in total",
+  approve: "<code>: let a command that waits for the owner's approval run (the owner's direct chat only)",
+  deny: "<code>: refuse a command that waits for the owner's approval",
   help: 'this list',
 } as const;
 
@@ -26,6 +28,11 @@ const COMMAND = /^\/([A-Za-z]+)(?:@[A-Za-z0-9_]+)?(?:\s|$)/;
 export function parseChatCommand(text: string): ChatCommand | null {
   const name = COMMAND.exec(text.trim())?.[1]?.toLowerCase();
   return name !== undefined && Object.hasOwn(CHAT_COMMANDS, name) ? (name as ChatCommand) : null;
+}
+
+/** The first word after the command (`/approve k3x9p` → `k3x9p`), or null. */
+export function chatCommandArgument(text: string): string | null {
+  return /^\/[A-Za-z]+(?:@[A-Za-z0-9_]+)?\s+(\S+)/.exec(text.trim())?.[1] ?? null;
 }
 
 /**

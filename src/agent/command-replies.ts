@@ -7,6 +7,8 @@ import type { AgentDir } from './agent-dir.js';
 import { chatCommandHelp, type ChatCommand } from './chat-commands.js';
 import type { Summarise } from './compaction.js';
 import { startFreshConversation } from './fresh-conversation.js';
+import { approvalReply } from './owner-approval.js';
+import type { Policy } from './tool-policy.js';
 import { conversationThreads } from './lifecycle.js';
 import type { DecisionRecord, ThreadRoute } from './types.js';
 import { describeUsage, plusUsage, threadUsage, NO_USAGE } from './usage.js';
@@ -34,6 +36,8 @@ export interface CommandContext {
   summarise: Summarise;
   redact: (text: string) => string;
   logger: Logger;
+  /** Who may `/approve` and `/deny`. */
+  policy: Policy;
   now?: Date;
 }
 
@@ -63,6 +67,9 @@ export async function answerChatCommand(command: ChatCommand, context: CommandCo
         return statusReply(context);
       case 'usage':
         return usageReply(context);
+      case 'approve':
+      case 'deny':
+        return approvalReply(command, context.inboxEvent, context.dir, context.policy);
     }
   } catch (error) {
     // A full or read-only disk: the command waits in the inbox like any message, and is answered later.

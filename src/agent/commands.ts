@@ -69,6 +69,24 @@ export async function chat(id: string): Promise<void> {
   await chatWithAgent(resolveHome(), id);
 }
 
+export async function approvals(id: string, options: Json): Promise<void> {
+  const [{ pendingApprovals }, { requireAgent }] = await Promise.all([import('./approvals.js'), import('./agent-dir.js')]);
+  const pending = pendingApprovals(requireAgent(resolveHome(), id));
+  if (options.json) return printJson(pending);
+  printLines(pending.length ? pending.map((a) => `${a.code}  until ${a.expires_at}  ${a.conversation}  ${a.command}`) : ['nothing waits for approval']);
+}
+
+export async function decide(id: string, code: string, approved: boolean, options: Json): Promise<void> {
+  const [{ decideApproval }, { requireAgent }] = await Promise.all([import('./approvals.js'), import('./agent-dir.js')]);
+  const { approval, state } = decideApproval(requireAgent(resolveHome(), id), code, approved, 'the owner (agent approve|deny)');
+  if (state.state === 'expired') throw new ClawError('conflict', `approval ${approval.code} expired at ${approval.expires_at}; the command did not run`, { suggestion: 'the agent asks again if it still needs it' });
+  if (state.state !== 'decided') throw new ClawError('io', `approval ${approval.code} could not be decided`, { suggestion: 'try again' });
+  const mine = state.decision.approved === approved && state.decision.by === 'the owner (agent approve|deny)';
+  if (!mine) throw new ClawError('conflict', `approval ${approval.code} was ${state.decision.approved ? 'approved' : 'denied'} already, by ${state.decision.by}`, { suggestion: 'nothing to do' });
+  if (options.json) return printJson({ code: approval.code, approved, command: approval.command });
+  printLines([`${approved ? 'approved' : 'denied'}: ${approval.command}`]);
+}
+
 export async function run(id: string, options: Json): Promise<void> {
   const { runAgent } = await import('./run.js');
   const summary = await runAgent(id);

@@ -143,7 +143,9 @@ async function check({ mode, helperMode = 'per-peer', messages }: Scenario): Pro
     const admin = initAgent(t.home, 'admin');
     const helper = initAgent(t.home, 'helper');
     for (const [dir, routing] of [[admin, mode], [helper, helperMode]] as const) {
-      writeFileSync(dir.config, stringify({ ...parse(readFileSync(dir.config, 'utf8')), routing: { default: routing } }));
+      // Every person's and group's commands run: the delegation is a command, and the privacy of a
+      // conversation must hold whatever the policy lets run.
+      writeFileSync(dir.config, stringify({ ...parse(readFileSync(dir.config, 'utf8')), routing: { default: routing }, policy: { rules: [{ bash: 'allow' }] } }));
     }
     for (const person of PEOPLE) {
       const { peerKey } = routeMessage(admin, 'per-peer', sourceOf({ person, where: 'dm', delegate: false, then: 'wait' }));

@@ -70,6 +70,19 @@ the model (/help lists what they do); any other /word goes to the model as text.
     ['agent chat admin'],
   );
   withExamples(
+    program.command('approvals').description("commands that wait for the owner's approval (policy ask)").argument('<id>').addOption(jsonOption()).action(async (id: string, options) => (await commands()).approvals(id, options)),
+    ['agent approvals helper'],
+  );
+  for (const [verb, what] of [
+    ['approve', 'let a command that waits for approval run'],
+    ['deny', 'refuse a command that waits for approval'],
+  ] as const) {
+    withExamples(
+      program.command(verb).description(what).argument('<id>').argument('<code>', 'the code in the request').addOption(jsonOption()).action(async (id: string, code: string, options) => (await commands()).decide(id, code, verb === 'approve', options)),
+      [`agent ${verb} helper k3x9p`],
+    );
+  }
+  withExamples(
     program.command('run').description('one batch of inbox messages (notifier runs it; not needed by hand)').argument('<id>').addOption(jsonOption()).action(async (id: string, options) => (await commands()).run(id, options)),
     ['agent run helper'],
   );

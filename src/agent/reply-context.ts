@@ -89,7 +89,7 @@ function trustedReplyContext(claimed: ReplyContext | undefined, source: string):
   return derived;
 }
 
-function replyContextFromSource(source: string): ReplyContext | null {
+export function replyContextFromSource(source: string): ReplyContext | null {
   try {
     const address = parseAddress(source);
     if (address.kind === 'external') {

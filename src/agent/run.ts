@@ -19,7 +19,9 @@ import { answerFailure, ModelOutage } from './failure.js';
 import { damagedThread, describeDamage } from './damaged-thread.js';
 import { deliverHandler, INBOX_CONSUMER, OUTBOUND_CONSUMER, OUTBOUND_FILTER } from './lifecycle.js';
 import { callWithinWindow } from './overflow.js';
-import { answerTarget, readInbound, type AnswerTarget } from './reply-context.js';
+import { answerTarget, readInbound, replyContextFromSource, type AnswerTarget } from './reply-context.js';
+import { commandAuthorizer, noticeApproval, ownerDirectChat } from './owner-approval.js';
+import { commandRuleFor, offersTools } from './tool-policy.js';
 import { noteOutage } from './outage.js';
 import { mixesPeople, routeMessage } from './router.js';
 import { chatCommandOf } from './chat-commands.js';
@@ -102,7 +104,14 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
     logger.info(`run: ${batch.length} message(s) from the inbox (${batch[0]!.id}..${batch.at(-1)!.id})`);
     const acks = createAckTracker((upTo) => inbox!.ack(INBOX_CONSUMER, upTo));
     const redact = createRedactor(env, providerSecrets(paiConfig, env));
-    const turn: TurnSettings = { home, dir, config, paiConfig, model, env, logger, redact, caller: options.caller };
+    const turn: TurnSettings = { home, dir, config, paiConfig, model, env, logger, redact, caller: options.caller, tellOwner: (text) => tellOwner(text) };
+    const tellOwner = (text: string): boolean => {
+      const owner = ownerDirectChat(inbox!, config.policy);
+      if (owner === null) return false;
+      const thread = openConversation(turn, threads, routeMessage(dir, config.routing.default, owner));
+      thread.push({ source: 'self', type: 'message', content: JSON.stringify({ text, attachments: [], reply_context: replyContextFromSource(owner), notice: 'approval' }) });
+      return true;
+    };
     const turns = new RunningTurns(options.signal, config.turn.timeout_seconds * 1000);
     const conversationOf = (source: string) => conversationPath(dir, config, source);
 
@@ -141,6 +150,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
       logger,
       onMessage: (event) => {
         noticeStop(event, turns, conversationOf, logger);
+        noticeApproval(event, dir, config.policy, logger);
         if (event.id <= lastSeen) return;
         lastSeen = event.id;
         const before = taken;
@@ -220,6 +230,8 @@ interface TurnSettings {
   caller?: ModelCaller;
   /** The message's turn: `/stop` aborts its signal. */
   running?: RunningTurn;
+  /** Puts an approval request into the owner's direct chat with the agent; false when there is none. */
+  tellOwner: (text: string) => boolean;
 }
 
 type Outcome = 'replied' | 'no_reply' | 'stopped' | 'error' | 'already_handled';
@@ -246,7 +258,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
   };
   const command = chatCommandOf(event);
   if (command) {
-    const text = await answerChatCommand(command, { ...turn, route, thread, inboxEvent: event, commandId: inboundId, summaryFile: memory.thread, mixedPeople, summarise });
+    const text = await answerChatCommand(command, { ...turn, route, thread, inboxEvent: event, commandId: inboundId, summaryFile: memory.thread, mixedPeople, summarise, policy: config.policy });
     pushReply(thread, target, inboundId, text, outcomeKey);
     logger.info(`run: answered /${command} in thread ${route.threadId} (event ${inboundId})`);
     return 'replied';
@@ -262,12 +274,16 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
     // Named by the inbox event, whose ids never start again: a thread made anew (after a damaged
     // one was moved away) counts its events from 1, and must not resume an old turn of the session.
     const turnName = `inbox-${event.id}`;
+    // Who may have what run here (tool-policy.ts): a conversation whose rule denies every command
+    // is answered without the tool.
+    const rule = commandRuleFor(config.policy, event.source);
     const commands = new Map<string, BashExecArgs>();
     const turnCall: Omit<CallInput, 'system'> = {
       input: inbound.text,
       sessionFile: session,
       turn: turnName,
-      tools: true,
+      tools: offersTools(rule),
+      authorize: commandAuthorizer(rule, { dir, policy: config.policy, logger, conversation: route.threadId, askedFor: event.source, tellOwner: turn.tellOwner }),
       // What `agent send` and `cmds` run through bash_exec need to know about the asker; the
       // asking event is the message that an answer to `agent send` will be passed on to.
       env: { ...turn.env, THECLAW_HOME: turn.home, THECLAW_AGENT: dir.id, THECLAW_AGENT_DIR: dir.root, THECLAW_CONVERSATION: route.threadId, THECLAW_ASKING_EVENT: String(target.eventId ?? inboundId) },
@@ -386,6 +402,7 @@ interface CallInput {
   turn?: string;
   resume?: boolean;
   tools: boolean;
+  authorize?: Parameters<typeof chat>[0]['authorize'];
   env?: NodeJS.ProcessEnv;
   onEvent?: Parameters<typeof chat>[0]['onEvent'];
   turnMark?: ProcessMark;
@@ -457,14 +474,10 @@ function writeSession(file: string, lines: readonly object[]): void {
 }
 
 /**
- * Acknowledges inbox ids in order: `done` marks one finished; the stored progress moves to the
- * highest id before which every id of the batch is finished, so that a crash (with threads
- * running concurrently) never acknowledges a message that was not handled.
- */
-/**
- * Acknowledges the inbox up to the last message before which every expected one is done: a
- * message that is never done (its conversation stopped) holds back the acknowledgement of all
- * that came after it, so the next run finds it again.
+ * Acknowledges the inbox in order: the stored progress moves to the highest id before which every
+ * expected id is done, so that a crash (with conversations running concurrently) never
+ * acknowledges a message that was not handled, and one that is never done (its conversation
+ * stopped) holds back all that came after it for the next run.
  */
 function createAckTracker(ack: (upTo: number) => void) {
   const ids: number[] = [];

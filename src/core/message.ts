@@ -41,7 +41,7 @@ export const AttachmentSchema = z.object({
   mime_type: z.optional(z.string()),
 });
 
-export const NOTICE_KINDS = ['error', 'delayed'] as const;
+export const NOTICE_KINDS = ['error', 'delayed', 'approval'] as const;
 export type NoticeKind = (typeof NOTICE_KINDS)[number];
 
 export const MessageContentSchema = z.object({
@@ -57,8 +57,9 @@ export const MessageContentSchema = z.object({
   addressed: z.optional(z.boolean()),
   /**
    * Set on what the runtime says instead of an answer (src/agent/failure.ts): `error` (the message
-   * gets no answer), `delayed` (the answer comes once the model is back). Chat clients show it as
-   * a notice, not as the agent's answer.
+   * gets no answer), `delayed` (the answer comes once the model is back), or on its own:
+   * `approval` (a command waits for the owner, src/agent/approvals.ts). Chat clients show it as a
+   * notice, not as the agent's answer.
    */
   notice: z.optional(z.enum(NOTICE_KINDS)),
 });

@@ -53,6 +53,12 @@ export interface SystemOptions {
   sandbox?: SandboxProfile;
   /** admin's `turn.max_attempts`. Default: the config's default (3). */
   maxTurnAttempts?: number;
+  /**
+   * admin's `policy`, as YAML. Default: everyone's commands run (`rules: [{ bash: allow }]`), for
+   * the tests of everything but the policy, whose Telegram peers and groups use the tool; the
+   * policy's own tests give theirs.
+   */
+  policy?: string;
 }
 
 export interface CliResult {
@@ -154,6 +160,7 @@ routes:
   try {
     await must('agent', ['init', 'admin']);
     if (options.sandbox) appendFileSync(join(home, 'agents', 'admin', 'config.yaml'), `sandbox: { profile: ${options.sandbox} }\n`);
+    appendFileSync(join(home, 'agents', 'admin', 'config.yaml'), `policy: ${options.policy ?? '{ rules: [{ bash: allow }] }'}\n`);
     if (options.maxTurnAttempts) appendFileSync(join(home, 'agents', 'admin', 'config.yaml'), `turn: { max_attempts: ${options.maxTurnAttempts} }\n`);
     await must('agent', ['start', 'admin']);
     await must('notifier', ['start']);

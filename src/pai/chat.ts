@@ -8,7 +8,7 @@ import { createModelCaller, type ModelCaller, type ModelReply } from './llm.js';
 import { ModelCallError } from './model-error.js';
 import { apiKeyFor, loadPaiConfig, providerSecrets, resolveModel, type ModelChoice } from './models.js';
 import { appendSession, readSession, type SessionLine } from './session.js';
-import { addUsage, ZERO_USAGE, type BashExecArgs, type ChatEvent, type ChatResult, type PaiConfig, type ResolvedModel } from './types.js';
+import { addUsage, ZERO_USAGE, type BashExecArgs, type BashExecResult, type ChatEvent, type ChatResult, type PaiConfig, type ResolvedModel } from './types.js';
 
 /**
  * The tool loop of one turn. Written here rather than taken from pi-agent-core: that package
@@ -59,6 +59,11 @@ export interface ChatOptions extends ModelChoice {
    * running is killed when it returns.
    */
   turnMark?: ProcessMark;
+  /**
+   * Asked before each command runs: null lets it run; a text refuses it, and the model gets that
+   * text with exit code 126 (the shell's "cannot execute"). It may wait (for an owner's approval).
+   */
+  authorize?: (command: string, signal?: AbortSignal) => Promise<string | null>;
   /** Seam for tests: replaces the provider call. */
   caller?: ModelCaller;
 }
@@ -146,7 +151,7 @@ async function runTurn(options: ChatOptions, turnMark: ProcessMark): Promise<Cha
         : index >= perRound
           ? { stdout: '', stderr: `not run: at most ${perRound} commands run per answer (max_tool_calls_per_round); ask for the rest in the next round`, exit_code: 125 }
           : call.name === BASH_EXEC_TOOL.name && args.command
-          ? await bashExec(args, { cwd: options.cwd, env, secretNames, signal: options.signal, turnMark, sandbox: options.sandbox })
+          ? await authorizedRun(args, options.authorize, () => bashExec(args, { cwd: options.cwd, env, secretNames, signal: options.signal, turnMark, sandbox: options.sandbox }), options.signal)
           : { stdout: '', stderr: `unknown tool ${call.name} or no command; the only tool is bash_exec with {"command": "..."}`, exit_code: 127 };
       const output = { ...ran, stdout: redact(ran.stdout), stderr: redact(ran.stderr) };
       emit({ type: 'tool_result', id: call.id, exit_code: output.exit_code, stdout: output.stdout, stderr: output.stderr, duration_ms: Date.now() - started });
@@ -158,6 +163,13 @@ async function runTurn(options: ChatOptions, turnMark: ProcessMark): Promise<Cha
   if (resumed?.answer !== undefined) result.text = resumed.answer;
   emit({ type: 'done', text: result.text, usage: result.usage, tool_rounds: result.toolRounds, stopped_at_max_turns: result.stoppedAtMaxTurns });
   return result;
+}
+
+/** Runs the command if `authorize` lets it; a refusal is what the model gets instead, exit code 126. */
+async function authorizedRun(args: BashExecArgs, authorize: ChatOptions['authorize'], run: () => Promise<BashExecResult>, signal?: AbortSignal): Promise<BashExecResult> {
+  const refusal = authorize ? await authorize(args.command, signal) : null;
+  if (refusal !== null) return { stdout: '', stderr: refusal, exit_code: 126 };
+  return signal?.aborted ? { stdout: '', stderr: 'not run: the turn was aborted', exit_code: 125 } : run();
 }
 
 /** What a command that was running when its turn was cut off returns to the model. */

@@ -66,8 +66,8 @@ export async function runTerminalChat(options: TerminalChatOptions): Promise<voi
           const entry = message as MailboxEntry;
           spinner.stop();
           output.write(`${entry.role === 'system' ? '(xgw) ' : ''}${entry.text}\n`);
-          // A delayed notice announces the answer; an error notice takes its place.
-          if (entry.role === 'agent' && entry.notice !== 'delayed' && outstanding > 0) {
+          // A delayed notice announces the answer, an approval request is not one; an error notice takes its place.
+          if (entry.role === 'agent' && entry.notice !== 'delayed' && entry.notice !== 'approval' && outstanding > 0) {
             outstanding--;
             if (entry.notice === 'error') refused++;
           }

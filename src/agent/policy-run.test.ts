@@ -1,0 +1,139 @@
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { userInfo } from 'node:os';
+import { join } from 'node:path';
+import { parse, stringify } from 'yaml';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { formatAddress } from '../core/address.js';
+import { parseMessageContent } from '../core/message.js';
+import { BWRAP, createTestHome, NEEDS_BWRAP, runTool, startFakeOpenAI, threadEvents, waitFor, writeFakePaiConfig, type FakeLlmServer, type LooseJson, type TestHome } from '../testing/index.js';
+import type { AgentDir } from './agent-dir.js';
+import { initAgent } from './lifecycle.js';
+import { routeMessage } from './router.js';
+import { runAgent } from './run.js';
+import { sendToAgent } from './send.js';
+import type { ToolcallRecord } from './types.js';
+
+// The tool policy in `agent run`, against a loopback server speaking the OpenAI wire protocol:
+// who gets bash_exec, which commands run, and the owner's approval, decided from the chat while
+// the asking turn waits, and from the CLI.
+
+let t: TestHome;
+let dir: AgentDir;
+let server: FakeLlmServer;
+const user = userInfo().username;
+const owner = formatAddress({ kind: 'external', channelType: 'terminal', instance: 'local', conversationType: 'dm', conversationId: user, peerId: user });
+const telegram = (peer: string, conversationType = 'dm') =>
+  formatAddress({ kind: 'external', channelType: 'telegram', instance: 'main', conversationType, conversationId: conversationType === 'dm' ? peer : '-100', peerId: peer });
+
+beforeEach(async () => {
+  t = createTestHome();
+  dir = initAgent(t.home, 'helper');
+  server = await startFakeOpenAI();
+  writeFakePaiConfig(t.home, server, { contextWindow: 100_000 });
+});
+
+afterEach(async () => {
+  await server.close();
+  t.cleanup();
+});
+
+function setPolicy(policy: Record<string, unknown>, sandbox?: string): void {
+  const config = parse(readFileSync(dir.config, 'utf8')) as Record<string, unknown>;
+  writeFileSync(dir.config, stringify({ ...config, policy, ...(sandbox ? { sandbox: { profile: sandbox } } : {}) }));
+}
+
+const send = (text: string, source = owner) => sendToAgent(t.home, 'helper', { text, source });
+const run = () => runAgent('helper', { home: t.home, env: t.env });
+const pathOf = (source: string) => routeMessage(dir, 'per-peer', source).path;
+const replies = (source: string) => threadEvents(t.home, pathOf(source), "type = 'message' AND source = 'self'").map((event) => parseMessageContent(event.content));
+const toolcalls = (source: string) => threadEvents(t.home, pathOf(source), "type = 'record' AND subtype = 'toolcall'").map((event) => JSON.parse(event.content) as ToolcallRecord);
+const completions = () => server.requests.filter((request) => request.path === '/v1/chat/completions');
+const offered = (request: { body: LooseJson }) => Array.isArray(request.body.tools) && request.body.tools.length > 0;
+const approvalCode = (text: string) => /\/approve ([a-z0-9]+)/.exec(text)?.[1];
+
+describe('the tool policy in a run', () => {
+  it("offers bash_exec in the owner's direct chat only, by default: a group and a stranger are answered without it", async () => {
+    send('hello from the owner');
+    send('hello from a stranger', telegram('555'));
+    send('hello from a group', telegram('42', 'group'));
+    expect(await run()).toMatchObject({ handled: 3, replied: 3 });
+    const bySender = (text: string) => completions().find((request) => JSON.stringify(request.body.messages).includes(text))!;
+    expect(offered(bySender('hello from the owner'))).toBe(true);
+    expect(offered(bySender('hello from a stranger'))).toBe(false);
+    expect(offered(bySender('hello from a group'))).toBe(false);
+  });
+
+  it('runs the commands its patterns allow and refuses the rest with exit code 126, a command hidden in another included', async () => {
+    setPolicy({ rules: [{ peer: 'owner', bash: { allow: ['echo', 'ls'], otherwise: 'deny' } }] }, 'none');
+    const marker = join(dir.workdir, 'marker');
+    server.enqueue(
+      { kind: 'tool_call', name: 'bash_exec', arguments: { command: 'echo allowed' } },
+      { kind: 'tool_call', name: 'bash_exec', arguments: { command: `echo $(touch ${marker})` } },
+      { kind: 'tool_call', name: 'bash_exec', arguments: { command: `ls; touch ${marker}` } },
+      { kind: 'text', text: 'done' },
+    );
+    send('do things');
+    expect(await run()).toMatchObject({ handled: 1, replied: 1 });
+    const calls = toolcalls(owner);
+    expect(calls.map((call) => call.exit_code)).toEqual([0, 126, 126]);
+    expect(calls[0]!.output).toBe('allowed\n');
+    expect(calls[1]!.output).toContain("denied by the owner's policy for this conversation: it did not run");
+    expect(existsSync(marker)).toBe(false);
+  });
+});
+
+describe.skipIf(!BWRAP)(`the owner's approval (${NEEDS_BWRAP})`, () => {
+  it('asks the owner in their direct chat, and runs the command once they answer /approve, while the turn waits', async () => {
+    setPolicy({ rules: [{ channel: 'telegram', bash: 'ask' }] });
+    send('hi'); // the owner has a direct chat with the agent: the request goes there
+    await run();
+    server.enqueue({ kind: 'tool_call', name: 'bash_exec', arguments: { command: 'echo approved > marker' } }, { kind: 'text', text: 'done' });
+    send('please make the marker', telegram('555'));
+    const running = run();
+    const request = await waitFor(() => replies(owner).find((reply) => reply.notice === 'approval'), 'the approval request in the owner chat', 10_000);
+    expect(request.text).toBe(`Agent helper asks to run a command for ${routeMessage(dir, 'per-peer', telegram('555')).threadId}:\necho approved > marker\nReply /approve ${approvalCode(request.text)} to run it or /deny ${approvalCode(request.text)}, within 5 min.`);
+    expect(request.reply_context).toMatchObject({ channel_id: 'terminal:local', conversation_type: 'dm', peer_id: user });
+
+    // A stranger cannot approve it.
+    send(`/approve ${approvalCode(request.text)}`, telegram('555'));
+    send(`/approve ${approvalCode(request.text)}`);
+    expect(await running).toMatchObject({ handled: 3, replied: 3 });
+    expect(toolcalls(telegram('555'))).toMatchObject([{ command: 'echo approved > marker', exit_code: 0 }]);
+    expect(readFileSync(join(dir.workdir, 'marker'), 'utf8')).toBe('approved\n');
+    // The stranger's /approve waited behind the turn of its conversation.
+    expect(replies(telegram('555')).map((reply) => reply.text)).toEqual(['done', 'Only the owner can approve or deny commands.']);
+    expect(replies(owner).at(-1)!.text).toBe('Approved: echo approved > marker');
+  });
+
+  it('gives the model exit code 126 when the owner denies, from the terminal too, or lets the request expire', async () => {
+    setPolicy({ rules: [{ channel: 'telegram', bash: 'ask' }], approval_timeout_seconds: 2 });
+    send('hi');
+    await run();
+    server.enqueue(
+      { kind: 'tool_call', name: 'bash_exec', arguments: { command: 'echo one' } },
+      { kind: 'tool_call', name: 'bash_exec', arguments: { command: 'echo two' } },
+      { kind: 'tool_call', name: 'bash_exec', arguments: { command: 'echo three' } },
+      { kind: 'text', text: 'done' },
+    );
+    send('run three things', telegram('555'));
+    const running = run();
+    const requests = () => replies(owner).filter((reply) => reply.notice === 'approval');
+    const first = await waitFor(() => requests()[0], 'the first request', 10_000);
+    send(`/deny ${approvalCode(first.text)}`);
+    const second = await waitFor(() => requests()[1], 'the second request', 10_000);
+    const listed = await runTool('agent', ['approvals', 'helper', '--json'], t.env);
+    expect(JSON.parse(listed.stdout)).toMatchObject([{ code: approvalCode(second.text), command: 'echo two' }]);
+    const denied = await runTool('agent', ['deny', 'helper', approvalCode(second.text)!], t.env);
+    expect(denied).toMatchObject({ code: 0, stdout: 'denied: echo two\n' });
+    // The third is left to expire.
+    expect(await running).toMatchObject({ handled: 2, replied: 2 });
+    expect(toolcalls(telegram('555')).map((call) => [call.exit_code, call.output])).toEqual([
+      [126, expect.stringContaining('the owner denied this command')],
+      [126, expect.stringContaining('the owner denied this command')],
+      [126, expect.stringContaining('the owner did not approve this command within 2 s')],
+    ]);
+    const late = await runTool('agent', ['approve', 'helper', approvalCode(requests()[2]!.text)!], t.env);
+    expect(late.code).toBe(1);
+    expect(late.stderr).toContain('expired');
+  });
+});
