@@ -1,10 +1,11 @@
 import { randomInt } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as z from 'zod/mini';
 import { ClawError, errnoCode } from '../core/errors.js';
 import { withStoragePath } from '../core/storage-error.js';
 import type { AgentDir } from './agent-dir.js';
+import { ensureDir } from '../core/home.js';
 
 /**
  * Approval requests (policy `ask`, tool-policy.ts): a command that runs only once the owner
@@ -50,7 +51,7 @@ export function approvalsDir(dir: AgentDir): string {
 export function createApproval(dir: AgentDir, request: { command: string; conversation: string; askedFor: string; timeoutSeconds: number }, now = new Date()): Approval {
   const root = approvalsDir(dir);
   return withStoragePath(root, () => {
-    mkdirSync(root, { recursive: true, mode: 0o700 });
+    ensureDir(root);
     removeOld(root, now);
     const approval: Approval = {
       code: Array.from({ length: CODE_LENGTH }, () => CODE_ALPHABET[randomInt(CODE_ALPHABET.length)]).join(''),

@@ -1,10 +1,11 @@
-import { existsSync, mkdirSync, renameSync } from 'node:fs';
+import { existsSync, renameSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { isStorageError } from '../core/storage-error.js';
 import type { Thread } from '../thread/thread.js';
 import { historyStart, readSummary, summariseTurns, uncompacted, writeSummary, type Summarise } from './compaction.js';
 import { CONVERSATIONS_DIR } from './context.js';
 import type { ResetRecord } from './types.js';
+import { ensureDir } from '../core/home.js';
 
 /**
  * `/new` and `/reset`: a fresh conversation in the same thread. The thread is not moved (notifier's
@@ -49,7 +50,7 @@ export async function startFreshConversation(input: FreshConversationInput): Pro
   }
   if (existsSync(input.summaryFile)) {
     const archive = join(input.memoryDir, 'archive');
-    mkdirSync(archive, { recursive: true });
+    ensureDir(archive);
     renameSync(input.summaryFile, join(archive, `thread-${input.threadId}-${stamp(input.sentAt)}.md`));
   }
   return replyFor(record);
@@ -61,7 +62,7 @@ async function saveSummary(input: FreshConversationInput): Promise<Pick<ResetRec
   if (!previous && turns.length === 0) return { summary_file: null };
   const file = join(CONVERSATIONS_DIR, input.threadId, `${stamp(input.sentAt)}.md`);
   const path = join(input.memoryDir, file);
-  mkdirSync(dirname(path), { recursive: true });
+  ensureDir(dirname(path));
   let summary: string;
   try {
     summary = await summariseTurns({ previous, turns, contextWindow: input.contextWindow, mixedPeople: input.mixedPeople, summarise: input.summarise });

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readdirSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { yaml } from '../core/config.js';
 import { join } from 'node:path';
 import { joinCommand } from '../core/command.js';
@@ -15,6 +15,7 @@ import { THREAD_FOLDERS } from './router.js';
 import { AgentConfigSchema } from './types.js';
 import { damagedThread, describeDamage, type DamagedThread } from './damaged-thread.js';
 import { agentModel, describeShortage, windowShortage } from './window-check.js';
+import { ensureDir } from '../core/home.js';
 
 export const INBOX_CONSUMER = 'inbox';
 export const OUTBOUND_CONSUMER = 'outbound';
@@ -48,7 +49,7 @@ export function initAgent(home: string, id: string, options: InitOptions = {}): 
   const dir = newAgentDir(home, id);
   const kind = options.kind ?? (isSystemAgentId(id) ? 'system' : 'user');
   for (const path of [dir.sessions, dir.memory, ...THREAD_FOLDERS.map((folder) => join(dir.threads, folder)), join(dir.threads, 'main'), dir.skills, dir.workdir, dir.logs]) {
-    mkdirSync(path, { recursive: true });
+    ensureDir(path);
   }
   const texts = agentTexts(id);
   writeIfMissing(dir.identity, texts.identity);

@@ -1,4 +1,3 @@
-import { mkdirSync } from 'node:fs';
 import { delimiter, isAbsolute, join, relative } from 'node:path';
 import { packageRoot } from '../core/package.js';
 import { withStoragePath } from '../core/storage-error.js';
@@ -6,6 +5,7 @@ import { BASE_SANDBOX_ENV, findBwrap, type Sandbox, type SandboxBind } from '../
 import { agentDir, listAgentIds, type AgentDir } from './agent-dir.js';
 import { forwardSends, OUTBOX_ENV, outboxDir } from './sandbox-sends.js';
 import type { AgentConfig } from './types.js';
+import { ensureDir } from '../core/home.js';
 
 /**
  * The variables of agent run a sandboxed command gets besides the base ones: what `agent send`
@@ -38,7 +38,7 @@ const AGENT_ENV = ['THECLAW_HOME', 'THECLAW_AGENT', 'THECLAW_AGENT_DIR', 'THECLA
 export function agentSandbox(home: string, dir: AgentDir, settings: AgentConfig['sandbox'], env: NodeJS.ProcessEnv): Sandbox | undefined {
   if (settings.profile === 'none') return undefined;
   const outbox = outboxDir(dir, env.THECLAW_CONVERSATION ?? '');
-  withStoragePath(outbox, () => mkdirSync(outbox, { recursive: true }));
+  withStoragePath(outbox, () => ensureDir(outbox));
   const writable = settings.profile === 'sandbox' ? [dir.workdir, dir.memory, dir.skills] : [dir.workdir];
   const own: SandboxBind[] = [
     { path: dir.root, writable: false },

@@ -1,9 +1,10 @@
-import { readFileSync, renameSync, writeFileSync, mkdirSync } from 'node:fs';
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { createRequire } from 'node:module';
 import type * as z from 'zod/mini';
 import { ClawError, errnoCode } from './errors.js';
 import { validate } from './validate.js';
+import { ensureDir } from './home.js';
 
 // yaml is loaded on first use (synchronously, through require): the hot paths — a delivery, a
 // push — never read a config, and its ~60 modules cost them start-up time. Every module that
@@ -48,7 +49,7 @@ export function setYamlConfigKey(file: string, key: string, value: unknown): voi
     throw new ClawError('invalid', `cannot read ${file}: ${yamlReason(document.errors[0])}`, { suggestion: 'fix the YAML syntax first' });
   }
   document.set(key, value);
-  mkdirSync(dirname(file), { recursive: true });
+  ensureDir(dirname(file));
   const temp = `${file}.${process.pid}.tmp`;
   writeFileSync(temp, document.toString(), { mode: 0o600 });
   renameSync(temp, file);

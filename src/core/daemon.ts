@@ -1,8 +1,8 @@
 import { spawn } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ClawError, errnoCode, isClawError } from './errors.js';
-import { logsDir, runDir, socketPath } from './home.js';
+import { ensureDir, logsDir, runDir, socketPath } from './home.js';
 import { listenSocket, request, type Handler } from './ipc.js';
 import { readLockHolder, tryLock, type LockHolder } from './lock.js';
 import { cliPath } from './package.js';
@@ -55,7 +55,7 @@ export interface RunningDaemon {
  * lock and is thrown to the caller.
  */
 export async function runDaemon(home: string, name: DaemonName, setup: () => Promise<RunningDaemon>): Promise<void> {
-  mkdirSync(runDir(home), { recursive: true, mode: 0o700 });
+  ensureDir(runDir(home));
   const attempt = tryLock(daemonPidFile(home, name));
   if (!attempt.acquired) {
     throw new ClawError('conflict', `${name} is already running (pid ${attempt.holder.pid})`, { suggestion: `stop it first with: ${name} stop` });
@@ -110,7 +110,7 @@ export async function runDaemon(home: string, name: DaemonName, setup: () => Pro
 export async function startDaemonProcess(home: string, name: DaemonName, env: NodeJS.ProcessEnv = process.env): Promise<{ pid: number }> {
   const running = daemonHolder(home, name);
   if (running) throw new ClawError('conflict', `${name} is already running (pid ${running.pid})`, { suggestion: `stop it first with: ${name} stop` });
-  mkdirSync(runDir(home), { recursive: true, mode: 0o700 });
+  ensureDir(runDir(home));
   const stderrPath = join(runDir(home), `${name}.stderr`);
   const stderr = openSync(stderrPath, 'w', 0o600);
   const child = spawn(process.execPath, [cliPath(name), 'start', '--foreground'], {

@@ -65,3 +65,20 @@ describe('socketPath', () => {
     expect(start.stderr).toMatch(/^Error: .* is not a private directory of this user.* - set a shorter THECLAW_HOME/);
   });
 });
+
+describe('a home or path that cannot be made', () => {
+  it('ends at once with what is wrong, where Node would spin for ever (/proc) or a part is a file', async () => {
+    const file = join(t.home, 'a-file');
+    writeFileSync(file, 'not a directory');
+    const cases: [string[], NodeJS.ProcessEnv, RegExp][] = [
+      [['theclaw', 'up'], { ...t.env, THECLAW_HOME: '/proc/theclaw-nope' }, /^Error: \/proc\/theclaw-nope cannot be made: its directory takes no new entries .* - point THECLAW_HOME/],
+      [['thread', 'init', '/proc/theclaw-thread'], t.env, /^Error: \/proc\/theclaw-thread cannot be made: its directory takes no new entries/],
+      [['agent', 'init', 'helper'], { ...t.env, THECLAW_HOME: file }, /^Error: .*a-file\/agents cannot be made: a part of it is a file, not a directory - point THECLAW_HOME/],
+    ];
+    for (const [[tool, ...args], env, message] of cases) {
+      const result = await runTool(tool as 'thread', args, env);
+      expect(result.code, `${tool} ${args.join(' ')}`).toBe(1);
+      expect(result.stderr).toMatch(message);
+    }
+  });
+});

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
-import { lstatSync, mkdirSync } from 'node:fs';
+import { lstatSync, mkdirSync, statSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { ClawError, errnoCode } from './errors.js';
 
 /**
@@ -14,10 +14,34 @@ export function resolveHome(env: NodeJS.ProcessEnv = process.env): string {
   return resolve(configured ? configured : join(homedir(), '.theclaw'));
 }
 
-/** `mkdir -p` (private: 0700) that returns its argument, for paths created on first use. */
+/**
+ * `mkdir -p` (private: 0700) that returns its argument, for paths created on first use. Node's
+ * own recursive mkdir never returns where an existing directory refuses a new one with ENOENT
+ * (`/proc/x`: it spins, retrying the parent): this makes the missing directories one by one
+ * from the nearest existing one, and throws the first refusal.
+ */
 export function ensureDir(path: string): string {
-  mkdirSync(path, { recursive: true, mode: 0o700 });
+  const missing: string[] = [];
+  for (let at = resolve(path); !isDirectory(at); at = dirname(at)) {
+    missing.push(at);
+    if (dirname(at) === at) break;
+  }
+  for (const dir of missing.reverse()) {
+    try {
+      mkdirSync(dir, { mode: 0o700 });
+    } catch (error) {
+      if (errnoCode(error) !== 'EEXIST') throw error;
+    }
+  }
   return path;
+}
+
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
 }
 
 /** `$THECLAW_HOME/run/`: pid files and sockets of the daemons. */

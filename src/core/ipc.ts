@@ -1,8 +1,9 @@
-import { chmodSync, mkdirSync, unlinkSync } from 'node:fs';
+import { chmodSync, unlinkSync } from 'node:fs';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { dirname } from 'node:path';
 import { ClawError, errnoCode, errorToJson } from './errors.js';
 import { storageError } from './storage-error.js';
+import { ensureDir } from './home.js';
 
 /**
  * The daemons' local control sockets: one JSON request per connection, one JSON response line
@@ -23,7 +24,7 @@ export class SocketStream {
 const MAX_REQUEST_BYTES = 1 << 20;
 
 export async function listenSocket(path: string, handle: Handler): Promise<Server> {
-  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  ensureDir(dirname(path));
   // The caller holds the daemon's lock, so a socket file still here belongs to a dead daemon.
   try {
     unlinkSync(path);

@@ -37,6 +37,9 @@ describe('storageError', () => {
     expect(storageError(fail('SQLITE_IOERR_SHMSIZE'), file)).toMatchObject({ kind: 'io', message: `a disk read or write failed (${file}: SQLITE_IOERR_SHMSIZE)` });
     expect(storageError(fail('SQLITE_CANTOPEN'), file)).toBeUndefined();
     expect(storageError(fail('ENOENT', { syscall: 'mkdir', path: join(dir, 'a', 'b') }))).toBeUndefined();
+    // An existing directory that takes no new ones, and a path through a file: no storage can be had there.
+    expect(storageError(fail('ENOENT', { syscall: 'mkdir', path: '/proc/x' }))).toMatchObject({ kind: 'io', message: '/proc/x cannot be made: its directory takes no new entries (a system file system such as /proc?)' });
+    expect(storageError(fail('ENOTDIR', { syscall: 'mkdir', path: '/etc/passwd/x' }))).toMatchObject({ kind: 'io', message: '/etc/passwd/x cannot be made: a part of it is a file, not a directory' });
   });
 
   it('is undefined for what is no storage failure, and keeps a storage ClawError (or one caused by it) as it is', () => {

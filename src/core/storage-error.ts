@@ -18,7 +18,7 @@ const READ_ONLY = new Set(['EROFS']);
 const DENIED = new Set(['EACCES', 'EPERM']);
 const STORAGE_KINDS: ReadonlySet<ErrorKind> = new Set(['disk_full', 'read_only']);
 
-type Failure = 'disk_full' | 'read_only' | 'denied' | 'io';
+type Failure = 'disk_full' | 'read_only' | 'denied' | 'io' | 'no_place';
 
 /**
  * The ClawError for a storage failure, or undefined when `error` is none. `path` names the file
@@ -50,6 +50,11 @@ export function storageError(error: unknown, path?: string): ClawError | undefin
         suggestion: `give the user running it write access to ${where ? 'that path' : '$THECLAW_HOME'} and retry`,
         cause: error,
       });
+    case 'no_place':
+      return new ClawError('io', `${where ?? 'a path'} cannot be made: ${code === 'ENOTDIR' ? 'a part of it is a file, not a directory' : 'its directory takes no new entries (a system file system such as /proc?)'}`, {
+        suggestion: 'point THECLAW_HOME (or the path given) at a directory on a normal disk',
+        cause: error,
+      });
     case 'io':
       return new ClawError('io', `a disk read or write failed (${where ? `${where}: ` : ''}${code})`, {
         suggestion: 'check the disk (free space, the kernel log) and retry',
@@ -79,8 +84,10 @@ function classify(code: string, path: string | undefined, syscall: unknown): Fai
   if (DENIED.has(code)) return typeof syscall === 'string' && (syscall.startsWith('spawn') || syscall === 'kill') ? undefined : 'denied';
   if (code === 'EIO' || code.startsWith('SQLITE_IOERR')) return (path && probe(path)) || 'io';
   if (code === 'SQLITE_CANTOPEN') return path ? probe(path) : undefined;
-  // Node's recursive mkdir says ENOENT where the directory it was to create cannot be.
-  if (code === 'ENOENT' && syscall === 'mkdir') return path ? probe(path) : undefined;
+  // mkdir says ENOENT in an existing directory that takes no new ones (ensureDir makes every
+  // missing parent first), and a read-only file system may say it so too.
+  if (code === 'ENOENT' && syscall === 'mkdir') return path ? (probe(path) ?? (existsSync(dirname(path)) ? 'no_place' : undefined)) : undefined;
+  if (code === 'ENOTDIR') return 'no_place';
   return undefined;
 }
 
@@ -96,7 +103,9 @@ function probe(path: string): Failure | undefined {
     if (code !== undefined && DENIED.has(code)) return 'denied';
   }
   try {
-    if (statfsSync(dir).bavail === 0) return 'disk_full';
+    // A pseudo file system (/proc, /sys) has no blocks at all: it is not full, it stores nothing.
+    const space = statfsSync(dir);
+    if (space.blocks > 0 && space.bavail === 0) return 'disk_full';
   } catch {
     // not answerable: the error stays what it was
   }

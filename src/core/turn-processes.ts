@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as z from 'zod/mini';
 import { identify, isAlive } from './process.js';
 import { withStoragePath } from './storage-error.js';
+import { ensureDir } from './home.js';
 
 /**
  * The processes a turn's tools start, found by a mark in their environment rather than by
@@ -130,7 +131,7 @@ export class TurnRegistry {
     const file = this.fileOf(mark);
     const temp = `${file}.tmp`;
     withStoragePath(file, () => {
-      mkdirSync(this.dir, { recursive: true });
+      ensureDir(this.dir);
       try {
         writeFileSync(temp, JSON.stringify(entry) + '\n');
         renameSync(temp, file);

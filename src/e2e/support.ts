@@ -13,6 +13,7 @@ import { waitFor } from '../testing/wait.js';
 import { openThread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
 import type { XgwStatus } from '../xgw/protocol.js';
+import { ensureDir } from '../core/home.js';
 
 /**
  * The whole system up in a temp THECLAW_HOME, as a user runs it: the built CLIs (`agent init
@@ -104,7 +105,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<System> 
   };
 
   const write = (file: string, text: string) => {
-    mkdirSync(join(home, file, '..'), { recursive: true });
+    ensureDir(join(home, file, '..'));
     writeFileSync(join(home, file), text);
   };
   write(

@@ -1,9 +1,8 @@
-import { mkdirSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { daemonLogFile, runDaemon } from '../core/daemon.js';
 import { usageError } from '../core/errors.js';
-import { runDir } from '../core/home.js';
+import { ensureDir, runDir } from '../core/home.js';
 import { createLogger } from '../core/logger.js';
 import { loadConfig } from './config.js';
 import { Dispatcher } from './dispatcher.js';
@@ -26,7 +25,7 @@ export async function runNotifier(home: string): Promise<void> {
   await runDaemon(home, 'notifier', async () => {
     const logger = createLogger(daemonLogFile(home, 'notifier'));
     const outputDir = join(runDir(home), 'notifier-output');
-    mkdirSync(outputDir, { recursive: true, mode: 0o700 });
+    ensureDir(outputDir);
     const stale = removeStaleOutput(outputDir, STALE_OUTPUT_MS);
     if (stale > 0) logger.info(`removed ${stale} output files older than a day from ${outputDir}`);
     const startedAt = new Date();

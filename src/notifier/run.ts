@@ -1,10 +1,11 @@
 import type { ChildProcess } from 'node:child_process';
-import { closeSync, fstatSync, ftruncateSync, mkdirSync, openSync, readdirSync, readSync, statSync, unlinkSync } from 'node:fs';
+import { closeSync, fstatSync, ftruncateSync, openSync, readdirSync, readSync, statSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { errnoCode } from '../core/errors.js';
 import { watchGroup } from '../core/process.js';
 import { spawnLaunch, type Launched, type Launcher, type LaunchResult } from '../thread/dispatch.js';
 import { RunnerPool } from './runner-pool.js';
+import { ensureDir } from '../core/home.js';
 
 /** How a handler or timer command ended. */
 export interface RunOutcome {
@@ -50,7 +51,7 @@ export class OutputFile {
     } catch (error) {
       if (errnoCode(error) !== 'ENOENT') throw error;
       // The directory was removed under the running daemon (a cleanup of run/): make it again.
-      mkdirSync(dir, { recursive: true, mode: 0o700 });
+      ensureDir(dir);
       this.fd = openSync(this.path, flags, 0o600);
     }
   }

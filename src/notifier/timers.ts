@@ -1,12 +1,12 @@
 import type Database from 'better-sqlite3';
 import { Cron } from 'croner';
-import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { splitCommand } from '../core/command.js';
 import { openSqlite } from '../core/sqlite.js';
 import { withStoragePath } from '../core/storage-error.js';
 import { ClawError, usageError } from '../core/errors.js';
 import { isValidId } from '../core/slug.js';
+import { ensureDir } from '../core/home.js';
 
 /**
  * Timers run a command on a schedule: a cron expression (through croner, not a hand-written
@@ -128,7 +128,7 @@ export class TimerStore {
 
   constructor(home: string) {
     const dir = join(home, 'notifier');
-    mkdirSync(dir, { recursive: true });
+    ensureDir(dir);
     this.file = join(dir, 'timers.db');
     this.db = openSqlite(this.file);
     this.write(() => this.db.exec(`CREATE TABLE IF NOT EXISTS timers (

@@ -1,8 +1,9 @@
-import { closeSync, ftruncateSync, mkdirSync, openSync, readFileSync, readSync, fstatSync, appendFileSync } from 'node:fs';
+import { closeSync, ftruncateSync, openSync, readFileSync, readSync, fstatSync, appendFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import * as z from 'zod/mini';
 import { ClawError, errnoCode } from '../core/errors.js';
 import { withStoragePath } from '../core/storage-error.js';
+import { ensureDir } from '../core/home.js';
 
 /**
  * A session file: JSONL, one message per line, appended as the turn goes (the user message, each
@@ -72,7 +73,7 @@ export function readSession(path: string): SessionLine[] {
  */
 export function appendSession(path: string, line: SessionLine): void {
   withStoragePath(path, () => {
-    mkdirSync(dirname(path), { recursive: true });
+    ensureDir(dirname(path));
     dropUnfinishedLine(path);
     appendFileSync(path, JSON.stringify(line) + '\n');
   });

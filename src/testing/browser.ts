@@ -1,7 +1,8 @@
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import { packageRoot } from '../core/package.js';
+import { ensureDir } from '../core/home.js';
 
 /** Debian's chromium (`.ci/run` installs it); browser tests skip, saying so, where it is missing. */
 export const CHROMIUM = '/usr/bin/chromium';
@@ -22,6 +23,6 @@ export function launchChromium(): Promise<Browser> {
 /** Where browser tests save screenshots for a human to look at (`.test-artifacts/<name>`, ignored by git). */
 export function artifactPath(name: string): string {
   const dir = join(packageRoot(), '.test-artifacts');
-  mkdirSync(dir, { recursive: true });
+  ensureDir(dir);
   return join(dir, name);
 }

@@ -1,7 +1,8 @@
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { ensureDir } from '../core/home.js';
 
 /**
  * Fake LLM provider servers on loopback that speak the real wire protocols (OpenAI chat completions
@@ -440,7 +441,7 @@ export interface FakePaiConfigOptions {
 /** Writes `$home/pai/config.yaml` so that `fake/m1` (the default model) is this server. */
 export function writeFakePaiConfig(home: string, server: FakeLlmServer, options: FakePaiConfigOptions = {}): void {
   const model = [`id: m1`, `context_window: ${options.contextWindow ?? 100_000}`, ...(options.modelFields ? [options.modelFields] : [])].join(', ');
-  mkdirSync(join(home, 'pai'), { recursive: true });
+  ensureDir(join(home, 'pai'));
   writeFileSync(
     join(home, 'pai', 'config.yaml'),
     [

@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { agentDir } from '../agent/agent-dir.js';
@@ -9,6 +9,7 @@ import { openThread } from '../thread/thread.js';
 import { connectWebchat } from '../xgw/channels/webchat-client.js';
 import { eventLine, type EventLine } from './status.js';
 import { down, up, type UpResult } from './system.js';
+import { ensureDir } from '../core/home.js';
 
 export const DEMO_MESSAGE = 'Hello! What can you do?';
 const DEMO_TIMEOUT_MS = 60_000;
@@ -106,7 +107,7 @@ export async function runDemo(env: NodeJS.ProcessEnv, options: DemoOptions = {})
 
 function writeDemoConfig(home: string, real: boolean): void {
   const write = (file: string, text: string) => writeFileSync(join(home, file), text, { flag: 'wx' });
-  for (const dir of ['xgw', 'pai']) mkdirSync(join(home, dir), { recursive: true, mode: 0o700 });
+  for (const dir of ['xgw', 'pai']) ensureDir(join(home, dir));
   // Port 0: the demo never collides with a running system's web chat.
   write('xgw/config.yaml', 'channels:\n  - { id: webchat:main, type: webchat, port: 0, access: open }\nroutes:\n  - { channel: "*", peer: "*", agent: admin }\n');
   if (real) return;

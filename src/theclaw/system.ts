@@ -4,7 +4,7 @@ import { agentDir } from '../agent/agent-dir.js';
 import { SYSTEM_AGENTS } from '../agent/identity.js';
 import { initAgent, startAgent } from '../agent/lifecycle.js';
 import { daemonHolder, stopDaemonProcess, type DaemonName } from '../core/daemon.js';
-import { runDir } from '../core/home.js';
+import { ensureDir, runDir } from '../core/home.js';
 import { repairPermissions } from '../core/private-home.js';
 import { waitForLock, type Lock } from '../core/lock.js';
 import { ClawError } from '../core/errors.js';
@@ -81,7 +81,7 @@ export interface UpResult {
  * so the provider keys of this shell reach the agents' runs.
  */
 export async function up(home: string, env: NodeJS.ProcessEnv = process.env): Promise<UpResult> {
-  mkdirSync(home, { recursive: true, mode: 0o700 });
+  ensureDir(home);
   const repaired = repairPermissions(home);
   // Two `up`s at once would each start a daemon, one of them fail on the other's, and stop what
   // it had started while the other says "up": they take turns instead.
@@ -162,6 +162,6 @@ export async function down(home: string): Promise<DaemonName[]> {
 
 /** `up` and `down` one at a time per home. */
 function takeTurn(home: string): Promise<Lock> {
-  mkdirSync(runDir(home), { recursive: true, mode: 0o700 });
+  ensureDir(runDir(home));
   return waitForLock(join(runDir(home), 'theclaw.lock'), 'another theclaw up or down', 60_000);
 }

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { ensureDir } from '../core/home.js';
 
 /**
  * The threads that have subscriptions, so that notifier's sweep knows where to look
@@ -19,7 +20,7 @@ function entryPath(home: string, threadPath: string): string {
 export function registerThread(home: string, threadPath: string): void {
   const file = entryPath(home, threadPath);
   if (existsSync(file)) return;
-  mkdirSync(registryDir(home), { recursive: true });
+  ensureDir(registryDir(home));
   const temp = `${file}.${process.pid}.tmp`;
   try {
     writeFileSync(temp, JSON.stringify({ path: threadPath, registered_at: new Date().toISOString() }) + '\n');

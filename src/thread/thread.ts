@@ -1,11 +1,11 @@
 import type Database from 'better-sqlite3';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { splitCommand } from '../core/command.js';
 import { ClawError, isClawError, usageError } from '../core/errors.js';
 import type * as z from 'zod/mini';
 import { validate } from '../core/validate.js';
-import { resolveHome } from '../core/home.js';
+import { ensureDir, resolveHome } from '../core/home.js';
 import { createLogger, type Logger } from '../core/logger.js';
 import { isAlive, type ProcessIdentity } from '../core/process.js';
 import { RotatingFile } from '../core/rotating-file.js';
@@ -60,7 +60,7 @@ function hasSchema(dir: string): boolean {
 
 export function openThread(path: string, options: OpenThreadOptions = {}): Thread {
   const dir = resolve(path);
-  if (options.create) mkdirSync(join(dir, 'logs'), { recursive: true });
+  if (options.create) ensureDir(join(dir, 'logs'));
   return new Thread(dir, openDatabase(dir, options.create ?? false), options.home ?? resolveHome());
 }
 

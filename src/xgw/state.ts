@@ -1,10 +1,10 @@
 import { randomInt } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type Database from 'better-sqlite3';
 import type { NoticeKind } from '../core/message.js';
 import { openSqlite } from '../core/sqlite.js';
 import type { InboundMessage, OutboundMessage } from './types.js';
+import { ensureDir } from '../core/home.js';
 
 /**
  * The gateway's durable state, `$THECLAW_HOME/xgw/state.db`: pairing codes and admitted peers
@@ -126,7 +126,7 @@ export class GatewayState {
 
   constructor(home: string) {
     const dir = join(home, 'xgw');
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    ensureDir(dir);
     this.db = openSqlite(join(dir, 'state.db'));
     this.db.exec(SCHEMA);
     this.migrate();

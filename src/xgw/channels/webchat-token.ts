@@ -1,8 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import { chmodSync, linkSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, linkSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ClawError, errnoCode } from '../../core/errors.js';
 import { splitChannelId } from '../types.js';
+import { ensureDir } from '../../core/home.js';
 
 /**
  * A web chat's access token, kept in `$THECLAW_HOME/xgw/webchat-<instance>.token` (mode 0600):
@@ -24,7 +25,7 @@ export function readWebchatToken(home: string, channelId: string): string | unde
 /** The channel's token: read from its file, or created (mode 0600) on first start. */
 export function loadWebchatToken(home: string, channelId: string): string {
   const path = webchatTokenPath(home, channelId);
-  mkdirSync(join(home, 'xgw'), { recursive: true, mode: 0o700 });
+  ensureDir(join(home, 'xgw'));
   const found = readToken(path);
   if (found.token !== undefined) return found.token;
   // Written aside and published with link() (fails if the file appeared meanwhile) or rename()
