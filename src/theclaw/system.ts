@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { agentDir } from '../agent/agent-dir.js';
 import { SYSTEM_AGENTS } from '../agent/identity.js';
@@ -95,7 +95,7 @@ export async function up(home: string, env: NodeJS.ProcessEnv = process.env): Pr
 
 async function upLocked(home: string, env: NodeJS.ProcessEnv): Promise<Omit<UpResult, 'repaired'>> {
   if (!existsSync(xgwConfigPath(home))) {
-    mkdirSync(dirname(xgwConfigPath(home)), { recursive: true, mode: 0o700 });
+    ensureDir(dirname(xgwConfigPath(home)));
     writeFileSync(xgwConfigPath(home), DEFAULT_XGW_CONFIG, { flag: 'wx' });
   }
   loadXgwConfig(home);
@@ -112,9 +112,13 @@ async function upLocked(home: string, env: NodeJS.ProcessEnv): Promise<Omit<UpRe
     daemonHolder(home, 'notifier') ?? startDaemon(home, env).then((result) => (started.push('notifier'), result)),
     daemonHolder(home, 'xgw') ? gatewayStatus(home) : startGateway(home, env).then((status) => (started.push('xgw'), status)),
   ]);
-  if (notifier.status === 'rejected' || xgw.status === 'rejected') {
+  // The web chat is where the owner talks to the system: "up" without it (its port taken) is not up.
+  const webchat = xgw.status === 'fulfilled' ? xgw.value.channels.find((channel) => channel.type === 'webchat' && channel.state === 'error') : undefined;
+  if (notifier.status === 'rejected' || xgw.status === 'rejected' || webchat) {
     await Promise.all(started.map((name) => stopDaemonProcess(home, name)));
-    throw notifier.status === 'rejected' ? notifier.reason : (xgw as PromiseRejectedResult).reason;
+    if (notifier.status === 'rejected') throw notifier.reason;
+    if (xgw.status === 'rejected') throw xgw.reason;
+    throw new ClawError('conflict', webchat!.problem?.message ?? `${webchat!.id} did not start: ${webchat!.detail}`, { suggestion: webchat!.problem?.fix ?? 'see: xgw config check and theclaw doctor' });
   }
   const model = agentsModel(home, env);
   const shell = defaultModel(home, env);

@@ -282,15 +282,17 @@ describe('theclaw doctor', () => {
     expect(checks[1]!.fix).toBe('theclaw up creates it');
   });
 
-  it('finds a taken port, a broken config, stale locks, a missing key and old pending events, each with its fix; a failure exits 1', async () => {
+  it('refuses to be up without its web chat (port taken), and doctor finds it, a broken config, stale locks, a missing key and old pending events, each with its fix; a failure exits 1', async () => {
     blocker = createServer();
     await new Promise<void>((resolve) => blocker!.listen(0, '127.0.0.1', resolve));
     const port = (blocker.address() as { port: number }).port;
     home({ webchatPort: port });
+    // Never "up" without the web chat: exit 1 with the fix, and nothing left running.
     const up = await theclaw(['up']);
-    expect(up.code, up.stderr).toBe(0); // the rest runs without the web chat, which cannot take its port
-    expect(up.stderr).toMatch(/^Warning: channel webchat:main is not running \(.*the port is in use.*\) - theclaw doctor says how to fix it$/m);
-    await theclaw(['down']);
+    expect(up.code, up.stderr).toBe(1);
+    expect(up.stdout).not.toContain('TheClaw is up');
+    expect(up.stderr).toMatch(new RegExp(`^Error: webchat:main cannot listen on 127\\.0\\.0\\.1:${port}: the port is in use - set another port for webchat:main in xgw/config\\.yaml \\(0 picks a free one\\), or stop the program that uses it$`, 'm'));
+    expect((await statusOf()).components.map((c) => c.running)).toEqual([false, false]);
     // A lock left by a process that died, and an inbox message of a stopped agent.
     writeFileSync(join(t!.home, 'run', 'xgw.pid'), JSON.stringify({ pid: 999_999, start: 1, acquired_at: '2026-01-01T00:00:00Z' }));
     expect((await runTool('agent', ['stop', 'warden'], t!.env)).code).toBe(0);

@@ -26,7 +26,7 @@ export class ChannelSupervisor {
   private readonly stopped = new AbortController();
   private loop: Promise<void> | undefined;
   /** While waiting to try again: why the last start failed, and when the next one is due. */
-  private retry: { problem: string; at: number } | undefined;
+  private retry: { problem: string; fix?: string; at: number } | undefined;
   /** A start failure that is not retried. */
   private failure: string | undefined;
   private readonly startTimeoutMs: number;
@@ -52,7 +52,7 @@ export class ChannelSupervisor {
     if (this.stopped.signal.aborted) return status;
     if (this.retry) {
       const seconds = Math.max(0, Math.ceil((this.retry.at - Date.now()) / 1000));
-      return { ...status, state: 'error', detail: `${this.retry.problem}; trying again in ${seconds} s` };
+      return { ...status, state: 'error', detail: `${this.retry.problem}; trying again in ${seconds} s`, problem: { message: this.retry.problem, fix: this.retry.fix } };
     }
     if (this.failure) return { ...status, state: 'error', detail: this.failure };
     return status;
@@ -85,7 +85,7 @@ export class ChannelSupervisor {
           return;
         }
         const delayMs = backoffMs(attempt, { initialMs: this.options.retryDelayMs ?? 1_000, maxMs: this.options.maxRetryDelayMs ?? 60_000 });
-        this.retry = { problem, at: Date.now() + delayMs };
+        this.retry = { problem, fix: isClawError(error) ? error.suggestion : undefined, at: Date.now() + delayMs };
         logger.warn(`${id} failed to start: ${problem}; trying again in ${(delayMs / 1000).toFixed(1)} s`);
         firstSettled();
         try {

@@ -147,6 +147,8 @@ export interface ChannelStatus {
   type: ChannelConfig['type'];
   state: 'starting' | 'running' | 'stopped' | 'error';
   detail?: string;
+  /** In state `error`: why the last start failed, and how to fix it, apart (detail says both and more). */
+  problem?: { message: string; fix?: string };
   /** For webchat: the page's URL with its token. */
   url?: string;
 }
