@@ -5,8 +5,8 @@ import { agentDir } from '../agent/agent-dir.js';
 import { conversationThreads, OUTBOUND_CONSUMER } from '../agent/lifecycle.js';
 import { ClawError, isClawError } from '../core/errors.js';
 import { sleep } from '../core/retry.js';
-import { openThread } from '../thread/thread.js';
-import { connectWebchat } from '../xgw/channels/webchat-client.js';
+import { openThread } from '../thread/index.js';
+import { connectWebchat } from '../xgw/index.js';
 import { eventLine, type EventLine } from './status.js';
 import { down, up, type UpResult } from './system.js';
 
