@@ -6,7 +6,7 @@ import { formatAddress } from '../core/address.js';
 import { parseMessageContent } from '../core/message.js';
 import { isAlive } from '../core/process.js';
 import { createTestHome, startFakeOpenAI, threadEvents, waitFor, writeFakePaiConfig, type FakeLlmServer, type LooseJson, type RecordedRequest, type TestHome } from '../testing/index.js';
-import { openThread } from '../thread/thread.js';
+import { openThread } from '../thread/index.js';
 import type { AgentDir } from './agent-dir.js';
 import { SUMMARISER_PROMPT } from './compaction.js';
 import { initAgent } from './lifecycle.js';

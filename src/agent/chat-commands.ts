@@ -1,7 +1,6 @@
 import { parseAddress } from '../core/address.js';
 import { parseMessageContent } from '../core/message.js';
-import type { Thread } from '../thread/thread.js';
-import type { ThreadEvent } from '../thread/types.js';
+import type { Thread, ThreadEvent } from '../thread/index.js';
 
 /**
  * Chat commands: a person's message that the runtime answers itself, without the model.

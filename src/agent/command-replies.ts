@@ -1,8 +1,7 @@
 import { isStorageError } from '../core/storage-error.js';
 import type { Logger } from '../core/logger.js';
-import type { ResolvedModel } from '../pai/types.js';
-import { openThread, type Thread } from '../thread/thread.js';
-import type { ThreadEvent } from '../thread/types.js';
+import type { ResolvedModel } from '../pai/index.js';
+import { openThread, type Thread, type ThreadEvent } from '../thread/index.js';
 import type { AgentDir } from './agent-dir.js';
 import { chatCommandHelp, type ChatCommand } from './chat-commands.js';
 import type { Summarise } from './compaction.js';

@@ -1,7 +1,6 @@
 import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { basename } from 'node:path';
-import type { Thread } from '../thread/thread.js';
-import type { ThreadEvent } from '../thread/types.js';
+import type { Thread, ThreadEvent } from '../thread/index.js';
 import { withoutChatCommands } from './chat-commands.js';
 import { isNotice } from './failure.js';
 import { historyLines } from './context.js';

@@ -1,8 +1,7 @@
 import { ClawError, isClawError } from '../core/errors.js';
 import type { NoticeKind, ReplyContext } from '../core/message.js';
-import { ModelCallError } from '../pai/model-error.js';
-import type { Thread } from '../thread/thread.js';
-import type { PushInput, ThreadEvent } from '../thread/types.js';
+import { ModelCallError } from '../pai/index.js';
+import type { PushInput, Thread, ThreadEvent } from '../thread/index.js';
 import type { AgentConfig, ErrorRecord } from './types.js';
 
 /**

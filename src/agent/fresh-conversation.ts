@@ -1,7 +1,7 @@
 import { existsSync, renameSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { isStorageError } from '../core/storage-error.js';
-import type { Thread } from '../thread/thread.js';
+import type { Thread } from '../thread/index.js';
 import { historyStart, readSummary, summariseTurns, uncompacted, writeSummary, type Summarise } from './compaction.js';
 import { CONVERSATIONS_DIR } from './context.js';
 import type { ResetRecord } from './types.js';

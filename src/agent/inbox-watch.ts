@@ -1,6 +1,5 @@
 import type { Logger } from '../core/logger.js';
-import type { Thread } from '../thread/thread.js';
-import type { ThreadEvent } from '../thread/types.js';
+import type { Thread, ThreadEvent } from '../thread/index.js';
 import { INBOX_FILTER } from './lifecycle.js';
 
 export interface InboxWatchOptions {

@@ -1,9 +1,14 @@
 export { runAgent, type RunOptions, type RunSummary } from './run.js';
 export { deliverReplies, type DeliverOptions, type DeliverSummary } from './deliver.js';
-export { initAgent, startAgent, stopAgent, agentStatus, listAgents, conversationThreads, type AgentStatus } from './lifecycle.js';
+export { initAgent, startAgent, stopAgent, agentStatus, listAgents, conversationThreads, INBOX_CONSUMER, INBOX_FILTER, OUTBOUND_CONSUMER, type AgentStatus } from './lifecycle.js';
 export { sendToAgent, chatWithAgent, defaultSource } from './send.js';
 export { agentDir, requireAgent, loadAgentConfig, listAgentIds, type AgentDir } from './agent-dir.js';
 export { routeMessage, threadById } from './router.js';
 export { compactIfNeeded, SUMMARISER_PROMPT } from './compaction.js';
 export { SYSTEM_AGENTS, isSystemAgentId } from './identity.js';
+export { identityText } from './context.js';
+export { agentModel, describeShortage, windowShortage } from './window-check.js';
+export { describeDamage } from './damaged-thread.js';
+export { readOutage } from './outage.js';
+export { NO_USAGE, plusUsage, usageOfRecord } from './usage.js';
 export * from './types.js';

@@ -6,8 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatAddress } from '../core/address.js';
 import { parseMessageContent } from '../core/message.js';
 import { createTestHome, runTool, type TestHome } from '../testing/index.js';
-import { openThread } from '../thread/thread.js';
-import type { ThreadInfo } from '../thread/types.js';
+import { openThread, type ThreadInfo } from '../thread/index.js';
 import { defaultIdentity, SYSTEM_AGENTS } from './identity.js';
 import type { AgentStatus } from './lifecycle.js';
 

@@ -7,7 +7,7 @@ import { readLockHolder } from '../core/lock.js';
 import { validate } from '../core/validate.js';
 import { createLogger } from '../core/logger.js';
 import { cliPath } from '../core/package.js';
-import { openThread } from '../thread/thread.js';
+import { openThread } from '../thread/index.js';
 import { agentDir, listAgentIds, loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
 import { identityText } from './context.js';
 import { defaultIdentity, defaultUsage, isSystemAgentId, SYSTEM_AGENTS } from './identity.js';

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { Thread } from '../thread/thread.js';
+import type { Thread } from '../thread/index.js';
 import { CHARS_PER_TOKEN, estimateTokens } from './tokens.js';
 import type { ErrorRecord, MemoryLayer } from './types.js';
 

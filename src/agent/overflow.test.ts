@@ -17,7 +17,7 @@ import {
   type RecordedRequest,
   type TestHome,
 } from '../testing/index.js';
-import { openThread } from '../thread/thread.js';
+import { openThread } from '../thread/index.js';
 import type { AgentDir } from './agent-dir.js';
 import { SUMMARISER_PROMPT } from './compaction.js';
 import { initAgent } from './lifecycle.js';

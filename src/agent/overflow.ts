@@ -1,10 +1,7 @@
 import type { Logger } from '../core/logger.js';
 import { isStorageError } from '../core/storage-error.js';
-import { ModelCallError } from '../pai/model-error.js';
-import type { SessionLine } from '../pai/session.js';
-import type { ChatResult } from '../pai/types.js';
-import type { Thread } from '../thread/thread.js';
-import type { ThreadEvent } from '../thread/types.js';
+import { ModelCallError, type ChatResult, type SessionLine } from '../pai/index.js';
+import type { Thread, ThreadEvent } from '../thread/index.js';
 import { compactIfNeeded, conversation, historyStart, type Summarise } from './compaction.js';
 import { buildSystemPrompt, historyLines, type SystemPromptInput } from './context.js';
 import { recordTruncations } from './memory-caps.js';

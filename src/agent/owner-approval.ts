@@ -1,7 +1,6 @@
 import type { Logger } from '../core/logger.js';
 import { parseMessageContent } from '../core/message.js';
-import type { Thread } from '../thread/thread.js';
-import type { ThreadEvent } from '../thread/types.js';
+import type { Thread, ThreadEvent } from '../thread/index.js';
 import { INBOX_FILTER } from './lifecycle.js';
 import type { AgentDir } from './agent-dir.js';
 import { createApproval, decideApproval, readApproval, waitForDecision, type Approval } from './approvals.js';

@@ -1,7 +1,6 @@
 import { parseAddress } from '../core/address.js';
 import { parseMessageContent, type ReplyContext } from '../core/message.js';
-import type { Thread } from '../thread/thread.js';
-import type { ThreadEvent } from '../thread/types.js';
+import type { Thread, ThreadEvent } from '../thread/index.js';
 import { messageText } from './context.js';
 import { ANSWER_CONVERSATION } from './router.js';
 

@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatAddress } from '../core/address.js';
 import { createTestHome, type TestHome } from '../testing/index.js';
-import { initThread } from '../thread/thread.js';
+import { initThread } from '../thread/index.js';
 import { agentDir, type AgentDir } from './agent-dir.js';
 import { memoryFiles, sessionFile } from './context.js';
 import { initAgent } from './lifecycle.js';

@@ -6,7 +6,7 @@ import { parseMessageContent } from '../core/message.js';
 import { createLogger } from '../core/logger.js';
 import { createTestHome, runTool, startFakeOpenAI, threadEvents, writeFakePaiConfig, type FakeLlmServer, type LooseJson, type TestHome } from '../testing/index.js';
 import { lastUserText } from '../e2e/support.js';
-import { openThread } from '../thread/thread.js';
+import { openThread } from '../thread/index.js';
 import type { AgentDir } from './agent-dir.js';
 import { ModelOutage } from './failure.js';
 import { initAgent } from './lifecycle.js';

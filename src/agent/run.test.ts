@@ -8,10 +8,9 @@ import { formatAddress, parseAddress, type ExternalAddress } from '../core/addre
 import { tryLock } from '../core/lock.js';
 import { isAlive } from '../core/process.js';
 import { formatMessageContent, parseMessageContent } from '../core/message.js';
-import { readSession } from '../pai/session.js';
+import { readSession } from '../pai/index.js';
 import { BWRAP, NEEDS_BWRAP, threadEvents, waitFor, createTestHome, runTool, startFakeOpenAI, writeFakePaiConfig, type FakeLlmOptions, type FakeLlmServer, type LooseJson, type TestHome } from '../testing/index.js';
-import { openThread } from '../thread/thread.js';
-import type { ThreadEvent } from '../thread/types.js';
+import { openThread, type ThreadEvent } from '../thread/index.js';
 import { agentDir, type AgentDir } from './agent-dir.js';
 import { initAgent } from './lifecycle.js';
 import { routeMessage } from './router.js';

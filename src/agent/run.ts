@@ -6,13 +6,18 @@ import { createLogger, type Logger } from '../core/logger.js';
 import { createRedactor } from '../core/secrets.js';
 import { isStorageError, storageError } from '../core/storage-error.js';
 import { TurnRegistry, type ProcessMark } from '../core/turn-processes.js';
-import { chat } from '../pai/chat.js';
-import type { ModelCaller } from '../pai/llm.js';
-import { loadPaiConfig, providerSecrets, resolveModel } from '../pai/models.js';
-import { preloadProvider } from '../pai/pi.js';
-import type { BashExecArgs, PaiConfig, ResolvedModel } from '../pai/types.js';
-import { openThread, type Thread } from '../thread/thread.js';
-import type { ThreadEvent } from '../thread/types.js';
+import {
+  chat,
+  loadPaiConfig,
+  preloadProvider,
+  providerSecrets,
+  resolveModel,
+  type BashExecArgs,
+  type ModelCaller,
+  type PaiConfig,
+  type ResolvedModel,
+} from '../pai/index.js';
+import { openThread, type Thread, type ThreadEvent } from '../thread/index.js';
 import { loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
 import { memoryFiles, sessionFile } from './context.js';
 import { answerFailure, ModelOutage } from './failure.js';

@@ -1,7 +1,7 @@
 import { delimiter, isAbsolute, join, relative } from 'node:path';
 import { packageRoot } from '../core/package.js';
 import { withStoragePath } from '../core/storage-error.js';
-import { BASE_SANDBOX_ENV, findBwrap, type Sandbox, type SandboxBind } from '../pai/sandbox.js';
+import { BASE_SANDBOX_ENV, findBwrap, type Sandbox, type SandboxBind } from '../pai/index.js';
 import { agentDir, listAgentIds, type AgentDir } from './agent-dir.js';
 import { forwardSends, OUTBOX_ENV, outboxDir } from './sandbox-sends.js';
 import type { AgentConfig } from './types.js';

@@ -4,7 +4,7 @@ import { formatAddress, parseAddress, type SourceAddress } from '../core/address
 import { ClawError } from '../core/errors.js';
 import { formatMessageContent, type ReplyContext } from '../core/message.js';
 import { runTerminalChat } from '../xgw/chat-client.js';
-import { openThread } from '../thread/thread.js';
+import { openThread } from '../thread/index.js';
 import { routeMessage } from './router.js';
 import { agentDir, loadAgentConfig, requireAgent } from './agent-dir.js';
 

@@ -1,5 +1,5 @@
-import { readSession, type SessionLine } from '../pai/session.js';
-import type { Thread } from '../thread/thread.js';
+import { readSession, type SessionLine } from '../pai/index.js';
+import type { Thread } from '../thread/index.js';
 import { TurnAbandoned } from './failure.js';
 import type { AgentConfig, AttemptRecord } from './types.js';
 

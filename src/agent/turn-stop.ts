@@ -1,5 +1,5 @@
 import type { Logger } from '../core/logger.js';
-import type { ThreadEvent } from '../thread/types.js';
+import type { ThreadEvent } from '../thread/index.js';
 import { chatCommandOf } from './chat-commands.js';
 
 /**

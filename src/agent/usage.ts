@@ -1,4 +1,4 @@
-import type { Thread } from '../thread/thread.js';
+import type { Thread } from '../thread/index.js';
 import type { UsageRecord } from './types.js';
 
 /** Model calls of a thread summed up, from its `record/usage` events. */

@@ -1,6 +1,6 @@
 import { isClawError } from '../core/errors.js';
 import { loadPaiConfig, resolveModel } from '../pai/models.js';
-import type { ResolvedModel } from '../pai/types.js';
+import type { ResolvedModel } from '../pai/index.js';
 import { estimateTokens } from './tokens.js';
 import type { AgentConfig } from './types.js';
 

@@ -4,7 +4,8 @@ import { cliPath, packageRoot } from './package.js';
 
 /**
  * Each tool's `src/<tool>/USAGE.md`: a generated-file line, then what the built CLI prints for
- * `--help --verbose`. Written by `npm run usage` (scripts/usage.ts) and compared by usage.test.ts.
+ * `--help --verbose`. Written by `npm run usage` (scripts/usage.ts) and compared by
+ * cmds/usage.test.ts, which also holds each USAGE.md against the commands cmds indexes.
  * Not in index.ts: it runs dist/ and is for the repository, not for users of the library.
  */
 export function usagePath(tool: string): string {

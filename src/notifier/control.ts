@@ -2,8 +2,7 @@ import { askDaemon, daemonHolder, startDaemonProcess, stopDaemonProcess } from '
 import { isClawError } from '../core/errors.js';
 import { socketPath } from '../core/home.js';
 import { notify } from '../core/ipc.js';
-import { listThreads } from '../thread/registry.js';
-import { openThread, type Thread } from '../thread/thread.js';
+import { listThreads, openThread, type Thread } from '../thread/index.js';
 import { loadConfig } from './config.js';
 import { subscriptionStatus, type SubscriptionStatus } from './dispatcher.js';
 import { TimerStore, timerToJson, type Schedule, type TimerJson } from './timers.js';

@@ -7,7 +7,7 @@ import { joinCommand } from '../core/command.js';
 import { cliPath } from '../core/package.js';
 import { isAlive } from '../core/process.js';
 import { createTestHome, fixture, run, runTool, waitFor, type TestHome } from '../testing/index.js';
-import { openThread } from '../thread/thread.js';
+import { openThread } from '../thread/index.js';
 import type { NotifierStatus } from './types.js';
 
 // These tests run the real daemon (`notifier start`), real thread CLIs and real handler processes

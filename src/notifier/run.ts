@@ -3,7 +3,7 @@ import { closeSync, fstatSync, ftruncateSync, openSync, readdirSync, readSync, s
 import { join } from 'node:path';
 import { errnoCode } from '../core/errors.js';
 import { watchGroup } from '../core/process.js';
-import { spawnLaunch, type Launched, type Launcher, type LaunchResult } from '../thread/dispatch.js';
+import { spawnLaunch, type Launched, type Launcher, type LaunchResult } from '../thread/index.js';
 import { RunnerPool } from './runner-pool.js';
 import { ensureDir } from '../core/home.js';
 

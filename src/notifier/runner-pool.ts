@@ -4,7 +4,7 @@ import { splitCommand } from '../core/command.js';
 import type { Logger } from '../core/logger.js';
 import { packageRoot } from '../core/package.js';
 import { killGroup, watchGroup } from '../core/process.js';
-import type { LaunchResult } from '../thread/dispatch.js';
+import type { LaunchResult } from '../thread/index.js';
 import { KILL_GRACE_MS, OutputFile, type RunLimits, type SupervisedRun, type RunOutcome } from './run.js';
 import type { RunnerJob, RunnerMessage } from './runner-protocol.js';
 

@@ -1,4 +1,4 @@
-import type { PokeMessage, WakeMessage } from '../thread/poke.js';
+import type { PokeMessage, WakeMessage } from '../thread/index.js';
 import type { SubscriptionStatus } from './dispatcher.js';
 import type { TimerJson } from './timers.js';
 

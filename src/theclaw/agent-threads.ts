@@ -1,5 +1,5 @@
 import { agentDir, listAgentIds, type AgentDir } from '../agent/agent-dir.js';
-import { openThread, type Thread } from '../thread/thread.js';
+import { openThread, type Thread } from '../thread/index.js';
 
 export interface AgentThread {
   agent: string;

@@ -1,27 +1,40 @@
 import { existsSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join, relative } from 'node:path';
-import { agentDir, listAgentIds, loadAgentConfig } from '../agent/agent-dir.js';
-import type { AgentConfig } from '../agent/types.js';
-import { identityText } from '../agent/context.js';
-import { agentStatus, INBOX_CONSUMER, INBOX_FILTER } from '../agent/lifecycle.js';
-import { agentModel, describeShortage, windowShortage } from '../agent/window-check.js';
+import {
+  agentDir,
+  agentModel,
+  agentStatus,
+  describeShortage,
+  identityText,
+  INBOX_CONSUMER,
+  INBOX_FILTER,
+  listAgentIds,
+  loadAgentConfig,
+  windowShortage,
+  type AgentConfig,
+} from '../agent/index.js';
 import { daemonPidFile, type DaemonName } from '../core/daemon.js';
 import { errnoCode, isClawError } from '../core/errors.js';
 import { yaml } from '../core/config.js';
 import { lockState } from '../core/lock.js';
 import { packageRoot } from '../core/package.js';
 import { isAlive } from '../core/process.js';
-import { loadConfig as loadNotifierConfig } from '../notifier/config.js';
 import { createRedactor } from '../core/secrets.js';
-import type { SubscriptionStatus } from '../notifier/dispatcher.js';
-import { chat } from '../pai/chat.js';
-import { BUILTIN_PROVIDERS, chooseModel, loadPaiConfig, MOCK_PROVIDER, providerSecrets } from '../pai/models.js';
-import { findBwrap, sandboxProblem } from '../pai/sandbox.js';
-import type { PaiConfig } from '../pai/types.js';
-import { openThread } from '../thread/thread.js';
-import { inspectXgwConfig, xgwConfigPath } from '../xgw/config.js';
-import { XgwConfigSchema, type ChannelConfig } from '../xgw/types.js';
+import { loadConfig as loadNotifierConfig, type SubscriptionStatus } from '../notifier/index.js';
+import {
+  BUILTIN_PROVIDERS,
+  chat,
+  chooseModel,
+  findBwrap,
+  loadPaiConfig,
+  MOCK_PROVIDER,
+  providerSecrets,
+  sandboxProblem,
+  type PaiConfig,
+} from '../pai/index.js';
+import { openThread } from '../thread/index.js';
+import { inspectXgwConfig, XgwConfigSchema, xgwConfigPath, type ChannelConfig } from '../xgw/index.js';
 import { modelWaits, recentErrors } from './failures.js';
 import { probeDaemons, RECENT_ERRORS } from './status.js';
 import { agentsEnvironment, agentsModel, DEFAULT_XGW_CONFIG } from './system.js';

@@ -2,8 +2,8 @@ import { relative } from 'node:path';
 import { agentDir, listAgentIds } from '../agent/agent-dir.js';
 import { conversationThreads, INBOX_CONSUMER } from '../agent/lifecycle.js';
 import { readOutage } from '../agent/outage.js';
-import type { ErrorRecord } from '../agent/types.js';
-import type { SubscriptionStatus } from '../notifier/dispatcher.js';
+import type { ErrorRecord } from '../agent/index.js';
+import type { SubscriptionStatus } from '../notifier/index.js';
 import { forEachAgentThread, newestFirst } from './agent-threads.js';
 
 /**

@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createTestHome, runTool, type TestHome } from '../testing/index.js';
 import { initAgent } from '../agent/lifecycle.js';
-import { openThread } from '../thread/thread.js';
-import { GatewayState } from '../xgw/state.js';
+import { openThread } from '../thread/index.js';
+import { GatewayState } from '../xgw/index.js';
 import type { PruneReport } from './prune.js';
 
 let t: TestHome;

@@ -6,8 +6,8 @@ import { agentDir } from '../agent/agent-dir.js';
 import { conversationThreads } from '../agent/lifecycle.js';
 import { artifactPath, CHROMIUM, hasChromium, launchChromium } from '../testing/browser.js';
 import { createTestHome, runTool, startFakeOpenAI, waitFor, writeFakePaiConfig, type FakeLlmServer, type TestHome } from '../testing/index.js';
-import { openThread } from '../thread/thread.js';
-import { connectWebchat, type WebchatClient } from '../xgw/channels/webchat-client.js';
+import { openThread } from '../thread/index.js';
+import { connectWebchat, type WebchatClient } from '../xgw/index.js';
 import type { UpResult } from './system.js';
 
 /**

@@ -9,13 +9,13 @@ import { repairPermissions } from '../core/private-home.js';
 import { waitForLock, type Lock } from '../core/lock.js';
 import { ClawError } from '../core/errors.js';
 import { processEnvironment } from '../core/process.js';
-import { wakeNotifier } from '../thread/poke.js';
+import { wakeNotifier } from '../thread/index.js';
 import { loadConfig as loadNotifierConfig } from '../notifier/config.js';
 import { daemonStatus, startDaemon } from '../notifier/control.js';
 import { chooseModel, loadPaiConfig, MOCK_PROVIDER } from '../pai/models.js';
 import { loadXgwConfig, xgwConfigPath } from '../xgw/config.js';
 import { gatewayStatus, startGateway } from '../xgw/control.js';
-import type { XgwStatus } from '../xgw/protocol.js';
+import type { XgwStatus } from '../xgw/index.js';
 
 /** The gateway config `theclaw up` writes when there is none: the web chat and the terminal, both to admin. */
 export const DEFAULT_XGW_CONFIG = `# Written by theclaw up. Reference: the xgw section of TheClaw's README.

@@ -10,7 +10,7 @@ import { askDaemon, daemonPidFile } from '../core/daemon.js';
 import { tryLock } from '../core/lock.js';
 import { cliPath } from '../core/package.js';
 import { createTestHome, fixture, runTool, waitFor, type TestHome } from '../testing/index.js';
-import { initThread, openThread } from '../thread/thread.js';
+import { initThread, openThread } from '../thread/index.js';
 import type { XgwStatus } from './protocol.js';
 import { GatewayState, type PairingRequest } from './state.js';
 

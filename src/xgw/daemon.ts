@@ -7,7 +7,7 @@ import { defaultTerminalPeer, TerminalChannel } from './channels/terminal.js';
 import { loadXgwConfig } from './config.js';
 import { Gateway } from './gateway.js';
 import { noticeFor } from './notices.js';
-import { wakeNotifier } from '../thread/poke.js';
+import { wakeNotifier } from '../thread/index.js';
 import { GatewayState } from './state.js';
 import { createSystemStatusSource } from './system-status.js';
 import type { XgwRequest, XgwStatus } from './protocol.js';

@@ -7,7 +7,7 @@ import { parseAddress } from '../core/address.js';
 import { createLogger } from '../core/logger.js';
 import { parseMessageContent } from '../core/message.js';
 import { createTestHome, waitFor, type TestHome } from '../testing/index.js';
-import { initThread, openThread } from '../thread/thread.js';
+import { initThread, openThread } from '../thread/index.js';
 import { Gateway } from './gateway.js';
 import { noticeFor } from './notices.js';
 import { findRoute } from './route.js';

@@ -5,6 +5,8 @@ export { loadXgwConfig, checkConfig, inspectXgwConfig, xgwConfigPath, type XgwCo
 export { GatewayState, type PairingRequest, type MailboxEntry } from './state.js';
 export { findRoute } from './route.js';
 export { runTerminalChat, type TerminalChatOptions } from './chat-client.js';
+export { askXgw, isXgwUnavailable } from './client.js';
+export { connectWebchat, type WebchatClient } from './channels/webchat-client.js';
 export type { XgwRequest, XgwStatus } from './protocol.js';
 export * from './types.js';
 export { startGateway, gatewayStatus } from './control.js';

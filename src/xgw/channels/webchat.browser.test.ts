@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../core/logger.js';
 import { parseMessageContent } from '../../core/message.js';
 import { createTestHome, waitFor, type TestHome } from '../../testing/index.js';
-import { initThread, openThread } from '../../thread/thread.js';
+import { initThread, openThread } from '../../thread/index.js';
 import { Gateway } from '../gateway.js';
 import { GatewayState } from '../state.js';
 import { XgwConfigSchema, type WebchatChannelConfig } from '../types.js';

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAddress } from '../../core/address.js';
 import { parseMessageContent } from '../../core/message.js';
 import { createTestHome, runTool, waitFor, type TestHome } from '../../testing/index.js';
-import { initThread, openThread } from '../../thread/thread.js';
+import { initThread, openThread } from '../../thread/index.js';
 import type { XgwStatus } from '../protocol.js';
 
 /**

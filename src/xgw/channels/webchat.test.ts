@@ -8,7 +8,7 @@ import { isClawError } from '../../core/errors.js';
 import { createLogger } from '../../core/logger.js';
 import { parseMessageContent } from '../../core/message.js';
 import { createTestHome, waitFor, type TestHome } from '../../testing/index.js';
-import { initThread, openThread } from '../../thread/thread.js';
+import { initThread, openThread } from '../../thread/index.js';
 import { Gateway } from '../gateway.js';
 import { GatewayState } from '../state.js';
 import { XgwConfigSchema, type ChannelContext, type WebchatChannelConfig } from '../types.js';

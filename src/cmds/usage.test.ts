@@ -2,9 +2,9 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync }
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { indexProgram, THECLAW_PROGRAMS } from '../cmds/own-commands.js';
-import { binNames } from './package.js';
-import { renderUsage, usagePath } from './usage.js';
+import { binNames } from '../core/package.js';
+import { renderUsage, usagePath } from '../core/usage.js';
+import { indexProgram, THECLAW_PROGRAMS } from './own-commands.js';
 
 // Another HOME and THECLAW_HOME than `npm run usage` had: the reference must not depend on them.
 const root = mkdtempSync(join(tmpdir(), 'theclaw-usage-'));
