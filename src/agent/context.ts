@@ -46,6 +46,8 @@ export interface SystemPromptInput {
   caps: Record<MemoryLayer, number>;
   /** The inbound message's source address. */
   source: string;
+  /** What the runtime facts say of the commands this message's turn may run (tool-policy.ts). */
+  commands?: string;
   now?: Date;
 }
 
@@ -55,7 +57,7 @@ export interface SystemPrompt {
   truncated: MemoryTruncation[];
 }
 
-export function buildSystemPrompt({ dir, route, memory, caps, source, now = new Date() }: SystemPromptInput): SystemPrompt {
+export function buildSystemPrompt({ dir, route, memory, caps, source, commands, now = new Date() }: SystemPromptInput): SystemPrompt {
   const sections = [identityText(dir)];
   const truncated: MemoryTruncation[] = [];
   // A group's memory stands where a person's would: it takes the person cap.
@@ -76,7 +78,7 @@ export function buildSystemPrompt({ dir, route, memory, caps, source, now = new 
 - time: ${now.toISOString()}
 - agent: ${dir.id} (directory ${dir.root}; workdir ${dir.workdir})
 - from: ${describeSource(source)}
-- thread: ${route.threadId}${privacyNote(route)}
+- thread: ${route.threadId}${privacyNote(route)}${commands ? `\n- commands: ${commands}` : ''}
 - memory files: agent ${memory.agent}${memory.user ? `; this person ${memory.user}` : ''}${memory.group ? `; this group ${memory.group}` : ''}${earlierConversations(dir, route)}`);
   return { text: sections.join('\n\n'), truncated };
 }

@@ -61,6 +61,10 @@ describe('the tool policy in a run', () => {
     expect(offered(bySender('hello from the owner'))).toBe(true);
     expect(offered(bySender('hello from a stranger'))).toBe(false);
     expect(offered(bySender('hello from a group'))).toBe(false);
+    // The runtime facts say so, so that the model neither claims a shell it lacks nor is surprised.
+    const system = (text: string) => JSON.stringify(bySender(text).body.messages);
+    expect(system('hello from the owner')).toContain('- commands: run in a sandbox (writable: my workdir, memory and skills; network on)');
+    expect(system('hello from a stranger')).toContain("- commands: none in this conversation (the owner's policy)");
   });
 
   it('runs the commands its patterns allow and refuses the rest with exit code 126, a command hidden in another included', async () => {

@@ -26,7 +26,7 @@ import { deliverHandler, INBOX_CONSUMER, OUTBOUND_CONSUMER, OUTBOUND_FILTER } fr
 import { callWithinWindow } from './overflow.js';
 import { answerTarget, readInbound, replyContextFromSource, type AnswerTarget } from './reply-context.js';
 import { commandAuthorizer, noticeApproval, ownerDirectChat } from './owner-approval.js';
-import { commandRuleFor, offersTools } from './tool-policy.js';
+import { commandRuleFor, commandsFact, offersTools } from './tool-policy.js';
 import { noteOutage } from './outage.js';
 import { mixesPeople, routeMessage } from './router.js';
 import { chatCommandOf } from './chat-commands.js';
@@ -328,7 +328,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
       thread,
       currentId: inboundId,
       input: inbound.text,
-      prompt: { dir, route, memory, caps: config.context.memory_caps, source: event.source },
+      prompt: { dir, route, memory, caps: config.context.memory_caps, source: event.source, commands: commandsFact(rule, config.sandbox) },
       settings: config.context,
       contextWindow: model.contextWindow,
       mixedPeople,

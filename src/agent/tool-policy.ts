@@ -95,6 +95,19 @@ export function offersTools(rule: CommandRule): boolean {
   return rule !== 'deny';
 }
 
+/**
+ * The runtime fact about commands, so that the model neither claims a shell it lacks nor is
+ * surprised by a refusal: where they run, and what the policy makes of them here.
+ */
+export function commandsFact(rule: CommandRule, sandbox: { profile: string; network: boolean }): string {
+  if (rule === 'deny') return "none in this conversation (the owner's policy): I answer without running anything";
+  const where =
+    sandbox.profile === 'none'
+      ? 'as my owner'
+      : `in a sandbox (writable: ${sandbox.profile === 'sandbox' ? 'my workdir, memory and skills' : 'my workdir'}; ${sandbox.network ? 'network on' : 'no network'})`;
+  return rule === 'allow' ? `run ${where}` : `run ${where}; some need the owner's approval first, and a refused one exits 126`;
+}
+
 /** The decision for one command line. */
 export function decide(rule: CommandRule, line: string): ToolDecision {
   if (typeof rule === 'string') return rule;
