@@ -71,9 +71,7 @@ describe('noticeText', () => {
   const failure = classifyFailure(modelCallError({ status: 401 }));
 
   it('fills in every {reason} and {status} of the wording, and nothing else', () => {
-    expect(noticeText('Sorry ({status}): {reason}. Again: {reason}. {other}', failure)).toBe(
-      'Sorry (401): the model refused the request (401). Again: the model refused the request (401). {other}',
-    );
+    expect(noticeText('Sorry ({status}): {reason}. Again: {reason}. {other}', failure)).toBe('Sorry (401): the model refused the request (401). Again: the model refused the request (401). {other}');
     expect(noticeText('[{status}]', classifyFailure(modelCallError({ networkCode: 'ECONNREFUSED' })))).toBe('[]');
   });
 

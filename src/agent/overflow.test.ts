@@ -164,7 +164,7 @@ describe('a context the provider refuses as too long', () => {
     expect(records('error')).toEqual([expect.objectContaining({ stage: 'compaction', kind: 'invalid_request' })]);
   });
 
-  it('ends in the message\'s error outcome when the retry is refused too', async () => {
+  it("ends in the message's error outcome when the retry is refused too", async () => {
     // The message alone is over the window: nothing to compact, and the retry cannot fit.
     sendToAgent(t.home, 'helper', { text: 'y'.repeat(4 * PROVIDER_WINDOW), source });
     expect(await run()).toEqual({ handled: 1, replied: 0, errors: 1 });

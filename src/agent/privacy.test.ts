@@ -142,7 +142,10 @@ async function check({ mode, helperMode = 'per-peer', messages }: Scenario): Pro
     writeFileSync(join(t.home, 'pai', 'config.yaml'), 'default: mock/echo\n');
     const admin = initAgent(t.home, 'admin');
     const helper = initAgent(t.home, 'helper');
-    for (const [dir, routing] of [[admin, mode], [helper, helperMode]] as const) {
+    for (const [dir, routing] of [
+      [admin, mode],
+      [helper, helperMode],
+    ] as const) {
       // Every person's and group's commands run: the delegation is a command, and the privacy of a
       // conversation must hold whatever the policy lets run.
       writeFileSync(dir.config, stringify({ ...parse(readFileSync(dir.config, 'utf8')), routing: { default: routing }, policy: { rules: [{ bash: 'allow' }] } }));
@@ -261,14 +264,18 @@ describe('privacy: a conversation is a conversation', () => {
     });
   }, 60_000);
 
-  it.each(ROUTING_MODES)('keeps the conversations of the asking agent apart in the agent it asks: a question from a direct chat, then one from a group (helper %s)', async (helperMode) => {
-    await check({
-      mode: 'per-peer',
-      helperMode,
-      messages: [
-        { person: '101', where: 'dm', delegate: true, then: 'all' },
-        { person: '101', where: '-100', delegate: true, then: 'all' },
-      ],
-    });
-  }, 60_000);
+  it.each(ROUTING_MODES)(
+    'keeps the conversations of the asking agent apart in the agent it asks: a question from a direct chat, then one from a group (helper %s)',
+    async (helperMode) => {
+      await check({
+        mode: 'per-peer',
+        helperMode,
+        messages: [
+          { person: '101', where: 'dm', delegate: true, then: 'all' },
+          { person: '101', where: '-100', delegate: true, then: 'all' },
+        ],
+      });
+    },
+    60_000,
+  );
 });

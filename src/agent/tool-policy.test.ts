@@ -115,10 +115,11 @@ describe('tool policy: which commands', () => {
   it('allows a line of listed programs joined by the operators, with their output in arguments (property)', () => {
     // Deeper nesting is beyond the parser (`$(a $(b))`): it is asked about, never allowed.
     const rule = { allow: allowed, otherwise: 'deny' as const };
-    const simple = fc
-      .tuple(fc.constantFrom(...allowed), fc.array(fc.constantFrom('-l', 'x', '"a b"', "'c'", '>out'), { maxLength: 3 }))
-      .map(([name, args]) => [name, ...args].join(' '));
-    const part = fc.oneof(simple, simple.map((inner) => `echo $(${inner})`));
+    const simple = fc.tuple(fc.constantFrom(...allowed), fc.array(fc.constantFrom('-l', 'x', '"a b"', "'c'", '>out'), { maxLength: 3 })).map(([name, args]) => [name, ...args].join(' '));
+    const part = fc.oneof(
+      simple,
+      simple.map((inner) => `echo $(${inner})`),
+    );
     const line = fc.array(fc.tuple(part, fc.constantFrom(' | ', ' && ', ' || ', '; ', ' & ')), { minLength: 1, maxLength: 5 }).map((parts) => parts.map(([p, op]) => p + op).join('') + 'true');
     fc.assert(
       fc.property(line, (text) => {
@@ -127,5 +128,4 @@ describe('tool policy: which commands', () => {
       { numRuns: 300 },
     );
   });
-
 });

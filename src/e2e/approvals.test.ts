@@ -53,7 +53,9 @@ describe.skipIf(!BWRAP)(`approvals end to end (${NEEDS_BWRAP})`, () => {
       await until(() => s.telegram.sent.some((sent) => sent.text === 'reply to: make it so'), "the peer's answer", 20_000);
       await until(() => received.some((entry) => entry.text === 'Approved: echo handled-make it so'), 'the approval confirmed to the owner', 20_000);
       const peerThread = s.events(join(s.home, 'agents', 'admin', 'threads', 'peers', 'telegram.main.777'));
-      expect(peerThread.filter((event) => event.subtype === 'toolcall').map((event) => JSON.parse(event.content))).toMatchObject([{ command: 'echo handled-make it so', exit_code: 0, output: 'handled-make it so\n' }]);
+      expect(peerThread.filter((event) => event.subtype === 'toolcall').map((event) => JSON.parse(event.content))).toMatchObject([
+        { command: 'echo handled-make it so', exit_code: 0, output: 'handled-make it so\n' },
+      ]);
     } finally {
       ws.close();
     }

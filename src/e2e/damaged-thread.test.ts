@@ -51,7 +51,10 @@ describe('a damaged conversation thread', () => {
     expect(log).not.toMatch(/rm -rf/);
 
     const status = JSON.parse((await s.must('theclaw', ['status', '--json'])).stdout) as SystemStatus;
-    expect(status.components.map((c) => [c.name, c.running, c.answering])).toEqual([['notifier', true, true], ['xgw', true, true]]);
+    expect(status.components.map((c) => [c.name, c.running, c.answering])).toEqual([
+      ['notifier', true, true],
+      ['xgw', true, true],
+    ]);
     const admin = status.agents.find((a) => a.id === 'admin') as AgentStatus;
     expect(admin.damaged).toEqual([
       { thread: `threads/peers/telegram.main.${DAMAGED}`, file, error: 'file is not a database', fix: expect.stringMatching(/^move it away to start the conversation afresh: mv /) },

@@ -34,7 +34,7 @@ const threadOf = (request: RecordedRequest) => /^- thread: (\S+)$/m.exec(systemO
 const sentTo = (s: System, chat: number) => s.telegram.sent.filter((sent) => Number(sent.chat_id) === chat);
 
 describe('privacy: a conversation is a conversation', () => {
-  it('keeps a direct chat and its person\'s memory out of the request of a group the person writes in', async () => {
+  it("keeps a direct chat and its person's memory out of the request of a group the person writes in", async () => {
     const s = (system = await startSystem({ llm: { defaultStep: echoToolStep } }));
     writeFileSync(join(s.home, 'agents', 'admin', 'memory', `user-telegram.main.${PERSON}.md`), 'PERSON-MEMORY: keeps the PIN on a sticky note\n');
 

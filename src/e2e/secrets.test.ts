@@ -103,7 +103,10 @@ describe('secrets', () => {
 
     // The model was really called with the key, and ran every command for every message.
     expect(s.llm.requests.every((request) => request.headers.authorization === `Bearer ${apiKey}`)).toBe(true);
-    const toolcalls = s.events(telegramThread(s.home, 111)).filter((event) => event.subtype === 'toolcall').map((event) => JSON.parse(event.content) as { command: string; output: string });
+    const toolcalls = s
+      .events(telegramThread(s.home, 111))
+      .filter((event) => event.subtype === 'toolcall')
+      .map((event) => JSON.parse(event.content) as { command: string; output: string });
     expect(toolcalls.map((call) => call.command)).toEqual([...commands, ...commands]);
     expect(revived.sent.map((sent) => sent.text)).toEqual(['done: first', 'done: second']);
 
@@ -151,7 +154,10 @@ describe('secrets', () => {
       return status.pending === 0 && !status.running && status.undelivered === 0;
     }, 'the agent to be idle');
 
-    const toolcalls = s.events(telegramThread(s.home, 111)).filter((event) => event.subtype === 'toolcall').map((event) => JSON.parse(event.content) as { command: string; output: string });
+    const toolcalls = s
+      .events(telegramThread(s.home, 111))
+      .filter((event) => event.subtype === 'toolcall')
+      .map((event) => JSON.parse(event.content) as { command: string; output: string });
     expect(toolcalls.map((call) => call.command)).toEqual(commands);
     expect(toolcalls[0]!.output).toContain(`THECLAW_HOME=${s.home}`);
     expect(toolcalls[0]!.output).not.toMatch(/^(MODEL_CREDENTIAL|TG_BOT)=/m);

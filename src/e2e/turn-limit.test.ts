@@ -53,10 +53,7 @@ describe('the turn limit, end to end', () => {
     console.log(`turn limit: sleep killed ${killedAfter} ms after it started (limit 2 s); ${s.telegram.sent.length} messages sent`);
     expect(killedAfter).toBeLessThan(4_000);
 
-    expect(s.telegram.sent.map((sent) => [sent.chat_id, sent.text])).toEqual([
-      [PEER, TIMEOUT_NOTICE],
-      ...Array.from({ length: BEHIND }, (_, index) => [PEER, `answer to: message ${index + 1}`]),
-    ]);
+    expect(s.telegram.sent.map((sent) => [sent.chat_id, sent.text])).toEqual([[PEER, TIMEOUT_NOTICE], ...Array.from({ length: BEHIND }, (_, index) => [PEER, `answer to: message ${index + 1}`])]);
     const events = s.events(telegramThread(s.home, PEER));
     const [stuck] = events.filter((event) => event.type === 'message' && event.source !== 'self');
     expect(events.filter((event) => event.subtype === 'error').map((event) => JSON.parse(event.content))).toEqual([

@@ -107,9 +107,7 @@ function createPiCaller(resolved: ResolvedModel, settings: CallerSettings): Mode
           return { ok: false, error: classify({ observation, aborted: signal?.aborted ?? false, timedOut, message: message.errorMessage ?? '' }) };
         }
         const text = message.content.flatMap((block) => (block.type === 'text' ? [block.text] : [])).join('');
-        const toolCalls = message.content.flatMap((block) =>
-          block.type === 'toolCall' ? [{ id: block.id, name: block.name, arguments: block.arguments as Record<string, unknown> }] : [],
-        );
+        const toolCalls = message.content.flatMap((block) => (block.type === 'toolCall' ? [{ id: block.id, name: block.name, arguments: block.arguments as Record<string, unknown> }] : []));
         const usage: Usage = {
           input: message.usage.input,
           output: message.usage.output,
@@ -164,12 +162,7 @@ function toPiContext(request: ModelRequest, resolved: ResolvedModel): Context {
   };
 }
 
-const MockScriptSchema = z.array(
-  z.union([
-    z.strictObject({ text: z.string() }),
-    z.strictObject({ bash: z.string().check(z.minLength(1)), comment: z.optional(z.string()) }),
-  ]),
-);
+const MockScriptSchema = z.array(z.union([z.strictObject({ text: z.string() }), z.strictObject({ bash: z.string().check(z.minLength(1)), comment: z.optional(z.string()) })]));
 
 /**
  * The offline mock: deterministic, labelled, no network. It echoes the user, or follows a script

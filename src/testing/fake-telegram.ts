@@ -18,7 +18,6 @@ import type { LooseJson } from './fake-llm.js';
  * A wrong token gets 401 as from Telegram.
  */
 
-
 export interface FakeTelegramOptions {
   /** Default: a random token shaped like a real one (`<digits>:<letters>`). */
   token?: string;

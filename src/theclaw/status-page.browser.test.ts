@@ -92,7 +92,10 @@ describe.skipIf(!hasChromium)(`status page in a browser (needs ${CHROMIUM})`, ()
 
       const rows = async (id: string) => page.locator(`#${id} tr`).evaluateAll((trs) => trs.map((tr) => (tr as unknown as { innerText: string }).innerText.split('\t').map((cell) => cell.trim())));
       const components = await rows('components');
-      expect(components.slice(1).map((r) => r.slice(0, 2))).toEqual([['notifier', 'running'], ['xgw', 'running']]);
+      expect(components.slice(1).map((r) => r.slice(0, 2))).toEqual([
+        ['notifier', 'running'],
+        ['xgw', 'running'],
+      ]);
       expect(components[1]![4]).toMatch(/^\d+ MB$/);
       expect((await rows('agents')).slice(1).map((r) => r[0])).toEqual(['admin', 'evolver', 'maintainer', 'warden']);
       const today = new Date().toISOString().slice(0, 10);
@@ -105,8 +108,15 @@ describe.skipIf(!hasChromium)(`status page in a browser (needs ${CHROMIUM})`, ()
       const newest = events.nth(1);
       expect(await newest.getAttribute('class')).toBe('error');
       expect(await newest.innerText()).toMatch(/record\/error.*llm: .*401/s);
-      const errorBackground = await newest.locator('td').first().evaluate((td) => getComputedStyle(td).backgroundColor);
-      const plainBackground = await events.nth(2).locator('td').first().evaluate((td) => getComputedStyle(td).backgroundColor);
+      const errorBackground = await newest
+        .locator('td')
+        .first()
+        .evaluate((td) => getComputedStyle(td).backgroundColor);
+      const plainBackground = await events
+        .nth(2)
+        .locator('td')
+        .first()
+        .evaluate((td) => getComputedStyle(td).backgroundColor);
       expect(errorBackground).not.toBe(plainBackground);
       const kinds = await events.evaluateAll((trs) => trs.slice(1).map((tr) => (tr as unknown as { children: { textContent: string }[] }).children[2]!.textContent));
       // The refusal's record, then its notice to the person, the question, the first answer, its

@@ -118,7 +118,9 @@ async function upLocked(home: string, env: NodeJS.ProcessEnv): Promise<Omit<UpRe
     await Promise.all(started.map((name) => stopDaemonProcess(home, name)));
     if (notifier.status === 'rejected') throw notifier.reason;
     if (xgw.status === 'rejected') throw xgw.reason;
-    throw new ClawError('conflict', webchat!.problem?.message ?? `${webchat!.id} did not start: ${webchat!.detail}`, { suggestion: webchat!.problem?.fix ?? 'see: xgw config check and theclaw doctor' });
+    throw new ClawError('conflict', webchat!.problem?.message ?? `${webchat!.id} did not start: ${webchat!.detail}`, {
+      suggestion: webchat!.problem?.fix ?? 'see: xgw config check and theclaw doctor',
+    });
   }
   const model = agentsModel(home, env);
   const shell = defaultModel(home, env);
@@ -144,9 +146,7 @@ export async function retry(home: string): Promise<WokenSubscription[]> {
   if (!daemonHolder(home, 'notifier')) throw new ClawError('conflict', 'notifier is not running, so nothing is retried', { suggestion: 'theclaw up starts it, and it runs what waits' });
   const { subscriptions } = await daemonStatus(home);
   await wakeNotifier(home);
-  return subscriptions
-    .filter((sub) => sub.retry_at !== null)
-    .map((sub) => ({ thread: relative(home, sub.thread), consumer: sub.consumer, failures: sub.failures, last_error: sub.last_error }));
+  return subscriptions.filter((sub) => sub.retry_at !== null).map((sub) => ({ thread: relative(home, sub.thread), consumer: sub.consumer, failures: sub.failures, last_error: sub.last_error }));
 }
 
 /**

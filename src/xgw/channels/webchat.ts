@@ -347,11 +347,7 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
   }
 }
 
-export type ServerMessage =
-  | { type: 'history'; messages: MailboxEntry[] }
-  | { type: 'message'; message: MailboxEntry }
-  | { type: 'ack'; id: string }
-  | { type: 'error'; id?: string; text: string };
+export type ServerMessage = { type: 'history'; messages: MailboxEntry[] } | { type: 'message'; message: MailboxEntry } | { type: 'ack'; id: string } | { type: 'error'; id?: string; text: string };
 
 function sendJson(ws: WebSocket, payload: ServerMessage): void {
   if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(payload));
