@@ -89,6 +89,7 @@ describe('routeMessage', () => {
       expectInside(peerRoute.path, join(dir.threads, 'peers'));
       expect(peerRoute.threadId).toBe(`peer-${peerRoute.peerKey}`);
       expect(peerRoute.peerKey!.length).toBeLessThanOrEqual(64);
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: a NUL is what a path must not hold.
       expect(peerRoute.peerKey).not.toMatch(/[/\u0000]|^\./);
       for (const file of Object.values(memoryFiles(dir, peerRoute))) if (file) expect(dirname(file)).toBe(dir.memory);
       expect(dirname(sessionFile(dir, peerRoute))).toBe(dir.sessions);

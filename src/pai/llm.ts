@@ -128,6 +128,7 @@ function createPiCaller(resolved: ResolvedModel, settings: CallerSettings): Mode
 function toPiContext(request: ModelRequest, resolved: ResolvedModel): Context {
   const zeroUsage = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, totalTokens: 0, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } };
   const timestamp = Date.now();
+  // biome-ignore lint/suspicious/useIterableCallbackReturn: the switch covers every role of a session line, as TypeScript checks.
   const messages = request.history.flatMap((line): Message[] => {
     switch (line.role) {
       case 'system':

@@ -17,6 +17,7 @@ import { ensureDir } from '../core/home.js';
  */
 
 /** Provider JSON, read loosely (tests reach into arbitrary fields). */
+// biome-ignore lint/suspicious/noExplicitAny: tests reach into provider JSON without declaring its shape.
 export type LooseJson = any;
 
 export interface RecordedRequest {

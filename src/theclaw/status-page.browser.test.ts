@@ -90,6 +90,7 @@ describe.skipIf(!hasChromium)(`status page in a browser (needs ${CHROMIUM})`, ()
       expect(new URL(page.url()).search).toBe('');
       await page.locator('#agents td').first().waitFor();
 
+      // biome-ignore lint/performance/useDomNodeTextContent: reads the text as rendered: line breaks, and cells apart by tabs.
       const rows = async (id: string) => page.locator(`#${id} tr`).evaluateAll((trs) => trs.map((tr) => (tr as unknown as { innerText: string }).innerText.split('\t').map((cell) => cell.trim())));
       const components = await rows('components');
       expect(components.slice(1).map((r) => r.slice(0, 2))).toEqual([
@@ -107,6 +108,7 @@ describe.skipIf(!hasChromium)(`status page in a browser (needs ${CHROMIUM})`, ()
       const events = page.locator('#events table').first().locator('tr');
       const newest = events.nth(1);
       expect(await newest.getAttribute('class')).toBe('error');
+      // biome-ignore lint/performance/useDomNodeTextContent: reads the text as rendered: line breaks, and cells apart by tabs.
       expect(await newest.innerText()).toMatch(/record\/error.*llm: .*401/s);
       const errorBackground = await newest
         .locator('td')
