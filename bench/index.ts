@@ -395,7 +395,7 @@ async function benchHundredAgents(): Promise<void> {
     const sampler = setInterval(() => (peak = Math.max(peak, totalRssMb(processTree(roots)))), 50);
     const started = now();
     try {
-      agents.forEach((_, i) => system.telegram.queueUpdate(textUpdate({ from: 7000 + i, text: `hello agent ${i + 1}` })));
+      for (let i = 0; i < agents.length; i++) system.telegram.queueUpdate(textUpdate({ from: 7000 + i, text: `hello agent ${i + 1}` }));
       await waitUntil(() => system.telegram.sent.length >= 100, 180_000);
     } finally {
       clearInterval(sampler);

@@ -117,8 +117,8 @@ describe('withoutChatCommands', () => {
     const status = push(person, { text: '/status' });
     push('self', { text: 'Model: fake/m1', in_reply_to: status });
     push(person, { text: '/x is not a command' });
-    const after = (id: number) => test.thread.peek({ afterId: id });
-    expect(withoutChatCommands(test.thread, after(reset)).map((event) => parseMessageContent(event.content).text)).toEqual(['what is 6*7?', '42', '/x is not a command']);
-    expect(withoutChatCommands(test.thread, after(0))).toEqual(withoutChatCommands(test.thread, after(reset)));
+    const eventsAfter = (id: number) => test.thread.peek({ afterId: id });
+    expect(withoutChatCommands(test.thread, eventsAfter(reset)).map((event) => parseMessageContent(event.content).text)).toEqual(['what is 6*7?', '42', '/x is not a command']);
+    expect(withoutChatCommands(test.thread, eventsAfter(0))).toEqual(withoutChatCommands(test.thread, eventsAfter(reset)));
   });
 });

@@ -76,7 +76,9 @@ describe('compaction in the run loop', () => {
     expect(first).toEqual({ from_id: inbound[0]!.id, to_id: expect.any(Number), summary_file: `thread-${route.threadId}.md`, summary_chars: expect.any(Number) });
     expect(first!.to_id).toBeGreaterThan(first!.from_id);
     // Each compaction starts after the previous one ended.
-    compactions.slice(1).forEach((record, i) => expect(record.from_id).toBeGreaterThan(compactions[i]!.to_id));
+    compactions.slice(1).forEach((record, i) => {
+      expect(record.from_id).toBeGreaterThan(compactions[i]!.to_id);
+    });
 
     // The summarising call: independent (no tools, no session), its input has the turn-1 fact.
     const requests = completions();

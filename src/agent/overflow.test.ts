@@ -24,7 +24,7 @@ import { initAgent } from './lifecycle.js';
 import { routeMessage } from './router.js';
 import { runAgent } from './run.js';
 import { defaultSource, sendToAgent } from './send.js';
-import type { CompactionRecord, ErrorRecord } from './types.js';
+import type { ErrorRecord } from './types.js';
 
 // A provider whose real window (the fake's contextWindow) is smaller than the agent believes (the
 // pai config's context_window): the agent's own estimate never triggers compaction, so every
@@ -71,7 +71,9 @@ function earlierTurns(count: number, chars: number): string[] {
   const texts = Array.from({ length: count }, (_, i) => `turn ${i} ${'x'.repeat(chars)}`);
   const thread = openThread(route().path, { home: t.home, create: true });
   try {
-    texts.forEach((text, i) => thread.push({ source: i % 2 ? 'self' : source, type: 'message', content: JSON.stringify({ text }) }));
+    texts.forEach((text, i) => {
+      thread.push({ source: i % 2 ? 'self' : source, type: 'message', content: JSON.stringify({ text }) });
+    });
   } finally {
     thread.close();
   }

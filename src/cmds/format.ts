@@ -164,7 +164,9 @@ function markdownItem(entry: Entry): string {
 function alignedRows(rows: readonly string[][], indent = ''): string[] {
   const widths: number[] = [];
   for (const row of rows) {
-    row.slice(0, -1).forEach((cell, i) => (widths[i] = Math.min(32, Math.max(widths[i] ?? 0, cell.length))));
+    row.slice(0, -1).forEach((cell, i) => {
+      widths[i] = Math.min(32, Math.max(widths[i] ?? 0, cell.length));
+    });
   }
   return rows.map((row) => `${indent}${row.map((cell, i) => (i < row.length - 1 ? cell.padEnd(widths[i] ?? 0) : cell)).join('  ')}`.trimEnd());
 }

@@ -24,7 +24,8 @@ afterEach(async () => {
 
 describe.skipIf(!BWRAP)(`approvals end to end (${NEEDS_BWRAP})`, () => {
   it("asks the owner in the web chat for a Telegram peer's command, runs it on /approve, and the peer gets the answer", async () => {
-    const s = (system = await startSystem({ llm: { defaultStep: echoToolStep }, policy: '{ rules: [{ channel: telegram, bash: ask }] }' }));
+    const s = await startSystem({ llm: { defaultStep: echoToolStep }, policy: '{ rules: [{ channel: telegram, bash: ask }] }' });
+    system = s;
     const status = await s.xgwStatus();
     const url = new URL(status.channels.find((channel) => channel.id === 'webchat:main')!.url!);
     const peer = randomBytes(16).toString('hex');

@@ -147,7 +147,9 @@ describe('Telegram inbound', () => {
     expect(threadSnapshot(inbox)).toEqual(before);
 
     const texts = ['é✓🙂'.repeat(1024), 'a\ud800b — a lone surrogate, as JSON can spell it', 'nul \u0000 and bidi \u202e inside'];
-    texts.forEach((text, index) => s.telegram.queueUpdate(textUpdate({ from: 902 + index, text })));
+    texts.forEach((text, index) => {
+      s.telegram.queueUpdate(textUpdate({ from: 902 + index, text }));
+    });
     await until(() => texts.every((_, index) => s.telegram.sent.some((sent) => sent.chat_id === 902 + index && sent.text === 'ok')), 'the answers', 20_000);
     expect(newInboxEvents(before).map(textOf)).toEqual(texts);
     await agentIdle();

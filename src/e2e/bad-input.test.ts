@@ -269,7 +269,9 @@ describe('hostile ids', () => {
         ),
       ),
     );
-    results.forEach((result, index) => expectRefused(result, 2, cases[index]![2], { label: cases[index]![0] }));
+    results.forEach((result, index) => {
+      expectRefused(result, 2, cases[index]![2], { label: cases[index]![0] });
+    });
     for (const id of agentIds) {
       const path = resolve(t.home, 'agents', id);
       if (path !== resolve(t.home) && !path.startsWith(resolve(t.home) + sep)) expect(existsSync(path), path).toBe(false);
@@ -384,7 +386,9 @@ describe('config files with wrong types', () => {
   ];
 
   const homes: TestHome[] = [];
-  afterAll(() => homes.forEach((home) => home.cleanup()));
+  afterAll(() => {
+    for (const home of homes) home.cleanup();
+  });
 
   it('each get `Error: <file>: <key>: <problem> - <fix>` and exit 1, and no daemon starts half-way', async () => {
     await Promise.all(

@@ -70,7 +70,8 @@ describe('the whole system under chaos', () => {
     // hundred ms is cut off again and again, and after turn.max_attempts (3) the person would get
     // "answering failed 3 times" instead of the reply. That give-up is tested on its own
     // (turn-limit.test.ts); here every message must be answered, so the limit is out of reach.
-    const s = (system = await startSystem({ llm: { defaultStep: echoToolStep, defaultDelayMs: { min: 50, max: 500 } }, logLevel: 'info', maxTurnAttempts: 50 }));
+    const s = await startSystem({ llm: { defaultStep: echoToolStep, defaultDelayMs: { min: 50, max: 500 } }, logLevel: 'info', maxTurnAttempts: 50 });
+    system = s;
     const killer = new Killer({ home: s.home, intervalMs: { min: 200, max: 500 } });
     const supervisors = new Map(DAEMONS.map((name) => [name, new Supervisor({ home: s.home, name, start: () => s.run(name, ['start']) })]));
     stoppers.push(() => killer.stop(), ...[...supervisors.values()].map((supervisor) => () => supervisor.stop()));

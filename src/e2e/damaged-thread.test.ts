@@ -27,7 +27,8 @@ const sentTo = (s: System, chat: number) => s.telegram.sent.filter((sent) => Num
 
 describe('a damaged conversation thread', () => {
   it('stops only its own conversation: 60 messages later every other person is answered, and status and doctor name the file', async () => {
-    const s = (system = await startSystem({ llm: { defaultStep: (request) => ({ kind: 'text', text: `reply to: ${lastUserText(request)}` }) } }));
+    const s = await startSystem({ llm: { defaultStep: (request) => ({ kind: 'text', text: `reply to: ${lastUserText(request)}` }) } });
+    system = s;
     s.telegram.queueUpdate(textUpdate({ from: DAMAGED, text: 'hello before the damage' }));
     await until(() => sentTo(s, DAMAGED).length === 1, 'the first answer to the person whose thread gets damaged');
 

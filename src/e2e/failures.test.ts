@@ -35,7 +35,9 @@ function switchableModel(): { step: FakeStep; setDown(value: boolean): void } {
   let down = false;
   return {
     step: (request) => (down ? { kind: 'error', status: 503 } : { kind: 'text', text: `answer to: ${lastUserText(request)}` }),
-    setDown: (value) => void (down = value),
+    setDown: (value) => {
+      down = value;
+    },
   };
 }
 

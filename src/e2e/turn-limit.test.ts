@@ -33,7 +33,8 @@ describe('the turn limit, end to end', () => {
         ? { kind: 'tool_call', name: 'bash_exec', arguments: { command: `echo $$ > ${pidFile}; exec sleep 600` } }
         : { kind: 'text', text: `answer to: ${lastUserText(request)}` };
     // `none`: the test follows the command's host pid (a sandbox has its own pids).
-    const s = (system = await startSystem({ logLevel: 'info', llm: { defaultStep: model }, sandbox: 'none' }));
+    const s = await startSystem({ logLevel: 'info', llm: { defaultStep: model }, sandbox: 'none' });
+    system = s;
     pidFile = join(s.home, 'sleep.pid');
     const config = join(s.home, 'agents', 'admin', 'config.yaml');
     writeFileSync(config, stringify({ ...(parse(readFileSync(config, 'utf8')) as object), turn: { timeout_seconds: 2, max_attempts: 3 } }));

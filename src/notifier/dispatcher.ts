@@ -75,7 +75,10 @@ export class Dispatcher {
   constructor(private readonly options: DispatcherOptions) {}
 
   poke(threadPath: string): void {
-    if (this.registered.has(threadPath)) return this.schedule(threadPath);
+    if (this.registered.has(threadPath)) {
+      this.schedule(threadPath);
+      return;
+    }
     // A thread that subscribed since the registry was read, or (more often) one nobody
     // subscribed to, pushed to again and again: the registry directory is read again at most
     // once a second, and the threads poked meanwhile are looked at then.

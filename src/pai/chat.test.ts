@@ -232,8 +232,14 @@ describe('chat() retries by error class', () => {
     let firstAt = 0;
     let secondAt = 0;
     server.enqueue(
-      () => ((firstAt = Date.now()), { kind: 'error', status: 429, retryAfterSeconds: 0.3 }),
-      () => ((secondAt = Date.now()), { kind: 'text', text: 'after the wait' }),
+      () => {
+        firstAt = Date.now();
+        return { kind: 'error', status: 429, retryAfterSeconds: 0.3 };
+      },
+      () => {
+        secondAt = Date.now();
+        return { kind: 'text', text: 'after the wait' };
+      },
     );
     const { onEvent, of } = collect();
     const result = await chat({ input: 'hi', home: t.home, env: baseEnv(), onEvent });

@@ -59,7 +59,10 @@ describe('fake OpenAI with the openai SDK', () => {
     let contentChunks = 0;
     for await (const chunk of chunks) {
       const choice = chunk.choices[0];
-      if (choice?.delta.content) (text += choice.delta.content), contentChunks++;
+      if (choice?.delta.content) {
+        text += choice.delta.content;
+        contentChunks++;
+      }
       if (choice?.finish_reason) finish = choice.finish_reason;
       if (chunk.usage) usage = chunk.usage;
     }
@@ -102,7 +105,10 @@ describe('fake OpenAI with the openai SDK', () => {
         expect(call.index).toBe(0);
         id ||= call.id ?? '';
         name ||= call.function?.name ?? '';
-        if (call.function?.arguments) (args += call.function.arguments), fragmentsSeen++;
+        if (call.function?.arguments) {
+          args += call.function.arguments;
+          fragmentsSeen++;
+        }
       }
       finish = chunk.choices[0]?.finish_reason ?? finish;
     }

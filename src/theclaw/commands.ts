@@ -153,16 +153,14 @@ function formatStatus(s: SystemStatus): string[] {
     ),
     ...s.channels.map((c) => `  ${c.id}: ${c.state}${c.detail ? ` (${c.detail})` : ''}${c.url ? `  ${c.url}` : ''}`),
     s.agents.length ? 'agents:' : 'agents: none yet (theclaw up creates the system agents)',
-    ...s.agents
-      .map((a) =>
-        'error' in a
-          ? `  ${a.id.padEnd(11)} BROKEN: ${a.error}`
-          : [
-              `  ${a.id.padEnd(11)} ${a.started ? 'started' : 'stopped'}${a.running ? ' (running)' : ''}  pending ${a.pending}  undelivered ${a.undelivered}  last activity ${a.last_activity ?? 'never'}  model ${a.model}`,
-              ...a.damaged.map((d) => `    DAMAGED ${describeDamage(d)}`),
-            ],
-      )
-      .flat(),
+    ...s.agents.flatMap((a) =>
+      'error' in a
+        ? `  ${a.id.padEnd(11)} BROKEN: ${a.error}`
+        : [
+            `  ${a.id.padEnd(11)} ${a.started ? 'started' : 'stopped'}${a.running ? ' (running)' : ''}  pending ${a.pending}  undelivered ${a.undelivered}  last activity ${a.last_activity ?? 'never'}  model ${a.model}`,
+            ...a.damaged.map((d) => `    DAMAGED ${describeDamage(d)}`),
+          ],
+    ),
     s.queues.length ? `queues: ${s.pending} event(s) waiting` : 'queues: nothing waiting',
     ...s.queues.map((q) => `  ${q.thread} (${q.consumer}): ${q.pending} ${q.state}${q.failures ? `, ${q.failures} failure(s): ${q.last_error ?? ''}` : ''}`),
     `model: ${modelLine(s.model)}`,

@@ -109,8 +109,17 @@ async function upLocked(home: string, env: NodeJS.ProcessEnv): Promise<Omit<UpRe
 
   const started: DaemonName[] = [];
   const [notifier, xgw] = await Promise.allSettled([
-    daemonHolder(home, 'notifier') ?? startDaemon(home, env).then((result) => (started.push('notifier'), result)),
-    daemonHolder(home, 'xgw') ? gatewayStatus(home) : startGateway(home, env).then((status) => (started.push('xgw'), status)),
+    daemonHolder(home, 'notifier') ??
+      startDaemon(home, env).then((result) => {
+        started.push('notifier');
+        return result;
+      }),
+    daemonHolder(home, 'xgw')
+      ? gatewayStatus(home)
+      : startGateway(home, env).then((status) => {
+          started.push('xgw');
+          return status;
+        }),
   ]);
   // The web chat is where the owner talks to the system: "up" without it (its port taken) is not up.
   const webchat = xgw.status === 'fulfilled' ? xgw.value.channels.find((channel) => channel.type === 'webchat' && channel.state === 'error') : undefined;

@@ -99,12 +99,13 @@ export function unsubscribe(options: ThreadFlag & { consumer: string }): void {
 
 export function info(options: ThreadFlag): void {
   const info = withThread(options.thread, (thread) => thread.info());
-  if (options.json) return printJson(info);
-  printLines([
-    `thread   ${info.path}`,
-    `events   ${info.events} (last id ${info.last_id})`,
-    ...(info.consumers.length === 0 ? ['consumers: none'] : ['consumers:', ...info.consumers.map(describeConsumer)]),
-  ]);
+  if (options.json) printJson(info);
+  else
+    printLines([
+      `thread   ${info.path}`,
+      `events   ${info.events} (last id ${info.last_id})`,
+      ...(info.consumers.length === 0 ? ['consumers: none'] : ['consumers:', ...info.consumers.map(describeConsumer)]),
+    ]);
 }
 
 export function dispatch(options: ThreadFlag): void {

@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ClawError, isClawError, type ErrorKind } from '../core/errors.js';
+import { ClawError } from '../core/errors.js';
 import { packageRoot } from '../core/package.js';
 import { socketPath } from '../core/home.js';
 import { listenSocket } from '../core/ipc.js';
@@ -626,7 +626,9 @@ describe('prune', () => {
       fc.property(fc.integer({ min: 0, max: 60 }), fc.array(fc.integer({ min: 0, max: 60 }), { maxLength: 3 }), fc.integer({ min: 0, max: 20 }), fc.boolean(), (count, progresses, keep, dryRun) => {
         const thread = newThread(`p-${Math.random().toString(36).slice(2)}`);
         if (count > 0) thread.pushBatch(Array.from({ length: count }, (_, i) => ({ source: 'self', type: 'message', content: `e${i + 1}` })));
-        progresses.forEach((progress, i) => thread.ack(`c${i}`, Math.min(progress, count)));
+        progresses.forEach((progress, i) => {
+          thread.ack(`c${i}`, Math.min(progress, count));
+        });
         const floor = progresses.length > 0 ? Math.min(...progresses.map((p) => Math.min(p, count))) : count;
         const removable = Math.max(0, Math.min(floor, count - keep));
         expect(thread.prune({ before: FUTURE, keep, dryRun })).toBe(removable);

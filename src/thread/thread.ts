@@ -435,7 +435,8 @@ export class Thread {
   }
 
   private log(): Logger {
-    return (this.logger ??= createLogger(join(this.path, 'logs', 'thread.log')));
+    this.logger ??= createLogger(join(this.path, 'logs', 'thread.log'));
+    return this.logger;
   }
 }
 

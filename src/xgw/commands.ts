@@ -78,8 +78,8 @@ export function configCheck(options: Json): void {
   if (!report.config) throw configError(report);
   const { config } = report;
   const warnings = config.channels.flatMap((channel) => (channel.type === 'telegram' && !process.env[channel.token_env] ? [`${channel.id}: ${channel.token_env} is not set in this environment`] : []));
-  if (options.json) return printJson({ ok: true, file: xgwConfigPath(home), channels: config.channels.length, routes: config.routes.length, warnings });
-  printLines([`${xgwConfigPath(home)} is valid: ${config.channels.length} channel(s), ${config.routes.length} route(s)`, ...warnings.map((w) => `warning: ${w}`)]);
+  if (options.json) printJson({ ok: true, file: xgwConfigPath(home), channels: config.channels.length, routes: config.routes.length, warnings });
+  else printLines([`${xgwConfigPath(home)} is valid: ${config.channels.length} channel(s), ${config.routes.length} route(s)`, ...warnings.map((w) => `warning: ${w}`)]);
 }
 
 /** `xgw send`'s flags: the gateway's request, with the text optional (stdin otherwise). */
@@ -111,12 +111,13 @@ export async function send(options: SendFlags): Promise<void> {
 
 export function pairList(options: Json): void {
   const pending = withState(resolveHome(), (state) => state.pendingPairings());
-  if (options.json) return printJson(pending);
-  printLines(
-    pending.length === 0
-      ? ['no pairing requests are waiting']
-      : [...pending.map((p) => `${p.code}  ${p.channel_id}  peer ${p.peer_id}${p.peer_name ? ` (${p.peer_name})` : ''}  expires ${p.expires_at}`), ...fullPairingWarnings(pending)],
-  );
+  if (options.json) printJson(pending);
+  else
+    printLines(
+      pending.length === 0
+        ? ['no pairing requests are waiting']
+        : [...pending.map((p) => `${p.code}  ${p.channel_id}  peer ${p.peer_id}${p.peer_name ? ` (${p.peer_name})` : ''}  expires ${p.expires_at}`), ...fullPairingWarnings(pending)],
+    );
 }
 
 export async function pairApprove(code: string, options: Json): Promise<void> {
@@ -139,10 +140,11 @@ export async function pairApprove(code: string, options: Json): Promise<void> {
 
 export function peerList(options: Json): void {
   const peers = withState(resolveHome(), (state) => state.admittedPeers());
-  if (options.json) return printJson(peers);
-  printLines(
-    peers.length === 0 ? ['no peers were admitted by pairing (allowlisted ones are in the config)'] : peers.map((p) => `${p.channel_id}  peer ${p.peer_id}  admitted ${p.admitted_at} via ${p.via}`),
-  );
+  if (options.json) printJson(peers);
+  else
+    printLines(
+      peers.length === 0 ? ['no peers were admitted by pairing (allowlisted ones are in the config)'] : peers.map((p) => `${p.channel_id}  peer ${p.peer_id}  admitted ${p.admitted_at} via ${p.via}`),
+    );
 }
 
 export function peerRevoke(channel: string, peer: string, options: Json): void {
@@ -154,8 +156,8 @@ export function peerRevoke(channel: string, peer: string, options: Json): void {
     inspectXgwConfig(home)
       .config?.channels.find((c) => c.id === channel)
       ?.allow.includes(peer) ?? false;
-  if (options.json) return printJson({ revoked: true, channel_id: channel, peer_id: peer, still_allowed_by_config: listed });
-  printLines([`revoked ${peer} on ${channel}`, ...(listed ? [`warning: ${peer} is still in the allow list of ${channel} in ${xgwConfigPath(home)}: remove it there too`] : [])]);
+  if (options.json) printJson({ revoked: true, channel_id: channel, peer_id: peer, still_allowed_by_config: listed });
+  else printLines([`revoked ${peer} on ${channel}`, ...(listed ? [`warning: ${peer} is still in the allow list of ${channel} in ${xgwConfigPath(home)}: remove it there too`] : [])]);
 }
 
 export async function chat(options: { agent?: string; channel?: string }): Promise<void> {

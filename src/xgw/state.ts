@@ -299,7 +299,11 @@ export class GatewayState {
 
   markSeen(ids: readonly number[]): void {
     const mark = this.db.prepare('UPDATE mailbox SET seen = 1 WHERE id = ?');
-    this.db.transaction(() => ids.forEach((id) => mark.run(id))).immediate();
+    this.db
+      .transaction(() => {
+        for (const id of ids) mark.run(id);
+      })
+      .immediate();
   }
 
   close(): void {

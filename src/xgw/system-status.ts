@@ -23,8 +23,12 @@ export function createSystemStatusSource(home: string, env: NodeJS.ProcessEnv = 
     const entry: { endedAt: number | null; value: Promise<unknown> } = { endedAt: null, value: runStatus(home, env) };
     cached = entry;
     entry.value.then(
-      () => (entry.endedAt = Date.now()),
-      () => cached === entry && (cached = undefined),
+      () => {
+        entry.endedAt = Date.now();
+      },
+      () => {
+        if (cached === entry) cached = undefined;
+      },
     );
     return entry.value;
   };

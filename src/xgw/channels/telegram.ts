@@ -229,7 +229,8 @@ class TelegramChannel implements ChannelAdapter {
       return;
     }
     if (!began && first) {
-      return first.reject(error ?? new ClawError('upstream', `${this.id}: polling ended before it began`, { suggestion: 'see the xgw log; the start is tried again' }));
+      first.reject(error ?? new ClawError('upstream', `${this.id}: polling ended before it began`, { suggestion: 'see the xgw log; the start is tried again' }));
+      return;
     }
     const why = error === undefined ? 'polling ended' : this.describe(error);
     const delayMs = this.nextDelayMs();

@@ -379,7 +379,10 @@ describe('webchat messages', () => {
     // The peer's rate limit is raised above the queue's: this is about the queue.
     const h = await startWebchat({ rate_limit: { messages: 10 * MAX_QUEUED_MESSAGES, per_seconds: 60 } }, (context) => ({
       ...context,
-      receive: async (message) => (await held, context.receive(message)),
+      receive: async (message) => {
+        await held;
+        return context.receive(message);
+      },
     }));
     const client = await openPeer(h, newPeer());
     const closed = new Promise<number>((resolve) => client.ws.on('close', (code) => resolve(code)));
