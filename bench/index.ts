@@ -95,7 +95,12 @@ function benchThreadPush(): void {
 
 function benchPeek(): void {
   const thread = initThread(join(home, 'peek'), { home });
-  const batch = Array.from({ length: 10_000 }, (_, i) => ({ source: 'external:webchat:main:dm:p:p', type: i % 3 ? 'record' : 'message', subtype: i % 3 ? 'usage' : null, content: `{"text":"event ${i}"}` }));
+  const batch = Array.from({ length: 10_000 }, (_, i) => ({
+    source: 'external:webchat:main:dm:p:p',
+    type: i % 3 ? 'record' : 'message',
+    subtype: i % 3 ? 'usage' : null,
+    content: `{"text":"event ${i}"}`,
+  }));
   for (let i = 0; i < 10; i++) thread.pushBatch(batch);
   const times: number[] = [];
   for (let run = 0; run < 50; run++) {
@@ -111,7 +116,7 @@ function benchPeek(): void {
     thread.peek({ last: 50, filter: "type = 'message'" });
     filtered.push(now() - started);
   }
-  record("thread: peek --last 50 --filter \"type = 'message'\" on 100,000 events", median(filtered), 'ms', { atMost: 10 });
+  record('thread: peek --last 50 --filter "type = \'message\'" on 100,000 events', median(filtered), 'ms', { atMost: 10 });
   thread.close();
 }
 
@@ -191,7 +196,9 @@ async function benchPai(): Promise<void> {
 
 /** Resident memory of a process, from /proc (Linux), in MB. */
 function rssMb(pid: number): number {
-  const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((l) => l.startsWith('VmRSS:'))!;
+  const line = readFileSync(`/proc/${pid}/status`, 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('VmRSS:'))!;
   return Number(line.replace(/\D+/g, '')) / 1024;
 }
 
@@ -388,7 +395,7 @@ async function benchHundredAgents(): Promise<void> {
     const sampler = setInterval(() => (peak = Math.max(peak, totalRssMb(processTree(roots)))), 50);
     const started = now();
     try {
-      agents.forEach((_, i) => system.telegram.queueUpdate(textUpdate({ from: 7000 + i, text: `hello agent ${i + 1}` })));
+      for (let i = 0; i < agents.length; i++) system.telegram.queueUpdate(textUpdate({ from: 7000 + i, text: `hello agent ${i + 1}` }));
       await waitUntil(() => system.telegram.sent.length >= 100, 180_000);
     } finally {
       clearInterval(sampler);
@@ -452,7 +459,10 @@ async function benchTheclaw(): Promise<void> {
   for (let run = 0; run < 5; run++) {
     const upHome = join(home, `up-${run}`);
     mkdirSync(join(upHome, 'xgw'), { recursive: true });
-    writeFileSync(join(upHome, 'xgw', 'config.yaml'), 'channels:\n  - { id: webchat:main, type: webchat, port: 0, access: open }\n  - { id: terminal:local, type: terminal, access: open }\nroutes:\n  - { agent: admin }\n');
+    writeFileSync(
+      join(upHome, 'xgw', 'config.yaml'),
+      'channels:\n  - { id: webchat:main, type: webchat, port: 0, access: open }\n  - { id: terminal:local, type: terminal, access: open }\nroutes:\n  - { agent: admin }\n',
+    );
     const upEnv: NodeJS.ProcessEnv = { ...process.env, THECLAW_HOME: upHome, OPENAI_API_KEY: '', ANTHROPIC_API_KEY: '' };
     try {
       const started = now();

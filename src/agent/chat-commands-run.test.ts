@@ -41,13 +41,10 @@ const run = () => runAgent('helper', { home: t.home, env: t.env });
 const route = (source = person()) => routeMessage(dir, 'per-peer', source);
 const completions = () => server.requests.filter((request) => request.path === '/v1/chat/completions');
 const isSummariser = (request: RecordedRequest) => request.body.messages[0]?.content === SUMMARISER_PROMPT;
-const conversation = (request: RecordedRequest) =>
-  (request.body.messages as LooseJson[]).filter((message) => message.role !== 'system').map((message) => [message.role, message.content]);
+const conversation = (request: RecordedRequest) => (request.body.messages as LooseJson[]).filter((message) => message.role !== 'system').map((message) => [message.role, message.content]);
 const systemOf = (request: RecordedRequest) => request.body.messages[0].content as string;
-const records = <T>(subtype: string, source = person()) =>
-  threadEvents(t.home, route(source).path, `type = 'record' AND subtype = '${subtype}'`).map((event) => JSON.parse(event.content) as T);
-const replies = (source = person()) =>
-  threadEvents(t.home, route(source).path, "type = 'message' AND source = 'self'").map((event) => ({ id: event.id, ...parseMessageContent(event.content) }));
+const records = <T>(subtype: string, source = person()) => threadEvents(t.home, route(source).path, `type = 'record' AND subtype = '${subtype}'`).map((event) => JSON.parse(event.content) as T);
+const replies = (source = person()) => threadEvents(t.home, route(source).path, "type = 'message' AND source = 'self'").map((event) => ({ id: event.id, ...parseMessageContent(event.content) }));
 const inbound = (source = person()) => threadEvents(t.home, route(source).path, "type = 'message' AND source != 'self'");
 const lastReply = (source = person()) => replies(source).at(-1)!.text;
 const threadSummary = () => join(dir.memory, `thread-${route().threadId}.md`);
@@ -210,7 +207,9 @@ describe('chat commands: answered without the model', () => {
     const [reset] = records<ResetRecord>('reset');
     expect(reset!.summary_error).toContain('unknown provider nosuch');
     expect(readFileSync(join(dir.memory, reset!.summary_file!), 'utf8')).toBe('EARLIER-SUMMARY: Ann likes tea\n');
-    expect(lastReply()).toMatch(/^Started a new conversation\. The model could not summarise the old one \(.*unknown provider nosuch.*\), so only its earlier summary was saved, to memory\/conversations\/.+\.md\.$/);
+    expect(lastReply()).toMatch(
+      /^Started a new conversation\. The model could not summarise the old one \(.*unknown provider nosuch.*\), so only its earlier summary was saved, to memory\/conversations\/.+\.md\.$/,
+    );
   });
 });
 

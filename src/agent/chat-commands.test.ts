@@ -75,8 +75,7 @@ describe('parseChatCommand', () => {
 });
 
 describe('chatCommandOf', () => {
-  const external = (conversationType: string) =>
-    formatAddress({ kind: 'external', channelType: 'telegram', instance: 'main', conversationType, conversationId: '-100', peerId: '5' });
+  const external = (conversationType: string) => formatAddress({ kind: 'external', channelType: 'telegram', instance: 'main', conversationType, conversationId: '-100', peerId: '5' });
   const message = (source: string, fields: Record<string, unknown>) => ({ source, content: JSON.stringify({ attachments: [], ...fields }) });
 
   it('takes a command from a person in a direct chat', () => {
@@ -89,7 +88,7 @@ describe('chatCommandOf', () => {
     expect(chatCommandOf(message(external('group'), { text: '/stop' }))).toBeNull();
   });
 
-  it('never takes another agent\'s text as a command, nor a malformed message', () => {
+  it("never takes another agent's text as a command, nor a malformed message", () => {
     expect(chatCommandOf(message(formatAddress({ kind: 'internal', conversationType: 'reply', conversationId: 'peer-x', agentId: 'other' }), { text: '/reset' }))).toBeNull();
     expect(chatCommandOf(message('self', { text: '/reset' }))).toBeNull();
     expect(chatCommandOf({ source: external('dm'), content: '/stop' })).toBeNull();
@@ -97,9 +96,11 @@ describe('chatCommandOf', () => {
   });
 
   it('never throws on arbitrary content', () => {
-    fc.assert(fc.property(fc.string(), fc.string(), (source, content) => {
-      chatCommandOf({ source, content });
-    }));
+    fc.assert(
+      fc.property(fc.string(), fc.string(), (source, content) => {
+        chatCommandOf({ source, content });
+      }),
+    );
   });
 });
 
@@ -116,8 +117,8 @@ describe('withoutChatCommands', () => {
     const status = push(person, { text: '/status' });
     push('self', { text: 'Model: fake/m1', in_reply_to: status });
     push(person, { text: '/x is not a command' });
-    const after = (id: number) => test.thread.peek({ afterId: id });
-    expect(withoutChatCommands(test.thread, after(reset)).map((event) => parseMessageContent(event.content).text)).toEqual(['what is 6*7?', '42', '/x is not a command']);
-    expect(withoutChatCommands(test.thread, after(0))).toEqual(withoutChatCommands(test.thread, after(reset)));
+    const eventsAfter = (id: number) => test.thread.peek({ afterId: id });
+    expect(withoutChatCommands(test.thread, eventsAfter(reset)).map((event) => parseMessageContent(event.content).text)).toEqual(['what is 6*7?', '42', '/x is not a command']);
+    expect(withoutChatCommands(test.thread, eventsAfter(0))).toEqual(withoutChatCommands(test.thread, eventsAfter(reset)));
   });
 });

@@ -4,6 +4,9 @@ import { createAgentProgram } from './program.js';
 
 // In a warm runner, what `agent run` and `agent deliver` load on first use is loaded ahead.
 await main(createAgentProgram, () => {
-  import('./run.js').then(({ warmAgentRuns }) => warmAgentRuns(), () => {});
+  import('./run.js').then(
+    ({ warmAgentRuns }) => warmAgentRuns(),
+    () => {},
+  );
   import('./deliver.js').catch(() => {});
 });

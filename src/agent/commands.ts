@@ -79,7 +79,8 @@ export async function approvals(id: string, options: Json): Promise<void> {
 export async function decide(id: string, code: string, approved: boolean, options: Json): Promise<void> {
   const [{ decideApproval }, { requireAgent }] = await Promise.all([import('./approvals.js'), import('./agent-dir.js')]);
   const { approval, state } = decideApproval(requireAgent(resolveHome(), id), code, approved, 'the owner (agent approve|deny)');
-  if (state.state === 'expired') throw new ClawError('conflict', `approval ${approval.code} expired at ${approval.expires_at}; the command did not run`, { suggestion: 'the agent asks again if it still needs it' });
+  if (state.state === 'expired')
+    throw new ClawError('conflict', `approval ${approval.code} expired at ${approval.expires_at}; the command did not run`, { suggestion: 'the agent asks again if it still needs it' });
   if (state.state !== 'decided') throw new ClawError('io', `approval ${approval.code} could not be decided`, { suggestion: 'try again' });
   const mine = state.decision.approved === approved && state.decision.by === 'the owner (agent approve|deny)';
   if (!mine) throw new ClawError('conflict', `approval ${approval.code} was ${state.decision.approved ? 'approved' : 'denied'} already, by ${state.decision.by}`, { suggestion: 'nothing to do' });

@@ -3,7 +3,18 @@ import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { parseMessageContent } from '../core/message.js';
-import { completionRequests, conversationOf, createTestHome, startFakeOpenAI, systemPromptOf, threadEvents, writeFakePaiConfig, type FakeLlmServer, type RecordedRequest, type TestHome } from '../testing/index.js';
+import {
+  completionRequests,
+  conversationOf,
+  createTestHome,
+  startFakeOpenAI,
+  systemPromptOf,
+  threadEvents,
+  writeFakePaiConfig,
+  type FakeLlmServer,
+  type RecordedRequest,
+  type TestHome,
+} from '../testing/index.js';
 import { initThread, type ThreadEvent } from '../thread/index.js';
 import type { AgentDir } from './agent-dir.js';
 import { compactIfNeeded, SUMMARISER_PROMPT, writeSummary } from './compaction.js';
@@ -65,7 +76,9 @@ describe('compaction in the run loop', () => {
     expect(first).toEqual({ from_id: inbound[0]!.id, to_id: expect.any(Number), summary_file: `thread-${route.threadId}.md`, summary_chars: expect.any(Number) });
     expect(first!.to_id).toBeGreaterThan(first!.from_id);
     // Each compaction starts after the previous one ended.
-    compactions.slice(1).forEach((record, i) => expect(record.from_id).toBeGreaterThan(compactions[i]!.to_id));
+    compactions.slice(1).forEach((record, i) => {
+      expect(record.from_id).toBeGreaterThan(compactions[i]!.to_id);
+    });
 
     // The summarising call: independent (no tools, no session), its input has the turn-1 fact.
     const requests = completions();
@@ -87,7 +100,10 @@ describe('compaction in the run loop', () => {
     expect(systemOf(next)).toContain('## Summary of this conversation so far\necho: Conversation to add:\nUser: my cat is called Zorro');
     const coveredTexts = inbound.filter((event) => event.id <= first!.to_id).map((event) => parseMessageContent(event.content).text);
     for (const text of coveredTexts) expect(nonSystem(next)).not.toContain(text);
-    const kept = inbound.filter((event) => event.id > first!.to_id).slice(0, 2).map((event) => parseMessageContent(event.content).text);
+    const kept = inbound
+      .filter((event) => event.id > first!.to_id)
+      .slice(0, 2)
+      .map((event) => parseMessageContent(event.content).text);
     expect(nonSystem(next)).toEqual([kept[0], `echo: ${kept[0]}`, kept[1]]);
 
     // No call ever overflowed the window, and every later call still knows the cat's name.
@@ -121,7 +137,18 @@ describe('compactIfNeeded', () => {
     try {
       const ids = Array.from({ length: 8 }, (_, i) => thread.push({ source: i % 2 ? source : 'self', type: 'message', content: JSON.stringify({ text: `m${i}` }) }));
       const current = thread.push({ source, type: 'message', content: JSON.stringify({ text: 'now' }) });
-      const base = { thread, summaryFile: join(t.home, 'count.md'), currentId: current, system: 'S', input: 'now', contextWindow: 1_000_000, threshold: 0.7, keepRecent: 2, mixedPeople: false, summarise: async () => 'summary' };
+      const base = {
+        thread,
+        summaryFile: join(t.home, 'count.md'),
+        currentId: current,
+        system: 'S',
+        input: 'now',
+        contextWindow: 1_000_000,
+        threshold: 0.7,
+        keepRecent: 2,
+        mixedPeople: false,
+        summarise: async () => 'summary',
+      };
       expect(await compactIfNeeded({ ...base, recentMessages: 8 })).toEqual({ afterId: 0, compacted: null });
       const result = await compactIfNeeded({ ...base, recentMessages: 5 });
       expect(result.compacted).toMatchObject({ from_id: ids[0], to_id: ids[5] });

@@ -19,9 +19,7 @@ Write a concise Markdown summary of the conversation below, merged with the earl
 Keep every fact, name, number, preference, decision, promise and open task; drop greetings and chatter.
 Write in the third person about the user ("the user said ..."). Output only the summary.`;
 
-export interface Summarise {
-  (system: string, input: string): Promise<string>;
-}
+export type Summarise = (system: string, input: string) => Promise<string>;
 
 export interface CompactionInput {
   thread: Thread;

@@ -20,7 +20,9 @@ describe('ConversationQueue', () => {
           let most = 0;
           // The first item is always there at the start, or the run would end before anything joins.
           const joiners = items.map((_, index) => index).filter((index) => index > 0 && items[index]!.joins);
-          items.forEach((item, index) => (index === 0 || !item.joins) && add(index));
+          items.forEach((item, index) => {
+            if (index === 0 || !item.joins) add(index);
+          });
           await queue.run(concurrency, async (conversation, index) => {
             expect(running.has(conversation)).toBe(false);
             running.add(conversation);
@@ -74,7 +76,7 @@ describe('ConversationQueue', () => {
     for (const item of [1, 2, 3]) queue.add('a', item);
     queue.add('b', 4);
     const handled: number[] = [];
-    await queue.run(1, async (conversation, item) => {
+    await queue.run(1, async (_conversation, item) => {
       handled.push(item);
       if (item === 1) {
         queue.close();

@@ -7,7 +7,20 @@ import { parse, stringify } from 'yaml';
 import { formatAddress } from '../core/address.js';
 import { parseMessageContent } from '../core/message.js';
 import { cliPath } from '../core/package.js';
-import { expectSessionValid, threadEvents, createTestHome, runTool, startFakeOpenAI, writeFakePaiConfig, waitFor, type FakeLlmServer, type FakeStep, type LooseJson, type RecordedRequest, type TestHome } from '../testing/index.js';
+import {
+  expectSessionValid,
+  threadEvents,
+  createTestHome,
+  runTool,
+  startFakeOpenAI,
+  writeFakePaiConfig,
+  waitFor,
+  type FakeLlmServer,
+  type FakeStep,
+  type LooseJson,
+  type RecordedRequest,
+  type TestHome,
+} from '../testing/index.js';
 import { readSession } from '../pai/index.js';
 import { openThread, type ThreadEvent } from '../thread/index.js';
 import type { AgentDir } from './agent-dir.js';
@@ -29,8 +42,7 @@ const terminal = (peer = user) => formatAddress({ kind: 'external', channelType:
 /** Requests whose last user message contains this text hang (the server holds the call) while `holding` is set. */
 let holding: string | null = null;
 const lastUser = (request: RecordedRequest) => ((request.body.messages as LooseJson[]).findLast((message) => message.role === 'user')?.content as string) ?? '';
-const step = (request: RecordedRequest): FakeStep =>
-  holding !== null && lastUser(request).includes(holding) ? { kind: 'hang' } : { kind: 'text', text: `answer to ${lastUser(request)}` };
+const step = (request: RecordedRequest): FakeStep => (holding !== null && lastUser(request).includes(holding) ? { kind: 'hang' } : { kind: 'text', text: `answer to ${lastUser(request)}` });
 
 beforeEach(async () => {
   t = createTestHome();

@@ -276,7 +276,7 @@ describe('agent deliver to another agent', () => {
     expect(mailbox()).toEqual([]);
   });
 
-  it('carries the message the question was asked for from the question, through the answer, into the asking agent\'s inbox', async () => {
+  it("carries the message the question was asked for from the question, through the answer, into the asking agent's inbox", async () => {
     initAgent(t.home, 'other');
     // As `agent send` runs inside other's bash_exec, answering its event 7 of thread peer-telegram.main.42.
     sendToAgent(t.home, 'helper', { text: 'what is 6*7?', env: { THECLAW_AGENT: 'other', THECLAW_CONVERSATION: 'peer-telegram.main.42', THECLAW_ASKING_EVENT: '7' } });
@@ -286,6 +286,12 @@ describe('agent deliver to another agent', () => {
     expect(parseMessageContent(answer!.content).reply_context).toEqual({ kind: 'internal', conversation_type: 'dm', conversation_id: 'peer-telegram.main.42', agent_id: 'other', asking_event_id: 7 });
     expect((await deliver(path)).code).toBe(0);
     const [delivered] = events(join(t.home, 'agents', 'other', 'inbox'));
-    expect(parseMessageContent(delivered!.content).reply_context).toEqual({ kind: 'internal', conversation_type: 'reply', conversation_id: 'peer-telegram.main.42', agent_id: 'helper', asking_event_id: 7 });
+    expect(parseMessageContent(delivered!.content).reply_context).toEqual({
+      kind: 'internal',
+      conversation_type: 'reply',
+      conversation_id: 'peer-telegram.main.42',
+      agent_id: 'helper',
+      asking_event_id: 7,
+    });
   });
 });

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ClawError } from '../core/errors.js';
 import { parseMessageContent, type ReplyContext } from '../core/message.js';
-import { classify, ModelCallError, type ModelErrorKind } from '../pai/index.js';
+import { classify, ModelCallError } from '../pai/index.js';
 import { createTestHome, type TestHome } from '../testing/index.js';
 import { openThread, type Thread, type ThreadEvent } from '../thread/index.js';
 import { answerFailure, classifyFailure, isNotice, ModelOutage, noticeText, type FailedMessage } from './failure.js';
@@ -71,9 +71,7 @@ describe('noticeText', () => {
   const failure = classifyFailure(modelCallError({ status: 401 }));
 
   it('fills in every {reason} and {status} of the wording, and nothing else', () => {
-    expect(noticeText('Sorry ({status}): {reason}. Again: {reason}. {other}', failure)).toBe(
-      'Sorry (401): the model refused the request (401). Again: the model refused the request (401). {other}',
-    );
+    expect(noticeText('Sorry ({status}): {reason}. Again: {reason}. {other}', failure)).toBe('Sorry (401): the model refused the request (401). Again: the model refused the request (401). {other}');
     expect(noticeText('[{status}]', classifyFailure(modelCallError({ networkCode: 'ECONNREFUSED' })))).toBe('[]');
   });
 

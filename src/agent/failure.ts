@@ -138,7 +138,13 @@ export function answerFailure(message: FailedMessage, error: unknown): ModelFail
     throw new ModelOutage(failure, detail);
   }
   // Both in one transaction: a crash never leaves the outcome without its notice.
-  const record: ErrorRecord = { in_reply_to: inboundId, stage: error instanceof TurnAbandoned ? 'turn' : 'llm', error: detail, kind: failure.kind, ...(error instanceof ModelCallError ? { status: failure.status } : {}) };
+  const record: ErrorRecord = {
+    in_reply_to: inboundId,
+    stage: error instanceof TurnAbandoned ? 'turn' : 'llm',
+    error: detail,
+    kind: failure.kind,
+    ...(error instanceof ModelCallError ? { status: failure.status } : {}),
+  };
   thread.pushBatch([
     ...(replyContext ? [notice('error', noticeText(config.notices.error, failure), replyContext, inboundId)] : []),
     { source: 'self', type: 'record', subtype: 'error', content: JSON.stringify(record), idempotency_key: message.outcomeKey },

@@ -110,7 +110,7 @@ describe('agent init', () => {
   });
 });
 
-describe('agent init and the model\'s window', () => {
+describe("agent init and the model's window", () => {
   const paiConfig = (window: number, maxOutput = 4096) =>
     `default: small/m1\nproviders:\n  small: { api: openai-completions, base_url: "http://127.0.0.1:9/v1", models: [{ id: m1, context_window: ${window}, max_output_tokens: ${maxOutput} }, { id: big, context_window: 200000 }] }\n`;
   const writePai = (text: string) => {

@@ -4,7 +4,10 @@ import { capMemory } from './memory-caps.js';
 import { estimateTokens } from './tokens.js';
 
 const FILE = '/home/someone/.theclaw/agents/helper/memory/user-telegram.main.12345.md';
-const text = fc.oneof(fc.string({ maxLength: 6_000 }), fc.array(fc.string({ maxLength: 120 }), { maxLength: 200 }).map((lines) => lines.join('\n')));
+const text = fc.oneof(
+  fc.string({ maxLength: 6_000 }),
+  fc.array(fc.string({ maxLength: 120 }), { maxLength: 200 }).map((lines) => lines.join('\n')),
+);
 const cap = fc.integer({ min: 100, max: 1_500 });
 /** A cap and a text over it: lines (or one long line) repeated past the cap. */
 const overCap = fc.tuple(cap, fc.array(fc.string({ maxLength: 120 }), { minLength: 1, maxLength: 40 }), fc.boolean()).map(([tokens, lines, oneLine]) => {

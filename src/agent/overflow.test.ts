@@ -24,7 +24,7 @@ import { initAgent } from './lifecycle.js';
 import { routeMessage } from './router.js';
 import { runAgent } from './run.js';
 import { defaultSource, sendToAgent } from './send.js';
-import type { CompactionRecord, ErrorRecord } from './types.js';
+import type { ErrorRecord } from './types.js';
 
 // A provider whose real window (the fake's contextWindow) is smaller than the agent believes (the
 // pai config's context_window): the agent's own estimate never triggers compaction, so every
@@ -71,7 +71,9 @@ function earlierTurns(count: number, chars: number): string[] {
   const texts = Array.from({ length: count }, (_, i) => `turn ${i} ${'x'.repeat(chars)}`);
   const thread = openThread(route().path, { home: t.home, create: true });
   try {
-    texts.forEach((text, i) => thread.push({ source: i % 2 ? 'self' : source, type: 'message', content: JSON.stringify({ text }) }));
+    texts.forEach((text, i) => {
+      thread.push({ source: i % 2 ? 'self' : source, type: 'message', content: JSON.stringify({ text }) });
+    });
   } finally {
     thread.close();
   }
@@ -164,7 +166,7 @@ describe('a context the provider refuses as too long', () => {
     expect(records('error')).toEqual([expect.objectContaining({ stage: 'compaction', kind: 'invalid_request' })]);
   });
 
-  it('ends in the message\'s error outcome when the retry is refused too', async () => {
+  it("ends in the message's error outcome when the retry is refused too", async () => {
     // The message alone is over the window: nothing to compact, and the retry cannot fit.
     sendToAgent(t.home, 'helper', { text: 'y'.repeat(4 * PROVIDER_WINDOW), source });
     expect(await run()).toEqual({ handled: 1, replied: 0, errors: 1 });

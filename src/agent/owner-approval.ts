@@ -63,11 +63,7 @@ async function ask(command: string, settings: AskSettings, signal?: AbortSignal)
 }
 
 function requestText(dir: AgentDir, approval: Approval, within: string): string {
-  return [
-    `Agent ${dir.id} asks to run a command for ${approval.conversation}:`,
-    approval.command,
-    `Reply /approve ${approval.code} to run it or /deny ${approval.code}, within ${within}.`,
-  ].join('\n');
+  return [`Agent ${dir.id} asks to run a command for ${approval.conversation}:`, approval.command, `Reply /approve ${approval.code} to run it or /deny ${approval.code}, within ${within}.`].join('\n');
 }
 
 /** The owner's direct chat with the agent they wrote in last (a source address), or null. */

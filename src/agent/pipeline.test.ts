@@ -6,7 +6,19 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatAddress } from '../core/address.js';
 import { parseMessageContent } from '../core/message.js';
 import { cliPath } from '../core/package.js';
-import { threadEvents, createTestHome, runTool, startFakeOpenAI, writeFakePaiConfig, waitFor, type FakeLlmServer, type FakeStep, type LooseJson, type RecordedRequest, type TestHome } from '../testing/index.js';
+import {
+  threadEvents,
+  createTestHome,
+  runTool,
+  startFakeOpenAI,
+  writeFakePaiConfig,
+  waitFor,
+  type FakeLlmServer,
+  type FakeStep,
+  type LooseJson,
+  type RecordedRequest,
+  type TestHome,
+} from '../testing/index.js';
 import type { ThreadEvent } from '../thread/index.js';
 import { GatewayState } from '../xgw/index.js';
 import { agentDir } from './agent-dir.js';
@@ -103,8 +115,20 @@ describe('agent to agent through the real pipeline', () => {
       ['self', '42'],
     ]);
     // The question, b's answer and its delivery into a's inbox carry the message that asked, which a answers.
-    expect(parseMessageContent(bMessages[1]!.content).reply_context).toEqual({ kind: 'internal', conversation_type: 'dm', conversation_id: aThread.threadId, agent_id: 'a', asking_event_id: aMessages[0]!.id });
-    expect(parseMessageContent(aMessages[2]!.content).reply_context).toEqual({ kind: 'internal', conversation_type: 'reply', conversation_id: aThread.threadId, agent_id: 'b', asking_event_id: aMessages[0]!.id });
+    expect(parseMessageContent(bMessages[1]!.content).reply_context).toEqual({
+      kind: 'internal',
+      conversation_type: 'dm',
+      conversation_id: aThread.threadId,
+      agent_id: 'a',
+      asking_event_id: aMessages[0]!.id,
+    });
+    expect(parseMessageContent(aMessages[2]!.content).reply_context).toEqual({
+      kind: 'internal',
+      conversation_type: 'reply',
+      conversation_id: aThread.threadId,
+      agent_id: 'b',
+      asking_event_id: aMessages[0]!.id,
+    });
 
     // Everything delivered and acknowledged, nothing failed, nothing sent to the terminal by b.
     await waitFor(async () => {
@@ -114,7 +138,12 @@ describe('agent to agent through the real pipeline', () => {
     for (const path of [aThread.path, bThread.path]) expect(events(path, "type = 'record' AND subtype = 'error'")).toEqual([]);
     const state = new GatewayState(t.home);
     try {
-      expect(state.mailbox('terminal:local', user).filter((entry) => entry.role !== 'user').map((entry) => [entry.role, entry.text])).toEqual([
+      expect(
+        state
+          .mailbox('terminal:local', user)
+          .filter((entry) => entry.role !== 'user')
+          .map((entry) => [entry.role, entry.text]),
+      ).toEqual([
         ['agent', 'I asked b; I will tell you.'],
         ['agent', 'b says: 42'],
       ]);

@@ -95,7 +95,9 @@ describe.skipIf(!BWRAP)(`the owner's approval (${NEEDS_BWRAP})`, () => {
     send('please make the marker', telegram('555'));
     const running = run();
     const request = await waitFor(() => replies(owner).find((reply) => reply.notice === 'approval'), 'the approval request in the owner chat', 10_000);
-    expect(request.text).toBe(`Agent helper asks to run a command for ${routeMessage(dir, 'per-peer', telegram('555')).threadId}:\necho approved > marker\nReply /approve ${approvalCode(request.text)} to run it or /deny ${approvalCode(request.text)}, within 5 min.`);
+    expect(request.text).toBe(
+      `Agent helper asks to run a command for ${routeMessage(dir, 'per-peer', telegram('555')).threadId}:\necho approved > marker\nReply /approve ${approvalCode(request.text)} to run it or /deny ${approvalCode(request.text)}, within 5 min.`,
+    );
     expect(request.reply_context).toMatchObject({ channel_id: 'terminal:local', conversation_type: 'dm', peer_id: user });
 
     // A stranger cannot approve it.

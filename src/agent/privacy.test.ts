@@ -37,14 +37,14 @@ interface Message {
   /** Admin asks the helper about it (`agent send` in bash_exec) and passes the answer on. */
   delegate: boolean;
   /** What runs after it arrives: nothing, admin, or admin then helper then helper's deliveries. */
-  then: 'wait' | 'admin' | 'all';
+  next: 'wait' | 'admin' | 'all';
 }
 
 const message = fc.record({
   person: fc.constantFrom(...PEOPLE),
   where: fc.constantFrom('dm', ...GROUPS),
   delegate: fc.nat(4).map((n) => n === 0),
-  then: fc.constantFrom('wait', 'admin', 'all'),
+  next: fc.constantFrom('wait', 'admin', 'all'),
 });
 const scenario = fc.record({
   mode: fc.constantFrom<RoutingMode>(...ROUTING_MODES),
@@ -142,17 +142,20 @@ async function check({ mode, helperMode = 'per-peer', messages }: Scenario): Pro
     writeFileSync(join(t.home, 'pai', 'config.yaml'), 'default: mock/echo\n');
     const admin = initAgent(t.home, 'admin');
     const helper = initAgent(t.home, 'helper');
-    for (const [dir, routing] of [[admin, mode], [helper, helperMode]] as const) {
+    for (const [dir, routing] of [
+      [admin, mode],
+      [helper, helperMode],
+    ] as const) {
       // Every person's and group's commands run: the delegation is a command, and the privacy of a
       // conversation must hold whatever the policy lets run.
       writeFileSync(dir.config, stringify({ ...parse(readFileSync(dir.config, 'utf8')), routing: { default: routing }, policy: { rules: [{ bash: 'allow' }] } }));
     }
     for (const person of PEOPLE) {
-      const { peerKey } = routeMessage(admin, 'per-peer', sourceOf({ person, where: 'dm', delegate: false, then: 'wait' }));
+      const { peerKey } = routeMessage(admin, 'per-peer', sourceOf({ person, where: 'dm', delegate: false, next: 'wait' }));
       writeFileSync(join(admin.memory, `user-${peerKey}.md`), `${userMemory(person)}\n`);
     }
     for (const group of GROUPS) {
-      const { groupKey } = routeMessage(admin, mode, sourceOf({ person: PEOPLE[0]!, where: group, delegate: false, then: 'wait' }));
+      const { groupKey } = routeMessage(admin, mode, sourceOf({ person: PEOPLE[0]!, where: group, delegate: false, next: 'wait' }));
       writeFileSync(join(admin.memory, `group-${groupKey}.md`), `${groupMemory(group)}\n`);
     }
     const requests: Requests = { admin: [], helper: [] };
@@ -181,8 +184,8 @@ async function check({ mode, helperMode = 'per-peer', messages }: Scenario): Pro
       const text = `${marker(index)}${m.delegate ? ' DELEGATE' : ''}`;
       inbox.push({ source: sourceOf(m), type: 'message', content: formatMessageContent({ text, attachments: [], reply_context: contextOf(m, index) }) });
       inbox.close();
-      if (m.then === 'admin') await runAdmin();
-      if (m.then === 'all') await runAll();
+      if (m.next === 'admin') await runAdmin();
+      if (m.next === 'all') await runAll();
     }
     await runAll();
     await runAll(); // the last answers, passed on
@@ -248,27 +251,31 @@ describe('privacy: a conversation is a conversation', () => {
     await check({
       mode: 'per-peer',
       messages: [
-        { ...dm, delegate: true, then: 'admin' },
-        { person: '101', where: '-100', delegate: false, then: 'all' },
+        { ...dm, delegate: true, next: 'admin' },
+        { person: '101', where: '-100', delegate: false, next: 'all' },
       ],
     });
     await check({
       mode: 'per-channel',
       messages: [
-        { ...dm, delegate: true, then: 'admin' },
-        { person: '102', where: 'dm', delegate: false, then: 'all' },
+        { ...dm, delegate: true, next: 'admin' },
+        { person: '102', where: 'dm', delegate: false, next: 'all' },
       ],
     });
   }, 60_000);
 
-  it.each(ROUTING_MODES)('keeps the conversations of the asking agent apart in the agent it asks: a question from a direct chat, then one from a group (helper %s)', async (helperMode) => {
-    await check({
-      mode: 'per-peer',
-      helperMode,
-      messages: [
-        { person: '101', where: 'dm', delegate: true, then: 'all' },
-        { person: '101', where: '-100', delegate: true, then: 'all' },
-      ],
-    });
-  }, 60_000);
+  it.each(ROUTING_MODES)(
+    'keeps the conversations of the asking agent apart in the agent it asks: a question from a direct chat, then one from a group (helper %s)',
+    async (helperMode) => {
+      await check({
+        mode: 'per-peer',
+        helperMode,
+        messages: [
+          { person: '101', where: 'dm', delegate: true, next: 'all' },
+          { person: '101', where: '-100', delegate: true, next: 'all' },
+        ],
+      });
+    },
+    60_000,
+  );
 });

@@ -26,18 +26,28 @@ the model (/help lists what they do); any other /word goes to the model as text.
       .description("create an agent directory with IDENTITY.md, USAGE.md, config.yaml and its inbox (exit 1 if it exists, or if its model's window cannot hold its identity and memory caps)")
       .argument('<id>', 'agent id: lower-case letters, digits, _ and -')
       .addOption(new Option('--kind <kind>', 'system or user (default: system for admin, warden, maintainer, evolver)').choices(['system', 'user']))
-      .option('--provider <name>', 'LLM provider (default: pai\'s default)')
+      .option('--provider <name>', "LLM provider (default: pai's default)")
       .option('--model <id>', 'model id')
       .addOption(jsonOption())
       .action(async (id: string, options) => (await commands()).init(id, options)),
     ['agent init helper', 'agent init writer --provider openai --model gpt-4o-mini'],
   );
   withExamples(
-    program.command('start').description('subscribe the inbox: notifier runs the agent when messages arrive').argument('<id>').addOption(jsonOption()).action(async (id: string, options) => (await commands()).start(id, options)),
+    program
+      .command('start')
+      .description('subscribe the inbox: notifier runs the agent when messages arrive')
+      .argument('<id>')
+      .addOption(jsonOption())
+      .action(async (id: string, options) => (await commands()).start(id, options)),
     ['agent start helper'],
   );
   withExamples(
-    program.command('stop').description('unsubscribe the inbox; messages wait and are handled after start').argument('<id>').addOption(jsonOption()).action(async (id: string, options) => (await commands()).stop(id, options)),
+    program
+      .command('stop')
+      .description('unsubscribe the inbox; messages wait and are handled after start')
+      .argument('<id>')
+      .addOption(jsonOption())
+      .action(async (id: string, options) => (await commands()).stop(id, options)),
     ['agent stop helper'],
   );
   withExamples(
@@ -50,7 +60,11 @@ the model (/help lists what they do); any other /word goes to the model as text.
     ['agent status', 'agent status admin --json'],
   );
   withExamples(
-    program.command('list').description('every agent').addOption(jsonOption()).action(async (options) => (await commands()).list(options)),
+    program
+      .command('list')
+      .description('every agent')
+      .addOption(jsonOption())
+      .action(async (options) => (await commands()).list(options)),
     ['agent list --json'],
   );
   withExamples(
@@ -66,11 +80,20 @@ the model (/help lists what they do); any other /word goes to the model as text.
     ['agent send helper --text "summarise today\'s mail"'],
   );
   withExamples(
-    program.command('chat').description('talk to an agent from this terminal through the real pipeline').argument('<id>').action(async (id: string) => (await commands()).chat(id)),
+    program
+      .command('chat')
+      .description('talk to an agent from this terminal through the real pipeline')
+      .argument('<id>')
+      .action(async (id: string) => (await commands()).chat(id)),
     ['agent chat admin'],
   );
   withExamples(
-    program.command('approvals').description("commands that wait for the owner's approval (policy ask)").argument('<id>').addOption(jsonOption()).action(async (id: string, options) => (await commands()).approvals(id, options)),
+    program
+      .command('approvals')
+      .description("commands that wait for the owner's approval (policy ask)")
+      .argument('<id>')
+      .addOption(jsonOption())
+      .action(async (id: string, options) => (await commands()).approvals(id, options)),
     ['agent approvals helper'],
   );
   for (const [verb, what] of [
@@ -78,12 +101,23 @@ the model (/help lists what they do); any other /word goes to the model as text.
     ['deny', 'refuse a command that waits for approval'],
   ] as const) {
     withExamples(
-      program.command(verb).description(what).argument('<id>').argument('<code>', 'the code in the request').addOption(jsonOption()).action(async (id: string, code: string, options) => (await commands()).decide(id, code, verb === 'approve', options)),
+      program
+        .command(verb)
+        .description(what)
+        .argument('<id>')
+        .argument('<code>', 'the code in the request')
+        .addOption(jsonOption())
+        .action(async (id: string, code: string, options) => (await commands()).decide(id, code, verb === 'approve', options)),
       [`agent ${verb} helper k3x9p`],
     );
   }
   withExamples(
-    program.command('run').description('one batch of inbox messages (notifier runs it; not needed by hand)').argument('<id>').addOption(jsonOption()).action(async (id: string, options) => (await commands()).run(id, options)),
+    program
+      .command('run')
+      .description('one batch of inbox messages (notifier runs it; not needed by hand)')
+      .argument('<id>')
+      .addOption(jsonOption())
+      .action(async (id: string, options) => (await commands()).run(id, options)),
     ['agent run helper'],
   );
   withExamples(

@@ -50,7 +50,11 @@ export function answerTarget(thread: Thread, inbound: Inbound, inboundId: number
   const agent = context?.kind === 'internal' ? context.agent_id : inbound.source;
   const askingId = context?.kind === 'internal' ? context.asking_event_id : undefined;
   if (askingId === undefined) {
-    return { eventId: null, replyContext: null, problem: `the answer of agent ${agent} names no asking message (it was asked without one, by an older agent send or by hand), so it is not passed on to anyone` };
+    return {
+      eventId: null,
+      replyContext: null,
+      problem: `the answer of agent ${agent} names no asking message (it was asked without one, by an older agent send or by hand), so it is not passed on to anyone`,
+    };
   }
   const [asking] = askingId < inboundId ? thread.peek({ afterId: askingId - 1, limit: 1 }) : [];
   if (asking?.id !== askingId || asking.type !== 'message' || asking.source === 'self' || isAnswer(asking.source)) {

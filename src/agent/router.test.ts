@@ -25,8 +25,7 @@ afterEach(() => {
   t.cleanup();
 });
 
-const external = (peerId: string, channelType = 'telegram', instance = 'main') =>
-  formatAddress({ kind: 'external', channelType, instance, conversationType: 'dm', conversationId: peerId, peerId });
+const external = (peerId: string, channelType = 'telegram', instance = 'main') => formatAddress({ kind: 'external', channelType, instance, conversationType: 'dm', conversationId: peerId, peerId });
 /** A person's message in a group chat (Telegram: the chat id, the sender's user id). */
 const inGroup = (conversationId: string, peerId: string, channelType = 'telegram', instance = 'main', conversationType = 'group') =>
   formatAddress({ kind: 'external', channelType, instance, conversationType, conversationId, peerId });
@@ -44,10 +43,22 @@ function expectInside(path: string, parent: string): void {
 
 describe('routeMessage', () => {
   it('puts each peer, each channel or everyone in one thread by mode', () => {
-    expect(routeMessage(dir, 'per-peer', external('42'))).toEqual({ threadId: 'peer-telegram.main.42', path: join(dir.threads, 'peers', 'telegram.main.42'), kind: 'peer', peerKey: 'telegram.main.42', groupKey: null });
+    expect(routeMessage(dir, 'per-peer', external('42'))).toEqual({
+      threadId: 'peer-telegram.main.42',
+      path: join(dir.threads, 'peers', 'telegram.main.42'),
+      kind: 'peer',
+      peerKey: 'telegram.main.42',
+      groupKey: null,
+    });
     expect(routeMessage(dir, 'per-peer', external('43')).path).toBe(join(dir.threads, 'peers', 'telegram.main.43'));
 
-    expect(routeMessage(dir, 'per-channel', external('42'))).toEqual({ threadId: 'channel-telegram.main', path: join(dir.threads, 'channels', 'telegram.main'), kind: 'channel', peerKey: 'telegram.main.42', groupKey: null });
+    expect(routeMessage(dir, 'per-channel', external('42'))).toEqual({
+      threadId: 'channel-telegram.main',
+      path: join(dir.threads, 'channels', 'telegram.main'),
+      kind: 'channel',
+      peerKey: 'telegram.main.42',
+      groupKey: null,
+    });
     expect(routeMessage(dir, 'per-channel', external('43')).path).toBe(join(dir.threads, 'channels', 'telegram.main'));
     expect(routeMessage(dir, 'per-channel', external('42', 'webchat')).path).toBe(join(dir.threads, 'channels', 'webchat.main'));
 
@@ -78,6 +89,7 @@ describe('routeMessage', () => {
       expectInside(peerRoute.path, join(dir.threads, 'peers'));
       expect(peerRoute.threadId).toBe(`peer-${peerRoute.peerKey}`);
       expect(peerRoute.peerKey!.length).toBeLessThanOrEqual(64);
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: a NUL is what a path must not hold.
       expect(peerRoute.peerKey).not.toMatch(/[/\u0000]|^\./);
       for (const file of Object.values(memoryFiles(dir, peerRoute))) if (file) expect(dirname(file)).toBe(dir.memory);
       expect(dirname(sessionFile(dir, peerRoute))).toBe(dir.sessions);
@@ -113,8 +125,7 @@ describe('routeMessage', () => {
     fc.record({ kind: fc.constant('internal' as const), agentId: id, conversationId: id }),
   );
   type Sender = { kind: 'external'; channelType: string; instance: string; peerId: string } | { kind: 'internal'; agentId: string; conversationId: string };
-  const sourceOf = (s: Sender) =>
-    s.kind === 'external' ? external(s.peerId, s.channelType, s.instance) : internal(s.agentId, s.conversationId);
+  const sourceOf = (s: Sender) => (s.kind === 'external' ? external(s.peerId, s.channelType, s.instance) : internal(s.agentId, s.conversationId));
 
   it('never lets two different peer ids of one channel share a thread, and keeps every one inside threads/ (property)', () => {
     fc.assert(
@@ -180,10 +191,21 @@ describe('a group conversation', () => {
     }
     const route = routeMessage(dir, 'per-peer', inGroup('-100', '42'));
     // The group's memory in place of the person's: a member's own memory file is not among them.
-    expect(memoryFiles(dir, route)).toEqual({ agent: join(dir.memory, 'agent.md'), user: null, group: join(dir.memory, `group-${groupKey}.md`), thread: join(dir.memory, `thread-group-${groupKey}.md`) });
+    expect(memoryFiles(dir, route)).toEqual({
+      agent: join(dir.memory, 'agent.md'),
+      user: null,
+      group: join(dir.memory, `group-${groupKey}.md`),
+      thread: join(dir.memory, `thread-group-${groupKey}.md`),
+    });
     expect(sessionFile(dir, route)).toBe(join(dir.sessions, `group-${groupKey}.jsonl`));
     // Other groups, the same chat id on another channel, another conversation type: other threads.
-    const paths = [route, routeMessage(dir, 'per-peer', inGroup('-200', '42')), routeMessage(dir, 'per-peer', inGroup('-100', '42', 'telegram', 'other')), routeMessage(dir, 'per-peer', inGroup('-100', '42', 'webchat')), routeMessage(dir, 'per-peer', inGroup('-100', '42', 'telegram', 'main', 'channel'))].map((r) => r.path);
+    const paths = [
+      route,
+      routeMessage(dir, 'per-peer', inGroup('-200', '42')),
+      routeMessage(dir, 'per-peer', inGroup('-100', '42', 'telegram', 'other')),
+      routeMessage(dir, 'per-peer', inGroup('-100', '42', 'webchat')),
+      routeMessage(dir, 'per-peer', inGroup('-100', '42', 'telegram', 'main', 'channel')),
+    ].map((r) => r.path);
     expect(new Set(paths).size).toBe(paths.length);
   });
 
@@ -209,10 +231,14 @@ describe('a group conversation', () => {
         const isGroup = (c: typeof a) => c.conversationType !== 'dm';
         // A group's thread is the group's alone; a direct message never lands in a group's thread.
         if (isGroup(a) || isGroup(b)) {
-          const sameGroup = isGroup(a) && isGroup(b) && [a.channelType, a.instance, a.conversationType, a.conversationId].join('\0') === [b.channelType, b.instance, b.conversationType, b.conversationId].join('\0');
+          const sameGroup =
+            isGroup(a) && isGroup(b) && [a.channelType, a.instance, a.conversationType, a.conversationId].join('\0') === [b.channelType, b.instance, b.conversationType, b.conversationId].join('\0');
           expect(ra.path === rb.path).toBe(sameGroup);
         }
-        for (const [c, route] of [[a, ra], [b, rb]] as const) {
+        for (const [c, route] of [
+          [a, ra],
+          [b, rb],
+        ] as const) {
           expect(route.kind === 'group').toBe(isGroup(c));
           // A member's memory never enters a group; a direct message gets its sender's.
           expect(route.peerKey === null).toBe(isGroup(c));
@@ -227,7 +253,7 @@ describe('a group conversation', () => {
 });
 
 describe("another agent's conversation", () => {
-  it('has its own thread for each conversation of the asking agent, in every mode, with no person\'s memory', () => {
+  it("has its own thread for each conversation of the asking agent, in every mode, with no person's memory", () => {
     const fromDirect = internal('admin', 'peer-telegram.main.42');
     for (const mode of ['per-peer', 'per-channel', 'per-agent'] as const) {
       const route = routeMessage(dir, mode, fromDirect);
@@ -263,9 +289,9 @@ describe("another agent's answer naming one of our threads", () => {
     // A question (conversation type dm) from another agent is routed as that agent's own conversation.
     expect(routeMessage(dir, 'per-peer', internal('warden', asked.threadId)).path).toBe(join(dir.threads, 'agents', 'warden.dm.peer-telegram.main.42'));
     // An external source never uses its conversation id to pick a thread.
-    expect(routeMessage(dir, 'per-peer', formatAddress({ kind: 'external', channelType: 'telegram', instance: 'main', conversationType: 'dm', conversationId: asked.threadId, peerId: '43' })).path).toBe(
-      join(dir.threads, 'peers', 'telegram.main.43'),
-    );
+    expect(
+      routeMessage(dir, 'per-peer', formatAddress({ kind: 'external', channelType: 'telegram', instance: 'main', conversationType: 'dm', conversationId: asked.threadId, peerId: '43' })).path,
+    ).toBe(join(dir.threads, 'peers', 'telegram.main.43'));
 
     // A question asked from a group's thread is answered there.
     const group = routeMessage(dir, 'per-peer', inGroup('-100', '42'));
@@ -276,7 +302,24 @@ describe("another agent's answer naming one of our threads", () => {
     initThread(asking.path, { home: t.home }).close();
     expect(routeMessage(dir, 'per-agent', answer('warden', asking.threadId))).toEqual(asking);
 
-    for (const conversation of ['group-../x', 'group-', 'group-a/b', 'groups-x', 'agent-../x', 'agent-', 'agents-x', 'peer-../x', 'peer-../peers/telegram.main.42', 'peer-', 'peer-a/b', `peer-${'x'.repeat(70)}`, 'channel-..', 'mainx', '../threads/main', 'peers/telegram.main.42']) {
+    for (const conversation of [
+      'group-../x',
+      'group-',
+      'group-a/b',
+      'groups-x',
+      'agent-../x',
+      'agent-',
+      'agents-x',
+      'peer-../x',
+      'peer-../peers/telegram.main.42',
+      'peer-',
+      'peer-a/b',
+      `peer-${'x'.repeat(70)}`,
+      'channel-..',
+      'mainx',
+      '../threads/main',
+      'peers/telegram.main.42',
+    ]) {
       expect(threadById(dir, conversation), conversation).toBeNull();
       const route = routeMessage(dir, 'per-peer', answer('warden', conversation));
       expect(route.kind, conversation).toBe('agent');

@@ -45,7 +45,7 @@ export const THREAD_FOLDERS: readonly string[] = Object.values(FOLDERS);
 export function routeMessage(dir: AgentDir, mode: RoutingMode, source: string): ThreadRoute {
   const address = parseAddress(source);
   if (address.kind === 'self') {
-    throw new ClawError('invalid', 'an inbox message has the source self', { suggestion: 'push inbox messages with the sender\'s address' });
+    throw new ClawError('invalid', 'an inbox message has the source self', { suggestion: "push inbox messages with the sender's address" });
   }
   if (address.kind === 'internal' && address.conversationType === ANSWER_CONVERSATION) {
     const asked = threadById(dir, address.conversationId);

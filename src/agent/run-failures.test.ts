@@ -73,7 +73,9 @@ describe('agent run when the model is unavailable', () => {
     // The real process: notifier sees exit 1 and retries with backoff.
     const failed = await runTool('agent', ['run', 'helper'], t.env);
     expect(failed.code).toBe(1);
-    expect(failed.stderr).toMatch(/^Error: the model is unavailable: http:\/\/127\.0\.0\.1:\d+\/v1 failed \(HTTP 503\) after 3 attempts: .* - the message waits and is answered once the model is back \(notifier retries with backoff\); theclaw retry tries now\n$/);
+    expect(failed.stderr).toMatch(
+      /^Error: the model is unavailable: http:\/\/127\.0\.0\.1:\d+\/v1 failed \(HTTP 503\) after 3 attempts: .* - the message waits and is answered once the model is back \(notifier retries with backoff\); theclaw retry tries now\n$/,
+    );
     expect(selfMessages('bob').map((m) => m.text)).toEqual(['answer to bob-1']);
     expect(selfMessages('alice')).toEqual([]); // no outcome, no notice before the delay
     expect(threadEvents(t.home, routeMessage(dir, 'per-peer', telegram('alice')).path, "subtype = 'error'")).toEqual([]);
@@ -100,7 +102,9 @@ describe('agent run when the model is unavailable', () => {
     failing.set('alice', 503);
     send('alice-1', 'alice');
     for (let i = 0; i < 2; i++) await expect(run()).rejects.toBeInstanceOf(ModelOutage);
-    expect(selfMessages('alice')).toEqual([{ text: 'Delayed: the model is failing (503).', attachments: [], reply_context: expect.objectContaining({ peer_id: 'alice' }), in_reply_to: 1, notice: 'delayed' }]);
+    expect(selfMessages('alice')).toEqual([
+      { text: 'Delayed: the model is failing (503).', attachments: [], reply_context: expect.objectContaining({ peer_id: 'alice' }), in_reply_to: 1, notice: 'delayed' },
+    ]);
 
     failing.clear();
     failing.set('alice-2', 401);
@@ -127,7 +131,13 @@ describe('noteOutage', () => {
     const outage = new ModelOutage({ class: 'outage', kind: 'network', status: null, reason: 'the model cannot be reached' }, 'cannot reach http://x');
     noteOutage(dir, { outage, failed: true }, logger, new Date('2026-01-01T00:00:00Z'));
     noteOutage(dir, { outage, failed: true }, logger, new Date('2026-01-01T00:05:00Z'));
-    expect(readOutage(dir)).toEqual({ since: '2026-01-01T00:00:00.000Z', last_at: '2026-01-01T00:05:00.000Z', kind: 'network', status: null, error: 'the model is unavailable: cannot reach http://x' });
+    expect(readOutage(dir)).toEqual({
+      since: '2026-01-01T00:00:00.000Z',
+      last_at: '2026-01-01T00:05:00.000Z',
+      kind: 'network',
+      status: null,
+      error: 'the model is unavailable: cannot reach http://x',
+    });
     noteOutage(dir, { failed: true }, logger); // a full disk says nothing of the model
     expect(readOutage(dir)).not.toBeNull();
     noteOutage(dir, { failed: false }, logger);

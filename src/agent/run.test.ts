@@ -9,7 +9,20 @@ import { tryLock } from '../core/lock.js';
 import { isAlive } from '../core/process.js';
 import { formatMessageContent, parseMessageContent } from '../core/message.js';
 import { readSession } from '../pai/index.js';
-import { BWRAP, NEEDS_BWRAP, threadEvents, waitFor, createTestHome, runTool, startFakeOpenAI, writeFakePaiConfig, type FakeLlmOptions, type FakeLlmServer, type LooseJson, type TestHome } from '../testing/index.js';
+import {
+  BWRAP,
+  NEEDS_BWRAP,
+  threadEvents,
+  waitFor,
+  createTestHome,
+  runTool,
+  startFakeOpenAI,
+  writeFakePaiConfig,
+  type FakeLlmOptions,
+  type FakeLlmServer,
+  type LooseJson,
+  type TestHome,
+} from '../testing/index.js';
 import { openThread, type ThreadEvent } from '../thread/index.js';
 import { agentDir, type AgentDir } from './agent-dir.js';
 import { initAgent } from './lifecycle.js';
@@ -236,7 +249,7 @@ describe('agent run: errors', () => {
     expect(reply!.content.reply_context).toEqual({ kind: 'external', channel_id: 'terminal:local', conversation_type: 'dm', conversation_id: 'alice', peer_id: 'alice' });
   });
 
-  it('records a model that cannot be resolved as each message\'s error and acknowledges them', async () => {
+  it("records a model that cannot be resolved as each message's error and acknowledges them", async () => {
     await fakeServer();
     setAgentConfig({ pai: { provider: 'nosuch', model: 'x' } });
     send('first');
@@ -282,7 +295,14 @@ describe('agent run: a conversation is a conversation', () => {
   /** Pushes a message as xgw does: with the platform's message id in its reply context. */
   function receive(source: string, text: string, messageId: string): void {
     const address = parseAddress(source) as ExternalAddress;
-    const reply_context = { kind: 'external' as const, channel_id: `${address.channelType}:${address.instance}`, conversation_type: address.conversationType, conversation_id: address.conversationId, peer_id: address.peerId, message_id: messageId };
+    const reply_context = {
+      kind: 'external' as const,
+      channel_id: `${address.channelType}:${address.instance}`,
+      conversation_type: address.conversationType,
+      conversation_id: address.conversationId,
+      peer_id: address.peerId,
+      message_id: messageId,
+    };
     const inbox = openThread(dir.inbox, { home: t.home });
     inbox.push({ source, type: 'message', content: formatMessageContent({ text, attachments: [], reply_context }) });
     inbox.close();
@@ -354,7 +374,11 @@ describe('agent run: a conversation is a conversation', () => {
       ['echo: an answer naming a message yet to come', undefined],
     ]);
     const problems = records<ErrorRecord>(channel.path, 'error');
-    expect(problems).toEqual(relays.slice(1).map((r) => expect.objectContaining({ in_reply_to: r.content.in_reply_to, stage: 'route', error: expect.stringMatching(/^the answer of agent expert names .*not passed on to anyone$/) })));
+    expect(problems).toEqual(
+      relays
+        .slice(1)
+        .map((r) => expect.objectContaining({ in_reply_to: r.content.in_reply_to, stage: 'route', error: expect.stringMatching(/^the answer of agent expert names .*not passed on to anyone$/) })),
+    );
     expect(readFileSync(dir.log, 'utf8')).toMatch(/\[WARN\] run: the answer in thread channel-telegram\.main to event \d+ is kept there: the answer of agent expert names no asking message/);
   });
 

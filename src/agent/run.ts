@@ -6,17 +6,7 @@ import { createLogger, type Logger } from '../core/logger.js';
 import { createRedactor } from '../core/secrets.js';
 import { isStorageError, storageError } from '../core/storage-error.js';
 import { TurnRegistry, type ProcessMark } from '../core/turn-processes.js';
-import {
-  chat,
-  loadPaiConfig,
-  preloadProvider,
-  providerSecrets,
-  resolveModel,
-  type BashExecArgs,
-  type ModelCaller,
-  type PaiConfig,
-  type ResolvedModel,
-} from '../pai/index.js';
+import { chat, loadPaiConfig, preloadProvider, providerSecrets, resolveModel, type BashExecArgs, type ModelCaller, type PaiConfig, type ResolvedModel } from '../pai/index.js';
 import { openThread, type Thread, type ThreadEvent } from '../thread/index.js';
 import { loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
 import { memoryFiles, sessionFile } from './context.js';
@@ -188,7 +178,9 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
         // stops here, unacknowledged, and nothing more joins, while the others finish; the run
         // then fails and notifier retries.
         if (error instanceof ModelOutage) outage ??= error;
-        logger.error(`run: inbox event ${event.id} ${error instanceof ModelOutage ? 'waits, with the later messages of its conversation' : 'failed'}: ${error instanceof Error ? error.message : String(error)}`);
+        logger.error(
+          `run: inbox event ${event.id} ${error instanceof ModelOutage ? 'waits, with the later messages of its conversation' : 'failed'}: ${error instanceof Error ? error.message : String(error)}`,
+        );
         failed ??= error;
         queue.close();
         return false;
@@ -215,7 +207,10 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
  */
 export function warmAgentRuns(env: NodeJS.ProcessEnv = process.env): void {
   try {
-    resolveModel(loadPaiConfig(resolveHome(env)), {}, env).then((model) => preloadProvider(model.api), () => {});
+    resolveModel(loadPaiConfig(resolveHome(env)), {}, env).then(
+      (model) => preloadProvider(model.api),
+      () => {},
+    );
   } catch {
     // No home or no configuration yet: the run that needs them says so.
   }
@@ -291,11 +286,20 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
       authorize: commandAuthorizer(rule, { dir, policy: config.policy, logger, conversation: route.threadId, askedFor: event.source, tellOwner: turn.tellOwner }),
       // What `agent send` and `cmds` run through bash_exec need to know about the asker; the
       // asking event is the message that an answer to `agent send` will be passed on to.
-      env: { ...turn.env, THECLAW_HOME: turn.home, THECLAW_AGENT: dir.id, THECLAW_AGENT_DIR: dir.root, THECLAW_CONVERSATION: route.threadId, THECLAW_ASKING_EVENT: String(target.eventId ?? inboundId) },
+      env: {
+        ...turn.env,
+        THECLAW_HOME: turn.home,
+        THECLAW_AGENT: dir.id,
+        THECLAW_AGENT_DIR: dir.root,
+        THECLAW_CONVERSATION: route.threadId,
+        THECLAW_ASKING_EVENT: String(target.eventId ?? inboundId),
+      },
       onEvent(chatEvent) {
         if (chatEvent.type === 'tool_call') commands.set(chatEvent.id, chatEvent.arguments);
         if (chatEvent.type === 'retry') {
-          logger.warn(`run: retry ${chatEvent.attempt} of the model call for thread ${route.threadId} event ${inboundId} in ${chatEvent.delay_ms} ms (${chatEvent.error}${chatEvent.status ? `, HTTP ${chatEvent.status}` : ''})`);
+          logger.warn(
+            `run: retry ${chatEvent.attempt} of the model call for thread ${route.threadId} event ${inboundId} in ${chatEvent.delay_ms} ms (${chatEvent.error}${chatEvent.status ? `, HTTP ${chatEvent.status}` : ''})`,
+          );
         }
         if (chatEvent.type === 'tool_result') {
           // A command may print a key it found; records are read by people and other agents.
@@ -324,26 +328,28 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
     };
     // The context (memory caps, compaction) and the call, retried once on a context overflow;
     // what its commands leave running ends with the turn.
-    const result = await new TurnRegistry(dir.turnProcesses).during((turnMark) => callWithinWindow({
-      thread,
-      currentId: inboundId,
-      input: inbound.text,
-      prompt: { dir, route, memory, caps: config.context.memory_caps, source: event.source, commands: commandsFact(rule, config.sandbox) },
-      settings: config.context,
-      contextWindow: model.contextWindow,
-      mixedPeople,
-      summarise,
-      redact: turn.redact,
-      logger,
-      call: ({ system, history }) => {
-        // An earlier turn at this message that was cut off is continued, not begun again: the
-        // commands it ran are not run twice.
-        const cutOff = unfinishedTurn(session, turnName);
-        if (cutOff.length > 0) logger.warn(`run: resuming the cut-off turn for thread ${route.threadId} event ${inboundId} from its session`);
-        writeSession(session, [...history, ...cutOff]);
-        return callModel(modelTurn, { ...turnCall, system, turnMark, resume: cutOff.length > 0 });
-      },
-    }));
+    const result = await new TurnRegistry(dir.turnProcesses).during((turnMark) =>
+      callWithinWindow({
+        thread,
+        currentId: inboundId,
+        input: inbound.text,
+        prompt: { dir, route, memory, caps: config.context.memory_caps, source: event.source, commands: commandsFact(rule, config.sandbox) },
+        settings: config.context,
+        contextWindow: model.contextWindow,
+        mixedPeople,
+        summarise,
+        redact: turn.redact,
+        logger,
+        call: ({ system, history }) => {
+          // An earlier turn at this message that was cut off is continued, not begun again: the
+          // commands it ran are not run twice.
+          const cutOff = unfinishedTurn(session, turnName);
+          if (cutOff.length > 0) logger.warn(`run: resuming the cut-off turn for thread ${route.threadId} event ${inboundId} from its session`);
+          writeSession(session, [...history, ...cutOff]);
+          return callModel(modelTurn, { ...turnCall, system, turnMark, resume: cutOff.length > 0 });
+        },
+      }),
+    );
 
     // An empty answer is nothing to deliver: recorded like NO_REPLY rather than sent and refused.
     if (result.text.trim() === 'NO_REPLY' || result.text.trim() === '') {

@@ -67,7 +67,11 @@ function exec(command: string, options: { profile?: SandboxProfile; network?: bo
   return bashExec({ command }, { cwd: helper.workdir, env, sandbox: agentSandbox(t.home, helper, settings, env), turnMark: options.turnMark, timeoutSeconds: options.timeoutSeconds ?? 30 });
 }
 
-const names = (text: string) => text.split('\n').filter(Boolean).map((line) => line.split('=')[0]!);
+const names = (text: string) =>
+  text
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => line.split('=')[0]!);
 /** Pids of this machine's processes whose command line holds `text`. */
 const running = (text: string) =>
   readdirSync('/proc')
@@ -117,7 +121,18 @@ describe.skipIf(!BWRAP)(`bash_exec in the sandbox (${NEEDS_BWRAP})`, () => {
     const result = await exec('env; echo ---; echo $PPID; tr "\\0" "\\n" < /proc/$PPID/environ');
     expect(result.exit_code, result.stderr).toBe(0);
     const [own, parent] = result.stdout.split('---\n') as [string, string];
-    const listed: string[] = [...BASE_SANDBOX_ENV, 'THECLAW_HOME', 'THECLAW_AGENT', 'THECLAW_AGENT_DIR', 'THECLAW_CONVERSATION', 'THECLAW_ASKING_EVENT', 'THECLAW_LOG_LEVEL', OUTBOX_ENV, TURN_MARK, CALL_MARK];
+    const listed: string[] = [
+      ...BASE_SANDBOX_ENV,
+      'THECLAW_HOME',
+      'THECLAW_AGENT',
+      'THECLAW_AGENT_DIR',
+      'THECLAW_CONVERSATION',
+      'THECLAW_ASKING_EVENT',
+      'THECLAW_LOG_LEVEL',
+      OUTBOX_ENV,
+      TURN_MARK,
+      CALL_MARK,
+    ];
     expect(names(own).filter((name) => ![...listed, 'PWD', 'SHLVL', '_', 'OLDPWD'].includes(name))).toEqual([]);
     expect(own).toContain('THECLAW_AGENT=helper\n');
     expect(own).toContain(`THECLAW_HOME=${t.home}\n`);
@@ -146,7 +161,13 @@ describe.skipIf(!BWRAP)(`bash_exec in the sandbox (${NEEDS_BWRAP})`, () => {
     }
     const home = await exec('ls -A "$THECLAW_HOME"; echo ---; ls -A "$THECLAW_HOME/agents/other"');
     expect(home).toMatchObject({ exit_code: 0, stdout: '.bin\nagents\n---\nconfig.yaml\n' });
-    for (const command of ['cat "$THECLAW_HOME/xgw/config.yaml"', 'cat "$THECLAW_HOME/xgw/webchat-main.token"', 'ls "$THECLAW_HOME/agents/other/threads"', 'ls "$THECLAW_HOME/agents/other/inbox"', 'ls "$THECLAW_HOME/run"']) {
+    for (const command of [
+      'cat "$THECLAW_HOME/xgw/config.yaml"',
+      'cat "$THECLAW_HOME/xgw/webchat-main.token"',
+      'ls "$THECLAW_HOME/agents/other/threads"',
+      'ls "$THECLAW_HOME/agents/other/inbox"',
+      'ls "$THECLAW_HOME/run"',
+    ]) {
       const result = await exec(command);
       expect(result.exit_code, command).not.toBe(0);
       expect(result.stdout, command).toBe('');

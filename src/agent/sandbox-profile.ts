@@ -40,11 +40,7 @@ export function agentSandbox(home: string, dir: AgentDir, settings: AgentConfig[
   const outbox = outboxDir(dir, env.THECLAW_CONVERSATION ?? '');
   withStoragePath(outbox, () => ensureDir(outbox));
   const writable = settings.profile === 'sandbox' ? [dir.workdir, dir.memory, dir.skills] : [dir.workdir];
-  const own: SandboxBind[] = [
-    { path: dir.root, writable: false },
-    ...writable.map((path) => ({ path, writable: true, optional: path !== dir.workdir })),
-    { path: outbox, writable: true },
-  ];
+  const own: SandboxBind[] = [{ path: dir.root, writable: false }, ...writable.map((path) => ({ path, writable: true, optional: path !== dir.workdir })), { path: outbox, writable: true }];
   // Optional: an agent removed meanwhile must not fail the call.
   const others = listAgentIds(home)
     .filter((id) => id !== dir.id)

@@ -21,7 +21,10 @@ export function commandsOf(line: string): string[][] | null {
   const commands: string[][] = [];
   let computed = false;
   const visit = (node: unknown): void => {
-    if (Array.isArray(node)) return node.forEach(visit);
+    if (Array.isArray(node)) {
+      for (const item of node) visit(item);
+      return;
+    }
     if (node === null || typeof node !== 'object') return;
     const record = node as Record<string, unknown>;
     if (record.type === 'Command' && record.name !== undefined) {

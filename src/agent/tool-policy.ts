@@ -26,10 +26,7 @@ const STRICTNESS: Record<ToolDecision, number> = { allow: 0, ask: 1, deny: 2 };
 
 const Patterns = z.optional(z.array(z.string().check(z.regex(/\S/, 'a pattern names a program'))));
 
-const CommandRuleSchema = z.union([
-  z.enum(TOOL_DECISIONS),
-  z.strictObject({ allow: Patterns, ask: Patterns, deny: Patterns, otherwise: z._default(z.enum(TOOL_DECISIONS), 'ask') }),
-]);
+const CommandRuleSchema = z.union([z.enum(TOOL_DECISIONS), z.strictObject({ allow: Patterns, ask: Patterns, deny: Patterns, otherwise: z._default(z.enum(TOOL_DECISIONS), 'ask') })]);
 export type CommandRule = z.output<typeof CommandRuleSchema>;
 
 const PolicyRuleSchema = z.strictObject({
@@ -61,10 +58,7 @@ export const PolicySchema = z._default(
 export type Policy = z.output<typeof PolicySchema>;
 
 /** After the configured rules: the owner's direct chats run commands, nobody else's do. */
-export const DEFAULT_RULES: readonly PolicyRule[] = [
-  { conversation: 'dm', peer: 'owner', bash: 'allow' },
-  { bash: 'deny' },
-];
+export const DEFAULT_RULES: readonly PolicyRule[] = [{ conversation: 'dm', peer: 'owner', bash: 'allow' }, { bash: 'deny' }];
 
 /** Channels whose every peer is the owner: the web chat needs the owner's token, the terminal is the owner's shell. */
 const OWNER_CHANNELS = new Set(['webchat', 'terminal']);

@@ -49,7 +49,15 @@ describe('unfinishedTurn', () => {
   });
 
   it('is nothing for a session of another turn, without turn names, or unreadable', () => {
-    expect(unfinishedTurn(write([{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'hello' }]), '1')).toEqual([]);
+    expect(
+      unfinishedTurn(
+        write([
+          { role: 'user', content: 'hi' },
+          { role: 'assistant', content: 'hello' },
+        ]),
+        '1',
+      ),
+    ).toEqual([]);
     expect(unfinishedTurn(join(test.home.home, 'none.jsonl'), '1')).toEqual([]);
     const broken = join(test.home.home, 'broken.jsonl');
     writeFileSync(broken, 'not json\n');

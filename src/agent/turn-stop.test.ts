@@ -31,7 +31,7 @@ describe('RunningTurns', () => {
     expect(turns.stop('ann', 20)).toBe(false);
   });
 
-  it('aborts every turn when the run\'s own signal does', () => {
+  it("aborts every turn when the run's own signal does", () => {
     const run = new AbortController();
     const turns = new RunningTurns(run.signal);
     const turn = turns.begin('ann', 1);
@@ -83,7 +83,7 @@ describe('a run watching its inbox for /stop', () => {
       push('ann', '/stop'); // another conversation's
       expect(bob.signal.aborted).toBe(false);
       const bobStop = push('bob', '/Stop now');
-      await waitFor(() => bob.signal.aborted, 'bob\'s turn to be stopped', 2_000);
+      await waitFor(() => bob.signal.aborted, "bob's turn to be stopped", 2_000);
       expect(bob.stoppedBy).toBe(bobStop);
     } finally {
       watch.close();

@@ -133,9 +133,7 @@ export async function describeEntry(name: string, options: LoadOptions = {}): Pr
 
 /** The `--json` form of an entry: `{name, kind, description, path?}`. */
 export function entryToJson(entry: Entry): EntryJson {
-  return entry.path === undefined
-    ? { name: entry.name, kind: entry.kind, description: entry.description }
-    : { name: entry.name, kind: entry.kind, description: entry.description, path: entry.path };
+  return entry.path === undefined ? { name: entry.name, kind: entry.kind, description: entry.description } : { name: entry.name, kind: entry.kind, description: entry.description, path: entry.path };
 }
 
 /** The `--json` form of `cmds info`. */

@@ -20,7 +20,12 @@ const MAX_EXAMPLES = 6;
 export function truncateLine(text: string, max = DESCRIPTION_CHARS): string {
   const line = text.replace(/\s+/g, ' ').trim();
   const chars = [...line];
-  return chars.length <= max ? line : `${chars.slice(0, max - 1).join('').trimEnd()}…`;
+  return chars.length <= max
+    ? line
+    : `${chars
+        .slice(0, max - 1)
+        .join('')
+        .trimEnd()}…`;
 }
 
 export interface FindFormatOptions {
@@ -54,7 +59,14 @@ export function formatList(entries: readonly Entry[], mode: TextMode, options: L
     if (group.length === 0) continue;
     if (out.length > 0) out.push('');
     if (mode === 'markdown') out.push(`## ${title}`, ...group.map(markdownItem));
-    else out.push(`${title}:`, ...alignedRows(group.map((entry) => [entry.name, truncateLine(entry.description)]), '  '));
+    else
+      out.push(
+        `${title}:`,
+        ...alignedRows(
+          group.map((entry) => [entry.name, truncateLine(entry.description)]),
+          '  ',
+        ),
+      );
   }
   const omitted = options.omittedExecutables ?? 0;
   if (omitted > 0) {
@@ -71,10 +83,7 @@ export function formatInfo(info: Info, mode: TextMode): string {
       return mode === 'markdown' ? commandMarkdown(info.command) : commandText(info.command);
     case 'skill': {
       const { skill, body, truncated } = info;
-      const head =
-        mode === 'markdown'
-          ? [`# ${skill.name} (skill)`, skill.description, `Path: ${skill.path}`]
-          : [`${skill.name} (skill) - ${skill.description}`, `Path: ${skill.path}`];
+      const head = mode === 'markdown' ? [`# ${skill.name} (skill)`, skill.description, `Path: ${skill.path}`] : [`${skill.name} (skill) - ${skill.description}`, `Path: ${skill.path}`];
       const tail = truncated ? [`… (truncated; read it all: cat ${skill.path})`] : [];
       return `${[...head, '', body.trimEnd(), ...tail].join('\n')}\n`;
     }
@@ -100,11 +109,7 @@ function commandMarkdown(command: OwnCommand): string {
     out.push('', 'Arguments:', ...command.arguments.map((a) => `- \`${a.name}\`${a.description ? ` — ${truncateLine(a.description, OPTION_CHARS)}` : ''}`));
   }
   if (command.options.length > 0) {
-    out.push(
-      '',
-      'Options:',
-      ...command.options.map((o) => `- \`${o.flags}\`${o.required ? ' (required)' : ''}${o.description ? ` — ${truncateLine(o.description, OPTION_CHARS)}` : ''}`),
-    );
+    out.push('', 'Options:', ...command.options.map((o) => `- \`${o.flags}\`${o.required ? ' (required)' : ''}${o.description ? ` — ${truncateLine(o.description, OPTION_CHARS)}` : ''}`));
   }
   if (command.subcommands.length > 0) {
     out.push('', 'Commands:', ...command.subcommands.map((s) => `- \`${s.name}\` — ${truncateLine(s.description)}`));
@@ -117,14 +122,28 @@ function commandMarkdown(command: OwnCommand): string {
 function commandText(command: OwnCommand): string {
   const out = [`${command.name} - ${command.description}`, '', `Usage: ${command.usage}`];
   if (command.arguments.length > 0) {
-    out.push('', 'Arguments:', ...alignedRows(command.arguments.map((a) => [a.name, truncateLine(a.description, OPTION_CHARS)]), '  '));
+    out.push(
+      '',
+      'Arguments:',
+      ...alignedRows(
+        command.arguments.map((a) => [a.name, truncateLine(a.description, OPTION_CHARS)]),
+        '  ',
+      ),
+    );
   }
   if (command.options.length > 0) {
     const rows = command.options.map((o) => [o.flags, truncateLine(`${o.description}${o.required ? ' (required)' : ''}`, OPTION_CHARS)]);
     out.push('', 'Options:', ...alignedRows(rows, '  '));
   }
   if (command.subcommands.length > 0) {
-    out.push('', 'Commands:', ...alignedRows(command.subcommands.map((s) => [s.name, truncateLine(s.description)]), '  '));
+    out.push(
+      '',
+      'Commands:',
+      ...alignedRows(
+        command.subcommands.map((s) => [s.name, truncateLine(s.description)]),
+        '  ',
+      ),
+    );
   }
   const examples = boundedExamples(command.examples);
   if (examples.length > 0) out.push('', 'Examples:', ...examples.map((example) => `  ${example}`));
@@ -145,7 +164,9 @@ function markdownItem(entry: Entry): string {
 function alignedRows(rows: readonly string[][], indent = ''): string[] {
   const widths: number[] = [];
   for (const row of rows) {
-    row.slice(0, -1).forEach((cell, i) => (widths[i] = Math.min(32, Math.max(widths[i] ?? 0, cell.length))));
+    row.slice(0, -1).forEach((cell, i) => {
+      widths[i] = Math.min(32, Math.max(widths[i] ?? 0, cell.length));
+    });
   }
   return rows.map((row) => `${indent}${row.map((cell, i) => (i < row.length - 1 ? cell.padEnd(widths[i] ?? 0) : cell)).join('  ')}`.trimEnd());
 }

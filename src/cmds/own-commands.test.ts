@@ -1,4 +1,4 @@
-import { Command, Option } from 'commander';
+import { type Command, Option } from 'commander';
 import { describe, expect, it } from 'vitest';
 import { createProgram, withExamples } from '../core/cli.js';
 import { formatInfo } from './format.js';

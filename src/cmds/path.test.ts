@@ -55,9 +55,7 @@ describe('loadPathIndex', () => {
 
   it('uses the curated description of a well-known command and marks it', () => {
     bin('a', 'ls');
-    expect(load(join(root, 'a'))).toEqual([
-      { name: 'ls', kind: 'executable', description: 'list files and directories (ls -la: all, with details)', path: join(root, 'a', 'ls'), curated: true },
-    ]);
+    expect(load(join(root, 'a'))).toEqual([{ name: 'ls', kind: 'executable', description: 'list files and directories (ls -la: all, with details)', path: join(root, 'a', 'ls'), curated: true }]);
   });
 
   it('caches the index and rebuilds it when PATH or a PATH directory changes', () => {
@@ -97,9 +95,7 @@ describe('loadPathIndex', () => {
 
   it('gives no descriptions when apropos is not on PATH', () => {
     bin('a', 'one');
-    expect(loadPathIndex({ home, pathValue: join(root, 'a'), warn: () => {} })).toEqual([
-      { name: 'one', kind: 'executable', description: '', path: join(root, 'a', 'one') },
-    ]);
+    expect(loadPathIndex({ home, pathValue: join(root, 'a'), warn: () => {} })).toEqual([{ name: 'one', kind: 'executable', description: '', path: join(root, 'a', 'one') }]);
   });
 });
 

@@ -61,9 +61,7 @@ export function loadPathIndex(options: PathIndexOptions): Executable[] {
   }
   return executables.map(({ name, path, description }) => {
     const curated = wellKnownDescription(name);
-    return curated === undefined
-      ? { name, kind: 'executable' as const, description, path }
-      : { name, kind: 'executable' as const, description: curated, path, curated: true };
+    return curated === undefined ? { name, kind: 'executable' as const, description, path } : { name, kind: 'executable' as const, description: curated, path, curated: true };
   });
 }
 
@@ -132,9 +130,7 @@ function scanPath(dirs: readonly string[], readDescriptions: DescriptionReader):
     }
   }
   const descriptions = readDescriptions(found);
-  return [...found]
-    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-    .map(([name, path]) => ({ name, path, description: descriptions.get(name) ?? '' }));
+  return [...found].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([name, path]) => ({ name, path, description: descriptions.get(name) ?? '' }));
 }
 
 function isExecutableFile(path: string): boolean {
@@ -193,6 +189,13 @@ export function parseApropos(output: string, wanted: ReadonlySet<string>): Map<s
 // decompress .zst files". Keep the part after the names.
 function cleanDescription(name: string, text: string): string {
   const dash = text.indexOf(' - ');
-  if (dash > 0 && text.slice(0, dash).split(/,\s*/).some((part) => part.trim() === name)) text = text.slice(dash + 3);
+  if (
+    dash > 0 &&
+    text
+      .slice(0, dash)
+      .split(/,\s*/)
+      .some((part) => part.trim() === name)
+  )
+    text = text.slice(dash + 3);
   return text.replace(/\s+/g, ' ').trim();
 }

@@ -3,11 +3,7 @@ import { createProgram, positiveInt, withExamples, jsonOption } from '../core/cl
 
 // The work is in commands.ts, imported only when a command runs.
 const commands = () => import('./commands.js');
-const skillsDir = () =>
-  new Option('--skills-dir <dir>', 'also read skills from <dir>/*/SKILL.md (repeatable)').argParser((dir: string, previous: string[] | undefined) => [
-    ...(previous ?? []),
-    dir,
-  ]);
+const skillsDir = () => new Option('--skills-dir <dir>', 'also read skills from <dir>/*/SKILL.md (repeatable)').argParser((dir: string, previous: string[] | undefined) => [...(previous ?? []), dir]);
 
 /** The `cmds` CLI's definition; cmds indexes itself from it too. */
 export function createCmdsProgram(): Command {

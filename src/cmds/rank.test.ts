@@ -46,9 +46,11 @@ describe('stem', () => {
   });
 
   it('is case-insensitive', () => {
-    fc.assert(fc.property(fc.stringMatching(/^[a-zA-Z]{0,12}$/), (word) => {
-      expect(stem(word)).toBe(stem(word.toLowerCase()));
-    }));
+    fc.assert(
+      fc.property(fc.stringMatching(/^[a-zA-Z]{0,12}$/), (word) => {
+        expect(stem(word)).toBe(stem(word.toLowerCase()));
+      }),
+    );
   });
 });
 
@@ -152,10 +154,14 @@ describe('rankEntries', () => {
 
   it('always ranks an entry named exactly like the query first', () => {
     fc.assert(
-      fc.property(uniqueEntries.filter((e) => e.length > 0), fc.nat(), (entries, index) => {
-        const target = entries[index % entries.length]!;
-        expect(rankEntries(entries, target.name.toUpperCase())[0]?.entry.name).toBe(target.name);
-      }),
+      fc.property(
+        uniqueEntries.filter((e) => e.length > 0),
+        fc.nat(),
+        (entries, index) => {
+          const target = entries[index % entries.length]!;
+          expect(rankEntries(entries, target.name.toUpperCase())[0]?.entry.name).toBe(target.name);
+        },
+      ),
     );
   });
 

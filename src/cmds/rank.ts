@@ -24,9 +24,7 @@ export interface Match<T extends Entry = Entry> {
 
 // Words that say nothing about a command ("how do I list the files") and would otherwise match
 // half of all descriptions.
-const STOP_WORDS = new Set(
-  'a an and are as at be by can do does for from how i in into is it me my of on or some that the their this to want what which with you your'.split(' '),
-);
+const STOP_WORDS = new Set('a an and are as at be by can do does for from how i in into is it me my of on or some that the their this to want what which with you your'.split(' '));
 
 /** Lower-case, trimmed, inner whitespace collapsed. */
 export function normalizeQuery(query: string): string {

@@ -66,10 +66,7 @@ export interface Executable extends Entry {
 }
 
 /** What `cmds info` knows about one name. */
-export type Info =
-  | { kind: 'theclaw'; command: OwnCommand }
-  | { kind: 'skill'; skill: Skill; body: string; truncated: boolean }
-  | { kind: 'executable'; executable: Executable };
+export type Info = { kind: 'theclaw'; command: OwnCommand } | { kind: 'skill'; skill: Skill; body: string; truncated: boolean } | { kind: 'executable'; executable: Executable };
 
 /** Where the catalog is read from; every field has a default taken from the environment. */
 export interface CatalogOptions {

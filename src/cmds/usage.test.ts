@@ -29,7 +29,11 @@ describe.each(binNames())('%s USAGE.md', (tool) => {
     const programs = await Promise.all(THECLAW_PROGRAMS.map((factory) => factory()));
     const program = programs.find((candidate) => candidate.name() === tool);
     expect(program, `${tool} has no program in THECLAW_PROGRAMS - add its factory to src/cmds/own-commands.ts`).toBeDefined();
-    const headings = new Set(checkedIn(tool).match(/^#{1,2} .+$/gm)?.map((line) => line.replace(/^#+ /, '')));
+    const headings = new Set(
+      checkedIn(tool)
+        .match(/^#{1,2} .+$/gm)
+        ?.map((line) => line.replace(/^#+ /, '')),
+    );
     const missing = indexProgram(program!)
       .map((entry) => entry.name)
       .filter((name) => !headings.has(name));

@@ -1,14 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { expectClawError } from '../testing/index.js';
-import {
-  decodeSegment,
-  encodeSegment,
-  formatAddress,
-  parseAddress,
-  type ExternalAddress,
-  type InternalAddress,
-} from './address.js';
+import { decodeSegment, encodeSegment, formatAddress, parseAddress, type ExternalAddress, type InternalAddress } from './address.js';
 
 const ENCODED = /^[A-Za-z0-9._~%-]+$/;
 
@@ -39,7 +32,6 @@ const internal = fc.record({
   conversationId: id,
   agentId: id,
 });
-
 
 describe('address segments', () => {
   it('round-trips every well-formed id through encodeSegment and decodeSegment', () => {
@@ -130,9 +122,7 @@ describe('source addresses', () => {
   });
 
   it('never lets a colon, slash, dot-dot, percent or control character in an id shift the segments', () => {
-    const hostile = fc
-      .array(fc.constantFrom(':', '::', '/', '..', '%', '%3A', '\0', '\x01', '\n', '\x7f', 'x'), { minLength: 1, maxLength: 8 })
-      .map((parts) => parts.join(''));
+    const hostile = fc.array(fc.constantFrom(':', '::', '/', '..', '%', '%3A', '\0', '\x01', '\n', '\x7f', 'x'), { minLength: 1, maxLength: 8 }).map((parts) => parts.join(''));
     fc.assert(
       fc.property(hostile, hostile, hostile, hostile, hostile, (a, b, c, d, e) => {
         const ext: ExternalAddress = { kind: 'external', channelType: a, instance: b, conversationType: c, conversationId: d, peerId: e };
@@ -157,9 +147,7 @@ describe('source addresses', () => {
         peerId: 'user/7',
       }),
     ).toBe('external:telegram:main:dm:-100%3A42:user%2F7');
-    expect(formatAddress({ kind: 'internal', conversationType: 'task', conversationId: 't1', agentId: 'admin' })).toBe(
-      'internal:task:t1:admin',
-    );
+    expect(formatAddress({ kind: 'internal', conversationType: 'task', conversationId: 't1', agentId: 'admin' })).toBe('internal:task:t1:admin');
   });
 
   it("round-trips 'self'", () => {
@@ -169,20 +157,7 @@ describe('source addresses', () => {
   });
 
   it('rejects wrong segment counts and unknown kinds with a usage error', () => {
-    for (const text of [
-      '',
-      'self:x',
-      'SELF',
-      'external',
-      'external:a:b:c:d',
-      'external:a:b:c:d:e:f',
-      'internal:a:b',
-      'internal:a:b:c:d',
-      'internal',
-      'group:a:b:c',
-      'foo:a:b:c:d:e',
-      ':a:b:c',
-    ]) {
+    for (const text of ['', 'self:x', 'SELF', 'external', 'external:a:b:c:d', 'external:a:b:c:d:e:f', 'internal:a:b', 'internal:a:b:c:d', 'internal', 'group:a:b:c', 'foo:a:b:c:d:e', ':a:b:c']) {
       const error = expectClawError(() => parseAddress(text), 'usage');
       expect(error.suggestion).toContain('self');
     }

@@ -69,13 +69,9 @@ export function formatAddress(address: SourceAddress): string {
     case 'self':
       return 'self';
     case 'external':
-      return ['external', address.channelType, address.instance, address.conversationType, address.conversationId, address.peerId]
-        .map((part, i) => (i === 0 ? part : encodeSegment(part)))
-        .join(':');
+      return ['external', address.channelType, address.instance, address.conversationType, address.conversationId, address.peerId].map((part, i) => (i === 0 ? part : encodeSegment(part))).join(':');
     case 'internal':
-      return ['internal', address.conversationType, address.conversationId, address.agentId]
-        .map((part, i) => (i === 0 ? part : encodeSegment(part)))
-        .join(':');
+      return ['internal', address.conversationType, address.conversationId, address.agentId].map((part, i) => (i === 0 ? part : encodeSegment(part))).join(':');
     default: {
       const never: never = address;
       throw new Error(`unknown address ${JSON.stringify(never)}`);

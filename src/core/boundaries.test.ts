@@ -153,7 +153,11 @@ function boundaryViolations(files: ReadonlyMap<string, string>): string[] {
 
 /** The light doors that no other tool imports directly: an entry in LIGHT_DOORS that keeps nothing fast. */
 function unusedDoors(files: ReadonlyMap<string, string>): string[] {
-  const used = new Set(crossings(files).filter(({ dir, target }) => dir !== target).map(({ module }) => module));
+  const used = new Set(
+    crossings(files)
+      .filter(({ dir, target }) => dir !== target)
+      .map(({ module }) => module),
+  );
   return Object.keys(LIGHT_DOORS).filter((door) => !used.has(door));
 }
 
@@ -245,9 +249,7 @@ describe('boundaryViolations', () => {
 
   it('asks for a light door to be re-exported by its index.ts, and for a new directory under src/ to be placed', () => {
     const withoutClient = indexes.map(([path, source]): [string, string] => [path, path === 'src/xgw/index.ts' ? source.replace(/^.*'\.\/client\.js'.*$/m, '') : source]);
-    expect(boundaryViolations(new Map(withoutClient))).toEqual([
-      'src/xgw/index.ts: does not re-export the light door xgw/client.ts - export what other tools use of it',
-    ]);
+    expect(boundaryViolations(new Map(withoutClient))).toEqual(['src/xgw/index.ts: does not re-export the light door xgw/client.ts - export what other tools use of it']);
     expect(check('src/newtool/x.ts', '')).toHaveLength(1);
   });
 });

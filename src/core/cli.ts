@@ -12,16 +12,18 @@ import { storageError } from './storage-error.js';
  * flags into options, call the library, print), and hands the program to `runCli`.
  */
 export function createProgram(name: string, description: string): Command {
-  return new Command(name)
-    .description(description)
-    .showHelpAfterError(false)
-    // Set before any subcommand exists, so that every subcommand inherits it.
-    .helpOption('-h, --help', 'display help (--verbose: with all subcommands)')
-    .exitOverride()
-    .configureOutput({
-      // Commander's own error line is replaced by ours in runCli.
-      outputError: () => {},
-    });
+  return (
+    new Command(name)
+      .description(description)
+      .showHelpAfterError(false)
+      // Set before any subcommand exists, so that every subcommand inherits it.
+      .helpOption('-h, --help', 'display help (--verbose: with all subcommands)')
+      .exitOverride()
+      .configureOutput({
+        // Commander's own error line is replaced by ours in runCli.
+        outputError: () => {},
+      })
+  );
 }
 
 export type ProgramFactory = () => Command;
@@ -119,7 +121,11 @@ function checkArgumentEncoding(count: number): void {
   } catch {
     return;
   }
-  const args = raw.subarray(0, raw.at(-1) === 0 ? -1 : undefined).toString('latin1').split('\0').slice(-count);
+  const args = raw
+    .subarray(0, raw.at(-1) === 0 ? -1 : undefined)
+    .toString('latin1')
+    .split('\0')
+    .slice(-count);
   if (args.length !== count) return;
   const decoder = new TextDecoder('utf-8', { fatal: true });
   args.forEach((arg, index) => {

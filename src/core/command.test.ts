@@ -4,13 +4,11 @@ import { describe, expect, it } from 'vitest';
 import { expectClawError } from '../testing/index.js';
 import { joinCommand, spawnCommand, splitCommand } from './command.js';
 
-
 /** Arguments full of the characters quoting has to get right. */
 const trickyArg = fc
-  .array(
-    fc.constantFrom("'", '"', '\\', '$', '`', ';', '&', '|', '(', ')', '$(', "$'", '$"', '\\\\', "\\'", '\\"', ' ', '\t', '\n', '\r', '*', '~', '#', '!', 'a', 'é', '😀', '%', '=', '-'),
-    { maxLength: 12 },
-  )
+  .array(fc.constantFrom("'", '"', '\\', '$', '`', ';', '&', '|', '(', ')', '$(', "$'", '$"', '\\\\', "\\'", '\\"', ' ', '\t', '\n', '\r', '*', '~', '#', '!', 'a', 'é', '😀', '%', '=', '-'), {
+    maxLength: 12,
+  })
   .map((parts) => parts.join(''));
 
 const arg = fc.oneof(
@@ -19,7 +17,12 @@ const arg = fc.oneof(
   fc.string({ unit: 'binary' }).filter((s) => !s.includes('\0')),
 );
 
-const argv = fc.tuple(fc.oneof(trickyArg, arg).filter((s) => s !== ''), fc.array(arg, { maxLength: 6 })).map(([program, args]) => [program, ...args]);
+const argv = fc
+  .tuple(
+    fc.oneof(trickyArg, arg).filter((s) => s !== ''),
+    fc.array(arg, { maxLength: 6 }),
+  )
+  .map(([program, args]) => [program, ...args]);
 
 describe('splitCommand', () => {
   it('splits on whitespace like a POSIX shell', () => {
@@ -29,15 +32,7 @@ describe('splitCommand', () => {
   });
 
   it('keeps ;, $(...), backticks and quotes as literal characters inside quoted args', () => {
-    expect(splitCommand(`notify --text "a; rm -rf /" '$(whoami)' "\`id\`" "it's" 'say "hi"'`)).toEqual([
-      'notify',
-      '--text',
-      'a; rm -rf /',
-      '$(whoami)',
-      '`id`',
-      "it's",
-      'say "hi"',
-    ]);
+    expect(splitCommand(`notify --text "a; rm -rf /" '$(whoami)' "\`id\`" "it's" 'say "hi"'`)).toEqual(['notify', '--text', 'a; rm -rf /', '$(whoami)', '`id`', "it's", 'say "hi"']);
     expect(splitCommand(`echo "$(cat /etc/passwd)" '&&' "|" '>' out`)).toEqual(['echo', '$(cat /etc/passwd)', '&&', '|', '>', 'out']);
     expect(splitCommand(`echo "a\\"b" 'c\\d'`)).toEqual(['echo', 'a"b', 'c\\d']);
   });
@@ -84,7 +79,14 @@ describe('joinCommand', () => {
   });
 
   it('round-trips arguments mixing backslashes, double quotes and single quotes', () => {
-    for (const words of [['x', "\\\\'"], ['x', `\\"'`], ['x', `"'\\\\"`], ['x', "\\'"], ['x', `$'a'`], ['x', `$"a"`]]) {
+    for (const words of [
+      ['x', "\\\\'"],
+      ['x', `\\"'`],
+      ['x', `"'\\\\"`],
+      ['x', "\\'"],
+      ['x', `$'a'`],
+      ['x', `$"a"`],
+    ]) {
       expect(splitCommand(joinCommand(words))).toEqual(words);
     }
   });

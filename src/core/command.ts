@@ -12,10 +12,7 @@ export function splitCommand(command: string): [string, ...string[]] {
   try {
     argv = split(command);
   } catch (error) {
-    throw usageError(
-      `cannot split the command ${JSON.stringify(command)}: ${(error as Error).message}`,
-      'close every quote; quote arguments with spaces as in a POSIX shell',
-    );
+    throw usageError(`cannot split the command ${JSON.stringify(command)}: ${(error as Error).message}`, 'close every quote; quote arguments with spaces as in a POSIX shell');
   }
   const [program, ...args] = argv;
   if (program === undefined || program === '') {

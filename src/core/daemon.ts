@@ -130,7 +130,11 @@ export async function startDaemonProcess(home: string, name: DaemonName, env: No
       return await askDaemon<{ pid: number }>(home, name, { op: 'ping' }, Math.max(POLL_MS, deadline - Date.now()));
     } catch (error) {
       if (exited) {
-        const said = readFileSync(stderrPath, 'utf8').trim().split('\n').at(-1)?.replace(/^Error: /, '');
+        const said = readFileSync(stderrPath, 'utf8')
+          .trim()
+          .split('\n')
+          .at(-1)
+          ?.replace(/^Error: /, '');
         throw new ClawError('io', `${name} did not start${said ? `: ${said}` : ''}`, { suggestion: `see ${stderrPath} and ${daemonLogFile(home, name)}` });
       }
       if (!isClawError(error, 'not_found') && !isClawError(error, 'timeout')) throw error;

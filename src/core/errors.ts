@@ -85,7 +85,7 @@ export function formatError(error: unknown): string {
 
 /** Control characters as JSON writes them (`\n`, `\u0000`). */
 function oneLine(text: string): string {
-  // eslint-disable-next-line no-control-regex
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it escapes.
   return text.replace(/[\u0000-\u001f\u007f]/g, (char) => JSON.stringify(char).slice(1, -1));
 }
 

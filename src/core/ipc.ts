@@ -70,7 +70,12 @@ async function respond(socket: Socket, line: string, handle: Handler): Promise<v
     // the `Error: what - how to fix` form.
     const error = storageError(raw) ?? raw;
     // The status goes along: a client tells a platform's outage (5xx, 429) from its refusal (4xx).
-    reply = { ok: false, ...errorToJson(error), kind: error instanceof ClawError ? error.kind : 'invalid', ...(error instanceof ClawError && error.status !== undefined ? { status: error.status } : {}) };
+    reply = {
+      ok: false,
+      ...errorToJson(error),
+      kind: error instanceof ClawError ? error.kind : 'invalid',
+      ...(error instanceof ClawError && error.status !== undefined ? { status: error.status } : {}),
+    };
   }
   if (!socket.destroyed) socket.end(JSON.stringify(reply) + '\n');
 }
@@ -89,12 +94,7 @@ function openStream(socket: Socket, stream: SocketStream): void {
  * Opens a stream (see SocketStream): resolves once the server accepted it, then calls
  * `onMessage` for each line until `signal` aborts or the server goes away (`onClose`).
  */
-export function subscribe(
-  path: string,
-  message: unknown,
-  handlers: { onMessage: (message: unknown) => void; onClose?: () => void },
-  signal?: AbortSignal,
-): Promise<void> {
+export function subscribe(path: string, message: unknown, handlers: { onMessage: (message: unknown) => void; onClose?: () => void }, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     const socket = connect(path);
     let buffer = '';

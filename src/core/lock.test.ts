@@ -244,9 +244,7 @@ describe('tryLock', () => {
       let err = '';
       child.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()));
       child.stderr!.on('data', (chunk: Buffer) => (err += chunk.toString()));
-      const done = new Promise<{ code: number | null; out: string; err: string }>((resolveDone) =>
-        child.once('exit', (code) => resolveDone({ code, out, err })),
-      );
+      const done = new Promise<{ code: number | null; out: string; err: string }>((resolveDone) => child.once('exit', (code) => resolveDone({ code, out, err })));
       return { child, done };
     });
 
@@ -257,10 +255,7 @@ describe('tryLock', () => {
     }
     writeFileSync(go, '');
 
-    const results = await Promise.race([
-      Promise.all(racers.map((racer) => racer.done)),
-      new Promise<never>((_, reject) => setTimeout(() => reject(new Error('racers did not finish')), 50_000)),
-    ]);
+    const results = await Promise.race([Promise.all(racers.map((racer) => racer.done)), new Promise<never>((_, reject) => setTimeout(() => reject(new Error('racers did not finish')), 50_000))]);
     for (const result of results) expect(result.code, result.err).toBe(0);
 
     const lines = readFileSync(markers, 'utf8').split('\n').slice(0, -1);

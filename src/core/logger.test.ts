@@ -111,12 +111,7 @@ describe('createLogger', () => {
     expect(text).not.toContain('sk-test-1234567890');
     expect(text).not.toContain('tg-0987654321');
     const messages = logLines(path).map((line) => LINE.exec(line)![3]);
-    expect(messages).toEqual([
-      'calling with key [redacted] and [redacted]',
-      'token=[redacted]',
-      'second line [redacted] end',
-      'home is /home/someone, abc stays',
-    ]);
+    expect(messages).toEqual(['calling with key [redacted] and [redacted]', 'token=[redacted]', 'second line [redacted] end', 'home is /home/someone, abc stays']);
   });
 
   it('creates the directory of the log on first use', () => {

@@ -13,7 +13,8 @@ export function packageRoot(): string {
   for (let dir = dirname(fileURLToPath(import.meta.url)); ; dir = dirname(dir)) {
     const manifest = join(dir, 'package.json');
     if (existsSync(manifest) && (JSON.parse(readFileSync(manifest, 'utf8')) as { name?: string }).name === 'theclaw') {
-      return (root = dir);
+      root = dir;
+      return dir;
     }
     if (dirname(dir) === dir) throw new Error('cannot find the theclaw package root');
   }

@@ -102,11 +102,7 @@ describe('RotatingFile', () => {
       written.push(`line ${i}`);
       file.append(`line ${i}\n`, 1);
     }
-    expect(rotatedFiles()).toEqual([
-      'events-20260304-050607-1.jsonl',
-      'events-20260304-050607-2.jsonl',
-      'events-20260304-050607.jsonl',
-    ]);
+    expect(rotatedFiles()).toEqual(['events-20260304-050607-1.jsonl', 'events-20260304-050607-2.jsonl', 'events-20260304-050607.jsonl']);
     expect(linesOf('events-20260304-050607.jsonl')).toEqual(written.slice(0, 10));
     expect(linesOf('events-20260304-050607-1.jsonl')).toEqual(written.slice(10, 20));
     expect(linesOf('events-20260304-050607-2.jsonl')).toEqual(written.slice(20, 30));

@@ -16,9 +16,7 @@ const name = fc.oneof(
 );
 
 /** Some names plus slug(x) of each, so that a slug output is also fed in as a name. */
-const names = fc
-  .uniqueArray(name, { minLength: 2, maxLength: 30 })
-  .map((list) => [...new Set([...list, ...list.map((x) => slug(x)), ...list.map((x) => slug(slug(x)))])]);
+const names = fc.uniqueArray(name, { minLength: 2, maxLength: 30 }).map((list) => [...new Set([...list, ...list.map((x) => slug(x)), ...list.map((x) => slug(slug(x)))])]);
 
 function checkShape(out: string): void {
   expect(out).toMatch(SLUG_SHAPE);

@@ -43,4 +43,3 @@ function enableWal(db: Database.Database): void {
     }
   }
 }
-

@@ -38,7 +38,10 @@ describe('storageError', () => {
     expect(storageError(fail('SQLITE_CANTOPEN'), file)).toBeUndefined();
     expect(storageError(fail('ENOENT', { syscall: 'mkdir', path: join(dir, 'a', 'b') }))).toBeUndefined();
     // An existing directory that takes no new ones, and a path through a file: no storage can be had there.
-    expect(storageError(fail('ENOENT', { syscall: 'mkdir', path: '/proc/x' }))).toMatchObject({ kind: 'io', message: '/proc/x cannot be made: its directory takes no new entries (a system file system such as /proc?)' });
+    expect(storageError(fail('ENOENT', { syscall: 'mkdir', path: '/proc/x' }))).toMatchObject({
+      kind: 'io',
+      message: '/proc/x cannot be made: its directory takes no new entries (a system file system such as /proc?)',
+    });
     expect(storageError(fail('ENOTDIR', { syscall: 'mkdir', path: '/etc/passwd/x' }))).toMatchObject({ kind: 'io', message: '/etc/passwd/x cannot be made: a part of it is a file, not a directory' });
   });
 
@@ -58,11 +61,22 @@ describe('storageError', () => {
   });
 
   it('withStoragePath names the path for a storage failure and passes anything else through', () => {
-    expect(() => withStoragePath('/data/events.db', () => { throw fail('SQLITE_FULL'); })).toThrow('the disk is full (writing /data/events.db)');
-    const inner = () => withStoragePath('/inner', () => { throw fail('SQLITE_FULL'); });
+    expect(() =>
+      withStoragePath('/data/events.db', () => {
+        throw fail('SQLITE_FULL');
+      }),
+    ).toThrow('the disk is full (writing /data/events.db)');
+    const inner = () =>
+      withStoragePath('/inner', () => {
+        throw fail('SQLITE_FULL');
+      });
     expect(() => withStoragePath('/outer', inner)).toThrow('the disk is full (writing /inner)');
     const other = new ClawError('not_found', 'no such thread');
-    expect(() => withStoragePath('/data/events.db', () => { throw other; })).toThrow(other);
+    expect(() =>
+      withStoragePath('/data/events.db', () => {
+        throw other;
+      }),
+    ).toThrow(other);
     expect(withStoragePath('/data/events.db', () => 42)).toBe(42);
   });
 });

@@ -51,10 +51,14 @@ export function storageError(error: unknown, path?: string): ClawError | undefin
         cause: error,
       });
     case 'no_place':
-      return new ClawError('io', `${where ?? 'a path'} cannot be made: ${code === 'ENOTDIR' ? 'a part of it is a file, not a directory' : 'its directory takes no new entries (a system file system such as /proc?)'}`, {
-        suggestion: 'point THECLAW_HOME (or the path given) at a directory on a normal disk',
-        cause: error,
-      });
+      return new ClawError(
+        'io',
+        `${where ?? 'a path'} cannot be made: ${code === 'ENOTDIR' ? 'a part of it is a file, not a directory' : 'its directory takes no new entries (a system file system such as /proc?)'}`,
+        {
+          suggestion: 'point THECLAW_HOME (or the path given) at a directory on a normal disk',
+          cause: error,
+        },
+      );
     case 'io':
       return new ClawError('io', `a disk read or write failed (${where ? `${where}: ` : ''}${code})`, {
         suggestion: 'check the disk (free space, the kernel log) and retry',

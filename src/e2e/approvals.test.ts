@@ -24,7 +24,8 @@ afterEach(async () => {
 
 describe.skipIf(!BWRAP)(`approvals end to end (${NEEDS_BWRAP})`, () => {
   it("asks the owner in the web chat for a Telegram peer's command, runs it on /approve, and the peer gets the answer", async () => {
-    const s = (system = await startSystem({ llm: { defaultStep: echoToolStep }, policy: '{ rules: [{ channel: telegram, bash: ask }] }' }));
+    const s = await startSystem({ llm: { defaultStep: echoToolStep }, policy: '{ rules: [{ channel: telegram, bash: ask }] }' });
+    system = s;
     const status = await s.xgwStatus();
     const url = new URL(status.channels.find((channel) => channel.id === 'webchat:main')!.url!);
     const peer = randomBytes(16).toString('hex');
@@ -53,7 +54,9 @@ describe.skipIf(!BWRAP)(`approvals end to end (${NEEDS_BWRAP})`, () => {
       await until(() => s.telegram.sent.some((sent) => sent.text === 'reply to: make it so'), "the peer's answer", 20_000);
       await until(() => received.some((entry) => entry.text === 'Approved: echo handled-make it so'), 'the approval confirmed to the owner', 20_000);
       const peerThread = s.events(join(s.home, 'agents', 'admin', 'threads', 'peers', 'telegram.main.777'));
-      expect(peerThread.filter((event) => event.subtype === 'toolcall').map((event) => JSON.parse(event.content))).toMatchObject([{ command: 'echo handled-make it so', exit_code: 0, output: 'handled-make it so\n' }]);
+      expect(peerThread.filter((event) => event.subtype === 'toolcall').map((event) => JSON.parse(event.content))).toMatchObject([
+        { command: 'echo handled-make it so', exit_code: 0, output: 'handled-make it so\n' },
+      ]);
     } finally {
       ws.close();
     }

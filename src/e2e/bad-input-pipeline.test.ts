@@ -88,10 +88,19 @@ describe('the web chat WebSocket', () => {
   const cases: { name: string; frame: string | Buffer; binary?: boolean; answer: { close: number } | { reply: LooseJson } }[] = [
     { name: 'a text frame that is not UTF-8', frame: Buffer.from([0x7b, 0x22, 0xff, 0xfe, 0x22, 0x7d]), answer: { close: 1007 } },
     { name: 'a 10 MB frame', frame: JSON.stringify({ type: 'message', id: 'big', text: 'x'.repeat(10 * 1024 * 1024) }), answer: { close: 1009 } },
-    { name: 'a binary frame', frame: Buffer.from(JSON.stringify({ type: 'message', id: 'b1', text: 'hi' })), binary: true, answer: { reply: { type: 'error', text: expect.stringMatching(/does not understand/) } } },
+    {
+      name: 'a binary frame',
+      frame: Buffer.from(JSON.stringify({ type: 'message', id: 'b1', text: 'hi' })),
+      binary: true,
+      answer: { reply: { type: 'error', text: expect.stringMatching(/does not understand/) } },
+    },
     { name: 'JSON that is not a message', frame: '{"type":"message","id":"../../x","text":"hi"}', answer: { reply: { type: 'error', text: expect.stringMatching(/does not understand/) } } },
     { name: 'a lone UTF-16 surrogate', frame: '{"type":"message","id":"s1","text":"a\\ud800b"}', answer: { reply: { type: 'error', id: 's1', text: expect.stringMatching(/broken character/) } } },
-    { name: 'text one byte over the limit', frame: JSON.stringify({ type: 'message', id: 'o1', text: `${exactly}x` }), answer: { reply: { type: 'error', id: 'o1', text: expect.stringMatching(/too long \(the limit is 64 KB\)/) } } },
+    {
+      name: 'text one byte over the limit',
+      frame: JSON.stringify({ type: 'message', id: 'o1', text: `${exactly}x` }),
+      answer: { reply: { type: 'error', id: 'o1', text: expect.stringMatching(/too long \(the limit is 64 KB\)/) } },
+    },
   ];
 
   it.each(cases)('refuses $name clearly and stores nothing', async ({ frame, binary, answer }) => {
@@ -130,12 +139,17 @@ describe('Telegram inbound', () => {
     const huge = s.telegram.queueUpdate(textUpdate({ from: 901, text: 'x'.repeat(10 * 1024 * 1024) }));
     await until(() => s.telegram.sent.some((sent) => sent.chat_id === 901), 'the notice');
     expect(s.telegram.sent.filter((sent) => sent.chat_id === 901)).toEqual([
-      expect.objectContaining({ text: expect.stringMatching(/^That message is too long to take \(the limit is 1024 KB\)/), reply_parameters: expect.objectContaining({ message_id: huge.message.message_id }) }),
+      expect.objectContaining({
+        text: expect.stringMatching(/^That message is too long to take \(the limit is 1024 KB\)/),
+        reply_parameters: expect.objectContaining({ message_id: huge.message.message_id }),
+      }),
     ]);
     expect(threadSnapshot(inbox)).toEqual(before);
 
     const texts = ['é✓🙂'.repeat(1024), 'a\ud800b — a lone surrogate, as JSON can spell it', 'nul \u0000 and bidi \u202e inside'];
-    texts.forEach((text, index) => s.telegram.queueUpdate(textUpdate({ from: 902 + index, text })));
+    texts.forEach((text, index) => {
+      s.telegram.queueUpdate(textUpdate({ from: 902 + index, text }));
+    });
     await until(() => texts.every((_, index) => s.telegram.sent.some((sent) => sent.chat_id === 902 + index && sent.text === 'ok')), 'the answers', 20_000);
     expect(newInboxEvents(before).map(textOf)).toEqual(texts);
     await agentIdle();
@@ -172,11 +186,22 @@ describe('the inbox', () => {
 
     const peers = join(s.home, 'agents', 'admin', 'threads', 'peers');
     const replies = (peer: string) =>
-      s.events(join(peers, peer)).filter((event) => event.type === 'message').map((event) => [event.source === 'self' ? 'agent' : 'peer', messageText(event.content)] as const);
+      s
+        .events(join(peers, peer))
+        .filter((event) => event.type === 'message')
+        .map((event) => [event.source === 'self' ? 'agent' : 'peer', messageText(event.content)] as const);
     const u1 = replies('terminal.local.u1');
-    expect(u1).toEqual([['peer', 'plain text, not JSON'], ['agent', 'ok'], ['peer', '{"text": 42}'], ['agent', 'ok']]);
+    expect(u1).toEqual([
+      ['peer', 'plain text, not JSON'],
+      ['agent', 'ok'],
+      ['peer', '{"text": 42}'],
+      ['agent', 'ok'],
+    ]);
     const me = readdirSync(peers).find((name) => name.startsWith('terminal.local.') && name !== 'terminal.local.u1')!;
-    expect(replies(me).slice(-2)).toEqual([['peer', 'after all that'], ['agent', 'ok']]);
+    expect(replies(me).slice(-2)).toEqual([
+      ['peer', 'after all that'],
+      ['agent', 'ok'],
+    ]);
     const log = readFileSync(join(s.home, 'agents', 'admin', 'logs', 'agent.log'), 'utf8');
     expect(log).toMatch(/inbox event \d+ cannot be routed \(invalid source address "bogus"\); skipped/);
     expect(log).toMatch(/inbox event \d+ cannot be routed \(an inbox message has the source self\); skipped/);
@@ -192,7 +217,12 @@ describe('hostile peer and channel ids', () => {
     const peers = join(s.home, 'agents', 'admin', 'threads', 'peers');
     const mine = readdirSync(peers).filter((name) => name.includes('escape'));
     expect(mine).toEqual([expect.stringMatching(/^terminal\.local\.[^/]*escape--[0-9a-f]{10}$/)]);
-    expect(s.events(join(peers, mine[0]!)).filter((e) => e.type === 'message').map((e) => parseMessageContent(e.content).text)).toEqual(['let me out', 'ok']);
+    expect(
+      s
+        .events(join(peers, mine[0]!))
+        .filter((e) => e.type === 'message')
+        .map((e) => parseMessageContent(e.content).text),
+    ).toEqual(['let me out', 'ok']);
     for (const outside of [join(s.home, 'agents', 'admin', 'threads', 'escape'), join(s.home, 'agents', 'escape'), join(s.home, 'escape')]) {
       expect(existsSync(outside), outside).toBe(false);
     }

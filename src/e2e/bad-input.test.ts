@@ -206,7 +206,7 @@ describe('filters with SQL in them', () => {
     ['1=1; DROP TABLE events', /invalid filter at position 1: expected a field/],
     ["type = 'message'; DROP TABLE events", /invalid filter at position 17/],
     ['0) UNION SELECT sql, 1, 1, 1, 1, 1 FROM sqlite_master --', /invalid filter at position 1/],
-    ["id > 0) UNION SELECT name, 1, 1, 1, 1, 1 FROM sqlite_master WHERE (1", /invalid filter at position 7: unmatched '\)'/],
+    ['id > 0) UNION SELECT name, 1, 1, 1, 1, 1 FROM sqlite_master WHERE (1', /invalid filter at position 7: unmatched '\)'/],
     ["source = '' OR 1=1", /invalid filter at position 16: expected a field/],
     ['content LIKE "%"', /invalid filter at position 1/],
     ["type = 'x' /*", /invalid filter at position 12/],
@@ -260,8 +260,18 @@ describe('hostile ids', () => {
 
   it('are refused by every command that would make a file of them, and nothing appears outside THECLAW_HOME', async () => {
     const before = threadSnapshot(thread);
-    const results = await Promise.all(cases.map(([, [tool, ...args]]) => runTool(tool as 'agent', args.map((arg) => (arg === '$THREAD' ? thread : arg)), t.env)));
-    results.forEach((result, index) => expectRefused(result, 2, cases[index]![2], { label: cases[index]![0] }));
+    const results = await Promise.all(
+      cases.map(([, [tool, ...args]]) =>
+        runTool(
+          tool as 'agent',
+          args.map((arg) => (arg === '$THREAD' ? thread : arg)),
+          t.env,
+        ),
+      ),
+    );
+    results.forEach((result, index) => {
+      expectRefused(result, 2, cases[index]![2], { label: cases[index]![0] });
+    });
     for (const id of agentIds) {
       const path = resolve(t.home, 'agents', id);
       if (path !== resolve(t.home) && !path.startsWith(resolve(t.home) + sep)) expect(existsSync(path), path).toBe(false);
@@ -304,25 +314,81 @@ describe('config files with wrong types', () => {
   }
   const cases: ConfigCase[] = [
     { file: 'pai/config.yaml', text: 'retry: { max_attempts: "four" }\n', args: ['pai', 'chat', 'hi'], what: /pai\/config\.yaml: retry\.max_attempts: must be a number, got "four"/, json: true },
-    { file: 'pai/config.yaml', text: 'providers: [openai]\nmax_turns: 1.5\n', args: ['pai', 'chat', 'hi'], what: /pai\/config\.yaml: providers: must be a mapping, got a list; max_turns: must be a whole number, got 1\.5/ },
+    {
+      file: 'pai/config.yaml',
+      text: 'providers: [openai]\nmax_turns: 1.5\n',
+      args: ['pai', 'chat', 'hi'],
+      what: /pai\/config\.yaml: providers: must be a mapping, got a list; max_turns: must be a whole number, got 1\.5/,
+    },
     { file: 'pai/config.yaml', text: 'default: [oops\n', args: ['pai', 'model', 'list'], what: /cannot read \S+pai\/config\.yaml: .*line 2, column 1/ },
-    { file: 'notifier/config.yaml', text: 'sweep_interval_seconds: "four"\n', args: ['notifier', 'start'], what: /notifier\/config\.yaml: sweep_interval_seconds: must be a number, got "four"/, daemon: 'notifier', json: true },
-    { file: 'notifier/config.yaml', text: 'backoff: [1, 2]\nconcurrency: 4\n', args: ['notifier', 'start'], what: /notifier\/config\.yaml: backoff: must be a mapping, got a list; unknown key concurrency/, daemon: 'notifier' },
+    {
+      file: 'notifier/config.yaml',
+      text: 'sweep_interval_seconds: "four"\n',
+      args: ['notifier', 'start'],
+      what: /notifier\/config\.yaml: sweep_interval_seconds: must be a number, got "four"/,
+      daemon: 'notifier',
+      json: true,
+    },
+    {
+      file: 'notifier/config.yaml',
+      text: 'backoff: [1, 2]\nconcurrency: 4\n',
+      args: ['notifier', 'start'],
+      what: /notifier\/config\.yaml: backoff: must be a mapping, got a list; unknown key concurrency/,
+      daemon: 'notifier',
+    },
     { file: 'notifier/config.yaml', text: 'handler_timeout_seconds: -1\n', args: ['notifier', 'start'], what: /handler_timeout_seconds: must be more than 0, got -1/, daemon: 'notifier' },
     { file: 'notifier/config.yaml', text: 'backoff: {\n', args: ['notifier', 'start'], what: /cannot read \S+notifier\/config\.yaml: .*line 2/, daemon: 'notifier' },
-    { file: 'xgw/config.yaml', text: 'channels:\n  - { id: webchat:main, type: webchat, port: -1 }\n', args: ['xgw', 'start'], what: /xgw\/config\.yaml: channels\.0\.port: must be at least 0, got -1/, daemon: 'xgw', json: true },
+    {
+      file: 'xgw/config.yaml',
+      text: 'channels:\n  - { id: webchat:main, type: webchat, port: -1 }\n',
+      args: ['xgw', 'start'],
+      what: /xgw\/config\.yaml: channels\.0\.port: must be at least 0, got -1/,
+      daemon: 'xgw',
+      json: true,
+    },
     { file: 'xgw/config.yaml', text: 'channels: { id: webchat:main, type: webchat }\n', args: ['xgw', 'start'], what: /xgw\/config\.yaml: channels: must be a list, got a mapping/, daemon: 'xgw' },
-    { file: 'xgw/config.yaml', text: 'channels:\n  - { id: webchat:main, type: webchat, port: "18790x" }\n', args: ['xgw', 'start'], what: /channels\.0\.port: must be a number, got "18790x"/, daemon: 'xgw' },
-    { file: 'xgw/config.yaml', text: 'channels:\n  - { id: "webchat:../x", type: webchat }\n  - { id: telegram:main, type: fax }\n', args: ['xgw', 'start'], what: /channels\.0\.id: must be <type>:<instance>.*channels\.1\.type: must be one of "webchat", "telegram", "terminal"/, daemon: 'xgw' },
-    { file: 'xgw/config.yaml', text: 'routes:\n  - { agent: "../../etc" }\n  - { agent: "a\\0b" }\n', args: ['xgw', 'start'], what: /routes\.0\.agent: must be an agent id.*routes\.1\.agent: must be an agent id/, daemon: 'xgw' },
+    {
+      file: 'xgw/config.yaml',
+      text: 'channels:\n  - { id: webchat:main, type: webchat, port: "18790x" }\n',
+      args: ['xgw', 'start'],
+      what: /channels\.0\.port: must be a number, got "18790x"/,
+      daemon: 'xgw',
+    },
+    {
+      file: 'xgw/config.yaml',
+      text: 'channels:\n  - { id: "webchat:../x", type: webchat }\n  - { id: telegram:main, type: fax }\n',
+      args: ['xgw', 'start'],
+      what: /channels\.0\.id: must be <type>:<instance>.*channels\.1\.type: must be one of "webchat", "telegram", "terminal"/,
+      daemon: 'xgw',
+    },
+    {
+      file: 'xgw/config.yaml',
+      text: 'routes:\n  - { agent: "../../etc" }\n  - { agent: "a\\0b" }\n',
+      args: ['xgw', 'start'],
+      what: /routes\.0\.agent: must be an agent id.*routes\.1\.agent: must be an agent id/,
+      daemon: 'xgw',
+    },
     { file: 'xgw/config.yaml', text: 'channels: [\n', args: ['xgw', 'start'], what: /cannot read \S+xgw\/config\.yaml: .*line 2/, daemon: 'xgw' },
-    { file: 'agents/helper/config.yaml', text: 'agent_id: helper\nconcurrency: "four"\n', args: ['agent', 'start', 'helper'], what: /agents\/helper\/config\.yaml: concurrency: must be a number, got "four"/, json: true },
-    { file: 'agents/helper/config.yaml', text: 'agent_id: helper\nrouting: { default: sideways }\nretry: 3\n', args: ['agent', 'run', 'helper'], what: /routing\.default: must be one of "per-peer", "per-channel", "per-agent", got "sideways"; retry: must be a mapping, got 3/ },
+    {
+      file: 'agents/helper/config.yaml',
+      text: 'agent_id: helper\nconcurrency: "four"\n',
+      args: ['agent', 'start', 'helper'],
+      what: /agents\/helper\/config\.yaml: concurrency: must be a number, got "four"/,
+      json: true,
+    },
+    {
+      file: 'agents/helper/config.yaml',
+      text: 'agent_id: helper\nrouting: { default: sideways }\nretry: 3\n',
+      args: ['agent', 'run', 'helper'],
+      what: /routing\.default: must be one of "per-peer", "per-channel", "per-agent", got "sideways"; retry: must be a mapping, got 3/,
+    },
     { file: 'agents/helper/config.yaml', text: 'agent_id: helper\n\tconcurrency: 4\n', args: ['agent', 'run', 'helper'], what: /cannot read \S+agents\/helper\/config\.yaml: / },
   ];
 
   const homes: TestHome[] = [];
-  afterAll(() => homes.forEach((home) => home.cleanup()));
+  afterAll(() => {
+    for (const home of homes) home.cleanup();
+  });
 
   it('each get `Error: <file>: <key>: <problem> - <fix>` and exit 1, and no daemon starts half-way', async () => {
     await Promise.all(

@@ -70,7 +70,8 @@ describe('the whole system under chaos', () => {
     // hundred ms is cut off again and again, and after turn.max_attempts (3) the person would get
     // "answering failed 3 times" instead of the reply. That give-up is tested on its own
     // (turn-limit.test.ts); here every message must be answered, so the limit is out of reach.
-    const s = (system = await startSystem({ llm: { defaultStep: echoToolStep, defaultDelayMs: { min: 50, max: 500 } }, logLevel: 'info', maxTurnAttempts: 50 }));
+    const s = await startSystem({ llm: { defaultStep: echoToolStep, defaultDelayMs: { min: 50, max: 500 } }, logLevel: 'info', maxTurnAttempts: 50 });
+    system = s;
     const killer = new Killer({ home: s.home, intervalMs: { min: 200, max: 500 } });
     const supervisors = new Map(DAEMONS.map((name) => [name, new Supervisor({ home: s.home, name, start: () => s.run(name, ['start']) })]));
     stoppers.push(() => killer.stop(), ...[...supervisors.values()].map((supervisor) => () => supervisor.stop()));
@@ -200,8 +201,7 @@ describe("the chaos test's killer", () => {
   });
 });
 
-const repliesTo = (sent: FakeSentMessage[], message: Sent) =>
-  sent.filter((reply) => Number(reply.chat_id) === message.peer && reply.reply_parameters?.message_id === message.messageId);
+const repliesTo = (sent: FakeSentMessage[], message: Sent) => sent.filter((reply) => Number(reply.chat_id) === message.peer && reply.reply_parameters?.message_id === message.messageId);
 
 function isIdle(status: AgentStatus): boolean {
   return status.pending === 0 && !status.running && status.undelivered === 0;
@@ -257,7 +257,13 @@ function integrity(home: string): Array<{ file: string; result: string }> {
 /** Lines of the system's logs that say a message was lost, given up on, or not written down. */
 function lossLines(home: string): string[] {
   const logs = [join(home, 'logs', 'xgw.log'), join(home, 'logs', 'notifier.log'), join(home, 'agents', 'admin', 'logs', 'agent.log')];
-  return logs.flatMap((log) => (existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter((line) => /gave up|dropped message|could not record/.test(line)) : []));
+  return logs.flatMap((log) =>
+    existsSync(log)
+      ? readFileSync(log, 'utf8')
+          .split('\n')
+          .filter((line) => /gave up|dropped message|could not record/.test(line))
+      : [],
+  );
 }
 
 /** The inbox and each peer's thread with work left or unknown to notifier's sweep: what a stuck run looks like. */
@@ -268,7 +274,9 @@ function workLeft(s: System, peers: number[]): object[] {
     if (!existsSync(join(path, 'events.db'))) return [{ path, exists: false }];
     const thread = openThread(path, { home: s.home });
     try {
-      const consumers = thread.info().consumers.map(({ consumer, progress, pending, subscribed, lease, failures, retry_at }) => ({ consumer, progress, pending, subscribed, lease, failures, retry_at }));
+      const consumers = thread
+        .info()
+        .consumers.map(({ consumer, progress, pending, subscribed, lease, failures, retry_at }) => ({ consumer, progress, pending, subscribed, lease, failures, retry_at }));
       const stuck = !registered.has(path) || consumers.some((consumer) => consumer.pending > 0);
       return stuck ? [{ path: path.slice(s.home.length + 1), registered: registered.has(path), consumers }] : [];
     } finally {

@@ -27,7 +27,8 @@ const sentTo = (s: System, chat: number) => s.telegram.sent.filter((sent) => Num
 
 describe('a damaged conversation thread', () => {
   it('stops only its own conversation: 60 messages later every other person is answered, and status and doctor name the file', async () => {
-    const s = (system = await startSystem({ llm: { defaultStep: (request) => ({ kind: 'text', text: `reply to: ${lastUserText(request)}` }) } }));
+    const s = await startSystem({ llm: { defaultStep: (request) => ({ kind: 'text', text: `reply to: ${lastUserText(request)}` }) } });
+    system = s;
     s.telegram.queueUpdate(textUpdate({ from: DAMAGED, text: 'hello before the damage' }));
     await until(() => sentTo(s, DAMAGED).length === 1, 'the first answer to the person whose thread gets damaged');
 
@@ -51,7 +52,10 @@ describe('a damaged conversation thread', () => {
     expect(log).not.toMatch(/rm -rf/);
 
     const status = JSON.parse((await s.must('theclaw', ['status', '--json'])).stdout) as SystemStatus;
-    expect(status.components.map((c) => [c.name, c.running, c.answering])).toEqual([['notifier', true, true], ['xgw', true, true]]);
+    expect(status.components.map((c) => [c.name, c.running, c.answering])).toEqual([
+      ['notifier', true, true],
+      ['xgw', true, true],
+    ]);
     const admin = status.agents.find((a) => a.id === 'admin') as AgentStatus;
     expect(admin.damaged).toEqual([
       { thread: `threads/peers/telegram.main.${DAMAGED}`, file, error: 'file is not a database', fix: expect.stringMatching(/^move it away to start the conversation afresh: mv /) },

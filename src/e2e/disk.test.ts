@@ -99,7 +99,10 @@ function expectIntactThread(path: string): ThreadEvent[] {
   const events = readEvents(path);
   const text = readFileSync(join(path, 'events.jsonl'), 'utf8');
   expect(text === '' || text.endsWith('\n')).toBe(true);
-  const lines = text.split('\n').filter(Boolean).map((line) => JSON.parse(line) as ThreadEvent);
+  const lines = text
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => JSON.parse(line) as ThreadEvent);
   const stored = new Map(events.map((event) => [event.id, event]));
   for (const line of lines) expect(line).toEqual(stored.get(line.id));
   expect(lines.map((line) => line.id)).toEqual([...new Set(lines.map((line) => line.id))].sort((a, b) => a - b));
@@ -181,7 +184,11 @@ describe.skipIf(tmpfsUnavailable !== null)(`a full disk and a read-only data dir
     expect((await tool('thread', ['init', path])).code).toBe(0);
     const push = (content: string, extra: string[] = []) => tool('thread', ['push', '--thread', path, '--source', 'self', '--type', 'message', '--content', content, ...extra]);
     const batch = (n: number, extra: string[] = []) =>
-      tool('thread', ['push', '--thread', path, '--source', 'self', '--type', 'message', '--batch', ...extra], Array.from({ length: n }, (_, i) => JSON.stringify({ content: `b${i} ${'x'.repeat(3000)}` })).join('\n'));
+      tool(
+        'thread',
+        ['push', '--thread', path, '--source', 'self', '--type', 'message', '--batch', ...extra],
+        Array.from({ length: n }, (_, i) => JSON.stringify({ content: `b${i} ${'x'.repeat(3000)}` })).join('\n'),
+      );
     expect((await push('before')).stdout).toBe('1\n');
 
     disk.fill();
@@ -226,7 +233,12 @@ describe.skipIf(tmpfsUnavailable !== null)(`a full disk and a read-only data dir
       const logger = createLogger(logPath, { env: {} });
       expect(() => logger.error(`first ${'y'.repeat(20_000)}`)).not.toThrow();
       expect(() => logger.error(`second ${'y'.repeat(20_000)}`)).not.toThrow();
-      expect(readFileSync(logPath, 'utf8').split('\n').filter(Boolean).every((line) => /^\[[^\]]+\] \[ERROR\] /.test(line) && line.endsWith('y'))).toBe(true);
+      expect(
+        readFileSync(logPath, 'utf8')
+          .split('\n')
+          .filter(Boolean)
+          .every((line) => /^\[[^\]]+\] \[ERROR\] /.test(line) && line.endsWith('y')),
+      ).toBe(true);
       const warnings = stderr.mock.calls.map(([text]) => String(text)).filter((text) => text.startsWith('warning: log lines are dropped'));
       expect(warnings.length).toBeLessThanOrEqual(1);
 
@@ -275,10 +287,14 @@ describe.skipIf(tmpfsUnavailable !== null)(`a full disk and a read-only data dir
     expect(await chat('second', 'm2')).toMatchObject({ kind: 'accepted', eventId: 2 });
     const sent = await tool('agent', ['send', 'admin', '--text', 'third', '--source', terminalSource('ann')]);
     expect(sent.code, sent.stderr).toBe(0);
-    const delivered = await waitFor(() => {
-      const entries = mailbox('ann');
-      return entries.length >= 3 ? entries : undefined;
-    }, 'three replies in the terminal mailbox', 20_000);
+    const delivered = await waitFor(
+      () => {
+        const entries = mailbox('ann');
+        return entries.length >= 3 ? entries : undefined;
+      },
+      'three replies in the terminal mailbox',
+      20_000,
+    );
     expect(delivered.map((entry) => entry.text)).toEqual(['reply to: first', 'reply to: second', 'reply to: third']);
     expect((await tool('notifier', ['timer', 'add', '--id', 'beat', '--every', '1h', '--command', 'true'])).code).toBe(0);
 
@@ -334,10 +350,14 @@ describe.skipIf(tmpfsUnavailable !== null)(`a full disk and a read-only data dir
     expect((await tool('agent', ['send', 'admin', '--text', 'hello', '--source', terminalSource('carol')])).code).toBe(0);
     const thread = routeMessage(dir, 'per-peer', terminalSource('carol')).path;
     // More failed deliveries than deliver.max_attempts (3) allows for a reply the gateway refuses.
-    await waitFor(async () => {
-      const status = JSON.parse((await tool('notifier', ['status', '--json'])).stdout) as { subscriptions: { thread: string; consumer: string; failures: number }[] };
-      return (status.subscriptions.find((s) => s.thread === thread && s.consumer === 'outbound')?.failures ?? 0) > 3;
-    }, 'four failed deliveries', 20_000);
+    await waitFor(
+      async () => {
+        const status = JSON.parse((await tool('notifier', ['status', '--json'])).stdout) as { subscriptions: { thread: string; consumer: string; failures: number }[] };
+        return (status.subscriptions.find((s) => s.thread === thread && s.consumer === 'outbound')?.failures ?? 0) > 3;
+      },
+      'four failed deliveries',
+      20_000,
+    );
     expect(conversation(dir, 'carol')).toEqual({ inbound: ['hello'], replies: ['reply to: hello'], errors: 0 });
 
     disk.free();

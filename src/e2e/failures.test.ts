@@ -35,7 +35,9 @@ function switchableModel(): { step: FakeStep; setDown(value: boolean): void } {
   let down = false;
   return {
     step: (request) => (down ? { kind: 'error', status: 503 } : { kind: 'text', text: `answer to: ${lastUserText(request)}` }),
-    setDown: (value) => void (down = value),
+    setDown: (value) => {
+      down = value;
+    },
   };
 }
 
@@ -106,32 +108,28 @@ describe('model failures, end to end', () => {
     expect(events.filter((e) => e.type === 'message' && e.source === 'self').map((e) => parseMessageContent(e.content).notice ?? 'answer')).toEqual(['delayed', 'answer']);
   });
 
-  it.runIf(SOAK)(
-    'real length: the model down for 3 minutes with the default delay and backoff gives one "delayed" notice, then the answer, exactly once',
-    { timeout: 12 * 60_000 },
-    async () => {
-      const model = switchableModel();
-      const s = await up({ llm: { defaultStep: model.step }, backoff: { initial_seconds: 1, max_seconds: 300 } });
-      model.setDown(true);
-      const started = Date.now();
-      const update = s.telegram.queueUpdate(textUpdate({ from: 6161, text: 'long outage' }));
-      await until(() => s.telegram.sent.length > 0, 'the delayed notice', 5 * 60_000, 500);
-      const noticeAt = s.telegram.sent[0]!.at - started;
-      await until(() => Date.now() - started >= 3 * 60_000, 'three minutes of outage', 4 * 60_000, 1_000);
-      const runsWhileDown = outageRuns(s);
-      model.setDown(false);
-      const backAt = Date.now() - started;
-      await until(() => s.telegram.sent.length >= 2, 'the answer', 6 * 60_000, 500);
-      const answerAt = s.telegram.sent[1]!.at - started;
-      await settle(s);
-      console.log(
-        `failures: ${JSON.stringify({ delayed_notice_at_s: noticeAt / 1000, model_back_at_s: backAt / 1000, answer_at_s: answerAt / 1000, failed_runs: runsWhileDown, sent: s.telegram.sent.map((m) => m.text) })}`,
-      );
-      expect(noticeAt).toBeGreaterThanOrEqual(120_000);
-      expect(s.telegram.sent.map((sent) => [sent.text, sent.reply_parameters?.message_id])).toEqual([
-        ['Sorry for the wait: the model is failing (503). I will answer as soon as it is back.', update.message.message_id],
-        ['answer to: long outage', update.message.message_id],
-      ]);
-    },
-  );
+  it.runIf(SOAK)('real length: the model down for 3 minutes with the default delay and backoff gives one "delayed" notice, then the answer, exactly once', { timeout: 12 * 60_000 }, async () => {
+    const model = switchableModel();
+    const s = await up({ llm: { defaultStep: model.step }, backoff: { initial_seconds: 1, max_seconds: 300 } });
+    model.setDown(true);
+    const started = Date.now();
+    const update = s.telegram.queueUpdate(textUpdate({ from: 6161, text: 'long outage' }));
+    await until(() => s.telegram.sent.length > 0, 'the delayed notice', 5 * 60_000, 500);
+    const noticeAt = s.telegram.sent[0]!.at - started;
+    await until(() => Date.now() - started >= 3 * 60_000, 'three minutes of outage', 4 * 60_000, 1_000);
+    const runsWhileDown = outageRuns(s);
+    model.setDown(false);
+    const backAt = Date.now() - started;
+    await until(() => s.telegram.sent.length >= 2, 'the answer', 6 * 60_000, 500);
+    const answerAt = s.telegram.sent[1]!.at - started;
+    await settle(s);
+    console.log(
+      `failures: ${JSON.stringify({ delayed_notice_at_s: noticeAt / 1000, model_back_at_s: backAt / 1000, answer_at_s: answerAt / 1000, failed_runs: runsWhileDown, sent: s.telegram.sent.map((m) => m.text) })}`,
+    );
+    expect(noticeAt).toBeGreaterThanOrEqual(120_000);
+    expect(s.telegram.sent.map((sent) => [sent.text, sent.reply_parameters?.message_id])).toEqual([
+      ['Sorry for the wait: the model is failing (503). I will answer as soon as it is back.', update.message.message_id],
+      ['answer to: long outage', update.message.message_id],
+    ]);
+  });
 });

@@ -51,9 +51,7 @@ function expectThreadOfRounds(s: System, peer: number, texts: string[]): void {
   expect(replies.map((e) => parseMessageContent(e.content).text)).toEqual(texts.map((text) => `reply to: ${text}`));
   expect(replies.map((e) => parseMessageContent(e.content).in_reply_to)).toEqual(inbound.map((e) => e.id));
   const toolcalls = events.filter((e) => e.subtype === 'toolcall').map((e) => JSON.parse(e.content) as { command: string; exit_code: number; output: string; in_reply_to: number });
-  expect(toolcalls).toEqual(
-    texts.map((text, i) => expect.objectContaining({ command: `echo handled-${text}`, exit_code: 0, output: `handled-${text}\n`, in_reply_to: inbound[i]!.id })),
-  );
+  expect(toolcalls).toEqual(texts.map((text, i) => expect.objectContaining({ command: `echo handled-${text}`, exit_code: 0, output: `handled-${text}\n`, in_reply_to: inbound[i]!.id })));
   expect(events.filter((e) => e.subtype === 'error')).toEqual([]);
 }
 
@@ -69,8 +67,16 @@ describe('the whole pipeline, end to end', () => {
   it('answers 10 interleaved Telegram messages of 3 peers: each peer gets its own replies, in order, quoting its messages, once', async () => {
     const s = await up();
     const order: [number, string][] = [
-      [111, 'p111-m1'], [222, 'p222-m1'], [333, 'p333-m1'], [111, 'p111-m2'], [222, 'p222-m2'],
-      [111, 'p111-m3'], [333, 'p333-m2'], [222, 'p222-m3'], [111, 'p111-m4'], [333, 'p333-m3'],
+      [111, 'p111-m1'],
+      [222, 'p222-m1'],
+      [333, 'p333-m1'],
+      [111, 'p111-m2'],
+      [222, 'p222-m2'],
+      [111, 'p111-m3'],
+      [333, 'p333-m2'],
+      [222, 'p222-m3'],
+      [111, 'p111-m4'],
+      [333, 'p333-m3'],
     ];
     const queued = order.map(([from, text]) => ({ from, text, messageId: s.telegram.queueUpdate(textUpdate({ from, text })).message.message_id as number }));
 
@@ -84,7 +90,11 @@ describe('the whole pipeline, end to end', () => {
       const got = s.telegram.sent.filter((sent) => Number(sent.chat_id) === peer);
       expect(got.map((sent) => sent.text)).toEqual(mine.map((q) => `reply to: ${q.text}`));
       expect(got.map((sent) => sent.reply_parameters?.message_id)).toEqual(mine.map((q) => q.messageId));
-      expectThreadOfRounds(s, peer, mine.map((q) => q.text));
+      expectThreadOfRounds(
+        s,
+        peer,
+        mine.map((q) => q.text),
+      );
     }
     // One bash_exec round per message: 20 model calls, and the model saw each command's output.
     expect(s.llm.requests).toHaveLength(20);
@@ -149,7 +159,13 @@ describe('the whole pipeline, end to end', () => {
   it('keeps messages that arrive while the agent is stopped and answers each of them once after agent start', async () => {
     const s = await up();
     expect((await s.must('agent', ['stop', 'admin'])).stdout).toBe('stopped admin (its messages wait until: agent start admin)\n');
-    const sentIn: [number, string][] = [[444, 'w1'], [555, 'w2'], [444, 'w3'], [444, 'w4'], [555, 'w5']];
+    const sentIn: [number, string][] = [
+      [444, 'w1'],
+      [555, 'w2'],
+      [444, 'w3'],
+      [444, 'w4'],
+      [555, 'w5'],
+    ];
     const queued = sentIn.map(([from, text]) => ({ from, text, messageId: s.telegram.queueUpdate(textUpdate({ from, text })).message.message_id as number }));
 
     await until(() => inboxCount(s) === 5, 'the 5 messages in the inbox');
@@ -168,7 +184,11 @@ describe('the whole pipeline, end to end', () => {
       const mine = queued.filter((q) => q.from === peer);
       const got = s.telegram.sent.filter((sent) => Number(sent.chat_id) === peer);
       expect(got.map((sent) => [sent.text, sent.reply_parameters?.message_id])).toEqual(mine.map((q) => [`reply to: ${q.text}`, q.messageId]));
-      expectThreadOfRounds(s, peer, mine.map((q) => q.text));
+      expectThreadOfRounds(
+        s,
+        peer,
+        mine.map((q) => q.text),
+      );
     }
     expect(s.llm.requests).toHaveLength(10);
   });
@@ -228,7 +248,9 @@ describe('delivery when Telegram fails', () => {
     await settle(s);
     expect(s.telegram.sent.map((sent) => [sent.chat_id, sent.text])).toEqual([[901, 'reply to: during the outage']]);
     const errors = s.events(telegramThread(s.home, 902)).filter((e) => e.subtype === 'error');
-    expect(errors.map((e) => JSON.parse(e.content).error)).toEqual([expect.stringMatching(/^not delivered after 3 attempt\(s\): Telegram refused sendMessage \(403: Forbidden: bot was blocked by the user\)/)]);
+    expect(errors.map((e) => JSON.parse(e.content).error)).toEqual([
+      expect.stringMatching(/^not delivered after 3 attempt\(s\): Telegram refused sendMessage \(403: Forbidden: bot was blocked by the user\)/),
+    ]);
   });
 });
 

@@ -34,8 +34,9 @@ const threadOf = (request: RecordedRequest) => /^- thread: (\S+)$/m.exec(systemO
 const sentTo = (s: System, chat: number) => s.telegram.sent.filter((sent) => Number(sent.chat_id) === chat);
 
 describe('privacy: a conversation is a conversation', () => {
-  it('keeps a direct chat and its person\'s memory out of the request of a group the person writes in', async () => {
-    const s = (system = await startSystem({ llm: { defaultStep: echoToolStep } }));
+  it("keeps a direct chat and its person's memory out of the request of a group the person writes in", async () => {
+    const s = await startSystem({ llm: { defaultStep: echoToolStep } });
+    system = s;
     writeFileSync(join(s.home, 'agents', 'admin', 'memory', `user-telegram.main.${PERSON}.md`), 'PERSON-MEMORY: keeps the PIN on a sticky note\n');
 
     s.telegram.queueUpdate(textUpdate({ from: PERSON, text: 'my PIN is 4321' }));
@@ -74,7 +75,8 @@ describe('privacy: a conversation is a conversation', () => {
         if (text === 'the PIN is 9999') return { kind: 'text', text: 'The helper says: the PIN is 9999' };
         return { kind: 'text', text: `reply to: ${text}` };
       };
-      const s = (system = await startSystem({ llm: { defaultStep: script } }));
+      const s = await startSystem({ llm: { defaultStep: script } });
+      system = s;
       const config = join(s.home, 'agents', 'admin', 'config.yaml');
       writeFileSync(config, stringify({ ...parse(readFileSync(config, 'utf8')), routing: { default: mode } }));
       await s.must('agent', ['init', 'helper']);

@@ -80,11 +80,12 @@ describe('secrets', () => {
   it('never reach THECLAW_HOME, the records, the model or bash_exec, while the model hunts for them through the whole pipeline', async () => {
     const apiKey = `sk-test-SECRET-${randomBytes(16).toString('hex')}`;
     const commands = snoopCommands();
-    const s = (system = await startSystem({
+    const s = await startSystem({
       llm: { apiKey, defaultStep: snoopingModel(commands) },
       apiKeyEnv: 'OPENAI_API_KEY',
       env: { OPENAI_API_KEY: apiKey },
-    }));
+    });
+    system = s;
     const secrets = { OPENAI_API_KEY: apiKey, [TELEGRAM_TOKEN_ENV]: s.telegram.token };
 
     // Telegram goes away and comes back: grammY's network errors name the URL, which holds the token.
@@ -103,7 +104,10 @@ describe('secrets', () => {
 
     // The model was really called with the key, and ran every command for every message.
     expect(s.llm.requests.every((request) => request.headers.authorization === `Bearer ${apiKey}`)).toBe(true);
-    const toolcalls = s.events(telegramThread(s.home, 111)).filter((event) => event.subtype === 'toolcall').map((event) => JSON.parse(event.content) as { command: string; output: string });
+    const toolcalls = s
+      .events(telegramThread(s.home, 111))
+      .filter((event) => event.subtype === 'toolcall')
+      .map((event) => JSON.parse(event.content) as { command: string; output: string });
     expect(toolcalls.map((call) => call.command)).toEqual([...commands, ...commands]);
     expect(revived.sent.map((sent) => sent.text)).toEqual(['done: first', 'done: second']);
 
@@ -132,13 +136,14 @@ describe('secrets', () => {
     const commands = snoopCommands();
     // `none`: the commands read the configs and the daemon's environment, where the secrets are;
     // what they print must be redacted (the first test shows the sandbox hides them instead).
-    const s = (system = await startSystem({
+    const s = await startSystem({
       llm: { apiKey, defaultStep: snoopingModel(commands) },
       apiKeyEnv: 'MODEL_CREDENTIAL',
       telegramTokenEnv: 'TG_BOT',
       env: { MODEL_CREDENTIAL: apiKey },
       sandbox: 'none',
-    }));
+    });
+    system = s;
     const secrets = { MODEL_CREDENTIAL: apiKey, TG_BOT: s.telegram.token };
     s.telegram.queueUpdate(textUpdate({ from: 111, text: 'first' }));
     await until(() => s.telegram.sent.length >= 1, 'the first reply', 30_000);
@@ -151,7 +156,10 @@ describe('secrets', () => {
       return status.pending === 0 && !status.running && status.undelivered === 0;
     }, 'the agent to be idle');
 
-    const toolcalls = s.events(telegramThread(s.home, 111)).filter((event) => event.subtype === 'toolcall').map((event) => JSON.parse(event.content) as { command: string; output: string });
+    const toolcalls = s
+      .events(telegramThread(s.home, 111))
+      .filter((event) => event.subtype === 'toolcall')
+      .map((event) => JSON.parse(event.content) as { command: string; output: string });
     expect(toolcalls.map((call) => call.command)).toEqual(commands);
     expect(toolcalls[0]!.output).toContain(`THECLAW_HOME=${s.home}`);
     expect(toolcalls[0]!.output).not.toMatch(/^(MODEL_CREDENTIAL|TG_BOT)=/m);

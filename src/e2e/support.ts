@@ -114,8 +114,12 @@ export async function startSystem(options: SystemOptions = {}): Promise<System> 
 providers:
   fake:
     api: openai-completions
-    base_url: "${llm.url}"${options.apiKeyEnv ? `
-    api_key_env: ${options.apiKeyEnv}` : ''}
+    base_url: "${llm.url}"${
+      options.apiKeyEnv
+        ? `
+    api_key_env: ${options.apiKeyEnv}`
+        : ''
+    }
     models: [{ id: m1 }]
 retry: { initial_delay_ms: 20 }
 `,

@@ -33,7 +33,8 @@ describe('the turn limit, end to end', () => {
         ? { kind: 'tool_call', name: 'bash_exec', arguments: { command: `echo $$ > ${pidFile}; exec sleep 600` } }
         : { kind: 'text', text: `answer to: ${lastUserText(request)}` };
     // `none`: the test follows the command's host pid (a sandbox has its own pids).
-    const s = (system = await startSystem({ logLevel: 'info', llm: { defaultStep: model }, sandbox: 'none' }));
+    const s = await startSystem({ logLevel: 'info', llm: { defaultStep: model }, sandbox: 'none' });
+    system = s;
     pidFile = join(s.home, 'sleep.pid');
     const config = join(s.home, 'agents', 'admin', 'config.yaml');
     writeFileSync(config, stringify({ ...(parse(readFileSync(config, 'utf8')) as object), turn: { timeout_seconds: 2, max_attempts: 3 } }));
@@ -53,10 +54,7 @@ describe('the turn limit, end to end', () => {
     console.log(`turn limit: sleep killed ${killedAfter} ms after it started (limit 2 s); ${s.telegram.sent.length} messages sent`);
     expect(killedAfter).toBeLessThan(4_000);
 
-    expect(s.telegram.sent.map((sent) => [sent.chat_id, sent.text])).toEqual([
-      [PEER, TIMEOUT_NOTICE],
-      ...Array.from({ length: BEHIND }, (_, index) => [PEER, `answer to: message ${index + 1}`]),
-    ]);
+    expect(s.telegram.sent.map((sent) => [sent.chat_id, sent.text])).toEqual([[PEER, TIMEOUT_NOTICE], ...Array.from({ length: BEHIND }, (_, index) => [PEER, `answer to: message ${index + 1}`])]);
     const events = s.events(telegramThread(s.home, PEER));
     const [stuck] = events.filter((event) => event.type === 'message' && event.source !== 'self');
     expect(events.filter((event) => event.subtype === 'error').map((event) => JSON.parse(event.content))).toEqual([

@@ -33,7 +33,8 @@ describe('the processes of a killed turn', () => {
     { where: 'a plain agent run', runners: false, owner: /agent.*\brun\b.*admin/ },
   ])('are gone after the next run when $where running the turn was SIGKILLed; the message is answered', async ({ runners, owner }) => {
     // The marks are what `none` has; a sandbox's PID namespace would end the sleeps by itself.
-    const s = (system = await startSystem({ logLevel: 'info', runners, sandbox: 'none' }));
+    const s = await startSystem({ logLevel: 'info', runners, sandbox: 'none' });
+    system = s;
     // $PPID of the command's bash is the process running the turn.
     const command = `echo $PPID > "$THECLAW_HOME/owner"; setsid sleep 600 & echo $! > "$THECLAW_HOME/sleeper"; echo $THECLAW_TURN > "$THECLAW_HOME/mark"; sleep 600`;
     s.llm.enqueue({ kind: 'tool_call', name: 'bash_exec', arguments: { command } }, { kind: 'text', text: 'back after the crash' });

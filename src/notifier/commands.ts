@@ -40,8 +40,7 @@ function formatStatus(status: NotifierStatus): string[] {
   if (status.runs) lines.push(`runs: ${status.runs.running} running, ${status.runs.waiting} waiting (at most ${status.runs.limit} at once); ${status.runs.runners} warm runners`);
   lines.push(status.subscriptions.length ? 'subscriptions:' : 'subscriptions: none');
   for (const s of status.subscriptions) {
-    const state =
-      s.handler === null ? 'unreadable' : s.lease ? `running (pid ${s.lease.pid})` : s.failures > 0 ? `failing (${s.failures}x, retry at ${s.retry_at})` : 'idle';
+    const state = s.handler === null ? 'unreadable' : s.lease ? `running (pid ${s.lease.pid})` : s.failures > 0 ? `failing (${s.failures}x, retry at ${s.retry_at})` : 'idle';
     lines.push(`  ${s.thread} ${s.consumer}: ${state}, pending ${s.pending}, progress ${s.progress}`);
     if (s.last_error) lines.push(`    last error: ${s.last_error}`);
   }

@@ -32,9 +32,7 @@ export async function runNotifier(home: string): Promise<void> {
     const store = new TimerStore(home);
     const limit = new RunLimit(config.max_concurrent_runs ?? defaultRunLimit(availableParallelism()));
     const { runners } = config;
-    const pool = runners.enabled
-      ? new RunnerPool({ outputDir, logger, idleRunners: runners.idle, maxJobs: runners.max_jobs, maxRssBytes: runners.max_rss_mb * 1e6, idleTimeoutMs: 60_000 })
-      : null;
+    const pool = runners.enabled ? new RunnerPool({ outputDir, logger, idleRunners: runners.idle, maxJobs: runners.max_jobs, maxRssBytes: runners.max_rss_mb * 1e6, idleTimeoutMs: 60_000 }) : null;
     const launch = createLauncher({ outputDir, pool, limits: { timeoutMs: config.handler_timeout_seconds * 1000, outputLimitBytes: config.output_limit_bytes } });
     const dispatcher = new Dispatcher({ home, config, logger, launch, limit, prepare: pool ? (handler) => pool.prepare(handler) : undefined });
     const scheduler = new TimerScheduler({ home, store, logger, launch, limit });

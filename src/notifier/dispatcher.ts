@@ -75,18 +75,24 @@ export class Dispatcher {
   constructor(private readonly options: DispatcherOptions) {}
 
   poke(threadPath: string): void {
-    if (this.registered.has(threadPath)) return this.schedule(threadPath);
+    if (this.registered.has(threadPath)) {
+      this.schedule(threadPath);
+      return;
+    }
     // A thread that subscribed since the registry was read, or (more often) one nobody
     // subscribed to, pushed to again and again: the registry directory is read again at most
     // once a second, and the threads poked meanwhile are looked at then.
     this.unknownPoked.add(threadPath);
     if (this.rereadTimer) return;
-    this.rereadTimer = setTimeout(() => {
-      this.rereadTimer = null;
-      this.readRegistry();
-      for (const path of this.unknownPoked) if (this.registered.has(path)) this.schedule(path);
-      this.unknownPoked.clear();
-    }, Math.max(0, this.registryReadAt + REGISTRY_REREAD_MS - Date.now()));
+    this.rereadTimer = setTimeout(
+      () => {
+        this.rereadTimer = null;
+        this.readRegistry();
+        for (const path of this.unknownPoked) if (this.registered.has(path)) this.schedule(path);
+        this.unknownPoked.clear();
+      },
+      Math.max(0, this.registryReadAt + REGISTRY_REREAD_MS - Date.now()),
+    );
   }
 
   sweep(): void {
@@ -277,10 +283,13 @@ export class Dispatcher {
 
   private armRetry(slot: Slot, at: number): void {
     if (slot.retryTimer) return;
-    slot.retryTimer = setTimeout(() => {
-      slot.retryTimer = null;
-      this.schedule(slot.thread);
-    }, Math.max(0, at - Date.now()));
+    slot.retryTimer = setTimeout(
+      () => {
+        slot.retryTimer = null;
+        this.schedule(slot.thread);
+      },
+      Math.max(0, at - Date.now()),
+    );
   }
 
   private slot(thread: string, consumer: string): Slot {

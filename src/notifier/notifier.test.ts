@@ -20,10 +20,7 @@ let seen: string;
 beforeEach(async () => {
   t = createTestHome();
   mkdirSync(join(t.home, 'notifier'), { recursive: true });
-  writeFileSync(
-    join(t.home, 'notifier', 'config.yaml'),
-    'sweep_interval_seconds: 0.5\nhandler_timeout_seconds: 20\nbackoff: { initial_seconds: 0.2, max_seconds: 1 }\n',
-  );
+  writeFileSync(join(t.home, 'notifier', 'config.yaml'), 'sweep_interval_seconds: 0.5\nhandler_timeout_seconds: 20\nbackoff: { initial_seconds: 0.2, max_seconds: 1 }\n');
   threadDir = join(t.home, 'work thread');
   seen = join(t.home, 'seen.txt');
   expect((await runTool('thread', ['init', threadDir], t.env)).code).toBe(0);
@@ -342,7 +339,10 @@ describe('notifier dispatch', () => {
     }
     await startNotifier();
     await waitFor(() => existsSync(spans) && readFileSync(spans, 'utf8').trim().split('\n').length >= 6, 'six handler runs', 30_000);
-    const runs = readFileSync(spans, 'utf8').trim().split('\n').map((line) => line.split(' ').map(Number) as [number, number]);
+    const runs = readFileSync(spans, 'utf8')
+      .trim()
+      .split('\n')
+      .map((line) => line.split(' ').map(Number) as [number, number]);
     // The most runs alive at one moment: at any run's start, count the runs started and not ended.
     const overlap = Math.max(...runs.map(([start]) => runs.filter(([s, e]) => s <= start && start < e).length));
     expect(overlap).toBeGreaterThanOrEqual(1);

@@ -60,10 +60,7 @@ backoff.initial_seconds, backoff.max_seconds, output_limit_bytes).`,
       .requiredOption('--command <command>', 'command to run, split with shell-words rules and run without a shell')
       .addOption(jsonOption())
       .action(async (options) => (await commands()).timerAdd(options)),
-    [
-      'notifier timer add --id heartbeat --every 30m --command "agent send admin --text heartbeat"',
-      `notifier timer add --id morning --cron '0 8 * * *' --command "my-report"`,
-    ],
+    ['notifier timer add --id heartbeat --every 30m --command "agent send admin --text heartbeat"', `notifier timer add --id morning --cron '0 8 * * *' --command "my-report"`],
   );
 
   withExamples(

@@ -1,4 +1,3 @@
-import type { ChildProcess } from 'node:child_process';
 import { closeSync, fstatSync, ftruncateSync, openSync, readdirSync, readSync, statSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { errnoCode } from '../core/errors.js';

@@ -1,4 +1,3 @@
-import { spawnCommand } from '../core/command.js';
 import type { Logger } from '../core/logger.js';
 import type { RunLimit } from './run-limit.js';
 import { describeOutcome, formatRun, type CommandLauncher } from './run.js';

@@ -138,7 +138,10 @@ describe('notifier timer (CLI and daemon)', () => {
     expect((await runTool('notifier', ['start'], t.env)).code).toBe(0);
     await waitFor(() => ticks(file) >= 3, 'three runs', 20_000);
     const log = readFileSync(join(t.home, 'logs', 'notifier.log'), 'utf8');
-    const warnings = log.split('\n').filter((line) => line.includes('[WARN] timer slow is due')).map((line) => line.replace(/^\[\S+\] /, ''));
+    const warnings = log
+      .split('\n')
+      .filter((line) => line.includes('[WARN] timer slow is due'))
+      .map((line) => line.replace(/^\[\S+\] /, ''));
     expect(warnings.length).toBeGreaterThanOrEqual(2);
     expect(new Set(warnings).size).toBe(warnings.length);
   });

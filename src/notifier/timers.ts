@@ -131,10 +131,12 @@ export class TimerStore {
     ensureDir(dir);
     this.file = join(dir, 'timers.db');
     this.db = openSqlite(this.file);
-    this.write(() => this.db.exec(`CREATE TABLE IF NOT EXISTS timers (
+    this.write(() =>
+      this.db.exec(`CREATE TABLE IF NOT EXISTS timers (
       id TEXT PRIMARY KEY, kind TEXT NOT NULL, spec TEXT NOT NULL, command TEXT NOT NULL,
       created_at TEXT NOT NULL, last_run_at TEXT, last_exit TEXT, runs INTEGER NOT NULL DEFAULT 0,
-      done INTEGER NOT NULL DEFAULT 0)`));
+      done INTEGER NOT NULL DEFAULT 0)`),
+    );
   }
 
   add(id: string, schedule: Schedule, command: string): Timer {
@@ -143,9 +145,8 @@ export class TimerStore {
     const spec = schedule.kind === 'cron' ? schedule.expr : schedule.kind === 'every' ? String(schedule.ms) : schedule.time.toISOString();
     const inserted = this.write(
       () =>
-        this.db
-          .prepare('INSERT INTO timers (id, kind, spec, command, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING')
-          .run(id, schedule.kind, spec, command, new Date().toISOString()).changes,
+        this.db.prepare('INSERT INTO timers (id, kind, spec, command, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING').run(id, schedule.kind, spec, command, new Date().toISOString())
+          .changes,
     );
     if (inserted === 0) throw new ClawError('conflict', `timer ${id} exists`, { suggestion: `remove it first: notifier timer remove --id ${id}` });
     return this.get(id)!;
@@ -186,8 +187,7 @@ export class TimerStore {
 }
 
 function toTimer(row: TimerRow): Timer {
-  const schedule: Schedule =
-    row.kind === 'cron' ? { kind: 'cron', expr: row.spec } : row.kind === 'every' ? { kind: 'every', ms: Number(row.spec) } : { kind: 'at', time: new Date(row.spec) };
+  const schedule: Schedule = row.kind === 'cron' ? { kind: 'cron', expr: row.spec } : row.kind === 'every' ? { kind: 'every', ms: Number(row.spec) } : { kind: 'at', time: new Date(row.spec) };
   return {
     id: row.id,
     schedule,

@@ -178,4 +178,3 @@ describe('bashExec: what a command leaves running', () => {
     expect(gone(pid), 'the setsid sleep is dead when the call returns').toBe(true);
   });
 });
-

@@ -16,8 +16,7 @@ import type { BashExecArgs, BashExecResult } from './types.js';
  */
 export const BASH_EXEC_TOOL = {
   name: 'bash_exec',
-  description:
-    'Run a bash command on this machine and get {stdout, stderr, exit_code}. Find out what commands and skills exist with `cmds find <what you want to do>`.',
+  description: 'Run a bash command on this machine and get {stdout, stderr, exit_code}. Find out what commands and skills exist with `cmds find <what you want to do>`.',
   // Plain JSON Schema: providers only serialise it.
   parameters: {
     type: 'object',
@@ -110,7 +109,7 @@ export function bashExec(args: BashExecArgs, options: BashExecOptions = {}): Pro
       resolve({
         stdout: stdout.toString(),
         stderr: stderr.toString(),
-        exit_code: killedFor ? 124 : code ?? 128 + signalNumber(signal),
+        exit_code: killedFor ? 124 : (code ?? 128 + signalNumber(signal)),
       });
     });
   });

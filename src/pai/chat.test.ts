@@ -86,7 +86,6 @@ function expectToolCallsAnswered(messages: LooseJson[]): void {
   });
 }
 
-
 describe('chat() against the fake OpenAI server', () => {
   it('runs a two-round bash_exec loop on top of an earlier session and sends system, history, tool result and schema', async () => {
     const server = await fakeOpenAI();
@@ -108,7 +107,9 @@ describe('chat() against the fake OpenAI server', () => {
     expect(result.toolCalls[0]!.result).toEqual({ stdout: 'marker-42\n', stderr: '', exit_code: 0 });
     expect(result.usage).toMatchObject({ input: 300, output: 12 });
     expect(of('usage').map((event) => event.usage.input)).toEqual([100, 200]);
-    expect(of('done')).toEqual([expect.objectContaining({ text: 'The marker is marker-42.', tool_rounds: 1, stopped_at_max_turns: false, usage: expect.objectContaining({ input: 300, output: 12 }) })]);
+    expect(of('done')).toEqual([
+      expect.objectContaining({ text: 'The marker is marker-42.', tool_rounds: 1, stopped_at_max_turns: false, usage: expect.objectContaining({ input: 300, output: 12 }) }),
+    ]);
 
     expect(server.requests).toHaveLength(3);
     const body = server.requests[2]!.body;
@@ -190,7 +191,10 @@ describe('chat() against the fake OpenAI server', () => {
       const result = await chat({ input: 'four at once', sessionFile: session, home: t.home, env: baseEnv() });
       expect(result.text, api).toBe('done');
       expect(readFileSync(marks, 'utf8'), api).toBe('1\n2\n');
-      expect(result.toolCalls.map((call) => call.result.exit_code), api).toEqual([0, 0, 125, 125]);
+      expect(
+        result.toolCalls.map((call) => call.result.exit_code),
+        api,
+      ).toEqual([0, 0, 125, 125]);
       expect(result.toolCalls[2]!.result.stderr, api).toMatch(/^not run: at most 2 commands run per answer \(max_tool_calls_per_round\)/);
       expectSessionValid(readSession(session));
     }
@@ -228,8 +232,14 @@ describe('chat() retries by error class', () => {
     let firstAt = 0;
     let secondAt = 0;
     server.enqueue(
-      () => ((firstAt = Date.now()), { kind: 'error', status: 429, retryAfterSeconds: 0.3 }),
-      () => ((secondAt = Date.now()), { kind: 'text', text: 'after the wait' }),
+      () => {
+        firstAt = Date.now();
+        return { kind: 'error', status: 429, retryAfterSeconds: 0.3 };
+      },
+      () => {
+        secondAt = Date.now();
+        return { kind: 'text', text: 'after the wait' };
+      },
     );
     const { onEvent, of } = collect();
     const result = await chat({ input: 'hi', home: t.home, env: baseEnv(), onEvent });
@@ -419,7 +429,10 @@ describe('chat: the processes of a turn', () => {
 
     expect(result.text).toBe('done');
     // The sleep holds the call's pipes; the call returns anyway once bash exited.
-    expect(of('tool_result').map((event) => [event.exit_code, event.stdout])).toEqual([[0, 'started\n'], [0, 'alive\n']]);
+    expect(of('tool_result').map((event) => [event.exit_code, event.stdout])).toEqual([
+      [0, 'started\n'],
+      [0, 'alive\n'],
+    ]);
     expect(of('tool_result')[0]!.duration_ms).toBeLessThan(5_000);
     const pid = Number(readFileSync(pidFile, 'utf8'));
     expect(isAlive({ pid, start: null }), 'the setsid sleep is gone when chat() returns').toBe(false);
@@ -466,7 +479,15 @@ describe('chat: resume', () => {
     const server = await fakeOpenAI();
     writeConfig(server);
     const session = join(t.home, 's.jsonl');
-    writeFileSync(session, [{ role: 'user', content: 'hi', turn: '3' }, { role: 'assistant', content: 'hello there' }].map((line) => JSON.stringify(line) + '\n').join(''));
+    writeFileSync(
+      session,
+      [
+        { role: 'user', content: 'hi', turn: '3' },
+        { role: 'assistant', content: 'hello there' },
+      ]
+        .map((line) => JSON.stringify(line) + '\n')
+        .join(''),
+    );
     const result = await chat({ input: 'hi', sessionFile: session, home: t.home, env: baseEnv(), resume: true });
     expect(result.text).toBe('hello there');
     expect(server.requests).toHaveLength(0);

@@ -19,7 +19,7 @@ import { addUsage, ZERO_USAGE, type BashExecArgs, type BashExecResult, type Chat
 const MAX_RETRY_AFTER_MS = 5 * 60_000;
 
 export const DEFAULT_SYSTEM_PROMPT =
-  'You are a helpful assistant on the user\'s own machine. You can run shell commands with bash_exec; `cmds find <what you need>` tells which commands and skills exist. Be concise.';
+  "You are a helpful assistant on the user's own machine. You can run shell commands with bash_exec; `cmds find <what you need>` tells which commands and skills exist. Be concise.";
 
 export interface ChatOptions extends ModelChoice {
   /** The user's message for this turn. */
@@ -151,8 +151,8 @@ async function runTurn(options: ChatOptions, turnMark: ProcessMark): Promise<Cha
         : index >= perRound
           ? { stdout: '', stderr: `not run: at most ${perRound} commands run per answer (max_tool_calls_per_round); ask for the rest in the next round`, exit_code: 125 }
           : call.name === BASH_EXEC_TOOL.name && args.command
-          ? await authorizedRun(args, options.authorize, () => bashExec(args, { cwd: options.cwd, env, secretNames, signal: options.signal, turnMark, sandbox: options.sandbox }), options.signal)
-          : { stdout: '', stderr: `unknown tool ${call.name} or no command; the only tool is bash_exec with {"command": "..."}`, exit_code: 127 };
+            ? await authorizedRun(args, options.authorize, () => bashExec(args, { cwd: options.cwd, env, secretNames, signal: options.signal, turnMark, sandbox: options.sandbox }), options.signal)
+            : { stdout: '', stderr: `unknown tool ${call.name} or no command; the only tool is bash_exec with {"command": "..."}`, exit_code: 127 };
       const output = { ...ran, stdout: redact(ran.stdout), stderr: redact(ran.stderr) };
       emit({ type: 'tool_result', id: call.id, exit_code: output.exit_code, stdout: output.stdout, stderr: output.stderr, duration_ms: Date.now() - started });
       result.toolCalls.push({ id: call.id, arguments: args, result: output });

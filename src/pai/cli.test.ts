@@ -5,7 +5,20 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { cliPath } from '../core/package.js';
 import { isAlive } from '../core/process.js';
 import { withoutSecrets } from '../core/secrets.js';
-import { expectSessionValid, createTestHome, estimateTokens, runTool, startFakeOpenAI, writeFakePaiConfig, type FakeLlmOptions, type FakeLlmServer, type LooseJson, type RunResult, type TestHome, waitFor } from '../testing/index.js';
+import {
+  expectSessionValid,
+  createTestHome,
+  estimateTokens,
+  runTool,
+  startFakeOpenAI,
+  writeFakePaiConfig,
+  type FakeLlmOptions,
+  type FakeLlmServer,
+  type LooseJson,
+  type RunResult,
+  type TestHome,
+  waitFor,
+} from '../testing/index.js';
 import { readSession } from './session.js';
 import type { ChatEvent } from './types.js';
 
@@ -54,7 +67,6 @@ function events(stderr: string): ChatEvent[] {
 
 const types = (list: ChatEvent[]) => list.map((event) => event.type);
 const markerCall = { kind: 'tool_call' as const, name: 'bash_exec', arguments: { command: 'echo marker-$((6*7))' } };
-
 
 describe('pai chat against the fake OpenAI server', () => {
   it('runs a bash_exec round over an earlier session and prints only the final reply', async () => {

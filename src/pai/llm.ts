@@ -107,9 +107,7 @@ function createPiCaller(resolved: ResolvedModel, settings: CallerSettings): Mode
           return { ok: false, error: classify({ observation, aborted: signal?.aborted ?? false, timedOut, message: message.errorMessage ?? '' }) };
         }
         const text = message.content.flatMap((block) => (block.type === 'text' ? [block.text] : [])).join('');
-        const toolCalls = message.content.flatMap((block) =>
-          block.type === 'toolCall' ? [{ id: block.id, name: block.name, arguments: block.arguments as Record<string, unknown> }] : [],
-        );
+        const toolCalls = message.content.flatMap((block) => (block.type === 'toolCall' ? [{ id: block.id, name: block.name, arguments: block.arguments as Record<string, unknown> }] : []));
         const usage: Usage = {
           input: message.usage.input,
           output: message.usage.output,
@@ -130,6 +128,7 @@ function createPiCaller(resolved: ResolvedModel, settings: CallerSettings): Mode
 function toPiContext(request: ModelRequest, resolved: ResolvedModel): Context {
   const zeroUsage = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, totalTokens: 0, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } };
   const timestamp = Date.now();
+  // biome-ignore lint/suspicious/useIterableCallbackReturn: the switch covers every role of a session line, as TypeScript checks.
   const messages = request.history.flatMap((line): Message[] => {
     switch (line.role) {
       case 'system':
@@ -164,12 +163,7 @@ function toPiContext(request: ModelRequest, resolved: ResolvedModel): Context {
   };
 }
 
-const MockScriptSchema = z.array(
-  z.union([
-    z.strictObject({ text: z.string() }),
-    z.strictObject({ bash: z.string().check(z.minLength(1)), comment: z.optional(z.string()) }),
-  ]),
-);
+const MockScriptSchema = z.array(z.union([z.strictObject({ text: z.string() }), z.strictObject({ bash: z.string().check(z.minLength(1)), comment: z.optional(z.string()) })]));
 
 /**
  * The offline mock: deterministic, labelled, no network. It echoes the user, or follows a script

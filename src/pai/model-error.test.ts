@@ -4,7 +4,12 @@ import { chat } from './chat.js';
 import { classify, ModelCallError, observeHttp, type ProviderErrorBody } from './model-error.js';
 import { PaiConfigSchema } from './types.js';
 
-const observation = (status: number | null, networkCode: string | null = null, retryAfterMs: number | null = null, errorBody: ProviderErrorBody | null = null) => ({ status, networkCode, retryAfterMs, errorBody });
+const observation = (status: number | null, networkCode: string | null = null, retryAfterMs: number | null = null, errorBody: ProviderErrorBody | null = null) => ({
+  status,
+  networkCode,
+  retryAfterMs,
+  errorBody,
+});
 const body = (fields: Partial<ProviderErrorBody>): ProviderErrorBody => ({ code: null, type: null, message: null, ...fields });
 const outcome = (obs: ReturnType<typeof observation>, message: string, extra: { aborted?: boolean; timedOut?: boolean } = {}) => ({
   observation: obs,
@@ -30,7 +35,7 @@ describe('classify', () => {
     expect(classify(outcome(observation(null), 'no api key'))).toMatchObject({ kind: 'unknown', recoverable: false });
   });
 
-  it('tells a context overflow by status 413 or the error body\'s code and type', () => {
+  it("tells a context overflow by status 413 or the error body's code and type", () => {
     const overflow = { kind: 'context_length', recoverable: false };
     expect(classify(outcome(observation(413), ''))).toMatchObject({ ...overflow, status: 413 });
     expect(classify(outcome(observation(400, null, null, body({ code: 'context_length_exceeded', type: 'invalid_request_error' })), 'bad'))).toMatchObject({ ...overflow, status: 400 });
@@ -106,12 +111,14 @@ describe('observeHttp', () => {
     const working = await startFakeOpenAI({ defaultStep: { kind: 'text', text: 'fine' } });
     servers.push(failing, working);
     const config = (url: string) =>
-      PaiConfigSchema.parse({ default: 'fake/m1', providers: { fake: { api: 'openai-completions', base_url: url, models: [{ id: 'm1' }] } }, retry: { max_attempts: 3, initial_delay_ms: 20 }, timeout_seconds: 5 });
+      PaiConfigSchema.parse({
+        default: 'fake/m1',
+        providers: { fake: { api: 'openai-completions', base_url: url, models: [{ id: 'm1' }] } },
+        retry: { max_attempts: 3, initial_delay_ms: 20 },
+        timeout_seconds: 5,
+      });
     const env = { PATH: process.env.PATH };
-    const [bad, good] = await Promise.allSettled([
-      chat({ input: 'a', config: config(failing.url), env, tools: false }),
-      chat({ input: 'b', config: config(working.url), env, tools: false }),
-    ]);
+    const [bad, good] = await Promise.allSettled([chat({ input: 'a', config: config(failing.url), env, tools: false }), chat({ input: 'b', config: config(working.url), env, tools: false })]);
     expect(bad.status).toBe('rejected');
     expect(((bad as PromiseRejectedResult).reason as ModelCallError).modelError.kind).toBe('auth');
     expect(good).toMatchObject({ status: 'fulfilled', value: { text: 'fine' } });

@@ -100,7 +100,11 @@ describe('pai model', () => {
 
   it('refuses a config with wrong types, naming the field', async () => {
     writeFileSync(configFile, 'retry: { max_attempts: "x" }\n');
-    for (const args of [['model', 'list'], ['chat', 'hi'], ['config', 'show']]) {
+    for (const args of [
+      ['model', 'list'],
+      ['chat', 'hi'],
+      ['config', 'show'],
+    ]) {
       const result = await pai(args);
       expect(result.code, args.join(' ')).toBe(1);
       expect(result.stdout).toBe('');

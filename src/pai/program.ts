@@ -46,7 +46,11 @@ base_url and models), else the first provider whose key is set, else the offline
 
   const model = program.command('model').description('providers and models');
   withExamples(
-    model.command('list').description('the mock, configured providers and their models, built-in providers and whether their key is set').addOption(json()).action(async (options) => (await commands()).modelList(options)),
+    model
+      .command('list')
+      .description('the mock, configured providers and their models, built-in providers and whether their key is set')
+      .addOption(json())
+      .action(async (options) => (await commands()).modelList(options)),
     ['pai model list --json'],
   );
   withExamples(
@@ -71,7 +75,11 @@ base_url and models), else the first provider whose key is set, else the offline
 
   const config = program.command('config').description('the pai configuration');
   withExamples(
-    config.command('show').description('the effective configuration, keys redacted').addOption(json()).action(async (options) => (await commands()).configShow(options)),
+    config
+      .command('show')
+      .description('the effective configuration, keys redacted')
+      .addOption(json())
+      .action(async (options) => (await commands()).configShow(options)),
     ['pai config show --json'],
   );
   return program;

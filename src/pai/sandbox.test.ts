@@ -11,9 +11,19 @@ const base: Sandbox = { bwrap: '/usr/bin/bwrap', network: true, hidden: [], bind
 /** bwrap's options as [option, ...its operands], split at the known arities. */
 function options(args: string[]): string[][] {
   const arity: Record<string, number> = {
-    '--die-with-parent': 0, '--unshare-pid': 0, '--new-session': 0, '--unshare-net': 0,
-    '--ro-bind': 2, '--ro-bind-try': 2, '--bind': 2, '--bind-try': 2,
-    '--dev': 1, '--proc': 1, '--tmpfs': 1, '--remount-ro': 1, '--chdir': 1,
+    '--die-with-parent': 0,
+    '--unshare-pid': 0,
+    '--new-session': 0,
+    '--unshare-net': 0,
+    '--ro-bind': 2,
+    '--ro-bind-try': 2,
+    '--bind': 2,
+    '--bind-try': 2,
+    '--dev': 1,
+    '--proc': 1,
+    '--tmpfs': 1,
+    '--remount-ro': 1,
+    '--chdir': 1,
   };
   const out: string[][] = [];
   for (let i = 0; i < args.length; ) {

@@ -39,8 +39,7 @@ export interface SandboxBind {
 }
 
 /** What a call answers when the sandbox it needs is not installed. */
-export const SANDBOX_MISSING =
-  "the sandbox (bubblewrap) is not installed — apt-get install bubblewrap, or set sandbox.profile: none in the agent's config";
+export const SANDBOX_MISSING = "the sandbox (bubblewrap) is not installed — apt-get install bubblewrap, or set sandbox.profile: none in the agent's config";
 
 /** Variables every sandboxed command gets when set: nothing a daemon keeps (tokens, sockets). */
 export const BASE_SANDBOX_ENV = ['PATH', 'HOME', 'LANG', 'LC_ALL', 'LC_CTYPE', 'TZ', 'TERM'] as const;

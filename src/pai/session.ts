@@ -99,7 +99,10 @@ function dropUnfinishedLine(path: string): void {
       const start = Math.max(0, end - chunk.length);
       readSync(fd, chunk, 0, end - start, start);
       const at = chunk.subarray(0, end - start).lastIndexOf(10);
-      if (at !== -1) return ftruncateSync(fd, start + at + 1);
+      if (at !== -1) {
+        ftruncateSync(fd, start + at + 1);
+        return;
+      }
       end = start;
     }
     ftruncateSync(fd, 0);

@@ -46,7 +46,10 @@ describe('fake OpenAI with the openai SDK', () => {
     const server = await openai();
     const chunks = await client(server).chat.completions.create({
       model: 'fake-model',
-      messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: [{ type: 'text', text: 'hello there' }] }],
+      messages: [
+        { role: 'system', content: 'be brief' },
+        { role: 'user', content: [{ type: 'text', text: 'hello there' }] },
+      ],
       stream: true,
       stream_options: { include_usage: true },
     });
@@ -56,7 +59,10 @@ describe('fake OpenAI with the openai SDK', () => {
     let contentChunks = 0;
     for await (const chunk of chunks) {
       const choice = chunk.choices[0];
-      if (choice?.delta.content) (text += choice.delta.content), contentChunks++;
+      if (choice?.delta.content) {
+        text += choice.delta.content;
+        contentChunks++;
+      }
       if (choice?.finish_reason) finish = choice.finish_reason;
       if (chunk.usage) usage = chunk.usage;
     }
@@ -99,7 +105,10 @@ describe('fake OpenAI with the openai SDK', () => {
         expect(call.index).toBe(0);
         id ||= call.id ?? '';
         name ||= call.function?.name ?? '';
-        if (call.function?.arguments) (args += call.function.arguments), fragmentsSeen++;
+        if (call.function?.arguments) {
+          args += call.function.arguments;
+          fragmentsSeen++;
+        }
       }
       finish = chunk.choices[0]?.finish_reason ?? finish;
     }
@@ -132,7 +141,14 @@ describe('fake OpenAI with the openai SDK', () => {
     const models = await client(server).models.list();
     expect(models.data.map((model) => model.id)).toContain('fake-model');
     server.enqueue((request) => ({ kind: 'text', text: `${request.body.messages.length} messages` }));
-    const completion = await client(server).chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'a' }, { role: 'assistant', content: 'b' }, { role: 'user', content: 'c' }] });
+    const completion = await client(server).chat.completions.create({
+      model: 'm',
+      messages: [
+        { role: 'user', content: 'a' },
+        { role: 'assistant', content: 'b' },
+        { role: 'user', content: 'c' },
+      ],
+    });
     expect(completion.choices[0]!.message.content).toBe('3 messages');
     expect(server.requests.map((request) => `${request.method} ${request.path}`)).toEqual(['GET /v1/models', 'POST /v1/chat/completions']);
   });
@@ -251,7 +267,13 @@ describe('fake Anthropic with the @anthropic-ai/sdk', () => {
     expect(JSON.parse(json)).toEqual(weatherArgs);
     expect(stopReason).toBe('tool_use');
 
-    messages.push({ role: 'assistant', content: [{ type: 'text', text: 'Checking.' }, { type: 'tool_use', id: 'toolu_1', name: 'get_weather', input: weatherArgs }] });
+    messages.push({
+      role: 'assistant',
+      content: [
+        { type: 'text', text: 'Checking.' },
+        { type: 'tool_use', id: 'toolu_1', name: 'get_weather', input: weatherArgs },
+      ],
+    });
     messages.push({ role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: 'sunny' }] });
     const second = await sdk.messages.stream({ model: 'fake-model', max_tokens: 100, messages, tools }).finalMessage();
     expect(second.content).toEqual([{ type: 'text', text: 'echo: weather in Paris?' }]);
@@ -261,7 +283,9 @@ describe('fake Anthropic with the @anthropic-ai/sdk', () => {
   it('assembles tool_use input in messages.stream and non-streaming create', async () => {
     const server = await anthropic();
     server.enqueue({ kind: 'tool_call', name: 'get_weather', arguments: weatherArgs }, { kind: 'tool_call', name: 'get_weather', arguments: weatherArgs });
-    const streamed = await client(server).messages.stream({ model: 'fake-model', max_tokens: 100, messages: [{ role: 'user', content: 'hi' }], tools }).finalMessage();
+    const streamed = await client(server)
+      .messages.stream({ model: 'fake-model', max_tokens: 100, messages: [{ role: 'user', content: 'hi' }], tools })
+      .finalMessage();
     const plain = await client(server).messages.create({ model: 'fake-model', max_tokens: 100, messages: [{ role: 'user', content: 'hi' }], tools });
     for (const message of [streamed, plain]) {
       expect(message.stop_reason).toBe('tool_use');
@@ -309,8 +333,16 @@ describe('fake Anthropic with the @anthropic-ai/sdk', () => {
 
 describe('through pi-ai', () => {
   const model = (api: Api, baseUrl: string): Model<Api> => ({
-    id: 'fake-model', name: 'fake', api, provider: 'fake', baseUrl, reasoning: false, input: ['text'],
-    cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }, contextWindow: 128000, maxTokens: 4096,
+    id: 'fake-model',
+    name: 'fake',
+    api,
+    provider: 'fake',
+    baseUrl,
+    reasoning: false,
+    input: ['text'],
+    cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 },
+    contextWindow: 128000,
+    maxTokens: 4096,
   });
   const context = (): Context => ({
     systemPrompt: 'You are terse.',
@@ -326,7 +358,11 @@ describe('through pi-ai', () => {
 
   const cases = [
     { api: 'openai-completions' as const, start: openai, toolMessage: { role: 'tool', tool_call_id: 'call_fake_1', content: 'sunny' } },
-    { api: 'anthropic-messages' as const, start: anthropic, toolMessage: { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_fake_1', content: 'sunny', is_error: false, cache_control: { type: 'ephemeral' } }] } },
+    {
+      api: 'anthropic-messages' as const,
+      start: anthropic,
+      toolMessage: { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_fake_1', content: 'sunny', is_error: false, cache_control: { type: 'ephemeral' } }] },
+    },
   ];
 
   describe.each(cases)('$api', ({ api, start, toolMessage }) => {
@@ -344,7 +380,14 @@ describe('through pi-ai', () => {
       expect(first.message.usage.input).toBeGreaterThan(0);
       expect(first.message.usage.input).toBe(Math.ceil(server.requests[0]!.bytes / 4));
 
-      ctx.messages.push(first.message, { role: 'toolResult', toolCallId: call!.type === 'toolCall' ? call!.id : '', toolName: 'get_weather', content: [{ type: 'text', text: 'sunny' }], isError: false, timestamp: Date.now() });
+      ctx.messages.push(first.message, {
+        role: 'toolResult',
+        toolCallId: call!.type === 'toolCall' ? call!.id : '',
+        toolName: 'get_weather',
+        content: [{ type: 'text', text: 'sunny' }],
+        isError: false,
+        timestamp: Date.now(),
+      });
       const second = await run(api, server, ctx);
       expect(second.message.stopReason).toBe('stop');
       expect(second.message.content).toEqual([{ type: 'text', text: 'echo: What is the weather in Paris?' }]);

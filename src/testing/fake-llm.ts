@@ -17,6 +17,7 @@ import { ensureDir } from '../core/home.js';
  */
 
 /** Provider JSON, read loosely (tests reach into arbitrary fields). */
+// biome-ignore lint/suspicious/noExplicitAny: tests reach into provider JSON without declaring its shape.
 export type LooseJson = any;
 
 export interface RecordedRequest {
@@ -182,8 +183,14 @@ const openaiProtocol: Protocol = {
 // Anthropic messages
 
 const anthropicErrorTypes: Record<number, string> = {
-  400: 'invalid_request_error', 401: 'authentication_error', 403: 'permission_error', 404: 'not_found_error',
-  413: 'request_too_large', 429: 'rate_limit_error', 500: 'api_error', 529: 'overloaded_error',
+  400: 'invalid_request_error',
+  401: 'authentication_error',
+  403: 'permission_error',
+  404: 'not_found_error',
+  413: 'request_too_large',
+  429: 'rate_limit_error',
+  500: 'api_error',
+  529: 'overloaded_error',
 };
 
 const anthropicProtocol: Protocol = {
@@ -201,7 +208,9 @@ const anthropicProtocol: Protocol = {
   overflowBody: (tokens, max) => ({ type: 'error', error: { type: 'invalid_request_error', message: `prompt is too long: ${tokens} tokens > ${max} maximum` } }),
   models: () => ({
     data: MODELS.map((id) => ({ type: 'model', id, display_name: id, created_at: '2025-01-01T00:00:00Z' })),
-    has_more: false, first_id: MODELS[0], last_id: MODELS.at(-1),
+    has_more: false,
+    first_id: MODELS[0],
+    last_id: MODELS.at(-1),
   }),
   lastUserText(body) {
     // The last user message that carries text: a tool_result-only message is skipped, as OpenAI's `tool` role is.
@@ -280,8 +289,7 @@ async function startFakeServer(protocol: Protocol, options: FakeLlmOptions): Pro
     requests.push(record);
     res.on('finish', () => (record.answered = true));
     res.setHeader(protocol.requestIdHeader, `req_fake_${requests.length}`);
-    const fail = (status: number, message?: string, type?: string, headers: Record<string, string> = {}) =>
-      sendJson(res, status, protocol.errorBody(status, message, type), headers);
+    const fail = (status: number, message?: string, type?: string, headers: Record<string, string> = {}) => sendJson(res, status, protocol.errorBody(status, message, type), headers);
 
     if (options.apiKey !== undefined && !protocol.authorized(req.headers, options.apiKey)) {
       return fail(401, protocol.authError.message, protocol.authError.type);

@@ -18,7 +18,6 @@ import type { LooseJson } from './fake-llm.js';
  * A wrong token gets 401 as from Telegram.
  */
 
-
 export interface FakeTelegramOptions {
   /** Default: a random token shaped like a real one (`<digits>:<letters>`). */
   token?: string;
@@ -190,7 +189,10 @@ export async function startFakeTelegram(options: FakeTelegramOptions = {}): Prom
     // Telegram ends an older poll when a newer one arrives.
     for (const poll of polls) poll.answer(null);
     const batch = take({ offset, limit });
-    if (batch.length > 0 || timeoutMs === 0 || closing) return ok(res, batch);
+    if (batch.length > 0 || timeoutMs === 0 || closing) {
+      ok(res, batch);
+      return;
+    }
     let timer: NodeJS.Timeout | undefined;
     const poll: Poll = {
       offset,
@@ -211,10 +213,19 @@ export async function startFakeTelegram(options: FakeTelegramOptions = {}): Prom
   }
 
   function sendMessage(params: LooseJson, res: ServerResponse): void {
-    if (params.chat_id === undefined || params.chat_id === '') return fail(res, { error_code: 400, description: 'Bad Request: chat_id is empty' });
+    if (params.chat_id === undefined || params.chat_id === '') {
+      fail(res, { error_code: 400, description: 'Bad Request: chat_id is empty' });
+      return;
+    }
     const text = typeof params.text === 'string' ? params.text : '';
-    if (text.trim() === '') return fail(res, { error_code: 400, description: 'Bad Request: message text is empty' });
-    if (text.length > 4096) return fail(res, { error_code: 400, description: 'Bad Request: message is too long' });
+    if (text.trim() === '') {
+      fail(res, { error_code: 400, description: 'Bad Request: message text is empty' });
+      return;
+    }
+    if (text.length > 4096) {
+      fail(res, { error_code: 400, description: 'Bad Request: message is too long' });
+      return;
+    }
     const chatId = typeof params.chat_id === 'string' && /^-?\d+$/.test(params.chat_id) ? Number(params.chat_id) : params.chat_id;
     const message: LooseJson = {
       message_id: ++lastMessageId,

@@ -60,7 +60,10 @@ export async function retry(options: Json): Promise<void> {
   if (options.json) return printJson({ woken });
   printLines(
     woken.length
-      ? [`woke notifier: ${woken.length} handler(s) waiting out a backoff run now`, ...woken.map((w) => `  ${w.thread} (${w.consumer}): ${w.failures} failure(s)${w.last_error ? `: ${w.last_error}` : ''}`)]
+      ? [
+          `woke notifier: ${woken.length} handler(s) waiting out a backoff run now`,
+          ...woken.map((w) => `  ${w.thread} (${w.consumer}): ${w.failures} failure(s)${w.last_error ? `: ${w.last_error}` : ''}`),
+        ]
       : ['woke notifier: nothing was waiting out a backoff'],
   );
 }
@@ -150,14 +153,14 @@ function formatStatus(s: SystemStatus): string[] {
     ),
     ...s.channels.map((c) => `  ${c.id}: ${c.state}${c.detail ? ` (${c.detail})` : ''}${c.url ? `  ${c.url}` : ''}`),
     s.agents.length ? 'agents:' : 'agents: none yet (theclaw up creates the system agents)',
-    ...s.agents.map((a) =>
+    ...s.agents.flatMap((a) =>
       'error' in a
         ? `  ${a.id.padEnd(11)} BROKEN: ${a.error}`
         : [
             `  ${a.id.padEnd(11)} ${a.started ? 'started' : 'stopped'}${a.running ? ' (running)' : ''}  pending ${a.pending}  undelivered ${a.undelivered}  last activity ${a.last_activity ?? 'never'}  model ${a.model}`,
             ...a.damaged.map((d) => `    DAMAGED ${describeDamage(d)}`),
           ],
-    ).flat(),
+    ),
     s.queues.length ? `queues: ${s.pending} event(s) waiting` : 'queues: nothing waiting',
     ...s.queues.map((q) => `  ${q.thread} (${q.consumer}): ${q.pending} ${q.state}${q.failures ? `, ${q.failures} failure(s): ${q.last_error ?? ''}` : ''}`),
     `model: ${modelLine(s.model)}`,
@@ -172,7 +175,10 @@ function formatDetails(d: StatusDetails): string[] {
   return [
     d.usage.length ? `usage (last ${d.days} days):` : 'usage: no model calls in the last days',
     ...d.usage.map((u) => `  ${u.day}  ${u.agent.padEnd(11)} ${u.calls} call(s)  ${u.input_tokens} in + ${u.output_tokens} out tokens  $${u.cost.toFixed(4)}`),
-    ...d.threads.flatMap((t) => [`${t.agent}/${t.thread}:`, ...t.events.map((e) => `  #${e.id}  ${e.created_at}  ${(e.subtype ? `${e.type}/${e.subtype}` : e.type).padEnd(16)} ${e.error ? 'ERROR ' : ''}${e.summary}`)]),
+    ...d.threads.flatMap((t) => [
+      `${t.agent}/${t.thread}:`,
+      ...t.events.map((e) => `  #${e.id}  ${e.created_at}  ${(e.subtype ? `${e.type}/${e.subtype}` : e.type).padEnd(16)} ${e.error ? 'ERROR ' : ''}${e.summary}`),
+    ]),
   ];
 }
 

@@ -1,19 +1,7 @@
 import { existsSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join, relative } from 'node:path';
-import {
-  agentDir,
-  agentModel,
-  agentStatus,
-  describeShortage,
-  identityText,
-  INBOX_CONSUMER,
-  INBOX_FILTER,
-  listAgentIds,
-  loadAgentConfig,
-  windowShortage,
-  type AgentConfig,
-} from '../agent/index.js';
+import { agentDir, agentModel, agentStatus, describeShortage, identityText, INBOX_CONSUMER, INBOX_FILTER, listAgentIds, loadAgentConfig, windowShortage, type AgentConfig } from '../agent/index.js';
 import { daemonPidFile, type DaemonName } from '../core/daemon.js';
 import { errnoCode, isClawError } from '../core/errors.js';
 import { yaml } from '../core/config.js';
@@ -22,17 +10,7 @@ import { packageRoot } from '../core/package.js';
 import { isAlive } from '../core/process.js';
 import { createRedactor } from '../core/secrets.js';
 import { loadConfig as loadNotifierConfig, type SubscriptionStatus } from '../notifier/index.js';
-import {
-  BUILTIN_PROVIDERS,
-  chat,
-  chooseModel,
-  findBwrap,
-  loadPaiConfig,
-  MOCK_PROVIDER,
-  providerSecrets,
-  sandboxProblem,
-  type PaiConfig,
-} from '../pai/index.js';
+import { BUILTIN_PROVIDERS, chat, chooseModel, findBwrap, loadPaiConfig, MOCK_PROVIDER, providerSecrets, sandboxProblem, type PaiConfig } from '../pai/index.js';
 import { openThread } from '../thread/index.js';
 import { inspectXgwConfig, XgwConfigSchema, xgwConfigPath, type ChannelConfig } from '../xgw/index.js';
 import { modelWaits, recentErrors } from './failures.js';
@@ -87,7 +65,10 @@ export async function doctor(home: string, env: NodeJS.ProcessEnv = process.env,
 /** Against the package's `engines.node` (`>=major.minor`), so the two never disagree. */
 function checkNode(): Check {
   const wanted = (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { engines: { node: string } }).engines.node;
-  const minimum = wanted.replace(/^>=\s*/, '').split('.').map(Number);
+  const minimum = wanted
+    .replace(/^>=\s*/, '')
+    .split('.')
+    .map(Number);
   const actual = process.versions.node.split('.').map(Number);
   const differs = minimum.findIndex((part, i) => (actual[i] ?? 0) !== part);
   return differs >= 0 && (actual[differs] ?? 0) < minimum[differs]!
@@ -102,7 +83,12 @@ function checkDataDirectory(home: string): Check {
     writeFileSync(probe, '');
     unlinkSync(probe);
   } catch (error) {
-    return { name: 'data directory', status: 'fail', detail: `cannot write in ${home} (${errnoCode(error) ?? (error as Error).message})`, fix: `make it writable, or point THECLAW_HOME at a writable directory` };
+    return {
+      name: 'data directory',
+      status: 'fail',
+      detail: `cannot write in ${home} (${errnoCode(error) ?? (error as Error).message})`,
+      fix: `make it writable, or point THECLAW_HOME at a writable directory`,
+    };
   }
   if (statSync(home).mode & 0o077) {
     return { name: 'data directory', status: 'warn', detail: `${home} is open to other users (it holds tokens and conversations)`, fix: `chmod 700 ${home}` };
@@ -150,7 +136,12 @@ function checkProviders(config: PaiConfig, env: NodeJS.ProcessEnv): Check {
   const chosen = `${provider}/${model ?? '(default)'}`;
   if (provider !== MOCK_PROVIDER && !usable.has(provider)) {
     const keyEnv = config.providers[provider]?.api_key_env ?? BUILTIN_PROVIDERS[provider]?.keyEnv;
-    return { name: 'providers', status: 'fail', detail: `the default model ${chosen} has no key`, fix: keyEnv ? `export ${keyEnv}=...` : `give providers.${provider} an api_key_env or a base_url in pai/config.yaml` };
+    return {
+      name: 'providers',
+      status: 'fail',
+      detail: `the default model ${chosen} has no key`,
+      fix: keyEnv ? `export ${keyEnv}=...` : `give providers.${provider} an api_key_env or a base_url in pai/config.yaml`,
+    };
   }
   if (usable.size === 0) {
     return {
@@ -274,7 +265,8 @@ async function checkRuntime(home: string, configured: ChannelConfig[], env: Node
   const hung = components.filter((c) => c.running && !c.answering);
   const stopped = components.filter((c) => !c.running).map((c) => c.name);
   if (hung.length > 0) {
-    for (const c of hung) checks.push({ name: 'daemons', status: 'fail', detail: `${c.name} (pid ${c.pid}) runs but does not answer on its socket`, fix: `see logs/${c.name}.log, then theclaw down && theclaw up` });
+    for (const c of hung)
+      checks.push({ name: 'daemons', status: 'fail', detail: `${c.name} (pid ${c.pid}) runs but does not answer on its socket`, fix: `see logs/${c.name}.log, then theclaw down && theclaw up` });
   } else {
     checks.push(
       stopped.length === 0
@@ -286,13 +278,23 @@ async function checkRuntime(home: string, configured: ChannelConfig[], env: Node
   for (const channel of configured) {
     if (xgw?.channels.find((c) => c.id === channel.id)?.state === 'running') continue; // ours holds it, or it is fine
     if (channel.type === 'telegram' && !env[channel.token_env]) {
-      checks.push({ name: 'config', status: 'fail', detail: `${channel.id}: ${channel.token_env} is not set in this environment, so xgw cannot start`, fix: `export ${channel.token_env}=<the bot token> before theclaw up` });
+      checks.push({
+        name: 'config',
+        status: 'fail',
+        detail: `${channel.id}: ${channel.token_env} is not set in this environment, so xgw cannot start`,
+        fix: `export ${channel.token_env}=<the bot token> before theclaw up`,
+      });
     }
     if (channel.type !== 'webchat' || channel.port === 0) continue;
     const taken = await portTaken(channel.host, channel.port);
     checks.push(
       taken
-        ? { name: 'ports', status: 'fail', detail: `${channel.id}: port ${channel.port} on ${channel.host} is taken by another program`, fix: `stop that program, or set another port for ${channel.id} in xgw/config.yaml` }
+        ? {
+            name: 'ports',
+            status: 'fail',
+            detail: `${channel.id}: port ${channel.port} on ${channel.host} is taken by another program`,
+            fix: `stop that program, or set another port for ${channel.id} in xgw/config.yaml`,
+          }
         : { name: 'ports', status: 'ok', detail: `${channel.id}: port ${channel.port} on ${channel.host} is free` },
     );
   }

@@ -32,7 +32,11 @@ function rotatedLogs(dir: string, count: number): string[] {
 /** Deliveries: complete and old, incomplete and old, complete and recent. */
 function gatewayState(): void {
   const state = new GatewayState(t.home);
-  for (const [key, complete] of [['old-done', true], ['old-partial', false], ['new-done', true]] as const) {
+  for (const [key, complete] of [
+    ['old-done', true],
+    ['old-partial', false],
+    ['new-done', true],
+  ] as const) {
     state.recordDelivery({ channelId: 'telegram:main', target: 'dm:1', key }, ['1'], complete);
   }
   state.close();

@@ -53,18 +53,25 @@ export function prune(home: string, options: PruneOptions): PruneReport {
   const rotated_logs = pruneLogs(files, options.keepLogs ?? DEFAULT_KEEP_LOGS, dryRun);
   const xgw = pruneGateway(join(home, 'xgw', 'state.db'), cutoff, now, dryRun);
   const events = pruneEvents(home, cutoff, options.keepEvents ?? DEFAULT_KEEP_EVENTS, dryRun);
-  const wal = checkpoint(files.filter((file) => file.endsWith('.db')), dryRun);
+  const wal = checkpoint(
+    files.filter((file) => file.endsWith('.db')),
+    dryRun,
+  );
   return { dry_run: dryRun, older_than: cutoff, rotated_logs, xgw, events, wal, freed_bytes: rotated_logs.bytes + wal.bytes };
 }
 
 /** Old, acknowledged events of every agent thread (a damaged thread is skipped: status names it). */
 function pruneEvents(home: string, cutoff: string, keep: number, dryRun: boolean): PruneReport['events'] {
   const report = { threads: 0, removed: 0 };
-  forEachAgentThread(home, (dir) => [dir.inbox, ...conversationThreads(dir)], ({ thread }) => {
-    const removed = thread.prune({ before: cutoff, keep, dryRun });
-    if (removed > 0) report.threads++;
-    report.removed += removed;
-  });
+  forEachAgentThread(
+    home,
+    (dir) => [dir.inbox, ...conversationThreads(dir)],
+    ({ thread }) => {
+      const removed = thread.prune({ before: cutoff, keep, dryRun });
+      if (removed > 0) report.threads++;
+      report.removed += removed;
+    },
+  );
   return report;
 }
 
@@ -123,16 +130,16 @@ function pruneGateway(file: string, cutoff: string, now: number, dryRun: boolean
     };
     const params = { deliveries: cutoff, mailbox: cutoff, pairing_requests: now };
     // One transaction: xgw writes meanwhile wait for it (busy_timeout), never see half of it.
-    return db.transaction(() => {
-      const counts = { ...none };
-      for (const [table, where] of Object.entries(statements) as [keyof typeof none, string | null][]) {
-        if (where === null) continue;
-        counts[table] = dryRun
-          ? (db.prepare(`SELECT COUNT(*) ${where}`).pluck().get(params[table]) as number)
-          : db.prepare(`DELETE ${where}`).run(params[table]).changes;
-      }
-      return counts;
-    }).immediate();
+    return db
+      .transaction(() => {
+        const counts = { ...none };
+        for (const [table, where] of Object.entries(statements) as [keyof typeof none, string | null][]) {
+          if (where === null) continue;
+          counts[table] = dryRun ? (db.prepare(`SELECT COUNT(*) ${where}`).pluck().get(params[table]) as number) : db.prepare(`DELETE ${where}`).run(params[table]).changes;
+        }
+        return counts;
+      })
+      .immediate();
   } finally {
     db.close();
   }

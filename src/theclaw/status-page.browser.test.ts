@@ -90,9 +90,13 @@ describe.skipIf(!hasChromium)(`status page in a browser (needs ${CHROMIUM})`, ()
       expect(new URL(page.url()).search).toBe('');
       await page.locator('#agents td').first().waitFor();
 
+      // biome-ignore lint/performance/useDomNodeTextContent: reads the text as rendered: line breaks, and cells apart by tabs.
       const rows = async (id: string) => page.locator(`#${id} tr`).evaluateAll((trs) => trs.map((tr) => (tr as unknown as { innerText: string }).innerText.split('\t').map((cell) => cell.trim())));
       const components = await rows('components');
-      expect(components.slice(1).map((r) => r.slice(0, 2))).toEqual([['notifier', 'running'], ['xgw', 'running']]);
+      expect(components.slice(1).map((r) => r.slice(0, 2))).toEqual([
+        ['notifier', 'running'],
+        ['xgw', 'running'],
+      ]);
       expect(components[1]![4]).toMatch(/^\d+ MB$/);
       expect((await rows('agents')).slice(1).map((r) => r[0])).toEqual(['admin', 'evolver', 'maintainer', 'warden']);
       const today = new Date().toISOString().slice(0, 10);
@@ -104,9 +108,17 @@ describe.skipIf(!hasChromium)(`status page in a browser (needs ${CHROMIUM})`, ()
       const events = page.locator('#events table').first().locator('tr');
       const newest = events.nth(1);
       expect(await newest.getAttribute('class')).toBe('error');
+      // biome-ignore lint/performance/useDomNodeTextContent: reads the text as rendered: line breaks, and cells apart by tabs.
       expect(await newest.innerText()).toMatch(/record\/error.*llm: .*401/s);
-      const errorBackground = await newest.locator('td').first().evaluate((td) => getComputedStyle(td).backgroundColor);
-      const plainBackground = await events.nth(2).locator('td').first().evaluate((td) => getComputedStyle(td).backgroundColor);
+      const errorBackground = await newest
+        .locator('td')
+        .first()
+        .evaluate((td) => getComputedStyle(td).backgroundColor);
+      const plainBackground = await events
+        .nth(2)
+        .locator('td')
+        .first()
+        .evaluate((td) => getComputedStyle(td).backgroundColor);
       expect(errorBackground).not.toBe(plainBackground);
       const kinds = await events.evaluateAll((trs) => trs.slice(1).map((tr) => (tr as unknown as { children: { textContent: string }[] }).children[2]!.textContent));
       // The refusal's record, then its notice to the person, the question, the first answer, its

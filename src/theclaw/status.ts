@@ -160,19 +160,23 @@ export function statusDetails(home: string, recent: number, now = new Date()): S
   const since = new Date(now.getTime() - (USAGE_DAYS - 1) * 86_400_000).toISOString().slice(0, 10);
   const threads: ThreadActivity[] = [];
   const usage = new Map<string, UsageDay>();
-  forEachAgentThread(home, (dir) => [dir.inbox, ...conversationThreads(dir)], ({ agent: id, dir, path, thread }) => {
-    const events = thread.peek({ last: recent }).reverse();
-    if (events.length > 0) threads.push({ agent: id, thread: relative(dir.root, path), events: events.map(eventLine) });
-    // Filters take only literals, and `since` is a date this code made.
-    for (const event of thread.peek({ filter: `type = 'record' AND subtype = 'usage' AND created_at >= '${since}'`, limit: 1_000_000 })) {
-      const record = usageOfRecord(event.content);
-      if (!record) continue;
-      const day = event.created_at.slice(0, 10);
-      const key = `${id}\n${day}`;
-      const entry = usage.get(key) ?? { agent: id, day, ...NO_USAGE };
-      usage.set(key, { ...entry, ...plusUsage(entry, record) });
-    }
-  });
+  forEachAgentThread(
+    home,
+    (dir) => [dir.inbox, ...conversationThreads(dir)],
+    ({ agent: id, dir, path, thread }) => {
+      const events = thread.peek({ last: recent }).reverse();
+      if (events.length > 0) threads.push({ agent: id, thread: relative(dir.root, path), events: events.map(eventLine) });
+      // Filters take only literals, and `since` is a date this code made.
+      for (const event of thread.peek({ filter: `type = 'record' AND subtype = 'usage' AND created_at >= '${since}'`, limit: 1_000_000 })) {
+        const record = usageOfRecord(event.content);
+        if (!record) continue;
+        const day = event.created_at.slice(0, 10);
+        const key = `${id}\n${day}`;
+        const entry = usage.get(key) ?? { agent: id, day, ...NO_USAGE };
+        usage.set(key, { ...entry, ...plusUsage(entry, record) });
+      }
+    },
+  );
   threads.sort((a, b) => newestFirst(a.events[0]!.created_at, b.events[0]!.created_at));
   return { threads, days: USAGE_DAYS, usage: [...usage.values()].sort((a, b) => newestFirst(a.day, b.day) || a.agent.localeCompare(b.agent)) };
 }

@@ -109,8 +109,17 @@ async function upLocked(home: string, env: NodeJS.ProcessEnv): Promise<Omit<UpRe
 
   const started: DaemonName[] = [];
   const [notifier, xgw] = await Promise.allSettled([
-    daemonHolder(home, 'notifier') ?? startDaemon(home, env).then((result) => (started.push('notifier'), result)),
-    daemonHolder(home, 'xgw') ? gatewayStatus(home) : startGateway(home, env).then((status) => (started.push('xgw'), status)),
+    daemonHolder(home, 'notifier') ??
+      startDaemon(home, env).then((result) => {
+        started.push('notifier');
+        return result;
+      }),
+    daemonHolder(home, 'xgw')
+      ? gatewayStatus(home)
+      : startGateway(home, env).then((status) => {
+          started.push('xgw');
+          return status;
+        }),
   ]);
   // The web chat is where the owner talks to the system: "up" without it (its port taken) is not up.
   const webchat = xgw.status === 'fulfilled' ? xgw.value.channels.find((channel) => channel.type === 'webchat' && channel.state === 'error') : undefined;
@@ -118,7 +127,9 @@ async function upLocked(home: string, env: NodeJS.ProcessEnv): Promise<Omit<UpRe
     await Promise.all(started.map((name) => stopDaemonProcess(home, name)));
     if (notifier.status === 'rejected') throw notifier.reason;
     if (xgw.status === 'rejected') throw xgw.reason;
-    throw new ClawError('conflict', webchat!.problem?.message ?? `${webchat!.id} did not start: ${webchat!.detail}`, { suggestion: webchat!.problem?.fix ?? 'see: xgw config check and theclaw doctor' });
+    throw new ClawError('conflict', webchat!.problem?.message ?? `${webchat!.id} did not start: ${webchat!.detail}`, {
+      suggestion: webchat!.problem?.fix ?? 'see: xgw config check and theclaw doctor',
+    });
   }
   const model = agentsModel(home, env);
   const shell = defaultModel(home, env);
@@ -144,9 +155,7 @@ export async function retry(home: string): Promise<WokenSubscription[]> {
   if (!daemonHolder(home, 'notifier')) throw new ClawError('conflict', 'notifier is not running, so nothing is retried', { suggestion: 'theclaw up starts it, and it runs what waits' });
   const { subscriptions } = await daemonStatus(home);
   await wakeNotifier(home);
-  return subscriptions
-    .filter((sub) => sub.retry_at !== null)
-    .map((sub) => ({ thread: relative(home, sub.thread), consumer: sub.consumer, failures: sub.failures, last_error: sub.last_error }));
+  return subscriptions.filter((sub) => sub.retry_at !== null).map((sub) => ({ thread: relative(home, sub.thread), consumer: sub.consumer, failures: sub.failures, last_error: sub.last_error }));
 }
 
 /**

@@ -153,13 +153,21 @@ describe('theclaw up, status, down', () => {
     }
 
     const status = await statusOf();
-    expect(status.components.map((c) => [c.name, c.running])).toEqual([['notifier', true], ['xgw', true]]);
+    expect(status.components.map((c) => [c.name, c.running])).toEqual([
+      ['notifier', true],
+      ['xgw', true],
+    ]);
     for (const component of status.components) {
       expect(component.pid).toBeGreaterThan(0);
       expect(component.rss_bytes).toBeGreaterThan(10_000_000);
       expect(component.uptime_seconds).toBeGreaterThanOrEqual(0);
     }
-    expect(status.agents.map((a) => [a.id, 'started' in a && a.started])).toEqual([['admin', true], ['evolver', true], ['maintainer', true], ['warden', true]]);
+    expect(status.agents.map((a) => [a.id, 'started' in a && a.started])).toEqual([
+      ['admin', true],
+      ['evolver', true],
+      ['maintainer', true],
+      ['warden', true],
+    ]);
     expect(status.model).toEqual({ provider: 'mock', model: 'echo', offline: true });
     const adminOf = (s: SystemStatus) => s.agents.find((a): a is AgentStatus => a.id === 'admin' && !('error' in a))!;
     await waitFor(async () => adminOf(await statusOf()).undelivered === 0, 'the reply to be acknowledged');
@@ -225,21 +233,25 @@ describe('theclaw up, status, down', () => {
     expect(doctor.code).toBe(1);
     const report = JSON.parse(doctor.stdout) as { ok: boolean; checks: Check[] }; // one document, even on failure
     expect(report.ok).toBe(false);
-    expect(report.checks).toContainEqual(expect.objectContaining({ name: 'config', status: 'fail', detail: expect.stringContaining('NOT_SET_BOT_TOKEN is not set'), fix: 'export NOT_SET_BOT_TOKEN=<the bot token> before theclaw up' }));
+    expect(report.checks).toContainEqual(
+      expect.objectContaining({ name: 'config', status: 'fail', detail: expect.stringContaining('NOT_SET_BOT_TOKEN is not set'), fix: 'export NOT_SET_BOT_TOKEN=<the bot token> before theclaw up' }),
+    );
   });
 
-  it('reports the model notifier runs agents with, not the shell\'s, and says how to switch', async () => {
+  it("reports the model notifier runs agents with, not the shell's, and says how to switch", async () => {
     home();
     expect((await theclaw(['up'])).code).toBe(0);
     const withKey = { ...t!.env, OPENAI_API_KEY: 'sk-test-not-used' };
     const again = await theclaw(['up', '--json'], withKey);
     expect(again.code, again.stderr).toBe(0);
-    expect(again.stderr).toContain('Warning: notifier was started with another environment, so agents use mock/echo (offline: no provider key), not openai/gpt-4o-mini - to switch: theclaw down && theclaw up');
+    expect(again.stderr).toContain(
+      'Warning: notifier was started with another environment, so agents use mock/echo (offline: no provider key), not openai/gpt-4o-mini - to switch: theclaw down && theclaw up',
+    );
     expect(JSON.parse(again.stdout)).toMatchObject({ model: { provider: 'mock', offline: true }, shell_model: { provider: 'openai' } });
     expect((JSON.parse((await theclaw(['status', '--json'], withKey)).stdout) as SystemStatus).model.provider).toBe('mock');
   });
 
-  it('shows every other agent when one agent\'s config is broken', async () => {
+  it("shows every other agent when one agent's config is broken", async () => {
     home();
     expect((await theclaw(['up'])).code).toBe(0);
     writeFileSync(join(t!.home, 'agents', 'warden', 'config.yaml'), 'agent_id: warden\nconcurrency: four\n');
@@ -276,7 +288,10 @@ describe('theclaw doctor', () => {
     expect(result.code, result.stderr).toBe(0);
     const { ok, checks } = JSON.parse(result.stdout) as { ok: boolean; checks: Check[] };
     expect(ok).toBe(true);
-    expect(checks.map((c) => [c.name, c.status])).toEqual([['node', 'ok'], ['data directory', 'warn']]);
+    expect(checks.map((c) => [c.name, c.status])).toEqual([
+      ['node', 'ok'],
+      ['data directory', 'warn'],
+    ]);
     expect(checks[1]!.fix).toBe('theclaw up creates it');
   });
 
@@ -289,7 +304,12 @@ describe('theclaw doctor', () => {
     const up = await theclaw(['up']);
     expect(up.code, up.stderr).toBe(1);
     expect(up.stdout).not.toContain('TheClaw is up');
-    expect(up.stderr).toMatch(new RegExp(`^Error: webchat:main cannot listen on 127\\.0\\.0\\.1:${port}: the port is in use - set another port for webchat:main in xgw/config\\.yaml \\(0 picks a free one\\), or stop the program that uses it$`, 'm'));
+    expect(up.stderr).toMatch(
+      new RegExp(
+        `^Error: webchat:main cannot listen on 127\\.0\\.0\\.1:${port}: the port is in use - set another port for webchat:main in xgw/config\\.yaml \\(0 picks a free one\\), or stop the program that uses it$`,
+        'm',
+      ),
+    );
     expect((await statusOf()).components.map((c) => c.running)).toEqual([false, false]);
     // A lock left by a process that died, and an inbox message of a stopped agent.
     writeFileSync(join(t!.home, 'run', 'xgw.pid'), JSON.stringify({ pid: 999_999, start: 1, acquired_at: '2026-01-01T00:00:00Z' }));
@@ -308,9 +328,7 @@ describe('theclaw doctor', () => {
 
     // A minute later the stopped agent's message is reported, with the command that starts it.
     const later = await doctor(t!.home, t!.env, Date.now() + 61_000);
-    expect(byName(later, 'pending')).toEqual([
-      { name: 'pending', status: 'warn', detail: 'events waiting more than a minute: 1 in the inbox of warden, which is stopped', fix: 'agent start warden' },
-    ]);
+    expect(byName(later, 'pending')).toEqual([{ name: 'pending', status: 'warn', detail: 'events waiting more than a minute: 1 in the inbox of warden, which is stopped', fix: 'agent start warden' }]);
     const now = await doctor(t!.home, t!.env);
     expect(byName(now, 'config')).toEqual([expect.objectContaining({ status: 'ok' })]);
 
@@ -325,12 +343,17 @@ describe('theclaw doctor', () => {
     expect(byName(await doctor(t!.home, t!.env), 'agents')).toEqual([{ name: 'agents', status: 'ok', detail: "every agent's model has room for its identity and memory caps" }]);
     // The model the agent uses turns out to be small.
     mkdirSync(join(t!.home, 'pai'), { recursive: true });
-    writeFileSync(join(t!.home, 'pai', 'config.yaml'), 'default: small/m1\nproviders:\n  small: { api: openai-completions, base_url: "http://127.0.0.1:9/v1", models: [{ id: m1, context_window: 8000 }] }\n');
+    writeFileSync(
+      join(t!.home, 'pai', 'config.yaml'),
+      'default: small/m1\nproviders:\n  small: { api: openai-completions, base_url: "http://127.0.0.1:9/v1", models: [{ id: m1, context_window: 8000 }] }\n',
+    );
     expect(byName(await doctor(t!.home, t!.env), 'agents')).toEqual([
       {
         name: 'agents',
         status: 'fail',
-        detail: expect.stringMatching(/^helper: the model small\/m1 has a window of 8000 tokens, less than the \d+ this agent needs \(identity \d+ \+ memory caps 4500 \+ 5096 for the message and the reply\)$/),
+        detail: expect.stringMatching(
+          /^helper: the model small\/m1 has a window of 8000 tokens, less than the \d+ this agent needs \(identity \d+ \+ memory caps 4500 \+ 5096 for the message and the reply\)$/,
+        ),
         fix: 'choose a model with a larger window (pai: in agents/helper/config.yaml), or lower context.memory_caps there',
       },
     ]);
@@ -388,7 +411,9 @@ describe('theclaw status, doctor and retry when the model fails', () => {
       expect.objectContaining({ status: 'warn', detail: expect.stringMatching(/^1 error\(s\) in the last 24 hours; the newest, .* in admin\/threads\/peers\/terminal\.local\.\S+: llm: /) }),
     ]);
     // A day later it is no longer news.
-    expect(byName(await doctor(t!.home, t!.env, Date.now() + 25 * 3_600_000, { offline: true }), 'errors')).toEqual([{ name: 'errors', status: 'ok', detail: 'no error recorded in the last 24 hours' }]);
+    expect(byName(await doctor(t!.home, t!.env, Date.now() + 25 * 3_600_000, { offline: true }), 'errors')).toEqual([
+      { name: 'errors', status: 'ok', detail: 'no error recorded in the last 24 hours' },
+    ]);
 
     // An outage: the message waits, and status and doctor say so (doctor --offline calls nothing).
     mode = 'down';
@@ -397,7 +422,15 @@ describe('theclaw status, doctor and retry when the model fails', () => {
       const waits = (await statusOf()).model_waits;
       return waits[0]?.retry_at ? waits : undefined; // once notifier has seen the run fail
     }, 'the message waiting for the model');
-    expect(wait).toEqual({ agent: 'admin', pending: 1, since: expect.any(String), kind: 'server', status: 503, error: expect.stringMatching(/^the model is unavailable: .*\(HTTP 503\)/), retry_at: expect.any(String) });
+    expect(wait).toEqual({
+      agent: 'admin',
+      pending: 1,
+      since: expect.any(String),
+      kind: 'server',
+      status: 503,
+      error: expect.stringMatching(/^the model is unavailable: .*\(HTTP 503\)/),
+      retry_at: expect.any(String),
+    });
     expect(Date.parse(wait!.retry_at!) - Date.now()).toBeGreaterThan(30_000);
     expect((await theclaw(['status'])).stdout).toMatch(/^waiting for the model \(theclaw retry tries now\):\n {2}admin +1 message\(s\) since \S+, next try \S+: the model is unavailable: /m);
     const before = llm.requests.length;
@@ -405,7 +438,12 @@ describe('theclaw status, doctor and retry when the model fails', () => {
     expect(offline.code, offline.stdout).toBe(0);
     expect(llm.requests.length).toBe(before);
     expect(byName((JSON.parse(offline.stdout) as { checks: Check[] }).checks, 'model')).toEqual([
-      { name: 'model', status: 'warn', detail: expect.stringMatching(/^messages wait for the model: 1 of admin since \S+ \(the model is unavailable: .*; next try \S+\)$/), fix: expect.stringContaining('theclaw retry') },
+      {
+        name: 'model',
+        status: 'warn',
+        detail: expect.stringMatching(/^messages wait for the model: 1 of admin since \S+ \(the model is unavailable: .*; next try \S+\)$/),
+        fix: expect.stringContaining('theclaw retry'),
+      },
     ]);
 
     // The model is back: retry runs the waiting agent now, not in a minute.

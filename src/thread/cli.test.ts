@@ -53,7 +53,10 @@ async function pushContent(path: string, ...contents: string[]): Promise<number[
 function ndjson(stdout: string): ThreadEvent[] {
   if (stdout === '') return [];
   expect(stdout.endsWith('\n')).toBe(true);
-  return stdout.slice(0, -1).split('\n').map((line) => JSON.parse(line) as ThreadEvent);
+  return stdout
+    .slice(0, -1)
+    .split('\n')
+    .map((line) => JSON.parse(line) as ThreadEvent);
 }
 
 /** Reads the thread's state in-process (cheap enough to poll). */
@@ -122,9 +125,7 @@ describe('thread push', () => {
   it('stores --subtype and the content byte for byte', async () => {
     const content = '{"text":"héllo \\"quoted\\"\\n"}';
     await ok(['push', '--thread', dir, '--source', 'self', '--type', 'record', '--subtype', 'decision', '--content', content]);
-    expect(ndjson(await ok(['peek', '--thread', dir]))).toEqual([
-      expect.objectContaining({ id: 1, source: 'self', type: 'record', subtype: 'decision', content }),
-    ]);
+    expect(ndjson(await ok(['peek', '--thread', dir]))).toEqual([expect.objectContaining({ id: 1, source: 'self', type: 'record', subtype: 'decision', content })]);
   });
 
   it('--batch reads NDJSON from stdin and prints one id per line, flags giving defaults', async () => {
@@ -316,9 +317,7 @@ describe('thread ack', () => {
 describe('thread peek', () => {
   beforeEach(async () => {
     await init();
-    const lines = Array.from({ length: 10 }, (_, n) =>
-      JSON.stringify(n % 2 === 0 ? { content: `m${n}`, source: `external:peer${n}` } : { content: `r${n}`, type: 'record', subtype: 'toolcall' }),
-    );
+    const lines = Array.from({ length: 10 }, (_, n) => JSON.stringify(n % 2 === 0 ? { content: `m${n}`, source: `external:peer${n}` } : { content: `r${n}`, type: 'record', subtype: 'toolcall' }));
     await ok(['push', '--thread', dir, '--source', 'self', '--type', 'message', '--batch'], lines.join('\n'));
   });
 
@@ -375,9 +374,7 @@ describe('thread subscribe and unsubscribe', () => {
   });
 
   it('subscribe exits 0 and the consumer shows as subscribed with its handler and filter', async () => {
-    expect(await ok(['subscribe', '--thread', dir, '--consumer', 'worker', '--handler', 'my-handler --verbose', '--filter', "type = 'message'"])).toBe(
-      `subscribed worker to ${dir}\n`,
-    );
+    expect(await ok(['subscribe', '--thread', dir, '--consumer', 'worker', '--handler', 'my-handler --verbose', '--filter', "type = 'message'"])).toBe(`subscribed worker to ${dir}\n`);
     expect(consumerOf('worker')).toMatchObject({ subscribed: true, handler: 'my-handler --verbose', filter: "type = 'message'", pending: 2 });
   });
 

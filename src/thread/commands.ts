@@ -64,9 +64,7 @@ export async function push(options: PushFlags): Promise<void> {
 }
 
 export function pop(options: ThreadFlag & { consumer: string; lastEventId?: number; limit?: number }): void {
-  const events = withThread(options.thread, (thread) =>
-    thread.pop(options.consumer, { lastEventId: options.lastEventId, limit: options.limit }),
-  );
+  const events = withThread(options.thread, (thread) => thread.pop(options.consumer, { lastEventId: options.lastEventId, limit: options.limit }));
   printLines(events.map((event) => JSON.stringify(event)));
 }
 
@@ -77,9 +75,7 @@ export function ack(options: ThreadFlag & { consumer: string; eventId: number })
 }
 
 export function peek(options: ThreadFlag & { lastEventId?: number; limit?: number; filter?: string; last?: number }): void {
-  const events = withThread(options.thread, (thread) =>
-    thread.peek({ afterId: options.lastEventId, limit: options.limit, filter: options.filter, last: options.last }),
-  );
+  const events = withThread(options.thread, (thread) => thread.peek({ afterId: options.lastEventId, limit: options.limit, filter: options.filter, last: options.last }));
   printLines(events.map((event) => JSON.stringify(event)));
 }
 
@@ -103,12 +99,13 @@ export function unsubscribe(options: ThreadFlag & { consumer: string }): void {
 
 export function info(options: ThreadFlag): void {
   const info = withThread(options.thread, (thread) => thread.info());
-  if (options.json) return printJson(info);
-  printLines([
-    `thread   ${info.path}`,
-    `events   ${info.events} (last id ${info.last_id})`,
-    ...(info.consumers.length === 0 ? ['consumers: none'] : ['consumers:', ...info.consumers.map(describeConsumer)]),
-  ]);
+  if (options.json) printJson(info);
+  else
+    printLines([
+      `thread   ${info.path}`,
+      `events   ${info.events} (last id ${info.last_id})`,
+      ...(info.consumers.length === 0 ? ['consumers: none'] : ['consumers:', ...info.consumers.map(describeConsumer)]),
+    ]);
 }
 
 export function dispatch(options: ThreadFlag): void {

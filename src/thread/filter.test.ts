@@ -21,11 +21,7 @@ describe('parseFilter and compileFilter', () => {
   it.each([
     ["type = 'message' AND source = 'self'", '((type = ?) AND (source = ?))', ['message', 'self']],
     ["source LIKE 'external:%'", '(source LIKE ?)', ['external:%']],
-    [
-      "id > 10 AND (subtype IS NULL OR subtype IN ('toolcall','error'))",
-      '((id > ?) AND ((subtype IS NULL) OR (subtype IN (?, ?))))',
-      [10, 'toolcall', 'error'],
-    ],
+    ["id > 10 AND (subtype IS NULL OR subtype IN ('toolcall','error'))", '((id > ?) AND ((subtype IS NULL) OR (subtype IN (?, ?))))', [10, 'toolcall', 'error']],
     ["NOT type = 'record'", '(NOT (type = ?))', ['record']],
     ["type <> 'a' or type != 'b'", '((type <> ?) OR (type <> ?))', ['a', 'b']],
     ["source not like 'x%' and subtype is not null", '((source NOT LIKE ?) AND (subtype IS NOT NULL))', ['x%']],
@@ -47,11 +43,11 @@ describe('parseFilter and compileFilter', () => {
 
   it.each([
     ['0) UNION SELECT * FROM events --', 1],
-    ['type = \'a\'; DROP TABLE events', 11],
+    ["type = 'a'; DROP TABLE events", 11],
     ["content = 'x'", 1],
     ['type = message', 8],
     ["id = 'x'", 6],
-    ["type = 5", 8],
+    ['type = 5', 8],
     ["id LIKE '1%'", 4],
     ['type =', 7],
     ['', 1],
@@ -137,11 +133,7 @@ const rowsArb = fc
   .map((rows) => rows.map((row, i): Row => ({ id: i + 1, ...row })));
 
 const nastyChar = fc.constantFrom("'", "''", '%', '_', ';', '"', '-', '--', '(', ')', '\\', ' ', 'a', 'A', 'é', 'ü', '😀', '\n', '?', '*');
-const textLiteral = fc.oneof(
-  { arbitrary: fc.constantFrom(...POOL), weight: 3 },
-  fc.string({ unit: nastyChar, maxLength: 6 }),
-  fc.string({ unit: 'grapheme', maxLength: 4 }),
-);
+const textLiteral = fc.oneof({ arbitrary: fc.constantFrom(...POOL), weight: 3 }, fc.string({ unit: nastyChar, maxLength: 6 }), fc.string({ unit: 'grapheme', maxLength: 4 }));
 const numberLiteral = fc.oneof(
   fc.integer({ min: -3, max: 24 }),
   fc.integer({ min: -40, max: 100 }).map((n) => (n === 0 ? 0 : n / 4)),
@@ -163,14 +155,27 @@ const ascii = POOL.filter((s) => /^[\x20-\x7e]*$/.test(s));
 // LIKE patterns stay ASCII so that its ASCII-only case folding is unambiguous.
 const likePattern = fc.oneof(
   fc.string({ unit: fc.constantFrom('%', '_', 'a', 'E', 'e', 's', 'M', 'm', ':', "'", ';', '[', '*', ' '), maxLength: 6 }),
-  mutated(ascii, (c) => c.toUpperCase(), (c) => c.toLowerCase(), () => '_', () => '%', () => ''),
+  mutated(
+    ascii,
+    (c) => c.toUpperCase(),
+    (c) => c.toLowerCase(),
+    () => '_',
+    () => '%',
+    () => '',
+  ),
 );
 const globClass = fc
   .tuple(fc.boolean(), fc.array(fc.constantFrom('a', 'e', 'M', 's', 'ü', 'a-f', 'm-t', 'A-Z'), { minLength: 1, maxLength: 3 }))
   .map(([negate, members]) => `[${negate ? '^' : ''}${members.join('')}]`);
 const globPattern = fc.oneof(
   fc.array(fc.oneof(fc.constantFrom('*', '?', 'a', 'e', 'M', 'm', 's', ':', "'", 'ü', '😀', '%', '_'), globClass), { maxLength: 6 }).map((parts) => parts.join('')),
-  mutated(POOL.filter((s) => !/[[\]*?]/.test(s)), () => '?', () => '*', () => '', () => '[a-z]'),
+  mutated(
+    POOL.filter((s) => !/[[\]*?]/.test(s)),
+    () => '?',
+    () => '*',
+    () => '',
+    () => '[a-z]',
+  ),
 );
 
 const textField = fc.constantFrom(...TEXT_FIELDS);
@@ -179,12 +184,12 @@ const leafArb: fc.Arbitrary<FilterExpr> = fc.oneof(
   fc.tuple(textField, fc.constantFrom(...OPS), textLiteral).map(([field, op, value]): FilterExpr => ({ kind: 'compare', field, op, value })),
   fc.tuple(textField, fc.boolean(), likePattern).map(([field, negated, pattern]): FilterExpr => ({ kind: 'like', field, negated, pattern })),
   fc.tuple(textField, fc.boolean(), globPattern).map(([field, negated, pattern]): FilterExpr => ({ kind: 'glob', field, negated, pattern })),
-  fc.tuple(fc.boolean(), fc.array(numberLiteral, { minLength: 1, maxLength: 4 })).map(
-    ([negated, values]): FilterExpr => ({ kind: 'in', field: 'id', negated, values: values as [number, ...number[]] }),
-  ),
-  fc.tuple(textField, fc.boolean(), fc.array(textLiteral, { minLength: 1, maxLength: 4 })).map(
-    ([field, negated, values]): FilterExpr => ({ kind: 'in', field, negated, values: values as [string, ...string[]] }),
-  ),
+  fc
+    .tuple(fc.boolean(), fc.array(numberLiteral, { minLength: 1, maxLength: 4 }))
+    .map(([negated, values]): FilterExpr => ({ kind: 'in', field: 'id', negated, values: values as [number, ...number[]] })),
+  fc
+    .tuple(textField, fc.boolean(), fc.array(textLiteral, { minLength: 1, maxLength: 4 }))
+    .map(([field, negated, values]): FilterExpr => ({ kind: 'in', field, negated, values: values as [string, ...string[]] })),
   fc.tuple(fc.constantFrom<FilterField>('id', ...TEXT_FIELDS), fc.boolean()).map(([field, negated]): FilterExpr => ({ kind: 'null', field, negated })),
 );
 const { expr: exprArb } = fc.letrec<{ expr: FilterExpr }>((tie) => ({
@@ -237,9 +242,7 @@ function compare(a: string | number, b: string | number): number {
 const escapeRegex = (c: string) => c.replace(/[\\^$.*+?()[\]{}|/]/g, '\\$&');
 
 function likeMatches(value: string, pattern: string): boolean {
-  const body = [...pattern]
-    .map((c) => (c === '%' ? '[^]*' : c === '_' ? '[^]' : /[a-z]/i.test(c) ? `[${c.toLowerCase()}${c.toUpperCase()}]` : escapeRegex(c)))
-    .join('');
+  const body = [...pattern].map((c) => (c === '%' ? '[^]*' : c === '_' ? '[^]' : /[a-z]/i.test(c) ? `[${c.toLowerCase()}${c.toUpperCase()}]` : escapeRegex(c))).join('');
   return new RegExp(`^${body}$`, 'u').test(value);
 }
 
@@ -288,7 +291,10 @@ function evaluate(expr: FilterExpr, row: Row): boolean | null {
     case 'glob':
       return negate(globMatches(String(value), expr.pattern), expr.negated);
     case 'in':
-      return negate(expr.values.some((v: string | number) => compare(value, v) === 0), expr.negated);
+      return negate(
+        expr.values.some((v: string | number) => compare(value, v) === 0),
+        expr.negated,
+      );
   }
 }
 
@@ -333,7 +339,10 @@ describe('filter properties', () => {
           const insert = db.prepare('INSERT INTO events(created_at, source, type, subtype, content) VALUES (?, ?, ?, ?, ?)');
           for (const row of rows) insert.run(row.created_at, row.source, row.type, row.subtype, 'content');
           const { sql, params } = compileFilter(parseFilter(print(expr)));
-          const actual = db.prepare(`SELECT id FROM events WHERE ${sql} ORDER BY id`).pluck().all(...params);
+          const actual = db
+            .prepare(`SELECT id FROM events WHERE ${sql} ORDER BY id`)
+            .pluck()
+            .all(...params);
           const expected = rows.filter((row) => evaluate(expr, row) === true).map((row) => row.id);
           expect(actual).toEqual(expected);
         } finally {

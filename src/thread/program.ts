@@ -17,11 +17,7 @@ A thread is a directory (events.db in SQLite WAL mode, events.jsonl, logs/). Con
 from their own stored progress; subscribed consumers get their handler started by notifier when
 matching events are pending. Environment: THECLAW_HOME (default ~/.theclaw).`,
     );
-  withExamples(program, [
-    'thread init ./demo',
-    `thread push --thread ./demo --source self --type message --content '{"text":"hi"}'`,
-    'thread pop --thread ./demo --consumer worker',
-  ]);
+  withExamples(program, ['thread init ./demo', `thread push --thread ./demo --source self --type message --content '{"text":"hi"}'`, 'thread pop --thread ./demo --consumer worker']);
 
   withExamples(
     program
@@ -104,7 +100,7 @@ IN (...) IS [NOT] NULL NOT AND OR ( ); 'single-quoted' strings and numbers.`,
       .addOption(threadOption())
       .requiredOption('--consumer <name>', 'consumer name (its progress is kept across unsubscribe/subscribe)')
       .requiredOption('--handler <command>', 'command to run, split with shell-words rules and run without a shell')
-      .option('--filter <expr>', "only events matching this filter count, e.g. \"type = 'message'\"")
+      .option('--filter <expr>', 'only events matching this filter count, e.g. "type = \'message\'"')
       .addOption(jsonOption())
       .action(async (options) => (await commands()).subscribe(options)),
     [`thread subscribe --thread ./demo --consumer worker --handler "my-handler --verbose" --filter "type = 'message'"`],

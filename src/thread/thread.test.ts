@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ClawError, isClawError, type ErrorKind } from '../core/errors.js';
+import { ClawError } from '../core/errors.js';
 import { packageRoot } from '../core/package.js';
 import { socketPath } from '../core/home.js';
 import { listenSocket } from '../core/ipc.js';
@@ -43,7 +43,6 @@ function reopen(thread: Thread): Thread {
 function msg(content: string, extra: Partial<PushInput> = {}): PushInput {
   return { source: 'self', type: 'message', content, ...extra };
 }
-
 
 function ids(events: { id: number }[]): number[] {
   return events.map((event) => event.id);
@@ -331,17 +330,14 @@ describe('peek', () => {
     expect(error.suggestion).toBeTruthy();
   });
 
-  it.each(['0) UNION SELECT * FROM events --', "type = 'x' OR 1=1; DROP TABLE events; --", 'content = 1'])(
-    'rejects the injection attempt %j and leaves the events intact',
-    (filter) => {
-      const thread = newThread();
-      thread.pushBatch([msg('a'), msg('b')]);
-      const error = expectClawError(() => thread.peek({ filter }), 'usage');
-      expect(error.message).toMatch(/position \d+/);
-      expectClawError(() => thread.subscribe({ consumer: 'worker', handler: 'true', filter }), 'usage');
-      expect(thread.info()).toMatchObject({ events: 2, consumers: [] });
-    },
-  );
+  it.each(['0) UNION SELECT * FROM events --', "type = 'x' OR 1=1; DROP TABLE events; --", 'content = 1'])('rejects the injection attempt %j and leaves the events intact', (filter) => {
+    const thread = newThread();
+    thread.pushBatch([msg('a'), msg('b')]);
+    const error = expectClawError(() => thread.peek({ filter }), 'usage');
+    expect(error.message).toMatch(/position \d+/);
+    expectClawError(() => thread.subscribe({ consumer: 'worker', handler: 'true', filter }), 'usage');
+    expect(thread.info()).toMatchObject({ events: 2, consumers: [] });
+  });
 });
 
 describe('subscribe and unsubscribe', () => {
@@ -517,7 +513,11 @@ describe('opening threads', () => {
     const thread = newThread('twice');
     thread.push(msg('keep me'));
     expectClawError(() => initThread(thread.path, { home: t.home }), 'conflict');
-    expect(reopen(thread).peek().map((event) => event.content)).toEqual(['keep me']);
+    expect(
+      reopen(thread)
+        .peek()
+        .map((event) => event.content),
+    ).toEqual(['keep me']);
   });
 
   it('a file that is not a thread database is refused, not overwritten', () => {
@@ -565,9 +565,7 @@ describe('opening threads', () => {
       process.stdout.write(id + '\\n');
       process.stdin.destroy();
     `;
-    const results = await startTogether(
-      Array.from({ length: 6 }, (_, n) => [process.execPath, ['--input-type=module', '-e', script, path, `p${n}`]] as const),
-    );
+    const results = await startTogether(Array.from({ length: 6 }, (_, n) => [process.execPath, ['--input-type=module', '-e', script, path, `p${n}`]] as const));
     for (const result of results) expect(result.code, result.stderr).toBe(0);
     const pushed = results.map((result) => Number(result.stdout.trim().split('\n').at(-1)));
     expect([...pushed].sort((x, y) => x - y)).toEqual([1, 2, 3, 4, 5, 6]);
@@ -625,24 +623,20 @@ describe('prune', () => {
 
   it('never removes an event a consumer has yet to handle, keeps the newest `keep`, and removes the rest of the old ones (property)', () => {
     fc.assert(
-      fc.property(
-        fc.integer({ min: 0, max: 60 }),
-        fc.array(fc.integer({ min: 0, max: 60 }), { maxLength: 3 }),
-        fc.integer({ min: 0, max: 20 }),
-        fc.boolean(),
-        (count, progresses, keep, dryRun) => {
-          const thread = newThread(`p-${Math.random().toString(36).slice(2)}`);
-          if (count > 0) thread.pushBatch(Array.from({ length: count }, (_, i) => ({ source: 'self', type: 'message', content: `e${i + 1}` })));
-          progresses.forEach((progress, i) => thread.ack(`c${i}`, Math.min(progress, count)));
-          const floor = progresses.length > 0 ? Math.min(...progresses.map((p) => Math.min(p, count))) : count;
-          const removable = Math.max(0, Math.min(floor, count - keep));
-          expect(thread.prune({ before: FUTURE, keep, dryRun })).toBe(removable);
-          const ids = thread.peek({ limit: 1000 }).map((event) => event.id);
-          expect(ids).toEqual(Array.from({ length: dryRun ? count : count - removable }, (_, i) => i + 1 + (dryRun ? 0 : removable)));
-          // New events keep counting on: ids are never reused.
-          expect(thread.push({ source: 'self', type: 'message', content: 'next' })).toBe(count + 1);
-        },
-      ),
+      fc.property(fc.integer({ min: 0, max: 60 }), fc.array(fc.integer({ min: 0, max: 60 }), { maxLength: 3 }), fc.integer({ min: 0, max: 20 }), fc.boolean(), (count, progresses, keep, dryRun) => {
+        const thread = newThread(`p-${Math.random().toString(36).slice(2)}`);
+        if (count > 0) thread.pushBatch(Array.from({ length: count }, (_, i) => ({ source: 'self', type: 'message', content: `e${i + 1}` })));
+        progresses.forEach((progress, i) => {
+          thread.ack(`c${i}`, Math.min(progress, count));
+        });
+        const floor = progresses.length > 0 ? Math.min(...progresses.map((p) => Math.min(p, count))) : count;
+        const removable = Math.max(0, Math.min(floor, count - keep));
+        expect(thread.prune({ before: FUTURE, keep, dryRun })).toBe(removable);
+        const ids = thread.peek({ limit: 1000 }).map((event) => event.id);
+        expect(ids).toEqual(Array.from({ length: dryRun ? count : count - removable }, (_, i) => i + 1 + (dryRun ? 0 : removable)));
+        // New events keep counting on: ids are never reused.
+        expect(thread.push({ source: 'self', type: 'message', content: 'next' })).toBe(count + 1);
+      }),
       { numRuns: 60 },
     );
   });

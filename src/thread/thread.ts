@@ -14,17 +14,7 @@ import { dbPath, openDatabase } from './db.js';
 import { compileFilter, parseFilter, type CompiledFilter } from './filter.js';
 import { pokeNotifier } from './poke.js';
 import { registerThread, unregisterThread } from './registry.js';
-import {
-  PushInputSchema,
-  type ConsumerInfo,
-  type Lease,
-  type PeekOptions,
-  type PopOptions,
-  type PushInput,
-  type SubscribeOptions,
-  type ThreadEvent,
-  type ThreadInfo,
-} from './types.js';
+import { PushInputSchema, type ConsumerInfo, type Lease, type PeekOptions, type PopOptions, type PushInput, type SubscribeOptions, type ThreadEvent, type ThreadInfo } from './types.js';
 
 export interface OpenThreadOptions {
   /** Create the thread if it does not exist. Default: false (a missing thread is `not_found`). */
@@ -128,9 +118,7 @@ export class Thread {
 
   private append(inputs: readonly PushInput[]): { id: number; duplicate: boolean }[] {
     const events = inputs.map((input, index) => validatePush(input, inputs.length > 1 ? index + 1 : undefined));
-    const insert = this.sql(
-      `INSERT INTO events (created_at, source, type, subtype, content, idempotency_key) VALUES (?, ?, ?, ?, ?, ?) RETURNING id`,
-    );
+    const insert = this.sql(`INSERT INTO events (created_at, source, type, subtype, content, idempotency_key) VALUES (?, ?, ?, ?, ?, ?) RETURNING id`);
     const byKey = this.sql('SELECT id FROM events WHERE idempotency_key = ?').pluck();
     const created: ThreadEvent[] = [];
     const results = this.write(() =>
@@ -187,9 +175,7 @@ export class Thread {
       const lastId = this.sql("SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)").pluck().get() as number;
       const upTo = Math.min(consumers > 0 ? (floor ?? 0) : lastId, lastId - options.keep);
       const where = 'FROM events WHERE id <= ? AND created_at < ?';
-      return options.dryRun
-        ? (this.sql(`SELECT COUNT(*) ${where}`).pluck().get(upTo, options.before) as number)
-        : this.sql(`DELETE ${where}`).run(upTo, options.before).changes;
+      return options.dryRun ? (this.sql(`SELECT COUNT(*) ${where}`).pluck().get(upTo, options.before) as number) : this.sql(`DELETE ${where}`).run(upTo, options.before).changes;
     });
   }
 
@@ -224,8 +210,7 @@ export class Thread {
     this.write(() => {
       const row = this.ensureConsumer(options.consumer);
       const renewed = row.subscribed === 0 || row.handler !== options.handler || row.filter !== filter;
-      this.sql('UPDATE consumers SET subscribed = 1, handler = ?, filter = ?, updated_at = ? WHERE consumer = ?')
-        .run(options.handler, filter, new Date().toISOString(), options.consumer);
+      this.sql('UPDATE consumers SET subscribed = 1, handler = ?, filter = ?, updated_at = ? WHERE consumer = ?').run(options.handler, filter, new Date().toISOString(), options.consumer);
       if (renewed) this.sql('UPDATE consumers SET failures = 0, last_error = NULL, retry_at = NULL WHERE consumer = ?').run(options.consumer);
       // Inside the write transaction, as in unsubscribe: a subscriber killed before the commit
       // leaves at most an entry with no subscription (harmless), never a subscription that the
@@ -260,8 +245,10 @@ export class Thread {
   }
 
   info(): ThreadInfo {
-    const { events, last_id } = this.sql("SELECT COUNT(*) AS events, COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0) AS last_id FROM events")
-      .get() as { events: number; last_id: number };
+    const { events, last_id } = this.sql("SELECT COUNT(*) AS events, COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0) AS last_id FROM events").get() as {
+      events: number;
+      last_id: number;
+    };
     const rows = this.sql('SELECT * FROM consumers ORDER BY consumer').all() as ConsumerRow[];
     return { path: this.path, events, last_id, consumers: rows.map((row) => this.describe(row)) };
   }
@@ -295,24 +282,19 @@ export class Thread {
       const row = this.readConsumer(consumer);
       if (!row) return false;
       if (row.lease_pid !== null && isAlive({ pid: row.lease_pid, start: row.lease_start })) return false;
-      this.sql('UPDATE consumers SET lease_pid = ?, lease_start = ?, lease_since = ? WHERE consumer = ?')
-        .run(holder.pid, holder.start, new Date().toISOString(), consumer);
+      this.sql('UPDATE consumers SET lease_pid = ?, lease_start = ?, lease_since = ? WHERE consumer = ?').run(holder.pid, holder.start, new Date().toISOString(), consumer);
       return true;
     });
   }
 
   /** Hands a lease from the dispatcher to the handler it started. */
   transferLease(consumer: string, fromPid: number, to: ProcessIdentity): void {
-    this.write(() =>
-      this.sql('UPDATE consumers SET lease_pid = ?, lease_start = ? WHERE consumer = ? AND lease_pid = ?').run(to.pid, to.start, consumer, fromPid),
-    );
+    this.write(() => this.sql('UPDATE consumers SET lease_pid = ?, lease_start = ? WHERE consumer = ? AND lease_pid = ?').run(to.pid, to.start, consumer, fromPid));
   }
 
   /** Releases the lease if `pid` still holds it. */
   releaseLease(consumer: string, pid: number): void {
-    this.write(() =>
-      this.sql('UPDATE consumers SET lease_pid = NULL, lease_start = NULL, lease_since = NULL WHERE consumer = ? AND lease_pid = ?').run(consumer, pid),
-    );
+    this.write(() => this.sql('UPDATE consumers SET lease_pid = NULL, lease_start = NULL, lease_since = NULL WHERE consumer = ? AND lease_pid = ?').run(consumer, pid));
   }
 
   /** Records a handler run's outcome: a success clears the failures, a failure counts one more. */
@@ -320,10 +302,14 @@ export class Thread {
     const now = new Date().toISOString();
     this.write(() => {
       if (outcome.ok) {
-      this.sql('UPDATE consumers SET failures = 0, last_error = NULL, retry_at = NULL, updated_at = ? WHERE consumer = ?').run(now, consumer);
+        this.sql('UPDATE consumers SET failures = 0, last_error = NULL, retry_at = NULL, updated_at = ? WHERE consumer = ?').run(now, consumer);
       } else {
-      this.sql('UPDATE consumers SET failures = failures + 1, last_error = ?, retry_at = ?, updated_at = ? WHERE consumer = ?')
-        .run(outcome.error.slice(0, 2000), outcome.retryAt.getTime(), now, consumer);
+        this.sql('UPDATE consumers SET failures = failures + 1, last_error = ?, retry_at = ?, updated_at = ? WHERE consumer = ?').run(
+          outcome.error.slice(0, 2000),
+          outcome.retryAt.getTime(),
+          now,
+          consumer,
+        );
       }
     });
   }
@@ -383,8 +369,8 @@ export class Thread {
     const last = this.sql("SELECT seq FROM sqlite_sequence WHERE name = 'events'").pluck().get() as number | undefined;
     if (eventId > (last ?? 0)) {
       throw new ClawError('not_found', `event ${eventId} does not exist in ${this.path} (the newest is ${last ?? 0})`, {
-      suggestion: 'acknowledge only ids that pop returned',
-    });
+        suggestion: 'acknowledge only ids that pop returned',
+      });
     }
     this.sql('UPDATE consumers SET progress = ?, updated_at = ? WHERE consumer = ?').run(eventId, new Date().toISOString(), consumer);
     return eventId;
@@ -395,8 +381,7 @@ export class Thread {
   }
 
   private ensureConsumer(consumer: string): ConsumerRow {
-    this.sql('INSERT INTO consumers (consumer, updated_at) VALUES (?, ?) ON CONFLICT (consumer) DO NOTHING')
-      .run(consumer, new Date().toISOString());
+    this.sql('INSERT INTO consumers (consumer, updated_at) VALUES (?, ?) ON CONFLICT (consumer) DO NOTHING').run(consumer, new Date().toISOString());
     return this.readConsumer(consumer)!;
   }
 
@@ -420,12 +405,11 @@ export class Thread {
     let pending = 0;
     if (!broken) {
       const { where, params } = this.where(row.progress, row.filter);
-      pending = this.sql(`SELECT COUNT(*) FROM events WHERE ${where}`).pluck().get(...params) as number;
+      pending = this.sql(`SELECT COUNT(*) FROM events WHERE ${where}`)
+        .pluck()
+        .get(...params) as number;
     }
-    const lease: Lease | null =
-      row.lease_pid !== null && isAlive({ pid: row.lease_pid, start: row.lease_start })
-        ? { pid: row.lease_pid, start: row.lease_start, since: row.lease_since ?? '' }
-        : null;
+    const lease: Lease | null = row.lease_pid !== null && isAlive({ pid: row.lease_pid, start: row.lease_start }) ? { pid: row.lease_pid, start: row.lease_start, since: row.lease_since ?? '' } : null;
     return {
       consumer: row.consumer,
       progress: row.progress,
@@ -451,7 +435,8 @@ export class Thread {
   }
 
   private log(): Logger {
-    return (this.logger ??= createLogger(join(this.path, 'logs', 'thread.log')));
+    this.logger ??= createLogger(join(this.path, 'logs', 'thread.log'));
+    return this.logger;
   }
 }
 

@@ -53,7 +53,7 @@ export const PushInputSchema = z.object({
     wellFormed('source'),
     z.minLength(1, 'source is empty'),
     z.maxLength(1024, 'source is longer than 1024 characters'),
-    // eslint-disable-next-line no-control-regex
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: a source must hold no control character.
     z.regex(/^[^\u0000-\u001f\u007f]*$/, 'source holds a control character'),
   ),
   type: z.string({ error: stringField('type') }).check(z.regex(WORD, 'type must be a lower-case word such as message or record')),

@@ -77,11 +77,9 @@ export function configCheck(options: Json): void {
   const report = inspectXgwConfig(home);
   if (!report.config) throw configError(report);
   const { config } = report;
-  const warnings = config.channels.flatMap((channel) =>
-    channel.type === 'telegram' && !process.env[channel.token_env] ? [`${channel.id}: ${channel.token_env} is not set in this environment`] : [],
-  );
-  if (options.json) return printJson({ ok: true, file: xgwConfigPath(home), channels: config.channels.length, routes: config.routes.length, warnings });
-  printLines([`${xgwConfigPath(home)} is valid: ${config.channels.length} channel(s), ${config.routes.length} route(s)`, ...warnings.map((w) => `warning: ${w}`)]);
+  const warnings = config.channels.flatMap((channel) => (channel.type === 'telegram' && !process.env[channel.token_env] ? [`${channel.id}: ${channel.token_env} is not set in this environment`] : []));
+  if (options.json) printJson({ ok: true, file: xgwConfigPath(home), channels: config.channels.length, routes: config.routes.length, warnings });
+  else printLines([`${xgwConfigPath(home)} is valid: ${config.channels.length} channel(s), ${config.routes.length} route(s)`, ...warnings.map((w) => `warning: ${w}`)]);
 }
 
 /** `xgw send`'s flags: the gateway's request, with the text optional (stdin otherwise). */
@@ -113,12 +111,13 @@ export async function send(options: SendFlags): Promise<void> {
 
 export function pairList(options: Json): void {
   const pending = withState(resolveHome(), (state) => state.pendingPairings());
-  if (options.json) return printJson(pending);
-  printLines(
-    pending.length === 0
-      ? ['no pairing requests are waiting']
-      : [...pending.map((p) => `${p.code}  ${p.channel_id}  peer ${p.peer_id}${p.peer_name ? ` (${p.peer_name})` : ''}  expires ${p.expires_at}`), ...fullPairingWarnings(pending)],
-  );
+  if (options.json) printJson(pending);
+  else
+    printLines(
+      pending.length === 0
+        ? ['no pairing requests are waiting']
+        : [...pending.map((p) => `${p.code}  ${p.channel_id}  peer ${p.peer_id}${p.peer_name ? ` (${p.peer_name})` : ''}  expires ${p.expires_at}`), ...fullPairingWarnings(pending)],
+    );
 }
 
 export async function pairApprove(code: string, options: Json): Promise<void> {
@@ -134,13 +133,18 @@ export async function pairApprove(code: string, options: Json): Promise<void> {
     welcomed = false;
   }
   if (options.json) return printJson({ approved: true, channel_id: approved.channel_id, peer_id: approved.peer_id, welcomed });
-  printLines([`approved ${approved.peer_id} on ${approved.channel_id}; ${welcomed ? 'they were told, and their first message passed on' : 'they will be told, and their first message passed on, when xgw starts'}`]);
+  printLines([
+    `approved ${approved.peer_id} on ${approved.channel_id}; ${welcomed ? 'they were told, and their first message passed on' : 'they will be told, and their first message passed on, when xgw starts'}`,
+  ]);
 }
 
 export function peerList(options: Json): void {
   const peers = withState(resolveHome(), (state) => state.admittedPeers());
-  if (options.json) return printJson(peers);
-  printLines(peers.length === 0 ? ['no peers were admitted by pairing (allowlisted ones are in the config)'] : peers.map((p) => `${p.channel_id}  peer ${p.peer_id}  admitted ${p.admitted_at} via ${p.via}`));
+  if (options.json) printJson(peers);
+  else
+    printLines(
+      peers.length === 0 ? ['no peers were admitted by pairing (allowlisted ones are in the config)'] : peers.map((p) => `${p.channel_id}  peer ${p.peer_id}  admitted ${p.admitted_at} via ${p.via}`),
+    );
 }
 
 export function peerRevoke(channel: string, peer: string, options: Json): void {
@@ -148,9 +152,12 @@ export function peerRevoke(channel: string, peer: string, options: Json): void {
   if (!withState(home, (state) => state.revoke(channel, peer))) {
     throw new ClawError('not_found', `${peer} is neither admitted nor waiting on ${channel}`, { suggestion: 'see the admitted peers with: xgw peer list' });
   }
-  const listed = inspectXgwConfig(home).config?.channels.find((c) => c.id === channel)?.allow.includes(peer) ?? false;
-  if (options.json) return printJson({ revoked: true, channel_id: channel, peer_id: peer, still_allowed_by_config: listed });
-  printLines([`revoked ${peer} on ${channel}`, ...(listed ? [`warning: ${peer} is still in the allow list of ${channel} in ${xgwConfigPath(home)}: remove it there too`] : [])]);
+  const listed =
+    inspectXgwConfig(home)
+      .config?.channels.find((c) => c.id === channel)
+      ?.allow.includes(peer) ?? false;
+  if (options.json) printJson({ revoked: true, channel_id: channel, peer_id: peer, still_allowed_by_config: listed });
+  else printLines([`revoked ${peer} on ${channel}`, ...(listed ? [`warning: ${peer} is still in the allow list of ${channel} in ${xgwConfigPath(home)}: remove it there too`] : [])]);
 }
 
 export async function chat(options: { agent?: string; channel?: string }): Promise<void> {

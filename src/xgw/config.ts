@@ -67,7 +67,11 @@ export function configError(report: XgwConfigReport): ClawError {
 
 /** The problems of a config that passed the schema. */
 export function checkConfig(config: XgwConfig): string[] {
-  return crossChecks(config.channels, config.routes, config.channels.map((channel) => channel.id));
+  return crossChecks(
+    config.channels,
+    config.routes,
+    config.channels.map((channel) => channel.id),
+  );
 }
 
 /** Checks across entries; `undefined` stands for an entry the schema refused (skipped, keeping indexes). */

@@ -65,7 +65,7 @@ describe('xgw daemon and CLI', () => {
     expect(JSON.parse((await xgw(['status', '--json'])).stdout)).toMatchObject({ running: false, channels: [{ id: 'terminal:local', state: 'stopped' }] });
   });
 
-  it('shows a stopped web chat\'s URL from its token file, and none for a web chat on port 0', async () => {
+  it("shows a stopped web chat's URL from its token file, and none for a web chat on port 0", async () => {
     writeConfig(`channels:
   - { id: webchat:main, type: webchat, port: 18999, host: localhost }
   - { id: webchat:any, type: webchat, port: 0 }
@@ -91,7 +91,9 @@ routes:
     const check = await xgw(['config', 'check']);
     expect(check.code).toBe(1);
     // The schema's problem, and the ones across entries among the entries that pass it.
-    expect(check.stderr).toMatch(/^Error: invalid .*config\.yaml: channels\.0\.port: [^;]+; channels\.2\.id: terminal:local is used twice; routes\.0\.channel: no channel telegram:main is configured \(the schema check failed, so the checks across entries covered only the valid entries\) - /);
+    expect(check.stderr).toMatch(
+      /^Error: invalid .*config\.yaml: channels\.0\.port: [^;]+; channels\.2\.id: terminal:local is used twice; routes\.0\.channel: no channel telegram:main is configured \(the schema check failed, so the checks across entries covered only the valid entries\) - /,
+    );
     const start = await xgw(['start']);
     expect(start.code).toBe(1);
     expect(start.stderr).toMatch(/^Error: invalid .*config\.yaml: channels\.0\.port/);
@@ -205,7 +207,17 @@ routes:
       expect(event!.source).toBe(`external:terminal:local:dm:${encodeURIComponent(user)}:${encodeURIComponent(user)}`);
       const content = parseMessageContent(event!.content);
       expect(content.text).toBe('hello from the terminal');
-      const reply = await xgw(['send', '--channel', 'terminal:local', '--peer', user, '--reply-to', content.reply_context!.kind === 'external' ? content.reply_context!.message_id! : '', '--text', 'line one\nline two']);
+      const reply = await xgw([
+        'send',
+        '--channel',
+        'terminal:local',
+        '--peer',
+        user,
+        '--reply-to',
+        content.reply_context!.kind === 'external' ? content.reply_context!.message_id! : '',
+        '--text',
+        'line one\nline two',
+      ]);
       expect(reply.code, reply.stderr).toBe(0);
       await waitFor(() => out.includes('line two'), 'the reply on the terminal');
       expect(out).toBe('line one\nline two\n');
@@ -217,7 +229,7 @@ routes:
     }
   });
 
-  it('shows the agent\'s notices in a terminal chat: waits on after a delayed one, exits 1 after an error one', async () => {
+  it("shows the agent's notices in a terminal chat: waits on after a delayed one, exits 1 after an error one", async () => {
     expect((await xgw(['start'])).code).toBe(0);
     const chat = spawn(process.execPath, [cliPath('xgw'), 'chat', '--agent', 'admin'], { env: t.env, stdio: ['pipe', 'pipe', 'pipe'] });
     let out = '';

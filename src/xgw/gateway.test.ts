@@ -207,7 +207,10 @@ describe('inbound', () => {
     const gateway = gatewayWith(openChat);
     const first = await gateway.receive({ ...message('1', 'c'), conversationId: 'a:b' });
     const second = await gateway.receive({ ...message('1', 'b:c'), conversationId: 'a' });
-    expect([first, second]).toMatchObject([{ kind: 'accepted', duplicate: false }, { kind: 'accepted', duplicate: false }]);
+    expect([first, second]).toMatchObject([
+      { kind: 'accepted', duplicate: false },
+      { kind: 'accepted', duplicate: false },
+    ]);
     expect(inbox()).toHaveLength(2);
   });
 
@@ -239,9 +242,12 @@ describe('inbound', () => {
     const before = filesUnder(t.home);
     for (const [index, peer] of hostile.entries()) await gateway.receive(message(peer, `m${index}`));
     await fc.assert(
-      fc.asyncProperty(fc.string({ unit: 'binary', minLength: 1, maxLength: 40 }).filter((s) => s.isWellFormed()), async (peer) => {
-        await gateway.receive(message(peer, `p-${Buffer.from(peer).toString('hex')}`));
-      }),
+      fc.asyncProperty(
+        fc.string({ unit: 'binary', minLength: 1, maxLength: 40 }).filter((s) => s.isWellFormed()),
+        async (peer) => {
+          await gateway.receive(message(peer, `p-${Buffer.from(peer).toString('hex')}`));
+        },
+      ),
       { numRuns: 100 },
     );
     for (const event of inbox()) {
@@ -251,7 +257,11 @@ describe('inbound', () => {
       // Every segment is percent-encoded: no `/`, `:` or control character survives in it.
       for (const segment of event.source.split(':').slice(1)) expect(segment).toMatch(/^[A-Za-z0-9._~%-]+$/);
     }
-    expect(inbox().slice(0, hostile.length).map((event) => (parseAddress(event.source) as { peerId: string }).peerId)).toEqual(hostile);
+    expect(
+      inbox()
+        .slice(0, hostile.length)
+        .map((event) => (parseAddress(event.source) as { peerId: string }).peerId),
+    ).toEqual(hostile);
     // Only the inbox's own files changed: no peer id became a file or directory.
     const after = filesUnder(t.home).filter((file) => !before.includes(file));
     expect(after.every((file) => file.startsWith('agents/admin/inbox/') || file.startsWith('logs/') || file.startsWith('xgw/'))).toBe(true);
@@ -295,7 +305,11 @@ describe('outbound', () => {
       gateway.send({ ...request, conversationType: 'group', conversation: '-100' }),
     ]);
     expect(results.map((result) => result.status)).toEqual(['delivered', 'delivered', 'delivered', 'delivered']);
-    expect(main.sent.map((sent) => [sent.peerId, sent.conversationId])).toEqual([['1', '1'], ['2', '2'], ['1', '-100']]);
+    expect(main.sent.map((sent) => [sent.peerId, sent.conversationId])).toEqual([
+      ['1', '1'],
+      ['2', '2'],
+      ['1', '-100'],
+    ]);
     expect(other.sent).toHaveLength(1);
     expect((await gateway.send({ ...request, channel: 'telegram:other' })).status).toBe('duplicate');
   });

@@ -145,8 +145,7 @@ export class Gateway {
     if (explicitAgent !== undefined) requireAgentId(explicitAgent);
     const channel = this.channelConfig(message.channelId);
     // Under `allowlist` the list alone decides: a peer approved while the channel paired is not on it.
-    const admitted =
-      channel.access === 'open' || channel.allow.includes(message.peerId) || (channel.access === 'pairing' && state.isAdmitted(channel.id, message.peerId));
+    const admitted = channel.access === 'open' || channel.allow.includes(message.peerId) || (channel.access === 'pairing' && state.isAdmitted(channel.id, message.peerId));
     if (!admitted) {
       if (channel.access === 'allowlist') {
         logger.info(`${channel.id}: ignored a message from ${JSON.stringify(message.peerId)}, who is not on the allowlist`);
@@ -154,12 +153,16 @@ export class Gateway {
       }
       if (message.conversationType !== 'dm') {
         // A code posted in a group is public, and strangers there would use up the pending slots.
-        logger.info(`${channel.id}: ignored a message from ${JSON.stringify(message.peerId)} in ${message.conversationType} ${JSON.stringify(message.conversationId)}: unknown peers pair in a direct chat`);
+        logger.info(
+          `${channel.id}: ignored a message from ${JSON.stringify(message.peerId)} in ${message.conversationType} ${JSON.stringify(message.conversationId)}: unknown peers pair in a direct chat`,
+        );
         return { kind: 'denied', reason: 'unknown peers pair in a direct chat' };
       }
       const request = state.requestPairing(channel.id, message.peerId, message.peerName, Date.now(), message);
       if (request === 'full') {
-        logger.warn(`${channel.id}: ${JSON.stringify(message.peerId)} asked to pair, but all ${MAX_PENDING_PAIRINGS} pairing slots are taken (see them with: xgw pair list; revoke strangers with: xgw peer revoke ${channel.id} <peer>; codes older than ${PAIRING_TTL_WHEN_FULL_MS / 60_000} min give way to the next asker)`);
+        logger.warn(
+          `${channel.id}: ${JSON.stringify(message.peerId)} asked to pair, but all ${MAX_PENDING_PAIRINGS} pairing slots are taken (see them with: xgw pair list; revoke strangers with: xgw peer revoke ${channel.id} <peer>; codes older than ${PAIRING_TTL_WHEN_FULL_MS / 60_000} min give way to the next asker)`,
+        );
         return { kind: 'denied', reason: 'too many pending pairing requests' };
       }
       if (request === 'peer_limit') {
@@ -181,7 +184,10 @@ export class Gateway {
     }
     const rate = this.rateLimit(channel).take(message.peerId);
     if (!rate.ok) {
-      if (rate.first) logger.warn(`${channel.id}: ${JSON.stringify(message.peerId)} sent more than ${channel.rate_limit.messages} messages in ${channel.rate_limit.per_seconds} s; refusing their messages for ${rate.retryAfterSeconds} s`);
+      if (rate.first)
+        logger.warn(
+          `${channel.id}: ${JSON.stringify(message.peerId)} sent more than ${channel.rate_limit.messages} messages in ${channel.rate_limit.per_seconds} s; refusing their messages for ${rate.retryAfterSeconds} s`,
+        );
       const { messages: limit, per_seconds } = channel.rate_limit;
       return { kind: 'rate_limited', limit, per_seconds, retry_after_seconds: rate.retryAfterSeconds, notify: rate.first };
     }
@@ -209,7 +215,9 @@ export class Gateway {
     });
     // Refused whole rather than stored cut: a platform (or a client) may send more than a thread takes.
     if (Buffer.byteLength(content) > MAX_CONTENT_BYTES) {
-      logger.warn(`${channel.id}: refused message ${JSON.stringify(message.messageId)} from ${JSON.stringify(message.peerId)}: ${Buffer.byteLength(content)} bytes, more than the ${MAX_CONTENT_BYTES} an inbox event holds`);
+      logger.warn(
+        `${channel.id}: refused message ${JSON.stringify(message.messageId)} from ${JSON.stringify(message.peerId)}: ${Buffer.byteLength(content)} bytes, more than the ${MAX_CONTENT_BYTES} an inbox event holds`,
+      );
       return { kind: 'refused', reason: 'too_long', limit_bytes: MAX_CONTENT_BYTES };
     }
     const thread = openThread(inbox, { home });
@@ -323,9 +331,7 @@ export class Gateway {
       this.unrecorded.delete(id);
     } catch (error) {
       this.unrecorded.set(id, { messageIds: [...messageIds], complete });
-      this.options.logger.error(
-        `${ref.channelId}: could not record the delivery under key ${ref.key} (${error instanceof Error ? error.message : String(error)}); it is remembered until xgw stops`,
-      );
+      this.options.logger.error(`${ref.channelId}: could not record the delivery under key ${ref.key} (${error instanceof Error ? error.message : String(error)}); it is remembered until xgw stops`);
     }
   }
 

@@ -33,7 +33,11 @@ socket is $THECLAW_HOME/run/xgw.sock (mode 0600). Log: $THECLAW_HOME/logs/xgw.lo
     ['xgw start'],
   );
   withExamples(
-    program.command('stop').description('stop the gateway').addOption(jsonOption()).action(async (options) => (await commands()).stop(options)),
+    program
+      .command('stop')
+      .description('stop the gateway')
+      .addOption(jsonOption())
+      .action(async (options) => (await commands()).stop(options)),
     ['xgw stop'],
   );
   withExamples(
@@ -47,7 +51,11 @@ socket is $THECLAW_HOME/run/xgw.sock (mode 0600). Log: $THECLAW_HOME/logs/xgw.lo
 
   const config = program.command('config').description('the gateway configuration');
   withExamples(
-    config.command('check').description('validate the config and print every problem, without starting').addOption(jsonOption()).action(async (options) => (await commands()).configCheck(options)),
+    config
+      .command('check')
+      .description('validate the config and print every problem, without starting')
+      .addOption(jsonOption())
+      .action(async (options) => (await commands()).configCheck(options)),
     ['xgw config check'],
   );
 
@@ -59,7 +67,7 @@ socket is $THECLAW_HOME/run/xgw.sock (mode 0600). Log: $THECLAW_HOME/logs/xgw.lo
       .requiredOption('--peer <id>', 'peer id')
       .option('--conversation-type <type>', 'dm or group (default dm)')
       .option('--conversation <id>', 'conversation id (default: the peer id)')
-      .option('--reply-to <message-id>', "platform id of the message to quote")
+      .option('--reply-to <message-id>', 'platform id of the message to quote')
       .option('--idempotency-key <key>', 'a key delivered before is acknowledged and not sent again')
       .addOption(new Option('--text <text>', 'the reply; or on stdin'))
       .addOption(jsonOption())
@@ -69,7 +77,11 @@ socket is $THECLAW_HOME/run/xgw.sock (mode 0600). Log: $THECLAW_HOME/logs/xgw.lo
 
   const pair = program.command('pair').description('admit unknown peers by their pairing code');
   withExamples(
-    pair.command('list').description('pairing requests waiting for approval').addOption(jsonOption()).action(async (options) => (await commands()).pairList(options)),
+    pair
+      .command('list')
+      .description('pairing requests waiting for approval')
+      .addOption(jsonOption())
+      .action(async (options) => (await commands()).pairList(options)),
     ['xgw pair list'],
   );
   withExamples(
@@ -84,13 +96,17 @@ socket is $THECLAW_HOME/run/xgw.sock (mode 0600). Log: $THECLAW_HOME/logs/xgw.lo
 
   const peer = program.command('peer').description('peers admitted by pairing');
   withExamples(
-    peer.command('list').description('admitted peers, per channel').addOption(jsonOption()).action(async (options) => (await commands()).peerList(options)),
+    peer
+      .command('list')
+      .description('admitted peers, per channel')
+      .addOption(jsonOption())
+      .action(async (options) => (await commands()).peerList(options)),
     ['xgw peer list'],
   );
   withExamples(
     peer
       .command('revoke')
-      .description('take back a peer\'s admission (and any code it waits with): its messages get a new pairing code again')
+      .description("take back a peer's admission (and any code it waits with): its messages get a new pairing code again")
       .argument('<channel>', 'channel id, e.g. telegram:main')
       .argument('<peer>', 'peer id, as xgw peer list shows it')
       .addOption(jsonOption())

@@ -8,7 +8,7 @@ export interface RateLimitSettings {
   per_seconds: number;
 }
 
-export type RateDecision = { ok: true } | { ok: false; retryAfterSeconds: number; /** The first refusal since the peer was last let through: the one to tell. */ first: boolean };
+export type RateDecision = { ok: true } | { ok: false; retryAfterSeconds: number /** The first refusal since the peer was last let through: the one to tell. */; first: boolean };
 
 /** Past this many peers, those whose windows are empty are forgotten. */
 const PRUNE_AT = 10_000;

@@ -16,9 +16,7 @@ function reassembles(text: string, chunks: string[]): boolean {
     const key = `${index}:${at}`;
     if (failed.has(key)) return false;
     const chunk = chunks[index]!;
-    const ok =
-      (text.startsWith(chunk, at) && from(index + 1, at + chunk.length)) ||
-      (index > 0 && isSeparator(at) && text.startsWith(chunk, at + 1) && from(index + 1, at + 1 + chunk.length));
+    const ok = (text.startsWith(chunk, at) && from(index + 1, at + chunk.length)) || (index > 0 && isSeparator(at) && text.startsWith(chunk, at + 1) && from(index + 1, at + 1 + chunk.length));
     if (!ok) failed.add(key);
     return ok;
   };

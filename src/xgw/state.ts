@@ -146,9 +146,7 @@ export class GatewayState {
         if (!columns('admitted').includes('welcome')) this.db.exec('ALTER TABLE admitted ADD COLUMN welcome TEXT');
         const legacy = this.db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'delivered'").get();
         if (!legacy) return;
-        this.db
-          .prepare('INSERT OR IGNORE INTO deliveries SELECT channel_id, ?, key, message_ids, 1, delivered_at FROM delivered')
-          .run(LEGACY_TARGET);
+        this.db.prepare('INSERT OR IGNORE INTO deliveries SELECT channel_id, ?, key, message_ids, 1, delivered_at FROM delivered').run(LEGACY_TARGET);
         this.db.exec('DROP TABLE delivered');
       })
       .immediate();
@@ -185,7 +183,9 @@ export class GatewayState {
           created_at: new Date(now).toISOString(),
           expires_at: now + PAIRING_TTL_MS,
         };
-        this.db.prepare('INSERT INTO pairing_requests VALUES (@code, @channel_id, @peer_id, @peer_name, @created_at, @expires_at, @first_message)').run({ ...row, first_message: first ? JSON.stringify(first) : null });
+        this.db
+          .prepare('INSERT INTO pairing_requests VALUES (@code, @channel_id, @peer_id, @peer_name, @created_at, @expires_at, @first_message)')
+          .run({ ...row, first_message: first ? JSON.stringify(first) : null });
         this.db.prepare('INSERT INTO pairing_log VALUES (?, ?, ?)').run(channelId, peerId, now);
         return toRequest(row);
       })
@@ -291,15 +291,19 @@ export class GatewayState {
   /** Entries of a peer's mailbox that no live client has been shown yet (terminal chat). */
   unseen(channelId: string, peerId: string): MailboxEntry[] {
     return (
-      this.db
-        .prepare(`SELECT ${MAILBOX_COLUMNS} FROM mailbox WHERE channel_id = ? AND peer_id = ? AND seen = 0 AND role != 'user' ORDER BY id`)
-        .all(channelId, peerId) as Parameters<typeof toEntry>[0][]
+      this.db.prepare(`SELECT ${MAILBOX_COLUMNS} FROM mailbox WHERE channel_id = ? AND peer_id = ? AND seen = 0 AND role != 'user' ORDER BY id`).all(channelId, peerId) as Parameters<
+        typeof toEntry
+      >[0][]
     ).map(toEntry);
   }
 
   markSeen(ids: readonly number[]): void {
     const mark = this.db.prepare('UPDATE mailbox SET seen = 1 WHERE id = ?');
-    this.db.transaction(() => ids.forEach((id) => mark.run(id))).immediate();
+    this.db
+      .transaction(() => {
+        for (const id of ids) mark.run(id);
+      })
+      .immediate();
   }
 
   close(): void {

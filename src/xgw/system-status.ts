@@ -23,8 +23,12 @@ export function createSystemStatusSource(home: string, env: NodeJS.ProcessEnv = 
     const entry: { endedAt: number | null; value: Promise<unknown> } = { endedAt: null, value: runStatus(home, env) };
     cached = entry;
     entry.value.then(
-      () => (entry.endedAt = Date.now()),
-      () => cached === entry && (cached = undefined),
+      () => {
+        entry.endedAt = Date.now();
+      },
+      () => {
+        if (cached === entry) cached = undefined;
+      },
     );
     return entry.value;
   };
@@ -41,10 +45,15 @@ function runStatus(home: string, env: NodeJS.ProcessEnv): Promise<unknown> {
         try {
           parsed = JSON.parse(stdout) as typeof parsed;
         } catch {
-          return reject(new ClawError('io', `theclaw status ${error ? `failed (${error.message.split('\n')[0]})` : 'printed something that is not JSON'}`, { suggestion: 'run theclaw status --json in a terminal to see why' }));
+          return reject(
+            new ClawError('io', `theclaw status ${error ? `failed (${error.message.split('\n')[0]})` : 'printed something that is not JSON'}`, {
+              suggestion: 'run theclaw status --json in a terminal to see why',
+            }),
+          );
         }
         // With --json a failure is a JSON document too: its own words say why.
-        if (error || parsed.error) return reject(new ClawError('io', `theclaw status failed: ${parsed.error ?? error?.message}`, { suggestion: parsed.suggestion ?? 'run theclaw status in a terminal' }));
+        if (error || parsed.error)
+          return reject(new ClawError('io', `theclaw status failed: ${parsed.error ?? error?.message}`, { suggestion: parsed.suggestion ?? 'run theclaw status in a terminal' }));
         for (const channel of parsed.channels ?? []) delete channel.url;
         resolve(parsed);
       },

@@ -7,11 +7,7 @@ import type { InboundMessage, TelegramChannelConfig } from '../types.js';
  * requires one. A mention of the bot is removed from the text; `addressed` keeps that there was
  * one (or a reply to the bot), so that the agent takes a group's `/stop` as a command only then.
  */
-export function toInboundMessage(
-  message: Message,
-  config: Pick<TelegramChannelConfig, 'id' | 'groups'>,
-  me: Pick<UserFromGetMe, 'id' | 'username'>,
-): InboundMessage | null {
+export function toInboundMessage(message: Message, config: Pick<TelegramChannelConfig, 'id' | 'groups'>, me: Pick<UserFromGetMe, 'id' | 'username'>): InboundMessage | null {
   const { chat, from, text } = message;
   if (text === undefined || !from || from.is_bot) return null;
   const base = {

@@ -8,16 +8,7 @@ import { settleWithin } from '../settle.js';
 import { splitText } from '../split.js';
 import { createTokenRedactor, hintFor, suggestionFor } from './telegram-errors.js';
 import { toInboundMessage } from './telegram-inbound.js';
-import type {
-  ChannelAdapter,
-  ChannelContext,
-  ChannelSendOptions,
-  ChannelStatus,
-  InboundMessage,
-  InboundOutcome,
-  OutboundMessage,
-  TelegramChannelConfig,
-} from '../types.js';
+import type { ChannelAdapter, ChannelContext, ChannelSendOptions, ChannelStatus, InboundMessage, InboundOutcome, OutboundMessage, TelegramChannelConfig } from '../types.js';
 
 /** Telegram's limit for the text of one message, in UTF-16 code units. */
 export const TELEGRAM_TEXT_LIMIT = 4096;
@@ -114,7 +105,10 @@ class TelegramChannel implements ChannelAdapter {
     this.bot = bot;
     bot.api.config.use(async (prev, method, payload, signal) => {
       if (method !== 'getUpdates') return prev(method, payload, signal);
-      return this.pollWithRetries(() => prev(method, payload, signal), () => signal?.aborted === true);
+      return this.pollWithRetries(
+        () => prev(method, payload, signal),
+        () => signal?.aborted === true,
+      );
     });
     bot.on('message:text', (ctx) => this.handleMessage(bot, ctx.message));
     // Without a handler grammY prints to stderr and stops polling on the first failed update.
@@ -235,7 +229,8 @@ class TelegramChannel implements ChannelAdapter {
       return;
     }
     if (!began && first) {
-      return first.reject(error ?? new ClawError('upstream', `${this.id}: polling ended before it began`, { suggestion: 'see the xgw log; the start is tried again' }));
+      first.reject(error ?? new ClawError('upstream', `${this.id}: polling ended before it began`, { suggestion: 'see the xgw log; the start is tried again' }));
+      return;
     }
     const why = error === undefined ? 'polling ended' : this.describe(error);
     const delayMs = this.nextDelayMs();

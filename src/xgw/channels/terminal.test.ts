@@ -52,7 +52,10 @@ describe('terminal channel', () => {
     await channel.send({ peerId: 'ann', conversationType: 'dm', conversationId: 'ann', text: 'Sorry for the wait', notice: 'delayed' });
     await channel.send({ peerId: 'ann', conversationType: 'dm', conversationId: 'ann', text: 'the answer' });
     detach();
-    expect(seen.map((entry) => [entry.text, entry.notice])).toEqual([['Sorry for the wait', 'delayed'], ['the answer', undefined]]);
+    expect(seen.map((entry) => [entry.text, entry.notice])).toEqual([
+      ['Sorry for the wait', 'delayed'],
+      ['the answer', undefined],
+    ]);
     expect(state.mailbox('terminal:local', 'ann').map((entry) => entry.notice ?? null)).toEqual(['delayed', null]);
     expect('notice' in state.mailbox('terminal:local', 'ann')[1]!).toBe(false);
   });

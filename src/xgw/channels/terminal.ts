@@ -69,7 +69,7 @@ export class TerminalChannel implements ChannelAdapter {
   private push(peerId: string, entry: MailboxEntry): void {
     const listeners = this.listeners.get(peerId);
     if (!listeners?.size) return;
-    listeners.forEach((listener) => listener(entry));
+    for (const listener of listeners) listener(entry);
     this.state().markSeen([entry.id]);
   }
 

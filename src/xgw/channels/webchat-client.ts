@@ -26,7 +26,9 @@ export async function connectWebchat(url: string, signal?: AbortSignal): Promise
   const queue: ServerMessage[] = [];
   const waiters: (() => void)[] = [];
   let closed: Error | undefined;
-  const wake = () => waiters.splice(0).forEach((resolve) => resolve());
+  const wake = () => {
+    for (const resolve of waiters.splice(0)) resolve();
+  };
   ws.on('message', (data) => {
     try {
       queue.push(JSON.parse(String(data)) as ServerMessage);

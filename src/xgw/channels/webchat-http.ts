@@ -58,8 +58,5 @@ export function unauthorized(res: ServerResponse): void {
 export function refuse(socket: Duplex, status: number, text: string): void {
   const body = `${text}\n`;
   socket.once('finish', () => socket.destroy());
-  socket.end(
-    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nConnection: close\r\nContent-Type: text/plain; charset=utf-8\r\n` +
-      `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
-  );
+  socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nConnection: close\r\nContent-Type: text/plain; charset=utf-8\r\n` + `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
 }

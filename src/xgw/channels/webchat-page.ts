@@ -8,7 +8,8 @@ import { PAGE_TOKEN_SCRIPT } from './webchat-page-token.js';
  * Written as `String.raw` so the script's backslashes stay as they are; the script therefore
  * uses no template literals (no backticks, no `${`).
  */
-export const WEBCHAT_PAGE = String.raw`<!doctype html>
+export const WEBCHAT_PAGE =
+  String.raw`<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -131,7 +132,9 @@ button.send svg { width: 20px; height: 20px; }
 <script>
 (function () {
   'use strict';
-` + PAGE_TOKEN_SCRIPT + String.raw`
+` +
+  PAGE_TOKEN_SCRIPT +
+  String.raw`
   var MAX_BYTES = 64 * 1024;
   var WAIT_LIMIT_MS = 3 * 60 * 1000;
   var log = document.getElementById('log');

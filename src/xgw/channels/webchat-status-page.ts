@@ -12,7 +12,8 @@ export const STATUS_REFRESH_MS = 3_000;
  *
  * Written as `String.raw`, so the script uses no template literals (no backticks, no `${`).
  */
-export const STATUS_PAGE = String.raw`<!doctype html>
+export const STATUS_PAGE =
+  String.raw`<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -70,7 +71,10 @@ tr.error td.kind { color: var(--bad); font-weight: 600; }
 </main>
 <script>
 "use strict";
-var REFRESH_MS = ` + String(STATUS_REFRESH_MS) + PAGE_TOKEN_SCRIPT + String.raw`
+var REFRESH_MS = ` +
+  String(STATUS_REFRESH_MS) +
+  PAGE_TOKEN_SCRIPT +
+  String.raw`
 var token = pageToken();
 
 function el(tag, className, text) {

@@ -67,6 +67,7 @@ describe.skipIf(!hasChromium)('web chat through the xgw daemon', () => {
     expect(sent.code, sent.stderr).toBe(0);
     const bubble = page.locator('.row.agent:not(.typing) .bubble').first();
     await bubble.waitFor();
+    // biome-ignore lint/performance/useDomNodeTextContent: reads the text as rendered, with its line break.
     expect(await bubble.innerText()).toBe('first line\nsecond line');
     await page.screenshot({ path: artifactPath('webchat-daemon.png') });
   });

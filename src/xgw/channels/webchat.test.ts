@@ -263,7 +263,10 @@ describe('webchat access', () => {
     const a = await startWebchat();
     const b = await startWebchat();
     expect(a.token).not.toBe(b.token);
-    for (const [h, other] of [[a, b], [b, a]] as const) {
+    for (const [h, other] of [
+      [a, b],
+      [b, a],
+    ] as const) {
       expect('client' in (await openSocket(h.port, { protocols: handshakeFor(h), origin: h.origin }))).toBe(true);
       expect(await openSocket(h.port, { protocols: handshakeFor(other), origin: h.origin })).toEqual({ status: 401 });
     }
@@ -304,7 +307,12 @@ describe('webchat messages', () => {
     const content = parseMessageContent(event!.content);
     expect(content.text).toBe('hello there');
     expect(content.reply_context).toEqual({
-      kind: 'external', channel_id: 'webchat:main', conversation_type: 'dm', conversation_id: peer, peer_id: peer, message_id: 'c-1',
+      kind: 'external',
+      channel_id: 'webchat:main',
+      conversation_type: 'dm',
+      conversation_id: peer,
+      peer_id: peer,
+      message_id: 'c-1',
     });
 
     const result = await h.gateway.send({ channel: 'webchat:main', peer, text: 'line one\nline two', replyTo: 'c-1' });
@@ -325,7 +333,7 @@ describe('webchat messages', () => {
     expect(history.messages).toMatchObject([{ role: 'agent', text: 'while you were away' }]);
   });
 
-  it('marks the agent\'s notices as such, live and in the history, so the page can tell them from answers', async () => {
+  it("marks the agent's notices as such, live and in the history, so the page can tell them from answers", async () => {
     const h = await startWebchat();
     const peer = newPeer();
     await h.gateway.send({ channel: 'webchat:main', peer, text: 'Sorry for the wait', notice: 'delayed' });
@@ -369,14 +377,24 @@ describe('webchat messages', () => {
     let release!: () => void;
     const held = new Promise<void>((resolve) => (release = resolve));
     // The peer's rate limit is raised above the queue's: this is about the queue.
-    const h = await startWebchat({ rate_limit: { messages: 10 * MAX_QUEUED_MESSAGES, per_seconds: 60 } }, (context) => ({ ...context, receive: async (message) => (await held, context.receive(message)) }));
+    const h = await startWebchat({ rate_limit: { messages: 10 * MAX_QUEUED_MESSAGES, per_seconds: 60 } }, (context) => ({
+      ...context,
+      receive: async (message) => {
+        await held;
+        return context.receive(message);
+      },
+    }));
     const client = await openPeer(h, newPeer());
     const closed = new Promise<number>((resolve) => client.ws.on('close', (code) => resolve(code)));
     for (let i = 0; i <= MAX_QUEUED_MESSAGES; i++) client.send({ type: 'message', id: `flood-${i}`, text: `message ${i}` });
     expect(await closed).toBe(1008);
     release();
     await waitFor(() => inboxEvents(h).length === MAX_QUEUED_MESSAGES, 'the queued messages handled');
-    expect(inboxEvents(h).map((event) => parseMessageContent(event.content).text).at(-1)).toBe(`message ${MAX_QUEUED_MESSAGES - 1}`);
+    expect(
+      inboxEvents(h)
+        .map((event) => parseMessageContent(event.content).text)
+        .at(-1),
+    ).toBe(`message ${MAX_QUEUED_MESSAGES - 1}`);
   });
 
   it('acks a resent message again without pushing or storing it twice', async () => {

@@ -88,7 +88,10 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
     const isPage = url.pathname === '/' || url.pathname === '/status';
     // A page is served without the token (it holds none), but a wrong one in its URL is told at once.
     const queryToken = url.searchParams.get('token');
-    if (isPage ? queryToken !== null && !hasToken(queryToken) : !hasToken(bearerToken(req.headers.authorization))) return unauthorized(res);
+    if (isPage ? queryToken !== null && !hasToken(queryToken) : !hasToken(bearerToken(req.headers.authorization))) {
+      unauthorized(res);
+      return;
+    }
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.writeHead(405, { Allow: 'GET, HEAD', 'Content-Type': 'text/plain; charset=utf-8' });
       return void res.end('Method not allowed\n');
@@ -134,26 +137,40 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
     const url = new URL(req.url ?? '/', 'http://localhost');
     const offered = readHandshake(req.headers['sec-websocket-protocol']);
     const log = context!.logger;
-    if (!wss) return refuse(socket, 503, 'The chat is stopping');
-    if (url.pathname !== '/ws') return refuse(socket, 404, 'Not found');
+    if (!wss) {
+      refuse(socket, 503, 'The chat is stopping');
+      return;
+    }
+    if (url.pathname !== '/ws') {
+      refuse(socket, 404, 'Not found');
+      return;
+    }
     if (!hasToken(offered.token)) {
       log.info(`${config.id}: refused a WebSocket without a valid token`);
-      return refuse(socket, 401, 'Unauthorized: open the URL printed by xgw status');
+      refuse(socket, 401, 'Unauthorized: open the URL printed by xgw status');
+      return;
     }
     const origin = req.headers.origin;
     if (!isAllowedOrigin(origin)) {
       log.warn(`${config.id}: refused a WebSocket from origin ${JSON.stringify(origin ?? null)}`);
-      return refuse(socket, 403, 'Forbidden origin');
+      refuse(socket, 403, 'Forbidden origin');
+      return;
     }
     const peer = offered.peer;
-    if (peer === undefined || !PEER_ID.test(peer)) return refuse(socket, 400, 'No peer id: reload the page');
+    if (peer === undefined || !PEER_ID.test(peer)) {
+      refuse(socket, 400, 'No peer id: reload the page');
+      return;
+    }
     wss.handleUpgrade(req, socket, head, (ws) => onConnection(ws, peer));
   }
 
   function onConnection(ws: WebSocket, peer: string): void {
     const { state: gatewayState, logger } = context!;
     let peerSockets = sockets.get(peer);
-    if (!peerSockets) sockets.set(peer, (peerSockets = new Set()));
+    if (!peerSockets) {
+      peerSockets = new Set();
+      sockets.set(peer, peerSockets);
+    }
     peerSockets.add(ws);
     alive.add(ws);
     logger.debug(`${config.id}: peer ${peer} connected (${peerSockets.size} open)`);
@@ -347,11 +364,7 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
   }
 }
 
-export type ServerMessage =
-  | { type: 'history'; messages: MailboxEntry[] }
-  | { type: 'message'; message: MailboxEntry }
-  | { type: 'ack'; id: string }
-  | { type: 'error'; id?: string; text: string };
+export type ServerMessage = { type: 'history'; messages: MailboxEntry[] } | { type: 'message'; message: MailboxEntry } | { type: 'ack'; id: string } | { type: 'error'; id?: string; text: string };
 
 function sendJson(ws: WebSocket, payload: ServerMessage): void {
   if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(payload));
