@@ -294,7 +294,11 @@ routes:
       expect((await xgw(['start'])).code).toBe(0);
       const outcome = await askDaemon<{ kind: string; eventId: number }>(t.home, 'xgw', { op: 'chat_message', channel: 'terminal:local', message_id: 'm-1', text: 'wake up' });
       expect(outcome.kind).toBe('accepted');
-      const ids = await waitFor(() => (existsSync(seen) ? readFileSync(seen, 'utf8').trim().split('\n').map(Number) : undefined), 'the handler run');
+      // A line counts once it is whole: the handler may have created the file and not written yet.
+      const ids = await waitFor(() => {
+        const lines = existsSync(seen) ? readFileSync(seen, 'utf8').split('\n').slice(0, -1).map(Number) : [];
+        return lines.length > 0 ? lines : undefined;
+      }, 'the handler run');
       expect(ids).toEqual([outcome.eventId]);
     } finally {
       await runTool('notifier', ['stop'], t.env);
