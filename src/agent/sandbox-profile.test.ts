@@ -184,6 +184,30 @@ describe.skipIf(!BWRAP)(`bash_exec in the sandbox (${NEEDS_BWRAP})`, () => {
     expect(readdirSync(join(helper.root, 'outbox', 'c1'))).toEqual([]);
   });
 
+  it("thread peek reads the agent's own threads from inside, what a writer holds open included, and cannot write them", async () => {
+    const path = join(helper.threads, 'peers', 'terminal.local.ann');
+    const writer = openThread(path, { home: t.home, create: true });
+    writer.push({ source: 'self', type: 'message', content: 'CHECKPOINTED' });
+    writer.close(); // no WAL left: the database alone
+    const peek = async () =>
+      (await exec(`thread peek --thread ${path} --json`)).stdout
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line) as { content: string });
+    expect((await peek()).map((event) => event.content)).toEqual(['CHECKPOINTED']);
+    const open = openThread(path, { home: t.home });
+    try {
+      open.push({ source: 'self', type: 'message', content: 'IN THE WAL' }); // the runtime holds the thread open
+      expect((await peek()).map((event) => event.content)).toEqual(['CHECKPOINTED', 'IN THE WAL']);
+    } finally {
+      open.close();
+    }
+    const push = await exec(`thread push --thread ${path} --source self --type message --content FORGED`);
+    expect(push.exit_code).toBe(1);
+    expect(push.stderr).toMatch(/^Error: the data directory is read-only/);
+    expect(threadEvents(t.home, path).map((event) => event.content)).toEqual(['CHECKPOINTED', 'IN THE WAL']);
+  });
+
   it('agent send from inside cannot pose as someone else, nor send to a missing agent, and a planted file or link is not sent', async () => {
     const forged = await exec('agent send other --text hi --source internal:dm:x:admin');
     expect(forged.exit_code).toBe(2);

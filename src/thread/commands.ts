@@ -18,8 +18,8 @@ interface ThreadFlag extends Json {
   thread: string;
 }
 
-function withThread<T>(path: string, fn: (thread: Thread) => T): T {
-  const thread = openThread(path);
+function withThread<T>(path: string, fn: (thread: Thread) => T, options: { readOnly?: boolean } = {}): T {
+  const thread = openThread(path, options);
   try {
     return fn(thread);
   } finally {
@@ -75,7 +75,7 @@ export function ack(options: ThreadFlag & { consumer: string; eventId: number })
 }
 
 export function peek(options: ThreadFlag & { lastEventId?: number; limit?: number; filter?: string; last?: number }): void {
-  const events = withThread(options.thread, (thread) => thread.peek({ afterId: options.lastEventId, limit: options.limit, filter: options.filter, last: options.last }));
+  const events = withThread(options.thread, (thread) => thread.peek({ afterId: options.lastEventId, limit: options.limit, filter: options.filter, last: options.last }), { readOnly: true });
   printLines(events.map((event) => JSON.stringify(event)));
 }
 

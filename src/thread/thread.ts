@@ -13,6 +13,7 @@ import { withStoragePath } from '../core/storage-error.js';
 import { dbPath, openDatabase } from './db.js';
 import { compileFilter, parseFilter, type CompiledFilter } from './filter.js';
 import { pokeNotifier } from './poke.js';
+import { canWrite, snapshotThread } from './snapshot.js';
 import { registerThread, unregisterThread } from './registry.js';
 import { PushInputSchema, type ConsumerInfo, type Lease, type PeekOptions, type PopOptions, type PushInput, type SubscribeOptions, type ThreadEvent, type ThreadInfo } from './types.js';
 
@@ -21,6 +22,11 @@ export interface OpenThreadOptions {
   create?: boolean;
   /** Data root for the notifier registry and pokes. Default: `resolveHome()`. */
   home?: string;
+  /**
+   * Only to read: where this process may not write the thread's directory (an agent's own threads
+   * seen from its sandbox), it is read in a private copy. Default: false.
+   */
+  readOnly?: boolean;
 }
 
 const DEFAULT_LIMIT = 100;
@@ -51,6 +57,16 @@ function hasSchema(dir: string): boolean {
 export function openThread(path: string, options: OpenThreadOptions = {}): Thread {
   const dir = resolve(path);
   if (options.create) ensureDir(join(dir, 'logs'));
+  if (options.readOnly && !canWrite(dir) && existsSync(dbPath(dir))) {
+    // Read in a copy (snapshot.ts): SQLite cannot open a WAL database in a read-only directory.
+    const snapshot = snapshotThread(dir);
+    try {
+      return new Thread(dir, openDatabase(snapshot.dir, false), options.home ?? resolveHome(), snapshot.remove);
+    } catch (error) {
+      snapshot.remove();
+      throw error;
+    }
+  }
   return new Thread(dir, openDatabase(dir, options.create ?? false), options.home ?? resolveHome());
 }
 
@@ -88,7 +104,13 @@ export class Thread {
   private logger: Logger | undefined;
 
   /** @internal use openThread / initThread */
-  constructor(path: string, db: Database.Database, home: string) {
+  constructor(
+    path: string,
+    db: Database.Database,
+    home: string,
+    /** What closing must also undo: the copy a read-only thread is read in. */
+    private readonly onClose?: () => void,
+  ) {
     this.path = path;
     this.db = db;
     this.home = home;
@@ -320,7 +342,9 @@ export class Thread {
   }
 
   close(): void {
-    if (this.db.open) this.db.close();
+    if (!this.db.open) return;
+    this.db.close();
+    this.onClose?.();
   }
 
   /**
