@@ -68,6 +68,18 @@ export async function retry(options: Json): Promise<void> {
   );
 }
 
+export async function logs(component: string | undefined, options: { lines: number; since?: string; follow?: boolean }): Promise<void> {
+  const { logSources, recentLogLines, followLogs, parseSince } = await import('./logs.js');
+  const sources = logSources(resolveHome(), component);
+  const sinceMs = options.since === undefined ? undefined : Date.now() - parseSince(options.since);
+  printLines(recentLogLines(sources, { lines: options.lines, sinceMs }));
+  if (!options.follow) return;
+  const stop = new AbortController();
+  process.once('SIGINT', () => stop.abort());
+  process.once('SIGTERM', () => stop.abort());
+  await followLogs(sources, (line) => process.stdout.write(`${line}\n`), stop.signal);
+}
+
 export async function prune(options: Json & { olderThan: number; keepLogs: number; dryRun?: boolean }): Promise<void> {
   const report = (await import('./prune.js')).prune(resolveHome(), { olderThanMs: options.olderThan * 86_400_000, keepLogs: options.keepLogs, dryRun: options.dryRun });
   if (options.json) return printJson(report);

@@ -86,6 +86,17 @@ before theclaw up for a real one.`,
   );
   withExamples(
     program
+      .command('logs')
+      .description('the logs of notifier, xgw and every agent as one stream, merged by time, each line prefixed with its log')
+      .argument('[component]', 'notifier, xgw or an agent id (default: all)')
+      .option('-n, --lines <n>', 'entries to print', positiveInt('--lines'), 50)
+      .option('--since <duration>', 'only entries newer than this: 30s, 10m, 2h, 7d')
+      .option('-f, --follow', 'then print what the logs gain, until interrupted')
+      .action(async (component: string | undefined, options) => (await commands()).logs(component, options)),
+    ['theclaw logs', 'theclaw logs admin --since 1h', 'theclaw logs xgw -f'],
+  );
+  withExamples(
+    program
       .command('demo')
       .description('in a temporary home: start everything, send one message through the web chat, print the reply and the events it produced, stop')
       .option('--real', "use this environment's model (a provider key) instead of the scripted offline one")
