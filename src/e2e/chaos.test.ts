@@ -69,7 +69,7 @@ describe('the whole system under chaos', () => {
     // A process dies every 200-500 ms here, far more often than any real crash: a turn of a few
     // hundred ms is cut off again and again, and after turn.max_attempts (3) the person would get
     // "answering failed 3 times" instead of the reply. That give-up is tested on its own
-    // (turn-limit.test.ts); here every message must be answered, so the limit is out of reach.
+    // (src/agent/crash.test.ts); here every message must be answered, so the limit is out of reach.
     const s = await startSystem({ llm: { defaultStep: echoToolStep, defaultDelayMs: { min: 50, max: 500 } }, logLevel: 'info', maxTurnAttempts: 50 });
     system = s;
     const killer = new Killer({ home: s.home, intervalMs: { min: 200, max: 500 } });
