@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { agentDir } from '../agent/agent-dir.js';
@@ -8,8 +8,8 @@ import { sleep } from '../core/retry.js';
 import { openThread } from '../thread/index.js';
 import { connectWebchat } from '../xgw/index.js';
 import { eventLine, type EventLine } from './status.js';
-import { down, up, type UpResult } from './system.js';
-import { ensureDir } from '../core/home.js';
+import { defaultModel, down, up, type UpResult } from './system.js';
+import { ensureDir, resolveHome } from '../core/home.js';
 
 export const DEMO_MESSAGE = 'Hello! What can you do?';
 const DEMO_TIMEOUT_MS = 60_000;
@@ -60,12 +60,13 @@ export interface DemoOptions {
 export async function runDemo(env: NodeJS.ProcessEnv, options: DemoOptions = {}): Promise<DemoResult> {
   const timeout = AbortSignal.timeout(DEMO_TIMEOUT_MS);
   const signal = AbortSignal.any([timeout, ...(options.signal ? [options.signal] : [])]);
+  if (options.real) requireRealModel(env);
   const home = mkdtempSync(join(tmpdir(), 'theclaw-demo-'));
   const say = options.onProgress ?? (() => {});
   const real = options.real ?? false;
   let failed = false;
   try {
-    writeDemoConfig(home, real);
+    writeDemoConfig(home, real, env);
     const upStarted = Date.now();
     const system = await up(home, { ...env, THECLAW_HOME: home });
     signal.throwIfAborted();
@@ -105,14 +106,27 @@ export async function runDemo(env: NodeJS.ProcessEnv, options: DemoOptions = {})
   }
 }
 
-function writeDemoConfig(home: string, real: boolean): void {
+/** With `real`, the user's own pai/config.yaml (their providers and default model) is the demo's. */
+function writeDemoConfig(home: string, real: boolean, env: NodeJS.ProcessEnv): void {
   const write = (file: string, text: string) => writeFileSync(join(home, file), text, { flag: 'wx' });
   for (const dir of ['xgw', 'pai']) ensureDir(join(home, dir));
   // Port 0: the demo never collides with a running system's web chat.
   write('xgw/config.yaml', 'channels:\n  - { id: webchat:main, type: webchat, port: 0, access: open }\nroutes:\n  - { channel: "*", peer: "*", agent: admin }\n');
-  if (real) return;
+  if (real) {
+    const own = join(resolveHome(env), 'pai', 'config.yaml');
+    if (existsSync(own)) copyFileSync(own, join(home, 'pai', 'config.yaml'));
+    return;
+  }
   write('pai/mock-script.yaml', MOCK_SCRIPT);
   write('pai/config.yaml', `default: mock/echo\nproviders:\n  mock: { script: ${JSON.stringify(join(home, 'pai', 'mock-script.yaml'))} }\n`);
+}
+
+/** `--real` that would only find the offline mock is no real demo: it says why, before anything starts. */
+function requireRealModel(env: NodeJS.ProcessEnv): void {
+  if (!defaultModel(resolveHome(env), env).offline) return;
+  throw new ClawError('invalid', `theclaw demo --real found no model: no provider key is set and ${join(resolveHome(env), 'pai', 'config.yaml')} names no provider`, {
+    suggestion: 'set OPENAI_API_KEY or ANTHROPIC_API_KEY (or a provider with api, base_url and models in pai/config.yaml), or run theclaw demo without --real',
+  });
 }
 
 function webchatUrlOf(system: UpResult): string {

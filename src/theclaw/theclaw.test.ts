@@ -86,6 +86,20 @@ describe('theclaw demo', () => {
     expect(text.stdout).toMatch(/#4 {2}record\/toolcall +self +uname -sr → exit 0/);
     expect(text.stdout).toContain('(acknowledged by agent deliver)');
   });
+
+  it("--real says it found no model and exits 1 without one, and otherwise answers through the user's own pai/config.yaml", async () => {
+    home();
+    const none = await theclaw(['demo', '--real']);
+    expect(none.code).toBe(1);
+    expect(none.stderr).toMatch(/^Error: theclaw demo --real found no model: no provider key is set and .*pai\/config\.yaml names no provider - set OPENAI_API_KEY/);
+    expect(none.stdout).toBe('');
+
+    llm = await startFakeOpenAI({ defaultStep: { kind: 'text', text: 'from the configured server' } });
+    writeFakePaiConfig(t!.home, llm);
+    const real = await theclaw(['demo', '--real', '--json']);
+    expect(real.code, real.stderr).toBe(0);
+    expect(JSON.parse(real.stdout) as DemoResult).toMatchObject({ reply: 'from the configured server' });
+  });
 });
 
 describe('theclaw up, status, down', () => {
