@@ -5,6 +5,7 @@ import { INBOX_FILTER } from './lifecycle.js';
 import type { AgentDir } from './agent-dir.js';
 import { createApproval, decideApproval, readApproval, waitForDecision, type Approval } from './approvals.js';
 import { chatCommandArgument, chatCommandOf } from './chat-commands.js';
+import { describeSeconds } from './turn-attempts.js';
 import { decide, isOwner, isOwnerDirectChat, type CommandRule, type Policy } from './tool-policy.js';
 
 /**
@@ -113,8 +114,4 @@ function textOf(event: ThreadEvent): string {
   } catch {
     return '';
   }
-}
-
-function describeSeconds(seconds: number): string {
-  return seconds % 60 === 0 ? `${seconds / 60} min` : `${seconds} s`;
 }

@@ -56,5 +56,10 @@ export function unfinishedTurn(sessionFile: string, turn: string): SessionLine[]
 /** Why a turn that ran past `turn.timeout_seconds` got no answer. */
 export function overTurnLimit(settings: AgentConfig['turn']): TurnAbandoned {
   const seconds = settings.timeout_seconds;
-  return new TurnAbandoned('timeout', `the answer took longer than the turn limit (${seconds % 60 === 0 ? `${seconds / 60} min` : `${seconds} s`})`);
+  return new TurnAbandoned('timeout', `the answer took longer than the turn limit (${describeSeconds(seconds)})`);
+}
+
+/** `600` → `10 min`, `90` → `90 s`: a configured duration as the person reads it. */
+export function describeSeconds(seconds: number): string {
+  return seconds % 60 === 0 ? `${seconds / 60} min` : `${seconds} s`;
 }

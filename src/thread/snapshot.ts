@@ -32,7 +32,13 @@ export function canWrite(threadDir: string): boolean {
 export function snapshotThread(threadDir: string): ThreadSnapshot {
   const file = dbPath(threadDir);
   const files = [file, `${file}-wal`];
-  const signature = () => files.map((path) => (existsSync(path) ? `${statSync(path).size}:${statSync(path).mtimeMs}` : '-')).join(' ');
+  const signature = () =>
+    files
+      .map((path) => {
+        const stat = statSync(path, { throwIfNoEntry: false });
+        return stat ? `${stat.size}:${stat.mtimeMs}` : '-';
+      })
+      .join(' ');
   const dir = mkdtempSync(join(tmpdir(), 'theclaw-thread-'));
   const remove = () => rmSync(dir, { recursive: true, force: true });
   try {
