@@ -2,34 +2,49 @@ import { defineConfig } from 'tsup';
 
 // One entry per tool library and per CLI. Code splitting keeps shared modules in shared chunks,
 // and each CLI loads its command modules lazily, so `thread push` never parses notifier code.
-export default defineConfig({
-  entry: {
-    'core/index': 'src/core/index.ts',
-    'thread/index': 'src/thread/index.ts',
-    'thread/cli': 'src/thread/cli.ts',
-    'notifier/index': 'src/notifier/index.ts',
-    'notifier/cli': 'src/notifier/cli.ts',
-    'notifier/runner': 'src/notifier/runner.ts',
-    'pai/index': 'src/pai/index.ts',
-    'pai/cli': 'src/pai/cli.ts',
-    'xgw/index': 'src/xgw/index.ts',
-    'xgw/cli': 'src/xgw/cli.ts',
-    'agent/index': 'src/agent/index.ts',
-    'agent/cli': 'src/agent/cli.ts',
-    'cmds/index': 'src/cmds/index.ts',
-    'cmds/cli': 'src/cmds/cli.ts',
-    'theclaw/index': 'src/theclaw/index.ts',
-    'theclaw/cli': 'src/theclaw/cli.ts',
+// The web pages' scripts are a second build, for the browser, into dist/page/ (which the first
+// build's cleaning leaves alone: the two run at once).
+export default defineConfig([
+  {
+    entry: {
+      'core/index': 'src/core/index.ts',
+      'thread/index': 'src/thread/index.ts',
+      'thread/cli': 'src/thread/cli.ts',
+      'notifier/index': 'src/notifier/index.ts',
+      'notifier/cli': 'src/notifier/cli.ts',
+      'notifier/runner': 'src/notifier/runner.ts',
+      'pai/index': 'src/pai/index.ts',
+      'pai/cli': 'src/pai/cli.ts',
+      'xgw/index': 'src/xgw/index.ts',
+      'xgw/cli': 'src/xgw/cli.ts',
+      'agent/index': 'src/agent/index.ts',
+      'agent/cli': 'src/agent/cli.ts',
+      'cmds/index': 'src/cmds/index.ts',
+      'cmds/cli': 'src/cmds/cli.ts',
+      'theclaw/index': 'src/theclaw/index.ts',
+      'theclaw/cli': 'src/theclaw/cli.ts',
+    },
+    format: ['esm'],
+    // zod is bundled so that its unused parts are tree-shaken away; loading the package from
+    // node_modules costs a CLI more start-up time than everything else it does.
+    // pi-ai's OpenAI and Anthropic providers are bundled with their SDKs too (src/pai/pi.ts says why).
+    noExternal: ['zod', '@mariozechner/pi-ai', 'openai', '@anthropic-ai/sdk', 'partial-json'],
+    target: 'node20',
+    platform: 'node',
+    splitting: true,
+    sourcemap: true,
+    clean: ['!page/**'],
+    dts: false,
   },
-  format: ['esm'],
-  // zod is bundled so that its unused parts are tree-shaken away; loading the package from
-  // node_modules costs a CLI more start-up time than everything else it does.
-  // pi-ai's OpenAI and Anthropic providers are bundled with their SDKs too (src/pai/pi.ts says why).
-  noExternal: ['zod', '@mariozechner/pi-ai', 'openai', '@anthropic-ai/sdk', 'partial-json'],
-  target: 'node20',
-  platform: 'node',
-  splitting: true,
-  sourcemap: true,
-  clean: true,
-  dts: false,
-});
+  {
+    entry: { chat: 'src/xgw/page/chat.ts', status: 'src/xgw/page/status.ts' },
+    outDir: 'dist/page',
+    format: ['iife'],
+    platform: 'browser',
+    target: ['chrome100', 'firefox100', 'safari15'],
+    tsconfig: 'tsconfig.page.json',
+    minify: true,
+    clean: true,
+    dts: false,
+  },
+]);

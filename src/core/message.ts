@@ -1,6 +1,9 @@
 import { ClawError } from './errors.js';
 import * as z from 'zod/mini';
 import { validate } from './validate.js';
+import { NOTICE_KINDS, type NoticeKind } from './notice.js';
+
+export { NOTICE_KINDS, type NoticeKind };
 
 /**
  * The content of a `message` event (DESIGN §7): a JSON string every tool reads through these
@@ -40,9 +43,6 @@ export const AttachmentSchema = z.object({
   path: z.optional(z.string()),
   mime_type: z.optional(z.string()),
 });
-
-export const NOTICE_KINDS = ['error', 'delayed', 'approval'] as const;
-export type NoticeKind = (typeof NOTICE_KINDS)[number];
 
 export const MessageContentSchema = z.object({
   text: z.string(),

@@ -9,7 +9,7 @@ import { parseMessageContent } from '../core/message.js';
 import { expectRefused, type LooseJson } from '../testing/index.js';
 import { textUpdate } from '../testing/fake-telegram.js';
 import type { ThreadEvent } from '../thread/types.js';
-import { MAX_TEXT_BYTES } from '../xgw/channels/webchat.js';
+import { MAX_TEXT_BYTES } from '../xgw/channels/webchat-protocol.js';
 import { webchatProtocols } from '../xgw/channels/webchat-http.js';
 import { startSystem, threadSnapshot, until, type System } from './support.js';
 

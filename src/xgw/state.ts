@@ -4,6 +4,9 @@ import type Database from 'better-sqlite3';
 import type { NoticeKind } from '../core/message.js';
 import { openSqlite } from '../core/sqlite.js';
 import type { InboundMessage, OutboundMessage } from './types.js';
+import type { MailboxEntry } from './channels/webchat-protocol.js';
+
+export type { MailboxEntry };
 import { ensureDir } from '../core/home.js';
 
 /**
@@ -97,16 +100,6 @@ export interface DeliveryProgress {
 
 /** Rows of the table before it was keyed per channel and conversation: they match any target. */
 const LEGACY_TARGET = '';
-
-export interface MailboxEntry {
-  id: number;
-  role: 'user' | 'agent' | 'system';
-  text: string;
-  reply_to: string | null;
-  created_at: string;
-  /** Set when the agent's side sent a notice instead of an answer (see MessageContent.notice). */
-  notice?: NoticeKind;
-}
 
 /** A reply (or notice) the agent sent, as a web chat or terminal mailbox keeps it. */
 export function agentEntry(message: OutboundMessage): Omit<MailboxEntry, 'id' | 'created_at'> {

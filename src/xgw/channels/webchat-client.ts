@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import WebSocket from 'ws';
 import { ClawError } from '../../core/errors.js';
 import type { MailboxEntry } from '../state.js';
-import type { ServerMessage } from './webchat.js';
+import type { ServerMessage } from './webchat-protocol.js';
 import { webchatProtocols } from './webchat-http.js';
 
 /**

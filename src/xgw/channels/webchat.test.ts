@@ -14,7 +14,9 @@ import { GatewayState } from '../state.js';
 import { XgwConfigSchema, type ChannelContext, type WebchatChannelConfig } from '../types.js';
 import { webchatProtocols } from './webchat-http.js';
 import { webchatTokenPath } from './webchat-token.js';
-import { createWebchatChannel, MAX_QUEUED_MESSAGES, MAX_TEXT_BYTES } from './webchat.js';
+import { createWebchatChannel, MAX_QUEUED_MESSAGES } from './webchat.js';
+import { MAX_TEXT_BYTES, PAGE_SCRIPTS } from './webchat-protocol.js';
+import { packageRoot } from '../../core/package.js';
 
 /**
  * The web chat against its real neighbours: a Gateway with its SQLite state, an agent inbox
@@ -180,6 +182,24 @@ describe('webchat access', () => {
     expect(legacy.headers.getSetCookie()).toEqual([`xgw_token_${h.port}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0`, `xgw_peer_${h.port}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0`]);
     const ws = await fetch(h.base + '/ws', { headers: { Authorization: `Bearer ${h.token}` } });
     expect(ws.status).toBe(426); // the page's access check: the token is right
+  });
+
+  it("runs no inline script: each page's script is the bundled module, served from the same origin without the token", async () => {
+    const h = await startWebchat();
+    for (const [path, script] of [
+      ['/', PAGE_SCRIPTS.chat],
+      ['/status', PAGE_SCRIPTS.status],
+    ]) {
+      const page = await fetch(h.base + path);
+      expect(page.headers.get('content-security-policy')).toContain("script-src 'self';");
+      const html = await page.text();
+      expect([...html.matchAll(/<script\b[^>]*>/g)].map(([tag]) => tag)).toEqual([`<script src="${script}">`]);
+      const served = await fetch(h.base + script!);
+      expect(served.status).toBe(200);
+      expect(served.headers.get('content-type')).toMatch(/^text\/javascript/);
+      expect(await served.text()).toBe(readFileSync(join(packageRoot(), 'dist', 'page', `${script!.slice('/assets/'.length, -'.js'.length)}.global.js`), 'utf8'));
+    }
+    expect((await fetch(`${h.base}/assets/other.js`)).status).toBe(401); // anything else needs the token
   });
 
   it('keeps the token in a 0600 file and reuses it after a restart', async () => {

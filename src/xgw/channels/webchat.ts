@@ -4,10 +4,12 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import * as z from 'zod/mini';
 import { ClawError, errnoCode } from '../../core/errors.js';
-import { agentEntry, type MailboxEntry } from '../state.js';
+import { agentEntry } from '../state.js';
 import type { ChannelAdapter, ChannelContext, ChannelSendOptions, ChannelStatus, OutboundMessage, WebchatChannelConfig } from '../types.js';
 import { bearerToken, expireLegacyCookies, readHandshake, refuse, safeEqual, unauthorized, WEBCHAT_PROTOCOL } from './webchat-http.js';
 import { WEBCHAT_PAGE } from './webchat-page.js';
+import { MAX_TEXT_BYTES, type ClientMessage, type ServerMessage } from './webchat-protocol.js';
+import { loadPageScripts } from './webchat-scripts.js';
 import { STATUS_PAGE } from './webchat-status-page.js';
 import { loadWebchatToken, urlHost, webchatUrl } from './webchat-token.js';
 
@@ -20,27 +22,20 @@ import { loadWebchatToken, urlHost, webchatUrl } from './webchat-token.js';
  * is one peer; every chat is a DM whose conversation id is the peer id. What the peer and the agent say is kept in the peer's mailbox
  * (GatewayState), so a reload, or a reply that arrives while the page is closed, shows it later.
  *
- * Protocol (JSON over `/ws`):
- * - client → server: `{type:'message', id, text}` (id: the client's own message id)
- * - server → client: `{type:'history', messages}` once on connect (oldest first), then
- *   `{type:'message', message}` as they happen, `{type:'ack', id}` for each client message and
- *   `{type:'error', id?, text}` for one that was refused.
+ * The protocol (JSON over `/ws`) is webchat-protocol.ts.
  */
 
 /** Client messages one socket may have waiting to be handled; past that it is closed (1008). */
 export const MAX_QUEUED_MESSAGES = 100;
-/** Longest text a client message may carry, in UTF-8 bytes. */
-export const MAX_TEXT_BYTES = 64 * 1024;
 // Frames larger than this are cut off by `ws` (close 1009); smaller oversize texts get a polite
 // error. JSON escaping can make a frame up to 6x its text.
 const MAX_FRAME_BYTES = 6 * MAX_TEXT_BYTES + 1024;
 const PEER_ID = /^[0-9a-f]{32}$/;
-/** Both pages are self-contained: nothing loads from elsewhere, and nothing may frame them. */
+/** Both pages load nothing from elsewhere, run no inline script, and nothing may frame them. */
 const PAGE_HEADERS: Readonly<Record<string, string>> = {
   'Content-Type': 'text/html; charset=utf-8',
   'Cache-Control': 'no-store',
-  'Content-Security-Policy':
-    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  'Content-Security-Policy': "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; img-src data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
   'X-Content-Type-Options': 'nosniff',
   'X-Frame-Options': 'DENY',
   'Referrer-Policy': 'no-referrer',
@@ -50,7 +45,7 @@ const STOP_GRACE_MS = 1_000;
 /** Client message ids remembered per channel, so a resend after a reconnect is only acked. */
 const RECENT_IDS = 2_000;
 
-const ClientMessageSchema = z.object({
+const ClientMessageSchema: z.ZodMiniType<ClientMessage> = z.object({
   type: z.literal('message'),
   id: z.string().check(z.regex(/^[A-Za-z0-9_-]{1,64}$/)),
   text: z.string(),
@@ -69,6 +64,8 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
   let wss: WebSocketServer | undefined;
   let pinger: NodeJS.Timeout | undefined;
   let token = '';
+  let pageScripts: Record<string, string> = {};
+  const pageScript = (pathname: string): string | undefined => (Object.hasOwn(pageScripts, pathname) ? pageScripts[pathname] : undefined);
   let port = 0;
   const sockets = new Map<string, Set<WebSocket>>();
   const alive = new WeakSet<WebSocket>();
@@ -85,6 +82,8 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
 
   function handleRequest(req: IncomingMessage, res: ServerResponse): void {
     const url = new URL(req.url ?? '/', 'http://localhost');
+    const script = pageScript(url.pathname);
+    if (script !== undefined) return void serveScript(req, res, script);
     const isPage = url.pathname === '/' || url.pathname === '/status';
     // A page is served without the token (it holds none), but a wrong one in its URL is told at once.
     const queryToken = url.searchParams.get('token');
@@ -116,6 +115,16 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
     if (expired.length > 0) headers['Set-Cookie'] = expired;
     res.writeHead(200, headers);
     res.end(url.pathname === '/status' ? STATUS_PAGE : WEBCHAT_PAGE);
+  }
+
+  /** The pages' scripts, like the pages, hold no secret: served to anyone, read once. */
+  function serveScript(req: IncomingMessage, res: ServerResponse, script: string): void {
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      res.writeHead(405, { Allow: 'GET, HEAD', 'Content-Type': 'text/plain; charset=utf-8' });
+      return void res.end('Method not allowed\n');
+    }
+    res.writeHead(200, { 'Content-Type': 'text/javascript; charset=utf-8', 'Cache-Control': 'no-cache', 'X-Content-Type-Options': 'nosniff' });
+    res.end(req.method === 'HEAD' ? undefined : script);
   }
 
   async function serveSystemStatus(res: ServerResponse): Promise<void> {
@@ -263,6 +272,7 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
       detail = undefined;
       try {
         token = loadWebchatToken(options.home ?? ctx.home, config.id);
+        pageScripts = loadPageScripts();
         wss = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES, handleProtocols: () => WEBCHAT_PROTOCOL });
         const http = createServer(handleRequest);
         server = http;
@@ -363,8 +373,6 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
     }
   }
 }
-
-export type ServerMessage = { type: 'history'; messages: MailboxEntry[] } | { type: 'message'; message: MailboxEntry } | { type: 'ack'; id: string } | { type: 'error'; id?: string; text: string };
 
 function sendJson(ws: WebSocket, payload: ServerMessage): void {
   if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(payload));

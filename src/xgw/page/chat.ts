@@ -1,0 +1,293 @@
+import type { ClientMessage, MailboxEntry, ServerMessage } from '../channels/webchat-protocol.js';
+import { MAX_TEXT_BYTES } from '../channels/webchat-protocol.js';
+import { byId, pageToken } from './token.js';
+
+/**
+ * The web chat page's script (the HTML is webchat-page.ts). Message text is only ever set
+ * through text nodes, never `innerHTML`. The protocol is webchat-protocol.ts.
+ */
+
+/** How long the dots wait for an answer before the page stops promising one. */
+const WAIT_LIMIT_MS = 3 * 60 * 1000;
+
+interface Pending {
+  id: string;
+  text: string;
+  row: HTMLElement | null;
+}
+
+type Role = MailboxEntry['role'];
+type ConnectionState = 'connecting' | 'online' | 'offline' | 'denied';
+
+const log = byId('log');
+const thread = byId('thread');
+const empty = byId('empty');
+const input = byId<HTMLTextAreaElement>('input');
+const sendButton = byId<HTMLButtonElement>('send');
+const form = byId<HTMLFormElement>('composer');
+const status = byId<HTMLButtonElement>('status');
+const statusText = byId('status-text');
+const encoder = new TextEncoder();
+/** Messages sent but not acknowledged. */
+const pending: Pending[] = [];
+let ws: WebSocket | null = null;
+let attempt = 0;
+let retryTimer: ReturnType<typeof setTimeout> | undefined;
+let waitTimer: ReturnType<typeof setTimeout> | undefined;
+const typing = makeTyping();
+const token = pageToken();
+// This browser's peer id: kept by the page (localStorage is this origin's alone), never a cookie.
+const peer = ownPeerId();
+
+function ownPeerId(): string {
+  const kept = localStorage.getItem('xgw_peer');
+  if (kept && /^[0-9a-f]{32}$/.test(kept)) return kept;
+  const fresh = newId();
+  localStorage.setItem('xgw_peer', fresh);
+  return fresh;
+}
+
+function newId(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+}
+
+function timeOf(iso: string | null): string {
+  return (iso ? new Date(iso) : new Date()).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+}
+
+/** Text nodes for the text, links for http(s) URLs: never innerHTML. */
+function fillText(element: HTMLElement, text: string): void {
+  const re = /https?:\/\/[^\s<>"']+/g;
+  let last = 0;
+  for (let match = re.exec(text); match !== null; match = re.exec(text)) {
+    const url = match[0].replace(/[.,;:!?)\]}]+$/, '');
+    if (match.index > last) element.append(text.slice(last, match.index));
+    const a = document.createElement('a');
+    a.href = url;
+    a.target = '_blank';
+    a.rel = 'noopener noreferrer';
+    a.textContent = url;
+    element.append(a);
+    last = match.index + url.length;
+    re.lastIndex = last;
+  }
+  if (last < text.length) element.append(text.slice(last));
+}
+
+const nearBottom = (): boolean => log.scrollHeight - log.scrollTop - log.clientHeight < 80;
+const scrollDown = (): void => {
+  log.scrollTop = log.scrollHeight;
+};
+
+function addRow(role: Role, text: string, createdAt: string | null, extraClass = ''): HTMLElement {
+  const stick = nearBottom() || role === 'user';
+  const row = document.createElement('div');
+  row.className = `row ${role}${extraClass ? ` ${extraClass}` : ''}`;
+  const bubble = document.createElement('div');
+  bubble.className = 'bubble';
+  fillText(bubble, text);
+  row.append(bubble);
+  if (role !== 'system') {
+    const meta = document.createElement('div');
+    meta.className = 'meta';
+    meta.textContent = extraClass === 'pending' ? 'Sending…' : timeOf(createdAt);
+    row.append(meta);
+  }
+  thread.insertBefore(row, typing.parentNode ? typing : null);
+  empty.hidden = true;
+  if (stick) scrollDown();
+  return row;
+}
+
+function makeTyping(): HTMLElement {
+  const row = document.createElement('div');
+  row.className = 'row agent typing';
+  row.setAttribute('aria-label', 'The agent is working on a reply');
+  const bubble = document.createElement('div');
+  bubble.className = 'bubble';
+  for (let i = 0; i < 3; i++) bubble.append(document.createElement('i'));
+  row.append(bubble);
+  return row;
+}
+
+function setWaiting(on: boolean): void {
+  clearTimeout(waitTimer);
+  if (on) {
+    const stick = nearBottom();
+    thread.append(typing);
+    if (stick) scrollDown();
+    waitTimer = setTimeout(() => setWaiting(false), WAIT_LIMIT_MS);
+  } else {
+    typing.remove();
+  }
+}
+
+function setStatus(state: ConnectionState, text: string): void {
+  status.dataset.state = state;
+  statusText.textContent = text;
+  if (state === 'offline' || state === 'denied') status.dataset.retry = '';
+  else delete status.dataset.retry;
+  status.title = state === 'offline' ? 'Reconnect now' : '';
+}
+
+function renderHistory(messages: MailboxEntry[]): void {
+  for (const row of thread.querySelectorAll('.row')) if (row !== typing) row.remove();
+  setWaiting(false);
+  empty.hidden = messages.length > 0 || pending.length > 0;
+  for (const m of messages) addRow(m.role, m.text, m.created_at, m.notice ? 'notice' : '');
+  for (const p of pending) p.row = addRow('user', p.text, null, 'pending');
+  const lastMessage = messages.at(-1);
+  // A question asked moments ago (maybe in another tab), or one the agent said it will answer
+  // later, is still waiting for its answer.
+  const awaited = lastMessage && (lastMessage.role === 'user' || lastMessage.notice === 'delayed');
+  if (awaited && Date.now() - Date.parse(lastMessage.created_at) < WAIT_LIMIT_MS) setWaiting(true);
+  scrollDown();
+}
+
+function transmit(p: Pending): void {
+  const message: ClientMessage = { type: 'message', id: p.id, text: p.text };
+  if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(message));
+}
+
+function notice(text: string): void {
+  addRow('system', text, null);
+}
+
+function send(): void {
+  const text = input.value;
+  if (!text.trim()) return;
+  if (encoder.encode(text).length > MAX_TEXT_BYTES) {
+    notice(`That message is too long (the limit is ${MAX_TEXT_BYTES / 1024} KB). Split it or shorten it.`);
+    return;
+  }
+  const p: Pending = { id: newId(), text, row: null };
+  p.row = addRow('user', text, null, 'pending');
+  pending.push(p);
+  input.value = '';
+  resize();
+  transmit(p);
+}
+
+function takePending(id: string): Pending | undefined {
+  const index = pending.findIndex((p) => p.id === id);
+  return index < 0 ? undefined : pending.splice(index, 1)[0];
+}
+
+function onServerMessage(event: MessageEvent<string>): void {
+  let data: ServerMessage;
+  try {
+    data = JSON.parse(event.data) as ServerMessage;
+  } catch {
+    return;
+  }
+  switch (data.type) {
+    case 'history':
+      renderHistory(data.messages ?? []);
+      return;
+    case 'message': {
+      const m = data.message;
+      // A notice that the answer is delayed is no answer: the dots go on (an error notice ends them).
+      if (m.role !== 'user') setWaiting(m.notice === 'delayed');
+      addRow(m.role, m.text, m.created_at, m.notice ? 'notice' : '');
+      return;
+    }
+    case 'ack': {
+      const acked = takePending(data.id);
+      if (acked?.row) {
+        acked.row.classList.remove('pending');
+        const meta = acked.row.querySelector('.meta');
+        if (meta) meta.textContent = timeOf(null);
+        setWaiting(true); // the server has it; now the agent is working on a reply
+      }
+      return;
+    }
+    case 'error': {
+      const failed = data.id ? takePending(data.id) : undefined;
+      if (failed?.row) {
+        failed.row.classList.replace('pending', 'failed');
+        const meta = failed.row.querySelector('.meta');
+        if (meta) meta.textContent = 'Not sent';
+      }
+      setWaiting(false);
+      notice(data.text || 'Something went wrong.');
+    }
+  }
+}
+
+function connect(): void {
+  clearTimeout(retryTimer);
+  retryTimer = undefined;
+  if (ws) return;
+  if (!token) {
+    setStatus('denied', 'Open the link from xgw status');
+    return;
+  }
+  setStatus('connecting', attempt === 0 ? 'Connecting…' : 'Reconnecting…');
+  const socket = new WebSocket(`${location.protocol === 'https:' ? 'wss://' : 'ws://'}${location.host}/ws`, ['xgw', `xgw-token.${token}`, `xgw-peer.${peer}`]);
+  ws = socket;
+  socket.onopen = () => {
+    attempt = 0;
+    setStatus('online', 'Connected');
+    pending.forEach(transmit); // written while offline, or not acknowledged before a drop
+  };
+  socket.onmessage = onServerMessage;
+  socket.onclose = () => {
+    if (ws !== socket) return;
+    ws = null;
+    scheduleReconnect();
+    checkAccess();
+  };
+}
+
+function scheduleReconnect(): void {
+  const delay = Math.min(15_000, 500 * 2 ** attempt) * (0.75 + Math.random() * 0.5);
+  attempt++;
+  setStatus('offline', 'Offline · retrying');
+  retryTimer = setTimeout(connect, delay);
+}
+
+/** A refused WebSocket says nothing about why; a plain request to /ws answers 401 to a wrong token. */
+function checkAccess(): void {
+  fetch('/ws', { cache: 'no-store', headers: { Authorization: `Bearer ${token}` } }).then(
+    (response) => {
+      if (response.status === 401) setStatus('denied', 'Open the link from xgw status');
+    },
+    () => {},
+  );
+}
+
+function resize(): void {
+  input.style.height = 'auto';
+  input.style.height = `${Math.max(44, input.scrollHeight + 2)}px`;
+  sendButton.disabled = !input.value.trim();
+}
+
+input.addEventListener('input', resize);
+input.addEventListener('keydown', (event) => {
+  // 229: a key that an input method is still composing (Safari reports no isComposing there).
+  if (event.key === 'Enter' && !event.shiftKey && !event.isComposing && event.keyCode !== 229) {
+    event.preventDefault();
+    send();
+  }
+});
+form.addEventListener('submit', (event) => {
+  event.preventDefault();
+  send();
+  input.focus();
+});
+status.addEventListener('click', () => {
+  if (!ws) {
+    attempt = 0;
+    connect();
+  }
+});
+window.addEventListener('online', () => {
+  if (!ws) connect();
+});
+document.addEventListener('visibilitychange', () => {
+  if (!document.hidden && !ws) connect();
+});
+
+connect();
+if (window.matchMedia('(pointer: fine)').matches) input.focus();
