@@ -2,7 +2,10 @@ import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadYamlConfig } from '../core/config.js';
 import { ClawError, usageError } from '../core/errors.js';
+import { agentInboxPath, agentsRoot } from '../core/layout.js';
 import { isValidId } from '../core/slug.js';
+
+export { agentsRoot };
 import { AgentConfigSchema, type AgentConfig } from './types.js';
 
 /** The layout of an agent directory, in one place. */
@@ -29,10 +32,6 @@ export interface AgentDir {
   outage: string;
 }
 
-export function agentsRoot(home: string): string {
-  return join(home, 'agents');
-}
-
 export function agentDir(home: string, id: string): AgentDir {
   if (!isValidId(id)) {
     throw usageError(`invalid agent id ${JSON.stringify(id)}`, 'use lower-case letters, digits, _ and - (at most 63), starting with a letter or digit');
@@ -44,7 +43,7 @@ export function agentDir(home: string, id: string): AgentDir {
     identity: join(root, 'IDENTITY.md'),
     usage: join(root, 'USAGE.md'),
     config: join(root, 'config.yaml'),
-    inbox: join(root, 'inbox'),
+    inbox: agentInboxPath(home, id),
     sessions: join(root, 'sessions'),
     memory: join(root, 'memory'),
     threads: join(root, 'threads'),

@@ -16,8 +16,9 @@ import { AgentConfigSchema } from './types.js';
 import { damagedThread, describeDamage, type DamagedThread } from './damaged-thread.js';
 import { agentModel, describeShortage, windowShortage } from './window-check.js';
 import { ensureDir } from '../core/home.js';
+import { INBOX_CONSUMER } from '../core/layout.js';
 
-export const INBOX_CONSUMER = 'inbox';
+export { INBOX_CONSUMER };
 export const OUTBOUND_CONSUMER = 'outbound';
 export const INBOX_FILTER = "type = 'message'";
 export const OUTBOUND_FILTER = "type = 'message' AND source = 'self'";

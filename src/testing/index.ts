@@ -7,7 +7,8 @@ import { isClawError, type ClawError, type ErrorKind } from '../core/errors.js';
 import { cliPath, packageRoot } from '../core/package.js';
 import { findBwrap } from '../pai/sandbox.js';
 import type { SessionLine } from '../pai/session.js';
-import { openThread, type Thread } from '../thread/thread.js';
+import { agentInboxPath, INBOX_CONSUMER } from '../core/layout.js';
+import { initThread, openThread, type Thread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
 export { waitFor } from './wait.js';
 
@@ -108,6 +109,21 @@ export function expectRefused(result: RunResult, exitCode: 1 | 2, what: RegExp, 
   expect(result.stderr, context).toMatch(/^Error: [^\n]+ - [^\n]+\n$/);
   expect(result.stderr, context).toMatch(what);
   return result.stderr;
+}
+
+/**
+ * An agent's inbox as `agent start` leaves it, its consumer subscribed, for the tests of xgw,
+ * which run no agent: a message to an inbox without it waits for a stopped agent.
+ */
+export function startedInbox(home: string, agent = 'admin'): string {
+  const path = agentInboxPath(home, agent);
+  const thread = initThread(path, { home });
+  try {
+    thread.subscribe({ consumer: INBOX_CONSUMER, handler: 'true' });
+  } finally {
+    thread.close();
+  }
+  return path;
 }
 
 /** Every event of the thread at `path`, oldest first, matching `filter` when one is given. */

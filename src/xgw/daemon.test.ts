@@ -9,7 +9,7 @@ import { joinCommand } from '../core/command.js';
 import { askDaemon, daemonPidFile } from '../core/daemon.js';
 import { tryLock } from '../core/lock.js';
 import { cliPath } from '../core/package.js';
-import { createTestHome, fixture, runTool, waitFor, type TestHome } from '../testing/index.js';
+import { createTestHome, startedInbox, fixture, runTool, waitFor, type TestHome } from '../testing/index.js';
 import { initThread, openThread } from '../thread/index.js';
 import type { XgwStatus } from './protocol.js';
 import { GatewayState, type PairingRequest } from './state.js';
@@ -27,7 +27,7 @@ beforeEach(() => {
 routes:
   - { channel: "*", peer: "*", agent: admin }
 `);
-  initThread(join(t.home, 'agents', 'admin', 'inbox'), { home: t.home }).close();
+  startedInbox(t.home);
 });
 
 afterEach(async () => {

@@ -4,12 +4,13 @@ import { join, relative } from 'node:path';
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { parseAddress } from '../core/address.js';
+import { INBOX_CONSUMER } from '../core/layout.js';
 import { createLogger } from '../core/logger.js';
 import { parseMessageContent } from '../core/message.js';
-import { createTestHome, waitFor, type TestHome } from '../testing/index.js';
+import { createTestHome, startedInbox, waitFor, type TestHome } from '../testing/index.js';
 import { initThread, openThread } from '../thread/index.js';
 import { Gateway } from './gateway.js';
-import { noticeFor } from './notices.js';
+import { deliveryOf, noticeFor } from './notices.js';
 import { findRoute } from './route.js';
 import { GatewayState, MAX_CODES_PER_PEER, PAIRING_TTL_MS, PAIRING_TTL_WHEN_FULL_MS, type PairingRequest } from './state.js';
 import { XgwConfigSchema, type ChannelAdapter, type InboundMessage, type OutboundMessage } from './types.js';
@@ -20,7 +21,7 @@ let state: GatewayState;
 beforeEach(() => {
   t = createTestHome();
   state = new GatewayState(t.home);
-  initThread(join(t.home, 'agents', 'admin', 'inbox'), { home: t.home }).close();
+  startedInbox(t.home);
 });
 
 afterEach(() => {
@@ -188,6 +189,27 @@ describe('inbound', () => {
     const unrouted = gatewayWith({ channels: [{ id: 'telegram:main', type: 'telegram', access: 'open' }], routes: [] });
     expect(await unrouted.receive(message('1', 'a'))).toEqual({ kind: 'no_route' });
     expect(inbox()).toEqual([]);
+  });
+
+  it('keeps a message to a stopped agent in its inbox and says once that it waits for agent start', async () => {
+    const gateway = gatewayWith(openChat);
+    const thread = openThread(join(t.home, 'agents', 'admin', 'inbox'), { home: t.home });
+    thread.unsubscribe(INBOX_CONSUMER);
+    thread.close();
+    const outcome = await gateway.receive(message('1', 'a'));
+    expect(outcome).toMatchObject({ kind: 'accepted', agent: 'admin', duplicate: false, agentStopped: true });
+    expect(deliveryOf(outcome)).toBe('waiting');
+    expect(noticeFor(outcome)).toContain('agent start admin');
+    const again = await gateway.receive(message('1', 'a')); // the platform delivered it twice
+    expect(noticeFor(again)).toBeNull();
+    expect(inbox().map((event) => parseMessageContent(event.content).text)).toEqual(['hello']);
+
+    const restarted = openThread(join(t.home, 'agents', 'admin', 'inbox'), { home: t.home });
+    restarted.subscribe({ consumer: INBOX_CONSUMER, handler: 'true' }); // agent start
+    restarted.close();
+    const started = await gateway.receive(message('1', 'b'));
+    expect(started).toMatchObject({ kind: 'accepted', agentStopped: false });
+    expect([deliveryOf(started), noticeFor(started)]).toEqual(['answering', null]);
   });
 
   it('refuses a peer past its rate limit with one notice per burst, lets other peers through, and takes the peer again once its window moved on', async () => {

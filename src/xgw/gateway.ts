@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { encodeSegment, formatAddress } from '../core/address.js';
+import { agentInboxPath, INBOX_CONSUMER } from '../core/layout.js';
 import { ClawError, usageError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import { formatMessageContent, type NoticeKind } from '../core/message.js';
@@ -177,7 +178,7 @@ export class Gateway {
       logger.warn(`${channel.id}: no route for ${JSON.stringify(message.peerId)}`);
       return { kind: 'no_route' };
     }
-    const inbox = join(home, 'agents', agent, 'inbox');
+    const inbox = agentInboxPath(home, agent);
     if (!existsSync(join(inbox, 'events.db'))) {
       logger.error(`${channel.id}: the route for ${JSON.stringify(message.peerId)} names agent ${agent}, which does not exist`);
       return { kind: 'missing_agent', agent };
@@ -225,8 +226,9 @@ export class Gateway {
       // The channel id has exactly one ':' (see its schema); the other segments are encoded.
       const key = `${channel.id}:${encodeSegment(message.conversationId)}:${encodeSegment(message.messageId)}`;
       const { id: eventId, duplicate } = thread.pushOnce({ source, type: 'message', content, idempotency_key: key });
-      logger.info(`${channel.id}: ${duplicate ? 'duplicate of' : 'pushed'} event ${eventId} from ${JSON.stringify(message.peerId)} to ${agent}`);
-      return { kind: 'accepted', agent, eventId, duplicate };
+      const agentStopped = thread.consumer(INBOX_CONSUMER)?.subscribed !== true;
+      logger.info(`${channel.id}: ${duplicate ? 'duplicate of' : 'pushed'} event ${eventId} from ${JSON.stringify(message.peerId)} to ${agent}${agentStopped ? ' (stopped: it waits)' : ''}`);
+      return { kind: 'accepted', agent, eventId, duplicate, agentStopped };
     } finally {
       thread.close();
     }

@@ -1,3 +1,4 @@
+import type { Delivery } from './channels/webchat-protocol.js';
 import type { InboundOutcome } from './types.js';
 
 /** What a peer approved by the owner is told (see Gateway.welcomeApproved). */
@@ -9,7 +10,10 @@ export function welcomeNotice(firstMessageKept: boolean): string {
 export function noticeFor(outcome: InboundOutcome): string | null {
   switch (outcome.kind) {
     case 'accepted':
-      return null;
+      // Told once, with the message that found it stopped: it is answered after `agent start`.
+      return outcome.agentStopped && !outcome.duplicate
+        ? `The agent "${outcome.agent}" is stopped: your message waits, and is answered once the owner starts it again (agent start ${outcome.agent}).`
+        : null;
     case 'pairing':
       return `Hi! I don't know you yet. Ask my owner to approve you with this code: ${outcome.code} (valid for one hour; they run: xgw pair approve ${outcome.code}).`;
     case 'denied':
@@ -26,4 +30,21 @@ export function noticeFor(outcome: InboundOutcome): string | null {
         ? `You are sending messages faster than I can take them (at most ${outcome.limit} in ${outcome.per_seconds} s). Messages from now on are not passed on until ${outcome.retry_after_seconds} s have passed; send them again then.`
         : null;
   }
+}
+
+/** Whether the message gets an answer (see Delivery). */
+export function deliveryOf(outcome: InboundOutcome): Delivery {
+  if (outcome.kind !== 'accepted') return 'not_answered';
+  return outcome.agentStopped ? 'waiting' : 'answering';
+}
+
+/**
+ * What a page that the owner shared says of a message the gateway did not pass on and does not
+ * tell the peer about (a stranger under an allowlist gets no answer from the bot, but the page is
+ * the person's own screen).
+ */
+export function notPassedOn(outcome: InboundOutcome): string | null {
+  if (outcome.kind === 'denied') return `Your message was not passed on: ${outcome.reason}. The owner decides who may write here.`;
+  if (outcome.kind === 'rate_limited') return `Not passed on: you are sending messages too fast. Send it again in ${outcome.retry_after_seconds} s.`;
+  return null;
 }

@@ -7,8 +7,8 @@ import { ClawError, formatError, isClawError } from '../../core/errors.js';
 import { createLogger } from '../../core/logger.js';
 import { parseMessageContent } from '../../core/message.js';
 import { packageRoot } from '../../core/package.js';
-import { createTestHome, startFakeTelegram, textUpdate, waitFor, type FakeTelegram, type TestHome } from '../../testing/index.js';
-import { initThread, openThread } from '../../thread/index.js';
+import { createTestHome, startedInbox, startFakeTelegram, textUpdate, waitFor, type FakeTelegram, type TestHome } from '../../testing/index.js';
+import { openThread } from '../../thread/index.js';
 import { Gateway } from '../gateway.js';
 import { GatewayState } from '../state.js';
 import type { SupervisorOptions } from '../supervisor.js';
@@ -39,7 +39,7 @@ async function setup(options: { start?: boolean; groups?: { require_mention: boo
   const { home } = testHome;
   const fake = await startFakeTelegram();
   tokens.push(fake.token);
-  initThread(join(home, 'agents', 'admin', 'inbox'), { home }).close();
+  startedInbox(home);
   const config = XgwConfigSchema.parse({
     channels: [
       {

@@ -73,6 +73,8 @@ header .wrap { display: flex; align-items: center; gap: .75rem; padding: .7rem 1
 .pending .bubble { opacity: .6; }
 .failed .bubble { background: transparent; color: var(--bad); border: 1px solid var(--bad); }
 .failed .meta { color: var(--bad); }
+.unanswered .bubble { opacity: .7; }
+.unanswered .meta, .waiting .meta { color: var(--warn); }
 .notice .bubble { background: transparent; box-shadow: none; color: var(--muted); font-style: italic; }
 .typing .bubble { display: inline-flex; gap: 5px; padding: .8rem .95rem; }
 .typing i { width: 7px; height: 7px; border-radius: 50%; background: var(--muted); animation: blink 1.3s infinite ease-in-out; }

@@ -7,7 +7,7 @@ import type { NoticeKind } from '../../core/notice.js';
  *
  * - client → server: `{type:'message', id, text}` (id: the client's own message id)
  * - server → client: `{type:'history', messages}` once on connect (oldest first), then
- *   `{type:'message', message}` as they happen, `{type:'ack', id}` for each client message and
+ *   `{type:'message', message}` as they happen, `{type:'ack', id, delivery}` for each client message and
  *   `{type:'error', id?, text}` for one that was refused.
  */
 export interface ClientMessage {
@@ -16,7 +16,19 @@ export interface ClientMessage {
   text: string;
 }
 
-export type ServerMessage = { type: 'history'; messages: MailboxEntry[] } | { type: 'message'; message: MailboxEntry } | { type: 'ack'; id: string } | { type: 'error'; id?: string; text: string };
+export type ServerMessage =
+  | { type: 'history'; messages: MailboxEntry[] }
+  | { type: 'message'; message: MailboxEntry }
+  | { type: 'ack'; id: string; delivery: Delivery }
+  | { type: 'error'; id?: string; text: string };
+
+/**
+ * Whether an acknowledged message gets an answer: `answering` (the agent works on it), `waiting`
+ * (kept until its stopped agent starts again) or `not_answered` (not passed on: why is the
+ * notice that follows). The page shows it in place of, or with, the typing dots, so that it never
+ * waits for an answer that will not come.
+ */
+export type Delivery = 'answering' | 'waiting' | 'not_answered';
 
 /** One message of a web chat or terminal conversation, as its mailbox keeps it. */
 export interface MailboxEntry {

@@ -5,10 +5,11 @@ import { join } from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { artifactPath, CHROMIUM, hasChromium, launchChromium } from '../../testing/browser.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { agentInboxPath, INBOX_CONSUMER } from '../../core/layout.js';
 import { createLogger } from '../../core/logger.js';
 import { parseMessageContent } from '../../core/message.js';
-import { createTestHome, waitFor, type TestHome } from '../../testing/index.js';
-import { initThread, openThread } from '../../thread/index.js';
+import { createTestHome, startedInbox, waitFor, type TestHome } from '../../testing/index.js';
+import { openThread } from '../../thread/index.js';
 import { Gateway } from '../gateway.js';
 import { GatewayState } from '../state.js';
 import { XgwConfigSchema, type WebchatChannelConfig } from '../types.js';
@@ -38,15 +39,22 @@ beforeAll(async () => {
   if (!hasChromium) return;
   testHome = createTestHome();
   home = testHome.home;
-  initThread(join(home, 'agents', 'admin', 'inbox'), { home }).close();
+  startedInbox(home);
   sparePort = await freePort();
   const config = XgwConfigSchema.parse({
     channels: [
       { id: 'webchat:main', type: 'webchat', port: 0, access: 'open' },
       // Restarted by the reconnect test, so on a fixed port the page can find again.
       { id: 'webchat:spare', type: 'webchat', port: sparePort, access: 'open' },
+      // Shared links the owner gave, each with a message that gets no answer (see that test).
+      { id: 'webchat:listed', type: 'webchat', port: 0, access: 'allowlist' },
+      { id: 'webchat:paired', type: 'webchat', port: 0, access: 'pairing' },
+      { id: 'webchat:lost', type: 'webchat', port: 0, access: 'open' },
     ],
-    routes: [{ channel: '*', peer: '*', agent: 'admin' }],
+    routes: [
+      { channel: 'webchat:lost', peer: '*', agent: 'ghost' },
+      { channel: '*', peer: '*', agent: 'admin' },
+    ],
   });
   state = new GatewayState(home);
   gateway = new Gateway({ home, config, state, logger: createLogger(join(home, 'logs', 'xgw.log')) });
@@ -77,7 +85,7 @@ function freePort(): Promise<number> {
 }
 
 function inboxEvents() {
-  const thread = openThread(join(home, 'agents', 'admin', 'inbox'), { home });
+  const thread = openThread(agentInboxPath(home, 'admin'), { home });
   try {
     return thread.peek();
   } finally {
@@ -186,6 +194,58 @@ describe.skipIf(!hasChromium)(`webchat page in a browser (needs ${CHROMIUM})`, (
       await page.screenshot({ path: artifactPath('webchat-notices.png') });
     } finally {
       await context.close();
+    }
+  });
+
+  it('never shows the typing dots for a message that will not be answered, and says why: not admitted, pairing slots full, a missing agent, a stopped agent', async () => {
+    const channels = ['webchat:listed', 'webchat:paired', 'webchat:lost'].map((id) =>
+      createWebchatChannel(
+        XgwConfigSchema.parse({ channels: [{ id, type: 'webchat', port: 0, access: id === 'webchat:listed' ? 'allowlist' : id === 'webchat:paired' ? 'pairing' : 'open' }] })
+          .channels[0] as WebchatChannelConfig,
+      ),
+    );
+    for (const c of channels) await gateway.startChannel(c);
+    // Three strangers hold the pairing slots: the fourth gets no code.
+    for (const stranger of ['s1', 's2', 's3']) expect(state.requestPairing('webchat:paired', stranger, undefined)).toMatchObject({ code: expect.any(String) });
+    const context = await browser.newContext({ viewport: PHONE });
+    const unanswered = async (address: string, text: string, why: string): Promise<Page> => {
+      const page = await openChat(context, address);
+      await say(page, text);
+      await page.locator('.row.user.unanswered').filter({ hasText: text }).waitFor();
+      await page.locator('.row.system').filter({ hasText: why }).waitFor();
+      expect(await page.locator('.row.typing').count()).toBe(0);
+      expect(await page.locator('.row.user.unanswered .meta').textContent()).toContain('not answered');
+      await page.reload(); // the history says so too: no dots come back
+      await page.locator('#status[data-state="online"]').waitFor();
+      await page.locator('.row.system').filter({ hasText: why }).waitFor();
+      expect(await page.locator('.row.typing').count()).toBe(0);
+      return page;
+    };
+    try {
+      const before = inboxEvents().length;
+      await unanswered(channels[0]!.status().url!, 'let me in', 'not on the allowlist');
+      await unanswered(channels[1]!.status().url!, 'let me pair', 'too many pending pairing requests');
+      await (await unanswered(channels[2]!.status().url!, 'anyone?', 'agent "ghost", which does not exist')).screenshot({ path: artifactPath('webchat-not-answered.png') });
+      expect(inboxEvents()).toHaveLength(before); // none of them reached an agent
+
+      // A stopped agent: the message waits in its inbox, the page says so instead of the dots.
+      const inbox = openThread(agentInboxPath(home, 'admin'), { home });
+      inbox.unsubscribe(INBOX_CONSUMER);
+      try {
+        const page = await openChat(context);
+        await say(page, 'are you stopped?');
+        await page.locator('.row.user.waiting').filter({ hasText: 'are you stopped?' }).waitFor();
+        expect(await page.locator('.row.user.waiting .meta').textContent()).toContain('waits for the agent');
+        await page.locator('.row.system').filter({ hasText: 'agent start admin' }).waitFor();
+        expect(await page.locator('.row.typing').count()).toBe(0);
+        expect(parseMessageContent(inboxEvents().at(-1)!.content).text).toBe('are you stopped?'); // kept for when it starts
+      } finally {
+        inbox.subscribe({ consumer: INBOX_CONSUMER, handler: 'true' });
+        inbox.close();
+      }
+    } finally {
+      await context.close();
+      for (const c of channels) await c.stop();
     }
   });
 

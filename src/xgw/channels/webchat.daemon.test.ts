@@ -5,8 +5,8 @@ import { artifactPath, hasChromium, launchChromium } from '../../testing/browser
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAddress } from '../../core/address.js';
 import { parseMessageContent } from '../../core/message.js';
-import { createTestHome, runTool, waitFor, type TestHome } from '../../testing/index.js';
-import { initThread, openThread } from '../../thread/index.js';
+import { createTestHome, startedInbox, runTool, waitFor, type TestHome } from '../../testing/index.js';
+import { openThread } from '../../thread/index.js';
 import type { XgwStatus } from '../protocol.js';
 
 /**
@@ -22,7 +22,7 @@ beforeAll(async () => {
   t = createTestHome();
   mkdirSync(join(t.home, 'xgw'), { recursive: true });
   writeFileSync(join(t.home, 'xgw', 'config.yaml'), 'channels:\n  - { id: webchat:main, type: webchat, port: 0, access: open }\nroutes:\n  - { agent: admin }\n');
-  initThread(join(t.home, 'agents', 'admin', 'inbox'), { home: t.home }).close();
+  startedInbox(t.home);
   browser = await launchChromium();
 });
 

@@ -7,8 +7,8 @@ import WebSocket from 'ws';
 import { isClawError } from '../../core/errors.js';
 import { createLogger } from '../../core/logger.js';
 import { parseMessageContent } from '../../core/message.js';
-import { createTestHome, waitFor, type TestHome } from '../../testing/index.js';
-import { initThread, openThread } from '../../thread/index.js';
+import { createTestHome, startedInbox, waitFor, type TestHome } from '../../testing/index.js';
+import { openThread } from '../../thread/index.js';
 import { Gateway } from '../gateway.js';
 import { GatewayState } from '../state.js';
 import { XgwConfigSchema, type ChannelContext, type WebchatChannelConfig } from '../types.js';
@@ -49,7 +49,7 @@ afterEach(async () => {
 async function startWebchat(channel: Record<string, unknown> = {}, wrap?: (context: ChannelContext) => ChannelContext): Promise<Harness> {
   const testHome = createTestHome();
   const home = testHome.home;
-  initThread(join(home, 'agents', 'admin', 'inbox'), { home }).close();
+  startedInbox(home);
   const config = XgwConfigSchema.parse({
     channels: [{ id: 'webchat:main', type: 'webchat', port: 0, access: 'open', ...channel }],
     routes: [{ channel: '*', peer: '*', agent: 'admin' }],

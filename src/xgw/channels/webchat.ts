@@ -5,10 +5,11 @@ import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import * as z from 'zod/mini';
 import { ClawError, errnoCode } from '../../core/errors.js';
 import { agentEntry } from '../state.js';
-import type { ChannelAdapter, ChannelContext, ChannelSendOptions, ChannelStatus, OutboundMessage, WebchatChannelConfig } from '../types.js';
+import type { ChannelAdapter, ChannelContext, ChannelSendOptions, ChannelStatus, InboundOutcome, OutboundMessage, WebchatChannelConfig } from '../types.js';
 import { bearerToken, expireLegacyCookies, readHandshake, refuse, safeEqual, unauthorized, WEBCHAT_PROTOCOL } from './webchat-http.js';
 import { WEBCHAT_PAGE } from './webchat-page.js';
-import { MAX_TEXT_BYTES, type ClientMessage, type ServerMessage } from './webchat-protocol.js';
+import { deliveryOf, notPassedOn } from '../notices.js';
+import { MAX_TEXT_BYTES, type ClientMessage, type Delivery, type ServerMessage } from './webchat-protocol.js';
 import { loadPageScripts } from './webchat-scripts.js';
 import { STATUS_PAGE } from './webchat-status-page.js';
 import { loadWebchatToken, urlHost, webchatUrl } from './webchat-token.js';
@@ -42,7 +43,7 @@ const PAGE_HEADERS: Readonly<Record<string, string>> = {
 };
 const PING_INTERVAL_MS = 30_000;
 const STOP_GRACE_MS = 1_000;
-/** Client message ids remembered per channel, so a resend after a reconnect is only acked. */
+/** Client message ids remembered per channel (with what became of them), so a resend after a reconnect is only acked. */
 const RECENT_IDS = 2_000;
 
 const ClientMessageSchema: z.ZodMiniType<ClientMessage> = z.object({
@@ -69,7 +70,7 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
   let port = 0;
   const sockets = new Map<string, Set<WebSocket>>();
   const alive = new WeakSet<WebSocket>();
-  const recentIds = new Set<string>();
+  const recentIds = new Map<string, Delivery>();
 
   const pageHost = urlHost(config.host);
   // Pages this server can have served: by the configured address, and by `localhost` where that
@@ -230,31 +231,33 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
     // still spell a lone surrogate ("\ud800"), which the mailbox (SQLite text) cannot keep as it is.
     if (!text.isWellFormed()) return sendJson(ws, { type: 'error', id, text: 'That message holds a broken character (a lone UTF-16 surrogate). Retype it.' });
     const key = `${peer}:${id}`;
-    if (recentIds.has(key)) return sendJson(ws, { type: 'ack', id });
+    const known = recentIds.get(key);
+    if (known) return sendJson(ws, { type: 'ack', id, delivery: known });
 
-    let outcome;
+    let outcome: InboundOutcome;
     try {
       outcome = await context!.receive({ channelId: config.id, conversationType: 'dm', conversationId: peer, peerId: peer, messageId: id, text });
     } catch (error) {
       context!.logger.error(`${config.id}: could not take a message from peer ${peer}: ${error instanceof Error ? error.message : String(error)}`);
       return sendJson(ws, { type: 'error', id, text: 'The message could not be delivered. Try again in a moment; the owner can look at the xgw log.' });
     }
-    remember(key);
+    const delivery = deliveryOf(outcome);
+    remember(key, delivery);
     if (!(outcome.kind === 'accepted' && outcome.duplicate)) {
       const entry = gatewayState.addToMailbox(config.id, peer, { role: 'user', text, reply_to: null }, config.history_limit);
       broadcast(peer, { type: 'message', message: entry }, ws); // the peer's other tabs
     }
-    sendJson(ws, { type: 'ack', id });
-    const notice = context!.noticeFor(outcome);
+    sendJson(ws, { type: 'ack', id, delivery });
+    const notice = context!.noticeFor(outcome) ?? notPassedOn(outcome);
     if (notice !== null) {
       const entry = gatewayState.addToMailbox(config.id, peer, { role: 'system', text: notice, reply_to: null }, config.history_limit);
       broadcast(peer, { type: 'message', message: entry });
     }
   }
 
-  function remember(key: string): void {
-    recentIds.add(key);
-    if (recentIds.size > RECENT_IDS) recentIds.delete(recentIds.values().next().value!);
+  function remember(key: string, delivery: Delivery): void {
+    recentIds.set(key, delivery);
+    if (recentIds.size > RECENT_IDS) recentIds.delete(recentIds.keys().next().value!);
   }
 
   function broadcast(peer: string, payload: ServerMessage, except?: WebSocket): void {

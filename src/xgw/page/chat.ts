@@ -1,4 +1,4 @@
-import type { ClientMessage, MailboxEntry, ServerMessage } from '../channels/webchat-protocol.js';
+import type { ClientMessage, Delivery, MailboxEntry, ServerMessage } from '../channels/webchat-protocol.js';
 import { MAX_TEXT_BYTES } from '../channels/webchat-protocol.js';
 import { byId, pageToken } from './token.js';
 
@@ -9,6 +9,9 @@ import { byId, pageToken } from './token.js';
 
 /** How long the dots wait for an answer before the page stops promising one. */
 const WAIT_LIMIT_MS = 3 * 60 * 1000;
+
+/** What a message's time is followed by, where no answer is on its way. */
+const DELIVERY_NOTES: Record<Delivery, string> = { answering: '', waiting: ' · waits for the agent', not_answered: ' · not answered' };
 
 interface Pending {
   id: string;
@@ -196,9 +199,11 @@ function onServerMessage(event: MessageEvent<string>): void {
       const acked = takePending(data.id);
       if (acked?.row) {
         acked.row.classList.remove('pending');
+        if (data.delivery !== 'answering') acked.row.classList.add(data.delivery === 'waiting' ? 'waiting' : 'unanswered');
         const meta = acked.row.querySelector('.meta');
-        if (meta) meta.textContent = timeOf(null);
-        setWaiting(true); // the server has it; now the agent is working on a reply
+        if (meta) meta.textContent = `${timeOf(null)}${DELIVERY_NOTES[data.delivery]}`;
+        // The agent works on a reply only when it has the message; otherwise the notice that follows says why not.
+        setWaiting(data.delivery === 'answering');
       }
       return;
     }
