@@ -197,12 +197,16 @@ describe('inbound', () => {
     thread.unsubscribe(INBOX_CONSUMER);
     thread.close();
     const outcome = await gateway.receive(message('1', 'a'));
-    expect(outcome).toMatchObject({ kind: 'accepted', agent: 'admin', duplicate: false, agentStopped: true });
+    expect(outcome).toMatchObject({ kind: 'accepted', agent: 'admin', duplicate: false, agentStopped: true, addressed: true });
     expect(deliveryOf(outcome)).toBe('waiting');
     expect(noticeFor(outcome)).toContain('agent start admin');
     const again = await gateway.receive(message('1', 'a')); // the platform delivered it twice
     expect(noticeFor(again)).toBeNull();
-    expect(inbox().map((event) => parseMessageContent(event.content).text)).toEqual(['hello']);
+    // A group's chatter that did not mention the bot is kept for the context, without a notice.
+    const chatter = await gateway.receive({ ...message('2', 'c'), conversationType: 'group', conversationId: '-100', addressed: false });
+    expect(chatter).toMatchObject({ kind: 'accepted', agentStopped: true, addressed: false });
+    expect(noticeFor(chatter)).toBeNull();
+    expect(inbox().map((event) => parseMessageContent(event.content).text)).toEqual(['hello', 'hello']);
 
     const restarted = openThread(join(t.home, 'agents', 'admin', 'inbox'), { home: t.home });
     restarted.subscribe({ consumer: INBOX_CONSUMER, handler: 'true' }); // agent start

@@ -228,7 +228,7 @@ export class Gateway {
       const { id: eventId, duplicate } = thread.pushOnce({ source, type: 'message', content, idempotency_key: key });
       const agentStopped = thread.consumer(INBOX_CONSUMER)?.subscribed !== true;
       logger.info(`${channel.id}: ${duplicate ? 'duplicate of' : 'pushed'} event ${eventId} from ${JSON.stringify(message.peerId)} to ${agent}${agentStopped ? ' (stopped: it waits)' : ''}`);
-      return { kind: 'accepted', agent, eventId, duplicate, agentStopped };
+      return { kind: 'accepted', agent, eventId, duplicate, agentStopped, addressed: message.conversationType === 'dm' || message.addressed === true };
     } finally {
       thread.close();
     }

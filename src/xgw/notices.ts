@@ -10,8 +10,8 @@ export function welcomeNotice(firstMessageKept: boolean): string {
 export function noticeFor(outcome: InboundOutcome): string | null {
   switch (outcome.kind) {
     case 'accepted':
-      // Told once, with the message that found it stopped: it is answered after `agent start`.
-      return outcome.agentStopped && !outcome.duplicate
+      // Told with each message meant for the agent (not a group's chatter), once: it is answered after `agent start`.
+      return outcome.agentStopped && outcome.addressed && !outcome.duplicate
         ? `The agent "${outcome.agent}" is stopped: your message waits, and is answered once the owner starts it again (agent start ${outcome.agent}).`
         : null;
     case 'pairing':

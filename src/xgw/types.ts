@@ -117,8 +117,12 @@ export interface InboundMessage {
 
 /** What the gateway did with an inbound message; the channel tells the peer where it should. */
 export type InboundOutcome =
-  /** In the agent's inbox; `agentStopped`: the agent is stopped, so the message waits until `agent start`. */
-  | { kind: 'accepted'; agent: string; eventId: number; duplicate: boolean; agentStopped: boolean }
+  /**
+   * In the agent's inbox. `agentStopped`: the agent is stopped, so the message waits until `agent
+   * start`; `addressed`: it was meant for the agent (a direct chat, or a mention in a group), so
+   * its sender is the one to tell that.
+   */
+  | { kind: 'accepted'; agent: string; eventId: number; duplicate: boolean; agentStopped: boolean; addressed: boolean }
   /** Unknown peer under `pairing`: it gets this one-time code to show the owner. */
   | { kind: 'pairing'; code: string; expiresAt: string }
   /** Unknown peer, and no code can be given (allowlist, or 3 codes pending already). */
