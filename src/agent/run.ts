@@ -12,6 +12,7 @@ import { loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
 import { memoryFiles, sessionFile } from './context.js';
 import { answerFailure, ModelOutage } from './failure.js';
 import { damagedThread, describeDamage } from './damaged-thread.js';
+import { keepTyping } from './typing.js';
 import { deliverHandler, INBOX_CONSUMER, OUTBOUND_CONSUMER, OUTBOUND_FILTER } from './lifecycle.js';
 import { callWithinWindow } from './overflow.js';
 import { answerTarget, readInbound, replyContextFromSource, type AnswerTarget } from './reply-context.js';
@@ -264,11 +265,13 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
     return 'replied';
   }
   let attempt: Attempt | undefined;
+  let stopTyping = (): void => {};
   try {
     const model = turn.model;
     if (model instanceof Error) throw model;
     // Before the model is called: a turn that kills its run is known to the next one.
     attempt = beginAttempt(thread, inboundId, config.turn);
+    stopTyping = keepTyping(turn.home, target.replyContext, logger);
     const modelTurn = { ...turn, model };
     const session = sessionFile(dir, route);
     // Named by the inbox event, whose ids never start again: a thread made anew (after a damaged
@@ -385,6 +388,8 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
     }
     logger.error(`run: no answer to thread ${route.threadId} event ${inboundId} (${failure.kind}): ${cause instanceof Error ? cause.message : String(cause)}`);
     return 'error';
+  } finally {
+    stopTyping();
   }
 }
 

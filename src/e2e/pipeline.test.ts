@@ -126,10 +126,11 @@ describe('the whole pipeline, end to end', () => {
       await until(() => received.some((m) => m.type === 'message' && m.message.role === 'agent'), 'the reply', 20_000);
       await settle(s);
 
-      expect(received.map((m) => m.type)).toEqual(['history', 'ack', 'message']);
+      // The run told the page that the agent works on it (the dots, also after a reload) before the answer came.
+      expect(received.map((m) => m.type)).toEqual(['history', 'ack', 'typing', 'message']);
       expect(received[0]).toEqual({ type: 'history', messages: [] });
-      expect(received[1]).toEqual({ type: 'ack', id: 'msg-1' });
-      const reply = received[2].message as MailboxEntry;
+      expect(received[1]).toEqual({ type: 'ack', id: 'msg-1', delivery: 'answering' });
+      const reply = received[3].message as MailboxEntry;
       expect(reply).toMatchObject({ role: 'agent', text: 'reply to: hello web', reply_to: 'msg-1' });
       const thread = s.events(join(s.home, 'agents', 'admin', 'threads', 'peers', `webchat.main.${peer}`));
       expect(thread.filter((e) => e.subtype === 'toolcall').map((e) => JSON.parse(e.content).output)).toEqual(['handled-hello web\n']);
@@ -169,10 +170,14 @@ describe('the whole pipeline, end to end', () => {
     const queued = sentIn.map(([from, text]) => ({ from, text, messageId: s.telegram.queueUpdate(textUpdate({ from, text })).message.message_id as number }));
 
     await until(() => inboxCount(s) === 5, 'the 5 messages in the inbox');
-    // Two sweeps later, still nobody has run the agent.
+    // Each chat is told once that the agent is stopped; two sweeps later, still nobody has run it.
+    await until(() => s.telegram.sent.length === 2, 'a notice in each chat');
     await new Promise((resolve) => setTimeout(resolve, 1_200));
     expect(s.llm.requests).toHaveLength(0);
-    expect(s.telegram.sent).toHaveLength(0);
+    expect(s.telegram.sent.map((sent) => [sent.chat_id, sent.text])).toEqual(
+      [444, 555].map((chat) => [chat, 'The agent "admin" is stopped: your message waits, and is answered once the owner starts it again (agent start admin).']),
+    );
+    s.telegram.sent.splice(0);
     expect(await agentStatus(s)).toMatchObject({ started: false, pending: 5 });
 
     await s.must('agent', ['start', 'admin']);

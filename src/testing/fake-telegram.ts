@@ -33,6 +33,8 @@ export interface FakeTelegramOptions {
 export interface FakeTelegramCall {
   method: string;
   params: LooseJson;
+  /** When it came in (`Date.now()`). */
+  at: number;
 }
 
 export interface FakeSentMessage {
@@ -248,7 +250,7 @@ export async function startFakeTelegram(options: FakeTelegramOptions = {}): Prom
     if (decodeURIComponent(match[1]!) !== token) return fail(res, { error_code: 401, description: 'Unauthorized' });
     const method = match[2]!;
     const params: LooseJson = { ...Object.fromEntries(url.searchParams), ...parseBody(body, req.headers['content-type']) };
-    calls.push({ method, params });
+    calls.push({ method, params, at: Date.now() });
     const queued = failures.get(method);
     if (queued?.[0] && queued[0].passes-- <= 0) return fail(res, queued.shift()!.error);
     switch (method) {

@@ -82,6 +82,9 @@ export async function runXgw(home: string, env: NodeJS.ProcessEnv = process.env)
               text: message.text,
               notice: message.notice,
             });
+          case 'typing':
+            gateway.typing(message.channel, { peerId: message.peer, conversationType: message.conversation_type, conversationId: message.conversation });
+            return null;
           case 'welcome':
             await gateway.welcomeApproved();
             return null;

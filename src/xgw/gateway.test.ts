@@ -191,29 +191,32 @@ describe('inbound', () => {
     expect(inbox()).toEqual([]);
   });
 
-  it('keeps a message to a stopped agent in its inbox and says once that it waits for agent start', async () => {
+  it('keeps the messages to a stopped agent in its inbox and tells each conversation once that they wait for agent start', async () => {
     const gateway = gatewayWith(openChat);
     const thread = openThread(join(t.home, 'agents', 'admin', 'inbox'), { home: t.home });
     thread.unsubscribe(INBOX_CONSUMER);
     thread.close();
     const outcome = await gateway.receive(message('1', 'a'));
-    expect(outcome).toMatchObject({ kind: 'accepted', agent: 'admin', duplicate: false, agentStopped: true, addressed: true });
+    expect(outcome).toMatchObject({ kind: 'accepted', agent: 'admin', duplicate: false, agentStopped: true, notify: true });
     expect(deliveryOf(outcome)).toBe('waiting');
     expect(noticeFor(outcome)).toContain('agent start admin');
-    const again = await gateway.receive(message('1', 'a')); // the platform delivered it twice
-    expect(noticeFor(again)).toBeNull();
+    expect(noticeFor(await gateway.receive(message('1', 'a')))).toBeNull(); // the platform delivered it twice
+    const second = await gateway.receive(message('1', 'b'));
+    expect([deliveryOf(second), noticeFor(second)]).toEqual(['waiting', null]); // told already
+    expect(noticeFor(await gateway.receive(message('2', 'c')))).toContain('agent start admin'); // another conversation
     // A group's chatter that did not mention the bot is kept for the context, without a notice.
-    const chatter = await gateway.receive({ ...message('2', 'c'), conversationType: 'group', conversationId: '-100', addressed: false });
-    expect(chatter).toMatchObject({ kind: 'accepted', agentStopped: true, addressed: false });
-    expect(noticeFor(chatter)).toBeNull();
-    expect(inbox().map((event) => parseMessageContent(event.content).text)).toEqual(['hello', 'hello']);
+    const chatter = await gateway.receive({ ...message('3', 'd'), conversationType: 'group', conversationId: '-100', addressed: false });
+    expect(chatter).toMatchObject({ kind: 'accepted', agentStopped: true, notify: false });
+    expect(inbox().map((event) => parseMessageContent(event.content).text)).toEqual(['hello', 'hello', 'hello', 'hello']);
 
     const restarted = openThread(join(t.home, 'agents', 'admin', 'inbox'), { home: t.home });
     restarted.subscribe({ consumer: INBOX_CONSUMER, handler: 'true' }); // agent start
-    restarted.close();
-    const started = await gateway.receive(message('1', 'b'));
-    expect(started).toMatchObject({ kind: 'accepted', agentStopped: false });
+    const started = await gateway.receive(message('1', 'e'));
+    expect(started).toMatchObject({ kind: 'accepted', agentStopped: false, notify: false });
     expect([deliveryOf(started), noticeFor(started)]).toEqual(['answering', null]);
+    restarted.unsubscribe(INBOX_CONSUMER); // stopped again: told again
+    restarted.close();
+    expect(noticeFor(await gateway.receive(message('1', 'f')))).toContain('agent start admin');
   });
 
   it('refuses a peer past its rate limit with one notice per burst, lets other peers through, and takes the peer again once its window moved on', async () => {

@@ -12,7 +12,17 @@ import { findRoute, requireAgentId } from './route.js';
 import { settleWithin } from './settle.js';
 import { ChannelSupervisor, type SupervisorOptions } from './supervisor.js';
 import { MAX_CODES_PER_PEER, MAX_PENDING_PAIRINGS, PAIRING_TTL_WHEN_FULL_MS, type DeliveryProgress, type DeliveryRef, type GatewayState } from './state.js';
-import { splitChannelId, type ChannelAdapter, type ChannelConfig, type ChannelContext, type ChannelStatus, type InboundMessage, type InboundOutcome, type XgwConfig } from './types.js';
+import {
+  splitChannelId,
+  type ConversationTarget,
+  type ChannelAdapter,
+  type ChannelConfig,
+  type ChannelContext,
+  type ChannelStatus,
+  type InboundMessage,
+  type InboundOutcome,
+  type XgwConfig,
+} from './types.js';
 
 /** How long stopping waits for deliveries under way (a Bot API call rarely takes a second). */
 const STOP_DELIVERIES_MS = 5_000;
@@ -52,6 +62,12 @@ export interface GatewayOptions {
  * inbound messages; idempotent delivery through a channel for outbound ones. The daemon wires
  * channels and the control socket to it; tests can drive it directly.
  */
+/**
+ * Shortest time between two typing actions in one conversation: Telegram shows one for 5 s, and
+ * a run asks every 4 s (so this must stay below that, or every other ask would be dropped).
+ */
+export const TYPING_INTERVAL_MS = 3_000;
+
 export class Gateway {
   private readonly channels = new Map<string, ChannelAdapter>();
   private readonly supervisors = new Map<string, ChannelSupervisor>();
@@ -67,6 +83,10 @@ export class Gateway {
 
   /** Per channel: how many messages each peer has sent lately. */
   private readonly rates = new Map<string, PeerRateLimit>();
+  /** Conversations told that their agent is stopped, until a message finds it started again. */
+  private readonly toldStopped = new Set<string>();
+  /** When typing was last shown per conversation (see `typing`). */
+  private readonly typingShown = new Map<string, number>();
 
   constructor(private readonly options: GatewayOptions) {}
 
@@ -227,8 +247,13 @@ export class Gateway {
       const key = `${channel.id}:${encodeSegment(message.conversationId)}:${encodeSegment(message.messageId)}`;
       const { id: eventId, duplicate } = thread.pushOnce({ source, type: 'message', content, idempotency_key: key });
       const agentStopped = thread.consumer(INBOX_CONSUMER)?.subscribed !== true;
+      const conversation = `${agent}:${channel.id}:${encodeSegment(message.conversationId)}`;
+      const addressed = message.conversationType === 'dm' || message.addressed === true;
+      const notify = agentStopped && addressed && !duplicate && !this.toldStopped.has(conversation);
+      if (notify) this.toldStopped.add(conversation);
+      if (!agentStopped) this.toldStopped.delete(conversation);
       logger.info(`${channel.id}: ${duplicate ? 'duplicate of' : 'pushed'} event ${eventId} from ${JSON.stringify(message.peerId)} to ${agent}${agentStopped ? ' (stopped: it waits)' : ''}`);
-      return { kind: 'accepted', agent, eventId, duplicate, agentStopped, addressed: message.conversationType === 'dm' || message.addressed === true };
+      return { kind: 'accepted', agent, eventId, duplicate, agentStopped, notify };
     } finally {
       thread.close();
     }
@@ -286,6 +311,22 @@ export class Gateway {
     const promise = this.track(this.deliver(request, ref)).finally(() => this.inFlight.delete(id));
     this.inFlight.set(id, promise);
     return promise;
+  }
+
+  /**
+   * Shows that the agent works on an answer in this conversation, if its channel can. At most
+   * once per TYPING_INTERVAL_MS per conversation, however many runs ask: Telegram shows it for 5 s.
+   * Never waited for, and a failure is only logged: it is a courtesy, not a delivery.
+   */
+  typing(channelId: string, target: ConversationTarget): void {
+    const channel = this.channels.get(channelId);
+    if (!channel?.typing || this.stopping) return;
+    const key = `${channelId}\u0000${target.conversationType}\u0000${target.conversationId}`;
+    const now = Date.now();
+    if (now - (this.typingShown.get(key) ?? 0) < TYPING_INTERVAL_MS) return;
+    for (const [shown, at] of this.typingShown) if (now - at >= TYPING_INTERVAL_MS) this.typingShown.delete(shown);
+    this.typingShown.set(key, now);
+    channel.typing(target).catch((error: unknown) => this.options.logger.debug(`${channelId}: could not show typing: ${error instanceof Error ? error.message : String(error)}`));
   }
 
   private track<T>(delivery: Promise<T>): Promise<T> {

@@ -10,10 +10,8 @@ export function welcomeNotice(firstMessageKept: boolean): string {
 export function noticeFor(outcome: InboundOutcome): string | null {
   switch (outcome.kind) {
     case 'accepted':
-      // Told with each message meant for the agent (not a group's chatter), once: it is answered after `agent start`.
-      return outcome.agentStopped && outcome.addressed && !outcome.duplicate
-        ? `The agent "${outcome.agent}" is stopped: your message waits, and is answered once the owner starts it again (agent start ${outcome.agent}).`
-        : null;
+      // Once per conversation while the agent is stopped: its messages are answered after `agent start`.
+      return outcome.notify ? `The agent "${outcome.agent}" is stopped: your message waits, and is answered once the owner starts it again (agent start ${outcome.agent}).` : null;
     case 'pairing':
       return `Hi! I don't know you yet. Ask my owner to approve you with this code: ${outcome.code} (valid for one hour; they run: xgw pair approve ${outcome.code}).`;
     case 'denied':

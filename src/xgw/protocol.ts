@@ -22,6 +22,11 @@ export type XgwRequest =
     }
   /** A terminal chat's message. `agent` picks the agent over the routes. Answer: InboundOutcome. */
   | { op: 'chat_message'; channel: string; peer?: string; agent?: string; message_id: string; text: string }
+  /**
+   * The agent is working on an answer in this conversation (sent while its turn runs, every few
+   * seconds): the channel shows it, where it can. Answer: null, at once.
+   */
+  | { op: 'typing'; channel: string; peer: string; conversation_type: string; conversation: string }
   /** Welcome the peers approved since (xgw pair approve). Answer: null. */
   | { op: 'welcome' }
   /** A terminal chat listening for replies: a stream of MailboxEntry lines. */

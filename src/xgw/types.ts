@@ -119,10 +119,10 @@ export interface InboundMessage {
 export type InboundOutcome =
   /**
    * In the agent's inbox. `agentStopped`: the agent is stopped, so the message waits until `agent
-   * start`; `addressed`: it was meant for the agent (a direct chat, or a mention in a group), so
-   * its sender is the one to tell that.
+   * start`; `notify` on the first message meant for the agent (a direct chat, a mention) in its
+   * conversation that found it stopped.
    */
-  | { kind: 'accepted'; agent: string; eventId: number; duplicate: boolean; agentStopped: boolean; addressed: boolean }
+  | { kind: 'accepted'; agent: string; eventId: number; duplicate: boolean; agentStopped: boolean; notify: boolean }
   /** Unknown peer under `pairing`: it gets this one-time code to show the owner. */
   | { kind: 'pairing'; code: string; expiresAt: string }
   /** Unknown peer, and no code can be given (allowlist, or 3 codes pending already). */
@@ -134,6 +134,9 @@ export type InboundOutcome =
   | { kind: 'refused'; reason: 'too_long'; limit_bytes: number }
   /** The peer sent more than the channel's rate_limit; `notify` on the first refusal of a run. */
   | { kind: 'rate_limited'; limit: number; per_seconds: number; retry_after_seconds: number; notify: boolean };
+
+/** A conversation of a channel, as a reply addresses it. */
+export type ConversationTarget = Pick<OutboundMessage, 'peerId' | 'conversationType' | 'conversationId'>;
 
 /** A reply to deliver, as `xgw send` asks for it. */
 export interface OutboundMessage {
@@ -196,6 +199,12 @@ export interface ChannelAdapter {
   readonly type: ChannelConfig['type'];
   start(context: ChannelContext): Promise<void>;
   send(message: OutboundMessage, options?: ChannelSendOptions): Promise<{ messageIds: string[] }>;
+  /**
+   * Shows the conversation that the agent is working on an answer (Telegram's "typing…"), for a
+   * few seconds: the gateway asks again while the turn runs. Absent where the platform has no such
+   * thing.
+   */
+  typing?(target: ConversationTarget): Promise<void>;
   status(): ChannelStatus;
   stop(): Promise<void>;
 }

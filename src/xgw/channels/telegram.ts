@@ -8,7 +8,7 @@ import { settleWithin } from '../settle.js';
 import { splitText } from '../split.js';
 import { createTokenRedactor, hintFor, suggestionFor } from './telegram-errors.js';
 import { toInboundMessage } from './telegram-inbound.js';
-import type { ChannelAdapter, ChannelContext, ChannelSendOptions, ChannelStatus, InboundMessage, InboundOutcome, OutboundMessage, TelegramChannelConfig } from '../types.js';
+import type { ChannelAdapter, ChannelContext, ChannelSendOptions, ChannelStatus, ConversationTarget, InboundMessage, InboundOutcome, OutboundMessage, TelegramChannelConfig } from '../types.js';
 
 /** Telegram's limit for the text of one message, in UTF-16 code units. */
 export const TELEGRAM_TEXT_LIMIT = 4096;
@@ -154,6 +154,15 @@ class TelegramChannel implements ChannelAdapter {
       options.onPart?.(messageIds);
     }
     return { messageIds };
+  }
+
+  async typing(target: ConversationTarget): Promise<void> {
+    if (!this.bot || this.stopping) return;
+    try {
+      await this.bot.api.sendChatAction(toChatId(target.conversationId), 'typing');
+    } catch (error) {
+      throw this.toClawError(error, 'sendChatAction');
+    }
   }
 
   status(): ChannelStatus {

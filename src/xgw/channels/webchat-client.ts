@@ -30,11 +30,14 @@ export async function connectWebchat(url: string, signal?: AbortSignal): Promise
     for (const resolve of waiters.splice(0)) resolve();
   };
   ws.on('message', (data) => {
+    let message: ServerMessage;
     try {
-      queue.push(JSON.parse(String(data)) as ServerMessage);
+      message = JSON.parse(String(data)) as ServerMessage;
     } catch {
       return; // not the protocol: nothing a caller waits for
     }
+    if (message.type === 'typing') return; // nothing a caller waits for either
+    queue.push(message);
     wake();
   });
   ws.on('close', () => {

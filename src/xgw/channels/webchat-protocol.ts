@@ -7,8 +7,9 @@ import type { NoticeKind } from '../../core/notice.js';
  *
  * - client → server: `{type:'message', id, text}` (id: the client's own message id)
  * - server → client: `{type:'history', messages}` once on connect (oldest first), then
- *   `{type:'message', message}` as they happen, `{type:'ack', id, delivery}` for each client message and
- *   `{type:'error', id?, text}` for one that was refused.
+ *   `{type:'message', message}` as they happen, `{type:'ack', id, delivery}` for each client message,
+ *   `{type:'error', id?, text}` for one that was refused, and `{type:'typing'}` while the agent
+ *   works on an answer.
  */
 export interface ClientMessage {
   type: 'message';
@@ -20,6 +21,8 @@ export type ServerMessage =
   | { type: 'history'; messages: MailboxEntry[] }
   | { type: 'message'; message: MailboxEntry }
   | { type: 'ack'; id: string; delivery: Delivery }
+  /** The agent is working on an answer (sent every few seconds while its turn runs). */
+  | { type: 'typing' }
   | { type: 'error'; id?: string; text: string };
 
 /**

@@ -332,6 +332,10 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
       return { messageIds: [String(entry.id)] };
     },
 
+    async typing(target) {
+      broadcast(target.peerId, { type: 'typing' });
+    },
+
     status() {
       const url = state === 'running' ? webchatUrl(config.host, port, token) : undefined;
       return { id: config.id, type: 'webchat', state, ...(detail ? { detail } : {}), ...(url ? { url } : {}) };

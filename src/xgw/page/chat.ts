@@ -207,6 +207,10 @@ function onServerMessage(event: MessageEvent<string>): void {
       }
       return;
     }
+    case 'typing':
+      // Also after a reload, or in a tab opened while the agent works.
+      setWaiting(true);
+      return;
     case 'error': {
       const failed = data.id ? takePending(data.id) : undefined;
       if (failed?.row) {
