@@ -12,7 +12,7 @@ import { loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
 import { memoryFiles, sessionFile } from './context.js';
 import { answerFailure, ModelOutage } from './failure.js';
 import { damagedThread, describeDamage } from './damaged-thread.js';
-import { keepTyping } from './typing.js';
+import { replyProgress, type ReplyProgress } from './reply-progress.js';
 import { deliverHandler, INBOX_CONSUMER, OUTBOUND_CONSUMER, OUTBOUND_FILTER } from './lifecycle.js';
 import { callWithinWindow } from './overflow.js';
 import { answerTarget, readInbound, replyContextFromSource, type AnswerTarget } from './reply-context.js';
@@ -265,13 +265,14 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
     return 'replied';
   }
   let attempt: Attempt | undefined;
-  let stopTyping = (): void => {};
+  let progress: ReplyProgress | undefined;
+  let answered = false;
   try {
     const model = turn.model;
     if (model instanceof Error) throw model;
     // Before the model is called: a turn that kills its run is known to the next one.
     attempt = beginAttempt(thread, inboundId, config.turn);
-    stopTyping = keepTyping(turn.home, target.replyContext, logger);
+    progress = replyProgress(turn.home, target.replyContext, logger);
     const modelTurn = { ...turn, model };
     const session = sessionFile(dir, route);
     // Named by the inbox event, whose ids never start again: a thread made anew (after a damaged
@@ -298,7 +299,11 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
         THECLAW_ASKING_EVENT: String(target.eventId ?? inboundId),
       },
       onEvent(chatEvent) {
-        if (chatEvent.type === 'tool_call') commands.set(chatEvent.id, chatEvent.arguments);
+        if (chatEvent.type === 'delta') progress?.written(chatEvent.text);
+        if (chatEvent.type === 'tool_call') {
+          commands.set(chatEvent.id, chatEvent.arguments);
+          progress?.restart();
+        }
         if (chatEvent.type === 'retry') {
           logger.warn(
             `run: retry ${chatEvent.attempt} of the model call for thread ${route.threadId} event ${inboundId} in ${chatEvent.delay_ms} ms (${chatEvent.error}${chatEvent.status ? `, HTTP ${chatEvent.status}` : ''})`,
@@ -361,6 +366,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
       return 'no_reply';
     }
     pushReply(thread, target, inboundId, result.text, outcomeKey);
+    answered = true;
     if (target.problem) logger.warn(`run: the answer in thread ${route.threadId} to event ${inboundId} is kept there: ${target.problem}`);
     logger.info(`run: replied in thread ${route.threadId} to event ${inboundId} (${result.toolRounds} tool rounds, ${result.usage.input}+${result.usage.output} tokens)`);
     return 'replied';
@@ -389,7 +395,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
     logger.error(`run: no answer to thread ${route.threadId} event ${inboundId} (${failure.kind}): ${cause instanceof Error ? cause.message : String(cause)}`);
     return 'error';
   } finally {
-    stopTyping();
+    progress?.end(answered);
   }
 }
 

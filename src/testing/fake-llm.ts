@@ -36,7 +36,8 @@ export interface RecordedRequest {
 export type FakeUsage = { input: number; output: number };
 
 export type FakeStep =
-  | { kind: 'text'; text: string; delayMs?: number; usage?: FakeUsage }
+  /** `streamMs`: a streamed answer comes word by word, this long apart (a model writing as it thinks). */
+  | { kind: 'text'; text: string; delayMs?: number; usage?: FakeUsage; streamMs?: number }
   | { kind: 'tool_call'; name: string; arguments: Record<string, unknown>; id?: string; text?: string; delayMs?: number; usage?: FakeUsage }
   /** Several tool calls in one answer (one round), as models do for independent commands. */
   | { kind: 'tool_calls'; calls: { name: string; arguments: Record<string, unknown>; id?: string }[]; text?: string; delayMs?: number; usage?: FakeUsage }
@@ -93,6 +94,8 @@ interface Reply {
   text: string;
   toolCalls: { id: string; name: string; arguments: Record<string, unknown> }[];
   usage: FakeUsage;
+  /** Stream the text word by word, with this pause after each (the step's `streamMs`). */
+  pause?: () => Promise<void>;
 }
 
 /** The parts that differ between providers. */
@@ -111,7 +114,7 @@ interface Protocol {
   models(): unknown;
   lastUserText(body: LooseJson): string;
   /** Writes a successful completion (streaming or JSON, as the request asked). */
-  answer(res: ServerResponse, body: LooseJson, reply: Reply): void;
+  answer(res: ServerResponse, body: LooseJson, reply: Reply): void | Promise<void>;
 }
 
 const MODELS = ['fake-model', 'fake-model-large'];
@@ -146,7 +149,7 @@ const openaiProtocol: Protocol = {
     const last = messages.findLast((message) => message?.role === 'user');
     return last ? textOf(last.content) : '';
   },
-  answer(res, body, reply) {
+  async answer(res, body, reply) {
     const created = Math.floor(Date.now() / 1000);
     const finishReason = reply.toolCalls.length > 0 ? 'tool_calls' : 'stop';
     const usage = {
@@ -168,7 +171,10 @@ const openaiProtocol: Protocol = {
     const data = (value: unknown) => res.write(`data: ${JSON.stringify(value)}\n\n`);
     startSse(res);
     data(chunk({ role: 'assistant', content: '', refusal: null }));
-    for (const piece of fragments(reply.text)) data(chunk({ content: piece }));
+    for (const piece of reply.pause ? words(reply.text) : fragments(reply.text)) {
+      data(chunk({ content: piece }));
+      await reply.pause?.();
+    }
     toolCalls.forEach((toolCall, index) => {
       data(chunk({ tool_calls: [{ index, id: toolCall.id, type: 'function', function: { name: toolCall.function.name, arguments: '' } }] }));
       for (const piece of fragments(toolCall.function.arguments)) data(chunk({ tool_calls: [{ index, function: { arguments: piece } }] }));
@@ -324,7 +330,8 @@ async function startFakeServer(protocol: Protocol, options: FakeLlmOptions): Pro
     const replyChars = text.length + toolCalls.reduce((sum, call) => sum + call.name.length + JSON.stringify(call.arguments).length, 0);
     const usage = fixed.usage ?? { input: Math.ceil(record.bytes / 4), output: Math.ceil(replyChars / 4) };
     const model = typeof record.body.model === 'string' ? record.body.model : MODELS[0]!;
-    protocol.answer(res, record.body, { id: `${protocol.idPrefixes.response}_${n}`, model, text, toolCalls, usage });
+    const streamMs = fixed.kind === 'text' ? fixed.streamMs : undefined;
+    await protocol.answer(res, record.body, { id: `${protocol.idPrefixes.response}_${n}`, model, text, toolCalls, usage, ...(streamMs ? { pause: () => sleep(streamMs) } : {}) });
   }
 
   const server = createServer((req, res) => {
@@ -394,6 +401,11 @@ function textOf(content: unknown): string {
     .filter((part): part is { type: 'text'; text: string } => part?.type === 'text' && typeof part.text === 'string')
     .map((part) => part.text)
     .join('\n');
+}
+
+/** Splits text into its words, each with the space before it. */
+function words(text: string): string[] {
+  return text.match(/\s*\S+/g) ?? [text];
 }
 
 /** Splits text into up to `parts` pieces (by code point), the way streamed deltas arrive. */

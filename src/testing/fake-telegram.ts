@@ -14,7 +14,8 @@ import type { LooseJson } from './fake-llm.js';
  *   await telegram.close();
  *
  * `/bot<token>/<method>`: getMe, getUpdates (long polling that honours `offset`, `limit` and
- * `timeout`), sendMessage and deleteWebhook are implemented; any other method answers `true`.
+ * `timeout`), sendMessage, editMessageText and deleteMessage (of the bot's messages) and
+ * deleteWebhook are implemented; any other method answers `true`.
  * A wrong token gets 401 as from Telegram.
  */
 
@@ -45,6 +46,10 @@ export interface FakeSentMessage {
   message: LooseJson;
   /** When the fake carried it out (`Date.now()`). */
   at: number;
+  /** Each editMessageText of it, oldest first (`text` is then the newest). */
+  edits?: { text: string; at: number }[];
+  /** Deleted by deleteMessage. */
+  deleted?: boolean;
 }
 
 /** An error the next call of a method gets, as Telegram sends it. */
@@ -214,6 +219,37 @@ export async function startFakeTelegram(options: FakeTelegramOptions = {}): Prom
     });
   }
 
+  /** The message the bot sent that `params` (chat_id, message_id) names, or a 400 as from Telegram. */
+  function botMessage(params: LooseJson, res: ServerResponse, description: string): FakeSentMessage | undefined {
+    const found = sent.find((entry) => String(entry.chat_id) === String(params.chat_id) && entry.message.message_id === Number(params.message_id) && !entry.deleted);
+    if (!found) fail(res, { error_code: 400, description: `Bad Request: ${description}` });
+    return found;
+  }
+
+  function editMessageText(params: LooseJson, res: ServerResponse): void {
+    const entry = botMessage(params, res, 'message to edit not found');
+    if (!entry) return;
+    const text = typeof params.text === 'string' ? params.text : '';
+    if (text.trim() === '' || text.length > 4096) return fail(res, { error_code: 400, description: `Bad Request: message ${text.trim() === '' ? 'text is empty' : 'is too long'}` });
+    if (text === entry.text) {
+      return fail(res, {
+        error_code: 400,
+        description: 'Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message',
+      });
+    }
+    entry.text = text;
+    entry.message.text = text;
+    entry.edits = [...(entry.edits ?? []), { text, at: Date.now() }];
+    ok(res, entry.message);
+  }
+
+  function deleteMessage(params: LooseJson, res: ServerResponse): void {
+    const entry = botMessage(params, res, 'message to delete not found');
+    if (!entry) return;
+    entry.deleted = true;
+    ok(res, true);
+  }
+
   function sendMessage(params: LooseJson, res: ServerResponse): void {
     if (params.chat_id === undefined || params.chat_id === '') {
       fail(res, { error_code: 400, description: 'Bad Request: chat_id is empty' });
@@ -260,6 +296,10 @@ export async function startFakeTelegram(options: FakeTelegramOptions = {}): Prom
         return getUpdates(params, res);
       case 'sendMessage':
         return sendMessage(params, res);
+      case 'editMessageText':
+        return editMessageText(params, res);
+      case 'deleteMessage':
+        return deleteMessage(params, res);
       default:
         return ok(res, true); // deleteWebhook and everything else
     }

@@ -85,6 +85,9 @@ export async function runXgw(home: string, env: NodeJS.ProcessEnv = process.env)
           case 'typing':
             gateway.typing(message.channel, { peerId: message.peer, conversationType: message.conversation_type, conversationId: message.conversation });
             return null;
+          case 'draft':
+            gateway.draft(message.channel, { peerId: message.peer, conversationType: message.conversation_type, conversationId: message.conversation }, message.reply_to, message.text);
+            return null;
           case 'welcome':
             await gateway.welcomeApproved();
             return null;

@@ -68,6 +68,23 @@ export interface GatewayOptions {
  */
 export const TYPING_INTERVAL_MS = 3_000;
 
+/** The streaming of one answer (see Gateway.draft). */
+interface DraftStream {
+  /** The newest text, not shown yet. */
+  next: string | undefined;
+  shownAt: number;
+  touchedAt: number;
+  /** The draft due at the end of the interval. */
+  timer: NodeJS.Timeout | undefined;
+  /** The draft call under way: the next one, and the answer, wait for it. */
+  busy: Promise<void>;
+  /** The answer came: later drafts (sent before it, arriving after) are ignored. */
+  ended: boolean;
+}
+
+/** A stream that no draft and no answer came for in this long is forgotten (its turn died). */
+const DRAFT_FORGOTTEN_MS = 10 * 60_000;
+
 export class Gateway {
   private readonly channels = new Map<string, ChannelAdapter>();
   private readonly supervisors = new Map<string, ChannelSupervisor>();
@@ -85,6 +102,8 @@ export class Gateway {
   private readonly rates = new Map<string, PeerRateLimit>();
   /** Conversations told that their agent is stopped, until a message finds it started again. */
   private readonly toldStopped = new Set<string>();
+  /** Answers being streamed (see `draft`), by channel, conversation and the message answered. */
+  private readonly drafts = new Map<string, DraftStream>();
   /** When typing was last shown per conversation (see `typing`). */
   private readonly typingShown = new Map<string, number>();
 
@@ -329,6 +348,73 @@ export class Gateway {
     channel.typing(target).catch((error: unknown) => this.options.logger.debug(`${channelId}: could not show typing: ${error instanceof Error ? error.message : String(error)}`));
   }
 
+  /**
+   * Shows the answer to `replyTo` as it is written, where the channel streams (its `stream`
+   * setting and a `draft` method): at most once per the channel's draft interval per answer, the
+   * newest text winning, one draft call at a time. Never waited for, and a failure is only logged:
+   * the answer itself comes through `send`, which replaces the draft (see `deliver`).
+   */
+  draft(channelId: string, target: ConversationTarget, replyTo: string, text: string): void {
+    const channel = this.channels.get(channelId);
+    const config = this.options.config.channels.find((c) => c.id === channelId);
+    if (!channel?.draft || this.stopping || !config || !('stream' in config) || !config.stream) return;
+    const key = `${channelId}\u0000${targetKey(target)}\u0000${replyTo}`;
+    const now = Date.now();
+    this.forgetDrafts(now);
+    let stream = this.drafts.get(key);
+    if (stream?.ended) return; // a draft that comes after its answer must not show up below it
+    if (!stream) {
+      stream = { next: undefined, shownAt: 0, touchedAt: now, timer: undefined, busy: Promise.resolve(), ended: false };
+      this.drafts.set(key, stream);
+    }
+    stream.next = text;
+    stream.touchedAt = now;
+    if (stream.timer) return; // a draft is due: it shows the newest text
+    const show = (draftStream: DraftStream): void => {
+      draftStream.timer = undefined;
+      const next = draftStream.next;
+      draftStream.next = undefined;
+      if (next === undefined) return;
+      draftStream.busy = draftStream.busy.then(() => this.showDraft(channel, target, replyTo, next).finally(() => (draftStream.shownAt = Date.now())));
+    };
+    const wait = stream.shownAt + (channel.draftIntervalMs ?? 0) - now;
+    if (wait <= 0) show(stream);
+    else stream.timer = setTimeout(show, wait, stream);
+  }
+
+  private forgetDrafts(now: number): void {
+    for (const [key, stream] of this.drafts) if (now - stream.touchedAt > DRAFT_FORGOTTEN_MS) this.drafts.delete(key);
+  }
+
+  private async showDraft(channel: ChannelAdapter, target: ConversationTarget, replyTo: string, text: string): Promise<void> {
+    const { state, logger } = this.options;
+    const at = targetKey(target);
+    try {
+      const shown = await channel.draft!(target, replyTo, text, state.draftOf(channel.id, at, replyTo) ?? undefined);
+      if (text === '') state.dropDraft(channel.id, at, replyTo);
+      else if (shown) state.recordDraft(channel.id, at, replyTo, shown);
+    } catch (error) {
+      logger.debug(`${channel.id}: draft of the answer to ${JSON.stringify(replyTo)} not shown: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
+
+  /**
+   * Ends the streaming of the answer to `replyTo`: a draft due is dropped, one under way is
+   * waited for, and later ones are ignored until the stream is forgotten.
+   */
+  private async endDraft(channelId: string, target: ConversationTarget, replyTo: string): Promise<string | undefined> {
+    const key = `${channelId}\u0000${targetKey(target)}\u0000${replyTo}`;
+    const now = Date.now();
+    this.forgetDrafts(now);
+    const stream = this.drafts.get(key) ?? { next: undefined, shownAt: 0, touchedAt: now, timer: undefined, busy: Promise.resolve(), ended: true };
+    clearTimeout(stream.timer);
+    stream.ended = true;
+    stream.touchedAt = now;
+    if (this.channels.get(channelId)?.draft) this.drafts.set(key, stream);
+    await stream.busy;
+    return this.options.state.draftOf(channelId, targetKey(target), replyTo) ?? undefined;
+  }
+
   private track<T>(delivery: Promise<T>): Promise<T> {
     this.delivering.add(delivery);
     void delivery.catch(() => {}).finally(() => this.delivering.delete(delivery));
@@ -341,18 +427,15 @@ export class Gateway {
     if (!channel) throw new ClawError('io', `${request.channel} is not running`, { suggestion: 'see its state with: xgw status' });
     const earlier = ref && this.progress(ref);
     if (earlier?.complete) return { status: 'duplicate', message_ids: earlier.messageIds };
+    const target = conversationOf(request);
+    // The answer takes the place of its draft (a duplicate, above, found it replaced already).
+    const draft = request.replyTo === undefined ? undefined : await this.endDraft(channel.id, target, request.replyTo);
     const { messageIds } = await channel.send(
-      {
-        peerId: request.peer,
-        conversationType: request.conversationType ?? 'dm',
-        conversationId: request.conversation ?? request.peer,
-        replyTo: request.replyTo,
-        text: request.text,
-        ...(request.notice ? { notice: request.notice } : {}),
-      },
-      { sent: earlier?.messageIds, onPart: ref && ((ids) => this.recordProgress(ref, ids, false)) },
+      { ...target, replyTo: request.replyTo, text: request.text, ...(request.notice ? { notice: request.notice } : {}) },
+      { sent: earlier?.messageIds, draft, onPart: ref && ((ids) => this.recordProgress(ref, ids, false)) },
     );
     if (ref) this.recordProgress(ref, messageIds, true);
+    if (draft !== undefined) this.options.state.dropDraft(channel.id, targetKey(target), request.replyTo!);
     const resumed = earlier?.messageIds.length ? ` (resumed after ${earlier.messageIds.length} part(s) sent before)` : '';
     logger.info(`${channel.id}: delivered ${messageIds.length} message(s) to ${JSON.stringify(request.peer)}${ref ? ` (key ${ref.key})` : ''}${resumed}`);
     return { status: 'delivered', message_ids: messageIds };
@@ -387,8 +470,16 @@ export class Gateway {
 
 /** The key of a delivery: the idempotency key within its channel and conversation. */
 function deliveryRef(request: SendRequest, key: string): DeliveryRef {
-  const target = [request.conversationType ?? 'dm', request.conversation ?? request.peer, request.peer].map(encodeSegment).join(':');
-  return { channelId: request.channel, target, key };
+  return { channelId: request.channel, target: targetKey(conversationOf(request)), key };
+}
+
+function conversationOf(request: SendRequest): ConversationTarget {
+  return { peerId: request.peer, conversationType: request.conversationType ?? 'dm', conversationId: request.conversation ?? request.peer };
+}
+
+/** A conversation of a channel as the state keys it. */
+function targetKey(target: ConversationTarget): string {
+  return [target.conversationType, target.conversationId, target.peerId].map(encodeSegment).join(':');
 }
 
 function refId(ref: DeliveryRef): string {

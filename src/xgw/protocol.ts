@@ -27,6 +27,12 @@ export type XgwRequest =
    * seconds): the channel shows it, where it can. Answer: null, at once.
    */
   | { op: 'typing'; channel: string; peer: string; conversation_type: string; conversation: string }
+  /**
+   * The answer to `reply_to` as the model writes it (the text so far; '' withdraws it: no answer
+   * follows). A channel that can shows it, and the answer (`send` with the same `reply_to`)
+   * replaces it. Answer: null, at once.
+   */
+  | { op: 'draft'; channel: string; peer: string; conversation_type: string; conversation: string; reply_to: string; text: string }
   /** Welcome the peers approved since (xgw pair approve). Answer: null. */
   | { op: 'welcome' }
   /** A terminal chat listening for replies: a stream of MailboxEntry lines. */

@@ -30,6 +30,9 @@ CREATE TABLE IF NOT EXISTS deliveries (
   channel_id TEXT NOT NULL, target TEXT NOT NULL, key TEXT NOT NULL, message_ids TEXT NOT NULL,
   complete INTEGER NOT NULL, updated_at TEXT NOT NULL,
   PRIMARY KEY (channel_id, target, key));
+CREATE TABLE IF NOT EXISTS drafts (
+  channel_id TEXT NOT NULL, target TEXT NOT NULL, reply_to TEXT NOT NULL, message_id TEXT NOT NULL, updated_at TEXT NOT NULL,
+  PRIMARY KEY (channel_id, target, reply_to));
 CREATE TABLE IF NOT EXISTS mailbox (
   id INTEGER PRIMARY KEY AUTOINCREMENT, channel_id TEXT NOT NULL, peer_id TEXT NOT NULL,
   role TEXT NOT NULL, text TEXT NOT NULL, reply_to TEXT, created_at TEXT NOT NULL,
@@ -255,6 +258,23 @@ export class GatewayState {
            updated_at = excluded.updated_at WHERE complete = 0`,
       )
       .run(ref.channelId, ref.target, ref.key, JSON.stringify(messageIds), complete ? 1 : 0, new Date().toISOString());
+  }
+
+  /**
+   * The platform message that shows the answer to `replyTo` as it is written (see
+   * Gateway.draft), or null. Kept across a restart: the answer must replace it, not follow it.
+   */
+  draftOf(channelId: string, target: string, replyTo: string): string | null {
+    const row = this.db.prepare('SELECT message_id FROM drafts WHERE channel_id = ? AND target = ? AND reply_to = ?').pluck().get(channelId, target, replyTo) as string | undefined;
+    return row ?? null;
+  }
+
+  recordDraft(channelId: string, target: string, replyTo: string, messageId: string): void {
+    this.db.prepare('INSERT OR REPLACE INTO drafts VALUES (?, ?, ?, ?, ?)').run(channelId, target, replyTo, messageId, new Date().toISOString());
+  }
+
+  dropDraft(channelId: string, target: string, replyTo: string): void {
+    this.db.prepare('DELETE FROM drafts WHERE channel_id = ? AND target = ? AND reply_to = ?').run(channelId, target, replyTo);
   }
 
   /** Adds to a peer's mailbox, keeping only its newest `limit` entries. Returns the entry. */

@@ -53,6 +53,8 @@ export const WebchatChannelSchema = z.strictObject({
   ),
   /** Messages kept per peer for a page that reconnects. */
   history_limit: z._default(z.int().check(z.positive(), z.maximum(10_000)), 200),
+  /** Show the answer as the model writes it (a draft the answer replaces). */
+  stream: z._default(z.boolean(), true),
 });
 
 export const TelegramChannelSchema = z.strictObject({
@@ -64,6 +66,12 @@ export const TelegramChannelSchema = z.strictObject({
   api_root: z._default(z.url(), 'https://api.telegram.org'),
   /** In groups, answer only when mentioned or replied to. */
   groups: z._default(z.strictObject({ require_mention: z._default(z.boolean(), true) }), { require_mention: true }),
+  /**
+   * Show the answer as the model writes it: one message, edited in place at most every
+   * `stream_interval_seconds`, which the answer then becomes. false: the answer only.
+   */
+  stream: z._default(z.boolean(), true),
+  stream_interval_seconds: z._default(z.number().check(z.gte(1), z.lte(60)), 1.5),
 });
 
 export const TerminalChannelSchema = z.strictObject({
@@ -183,6 +191,8 @@ export interface ChannelSendOptions {
    * way again, and those parts are not sent twice. Default: none.
    */
   sent?: readonly string[];
+  /** The platform id of this answer's draft (see ChannelAdapter.draft): its first part replaces it. */
+  draft?: string;
   /** Called after each part was sent with the ids of all parts sent so far, before the next part. */
   onPart?(messageIds: readonly string[]): void;
 }
@@ -205,6 +215,15 @@ export interface ChannelAdapter {
    * thing.
    */
   typing?(target: ConversationTarget): Promise<void>;
+  /**
+   * Shows the answer to `replyTo` as it is being written (`text` so far) in place of the draft
+   * this returned last time (`draft`, its platform id; none the first time), and returns the
+   * draft's platform id ('' where nothing on the platform stands for it). An empty text withdraws
+   * the draft: no answer follows it. The answer's `send` gets the id (ChannelSendOptions.draft).
+   */
+  draft?(target: ConversationTarget, replyTo: string, text: string, draft: string | undefined): Promise<string>;
+  /** Shortest time between two drafts of one answer. */
+  readonly draftIntervalMs?: number;
   status(): ChannelStatus;
   stop(): Promise<void>;
 }

@@ -143,8 +143,14 @@ class TelegramChannel implements ChannelAdapter {
       const other = index === 0 && replyTo !== undefined ? { reply_parameters: { message_id: replyTo, allow_sending_without_reply: true } } : {};
       try {
         if (signal?.aborted) throw new ClawError('aborted', `sending to ${this.id} was aborted`);
-        const sent = await bot.api.sendMessage(chatId, chunks[index]!, other, asGrammySignal(signal));
-        messageIds.push(String(sent.message_id));
+        if (index === 0 && options.draft) {
+          // The message that showed the answer as it was written becomes its first part.
+          await this.edit(chatId, Number(options.draft), chunks[0]!, signal);
+          messageIds.push(options.draft);
+        } else {
+          const sent = await bot.api.sendMessage(chatId, chunks[index]!, other, asGrammySignal(signal));
+          messageIds.push(String(sent.message_id));
+        }
       } catch (error) {
         const partly = index > 0 ? ` after ${index} of ${chunks.length} parts were sent (ids ${messageIds.join(', ')})` : '';
         throw signal?.aborted
@@ -154,6 +160,45 @@ class TelegramChannel implements ChannelAdapter {
       options.onPart?.(messageIds);
     }
     return { messageIds };
+  }
+
+  get draftIntervalMs(): number {
+    return this.config.stream_interval_seconds * 1000;
+  }
+
+  /**
+   * The answer as it is written: one message (its first 4,096 code units), edited in place; the
+   * answer's first part replaces it (see `send`). Withdrawn: deleted.
+   */
+  async draft(target: ConversationTarget, replyTo: string, text: string, draft: string | undefined): Promise<string> {
+    const bot = this.bot;
+    if (!bot || this.stopping) throw new ClawError('io', `${this.id} is not running`, { suggestion: 'see its state with: xgw status' });
+    const chatId = toChatId(target.conversationId);
+    try {
+      if (text === '') {
+        if (draft !== undefined) await bot.api.deleteMessage(chatId, Number(draft));
+        return '';
+      }
+      const shown = text.slice(0, TELEGRAM_TEXT_LIMIT);
+      if (draft !== undefined) {
+        await this.edit(chatId, Number(draft), shown);
+        return draft;
+      }
+      const other = /^\d+$/.test(replyTo) ? { reply_parameters: { message_id: Number(replyTo), allow_sending_without_reply: true } } : {};
+      return String((await bot.api.sendMessage(chatId, shown, other)).message_id);
+    } catch (error) {
+      throw this.toClawError(error, text === '' ? 'deleteMessage' : draft === undefined ? 'sendMessage' : 'editMessageText');
+    }
+  }
+
+  /** Edits a message's text; the same text again is no change, not a failure. */
+  private async edit(chatId: number | string, messageId: number, text: string, signal?: AbortSignal): Promise<void> {
+    try {
+      await this.bot!.api.editMessageText(chatId, messageId, text, undefined, asGrammySignal(signal));
+    } catch (error) {
+      if (error instanceof GrammyError && /message is not modified/i.test(error.description)) return;
+      throw error;
+    }
   }
 
   async typing(target: ConversationTarget): Promise<void> {

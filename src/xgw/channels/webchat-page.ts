@@ -74,6 +74,7 @@ header .wrap { display: flex; align-items: center; gap: .75rem; padding: .7rem 1
 .failed .bubble { background: transparent; color: var(--bad); border: 1px solid var(--bad); }
 .failed .meta { color: var(--bad); }
 .unanswered .bubble { opacity: .7; }
+.draft .meta { font-style: italic; }
 .unanswered .meta, .waiting .meta { color: var(--warn); }
 .notice .bubble { background: transparent; box-shadow: none; color: var(--muted); font-style: italic; }
 .typing .bubble { display: inline-flex; gap: 5px; padding: .8rem .95rem; }

@@ -8,8 +8,8 @@ import type { NoticeKind } from '../../core/notice.js';
  * - client → server: `{type:'message', id, text}` (id: the client's own message id)
  * - server → client: `{type:'history', messages}` once on connect (oldest first), then
  *   `{type:'message', message}` as they happen, `{type:'ack', id, delivery}` for each client message,
- *   `{type:'error', id?, text}` for one that was refused, and `{type:'typing'}` while the agent
- *   works on an answer.
+ *   `{type:'error', id?, text}` for one that was refused, `{type:'typing'}` while the agent works
+ *   on an answer and `{type:'draft', reply_to, text}` as it writes it.
  */
 export interface ClientMessage {
   type: 'message';
@@ -23,6 +23,11 @@ export type ServerMessage =
   | { type: 'ack'; id: string; delivery: Delivery }
   /** The agent is working on an answer (sent every few seconds while its turn runs). */
   | { type: 'typing' }
+  /**
+   * The answer to the client message `reply_to` as the model writes it (the text so far; ''
+   * withdraws it). Never stored: the answer's `message` (with that `reply_to`) replaces it.
+   */
+  | { type: 'draft'; reply_to: string; text: string }
   | { type: 'error'; id?: string; text: string };
 
 /**

@@ -249,6 +249,51 @@ describe.skipIf(!hasChromium)(`webchat page in a browser (needs ${CHROMIUM})`, (
     }
   });
 
+  it('shows the answer as it is written in place of the dots, and the answer replaces it: one message, also in another tab', async () => {
+    const context = await browser.newContext({ viewport: PHONE });
+    try {
+      const page = await openChat(context);
+      const other = await openChat(context); // the same person's second tab
+      const peer = await peerOf(page);
+      await say(page, 'Write me a long answer');
+      const event = await waitFor(() => inboxEvents().find((e) => e.source.endsWith(`:${peer}`) && parseMessageContent(e.content).text === 'Write me a long answer'), 'the message');
+      const replyTo = (parseMessageContent(event.content).reply_context as { message_id: string }).message_id;
+      await page.locator('.row.typing').waitFor();
+      const target = { peerId: peer, conversationType: 'dm', conversationId: peer };
+      const draft = page.locator('.row.agent.draft .bubble');
+      for (const text of ['Once upon', 'Once upon a time there was', 'Once upon a time there was a web chat']) {
+        gateway.draft('webchat:main', target, replyTo, text);
+        await expect.poll(() => draft.textContent()).toBe(text);
+        expect(await page.locator('.row.typing').count()).toBe(0); // the draft says it: no dots below it
+      }
+      await other.locator('.row.agent.draft .bubble', { hasText: 'a web chat' }).waitFor();
+      await page.screenshot({ path: artifactPath('webchat-streaming.png') });
+
+      // The model turned to a command: the draft goes, the dots come back.
+      gateway.draft('webchat:main', target, replyTo, '');
+      await page.locator('.row.agent.draft').waitFor({ state: 'detached' });
+      await page.locator('.row.typing').waitFor();
+      gateway.draft('webchat:main', target, replyTo, 'The answer, at last');
+      await draft.filter({ hasText: 'The answer, at last' }).waitFor();
+
+      await gateway.send({ channel: 'webchat:main', peer, replyTo, text: 'The answer, at last, in full.', idempotencyKey: 'answer-1' });
+      for (const tab of [page, other]) {
+        await agentBubbles(tab).filter({ hasText: 'The answer, at last, in full.' }).waitFor();
+        expect(await tab.locator('.row.agent.draft').count()).toBe(0);
+        expect(await agentBubbles(tab).allTextContents()).toEqual(['The answer, at last, in full.']);
+        expect(await tab.locator('.row.typing').count()).toBe(0);
+      }
+      // A draft that arrives after its answer (sent before it) is not shown below it.
+      gateway.draft('webchat:main', target, replyTo, 'The answer, at');
+      await page.reload();
+      await page.locator('#status[data-state="online"]').waitFor();
+      expect(await agentBubbles(page).allTextContents()).toEqual(['The answer, at last, in full.']); // only the answer was stored
+      expect(await page.locator('.row.agent.draft').count()).toBe(0);
+    } finally {
+      await context.close();
+    }
+  });
+
   it('gives two browsers different peer ids and shows each only its own replies', async () => {
     const contextA = await browser.newContext({ viewport: { width: 1100, height: 760 }, colorScheme: 'dark' });
     const contextB = await browser.newContext({ viewport: PHONE });

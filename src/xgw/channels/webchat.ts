@@ -42,6 +42,8 @@ const PAGE_HEADERS: Readonly<Record<string, string>> = {
   'Referrer-Policy': 'no-referrer',
 };
 const PING_INTERVAL_MS = 30_000;
+/** A streamed answer reaches the page at most this often. */
+const DRAFT_INTERVAL_MS = 150;
 const STOP_GRACE_MS = 1_000;
 /** Client message ids remembered per channel (with what became of them), so a resend after a reconnect is only acked. */
 const RECENT_IDS = 2_000;
@@ -334,6 +336,13 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
 
     async typing(target) {
       broadcast(target.peerId, { type: 'typing' });
+    },
+
+    // The page shows the draft in place of the dots; the answer, stored as the only message, replaces it.
+    draftIntervalMs: DRAFT_INTERVAL_MS,
+    async draft(target, replyTo, text) {
+      broadcast(target.peerId, { type: 'draft', reply_to: replyTo, text });
+      return '';
     },
 
     status() {

@@ -33,6 +33,8 @@ const statusText = byId('status-text');
 const encoder = new TextEncoder();
 /** Messages sent but not acknowledged. */
 const pending: Pending[] = [];
+/** Answers shown as they are written, by the id of the message they answer. */
+const drafts = new Map<string, HTMLElement>();
 let ws: WebSocket | null = null;
 let attempt = 0;
 let retryTimer: ReturnType<typeof setTimeout> | undefined;
@@ -94,7 +96,7 @@ function addRow(role: Role, text: string, createdAt: string | null, extraClass =
   if (role !== 'system') {
     const meta = document.createElement('div');
     meta.className = 'meta';
-    meta.textContent = extraClass === 'pending' ? 'Sending…' : timeOf(createdAt);
+    meta.textContent = extraClass === 'pending' ? 'Sending…' : extraClass === 'draft' ? 'writing…' : timeOf(createdAt);
     row.append(meta);
   }
   thread.insertBefore(row, typing.parentNode ? typing : null);
@@ -136,6 +138,7 @@ function setStatus(state: ConnectionState, text: string): void {
 
 function renderHistory(messages: MailboxEntry[]): void {
   for (const row of thread.querySelectorAll('.row')) if (row !== typing) row.remove();
+  drafts.clear();
   setWaiting(false);
   empty.hidden = messages.length > 0 || pending.length > 0;
   for (const m of messages) addRow(m.role, m.text, m.created_at, m.notice ? 'notice' : '');
@@ -146,6 +149,30 @@ function renderHistory(messages: MailboxEntry[]): void {
   const awaited = lastMessage && (lastMessage.role === 'user' || lastMessage.notice === 'delayed');
   if (awaited && Date.now() - Date.parse(lastMessage.created_at) < WAIT_LIMIT_MS) setWaiting(true);
   scrollDown();
+}
+
+/** The answer as it is written: in place of the dots, until the answer itself replaces it. */
+function showDraft(replyTo: string, text: string): void {
+  let row = drafts.get(replyTo);
+  if (text === '') {
+    // Withdrawn: the agent went on working (a command) or decided not to answer.
+    row?.remove();
+    drafts.delete(replyTo);
+    setWaiting(true);
+    return;
+  }
+  setWaiting(false);
+  const stick = nearBottom();
+  if (!row) {
+    row = addRow('agent', '', null, 'draft');
+    drafts.set(replyTo, row);
+  }
+  const bubble = row.querySelector<HTMLElement>('.bubble');
+  if (bubble) {
+    bubble.replaceChildren();
+    fillText(bubble, text);
+  }
+  if (stick) scrollDown();
 }
 
 function transmit(p: Pending): void {
@@ -190,6 +217,10 @@ function onServerMessage(event: MessageEvent<string>): void {
       return;
     case 'message': {
       const m = data.message;
+      if (m.role === 'agent' && m.reply_to !== null) {
+        drafts.get(m.reply_to)?.remove();
+        drafts.delete(m.reply_to);
+      }
       // A notice that the answer is delayed is no answer: the dots go on (an error notice ends them).
       if (m.role !== 'user') setWaiting(m.notice === 'delayed');
       addRow(m.role, m.text, m.created_at, m.notice ? 'notice' : '');
@@ -208,8 +239,11 @@ function onServerMessage(event: MessageEvent<string>): void {
       return;
     }
     case 'typing':
-      // Also after a reload, or in a tab opened while the agent works.
-      setWaiting(true);
+      // Also after a reload, or in a tab opened while the agent works; a draft shown says it already.
+      if (drafts.size === 0) setWaiting(true);
+      return;
+    case 'draft':
+      showDraft(data.reply_to, data.text);
       return;
     case 'error': {
       const failed = data.id ? takePending(data.id) : undefined;

@@ -1,0 +1,89 @@
+import type { Logger } from '../core/logger.js';
+import type { ReplyContext } from '../core/message.js';
+import { askXgw } from '../xgw/client.js';
+import type { XgwRequest } from '../xgw/index.js';
+
+/** How often a running turn tells xgw again; Telegram shows "typing…" for 5 s after each. */
+export const TYPING_EVERY_MS = 4_000;
+/** A turn that answers within this long shows no draft: its answer simply comes. */
+export const DRAFT_AFTER_MS = 1_000;
+/** Drafts go to xgw at most this often (each channel bounds them further). */
+const DRAFT_EVERY_MS = 150;
+/** What xgw is told while a turn runs is a courtesy: it never holds the turn up for long. */
+const TELL_TIMEOUT_MS = 2_000;
+/** Answers that are decisions not to answer: a draft that could become one is held back. */
+const SILENT_ANSWERS = ['NO_REPLY', 'HEARTBEAT_OK'];
+
+/** What the person sees of a turn while it runs (see replyProgress). */
+export interface ReplyProgress {
+  /** More of the answer's text, as the model streams it. */
+  written(delta: string): void;
+  /** The model turned to a command: what it wrote so far is not the answer. */
+  restart(): void;
+  /** The turn is over; `answered`: an answer was put in the thread, and replaces the draft. */
+  end(answered: boolean): void;
+}
+
+/**
+ * While a turn works on an answer to a person, tells the gateway so: `typing` every few seconds
+ * (Telegram's "typing…", the web chat's dots) and, once the turn has taken a moment, the answer
+ * as the model writes it (`draft`; xgw shows it where the channel streams, and the answer
+ * replaces it). Only in the answer's own conversation, and only for a person: an agent that
+ * asked has nothing to show it to. Nothing is waited for; a gateway that is down is only logged.
+ */
+export function replyProgress(home: string, replyContext: ReplyContext | null, logger: Logger): ReplyProgress {
+  if (replyContext?.kind !== 'external') return { written() {}, restart() {}, end() {} };
+  const conversation = {
+    channel: replyContext.channel_id,
+    peer: replyContext.peer_id,
+    conversation_type: replyContext.conversation_type,
+    conversation: replyContext.conversation_id,
+  };
+  const tell = (request: XgwRequest): void => {
+    askXgw(home, request, TELL_TIMEOUT_MS).catch((error: unknown) =>
+      logger.debug(`run: ${request.op} in ${conversation.channel} not shown: ${error instanceof Error ? error.message : String(error)}`),
+    );
+  };
+  tell({ op: 'typing', ...conversation });
+  const typing = setInterval(() => tell({ op: 'typing', ...conversation }), TYPING_EVERY_MS);
+
+  // Drafts need the message they answer: the answer replaces the draft of the same `reply_to`.
+  const replyTo = replyContext.message_id;
+  const startedAt = Date.now();
+  let text = '';
+  let shown = '';
+  let sentAt = 0;
+  let due: NodeJS.Timeout | undefined;
+  const showDraft = (): void => {
+    due = undefined;
+    if (replyTo === undefined || text.trim() === '' || SILENT_ANSWERS.some((silent) => silent.startsWith(text.trim().slice(0, silent.length)))) return;
+    if (text === shown) return;
+    shown = text;
+    sentAt = Date.now();
+    tell({ op: 'draft', ...conversation, reply_to: replyTo, text });
+  };
+  const withdraw = (): void => {
+    clearTimeout(due);
+    due = undefined;
+    if (shown !== '' && replyTo !== undefined) tell({ op: 'draft', ...conversation, reply_to: replyTo, text: '' });
+    shown = '';
+  };
+  return {
+    written(delta) {
+      text += delta;
+      if (due) return;
+      const wait = Math.max(startedAt + DRAFT_AFTER_MS, sentAt + DRAFT_EVERY_MS) - Date.now();
+      if (wait <= 0) showDraft();
+      else due = setTimeout(showDraft, wait);
+    },
+    restart() {
+      withdraw();
+      text = '';
+    },
+    end(answered) {
+      clearInterval(typing);
+      if (answered) clearTimeout(due);
+      else withdraw();
+    },
+  };
+}

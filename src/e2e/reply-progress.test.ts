@@ -1,0 +1,80 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { textUpdate } from '../testing/fake-telegram.js';
+import { lastUserText, startSystem, until, type System } from './support.js';
+
+/**
+ * What a person sees on Telegram while a turn runs, through the whole system (real notifier,
+ * runners and xgw; fake model and Telegram): "typing…" (the agent's run tells xgw every few
+ * seconds, xgw sends the chat action, Telegram shows it for 5 s each time), and the answer as
+ * the model writes it, in one message edited in place that the answer then becomes.
+ */
+const PEER = 4242;
+const OTHER = 4343;
+const SLOW_MS = 9_000;
+
+let system: System | undefined;
+
+afterEach(async () => {
+  await system?.stop();
+  system = undefined;
+});
+
+const STREAMED = 'Here is what I found: the report is due on Friday, the slides are ready, and the budget still needs your approval before noon.';
+
+describe('what the person sees while the agent works', () => {
+  it('shows typing in the chat every at most 5 s from the start of a 9 s turn to its answer, and only in that chat', { timeout: 60_000 }, async () => {
+    const s = await startSystem({
+      logLevel: 'info',
+      llm: { defaultStep: (request) => (lastUserText(request) === 'think hard' ? { kind: 'text', text: 'thought', delayMs: SLOW_MS } : { kind: 'text', text: 'quick' }) },
+    });
+    system = s;
+    const typing = (chat: number) => s.telegram.calls.filter((call) => call.method === 'sendChatAction' && Number(call.params.chat_id) === chat);
+
+    s.telegram.queueUpdate(textUpdate({ from: PEER, text: 'think hard' }));
+    const asked = Date.now();
+    await until(() => s.telegram.sent.some((sent) => sent.text === 'thought'), 'the slow answer', 40_000);
+    const answered = s.telegram.sent.find((sent) => sent.text === 'thought')!.at;
+    const shown = typing(PEER);
+    expect(shown.every((call) => call.params.action === 'typing')).toBe(true);
+    const times = [asked, ...shown.map((call) => call.at), answered];
+    const gaps = times.slice(1).map((at, index) => at - times[index]!);
+    console.log(`typing: ${shown.length} chat actions in a ${answered - asked} ms turn; gaps ${gaps.join(', ')} ms`);
+    expect(shown.length).toBeGreaterThanOrEqual(2);
+    // The person never goes 5 s (Telegram's own expiry of the action) without it until the answer comes.
+    expect(Math.max(...gaps.slice(1))).toBeLessThanOrEqual(5_000);
+    expect(gaps[0]).toBeLessThan(3_000); // from the message to the first action: the run starting
+
+    s.telegram.queueUpdate(textUpdate({ from: OTHER, text: 'hello' }));
+    await until(() => s.telegram.sent.some((sent) => sent.chat_id === OTHER), 'the other answer', 20_000);
+    expect(typing(OTHER).length).toBeLessThanOrEqual(1); // a quick turn: at most the first action
+    expect(typing(PEER)).toHaveLength(shown.length); // and nothing more in the first chat
+  });
+
+  it('streams a slow answer into one message edited in place at most every 1.5 s, which the answer becomes: no second message', { timeout: 60_000 }, async () => {
+    const s = await startSystem({ logLevel: 'info', llm: { defaultStep: { kind: 'text', text: STREAMED, streamMs: 250 } } });
+    system = s;
+    const asked = s.telegram.queueUpdate(textUpdate({ from: PEER, text: 'what is new?' })).message.message_id as number;
+    await until(() => s.telegram.sent.some((sent) => sent.text === STREAMED), 'the whole answer', 40_000);
+
+    const [message, ...more] = s.telegram.sent;
+    expect(more).toEqual([]); // the draft became the answer
+    expect(message).toMatchObject({ chat_id: PEER, text: STREAMED, reply_parameters: { message_id: asked } });
+    expect(message!.deleted).toBeUndefined();
+    // It showed the answer growing: each edit a longer start of it, the last the answer itself.
+    const texts = (message!.edits ?? []).map((edit) => edit.text);
+    console.log(`streaming: first draft ${JSON.stringify(firstDraft(s))}; ${texts.length} edits at ${(message!.edits ?? []).map((edit) => edit.at - message!.at).join(', ')} ms`);
+    expect(texts.length).toBeGreaterThanOrEqual(2);
+    expect(texts.at(-1)).toBe(STREAMED);
+    for (const text of [firstDraft(s), ...texts]) expect(STREAMED.startsWith(text)).toBe(true);
+    expect(firstDraft(s).length).toBeLessThan(STREAMED.length);
+    // A bounded rate: the edits while it was written are at least 1.5 s apart (the answer's own may follow sooner).
+    const times = [message!.at, ...(message!.edits ?? []).slice(0, -1).map((edit) => edit.at)];
+    for (let i = 1; i < times.length; i++) expect(times[i]! - times[i - 1]!).toBeGreaterThanOrEqual(1_400);
+  });
+});
+
+/** The text the streamed message was first sent with (before any edit). */
+function firstDraft(s: System): string {
+  const call = s.telegram.calls.find((c) => c.method === 'sendMessage');
+  return String(call?.params.text ?? '');
+}
