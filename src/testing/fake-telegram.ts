@@ -230,12 +230,16 @@ export async function startFakeTelegram(options: FakeTelegramOptions = {}): Prom
     const entry = botMessage(params, res, 'message to edit not found');
     if (!entry) return;
     const text = typeof params.text === 'string' ? params.text : '';
-    if (text.trim() === '' || text.length > 4096) return fail(res, { error_code: 400, description: `Bad Request: message ${text.trim() === '' ? 'text is empty' : 'is too long'}` });
+    if (text.trim() === '' || text.length > 4096) {
+      fail(res, { error_code: 400, description: `Bad Request: message ${text.trim() === '' ? 'text is empty' : 'is too long'}` });
+      return;
+    }
     if (text === entry.text) {
-      return fail(res, {
+      fail(res, {
         error_code: 400,
         description: 'Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message',
       });
+      return;
     }
     entry.text = text;
     entry.message.text = text;
