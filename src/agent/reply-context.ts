@@ -1,5 +1,5 @@
 import { parseAddress } from '../core/address.js';
-import { parseMessageContent, type ReplyContext } from '../core/message.js';
+import { parseMessageContent, type Attachment, type ReplyContext } from '../core/message.js';
 import type { Thread, ThreadEvent } from '../thread/index.js';
 import { messageText } from './context.js';
 import { ANSWER_CONVERSATION } from './router.js';
@@ -13,6 +13,8 @@ import { ANSWER_CONVERSATION } from './router.js';
  */
 export interface Inbound {
   text: string;
+  /** Files that came with it (xgw stores them in the agent's `files/`). */
+  attachments: Attachment[];
   replyContext: ReplyContext | null;
   /** It answers a message of ours (an agent's reply to `agent send`). */
   isReply: boolean;
@@ -25,10 +27,11 @@ export function readInbound(event: ThreadEvent): Inbound {
   try {
     content = parseMessageContent(event.content);
   } catch {
-    return { text: messageText(event.content), replyContext: replyContextFromSource(event.source), isReply: isAnswer(event.source), source: event.source };
+    return { text: messageText(event.content), attachments: [], replyContext: replyContextFromSource(event.source), isReply: isAnswer(event.source), source: event.source };
   }
   return {
     text: content.text,
+    attachments: content.attachments,
     replyContext: trustedReplyContext(content.reply_context, event.source),
     isReply: isAnswer(event.source),
     source: event.source,

@@ -6,13 +6,14 @@ import { createLogger, type Logger } from '../core/logger.js';
 import { createRedactor } from '../core/secrets.js';
 import { isStorageError, storageError } from '../core/storage-error.js';
 import { TurnRegistry, type ProcessMark } from '../core/turn-processes.js';
-import { chat, loadPaiConfig, preloadProvider, providerSecrets, resolveModel, type BashExecArgs, type ModelCaller, type PaiConfig, type ResolvedModel } from '../pai/index.js';
+import { chat, loadPaiConfig, preloadProvider, providerSecrets, resolveModel, type BashExecArgs, type ImageRef, type ModelCaller, type PaiConfig, type ResolvedModel } from '../pai/index.js';
 import { openThread, type Thread, type ThreadEvent } from '../thread/index.js';
 import { loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
 import { memoryFiles, sessionFile } from './context.js';
 import { answerFailure, ModelOutage } from './failure.js';
 import { damagedThread, describeDamage } from './damaged-thread.js';
 import { replyProgress, type ReplyProgress } from './reply-progress.js';
+import { modelInput } from './attachments.js';
 import { deliverHandler, INBOX_CONSUMER, OUTBOUND_CONSUMER, OUTBOUND_FILTER } from './lifecycle.js';
 import { callWithinWindow } from './overflow.js';
 import { answerTarget, readInbound, replyContextFromSource, type AnswerTarget } from './reply-context.js';
@@ -282,8 +283,10 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
     // is answered without the tool.
     const rule = commandRuleFor(config.policy, event.source);
     const commands = new Map<string, BashExecArgs>();
+    const asked = modelInput(dir, inbound.text, inbound.attachments, model.images);
     const turnCall: Omit<CallInput, 'system'> = {
-      input: inbound.text,
+      input: asked.text,
+      images: asked.images,
       sessionFile: session,
       turn: turnName,
       tools: offersTools(rule),
@@ -340,7 +343,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
       callWithinWindow({
         thread,
         currentId: inboundId,
-        input: inbound.text,
+        input: asked.text,
         prompt: { dir, route, memory, caps: config.context.memory_caps, source: event.source, commands: commandsFact(rule, config.sandbox) },
         settings: config.context,
         contextWindow: model.contextWindow,
@@ -419,6 +422,7 @@ function pushReply(thread: Thread, target: AnswerTarget, inboundId: number, text
 
 interface CallInput {
   input: string;
+  images?: ImageRef[];
   system: string;
   sessionFile?: string;
   turn?: string;

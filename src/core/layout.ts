@@ -18,3 +18,6 @@ export function agentInboxPath(home: string, agentId: string): string {
 
 /** The inbox's consumer that `agent run` reads with; unsubscribed while the agent is stopped. */
 export const INBOX_CONSUMER = 'inbox';
+
+/** Where xgw stores the files people send an agent, named by their SHA-256: `agents/<id>/files/`. */
+export const AGENT_FILES_DIR = 'files';

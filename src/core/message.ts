@@ -36,12 +36,21 @@ export const InternalReplyContextSchema = z.object({
 
 export const ReplyContextSchema = z.discriminatedUnion('kind', [ExternalReplyContextSchema, InternalReplyContextSchema]);
 
+export const ATTACHMENT_KINDS = ['image', 'document', 'audio', 'video'] as const;
+export type AttachmentKind = (typeof ATTACHMENT_KINDS)[number];
+
+/**
+ * A file that comes with a message: what a person sent (stored by xgw in the agent's `files/`,
+ * named by its SHA-256) or what an agent sends. `type` is an AttachmentKind for files from
+ * people; the message's text is the caption.
+ */
 export const AttachmentSchema = z.object({
   type: z.string().check(z.minLength(1)),
   name: z.optional(z.string()),
   url: z.optional(z.string()),
   path: z.optional(z.string()),
   mime_type: z.optional(z.string()),
+  bytes: z.optional(z.int().check(z.nonnegative())),
 });
 
 export const MessageContentSchema = z.object({

@@ -52,6 +52,10 @@ export interface SystemOptions {
    * write files in the home. Default: the config's default (`sandbox`).
    */
   sandbox?: SandboxProfile;
+  /** The fake model takes images (`input: [text, image]` in pai's config). Default: false. */
+  modelSeesImages?: boolean;
+  /** The Telegram channel's `media` settings, as YAML (e.g. `{ max_bytes: 1000 }`). Default: none. */
+  telegramMedia?: string;
   /** admin's `turn.max_attempts`. Default: the config's default (3). */
   maxTurnAttempts?: number;
   /**
@@ -120,7 +124,7 @@ providers:
     api_key_env: ${options.apiKeyEnv}`
         : ''
     }
-    models: [{ id: m1 }]
+    models: [{ id: m1${options.modelSeesImages ? ', input: [text, image]' : ''} }]
 retry: { initial_delay_ms: 20 }
 `,
   );
@@ -143,7 +147,12 @@ runners: { enabled: ${options.runners ?? true} }
     api_root: "${telegram.apiRoot}"
     access: ${options.telegramAccess ?? 'open'}
     allow: ${JSON.stringify(allow)}
-    groups: { require_mention: ${options.telegramRequireMention ?? true} }
+    groups: { require_mention: ${options.telegramRequireMention ?? true} }${
+      options.telegramMedia
+        ? `
+    media: ${options.telegramMedia}`
+        : ''
+    }
   - { id: terminal:local, type: terminal, access: open }
 routes:
   - { channel: "*", peer: "*", agent: admin }

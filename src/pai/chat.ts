@@ -7,7 +7,7 @@ import type { Sandbox } from './sandbox.js';
 import { createModelCaller, type ModelCaller, type ModelReply } from './llm.js';
 import { ModelCallError } from './model-error.js';
 import { apiKeyFor, loadPaiConfig, providerSecrets, resolveModel, type ModelChoice } from './models.js';
-import { appendSession, readSession, type SessionLine } from './session.js';
+import { appendSession, readSession, type ImageRef, type SessionLine } from './session.js';
 import { addUsage, ZERO_USAGE, type BashExecArgs, type BashExecResult, type ChatEvent, type ChatResult, type PaiConfig, type ResolvedModel } from './types.js';
 
 /**
@@ -24,6 +24,8 @@ export const DEFAULT_SYSTEM_PROMPT =
 export interface ChatOptions extends ModelChoice {
   /** The user's message for this turn. */
   input: string;
+  /** Images with it, for a model that takes them (ResolvedModel.images). */
+  images?: ImageRef[];
   /** System prompt. Default: the session's own system line, else DEFAULT_SYSTEM_PROMPT. */
   system?: string;
   /** JSONL session: read for history, appended message by message. Default: none (one-off). */
@@ -116,7 +118,14 @@ async function runTurn(options: ChatOptions, turnMark: ProcessMark): Promise<Cha
   emit({ type: 'start', provider: model.provider, model: model.model });
   const result: ChatResult = { text: '', toolCalls: [], usage: ZERO_USAGE, toolRounds: 0, stoppedAtMaxTurns: false };
   const resumed = options.resume ? resumeTurn(history, record, emit) : null;
-  if (resumed === null) record({ role: 'user', content: options.input, ts: new Date().toISOString(), ...(options.turn === undefined ? {} : { turn: options.turn }) });
+  if (resumed === null)
+    record({
+      role: 'user',
+      content: options.input,
+      ts: new Date().toISOString(),
+      ...(options.turn === undefined ? {} : { turn: options.turn }),
+      ...(options.images?.length ? { images: options.images } : {}),
+    });
   else result.toolRounds = resumed.toolRounds;
 
   while (resumed?.answer === undefined) {

@@ -6,8 +6,8 @@ import { validate } from '../core/validate.js';
 import { BASH_EXEC_TOOL } from './bash-exec.js';
 import { classify, observeHttp } from './model-error.js';
 import { loadStreamFunction } from './pi.js';
-import type { Context, Message } from '@mariozechner/pi-ai';
-import type { SessionLine, SessionToolCall } from './session.js';
+import type { Context, ImageContent, Message, TextContent } from '@mariozechner/pi-ai';
+import type { ImageRef, SessionLine, SessionToolCall } from './session.js';
 import type { ModelError, ResolvedModel, Usage } from './types.js';
 
 /**
@@ -63,7 +63,7 @@ function createPiCaller(resolved: ResolvedModel, settings: CallerSettings): Mode
     provider: resolved.provider,
     baseUrl: resolved.baseUrl ?? '',
     reasoning: false,
-    input: ['text' as const],
+    input: resolved.images ? ['text' as const, 'image' as const] : ['text' as const],
     cost: { input: resolved.cost.input, output: resolved.cost.output, cacheRead: 0, cacheWrite: 0 },
     contextWindow: resolved.contextWindow,
     maxTokens: resolved.maxOutputTokens,
@@ -124,6 +124,18 @@ function createPiCaller(resolved: ResolvedModel, settings: CallerSettings): Mode
   };
 }
 
+/**
+ * An image of a user message, read now: the session keeps its path, not its bytes. One gone
+ * meanwhile is said in words rather than failing the turn.
+ */
+function imageContent(image: ImageRef): ImageContent | TextContent {
+  try {
+    return { type: 'image', data: readFileSync(image.path).toString('base64'), mimeType: image.mime_type };
+  } catch {
+    return { type: 'text', text: `[an image that is no longer there: ${image.path}]` };
+  }
+}
+
 /** Session lines as pi-ai messages. History is presented as this model's own. */
 function toPiContext(request: ModelRequest, resolved: ResolvedModel): Context {
   const zeroUsage = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, totalTokens: 0, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } };
@@ -134,7 +146,7 @@ function toPiContext(request: ModelRequest, resolved: ResolvedModel): Context {
       case 'system':
         return [];
       case 'user':
-        return [{ role: 'user' as const, content: line.content, timestamp }];
+        return [{ role: 'user' as const, content: line.images?.length ? [{ type: 'text' as const, text: line.content }, ...line.images.map(imageContent)] : line.content, timestamp }];
       case 'assistant':
         return [
           {

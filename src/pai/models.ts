@@ -79,6 +79,7 @@ export async function resolveModel(config: PaiConfig, choice: ModelChoice, env: 
       maxOutputTokens: entry(model)?.max_output_tokens ?? DEFAULT_MAX_OUTPUT,
       apiKeyEnv: null,
       cost: { input: 0, output: 0 },
+      images: false,
     };
   }
 
@@ -100,6 +101,7 @@ export async function resolveModel(config: PaiConfig, choice: ModelChoice, env: 
       maxOutputTokens: known?.max_output_tokens ?? DEFAULT_MAX_OUTPUT,
       apiKeyEnv: configured.api_key_env ?? builtin?.keyEnv ?? null,
       cost: known?.cost ?? { input: 0, output: 0 },
+      images: known?.input?.includes('image') ?? false,
     };
   }
 
@@ -122,6 +124,7 @@ export async function resolveModel(config: PaiConfig, choice: ModelChoice, env: 
       maxOutputTokens: known?.max_output_tokens ?? catalogued.maxTokens,
       apiKeyEnv: configured?.api_key_env ?? builtin.keyEnv,
       cost: known?.cost ?? { input: catalogued.cost.input, output: catalogued.cost.output },
+      images: known?.input ? known.input.includes('image') : catalogued.input.includes('image'),
     };
   }
 

@@ -10,6 +10,9 @@ import { ensureDir } from '../core/home.js';
  * assistant message, each tool result), so a killed run leaves every finished message on disk.
  * The same format serves `pai chat --session` and the agent runtime's `sessions/<thread>.jsonl`.
  */
+const ImageRefSchema = z.object({ path: z.string(), mime_type: z.string() });
+export type ImageRef = z.output<typeof ImageRefSchema>;
+
 const ToolCallSchema = z.object({ id: z.string(), name: z.string(), arguments: z.record(z.string(), z.unknown()) });
 
 export const SessionLineSchema = z.discriminatedUnion('role', [
@@ -20,6 +23,8 @@ export const SessionLineSchema = z.discriminatedUnion('role', [
     ts: z.optional(z.string()),
     /** The caller's name for the turn this message began, so that a turn cut off by a crash can be found and resumed. */
     turn: z.optional(z.string()),
+    /** Images that come with the message, by file (read when the request is made, not kept in the session). */
+    images: z.optional(z.array(ImageRefSchema)),
   }),
   z.object({
     role: z.literal('assistant'),

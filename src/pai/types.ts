@@ -11,6 +11,8 @@ const ModelEntrySchema = z.strictObject({
   max_output_tokens: z.optional(z.int().check(z.positive())),
   /** USD per million tokens, for the cost figures. */
   cost: z.optional(z.strictObject({ input: z.number().check(z.nonnegative()), output: z.number().check(z.nonnegative()) })),
+  /** What the model takes in: `[text]`, or `[text, image]` for a model that sees images. */
+  input: z.optional(z.array(z.enum(['text', 'image']))),
 });
 
 const ProviderConfigSchema = z.strictObject({
@@ -63,6 +65,8 @@ export interface ResolvedModel {
   apiKeyEnv: string | null;
   /** USD per million tokens. */
   cost: { input: number; output: number };
+  /** The model takes images (pi-ai's catalogue, or `input` in the pai config). */
+  images: boolean;
 }
 
 /** Token counts and cost of one model call or a whole turn. */

@@ -86,6 +86,8 @@ export interface FakeTelegram {
    * that many calls of the method succeed first: `{ after: 1 }` fails the second.
    */
   failNext(method: string, error: FakeTelegramError, options?: { after?: number }): void;
+  /** Keeps a file a person "uploaded", for getFile and its download; returns its file_id. */
+  addFile(bytes: Buffer): string;
   /** Answers pending polls with no updates, then stops the server and closes every connection. */
   close(): Promise<void>;
 }
@@ -100,7 +102,10 @@ interface Poll {
 export interface TextUpdateOptions {
   /** The sender's user id. */
   from: number;
-  text: string;
+  /** Left out for a message without text (a photo, a sticker: see `with`). */
+  text?: string;
+  /** More of the message: `photo`, `document`, `caption`, `voice`… (files from `addFile`). */
+  with?: LooseJson;
   /** Default: the sender's id (a private chat). */
   chat?: number;
   /** Default: `private` when `chat` is the sender, else `supergroup`. */
@@ -123,9 +128,10 @@ export function textUpdate(options: TextUpdateOptions): FakeUpdate {
     message: {
       chat,
       from,
-      text: options.text,
+      ...(options.text !== undefined && { text: options.text }),
       ...(options.entities && { entities: options.entities }),
       ...(options.replyTo && { reply_to_message: options.replyTo }),
+      ...options.with,
     },
   };
 }
@@ -282,8 +288,25 @@ export async function startFakeTelegram(options: FakeTelegramOptions = {}): Prom
     ok(res, message);
   }
 
+  /** Files by file_id, and their download paths. */
+  const files = new Map<string, { bytes: Buffer; path: string }>();
+
+  function getFile(params: LooseJson, res: ServerResponse): void {
+    const file = files.get(String(params.file_id));
+    if (!file) return void fail(res, { error_code: 400, description: 'Bad Request: invalid file_id' });
+    ok(res, { file_id: params.file_id, file_unique_id: `u${params.file_id}`, file_size: file.bytes.length, file_path: file.path });
+  }
+
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://127.0.0.1');
+    const download = /^\/file\/bot([^/]+)\/(.+)$/.exec(url.pathname);
+    if (download) {
+      const file = [...files.values()].find((f) => f.path === download[2]);
+      if (decodeURIComponent(download[1]!) !== token || !file) return fail(res, { error_code: 404, description: 'Not Found' });
+      calls.push({ method: 'download', params: { path: file.path }, at: Date.now() });
+      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': file.bytes.length });
+      return void res.end(file.bytes);
+    }
     const match = /^\/bot([^/]+)\/([A-Za-z]+)$/.exec(url.pathname);
     const body = await readBody(req);
     if (!match) return fail(res, { error_code: 404, description: 'Not Found' });
@@ -300,6 +323,8 @@ export async function startFakeTelegram(options: FakeTelegramOptions = {}): Prom
         return getUpdates(params, res);
       case 'sendMessage':
         return sendMessage(params, res);
+      case 'getFile':
+        return getFile(params, res);
       case 'editMessageText':
         return editMessageText(params, res);
       case 'deleteMessage':
@@ -331,6 +356,11 @@ export async function startFakeTelegram(options: FakeTelegramOptions = {}): Prom
     sent,
     calls,
     queueUpdate: enqueue,
+    addFile(bytes) {
+      const id = `file${files.size + 1}_${randomBytes(6).toString('hex')}`;
+      files.set(id, { bytes, path: `documents/${id}.bin` });
+      return id;
+    },
     deliverTwice(input) {
       const update = enqueue(input);
       replayIds.add(update.update_id);

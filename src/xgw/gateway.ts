@@ -2,10 +2,11 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { encodeSegment, formatAddress } from '../core/address.js';
 import { agentInboxPath, INBOX_CONSUMER } from '../core/layout.js';
-import { ClawError, usageError } from '../core/errors.js';
+import { ClawError, isClawError, usageError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
-import { formatMessageContent, type NoticeKind } from '../core/message.js';
+import { formatMessageContent, type Attachment, type NoticeKind } from '../core/message.js';
 import { MAX_CONTENT_BYTES, openThread } from '../thread/index.js';
+import { storeFile } from './files.js';
 import { noticeFor, welcomeNotice } from './notices.js';
 import { PeerRateLimit } from './rate-limit.js';
 import { findRoute, requireAgentId } from './route.js';
@@ -231,6 +232,12 @@ export class Gateway {
       const { messages: limit, per_seconds } = channel.rate_limit;
       return { kind: 'rate_limited', limit, per_seconds, retry_after_seconds: rate.retryAfterSeconds, notify: rate.first };
     }
+    if (message.unsupported) {
+      logger.info(`${channel.id}: ${JSON.stringify(message.peerId)} sent ${message.unsupported}, which no agent takes yet`);
+      return { kind: 'unsupported', what: message.unsupported };
+    }
+    const attachments = message.files?.length ? await this.storeFiles(channel, message, agent) : [];
+    if (!Array.isArray(attachments)) return attachments;
     const { type: channelType, instance } = splitChannelId(channel.id);
     const source = formatAddress({
       kind: 'external',
@@ -242,7 +249,7 @@ export class Gateway {
     });
     const content = formatMessageContent({
       text: message.text,
-      attachments: [],
+      attachments,
       reply_context: {
         kind: 'external',
         channel_id: channel.id,
@@ -276,6 +283,42 @@ export class Gateway {
     } finally {
       thread.close();
     }
+  }
+
+  /**
+   * Downloads the message's files into the agent's `files/` (see files.ts), within the channel's
+   * `media` limits: a file too large, past the peer's quota of the day, or that cannot be fetched
+   * is the message's outcome (the person is told), and nothing of the message reaches the agent.
+   */
+  private async storeFiles(channel: ChannelConfig, message: InboundMessage, agent: string): Promise<Attachment[] | InboundOutcome> {
+    const { state, logger, home } = this.options;
+    const { max_bytes: maxBytes, peer_daily_bytes: quota } = channel.media;
+    const adapter = this.channels.get(channel.id);
+    const day = new Date().toISOString().slice(0, 10);
+    const attachments: Attachment[] = [];
+    for (const file of message.files ?? []) {
+      const refused = (reason: 'file_too_large' | 'over_quota'): InboundOutcome => {
+        logger.info(`${channel.id}: refused a file from ${JSON.stringify(message.peerId)}: ${reason === 'file_too_large' ? `more than ${maxBytes} bytes` : `past the ${quota} bytes a day`}`);
+        return { kind: 'refused', reason, limit_bytes: reason === 'file_too_large' ? maxBytes : quota };
+      };
+      if ((file.bytes ?? 0) > maxBytes) return refused('file_too_large');
+      const used = state.mediaUsed(channel.id, message.peerId, day);
+      if (used + (file.bytes ?? 0) > quota) return refused('over_quota');
+      let bytes: Buffer;
+      try {
+        if (!adapter?.download) throw new ClawError('io', `${channel.id} cannot download files`);
+        bytes = await adapter.download(file, maxBytes);
+      } catch (error) {
+        if (isClawError(error, 'usage')) return refused('file_too_large');
+        logger.warn(`${channel.id}: could not fetch a file from ${JSON.stringify(message.peerId)}: ${error instanceof Error ? error.message : String(error)}`);
+        return { kind: 'file_failed' };
+      }
+      if (used + bytes.length > quota) return refused('over_quota');
+      const path = storeFile(home, agent, bytes, file);
+      state.recordMediaUse(channel.id, message.peerId, day, bytes.length);
+      attachments.push({ type: file.kind, path, bytes: bytes.length, ...(file.mime_type ? { mime_type: file.mime_type } : {}), ...(file.name ? { name: file.name } : {}) });
+    }
+    return attachments;
   }
 
   /**

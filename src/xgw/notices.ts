@@ -20,8 +20,16 @@ export function noticeFor(outcome: InboundOutcome): string | null {
       return 'No agent takes messages from this chat yet. The owner can add a route in the xgw config.';
     case 'missing_agent':
       return `This chat is routed to the agent "${outcome.agent}", which does not exist yet. The owner can create it with: agent init ${outcome.agent}`;
-    case 'refused':
+    case 'refused': {
+      const limit = megabytes(outcome.limit_bytes);
+      if (outcome.reason === 'file_too_large') return `That file is too large for me to take (the limit is ${limit}). Send a smaller one, or a link to it.`;
+      if (outcome.reason === 'over_quota') return `You have sent me ${limit} of files today, as much as I take in a day. Send more tomorrow, or a link to it.`;
       return `That message is too long to take (the limit is ${Math.floor(outcome.limit_bytes / 1024)} KB). Shorten it or send it in parts.`;
+    }
+    case 'unsupported':
+      return `I cannot take ${outcome.what} yet: please write it as text.`;
+    case 'file_failed':
+      return 'I could not fetch that file. Please send it again.';
     case 'rate_limited':
       // Once per burst: a notice for each refused message would be a flood of its own.
       return outcome.notify
@@ -45,4 +53,8 @@ export function notPassedOn(outcome: InboundOutcome): string | null {
   if (outcome.kind === 'denied') return `Your message was not passed on: ${outcome.reason}. The owner decides who may write here.`;
   if (outcome.kind === 'rate_limited') return `Not passed on: you are sending messages too fast. Send it again in ${outcome.retry_after_seconds} s.`;
   return null;
+}
+
+function megabytes(bytes: number): string {
+  return bytes >= 1024 * 1024 ? `${Math.round((bytes / 1024 / 1024) * 10) / 10} MB` : `${Math.ceil(bytes / 1024)} KB`;
 }

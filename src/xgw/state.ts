@@ -33,6 +33,9 @@ CREATE TABLE IF NOT EXISTS deliveries (
 CREATE TABLE IF NOT EXISTS drafts (
   channel_id TEXT NOT NULL, target TEXT NOT NULL, reply_to TEXT NOT NULL, message_id TEXT NOT NULL, updated_at TEXT NOT NULL,
   PRIMARY KEY (channel_id, target, reply_to));
+CREATE TABLE IF NOT EXISTS media_use (
+  channel_id TEXT NOT NULL, peer_id TEXT NOT NULL, day TEXT NOT NULL, bytes INTEGER NOT NULL,
+  PRIMARY KEY (channel_id, peer_id, day));
 CREATE TABLE IF NOT EXISTS mailbox (
   id INTEGER PRIMARY KEY AUTOINCREMENT, channel_id TEXT NOT NULL, peer_id TEXT NOT NULL,
   role TEXT NOT NULL, text TEXT NOT NULL, reply_to TEXT, created_at TEXT NOT NULL,
@@ -258,6 +261,19 @@ export class GatewayState {
            updated_at = excluded.updated_at WHERE complete = 0`,
       )
       .run(ref.channelId, ref.target, ref.key, JSON.stringify(messageIds), complete ? 1 : 0, new Date().toISOString());
+  }
+
+  /** Bytes of files a peer sent on `day` (YYYY-MM-DD), for its daily quota. */
+  mediaUsed(channelId: string, peerId: string, day: string): number {
+    return (this.db.prepare('SELECT bytes FROM media_use WHERE channel_id = ? AND peer_id = ? AND day = ?').pluck().get(channelId, peerId, day) as number | undefined) ?? 0;
+  }
+
+  /** Counts a stored file against the peer's quota; older days are forgotten. */
+  recordMediaUse(channelId: string, peerId: string, day: string, bytes: number): void {
+    this.db.transaction(() => {
+      this.db.prepare('DELETE FROM media_use WHERE day < ?').run(day);
+      this.db.prepare('INSERT INTO media_use VALUES (?, ?, ?, ?) ON CONFLICT (channel_id, peer_id, day) DO UPDATE SET bytes = bytes + excluded.bytes').run(channelId, peerId, day, bytes);
+    })();
   }
 
   /**

@@ -1,7 +1,7 @@
 import { isIPv4 } from 'node:net';
 import * as z from 'zod/mini';
 import type { Logger } from '../core/logger.js';
-import type { NoticeKind } from '../core/message.js';
+import type { AttachmentKind, NoticeKind } from '../core/message.js';
 import type { GatewayState } from './state.js';
 
 /**
@@ -39,6 +39,16 @@ const channelBase = {
       per_seconds: z._default(z.number().check(z.positive()), 60),
     }),
     { messages: 60, per_seconds: 60 },
+  ),
+  /** Files people send (photos, documents): stored in the agent's `files/`, up to these sizes. */
+  media: z._default(
+    z.strictObject({
+      /** Largest file taken (Telegram lets bots download up to 20 MB). */
+      max_bytes: z._default(z.int().check(z.positive()), 20 * 1024 * 1024),
+      /** What one peer may send in a day, in bytes. */
+      peer_daily_bytes: z._default(z.int().check(z.positive()), 100 * 1024 * 1024),
+    }),
+    { max_bytes: 20 * 1024 * 1024, peer_daily_bytes: 100 * 1024 * 1024 },
   ),
 };
 
@@ -121,6 +131,21 @@ export interface InboundMessage {
    * `/cmd@botname`). Chat commands in a group count only then.
    */
   addressed?: boolean;
+  /** Files that came with it (a photo, a document), not yet downloaded; `text` is then their caption. */
+  files?: InboundFile[];
+  /** What came that the channel cannot take ("a voice message", "a sticker"): the peer is told so. */
+  unsupported?: string;
+}
+
+/** A file of an inbound message as the platform offers it, for the channel's `download`. */
+export interface InboundFile {
+  kind: AttachmentKind;
+  /** The platform's handle to download it by (Telegram: the file_id). */
+  ref: string;
+  mime_type?: string;
+  name?: string;
+  /** As the platform says, before the download. */
+  bytes?: number;
 }
 
 /** What the gateway did with an inbound message; the channel tells the peer where it should. */
@@ -139,7 +164,11 @@ export type InboundOutcome =
   /** The route names an agent that does not exist. */
   | { kind: 'missing_agent'; agent: string }
   /** The message cannot be stored as it is: nothing reached the agent. */
-  | { kind: 'refused'; reason: 'too_long'; limit_bytes: number }
+  | { kind: 'refused'; reason: 'too_long' | 'file_too_large' | 'over_quota'; limit_bytes: number }
+  /** It held something the channel cannot take (`what`): nothing reached the agent. */
+  | { kind: 'unsupported'; what: string }
+  /** Its file could not be fetched from the platform: nothing reached the agent. */
+  | { kind: 'file_failed' }
   /** The peer sent more than the channel's rate_limit; `notify` on the first refusal of a run. */
   | { kind: 'rate_limited'; limit: number; per_seconds: number; retry_after_seconds: number; notify: boolean };
 
@@ -215,6 +244,8 @@ export interface ChannelAdapter {
    * thing.
    */
   typing?(target: ConversationTarget): Promise<void>;
+  /** The bytes of an inbound file, refusing (`file_too_large`) one of more than `maxBytes`. */
+  download?(file: InboundFile, maxBytes: number): Promise<Buffer>;
   /**
    * Shows the answer to `replyTo` as it is being written (`text` so far) in place of the draft
    * this returned last time (`draft`, its platform id; none the first time), and returns the

@@ -49,4 +49,25 @@ describe('toInboundMessage', () => {
       messageId: '9',
     });
   });
+
+  it('takes a photo or document with its caption as the text, says what it cannot take, and ignores service messages', () => {
+    const dm = { id: 5, type: 'private' as const, first_name: 'Ann' };
+    const inDm = (fields: Record<string, unknown>) => toInboundMessage({ message_id: 9, date: 0, chat: dm, from, ...fields } as never, config, me);
+    const photo = [
+      { file_id: 'small', file_unique_id: 's', width: 90, height: 90, file_size: 900 },
+      { file_id: 'large', file_unique_id: 'l', width: 900, height: 900, file_size: 90_000 },
+    ];
+    expect(inDm({ photo, caption: 'look' })).toMatchObject({ text: 'look', files: [{ kind: 'image', ref: 'large', mime_type: 'image/jpeg', bytes: 90_000 }] });
+    expect(inDm({ document: { file_id: 'd', file_unique_id: 'd', file_name: 'a.pdf', mime_type: 'application/pdf', file_size: 10 } })).toMatchObject({
+      text: '',
+      files: [{ kind: 'document', ref: 'd', name: 'a.pdf', mime_type: 'application/pdf', bytes: 10 }],
+    });
+    expect(inDm({ document: { file_id: 'p', file_unique_id: 'p', file_name: 'shot.png', mime_type: 'image/png' } })?.files).toEqual([{ kind: 'image', ref: 'p', name: 'shot.png', mime_type: 'image/png' }]);
+    expect(inDm({ voice: { file_id: 'v', file_unique_id: 'v', duration: 1 } })).toMatchObject({ text: '', unsupported: 'voice messages' });
+    expect(inDm({ location: { latitude: 1, longitude: 2 } })).toMatchObject({ unsupported: 'locations' });
+    expect(inDm({ new_chat_members: [from] })).toBeNull(); // nothing a person said to the bot
+    // In a group a photo needs a mention in its caption, like a text.
+    expect(toInboundMessage(message({ photo, caption: 'nice' }), config, me)).toBeNull();
+    expect(toInboundMessage(message({ photo, caption: '@claw_bot what is this?' }), config, me)).toMatchObject({ text: 'what is this?', addressed: true, files: [{ ref: 'large' }] });
+  });
 });

@@ -1,14 +1,20 @@
 import type { Message, MessageEntity, UserFromGetMe } from 'grammy/types';
-import type { InboundMessage, TelegramChannelConfig } from '../types.js';
+import type { InboundFile, InboundMessage, TelegramChannelConfig } from '../types.js';
 
 /**
- * The gateway's view of a Telegram text message, or null when the channel does not take it: not
- * text, from a bot, from a channel, or in a group without mention or reply while the config
- * requires one. A mention of the bot is removed from the text; `addressed` keeps that there was
- * one (or a reply to the bot), so that the agent takes a group's `/stop` as a command only then.
+ * The gateway's view of a Telegram message, or null when the channel does not take it: no text,
+ * file or anything else a person sends (a service message: someone joined), from a bot, from a
+ * channel, or in a group without mention or reply while the config requires one. A mention of
+ * the bot is removed from the text; `addressed` keeps that there was one (or a reply to the bot),
+ * so that the agent takes a group's `/stop` as a command only then. A photo, document, audio or
+ * video comes as a file with its caption as the text; what the agent cannot take (a voice
+ * message, a sticker, a location) as `unsupported`, so that the person is told.
  */
 export function toInboundMessage(message: Message, config: Pick<TelegramChannelConfig, 'id' | 'groups'>, me: Pick<UserFromGetMe, 'id' | 'username'>): InboundMessage | null {
-  const { chat, from, text } = message;
+  const { chat, from } = message;
+  const files = filesOf(message);
+  const unsupported = files.length === 0 ? unsupportedOf(message) : undefined;
+  const text = message.text ?? message.caption ?? (files.length > 0 || unsupported ? '' : undefined);
   if (text === undefined || !from || from.is_bot) return null;
   const base = {
     channelId: config.id,
@@ -16,17 +22,53 @@ export function toInboundMessage(message: Message, config: Pick<TelegramChannelC
     peerId: String(from.id),
     peerName: from.username ?? [from.first_name, from.last_name].filter(Boolean).join(' '),
     messageId: String(message.message_id),
+    ...(files.length > 0 ? { files } : {}),
+    ...(unsupported ? { unsupported } : {}),
   };
   if (chat.type === 'private') return { ...base, conversationType: 'dm', text };
   if (chat.type !== 'group' && chat.type !== 'supergroup') return null;
-  const mentions = findMentions(text, message.entities, me);
+  const mentions = findMentions(text, message.entities ?? message.caption_entities, me);
   // In a forum, every message replies to its topic's first message: that is not a reply to us.
   const reply = message.reply_to_message;
   const repliesToBot = reply !== undefined && reply.forum_topic_created === undefined && reply.from?.id === me.id;
   const addressed = mentions.length > 0 || repliesToBot;
   if (config.groups.require_mention && !addressed) return null;
   const stripped = removeRanges(text, mentions).trim();
-  return { ...base, conversationType: 'group', text: stripped === '' ? text : stripped, addressed };
+  return { ...base, conversationType: 'group', text: stripped === '' && files.length === 0 ? text : stripped, addressed };
+}
+
+/** Images sent as documents (uncompressed) are images too. */
+const IMAGE_TYPES = /^image\/(jpeg|png|webp|gif)$/;
+
+function filesOf(message: Message): InboundFile[] {
+  const { photo, document, audio, video, animation } = message;
+  // A photo comes in several sizes, the largest last.
+  const largest = photo?.at(-1);
+  if (largest) return [{ kind: 'image', ref: largest.file_id, mime_type: 'image/jpeg', ...(largest.file_size ? { bytes: largest.file_size } : {}) }];
+  const file = document ?? audio ?? video ?? animation;
+  if (!file) return [];
+  const kind = file === document ? (IMAGE_TYPES.test(document.mime_type ?? '') ? 'image' : 'document') : file === audio ? 'audio' : 'video';
+  return [
+    {
+      kind,
+      ref: file.file_id,
+      ...(file.mime_type ? { mime_type: file.mime_type } : {}),
+      ...('file_name' in file && file.file_name ? { name: file.file_name } : {}),
+      ...(file.file_size ? { bytes: file.file_size } : {}),
+    },
+  ];
+}
+
+/** What a person sent that no agent can take yet (voice needs a transcription no provider here offers). */
+function unsupportedOf(message: Message): string | undefined {
+  if (message.voice) return 'voice messages';
+  if (message.video_note) return 'video messages';
+  if (message.sticker) return 'stickers';
+  if (message.location || message.venue) return 'locations';
+  if (message.contact) return 'contacts';
+  if (message.poll) return 'polls';
+  if (message.dice || message.game) return 'games';
+  return undefined;
 }
 
 /** Where the text addresses the bot: `@username`, a text mention of it, or `/command@username` (its suffix). */

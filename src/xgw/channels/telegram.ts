@@ -8,7 +8,18 @@ import { settleWithin } from '../settle.js';
 import { splitText } from '../split.js';
 import { createTokenRedactor, hintFor, suggestionFor } from './telegram-errors.js';
 import { toInboundMessage } from './telegram-inbound.js';
-import type { ChannelAdapter, ChannelContext, ChannelSendOptions, ChannelStatus, ConversationTarget, InboundMessage, InboundOutcome, OutboundMessage, TelegramChannelConfig } from '../types.js';
+import type {
+  ChannelAdapter,
+  ChannelContext,
+  ChannelSendOptions,
+  ChannelStatus,
+  ConversationTarget,
+  InboundFile,
+  InboundMessage,
+  InboundOutcome,
+  OutboundMessage,
+  TelegramChannelConfig,
+} from '../types.js';
 
 /** Telegram's limit for the text of one message, in UTF-16 code units. */
 export const TELEGRAM_TEXT_LIMIT = 4096;
@@ -34,6 +45,8 @@ const asGrammySignal = (signal: AbortSignal | undefined) => signal as unknown as
 /** How long `stop` waits for grammY to end its poll before it cuts the connections. */
 const STOP_GRACE_MS = 5000;
 const RECEIVE_ATTEMPTS = 3;
+/** A file that takes longer than this to download is given up (and the person told). */
+const DOWNLOAD_TIMEOUT_MS = 60_000;
 /** Gateway failures that a second try cannot fix. */
 const PERMANENT: ReadonlySet<ErrorKind> = new Set(['usage', 'invalid', 'not_found']);
 /**
@@ -110,7 +123,7 @@ class TelegramChannel implements ChannelAdapter {
         () => signal?.aborted === true,
       );
     });
-    bot.on('message:text', (ctx) => this.handleMessage(bot, ctx.message));
+    bot.on('message', (ctx) => this.handleMessage(bot, ctx.message));
     // Without a handler grammY prints to stderr and stops polling on the first failed update.
     bot.catch((error) => context.logger.error(`${this.id}: handling update ${error.ctx.update.update_id} failed: ${this.describe(error.error)}`));
 
@@ -199,6 +212,34 @@ class TelegramChannel implements ChannelAdapter {
       if (error instanceof GrammyError && /message is not modified/i.test(error.description)) return;
       throw error;
     }
+  }
+
+  /**
+   * A file a person sent, through getFile and the Bot API's file URL (which holds the token: it
+   * never leaves this module, like every other URL of the API).
+   */
+  async download(file: InboundFile, maxBytes: number): Promise<Buffer> {
+    const bot = this.bot;
+    if (!bot || this.stopping) throw new ClawError('io', `${this.id} is not running`, { suggestion: 'see its state with: xgw status' });
+    const tooLarge = () => new ClawError('usage', `the file is larger than ${maxBytes} bytes`, { suggestion: 'raise media.max_bytes in the xgw config' });
+    let info: Awaited<ReturnType<Bot['api']['getFile']>>;
+    try {
+      info = await bot.api.getFile(file.ref);
+    } catch (error) {
+      throw this.toClawError(error, 'getFile');
+    }
+    if ((info.file_size ?? 0) > maxBytes) throw tooLarge();
+    if (!info.file_path) throw new ClawError('upstream', 'Telegram gave no path to download the file from', { suggestion: 'ask the person to send it again' });
+    let response: Response;
+    try {
+      response = await fetch(`${this.apiRoot}/file/bot${this.token}/${info.file_path}`, { signal: AbortSignal.timeout(DOWNLOAD_TIMEOUT_MS) });
+    } catch (error) {
+      throw new ClawError('upstream', `downloading a file failed: ${this.redact(error instanceof Error ? error.message : String(error))}`, { suggestion: 'ask the person to send it again' });
+    }
+    if (!response.ok) throw new ClawError('upstream', `downloading a file failed: HTTP ${response.status}`, { suggestion: 'ask the person to send it again', status: response.status });
+    const bytes = Buffer.from(await response.arrayBuffer());
+    if (bytes.length > maxBytes) throw tooLarge();
+    return bytes;
   }
 
   async typing(target: ConversationTarget): Promise<void> {

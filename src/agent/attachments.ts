@@ -1,0 +1,39 @@
+import { isAbsolute, join, relative } from 'node:path';
+import type { Attachment } from '../core/message.js';
+import type { ImageRef } from '../pai/index.js';
+import type { AgentDir } from './agent-dir.js';
+
+/** What the model is given of a message: its text, and its files. */
+export interface ModelInput {
+  text: string;
+  images: ImageRef[];
+}
+
+/**
+ * A message's files for the model. Each is named in the text by its path, so the model can read
+ * it with bash_exec (a document, a picture it cannot see); an image also goes in as an image when
+ * the model takes images, and where it does not, the text says so, for the model to tell the
+ * person. Only files in the agent's own directory count (xgw stores them in `files/`): a path
+ * elsewhere, in a message pushed by hand, is named but never read into a request.
+ */
+export function modelInput(dir: AgentDir, text: string, attachments: readonly Attachment[], seesImages: boolean): ModelInput {
+  if (attachments.length === 0) return { text, images: [] };
+  const images: ImageRef[] = [];
+  const lines = attachments.map((attachment) => {
+    const path = attachment.path === undefined ? undefined : isAbsolute(attachment.path) ? attachment.path : join(dir.root, attachment.path);
+    const own = path !== undefined && !relative(dir.root, path).startsWith('..') && !isAbsolute(relative(dir.root, path));
+    const what = [attachment.mime_type, attachment.bytes === undefined ? undefined : sizeOf(attachment.bytes)].filter(Boolean).join(', ');
+    const named = `${attachment.name ? `"${attachment.name}" ` : ''}${path ?? attachment.url ?? '(no file)'}${what ? ` (${what})` : ''}`;
+    if (attachment.type === 'image' && own && seesImages) {
+      images.push({ path: path!, mime_type: attachment.mime_type ?? 'image/jpeg' });
+      return `[image, shown: ${named}]`;
+    }
+    if (attachment.type === 'image') return `[image: ${named}. I cannot see images with the model I use: I say so, and offer what I can do with the file]`;
+    return `[${attachment.type}: ${named}. I can read it with bash_exec]`;
+  });
+  return { text: [text, ...lines].filter((line) => line !== '').join('\n'), images };
+}
+
+function sizeOf(bytes: number): string {
+  return bytes >= 1024 * 1024 ? `${(bytes / 1024 / 1024).toFixed(1)} MB` : `${Math.max(1, Math.round(bytes / 1024))} KB`;
+}

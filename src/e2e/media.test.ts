@@ -1,0 +1,101 @@
+import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { parseMessageContent } from '../core/message.js';
+import type { LooseJson } from '../testing/fake-llm.js';
+import { textUpdate } from '../testing/fake-telegram.js';
+import { lastUserText, startSystem, telegramThread, until, type System } from './support.js';
+
+/**
+ * Files people send on Telegram, through the whole system (real xgw, notifier, agent; fake
+ * Telegram and model): stored in the agent's `files/` by their SHA-256, named in the message,
+ * an image given to a model that sees images as an image, a document's path given to the model,
+ * and what cannot be taken answered with a notice instead of dropped.
+ */
+const PEER = 5151;
+// The smallest valid PNG: 1×1, transparent.
+const PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=', 'base64');
+const PDF = Buffer.from('%PDF-1.4\n% a test document\n1 0 obj << >> endobj\ntrailer << >>\n%%EOF\n');
+
+let system: System | undefined;
+
+afterEach(async () => {
+  await system?.stop();
+  system = undefined;
+});
+
+/** The parts of the last user message of a model request (OpenAI chat format). */
+function lastUserParts(request: { body?: LooseJson }): LooseJson[] {
+  const last = (request.body?.messages ?? []).findLast((message: LooseJson) => message?.role === 'user');
+  return Array.isArray(last?.content) ? last.content : [{ type: 'text', text: last?.content }];
+}
+
+const filesOf = (s: System) => readdirSync(join(s.home, 'agents', 'admin', 'files'));
+
+describe('files people send', () => {
+  it('gives a photo to a model that sees images as an image, and a document by its path; stores both once, by content', { timeout: 60_000 }, async () => {
+    const s = await startSystem({ logLevel: 'info', modelSeesImages: true, llm: { defaultStep: (request) => ({ kind: 'text', text: `got: ${lastUserText(request).split('\n')[0]}` }) } });
+    system = s;
+    const photo = s.telegram.addFile(PNG);
+    s.telegram.queueUpdate(textUpdate({ from: PEER, with: { caption: 'what is in this picture?', photo: [{ file_id: photo, file_unique_id: 'p', width: 1, height: 1, file_size: PNG.length }] } }));
+    await until(() => s.telegram.sent.some((sent) => sent.text === 'got: what is in this picture?'), 'the answer to the photo', 30_000);
+
+    const request = s.llm.requests.find((r) => lastUserText(r).startsWith('what is in this picture?'))!;
+    const parts = lastUserParts(request);
+    expect(parts.filter((part) => part.type === 'image_url').map((part) => part.image_url.url)).toEqual([`data:image/jpeg;base64,${PNG.toString('base64')}`]);
+    expect(lastUserText(request)).toMatch(/\[image, shown: .*\/agents\/admin\/files\/[0-9a-f]{64}\.jpg \(image\/jpeg, 1 KB\)\]/);
+
+    const doc = s.telegram.addFile(PDF);
+    s.telegram.queueUpdate(textUpdate({ from: PEER, with: { document: { file_id: doc, file_unique_id: 'd', file_name: 'report.pdf', mime_type: 'application/pdf', file_size: PDF.length } } }));
+    await until(() => s.llm.requests.some((r) => lastUserText(r).includes('report.pdf')), 'the document to reach the model', 30_000);
+    const asked = lastUserText(s.llm.requests.find((r) => lastUserText(r).includes('report.pdf'))!);
+    const path = /"report\.pdf" (\S+) \(application\/pdf/.exec(asked)![1]!;
+    expect(readFileSync(path)).toEqual(PDF); // the model can read it there with bash_exec
+    expect(asked).toContain('I can read it with bash_exec');
+    expect(lastUserParts(s.llm.requests.find((r) => lastUserText(r).includes('report.pdf'))!).some((part) => part.type === 'image_url')).toBe(false);
+
+    // The same photo again is stored once; the thread keeps each message's file by its relative path.
+    s.telegram.queueUpdate(textUpdate({ from: PEER, with: { photo: [{ file_id: photo, file_unique_id: 'p', width: 1, height: 1 }] } }));
+    await until(() => s.telegram.sent.length === 3, 'three answers', 30_000);
+    const sha256 = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
+    expect(filesOf(s).sort()).toEqual([`${sha256(PDF)}.pdf`, `${sha256(PNG)}.jpg`].sort());
+    const attachments = s
+      .events(telegramThread(s.home, PEER))
+      .filter((event) => event.type === 'message' && event.source !== 'self')
+      .map((event) => parseMessageContent(event.content).attachments.map((a) => [a.type, a.path, a.bytes]));
+    expect(attachments).toEqual([
+      [['image', expect.stringMatching(/^files\/[0-9a-f]{64}\.jpg$/), PNG.length]],
+      [['document', expect.stringMatching(/^files\/[0-9a-f]{64}\.pdf$/), PDF.length]],
+      [['image', attachments[0]![0]![1], PNG.length]],
+    ]);
+  });
+
+  it('tells the model it cannot see an image when its model takes text only, so the person hears so', { timeout: 60_000 }, async () => {
+    const s = await startSystem({ logLevel: 'info', llm: { defaultStep: { kind: 'text', text: 'I cannot see images, but I have the file.' } } });
+    system = s;
+    s.telegram.queueUpdate(textUpdate({ from: PEER, with: { photo: [{ file_id: s.telegram.addFile(PNG), file_unique_id: 'p', width: 1, height: 1 }] } }));
+    await until(() => s.telegram.sent.length === 1, 'the answer', 30_000);
+    const request = s.llm.requests.at(-1)!;
+    expect(lastUserParts(request).some((part) => part.type === 'image_url')).toBe(false);
+    expect(lastUserText(request)).toContain('I cannot see images with the model I use');
+  });
+
+  it('answers what it cannot take with a notice, never silence: a voice message, a sticker, a file over the limit', { timeout: 60_000 }, async () => {
+    const s = await startSystem({ logLevel: 'info', telegramMedia: '{ max_bytes: 100 }' });
+    system = s;
+    s.telegram.queueUpdate(textUpdate({ from: PEER, with: { voice: { file_id: s.telegram.addFile(Buffer.from('ogg')), file_unique_id: 'v', duration: 2 } } }));
+    s.telegram.queueUpdate(textUpdate({ from: PEER, with: { sticker: { file_id: 'st', file_unique_id: 's', type: 'regular', width: 1, height: 1, is_animated: false, is_video: false } } }));
+    s.telegram.queueUpdate(
+      textUpdate({ from: PEER, with: { caption: 'my thesis', document: { file_id: s.telegram.addFile(Buffer.alloc(5000)), file_unique_id: 'big', file_name: 'thesis.pdf', file_size: 5000 } } }),
+    );
+    await until(() => s.telegram.sent.length === 3, 'three notices', 30_000);
+    expect(s.telegram.sent.map((sent) => sent.text)).toEqual([
+      'I cannot take voice messages yet: please write it as text.',
+      'I cannot take stickers yet: please write it as text.',
+      'That file is too large for me to take (the limit is 1 KB). Send a smaller one, or a link to it.',
+    ]);
+    expect(s.llm.requests).toHaveLength(0); // nothing reached the agent
+    expect(s.telegram.calls.filter((call) => call.method === 'download')).toHaveLength(0); // a file over the limit is not even fetched
+  });
+});
