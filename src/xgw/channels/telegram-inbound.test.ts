@@ -62,7 +62,9 @@ describe('toInboundMessage', () => {
       text: '',
       files: [{ kind: 'document', ref: 'd', name: 'a.pdf', mime_type: 'application/pdf', bytes: 10 }],
     });
-    expect(inDm({ document: { file_id: 'p', file_unique_id: 'p', file_name: 'shot.png', mime_type: 'image/png' } })?.files).toEqual([{ kind: 'image', ref: 'p', name: 'shot.png', mime_type: 'image/png' }]);
+    expect(inDm({ document: { file_id: 'p', file_unique_id: 'p', file_name: 'shot.png', mime_type: 'image/png' } })?.files).toEqual([
+      { kind: 'image', ref: 'p', name: 'shot.png', mime_type: 'image/png' },
+    ]);
     expect(inDm({ voice: { file_id: 'v', file_unique_id: 'v', duration: 1 } })).toMatchObject({ text: '', unsupported: 'voice messages' });
     expect(inDm({ location: { latitude: 1, longitude: 2 } })).toMatchObject({ unsupported: 'locations' });
     expect(inDm({ new_chat_members: [from] })).toBeNull(); // nothing a person said to the bot
