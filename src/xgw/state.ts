@@ -4,7 +4,7 @@ import type Database from 'better-sqlite3';
 import type { NoticeKind } from '../core/message.js';
 import { openSqlite } from '../core/sqlite.js';
 import type { InboundMessage, OutboundMessage } from './types.js';
-import type { MailboxEntry } from './channels/webchat-protocol.js';
+import type { MailboxEntry, MailboxFile } from './channels/webchat-protocol.js';
 
 export type { MailboxEntry };
 import { ensureDir } from '../core/home.js';
@@ -112,12 +112,12 @@ export function agentEntry(message: OutboundMessage): Omit<MailboxEntry, 'id' | 
   return { role: 'agent', text: message.text, reply_to: message.replyTo ?? null, ...(message.notice ? { notice: message.notice } : {}) };
 }
 
-const MAILBOX_COLUMNS = 'id, role, text, reply_to, created_at, notice';
+const MAILBOX_COLUMNS = 'id, role, text, reply_to, created_at, notice, files';
 const PAIRING_COLUMNS = 'code, channel_id, peer_id, peer_name, created_at, expires_at';
 
-/** A mailbox row as an entry: `notice` only where there is one. */
-function toEntry({ notice, ...row }: Omit<MailboxEntry, 'notice'> & { notice: NoticeKind | null }): MailboxEntry {
-  return notice === null ? row : { ...row, notice };
+/** A mailbox row as an entry: `notice` and `files` only where there are. */
+function toEntry({ notice, files, ...row }: Omit<MailboxEntry, 'notice' | 'files'> & { notice: NoticeKind | null; files: string | null }): MailboxEntry {
+  return { ...row, ...(notice === null ? {} : { notice }), ...(files === null ? {} : { files: JSON.parse(files) as MailboxFile[] }) };
 }
 
 export class GatewayState {
@@ -141,6 +141,7 @@ export class GatewayState {
       .transaction(() => {
         const columns = (table: string) => this.db.prepare('SELECT name FROM pragma_table_info(?)').pluck().all(table) as string[];
         if (!columns('mailbox').includes('notice')) this.db.exec('ALTER TABLE mailbox ADD COLUMN notice TEXT');
+        if (!columns('mailbox').includes('files')) this.db.exec('ALTER TABLE mailbox ADD COLUMN files TEXT');
         if (!columns('pairing_requests').includes('first_message')) this.db.exec('ALTER TABLE pairing_requests ADD COLUMN first_message TEXT');
         if (!columns('admitted').includes('welcome')) this.db.exec('ALTER TABLE admitted ADD COLUMN welcome TEXT');
         const legacy = this.db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'delivered'").get();
@@ -299,9 +300,9 @@ export class GatewayState {
       .transaction(() => {
         const created_at = new Date().toISOString();
         const id = this.db
-          .prepare('INSERT INTO mailbox (channel_id, peer_id, role, text, reply_to, created_at, notice) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id')
+          .prepare('INSERT INTO mailbox (channel_id, peer_id, role, text, reply_to, created_at, notice, files) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id')
           .pluck()
-          .get(channelId, peerId, entry.role, entry.text, entry.reply_to, created_at, entry.notice ?? null) as number;
+          .get(channelId, peerId, entry.role, entry.text, entry.reply_to, created_at, entry.notice ?? null, entry.files?.length ? JSON.stringify(entry.files) : null) as number;
         this.db
           .prepare('DELETE FROM mailbox WHERE channel_id = ? AND peer_id = ? AND id <= (SELECT id FROM mailbox WHERE channel_id = ? AND peer_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)')
           .run(channelId, peerId, channelId, peerId, limit);

@@ -95,6 +95,19 @@ button.send {
 }
 button.send:disabled { opacity: .4; cursor: default; }
 button.send svg { width: 20px; height: 20px; }
+button.attach {
+  flex: none; width: 44px; height: 44px; border-radius: 50%; border: 1px solid var(--border); background: var(--field);
+  color: var(--muted); display: grid; place-items: center; cursor: pointer;
+}
+button.attach svg { width: 20px; height: 20px; }
+.attached { display: flex; align-items: center; gap: .5rem; padding: .5rem .9rem 0; font-size: .85rem; color: var(--muted); }
+.attached[hidden] { display: none; }
+.attached button { border: 0; background: none; color: inherit; font-size: 1.1rem; cursor: pointer; }
+.file {
+  display: block; width: fit-content; max-width: 100%; overflow: hidden; text-overflow: ellipsis; white-space: nowrap;
+  font-size: .85rem; border: 1px solid currentColor; border-radius: 8px; padding: .1rem .5rem; margin-bottom: .3rem; opacity: .9;
+}
+.file + .file { margin-top: .15rem; }
 .hint { text-align: center; color: var(--muted); font-size: .72rem; padding: 0 1rem .5rem; margin-top: -.2rem; }
 @media (pointer: coarse), (max-width: 520px) { .hint { display: none; } }
 @media (max-width: 520px) { .title p { display: none; } #thread { padding: .75rem .65rem 1rem; } .row { max-width: 86%; } }
@@ -118,7 +131,12 @@ button.send svg { width: 20px; height: 20px; }
     </div>
   </main>
   <footer>
+    <div id="attached" class="attached wrap" hidden><span id="attached-name"></span><button type="button" id="detach" aria-label="Remove the file">×</button></div>
     <form id="composer" class="wrap" autocomplete="off">
+      <input type="file" id="file" hidden>
+      <button class="attach" id="attach" type="button" aria-label="Attach a file" title="Attach a file">
+        <svg viewBox="0 0 24 24" fill="none" stroke="currentColor" stroke-width="2" stroke-linecap="round" stroke-linejoin="round" aria-hidden="true"><path d="M21 11.5l-8.6 8.6a5.5 5.5 0 0 1-7.8-7.8l8.6-8.6a3.7 3.7 0 0 1 5.2 5.2l-8.6 8.6a1.8 1.8 0 0 1-2.6-2.6l7.9-7.9"/></svg>
+      </button>
       <textarea id="input" rows="1" placeholder="Message" enterkeyhint="send" aria-label="Message"></textarea>
       <button class="send" id="send" type="submit" aria-label="Send" disabled>
         <svg viewBox="0 0 24 24" fill="none" stroke="currentColor" stroke-width="2.2" stroke-linecap="round" stroke-linejoin="round" aria-hidden="true"><path d="M5 12h14M13 6l6 6-6 6"/></svg>

@@ -15,6 +15,23 @@ export interface ClientMessage {
   type: 'message';
   id: string;
   text: string;
+  /** Files uploaded for it first (POST UPLOAD_PATH answers each one's id). */
+  files?: { id: string }[];
+}
+
+/**
+ * Where the page uploads a file before the message that carries it: POST, the body the file,
+ * `Authorization: Bearer <token>`, the peer id in PEER_HEADER, the name (URI-encoded) in
+ * FILE_NAME_HEADER. Answer: `{id}`, or 413 past the channel's `media.max_bytes`.
+ */
+export const UPLOAD_PATH = '/upload';
+export const PEER_HEADER = 'x-xgw-peer';
+export const FILE_NAME_HEADER = 'x-file-name';
+
+/** A file a message carried, as the page shows it. */
+export interface MailboxFile {
+  name: string;
+  bytes: number;
 }
 
 export type ServerMessage =
@@ -47,6 +64,8 @@ export interface MailboxEntry {
   created_at: string;
   /** Set when the agent's side sent a notice instead of an answer (see MessageContent.notice). */
   notice?: NoticeKind;
+  /** The files it carried. */
+  files?: MailboxFile[];
 }
 
 /** Longest text a client message may carry, in UTF-8 bytes. */

@@ -1,6 +1,8 @@
 import { createServer as createHttpServer, type IncomingHttpHeaders } from 'node:http';
 import { createServer, type AddressInfo } from 'node:net';
 import WebSocket from 'ws';
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { artifactPath, CHROMIUM, hasChromium, launchChromium } from '../../testing/browser.js';
@@ -50,6 +52,7 @@ beforeAll(async () => {
       { id: 'webchat:listed', type: 'webchat', port: 0, access: 'allowlist' },
       { id: 'webchat:paired', type: 'webchat', port: 0, access: 'pairing' },
       { id: 'webchat:lost', type: 'webchat', port: 0, access: 'open' },
+      { id: 'webchat:small', type: 'webchat', port: 0, access: 'open', media: { max_bytes: 1000 } },
     ],
     routes: [
       { channel: 'webchat:lost', peer: '*', agent: 'ghost' },
@@ -291,6 +294,45 @@ describe.skipIf(!hasChromium)(`webchat page in a browser (needs ${CHROMIUM})`, (
       expect(await page.locator('.row.agent.draft').count()).toBe(0);
     } finally {
       await context.close();
+    }
+  });
+
+  it('uploads a file with the message: stored in the agent files by content, shown in the message; one too large is not sent, and says why', async () => {
+    const png = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=', 'base64');
+    const small = createWebchatChannel(
+      XgwConfigSchema.parse({ channels: [{ id: 'webchat:small', type: 'webchat', port: 0, access: 'open', media: { max_bytes: 1000 } }] }).channels[0] as WebchatChannelConfig,
+    );
+    await gateway.startChannel(small);
+    const context = await browser.newContext({ viewport: PHONE });
+    try {
+      const page = await openChat(context, small.status().url!);
+      const peer = await peerOf(page);
+      await page.locator('#file').setInputFiles({ name: 'dot.png', mimeType: 'image/png', buffer: png });
+      await expect.poll(() => page.locator('#attached').textContent()).toContain('dot.png');
+      expect(await page.locator('#send').isDisabled()).toBe(false); // a file alone can be sent
+      await say(page, 'what is this?');
+      const event = await waitFor(() => inboxEvents().find((e) => e.source.endsWith(`:${peer}`)), 'the message in the inbox');
+      const content = parseMessageContent(event.content);
+      expect(content.text).toBe('what is this?');
+      const sha = createHash('sha256').update(png).digest('hex');
+      expect(content.attachments).toEqual([{ type: 'image', path: `files/${sha}.png`, bytes: png.length, mime_type: 'image/png', name: 'dot.png' }]);
+      expect(readFileSync(join(home, 'agents', 'admin', 'files', `${sha}.png`))).toEqual(png);
+      await page.locator('.row.user:not(.pending) .file', { hasText: 'dot.png' }).waitFor();
+      expect(await page.locator('#attached').isHidden()).toBe(true);
+      await page.screenshot({ path: artifactPath('webchat-upload.png') });
+
+      await page.locator('#file').setInputFiles({ name: 'big.bin', mimeType: 'application/octet-stream', buffer: Buffer.alloc(5000, 1) });
+      await page.locator('#input').press('Enter');
+      await page.locator('.row.user.failed .file', { hasText: 'big.bin' }).waitFor();
+      await page.locator('.row.system', { hasText: 'too large' }).waitFor();
+      expect(await page.locator('.row.typing').count()).toBe(0);
+      expect(inboxEvents().filter((e) => e.source.endsWith(`:${peer}`))).toHaveLength(1);
+      await page.reload(); // the history shows the file it carried
+      await page.locator('#status[data-state="online"]').waitFor();
+      await page.locator('.row.user .file', { hasText: 'dot.png' }).waitFor();
+    } finally {
+      await context.close();
+      await small.stop();
     }
   });
 

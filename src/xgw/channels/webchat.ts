@@ -3,13 +3,14 @@ import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import * as z from 'zod/mini';
-import { ClawError, errnoCode } from '../../core/errors.js';
+import { ClawError, errnoCode, isClawError } from '../../core/errors.js';
 import { agentEntry } from '../state.js';
 import type { ChannelAdapter, ChannelContext, ChannelSendOptions, ChannelStatus, InboundOutcome, OutboundMessage, WebchatChannelConfig } from '../types.js';
 import { bearerToken, expireLegacyCookies, readHandshake, refuse, safeEqual, unauthorized, WEBCHAT_PROTOCOL } from './webchat-http.js';
 import { WEBCHAT_PAGE } from './webchat-page.js';
 import { deliveryOf, notPassedOn } from '../notices.js';
-import { MAX_TEXT_BYTES, type ClientMessage, type Delivery, type ServerMessage } from './webchat-protocol.js';
+import { FILE_NAME_HEADER, MAX_TEXT_BYTES, PEER_HEADER, UPLOAD_PATH, type ClientMessage, type Delivery, type ServerMessage } from './webchat-protocol.js';
+import { WebchatUploads } from './webchat-uploads.js';
 import { loadPageScripts } from './webchat-scripts.js';
 import { STATUS_PAGE } from './webchat-status-page.js';
 import { loadWebchatToken, urlHost, webchatUrl } from './webchat-token.js';
@@ -42,6 +43,8 @@ const PAGE_HEADERS: Readonly<Record<string, string>> = {
   'Referrer-Policy': 'no-referrer',
 };
 const PING_INTERVAL_MS = 30_000;
+/** Files one message may carry. */
+const MAX_FILES = 4;
 /** A streamed answer reaches the page at most this often. */
 const DRAFT_INTERVAL_MS = 150;
 const STOP_GRACE_MS = 1_000;
@@ -52,6 +55,7 @@ const ClientMessageSchema: z.ZodMiniType<ClientMessage> = z.object({
   type: z.literal('message'),
   id: z.string().check(z.regex(/^[A-Za-z0-9_-]{1,64}$/)),
   text: z.string(),
+  files: z.optional(z.array(z.object({ id: z.string().check(z.regex(/^[0-9a-f]{32}$/)) })).check(z.maxLength(MAX_FILES))),
 });
 
 export interface WebchatChannelOptions {
@@ -73,6 +77,7 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
   const sockets = new Map<string, Set<WebSocket>>();
   const alive = new WeakSet<WebSocket>();
   const recentIds = new Map<string, Delivery>();
+  const uploads = new WebchatUploads(config.media.max_bytes);
 
   const pageHost = urlHost(config.host);
   // Pages this server can have served: by the configured address, and by `localhost` where that
@@ -87,6 +92,7 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
     const url = new URL(req.url ?? '/', 'http://localhost');
     const script = pageScript(url.pathname);
     if (script !== undefined) return void serveScript(req, res, script);
+    if (url.pathname === UPLOAD_PATH && hasToken(bearerToken(req.headers.authorization))) return void handleUpload(req, res);
     const isPage = url.pathname === '/' || url.pathname === '/status';
     // A page is served without the token (it holds none), but a wrong one in its URL is told at once.
     const queryToken = url.searchParams.get('token');
@@ -118,6 +124,33 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
     if (expired.length > 0) headers['Set-Cookie'] = expired;
     res.writeHead(200, headers);
     res.end(url.pathname === '/status' ? STATUS_PAGE : WEBCHAT_PAGE);
+  }
+
+  /** A file for the peer's next message (see WebchatUploads). */
+  async function handleUpload(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const json = (status: number, body: object) => {
+      res.writeHead(status, {
+        'Content-Type': 'application/json; charset=utf-8',
+        'Cache-Control': 'no-store',
+        'X-Content-Type-Options': 'nosniff',
+        ...(status === 413 ? { Connection: 'close' } : {}),
+      });
+      res.end(JSON.stringify(body));
+    };
+    const peer = req.headers[PEER_HEADER];
+    if (req.method !== 'POST') return json(405, { error: 'upload with POST' });
+    if (typeof peer !== 'string' || !PEER_ID.test(peer)) return json(400, { error: 'no peer id: reload the page' });
+    let name: string;
+    try {
+      name = decodeURIComponent(String(req.headers[FILE_NAME_HEADER] ?? 'file'));
+    } catch {
+      name = 'file';
+    }
+    try {
+      json(200, { id: await uploads.receive(req, peer, name) });
+    } catch (error) {
+      json(isClawError(error, 'usage') ? 413 : 500, { error: error instanceof Error ? error.message : String(error) });
+    }
   }
 
   /** The pages' scripts, like the pages, hold no secret: served to anyone, read once. */
@@ -225,10 +258,15 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
     const parsed = ClientMessageSchema.safeParse(json);
     if (!parsed.success) return sendJson(ws, { type: 'error', text: 'The page sent something the server does not understand. Reload it.' });
     const { id, text } = parsed.data;
+    const files = (parsed.data.files ?? []).map((file) => uploads.find(peer, file.id));
+    if (files.some((file) => file === undefined)) {
+      return sendJson(ws, { type: 'error', id, text: 'A file of that message is no longer held (an upload waits 10 minutes). Attach it again.' });
+    }
+    const held = files as NonNullable<(typeof files)[number]>[];
     if (Buffer.byteLength(text) > MAX_TEXT_BYTES) {
       return sendJson(ws, { type: 'error', id, text: `That message is too long (the limit is ${MAX_TEXT_BYTES / 1024} KB). Split it or shorten it.` });
     }
-    if (text.trim() === '') return sendJson(ws, { type: 'error', id, text: 'That message is empty.' });
+    if (text.trim() === '' && held.length === 0) return sendJson(ws, { type: 'error', id, text: 'That message is empty.' });
     // Frames are UTF-8 (ws closes a connection that sends other bytes with 1007), but JSON can
     // still spell a lone surrogate ("\ud800"), which the mailbox (SQLite text) cannot keep as it is.
     if (!text.isWellFormed()) return sendJson(ws, { type: 'error', id, text: 'That message holds a broken character (a lone UTF-16 surrogate). Retype it.' });
@@ -238,15 +276,17 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
 
     let outcome: InboundOutcome;
     try {
-      outcome = await context!.receive({ channelId: config.id, conversationType: 'dm', conversationId: peer, peerId: peer, messageId: id, text });
+      outcome = await context!.receive({ channelId: config.id, conversationType: 'dm', conversationId: peer, peerId: peer, messageId: id, text, ...(held.length ? { files: held } : {}) });
     } catch (error) {
       context!.logger.error(`${config.id}: could not take a message from peer ${peer}: ${error instanceof Error ? error.message : String(error)}`);
       return sendJson(ws, { type: 'error', id, text: 'The message could not be delivered. Try again in a moment; the owner can look at the xgw log.' });
     }
     const delivery = deliveryOf(outcome);
     remember(key, delivery);
+    uploads.forget(held.map((file) => file.ref));
     if (!(outcome.kind === 'accepted' && outcome.duplicate)) {
-      const entry = gatewayState.addToMailbox(config.id, peer, { role: 'user', text, reply_to: null }, config.history_limit);
+      const shown = held.length ? { files: held.map((file) => ({ name: file.name, bytes: file.bytes })) } : {};
+      const entry = gatewayState.addToMailbox(config.id, peer, { role: 'user', text, reply_to: null, ...shown }, config.history_limit);
       broadcast(peer, { type: 'message', message: entry }, ws); // the peer's other tabs
     }
     sendJson(ws, { type: 'ack', id, delivery });
@@ -332,6 +372,10 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
       const entry = context.state.addToMailbox(config.id, message.peerId, agentEntry(message), config.history_limit);
       broadcast(message.peerId, { type: 'message', message: entry });
       return { messageIds: [String(entry.id)] };
+    },
+
+    async download(file) {
+      return uploads.data(file);
     },
 
     async typing(target) {

@@ -1,5 +1,5 @@
-import type { ClientMessage, Delivery, MailboxEntry, ServerMessage } from '../channels/webchat-protocol.js';
-import { MAX_TEXT_BYTES } from '../channels/webchat-protocol.js';
+import type { ClientMessage, Delivery, MailboxEntry, MailboxFile, ServerMessage } from '../channels/webchat-protocol.js';
+import { FILE_NAME_HEADER, MAX_TEXT_BYTES, PEER_HEADER, UPLOAD_PATH } from '../channels/webchat-protocol.js';
 import { byId, pageToken } from './token.js';
 
 /**
@@ -16,6 +16,10 @@ const DELIVERY_NOTES: Record<Delivery, string> = { answering: '', waiting: ' · 
 interface Pending {
   id: string;
   text: string;
+  /** The file it carries, uploaded before the message is sent (`uploaded`: its id). */
+  file?: File;
+  uploading?: Promise<void>;
+  uploaded?: string;
   row: HTMLElement | null;
 }
 
@@ -29,6 +33,10 @@ const input = byId<HTMLTextAreaElement>('input');
 const sendButton = byId<HTMLButtonElement>('send');
 const form = byId<HTMLFormElement>('composer');
 const status = byId<HTMLButtonElement>('status');
+const fileInput = byId<HTMLInputElement>('file');
+const attachButton = byId<HTMLButtonElement>('attach');
+const attached = byId('attached');
+const attachedName = byId('attached-name');
 const statusText = byId('status-text');
 const encoder = new TextEncoder();
 /** Messages sent but not acknowledged. */
@@ -85,12 +93,22 @@ const scrollDown = (): void => {
   log.scrollTop = log.scrollHeight;
 };
 
-function addRow(role: Role, text: string, createdAt: string | null, extraClass = ''): HTMLElement {
+function sizeOf(bytes: number): string {
+  return bytes >= 1024 * 1024 ? `${(bytes / 1024 / 1024).toFixed(1)} MB` : `${Math.max(1, Math.round(bytes / 1024))} KB`;
+}
+
+function addRow(role: Role, text: string, createdAt: string | null, extraClass = '', files: readonly MailboxFile[] = []): HTMLElement {
   const stick = nearBottom() || role === 'user';
   const row = document.createElement('div');
   row.className = `row ${role}${extraClass ? ` ${extraClass}` : ''}`;
   const bubble = document.createElement('div');
   bubble.className = 'bubble';
+  for (const file of files) {
+    const chip = document.createElement('span');
+    chip.className = 'file';
+    chip.textContent = `${file.name} · ${sizeOf(file.bytes)}`;
+    bubble.append(chip);
+  }
   fillText(bubble, text);
   row.append(bubble);
   if (role !== 'system') {
@@ -141,8 +159,8 @@ function renderHistory(messages: MailboxEntry[]): void {
   drafts.clear();
   setWaiting(false);
   empty.hidden = messages.length > 0 || pending.length > 0;
-  for (const m of messages) addRow(m.role, m.text, m.created_at, m.notice ? 'notice' : '');
-  for (const p of pending) p.row = addRow('user', p.text, null, 'pending');
+  for (const m of messages) addRow(m.role, m.text, m.created_at, m.notice ? 'notice' : '', m.files);
+  for (const p of pending) p.row = addRow('user', p.text, null, 'pending', filesOf(p));
   const lastMessage = messages.at(-1);
   // A question asked moments ago (maybe in another tab), or one the agent said it will answer
   // later, is still waiting for its answer.
@@ -175,9 +193,51 @@ function showDraft(replyTo: string, text: string): void {
   if (stick) scrollDown();
 }
 
+const filesOf = (p: Pending): MailboxFile[] => (p.file ? [{ name: p.file.name, bytes: p.file.size }] : []);
+
+/** Sends the message once its file is uploaded (the upload first, if it is still to do). */
 function transmit(p: Pending): void {
-  const message: ClientMessage = { type: 'message', id: p.id, text: p.text };
+  if (p.file && p.uploaded === undefined) {
+    // A reconnect meanwhile sends it again: the same upload, and the server takes the id once.
+    p.uploading ??= upload(p);
+    p.uploading.then(
+      () => transmit(p),
+      (error: Error) => failed(p, error.message),
+    );
+    return;
+  }
+  const message: ClientMessage = { type: 'message', id: p.id, text: p.text, ...(p.uploaded ? { files: [{ id: p.uploaded }] } : {}) };
   if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(message));
+}
+
+async function upload(p: Pending): Promise<void> {
+  const file = p.file!;
+  const response = await fetch(UPLOAD_PATH, {
+    method: 'POST',
+    body: file,
+    headers: { Authorization: `Bearer ${token}`, [PEER_HEADER]: peer, [FILE_NAME_HEADER]: encodeURIComponent(file.name), 'Content-Type': file.type || 'application/octet-stream' },
+  });
+  const body = (await response.json().catch(() => ({}))) as { id?: string; error?: string };
+  if (response.status === 413) throw new Error(`That file is too large to send (${sizeOf(file.size)}).`);
+  if (!response.ok || !body.id) throw new Error(`The file could not be sent${body.error ? `: ${body.error}` : ''}. Try again.`);
+  p.uploaded = body.id;
+}
+
+/** The message is not sent, and will not be: marked so, and why. */
+function failed(p: Pending, why: string): void {
+  takePending(p.id);
+  p.row?.classList.replace('pending', 'failed');
+  const meta = p.row?.querySelector('.meta');
+  if (meta) meta.textContent = 'Not sent';
+  setWaiting(false);
+  notice(why);
+}
+
+function attach(file: File | undefined): void {
+  attached.hidden = !file;
+  attachedName.textContent = file ? `${file.name} · ${sizeOf(file.size)}` : '';
+  if (!file) fileInput.value = '';
+  resize();
 }
 
 function notice(text: string): void {
@@ -186,15 +246,17 @@ function notice(text: string): void {
 
 function send(): void {
   const text = input.value;
-  if (!text.trim()) return;
+  const file = fileInput.files?.[0];
+  if (!text.trim() && !file) return;
   if (encoder.encode(text).length > MAX_TEXT_BYTES) {
     notice(`That message is too long (the limit is ${MAX_TEXT_BYTES / 1024} KB). Split it or shorten it.`);
     return;
   }
-  const p: Pending = { id: newId(), text, row: null };
-  p.row = addRow('user', text, null, 'pending');
+  const p: Pending = { id: newId(), text, row: null, ...(file ? { file } : {}) };
+  p.row = addRow('user', text, null, 'pending', filesOf(p));
   pending.push(p);
   input.value = '';
+  attach(undefined);
   resize();
   transmit(p);
 }
@@ -223,7 +285,7 @@ function onServerMessage(event: MessageEvent<string>): void {
       }
       // A notice that the answer is delayed is no answer: the dots go on (an error notice ends them).
       if (m.role !== 'user') setWaiting(m.notice === 'delayed');
-      addRow(m.role, m.text, m.created_at, m.notice ? 'notice' : '');
+      addRow(m.role, m.text, m.created_at, m.notice ? 'notice' : '', m.files);
       return;
     }
     case 'ack': {
@@ -246,14 +308,12 @@ function onServerMessage(event: MessageEvent<string>): void {
       showDraft(data.reply_to, data.text);
       return;
     case 'error': {
-      const failed = data.id ? takePending(data.id) : undefined;
-      if (failed?.row) {
-        failed.row.classList.replace('pending', 'failed');
-        const meta = failed.row.querySelector('.meta');
-        if (meta) meta.textContent = 'Not sent';
+      const refused = data.id ? pending.find((p) => p.id === data.id) : undefined;
+      if (refused) failed(refused, data.text || 'Something went wrong.');
+      else {
+        setWaiting(false);
+        notice(data.text || 'Something went wrong.');
       }
-      setWaiting(false);
-      notice(data.text || 'Something went wrong.');
     }
   }
 }
@@ -303,10 +363,13 @@ function checkAccess(): void {
 function resize(): void {
   input.style.height = 'auto';
   input.style.height = `${Math.max(44, input.scrollHeight + 2)}px`;
-  sendButton.disabled = !input.value.trim();
+  sendButton.disabled = !input.value.trim() && !fileInput.files?.length;
 }
 
 input.addEventListener('input', resize);
+attachButton.addEventListener('click', () => fileInput.click());
+fileInput.addEventListener('change', () => attach(fileInput.files?.[0]));
+byId('detach').addEventListener('click', () => attach(undefined));
 input.addEventListener('keydown', (event) => {
   // 229: a key that an input method is still composing (Safari reports no isComposing there).
   if (event.key === 'Enter' && !event.shiftKey && !event.isComposing && event.keyCode !== 229) {
