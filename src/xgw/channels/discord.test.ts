@@ -287,6 +287,14 @@ describe('discord channel: start, status and stop', () => {
     expect(readFileSync(h.logPath, 'utf8')).toMatch(/the gateway connection was lost; reconnecting[\s\S]*the gateway connection works again/);
   });
 
+  it('shows an error, saying why, when Discord closes the gateway for good (the token was reset meanwhile)', async () => {
+    const h = await setup();
+    h.fake.disconnect(4004);
+    await waitFor(() => h.channel.status().state === 'error', 'the channel in error');
+    expect(h.channel.status().detail).toMatch(/Discord refused the bot token in TEST_DISCORD_TOKEN \(gateway close 4004/);
+    expect(readFileSync(h.logPath, 'utf8')).toMatch(/not reconnecting: check the token in the Discord developer portal/);
+  });
+
   it('keeps the token out of errors when Discord is unreachable, and stops promptly', async () => {
     const h = await setup();
     await h.fake.close();
