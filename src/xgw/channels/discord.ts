@@ -96,30 +96,7 @@ class DiscordChannel implements ChannelAdapter {
     client.on(Events.Raw, (packet: GatewayDispatchPayload) => {
       if (packet.t === GatewayDispatchEvents.MessageCreate) void this.handleMessage(client, packet.d);
     });
-    const fatal = new Promise<never>((_, reject) => {
-      client.on(Events.ShardDisconnect, ({ code }) => {
-        const error = gatewayCloseError(code, this.config.token_env);
-        reject(error);
-        if (this.state !== 'running') return; // the start reports it
-        this.setState('error', error.message);
-        context.logger.error(`${this.id}: ${error.message}; not reconnecting: ${error.suggestion}`);
-      });
-    });
-    fatal.catch(() => {});
-    client.on(Events.ShardReconnecting, () => {
-      if (this.stopping || this.state !== 'running') return;
-      this.setState('error', 'the gateway connection was lost; reconnecting');
-      context.logger.warn(`${this.id}: the gateway connection was lost; reconnecting`);
-    });
-    const connected = () => {
-      if (this.stopping || this.state !== 'error') return;
-      this.setState('running');
-      context.logger.info(`${this.id}: the gateway connection works again`);
-    };
-    client.on(Events.ShardResume, connected);
-    client.on(Events.ShardReady, connected);
-    client.on(Events.ShardError, (error) => context.logger.warn(`${this.id}: gateway: ${this.describe(error)}`));
-    client.on(Events.Error, (error) => context.logger.error(`${this.id}: ${this.describe(error)}`));
+    const fatal = this.watchGateway(client, context);
 
     try {
       const login = client.login(this.token);
@@ -134,6 +111,39 @@ class DiscordChannel implements ChannelAdapter {
     }
     this.setState('running');
     context.logger.info(`${this.id}: connected as ${this.username} via ${this.apiRoot}`);
+  }
+
+  /**
+   * Follows the gateway connection in `status` and the log: discord.js resumes or reconnects by
+   * itself, except after a close no retry fixes (a reset token, the Message Content intent
+   * turned off), which the returned promise rejects with.
+   */
+  private watchGateway(client: Client, context: ChannelContext): Promise<never> {
+    const fatal = new Promise<never>((_, reject) => {
+      client.on(Events.ShardDisconnect, ({ code }) => {
+        const error = gatewayCloseError(code, this.config.token_env);
+        reject(error);
+        if (this.state === 'starting' || this.stopping) return; // the start reports it
+        this.setState('error', error.message);
+        context.logger.error(`${this.id}: ${error.message}; not reconnecting: ${error.suggestion}`);
+      });
+    });
+    client.on(Events.ShardReconnecting, () => {
+      if (this.stopping || this.state !== 'running') return;
+      this.setState('error', 'the gateway connection was lost; reconnecting');
+      context.logger.warn(`${this.id}: the gateway connection was lost; reconnecting`);
+    });
+    const connected = () => {
+      if (this.stopping || this.state !== 'error') return;
+      this.setState('running');
+      context.logger.info(`${this.id}: the gateway connection works again`);
+    };
+    client.on(Events.ShardResume, connected);
+    client.on(Events.ShardReady, connected);
+    client.on(Events.ShardError, (error) => context.logger.warn(`${this.id}: gateway: ${this.describe(error)}`));
+    client.on(Events.Error, (error) => context.logger.error(`${this.id}: ${this.describe(error)}`));
+    fatal.catch(() => {}); // a close after the start is reported here, not there
+    return fatal;
   }
 
   async send(message: OutboundMessage, options: ChannelSendOptions = {}): Promise<{ messageIds: string[] }> {
