@@ -8,6 +8,7 @@ import type { SandboxProfile } from '../agent/types.js';
 import { cliPath } from '../core/package.js';
 import { sleep } from '../core/retry.js';
 import { startFakeOpenAI, type FakeLlmOptions, type FakeLlmServer, type FakeStep, type LooseJson, type RecordedRequest } from '../testing/fake-llm.js';
+import { startFakeDiscord, type FakeDiscord } from '../testing/fake-discord.js';
 import { startFakeTelegram, type FakeTelegram } from '../testing/fake-telegram.js';
 import { waitFor } from '../testing/wait.js';
 import { openThread } from '../thread/thread.js';
@@ -18,7 +19,8 @@ import { ensureDir } from '../core/home.js';
 /**
  * The whole system up in a temp THECLAW_HOME, as a user runs it: the built CLIs (`agent init
  * admin`, `agent start admin`, `notifier start`, `xgw start`) as real processes, a fake OpenAI
- * server as the model, a fake Telegram Bot API as the platform. Used by the end-to-end tests and
+ * server as the model, a fake Telegram Bot API as the platform (and, on request, a fake
+ * Discord). Used by the end-to-end tests and
  * by `npm run bench`, so it imports nothing from vitest.
  */
 export const SYSTEM_TOOLS = ['thread', 'notifier', 'cmds', 'pai', 'xgw', 'agent', 'theclaw'] as const;
@@ -33,6 +35,8 @@ export interface SystemOptions {
   telegramAllow?: string[];
   /** Telegram groups: answer only when mentioned. Default: true. */
   telegramRequireMention?: boolean;
+  /** A `discord:main` channel (open access) against a fake Discord, its token in DISCORD_TOKEN_ENV. Default: none. */
+  discord?: boolean;
   /** notifier backoff. Default: { initial_seconds: 0.2, max_seconds: 1 }. */
   backoff?: { initial_seconds: number; max_seconds: number };
   /** Default: 0.5. */
@@ -78,6 +82,8 @@ export interface System {
   env: NodeJS.ProcessEnv;
   llm: FakeLlmServer;
   telegram: FakeTelegram;
+  /** With the `discord` option. */
+  discord?: FakeDiscord;
   /** Runs a built CLI with the system's environment. */
   run(tool: SystemTool, args: string[], input?: string): Promise<CliResult>;
   /** Runs a built CLI and throws unless it exits 0. */
@@ -91,6 +97,7 @@ export interface System {
 }
 
 export const TELEGRAM_TOKEN_ENV = 'E2E_TELEGRAM_TOKEN';
+export const DISCORD_TOKEN_ENV = 'E2E_DISCORD_TOKEN';
 
 export async function startSystem(options: SystemOptions = {}): Promise<System> {
   const home = mkdtempSync(join(tmpdir(), 'theclaw-e2e-'));
@@ -99,12 +106,14 @@ export async function startSystem(options: SystemOptions = {}): Promise<System> 
   for (const tool of SYSTEM_TOOLS) symlinkSync(cliPath(tool), join(bin, tool));
   const llm = await startFakeOpenAI(options.llm);
   const telegram = await startFakeTelegram();
+  const discord = options.discord ? await startFakeDiscord() : undefined;
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     THECLAW_HOME: home,
     PATH: `${bin}:${process.env.PATH}`,
     THECLAW_LOG_LEVEL: options.logLevel ?? 'debug',
     [options.telegramTokenEnv ?? TELEGRAM_TOKEN_ENV]: telegram.token,
+    ...(discord && { [DISCORD_TOKEN_ENV]: discord.token }),
     ...options.env,
   };
 
@@ -147,10 +156,10 @@ runners: { enabled: ${options.runners ?? true} }
     api_root: "${telegram.apiRoot}"
     access: ${options.telegramAccess ?? 'open'}
     allow: ${JSON.stringify(allow)}
-    groups: { require_mention: ${options.telegramRequireMention ?? true} }${
-      options.telegramMedia
+    groups: { require_mention: ${options.telegramRequireMention ?? true} }${options.telegramMedia ? `\n    media: ${options.telegramMedia}` : ''}${
+      discord
         ? `
-    media: ${options.telegramMedia}`
+  - { id: discord:main, type: discord, token_env: ${DISCORD_TOKEN_ENV}, api_root: "${discord.apiRoot}", access: open }`
         : ''
     }
   - { id: terminal:local, type: terminal, access: open }
@@ -167,7 +176,7 @@ routes:
   };
   const stop = async () => {
     await Promise.allSettled([run('xgw', ['stop']), run('notifier', ['stop'])]);
-    await Promise.allSettled([llm.close(), telegram.close()]);
+    await Promise.allSettled([llm.close(), telegram.close(), discord?.close()]);
     if (!process.env.THECLAW_KEEP_HOME) rmSync(home, { recursive: true, force: true });
   };
 
@@ -189,6 +198,7 @@ routes:
     env,
     llm,
     telegram,
+    ...(discord && { discord }),
     run,
     must,
     async xgwStatus() {
@@ -226,7 +236,12 @@ export async function settle(s: System): Promise<void> {
 
 /** The agent's per-peer thread for a Telegram user (the router's slug of `telegram.main.<id>`). */
 export function telegramThread(home: string, peerId: number | string): string {
-  return join(home, 'agents', 'admin', 'threads', 'peers', `telegram.main.${peerId}`);
+  return peerThread(home, 'telegram', peerId);
+}
+
+/** The agent's per-peer thread for a user of a channel `<type>:main` (the router's slug of `<type>.main.<id>`). */
+export function peerThread(home: string, channelType: string, peerId: number | string): string {
+  return join(home, 'agents', 'admin', 'threads', 'peers', `${channelType}.main.${peerId}`);
 }
 
 export function runCli(tool: SystemTool, args: string[], env: NodeJS.ProcessEnv, input?: string): Promise<CliResult> {

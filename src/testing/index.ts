@@ -73,6 +73,35 @@ export function fixture(name: string): string {
   return join(packageRoot(), 'src', 'testing', 'fixtures', name);
 }
 
+/** Awaits a promise that must reject with a ClawError, and returns the error (anything else is thrown). */
+export async function rejection(promise: Promise<unknown>): Promise<ClawError> {
+  const error = await promise.then(
+    () => {
+      throw new Error('expected a rejection');
+    },
+    (error: unknown) => error,
+  );
+  if (!isClawError(error)) throw error;
+  return error;
+}
+
+/**
+ * Runs an ES module script (TypeScript imports allowed, through tsx) in a process of its own
+ * that prints `done <Date.now()>` when it has cleaned up, and resolves once the process exited:
+ * with how long the exit took after `done`, which shows timers or sockets left behind.
+ */
+export async function exitAfterDone(script: string): Promise<{ code: number | null; stderr: string; exitMs: number }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: packageRoot(), stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (chunk) => (stdout += chunk));
+  child.stderr!.on('data', (chunk) => (stderr += chunk));
+  const killer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  clearTimeout(killer);
+  return { code, stderr, exitMs: Date.now() - Number(/done (\d+)/.exec(stdout)?.[1]) };
+}
+
 /** Runs `fn`, expects it to throw a ClawError of `kind`, and returns the error. */
 export function expectClawError(fn: () => unknown, kind: ErrorKind): ClawError {
   try {
@@ -85,6 +114,7 @@ export function expectClawError(fn: () => unknown, kind: ErrorKind): ClawError {
   throw new Error(`expected a ${kind} ClawError, but nothing was thrown`);
 }
 export * from './fake-llm.js';
+export * from './fake-discord.js';
 export * from './fake-telegram.js';
 
 /**

@@ -277,7 +277,7 @@ async function checkRuntime(home: string, configured: ChannelConfig[], env: Node
 
   for (const channel of configured) {
     if (xgw?.channels.find((c) => c.id === channel.id)?.state === 'running') continue; // ours holds it, or it is fine
-    if (channel.type === 'telegram' && !env[channel.token_env]) {
+    if ('token_env' in channel && !env[channel.token_env]) {
       checks.push({
         name: 'config',
         status: 'fail',

@@ -77,7 +77,7 @@ export function configCheck(options: Json): void {
   const report = inspectXgwConfig(home);
   if (!report.config) throw configError(report);
   const { config } = report;
-  const warnings = config.channels.flatMap((channel) => (channel.type === 'telegram' && !process.env[channel.token_env] ? [`${channel.id}: ${channel.token_env} is not set in this environment`] : []));
+  const warnings = config.channels.flatMap((channel) => ('token_env' in channel && !process.env[channel.token_env] ? [`${channel.id}: ${channel.token_env} is not set in this environment`] : []));
   if (options.json) printJson({ ok: true, file: xgwConfigPath(home), channels: config.channels.length, routes: config.routes.length, warnings });
   else printLines([`${xgwConfigPath(home)} is valid: ${config.channels.length} channel(s), ${config.routes.length} route(s)`, ...warnings.map((w) => `warning: ${w}`)]);
 }

@@ -120,6 +120,16 @@ routes:
     }
   });
 
+  it('warns in config check of a bot token variable that is not set, for Telegram and Discord alike', async () => {
+    writeConfig(`channels:
+  - { id: telegram:main, type: telegram, token_env: UNSET_TG_TOKEN }
+  - { id: discord:main, type: discord, token_env: UNSET_DISCORD_TOKEN, groups: { require_mention: false } }
+`);
+    const result = await xgw(['config', 'check', '--json']);
+    expect(result.code, result.stderr).toBe(0);
+    expect(JSON.parse(result.stdout).warnings).toEqual(['telegram:main: UNSET_TG_TOKEN is not set in this environment', 'discord:main: UNSET_DISCORD_TOKEN is not set in this environment']);
+  });
+
   it('exits 1 with the standard message when xgw send finds no daemon', async () => {
     const result = await xgw(['send', '--channel', 'terminal:local', '--peer', user, '--text', 'hi']);
     expect(result.code).toBe(1);

@@ -126,6 +126,7 @@ export class Gateway {
       logger: this.options.logger,
       state: this.options.state,
       receive: (message) => this.receive(message),
+      admits: (channelId, peerId) => this.admits(channelId, peerId),
       noticeFor,
       ...(this.options.systemStatus ? { systemStatus: this.options.systemStatus } : {}),
     };
@@ -185,9 +186,7 @@ export class Gateway {
     const { logger, state, home } = this.options;
     if (explicitAgent !== undefined) requireAgentId(explicitAgent);
     const channel = this.channelConfig(message.channelId);
-    // Under `allowlist` the list alone decides: a peer approved while the channel paired is not on it.
-    const admitted = channel.access === 'open' || channel.allow.includes(message.peerId) || (channel.access === 'pairing' && state.isAdmitted(channel.id, message.peerId));
-    if (!admitted) {
+    if (!this.admits(channel.id, message.peerId)) {
       if (channel.access === 'allowlist') {
         logger.info(`${channel.id}: ignored a message from ${JSON.stringify(message.peerId)}, who is not on the allowlist`);
         return { kind: 'denied', reason: 'not on the allowlist' };
@@ -283,6 +282,13 @@ export class Gateway {
     } finally {
       thread.close();
     }
+  }
+
+  /** Whether the peer's messages reach agents (see `receive`); a peer that is not may still pair. */
+  admits(channelId: string, peerId: string): boolean {
+    const channel = this.channelConfig(channelId);
+    // Under `allowlist` the list alone decides: a peer approved while the channel paired is not on it.
+    return channel.access === 'open' || channel.allow.includes(peerId) || (channel.access === 'pairing' && this.options.state.isAdmitted(channel.id, peerId));
   }
 
   /**

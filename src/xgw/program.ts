@@ -5,7 +5,7 @@ const commands = () => import('./commands.js');
 
 /** The `xgw` CLI's definition; `cmds` reads it too, so it is built without running. */
 export function createXgwProgram(): Command {
-  const program = createProgram('xgw', 'The gateway between chat channels (web chat, Telegram, terminal) and agents.')
+  const program = createProgram('xgw', 'The gateway between chat channels (web chat, Telegram, Discord, terminal) and agents.')
     .version('0.1.0')
     .addHelpText(
       'after',
@@ -15,6 +15,7 @@ Config: $THECLAW_HOME/xgw/config.yaml
     - { id: webchat:main, type: webchat, port: 18790, access: open }
     - { id: terminal:local, type: terminal, access: open }
     - { id: telegram:main, type: telegram, token_env: TELEGRAM_BOT_TOKEN, access: pairing, allow: [] }
+    - { id: discord:main, type: discord, token_env: DISCORD_BOT_TOKEN, access: pairing, allow: [] }
   routes:
     - { channel: "*", peer: "*", agent: admin }
 Access per channel: pairing (unknown peers get a one-time code: xgw pair approve <code>),

@@ -67,15 +67,18 @@ export const WebchatChannelSchema = z.strictObject({
   stream: z._default(z.boolean(), true),
 });
 
+/** Environment variable that holds the bot token (the token never goes into the file). */
+const tokenEnv = (fallback: string) => z._default(z.string().check(z.regex(/^[A-Za-z_][A-Za-z0-9_]*$/)), fallback);
+/** In groups (Discord: server channels), answer only when mentioned or replied to. */
+const groups = z._default(z.strictObject({ require_mention: z._default(z.boolean(), true) }), { require_mention: true });
+
 export const TelegramChannelSchema = z.strictObject({
   ...channelBase,
   type: z.literal('telegram'),
-  /** Environment variable that holds the bot token (the token never goes into the file). */
-  token_env: z._default(z.string().check(z.regex(/^[A-Za-z_][A-Za-z0-9_]*$/)), 'TELEGRAM_BOT_TOKEN'),
+  token_env: tokenEnv('TELEGRAM_BOT_TOKEN'),
   /** Bot API root; tests point it at a fake server on loopback. */
   api_root: z._default(z.url(), 'https://api.telegram.org'),
-  /** In groups, answer only when mentioned or replied to. */
-  groups: z._default(z.strictObject({ require_mention: z._default(z.boolean(), true) }), { require_mention: true }),
+  groups,
   /**
    * Show the answer as the model writes it: one message, edited in place at most every
    * `stream_interval_seconds`, which the answer then becomes. false: the answer only.
@@ -84,13 +87,22 @@ export const TelegramChannelSchema = z.strictObject({
   stream_interval_seconds: z._default(z.number().check(z.gte(1), z.lte(60)), 1.5),
 });
 
+export const DiscordChannelSchema = z.strictObject({
+  ...channelBase,
+  type: z.literal('discord'),
+  token_env: tokenEnv('DISCORD_BOT_TOKEN'),
+  /** REST API root (without `/v10`); the gateway's address comes from it. Tests point it at a fake on loopback. */
+  api_root: z._default(z.url(), 'https://discord.com/api'),
+  groups,
+});
+
 export const TerminalChannelSchema = z.strictObject({
   ...channelBase,
   type: z.literal('terminal'),
   history_limit: z._default(z.int().check(z.positive(), z.maximum(10_000)), 200),
 });
 
-export const ChannelConfigSchema = z.discriminatedUnion('type', [WebchatChannelSchema, TelegramChannelSchema, TerminalChannelSchema]);
+export const ChannelConfigSchema = z.discriminatedUnion('type', [WebchatChannelSchema, TelegramChannelSchema, DiscordChannelSchema, TerminalChannelSchema]);
 
 export const RouteSchema = z.strictObject({
   /** A channel id or `*`. */
@@ -107,6 +119,7 @@ export const XgwConfigSchema = z.strictObject({
 
 export type WebchatChannelConfig = z.output<typeof WebchatChannelSchema>;
 export type TelegramChannelConfig = z.output<typeof TelegramChannelSchema>;
+export type DiscordChannelConfig = z.output<typeof DiscordChannelSchema>;
 export type TerminalChannelConfig = z.output<typeof TerminalChannelSchema>;
 export type ChannelConfig = z.output<typeof ChannelConfigSchema>;
 export type Route = z.output<typeof RouteSchema>;
@@ -206,6 +219,8 @@ export interface ChannelContext {
   state: GatewayState;
   /** The one transport-free entry for inbound messages (STYLE 14). */
   receive(message: InboundMessage): Promise<InboundOutcome>;
+  /** Whether a peer's messages reach agents: who may be told what the channel did with one it could not take. */
+  admits(channelId: string, peerId: string): boolean;
   /** The text to tell a peer about an outcome, or null when nothing is to be said. */
   noticeFor(outcome: InboundOutcome): string | null;
   /** The whole system's status (`theclaw status --json` with recent events), for the web chat's status page; absent where nothing provides it. */

@@ -2,8 +2,8 @@ import type { ChannelAdapter, ChannelConfig } from '../types.js';
 import { TerminalChannel } from './terminal.js';
 
 /**
- * Builds the adapter for a configured channel. Web chat and Telegram are imported only when
- * configured: their libraries (ws, grammY) cost start-up time and memory.
+ * Builds the adapter for a configured channel. Web chat, Telegram and Discord are imported only
+ * when configured: their libraries (ws, grammY, discord.js) cost start-up time and memory.
  */
 export async function createChannel(config: ChannelConfig, env: NodeJS.ProcessEnv): Promise<ChannelAdapter> {
   switch (config.type) {
@@ -11,6 +11,8 @@ export async function createChannel(config: ChannelConfig, env: NodeJS.ProcessEn
       return (await import('./webchat.js')).createWebchatChannel(config);
     case 'telegram':
       return (await import('./telegram.js')).createTelegramChannel(config, env);
+    case 'discord':
+      return (await import('./discord.js')).createDiscordChannel(config, env);
     case 'terminal':
       return new TerminalChannel(config);
   }

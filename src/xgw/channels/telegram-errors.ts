@@ -24,9 +24,3 @@ export function hintFor(error: unknown): string {
   if (error.error_code === 409) return ' (another process polls with this bot token, or a webhook is set)';
   return '';
 }
-
-/** Replaces the token, as written and as percent-encoded in a URL, with `[redacted]`. */
-export function createTokenRedactor(token: string): (text: string) => string {
-  const forms = [...new Set([token, encodeURIComponent(token)])];
-  return (text) => forms.reduce((out, form) => out.split(form).join('[redacted]'), text);
-}

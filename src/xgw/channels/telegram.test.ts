@@ -1,14 +1,13 @@
-import { spawn } from 'node:child_process';
 import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { ClawError, formatError, isClawError } from '../../core/errors.js';
+import { ClawError, formatError } from '../../core/errors.js';
 import { createLogger } from '../../core/logger.js';
 import { parseMessageContent } from '../../core/message.js';
 import { packageRoot } from '../../core/package.js';
-import { createTestHome, startedInbox, startFakeTelegram, textUpdate, waitFor, type FakeTelegram, type TestHome } from '../../testing/index.js';
-import { openThread } from '../../thread/index.js';
+import { createTestHome, exitAfterDone, rejection, startedInbox, startFakeTelegram, textUpdate, waitFor, type FakeTelegram, type TestHome } from '../../testing/index.js';
+import { initThread, openThread } from '../../thread/index.js';
 import { Gateway } from '../gateway.js';
 import { GatewayState } from '../state.js';
 import type { SupervisorOptions } from '../supervisor.js';
@@ -95,17 +94,6 @@ function inbox(h: Harness) {
   } finally {
     thread.close();
   }
-}
-
-async function rejection(promise: Promise<unknown>): Promise<ClawError> {
-  const error = await promise.then(
-    () => {
-      throw new Error('expected a rejection');
-    },
-    (error: unknown) => error,
-  );
-  if (!isClawError(error)) throw error;
-  return error;
 }
 
 describe('telegram channel: inbound', () => {
@@ -478,17 +466,8 @@ describe('telegram channel: start, status and stop', () => {
       await fake.close();
       console.log('done', Date.now());
     `;
-    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => (stdout += chunk));
-    child.stderr.on('data', (chunk) => (stderr += chunk));
-    const killer = setTimeout(() => child.kill('SIGKILL'), 30_000);
-    const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
-    clearTimeout(killer);
-    const exitedAt = Date.now();
+    const { code, stderr, exitMs } = await exitAfterDone(script);
     expect(code, stderr).toBe(0);
-    const doneAt = Number(/done (\d+)/.exec(stdout)?.[1]);
-    expect(exitedAt - doneAt, 'time from stop() to process exit').toBeLessThan(2000);
+    expect(exitMs, 'time from stop() to process exit').toBeLessThan(2000);
   });
 });

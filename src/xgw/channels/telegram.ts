@@ -2,11 +2,13 @@ import { Agent as HttpAgent } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
 import { Bot, GrammyError, HttpError } from 'grammy';
 import type { Message, UserFromGetMe } from 'grammy/types';
-import { ClawError, isClawError, type ErrorKind } from '../../core/errors.js';
+import { ClawError, isClawError } from '../../core/errors.js';
 import { backoffMs, sleep } from '../../core/retry.js';
 import { settleWithin } from '../settle.js';
-import { splitText } from '../split.js';
-import { createTokenRedactor, hintFor, suggestionFor } from './telegram-errors.js';
+import { receiveWithRetries } from './inbound-retry.js';
+import { sendInParts } from './send-parts.js';
+import { hintFor, suggestionFor } from './telegram-errors.js';
+import { createTokenRedactor } from './token-redactor.js';
 import { toInboundMessage } from './telegram-inbound.js';
 import type {
   ChannelAdapter,
@@ -44,16 +46,8 @@ const asGrammySignal = (signal: AbortSignal | undefined) => signal as unknown as
 
 /** How long `stop` waits for grammY to end its poll before it cuts the connections. */
 const STOP_GRACE_MS = 5000;
-const RECEIVE_ATTEMPTS = 3;
 /** A file that takes longer than this to download is given up (and the person told). */
 const DOWNLOAD_TIMEOUT_MS = 60_000;
-/** Gateway failures that a second try cannot fix. */
-const PERMANENT: ReadonlySet<ErrorKind> = new Set(['usage', 'invalid', 'not_found']);
-/**
- * Failures of the machine, not of the message: tried again until they pass (or the channel
- * stops), holding back the updates after it, since giving up loses the message.
- */
-const ENVIRONMENTAL: ReadonlySet<ErrorKind> = new Set(['disk_full', 'read_only']);
 
 /**
  * The Telegram channel: long polling through grammY against `api_root`, text messages in, text
@@ -145,34 +139,25 @@ class TelegramChannel implements ChannelAdapter {
     const { signal } = options;
     const bot = this.bot;
     if (!bot || this.stopping) throw new ClawError('io', `${this.id} is not running`, { suggestion: 'see its state with: xgw status' });
-    // Telegram refuses a text that is only white space ("message text is empty").
-    const chunks = splitText(message.text, TELEGRAM_TEXT_LIMIT).filter((chunk) => chunk.trim() !== '');
-    if (chunks.length === 0) throw new ClawError('usage', 'the text is empty', { suggestion: 'send some text' });
     const chatId = toChatId(message.conversationId);
     const replyTo = message.replyTo !== undefined && /^\d+$/.test(message.replyTo) ? Number(message.replyTo) : undefined;
-    // Parts an earlier attempt sent are skipped: the same text splits the same way.
-    const messageIds = [...(options.sent ?? [])].slice(0, chunks.length);
-    for (let index = messageIds.length; index < chunks.length; index++) {
-      const other = index === 0 && replyTo !== undefined ? { reply_parameters: { message_id: replyTo, allow_sending_without_reply: true } } : {};
-      try {
-        if (signal?.aborted) throw new ClawError('aborted', `sending to ${this.id} was aborted`);
+    return sendInParts(
+      this.id,
+      message.text,
+      TELEGRAM_TEXT_LIMIT,
+      options,
+      async (chunk, index) => {
         if (index === 0 && options.draft) {
           // The message that showed the answer as it was written becomes its first part.
-          await this.edit(chatId, Number(options.draft), chunks[0]!, signal);
-          messageIds.push(options.draft);
-        } else {
-          const sent = await bot.api.sendMessage(chatId, chunks[index]!, other, asGrammySignal(signal));
-          messageIds.push(String(sent.message_id));
+          await this.edit(chatId, Number(options.draft), chunk, signal);
+          return options.draft;
         }
-      } catch (error) {
-        const partly = index > 0 ? ` after ${index} of ${chunks.length} parts were sent (ids ${messageIds.join(', ')})` : '';
-        throw signal?.aborted
-          ? new ClawError('aborted', `sending to ${this.id} was aborted${partly}`, { suggestion: 'send it again with the same idempotency key to send the rest' })
-          : this.toClawError(error, 'sendMessage', partly);
-      }
-      options.onPart?.(messageIds);
-    }
-    return { messageIds };
+        const other = index === 0 && replyTo !== undefined ? { reply_parameters: { message_id: replyTo, allow_sending_without_reply: true } } : {};
+        const sent = await bot.api.sendMessage(chatId, chunk, other, asGrammySignal(signal));
+        return String(sent.message_id);
+      },
+      (error, partly) => this.toClawError(error, 'sendMessage', partly),
+    );
   }
 
   get draftIntervalMs(): number {
@@ -404,32 +389,14 @@ class TelegramChannel implements ChannelAdapter {
     }
   }
 
-  /**
-   * Hands the message to the gateway, retrying failures that may pass: grammY has moved past
-   * this update already, so giving up loses the message (it is logged). A full or read-only
-   * disk is waited out however long it lasts; other failures get RECEIVE_ATTEMPTS tries, so
-   * that one message the gateway cannot take never wedges the channel.
-   */
-  private async receive(inbound: InboundMessage): Promise<InboundOutcome | undefined> {
-    const { logger } = this.context!;
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await this.context!.receive(inbound);
-      } catch (error) {
-        const permanent = isClawError(error) && PERMANENT.has(error.kind);
-        const environmental = isClawError(error) && ENVIRONMENTAL.has(error.kind);
-        if (permanent || (attempt >= RECEIVE_ATTEMPTS && !environmental) || this.stopping) {
-          logger.error(`${this.id}: dropped message ${inbound.messageId} from ${JSON.stringify(inbound.peerId)}: ${this.describe(error)}`);
-          return undefined;
-        }
-        logger.warn(`${this.id}: message ${inbound.messageId} from ${JSON.stringify(inbound.peerId)} failed (${this.describe(error)}); retrying`);
-        try {
-          await sleep(backoffMs(attempt, { initialMs: this.options.receiveRetryDelayMs ?? 500, maxMs: 5000 }), this.lifetime.signal);
-        } catch {
-          return undefined;
-        }
-      }
-    }
+  /** Hands the message to the gateway (see receiveWithRetries): grammY has moved past this update already. */
+  private receive(inbound: InboundMessage): Promise<InboundOutcome | undefined> {
+    return receiveWithRetries(this.context!, inbound, {
+      channelId: this.id,
+      describe: (error) => this.describe(error),
+      signal: this.lifetime.signal,
+      initialDelayMs: this.options.receiveRetryDelayMs ?? 500,
+    });
   }
 
   private setState(state: ChannelStatus['state'], problem?: string): void {

@@ -1,0 +1,52 @@
+import type { APIUser, GatewayMessageCreateDispatchData } from 'discord.js';
+import type { DiscordChannelConfig, InboundMessage } from '../types.js';
+
+/** What the Discord channel makes of a message a person sent. */
+export interface DiscordInbound {
+  /** For the gateway; its text is empty when the message brought files only. */
+  message: InboundMessage;
+  /** The Discord channel to answer in (for a direct message, the DM channel, not the peer). */
+  channelId: string;
+  /** Files attached, which the channel cannot take yet. */
+  files: number;
+}
+
+// MessageType.Default and MessageType.Reply: what people write. The rest (joins, pins, boosts,
+// thread notices) are the platform's own.
+const PERSON_WRITTEN = new Set([0, 19]);
+
+/**
+ * The gateway's view of a Discord message, or null when the channel does not take it: from a bot
+ * or a webhook, a system message, empty, or in a server channel without a mention or a reply to
+ * the bot while the config requires one. Telegram's rules, Discord's terms: a direct message is a
+ * `dm` whose conversation is the peer (as a Telegram private chat's id is the user's), a server
+ * channel (or thread) is a `group` whose conversation is the channel. The mention of the bot is
+ * removed from the text; `addressed` keeps that there was one (or a reply to the bot).
+ */
+export function toDiscordInbound(data: GatewayMessageCreateDispatchData, config: Pick<DiscordChannelConfig, 'id' | 'groups'>, me: Pick<APIUser, 'id'>): DiscordInbound | null {
+  const { author } = data;
+  if (author.bot || data.webhook_id !== undefined || !PERSON_WRITTEN.has(data.type)) return null;
+  const files = data.attachments?.length ?? 0;
+  if (data.content.trim() === '' && files === 0) return null;
+  const base = {
+    channelId: config.id,
+    peerId: author.id,
+    peerName: author.global_name ?? author.username,
+    messageId: data.id,
+  };
+  if (data.guild_id === undefined) {
+    return { message: { ...base, conversationType: 'dm', conversationId: author.id, text: data.content }, channelId: data.channel_id, files };
+  }
+  const parts = data.content.split(new RegExp(`<@!?${me.id}>`));
+  const mentioned = parts.length > 1 || data.mentions.some((user) => user.id === me.id);
+  const addressed = mentioned || data.referenced_message?.author.id === me.id;
+  if (config.groups.require_mention && !addressed) return null;
+  const stripped = joinCut(parts).trim();
+  const text = stripped === '' && files === 0 ? data.content : stripped;
+  return { message: { ...base, conversationType: 'group', conversationId: data.channel_id, text, addressed }, channelId: data.channel_id, files };
+}
+
+/** Joins the text around the cut-out mentions; where a cut leaves two spaces side by side, one goes with it. */
+function joinCut(parts: string[]): string {
+  return parts.reduce((before, after) => before + (/\s$/.test(before) && /^\s/.test(after) ? after.slice(1) : after));
+}
