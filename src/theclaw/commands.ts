@@ -40,6 +40,23 @@ export async function up(options: Json): Promise<void> {
   ]);
 }
 
+export async function serviceInstall(options: Json): Promise<void> {
+  const result = (await import('./service.js')).installService(resolveHome());
+  if (options.json) return printJson(result);
+  printLines([
+    ...(result.platform === 'launchd'
+      ? ['Save these as launchd agents, then load them:']
+      : [result.written.length ? `Wrote ${result.written.join(', ')}` : 'The units are installed already, unchanged.', 'Next:']),
+    ...result.next.map((line) => (result.platform === 'systemd' ? `  ${line}` : line)),
+  ]);
+}
+
+export async function serviceUninstall(options: Json): Promise<void> {
+  const result = (await import('./service.js')).uninstallService(resolveHome());
+  if (options.json) return printJson(result);
+  printLines(result.removed.length ? [`Removed ${result.removed.join(', ')}`, 'Next:', ...result.next.map((line) => `  ${line}`)] : ['No theclaw units are installed.']);
+}
+
 export async function down(options: Json): Promise<void> {
   const stopped = await (await import('./system.js')).down(resolveHome());
   if (options.json) return printJson({ stopped });

@@ -95,6 +95,25 @@ before theclaw up for a real one.`,
       .action(async (component: string | undefined, options) => (await commands()).logs(component, options)),
     ['theclaw logs', 'theclaw logs admin --since 1h', 'theclaw logs xgw -f'],
   );
+  const service = program.command('service').description('start the daemons with the system: systemd user units (Linux), launchd agents (macOS)');
+  withExamples(
+    service
+      .command('install')
+      .description(
+        'write systemd user units for notifier and xgw (each in the foreground, started again after a crash, and at boot) and an env file for keys and tokens, and print the commands that enable them; on macOS print the launchd plists',
+      )
+      .addOption(jsonOption())
+      .action(async (options) => (await commands()).serviceInstall(options)),
+    ['theclaw service install'],
+  );
+  withExamples(
+    service
+      .command('uninstall')
+      .description('remove the systemd user units (the env file stays) and print the commands that disable them')
+      .addOption(jsonOption())
+      .action(async (options) => (await commands()).serviceUninstall(options)),
+    ['theclaw service uninstall'],
+  );
   withExamples(
     program
       .command('demo')
