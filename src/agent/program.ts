@@ -84,6 +84,14 @@ the model (/help lists what they do); any other /word goes to the model as text.
       .command('chat')
       .description('talk to an agent from this terminal through the real pipeline')
       .argument('<id>')
+      .addHelpText(
+        'after',
+        `
+At a terminal, lines can be edited and recalled (arrow keys). /quit, /exit or Ctrl-D leaves, once the
+answers to what was sent came (or 120 s passed). /new, /reset, /stop, /status, /usage and /help are
+answered by the runtime. An answer that came while no chat was open is shown first, with what it answers.
+The agent's commands are shown as they run, on stderr.`,
+      )
       .action(async (id: string) => (await commands()).chat(id)),
     ['agent chat admin'],
   );

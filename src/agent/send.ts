@@ -89,7 +89,11 @@ export async function chatWithAgent(home: string, id: string, options: { input?:
     }
   }, 200);
   try {
-    await runTerminalChat({ home, agent: id, input: options.input, output: options.output });
+    // Loaded here, not with the module: `agent send` (in every sandboxed turn) needs none of it.
+    const { agentModel } = await import('./window-check.js');
+    const model = await agentModel(home, loadAgentConfig(dir), process.env).catch(() => null);
+    const banner = `Chat with ${id} (${model ? `${model.provider}/${model.model}` : "the model of notifier's environment"}) through xgw. /quit or Ctrl-D leaves; /help lists the chat commands.`;
+    await runTerminalChat({ home, agent: id, input: options.input, output: options.output, banner });
   } finally {
     clearInterval(showToolCalls);
   }

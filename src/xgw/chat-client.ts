@@ -20,6 +20,8 @@ export interface TerminalChatOptions {
   status?: NodeJS.WriteStream;
   /** After the input ends, wait this long for outstanding replies. Default: 120. */
   waitSeconds?: number;
+  /** Said first, on the status stream (who this is a chat with, how to leave). */
+  banner?: string;
   signal?: AbortSignal;
 }
 
@@ -41,6 +43,7 @@ export async function runTerminalChat(options: TerminalChatOptions): Promise<voi
   const output = options.output ?? process.stdout;
   const status = options.status ?? process.stderr;
   const spinner = createSpinner(status);
+  if (options.banner) status.write(`${options.banner}\n`);
   let outstanding = 0;
   let refused = 0;
   // Notices (no route, missing agent, pairing) come over the stream, another connection than the
@@ -54,6 +57,10 @@ export async function runTerminalChat(options: TerminalChatOptions): Promise<voi
   };
   const noticesDue = () => [...notices.values()].some((count) => count > 0);
   let settle: (() => void) | undefined;
+  let lines: ReturnType<typeof createInterface> | undefined;
+  // At a terminal: line editing and history (readline's), and a prompt; piped input is read as it is.
+  const input = options.input ?? process.stdin;
+  const terminal = (input as { isTTY?: boolean }).isTTY === true && (output as { isTTY?: boolean }).isTTY === true;
   const closed = new AbortController();
   options.signal?.addEventListener('abort', () => closed.abort(), { once: true });
 
@@ -65,7 +72,10 @@ export async function runTerminalChat(options: TerminalChatOptions): Promise<voi
         onMessage(message) {
           const entry = message as MailboxEntry;
           spinner.stop();
+          // An answer that came while no chat was open says what it answers.
+          if (entry.question !== undefined) output.write(`(earlier) you: ${entry.question}\n`);
           output.write(`${entry.role === 'system' ? '(xgw) ' : ''}${entry.text}\n`);
+          if (terminal) lines?.prompt(true);
           // A delayed notice announces the answer, an approval request is not one; an error notice takes its place.
           if (entry.role === 'agent' && entry.notice !== 'delayed' && entry.notice !== 'approval' && outstanding > 0) {
             outstanding--;
@@ -86,7 +96,8 @@ export async function runTerminalChat(options: TerminalChatOptions): Promise<voi
     throw xgwUnavailable(options.home, error);
   }
 
-  const lines = createInterface({ input: options.input ?? process.stdin, terminal: false });
+  lines = createInterface({ input, ...(terminal ? { output, prompt: 'you> ', terminal: true } : { terminal: false }) });
+  if (terminal) lines.prompt();
   try {
     for await (const line of lines) {
       const text = line.trim();

@@ -98,6 +98,7 @@ export async function runXgw(home: string, env: NodeJS.ProcessEnv = process.env)
               { channelId: channel.id, conversationType: 'dm', conversationId: peer, peerId: peer, messageId: message.message_id, text: message.text },
               message.agent,
             );
+            if (outcome.kind === 'accepted' && !outcome.duplicate) channel.said(peer, message.message_id, message.text);
             const notice = noticeFor(outcome);
             if (notice) channel.notify(peer, notice);
             return outcome;

@@ -112,12 +112,17 @@ export function agentEntry(message: OutboundMessage): Omit<MailboxEntry, 'id' | 
   return { role: 'agent', text: message.text, reply_to: message.replyTo ?? null, ...(message.notice ? { notice: message.notice } : {}) };
 }
 
-const MAILBOX_COLUMNS = 'id, role, text, reply_to, created_at, notice, files';
+const MAILBOX_COLUMNS = 'id, role, text, reply_to, created_at, notice, files, message_id';
 const PAIRING_COLUMNS = 'code, channel_id, peer_id, peer_name, created_at, expires_at';
 
-/** A mailbox row as an entry: `notice` and `files` only where there are. */
-function toEntry({ notice, files, ...row }: Omit<MailboxEntry, 'notice' | 'files'> & { notice: NoticeKind | null; files: string | null }): MailboxEntry {
-  return { ...row, ...(notice === null ? {} : { notice }), ...(files === null ? {} : { files: JSON.parse(files) as MailboxFile[] }) };
+/** A mailbox row as an entry: `notice`, `files` and `message_id` only where there are. */
+function toEntry({
+  notice,
+  files,
+  message_id,
+  ...row
+}: Omit<MailboxEntry, 'notice' | 'files' | 'message_id'> & { notice: NoticeKind | null; files: string | null; message_id: string | null }): MailboxEntry {
+  return { ...row, ...(notice === null ? {} : { notice }), ...(files === null ? {} : { files: JSON.parse(files) as MailboxFile[] }), ...(message_id === null ? {} : { message_id }) };
 }
 
 export class GatewayState {
@@ -142,6 +147,7 @@ export class GatewayState {
         const columns = (table: string) => this.db.prepare('SELECT name FROM pragma_table_info(?)').pluck().all(table) as string[];
         if (!columns('mailbox').includes('notice')) this.db.exec('ALTER TABLE mailbox ADD COLUMN notice TEXT');
         if (!columns('mailbox').includes('files')) this.db.exec('ALTER TABLE mailbox ADD COLUMN files TEXT');
+        if (!columns('mailbox').includes('message_id')) this.db.exec('ALTER TABLE mailbox ADD COLUMN message_id TEXT');
         if (!columns('pairing_requests').includes('first_message')) this.db.exec('ALTER TABLE pairing_requests ADD COLUMN first_message TEXT');
         if (!columns('admitted').includes('welcome')) this.db.exec('ALTER TABLE admitted ADD COLUMN welcome TEXT');
         const legacy = this.db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'delivered'").get();
@@ -300,9 +306,19 @@ export class GatewayState {
       .transaction(() => {
         const created_at = new Date().toISOString();
         const id = this.db
-          .prepare('INSERT INTO mailbox (channel_id, peer_id, role, text, reply_to, created_at, notice, files) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id')
+          .prepare('INSERT INTO mailbox (channel_id, peer_id, role, text, reply_to, created_at, notice, files, message_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id')
           .pluck()
-          .get(channelId, peerId, entry.role, entry.text, entry.reply_to, created_at, entry.notice ?? null, entry.files?.length ? JSON.stringify(entry.files) : null) as number;
+          .get(
+            channelId,
+            peerId,
+            entry.role,
+            entry.text,
+            entry.reply_to,
+            created_at,
+            entry.notice ?? null,
+            entry.files?.length ? JSON.stringify(entry.files) : null,
+            entry.message_id ?? null,
+          ) as number;
         this.db
           .prepare('DELETE FROM mailbox WHERE channel_id = ? AND peer_id = ? AND id <= (SELECT id FROM mailbox WHERE channel_id = ? AND peer_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)')
           .run(channelId, peerId, channelId, peerId, limit);
@@ -316,6 +332,11 @@ export class GatewayState {
     return (
       this.db.prepare(`SELECT ${MAILBOX_COLUMNS} FROM mailbox WHERE channel_id = ? AND peer_id = ? AND id > ? ORDER BY id`).all(channelId, peerId, afterId) as Parameters<typeof toEntry>[0][]
     ).map(toEntry);
+  }
+
+  /** The text of the peer's message that its client gave this id, if the mailbox still has it. */
+  messageText(channelId: string, peerId: string, messageId: string): string | undefined {
+    return this.db.prepare("SELECT text FROM mailbox WHERE channel_id = ? AND peer_id = ? AND role = 'user' AND message_id = ?").pluck().get(channelId, peerId, messageId) as string | undefined;
   }
 
   /** Entries of a peer's mailbox that no live client has been shown yet (terminal chat). */

@@ -42,10 +42,21 @@ export class TerminalChannel implements ChannelAdapter {
     this.push(peerId, this.state().addToMailbox(this.id, peerId, { role: 'system', text, reply_to: null }, this.config.history_limit));
   }
 
-  /** Shows `listener` what the peer has not seen yet, then every new entry; returns the detach. */
+  /** A person's line, kept so that an answer shown later can say what it answers. */
+  said(peerId: string, messageId: string, text: string): void {
+    this.state().addToMailbox(this.id, peerId, { role: 'user', text, reply_to: null, message_id: messageId }, this.config.history_limit);
+  }
+
+  /**
+   * Shows `listener` what the peer has not seen yet — each answer with the text it answers, for
+   * a chat opened after the answer came — then every new entry; returns the detach.
+   */
   attach(peerId: string, listener: Listener): () => void {
     const backlog = this.state().unseen(this.id, peerId);
-    backlog.forEach(listener);
+    for (const entry of backlog) {
+      const question = entry.reply_to === null ? undefined : this.state().messageText(this.id, peerId, entry.reply_to);
+      listener(question === undefined ? entry : { ...entry, question });
+    }
     this.state().markSeen(backlog.map((entry) => entry.id));
     const set = this.listeners.get(peerId) ?? new Set<Listener>();
     set.add(listener);

@@ -66,6 +66,10 @@ export interface MailboxEntry {
   notice?: NoticeKind;
   /** The files it carried. */
   files?: MailboxFile[];
+  /** A person's message: the id its client gave it, which an answer's `reply_to` names. */
+  message_id?: string;
+  /** Sent with an earlier answer a terminal had not seen: the text of the message it answers (not stored). */
+  question?: string;
 }
 
 /** Longest text a client message may carry, in UTF-8 bytes. */

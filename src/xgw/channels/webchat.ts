@@ -286,7 +286,7 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
     uploads.forget(held.map((file) => file.ref));
     if (!(outcome.kind === 'accepted' && outcome.duplicate)) {
       const shown = held.length ? { files: held.map((file) => ({ name: file.name, bytes: file.bytes })) } : {};
-      const entry = gatewayState.addToMailbox(config.id, peer, { role: 'user', text, reply_to: null, ...shown }, config.history_limit);
+      const entry = gatewayState.addToMailbox(config.id, peer, { role: 'user', text, reply_to: null, message_id: id, ...shown }, config.history_limit);
       broadcast(peer, { type: 'message', message: entry }, ws); // the peer's other tabs
     }
     sendJson(ws, { type: 'ack', id, delivery });

@@ -1,0 +1,56 @@
+import { spawn } from 'node:child_process';
+import { userInfo } from 'node:os';
+import { afterEach, describe, expect, it } from 'vitest';
+import { cliPath } from '../core/package.js';
+import { GatewayState } from '../xgw/index.js';
+import { lastUserText, startSystem, until, type System } from './support.js';
+
+/**
+ * `agent chat` as a person uses it, through the whole system: it says whom it talks to (agent and
+ * model) and how to leave, and an answer that came after the chat was closed is shown the next
+ * time, with the question it answers.
+ */
+let system: System | undefined;
+
+afterEach(async () => {
+  await system?.stop();
+  system = undefined;
+});
+
+/** Whether the terminal mailbox holds an answer no chat has shown yet. */
+function unseenAnswers(s: System): number {
+  const state = new GatewayState(s.home);
+  try {
+    return state.unseen('terminal:local', userInfo().username).length;
+  } finally {
+    state.close();
+  }
+}
+
+describe('agent chat', () => {
+  it('says whom it talks to and how to leave, and shows an answer that came while it was closed with what it answers', { timeout: 60_000 }, async () => {
+    const s = await startSystem({
+      logLevel: 'info',
+      llm: { defaultStep: (request) => ({ kind: 'text', text: `the answer to "${lastUserText(request)}"`, delayMs: lastUserText(request) === 'a slow question' ? 3_000 : 0 }) },
+    });
+    system = s;
+    const quick = await s.run('agent', ['chat', 'admin'], 'hello\n');
+    expect(quick.code, quick.stderr).toBe(0);
+    expect(quick.stderr).toContain('Chat with admin (fake/m1) through xgw. /quit or Ctrl-D leaves; /help lists the chat commands.');
+    expect(quick.stdout).toBe('the answer to "hello"\n');
+
+    // Closed before the answer came: the window is shut, the answer waits in the mailbox.
+    const chat = spawn(process.execPath, [cliPath('agent'), 'chat', 'admin'], { env: s.env, stdio: ['pipe', 'ignore', 'ignore'] });
+    chat.stdin.write('a slow question\n');
+    await until(() => s.llm.requests.some((request) => lastUserText(request) === 'a slow question'), 'the question to reach the model', 20_000);
+    chat.kill('SIGKILL');
+    await until(() => unseenAnswers(s) === 1, 'the answer in the mailbox', 20_000);
+
+    const later = await s.run('agent', ['chat', 'admin'], '');
+    expect(later.code, later.stderr).toBe(0);
+    expect(later.stdout).toBe('(earlier) you: a slow question\nthe answer to "a slow question"\n');
+    expect(unseenAnswers(s)).toBe(0);
+    const help = await s.run('agent', ['chat', '--help']);
+    expect(help.stdout).toMatch(/\/quit, \/exit or Ctrl-D leaves/);
+  });
+});
