@@ -64,6 +64,12 @@ export async function send(id: string, options: Json & { text: string; source?: 
   else printLines([String(eventId)]);
 }
 
+export async function attach(file: string, options: Json & { name?: string }): Promise<void> {
+  const path = (await import('./reply-files.js')).queueAttachment(resolveHome(), file, options.name);
+  if (options.json) printJson({ attached: path });
+  else printLines([`attached: ${path} goes with this turn's answer`]);
+}
+
 export async function chat(id: string): Promise<void> {
   const { chatWithAgent } = await import('./send.js');
   await chatWithAgent(resolveHome(), id);

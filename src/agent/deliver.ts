@@ -1,16 +1,16 @@
 import { existsSync } from 'node:fs';
-import { basename, dirname } from 'node:path';
+import { basename, dirname, isAbsolute, join } from 'node:path';
 import type Database from 'better-sqlite3';
 import { formatAddress } from '../core/address.js';
 import { ClawError, isClawError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
 import { createLogger } from '../core/logger.js';
-import { parseMessageContent, type ReplyContext } from '../core/message.js';
+import { ATTACHMENT_KINDS, parseMessageContent, type Attachment, type ReplyContext } from '../core/message.js';
 import { openSqlite } from '../core/sqlite.js';
 import { isStorageError } from '../core/storage-error.js';
 import { openThread, type Thread, type ThreadEvent } from '../thread/index.js';
 import { askXgw, isXgwUnavailable } from '../xgw/client.js';
-import type { XgwRequest } from '../xgw/index.js';
+import type { OutboundFile, XgwRequest } from '../xgw/index.js';
 import { agentDir, loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
 import { ANSWER_CONVERSATION } from './router.js';
 import type { ErrorRecord } from './types.js';
@@ -112,6 +112,7 @@ async function deliverOne(home: string, dir: AgentDir, thread: Thread, event: Th
       idempotency_key: deliveryKey(thread, event),
       text: content.text,
       ...(content.notice ? { notice: content.notice } : {}),
+      ...(content.attachments.length ? { files: outboundFiles(dir, content.attachments) } : {}),
     };
     try {
       await askXgw(home, request, 60_000);
@@ -200,4 +201,21 @@ class AttemptStore {
   close(): void {
     this.opened?.close();
   }
+}
+
+/** The answer's files as xgw sends them: those in the agent's `files/` (reply-files.ts put them there). */
+function outboundFiles(dir: AgentDir, attachments: readonly Attachment[]): OutboundFile[] {
+  return attachments.flatMap((attachment) => {
+    if (attachment.path === undefined || isAbsolute(attachment.path) || attachment.path.split('/').includes('..')) return [];
+    const kind = ATTACHMENT_KINDS.find((k) => k === attachment.type) ?? 'document';
+    return [
+      {
+        kind,
+        path: join(dir.root, attachment.path),
+        name: attachment.name ?? attachment.path.split('/').at(-1)!,
+        ...(attachment.mime_type ? { mime_type: attachment.mime_type } : {}),
+        ...(attachment.bytes !== undefined ? { bytes: attachment.bytes } : {}),
+      },
+    ];
+  });
 }

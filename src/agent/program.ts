@@ -81,6 +81,16 @@ the model (/help lists what they do); any other /word goes to the model as text.
   );
   withExamples(
     program
+      .command('attach')
+      .description("send a file with the answer of this turn (run by the agent through bash_exec; the file must be in the agent's directory, e.g. its workdir)")
+      .argument('<file>')
+      .option('--name <name>', 'the name the person sees (default: the file name)')
+      .addOption(jsonOption())
+      .action(async (file: string, options) => (await commands()).attach(file, options)),
+    ['agent attach report.pdf', 'agent attach chart.png --name "sales by month.png"'],
+  );
+  withExamples(
+    program
       .command('chat')
       .description('talk to an agent from this terminal through the real pipeline')
       .argument('<id>')

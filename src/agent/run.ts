@@ -3,6 +3,7 @@ import { ClawError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
 import { tryLock } from '../core/lock.js';
 import { createLogger, type Logger } from '../core/logger.js';
+import type { Attachment } from '../core/message.js';
 import { createRedactor } from '../core/secrets.js';
 import { isStorageError, storageError } from '../core/storage-error.js';
 import { TurnRegistry, type ProcessMark } from '../core/turn-processes.js';
@@ -14,6 +15,7 @@ import { answerFailure, ModelOutage } from './failure.js';
 import { damagedThread, describeDamage } from './damaged-thread.js';
 import { replyProgress, type ReplyProgress } from './reply-progress.js';
 import { modelInput } from './attachments.js';
+import { takeAttachments } from './reply-files.js';
 import { deliverHandler, INBOX_CONSUMER, OUTBOUND_CONSUMER, OUTBOUND_FILTER } from './lifecycle.js';
 import { callWithinWindow } from './overflow.js';
 import { answerTarget, readInbound, replyContextFromSource, type AnswerTarget } from './reply-context.js';
@@ -362,13 +364,16 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
       }),
     );
 
+    // Files the turn's commands attached go with the answer (taken now either way: a NO_REPLY drops them).
+    const files = takeAttachments(turn.home, dir, route.threadId);
+    for (const problem of files.problems) logger.warn(`run: ${problem}`);
     // An empty answer is nothing to deliver: recorded like NO_REPLY rather than sent and refused.
-    if (result.text.trim() === 'NO_REPLY' || result.text.trim() === '') {
+    if (result.text.trim() === 'NO_REPLY' || (result.text.trim() === '' && files.attachments.length === 0)) {
       record('decision', { in_reply_to: inboundId, decision: 'no_reply' } satisfies DecisionRecord, outcomeKey);
-      logger.info(`run: NO_REPLY to thread ${route.threadId} event ${inboundId}`);
+      logger.info(`run: NO_REPLY to thread ${route.threadId} event ${inboundId}${files.attachments.length ? ` (${files.attachments.length} attached file(s) not sent)` : ''}`);
       return 'no_reply';
     }
-    pushReply(thread, target, inboundId, result.text, outcomeKey);
+    pushReply(thread, target, inboundId, result.text, outcomeKey, files.attachments);
     answered = true;
     if (target.problem) logger.warn(`run: the answer in thread ${route.threadId} to event ${inboundId} is kept there: ${target.problem}`);
     logger.info(`run: replied in thread ${route.threadId} to event ${inboundId} (${result.toolRounds} tool rounds, ${result.usage.input}+${result.usage.output} tokens)`);
@@ -407,12 +412,12 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
  * reply context it is kept in the thread and goes nowhere (see reply-context.ts); when that is
  * because the answer's way back is in doubt, the thread records why.
  */
-function pushReply(thread: Thread, target: AnswerTarget, inboundId: number, text: string, outcomeKey: string): void {
+function pushReply(thread: Thread, target: AnswerTarget, inboundId: number, text: string, outcomeKey: string, attachments: Attachment[] = []): void {
   const { replyContext } = target;
   thread.push({
     source: 'self',
     type: 'message',
-    content: JSON.stringify({ text, attachments: [], ...(replyContext ? { reply_context: replyContext } : {}), in_reply_to: inboundId }),
+    content: JSON.stringify({ text, attachments, ...(replyContext ? { reply_context: replyContext } : {}), in_reply_to: inboundId }),
     idempotency_key: outcomeKey,
   });
   if (target.problem) {

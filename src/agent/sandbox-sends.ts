@@ -18,6 +18,8 @@ import { sendToAgent, type SendOptions } from './send.js';
 
 /** Set in the sandbox: where `agent send` leaves its messages. */
 export const OUTBOX_ENV = 'THECLAW_OUTBOX';
+/** Requests in the outbox that are files for the turn's answer (reply-files.ts), not messages. */
+export const ATTACH_PREFIX = 'attach-';
 
 const MAX_REQUEST_BYTES = 1_000_000;
 const SendRequestSchema = z.strictObject({ to: z.string(), text: z.string(), idempotency_key: z.optional(z.string()) });
@@ -49,7 +51,10 @@ export function queueSend(home: string, id: string, options: Pick<SendOptions, '
 export function forwardSends(home: string, outbox: string, env: NodeJS.ProcessEnv): string[] {
   let names: string[];
   try {
-    names = readdirSync(outbox).sort();
+    // Attachments (reply-files.ts) wait for the turn's answer.
+    names = readdirSync(outbox)
+      .filter((name) => !name.startsWith(ATTACH_PREFIX))
+      .sort();
   } catch {
     return [];
   }

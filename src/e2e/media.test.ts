@@ -1,9 +1,11 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseMessageContent } from '../core/message.js';
-import type { LooseJson } from '../testing/fake-llm.js';
+import WebSocket from 'ws';
+import type { FakeStep, LooseJson } from '../testing/fake-llm.js';
+import { webchatProtocols } from '../xgw/channels/webchat-http.js';
 import { textUpdate } from '../testing/fake-telegram.js';
 import { lastUserText, startSystem, telegramThread, until, type System } from './support.js';
 
@@ -97,5 +99,46 @@ describe('files people send', () => {
     ]);
     expect(s.llm.requests).toHaveLength(0); // nothing reached the agent
     expect(s.telegram.calls.filter((call) => call.method === 'download')).toHaveLength(0); // a file over the limit is not even fetched
+  });
+
+  it('sends a file the agent attached with its answer: a document on Telegram, a download in the web chat for that person only', { timeout: 60_000 }, async () => {
+    const attachStep: FakeStep = (request) => {
+      const messages: LooseJson[] = request.body?.messages ?? [];
+      if (messages.at(-1)?.role === 'user') return { kind: 'tool_call', name: 'bash_exec', arguments: { command: "printf 'quarterly numbers\\n' > report.txt && agent attach report.txt" } };
+      return { kind: 'text', text: 'Here is the report.' };
+    };
+    const s = await startSystem({ logLevel: 'info', llm: { defaultStep: attachStep } });
+    system = s;
+    s.telegram.queueUpdate(textUpdate({ from: PEER, text: 'send me the report' }));
+    await until(() => s.telegram.sent.length === 2, 'the answer and its file', 30_000);
+    const [answer, file] = s.telegram.sent;
+    expect(answer!.text).toBe('Here is the report.');
+    expect(file!.file).toEqual({ kind: 'document', name: 'report.txt', bytes: Buffer.from('quarterly numbers\n') });
+
+    // The web chat, as its page talks to it: the answer names the file, which that peer alone can fetch.
+    const url = new URL((await s.xgwStatus()).channels.find((channel) => channel.id === 'webchat:main')!.url!);
+    const base = `http://127.0.0.1:${url.port}`;
+    const token = url.searchParams.get('token')!;
+    const peer = randomBytes(16).toString('hex');
+    const ws = new WebSocket(`ws://127.0.0.1:${url.port}/ws`, webchatProtocols(token, peer), { origin: base });
+    const received: LooseJson[] = [];
+    ws.on('message', (data) => received.push(JSON.parse(String(data))));
+    try {
+      await new Promise<void>((resolve, reject) => {
+        ws.once('open', () => resolve());
+        ws.once('error', reject);
+      });
+      ws.send(JSON.stringify({ type: 'message', id: 'ask-1', text: 'send me the report' }));
+      const reply = await until(() => received.find((m) => m.type === 'message' && m.message.role === 'agent')?.message, 'the answer', 30_000);
+      expect(reply.text).toBe('Here is the report.');
+      expect(reply.files).toEqual([{ name: 'report.txt', bytes: 18, ref: expect.stringMatching(/^agents\/admin\/files\/[0-9a-f]{64}\.txt$/) }]);
+      const fetchAs = (who: string) => fetch(`${base}/file?ref=${encodeURIComponent(reply.files[0].ref)}`, { headers: { Authorization: `Bearer ${token}`, 'x-xgw-peer': who } });
+      const own = await fetchAs(peer);
+      expect(own.status).toBe(200);
+      expect(await own.text()).toBe('quarterly numbers\n');
+      expect((await fetchAs(randomBytes(16).toString('hex'))).status).toBe(404); // another browser's chat has no such file
+    } finally {
+      ws.close();
+    }
   });
 });

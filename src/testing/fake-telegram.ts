@@ -50,6 +50,8 @@ export interface FakeSentMessage {
   edits?: { text: string; at: number }[];
   /** Deleted by deleteMessage. */
   deleted?: boolean;
+  /** A file the bot sent (sendPhoto, sendDocument). */
+  file?: { kind: 'photo' | 'document'; name: string; bytes: Buffer };
 }
 
 /** An error the next call of a method gets, as Telegram sends it. */
@@ -260,6 +262,15 @@ export async function startFakeTelegram(options: FakeTelegramOptions = {}): Prom
     ok(res, true);
   }
 
+  /** A file the bot sends: kept in `sent` with its `file` (name and bytes) and an empty text. */
+  function sendFile(kind: 'photo' | 'document', params: LooseJson, res: ServerResponse): void {
+    const file = params[kind];
+    if (!file?.bytes) return void fail(res, { error_code: 400, description: `Bad Request: there is no ${kind} in the request` });
+    const message: LooseJson = { message_id: ++lastMessageId, date: nowSeconds(), chat: { id: Number(params.chat_id) }, from: bot, [kind]: { file_id: `sent${lastMessageId}` } };
+    sent.push({ chat_id: Number(params.chat_id), text: '', message, at: Date.now(), file: { kind, name: file.file_name, bytes: file.bytes } });
+    ok(res, message);
+  }
+
   function sendMessage(params: LooseJson, res: ServerResponse): void {
     if (params.chat_id === undefined || params.chat_id === '') {
       fail(res, { error_code: 400, description: 'Bad Request: chat_id is empty' });
@@ -312,7 +323,7 @@ export async function startFakeTelegram(options: FakeTelegramOptions = {}): Prom
     if (!match) return fail(res, { error_code: 404, description: 'Not Found' });
     if (decodeURIComponent(match[1]!) !== token) return fail(res, { error_code: 401, description: 'Unauthorized' });
     const method = match[2]!;
-    const params: LooseJson = { ...Object.fromEntries(url.searchParams), ...parseBody(body, req.headers['content-type']) };
+    const params: LooseJson = { ...Object.fromEntries(url.searchParams), ...(await parseBody(body, req.headers['content-type'])) };
     calls.push({ method, params, at: Date.now() });
     const queued = failures.get(method);
     if (queued?.[0] && queued[0].passes-- <= 0) return fail(res, queued.shift()!.error);
@@ -323,6 +334,9 @@ export async function startFakeTelegram(options: FakeTelegramOptions = {}): Prom
         return getUpdates(params, res);
       case 'sendMessage':
         return sendMessage(params, res);
+      case 'sendDocument':
+      case 'sendPhoto':
+        return sendFile(method === 'sendPhoto' ? 'photo' : 'document', params, res);
       case 'getFile':
         return getFile(params, res);
       case 'editMessageText':
@@ -403,14 +417,39 @@ function sendJson(res: ServerResponse, status: number, body: unknown): void {
   res.end(text);
 }
 
-async function readBody(req: IncomingMessage): Promise<string> {
+async function readBody(req: IncomingMessage): Promise<Buffer> {
   const chunks: Buffer[] = [];
   for await (const chunk of req) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString('utf8');
+  return Buffer.concat(chunks);
 }
 
-function parseBody(body: string, contentType: string | undefined): LooseJson {
-  if (body === '') return {};
+/**
+ * The parameters of a call: JSON, a form, or (for a file upload) multipart, where a file part
+ * becomes `{ file_name, bytes }` (parsed by Node's own fetch machinery).
+ */
+async function parseBody(raw: Buffer, contentType: string | undefined): Promise<LooseJson> {
+  if (raw.length === 0) return {};
+  if (contentType?.includes('multipart/form-data')) {
+    // grammY writes part headers tersely (`content-disposition:form-data;name="x";filename=y`),
+    // which Node's parser refuses: spelled out here (latin1 keeps the file's bytes as they are).
+    const quoted = Buffer.from(
+      raw
+        .toString('latin1')
+        .replace(
+          /^content-disposition:form-data;name=("[^"]*")(?:;filename=("?)([^"\r\n]*)\2)?/gim,
+          (_all, name: string, _q, file: string | undefined) => `Content-Disposition: form-data; name=${name}${file === undefined ? '' : `; filename="${file}"`}`,
+        )
+        .replace(/^content-type:/gim, 'Content-Type: '),
+      'latin1',
+    );
+    const form = await new Response(quoted, { headers: { 'content-type': contentType } }).formData();
+    const params: LooseJson = {};
+    for (const [key, value] of form) params[key] = typeof value === 'string' ? value : { file_name: value.name, bytes: Buffer.from(await value.arrayBuffer()) };
+    // A file is named by `attach://<part>` in its parameter (the Bot API's way for uploads).
+    for (const [key, value] of Object.entries(params)) if (typeof value === 'string' && value.startsWith('attach://')) params[key] = params[value.slice('attach://'.length)];
+    return params;
+  }
+  const body = raw.toString('utf8');
   if (contentType?.includes('application/x-www-form-urlencoded')) return Object.fromEntries(new URLSearchParams(body));
   try {
     const value = JSON.parse(body) as unknown;

@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { splitCommand } from '../core/command.js';
 import { cliPath } from '../core/package.js';
 import { createTestHome, expectClawError, runTool, waitFor, type TestHome } from '../testing/index.js';
-import { installService, launchdPlists, systemdUnits, uninstallService } from './service.js';
+import { installService, launchdPlists, systemdUnits } from './service.js';
 
 const hasSystemdAnalyze = (() => {
   try {

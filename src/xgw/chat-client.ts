@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { ClawError } from '../core/errors.js';
 import { socketPath } from '../core/home.js';
@@ -75,6 +76,7 @@ export async function runTerminalChat(options: TerminalChatOptions): Promise<voi
           // An answer that came while no chat was open says what it answers.
           if (entry.question !== undefined) output.write(`(earlier) you: ${entry.question}\n`);
           output.write(`${entry.role === 'system' ? '(xgw) ' : ''}${entry.text}\n`);
+          for (const file of entry.files ?? []) if (file.ref) output.write(`(file) ${file.name}: ${join(options.home, file.ref)}\n`);
           if (terminal) lines?.prompt(true);
           // A delayed notice announces the answer, an approval request is not one; an error notice takes its place.
           if (entry.role === 'agent' && entry.notice !== 'delayed' && entry.notice !== 'approval' && outstanding > 0) {

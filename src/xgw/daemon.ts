@@ -81,6 +81,7 @@ export async function runXgw(home: string, env: NodeJS.ProcessEnv = process.env)
               idempotencyKey: message.idempotency_key,
               text: message.text,
               notice: message.notice,
+              files: message.files,
             });
           case 'typing':
             gateway.typing(message.channel, { peerId: message.peer, conversationType: message.conversation_type, conversationId: message.conversation });

@@ -1,12 +1,12 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { encodeSegment, formatAddress } from '../core/address.js';
+import { storeFile } from '../core/agent-files.js';
 import { agentInboxPath, INBOX_CONSUMER } from '../core/layout.js';
 import { ClawError, isClawError, usageError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import { formatMessageContent, type Attachment, type NoticeKind } from '../core/message.js';
 import { MAX_CONTENT_BYTES, openThread } from '../thread/index.js';
-import { storeFile } from './files.js';
 import { noticeFor, welcomeNotice } from './notices.js';
 import { PeerRateLimit } from './rate-limit.js';
 import { findRoute, requireAgentId } from './route.js';
@@ -22,6 +22,7 @@ import {
   type ChannelStatus,
   type InboundMessage,
   type InboundOutcome,
+  type OutboundFile,
   type XgwConfig,
 } from './types.js';
 
@@ -40,6 +41,7 @@ export interface SendRequest {
   idempotencyKey?: string;
   text: string;
   notice?: NoticeKind;
+  files?: OutboundFile[];
 }
 
 export interface SendResult {
@@ -365,7 +367,7 @@ export class Gateway {
    * Writing it down before sending would turn that window into a lost reply instead.
    */
   send(request: SendRequest): Promise<SendResult> {
-    if (request.text.trim() === '') return Promise.reject(usageError('the text is empty', 'pass --text or text on stdin'));
+    if (request.text.trim() === '' && !request.files?.length) return Promise.reject(usageError('the text is empty', 'pass --text or text on stdin'));
     if (!this.options.config.channels.some((channel) => channel.id === request.channel)) {
       const ids = this.options.config.channels.map((channel) => channel.id).join(', ') || 'none';
       return Promise.reject(usageError(`no channel ${request.channel} is configured`, `pass one of the configured channels (${ids}) to --channel`));
@@ -480,7 +482,7 @@ export class Gateway {
     // The answer takes the place of its draft (a duplicate, above, found it replaced already).
     const draft = request.replyTo === undefined ? undefined : await this.endDraft(channel.id, target, request.replyTo);
     const { messageIds } = await channel.send(
-      { ...target, replyTo: request.replyTo, text: request.text, ...(request.notice ? { notice: request.notice } : {}) },
+      { ...target, replyTo: request.replyTo, text: request.text, ...(request.notice ? { notice: request.notice } : {}), ...(request.files?.length ? { files: request.files } : {}) },
       { sent: earlier?.messageIds, draft, onPart: ref && ((ids) => this.recordProgress(ref, ids, false)) },
     );
     if (ref) this.recordProgress(ref, messageIds, true);

@@ -1,5 +1,5 @@
 import type { NoticeKind } from '../core/message.js';
-import type { InboundOutcome, ChannelStatus, Route } from './types.js';
+import type { InboundOutcome, ChannelStatus, OutboundFile, Route } from './types.js';
 import type { MailboxEntry } from './state.js';
 import type { SendResult } from './gateway.js';
 
@@ -19,6 +19,8 @@ export type XgwRequest =
       text: string;
       /** The runtime's notice instead of an answer (see MessageContent.notice): chat clients show it as one. */
       notice?: NoticeKind;
+      /** Files sent with it, from the agent's `files/` (absolute paths). */
+      files?: OutboundFile[];
     }
   /** A terminal chat's message. `agent` picks the agent over the routes. Answer: InboundOutcome. */
   | { op: 'chat_message'; channel: string; peer?: string; agent?: string; message_id: string; text: string }

@@ -1,5 +1,5 @@
 import { randomInt } from 'node:crypto';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import type Database from 'better-sqlite3';
 import type { NoticeKind } from '../core/message.js';
 import { openSqlite } from '../core/sqlite.js';
@@ -107,9 +107,13 @@ export interface DeliveryProgress {
 /** Rows of the table before it was keyed per channel and conversation: they match any target. */
 const LEGACY_TARGET = '';
 
-/** A reply (or notice) the agent sent, as a web chat or terminal mailbox keeps it. */
-export function agentEntry(message: OutboundMessage): Omit<MailboxEntry, 'id' | 'created_at'> {
-  return { role: 'agent', text: message.text, reply_to: message.replyTo ?? null, ...(message.notice ? { notice: message.notice } : {}) };
+/**
+ * A reply (or notice) the agent sent, as a web chat or terminal mailbox keeps it: its files by
+ * their path relative to `home` (the home can move).
+ */
+export function agentEntry(message: OutboundMessage, home: string): Omit<MailboxEntry, 'id' | 'created_at'> {
+  const files = (message.files ?? []).map((file) => ({ name: file.name, bytes: file.bytes ?? 0, ref: relative(home, file.path) }));
+  return { role: 'agent', text: message.text, reply_to: message.replyTo ?? null, ...(message.notice ? { notice: message.notice } : {}), ...(files.length ? { files } : {}) };
 }
 
 const MAILBOX_COLUMNS = 'id, role, text, reply_to, created_at, notice, files, message_id';
@@ -332,6 +336,12 @@ export class GatewayState {
     return (
       this.db.prepare(`SELECT ${MAILBOX_COLUMNS} FROM mailbox WHERE channel_id = ? AND peer_id = ? AND id > ? ORDER BY id`).all(channelId, peerId, afterId) as Parameters<typeof toEntry>[0][]
     ).map(toEntry);
+  }
+
+  /** Whether the peer's mailbox holds a message with the file `ref` (which its page may then fetch). */
+  hasFile(channelId: string, peerId: string, ref: string): boolean {
+    const rows = this.db.prepare("SELECT files FROM mailbox WHERE channel_id = ? AND peer_id = ? AND role = 'agent' AND files IS NOT NULL").pluck().all(channelId, peerId) as string[];
+    return rows.some((files) => (JSON.parse(files) as MailboxFile[]).some((file) => file.ref === ref));
   }
 
   /** The text of the peer's message that its client gave this id, if the mailbox still has it. */

@@ -198,6 +198,18 @@ export interface OutboundMessage {
   text: string;
   /** A notice of the runtime instead of an answer: web chat and terminal mark it as one. */
   notice?: NoticeKind;
+  /** Files the agent sends with it (after the text, each its own message where the platform needs). */
+  files?: OutboundFile[];
+}
+
+/** A file of an answer: in the agent's `files/` (core/agent-files.ts). */
+export interface OutboundFile {
+  kind: AttachmentKind;
+  /** Absolute, on this machine. */
+  path: string;
+  name: string;
+  mime_type?: string;
+  bytes?: number;
 }
 
 export interface ChannelStatus {

@@ -7,7 +7,7 @@ import { createLogger } from '../../core/logger.js';
 import { parseMessageContent } from '../../core/message.js';
 import { packageRoot } from '../../core/package.js';
 import { createTestHome, exitAfterDone, rejection, startedInbox, startFakeTelegram, textUpdate, waitFor, type FakeTelegram, type TestHome } from '../../testing/index.js';
-import { initThread, openThread } from '../../thread/index.js';
+import { openThread } from '../../thread/index.js';
 import { Gateway } from '../gateway.js';
 import { GatewayState } from '../state.js';
 import type { SupervisorOptions } from '../supervisor.js';

@@ -1,6 +1,6 @@
 import { Agent as HttpAgent } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
-import { Bot, GrammyError, HttpError } from 'grammy';
+import { Bot, GrammyError, HttpError, InputFile } from 'grammy';
 import type { Message, UserFromGetMe } from 'grammy/types';
 import { ClawError, isClawError } from '../../core/errors.js';
 import { backoffMs, sleep } from '../../core/retry.js';
@@ -157,6 +157,15 @@ class TelegramChannel implements ChannelAdapter {
         return String(sent.message_id);
       },
       (error, partly) => this.toClawError(error, 'sendMessage', partly),
+      {
+        items: message.files ?? [],
+        // A photo as a photo (Telegram shows it), anything else as a document.
+        send: async (file) => {
+          const input = new InputFile(file.path, file.name);
+          const sent = file.kind === 'image' ? await bot.api.sendPhoto(chatId, input, {}, asGrammySignal(signal)) : await bot.api.sendDocument(chatId, input, {}, asGrammySignal(signal));
+          return String(sent.message_id);
+        },
+      },
     );
   }
 

@@ -32,7 +32,7 @@ export class TerminalChannel implements ChannelAdapter {
 
   async send(message: OutboundMessage, options: ChannelSendOptions = {}): Promise<{ messageIds: string[] }> {
     if (options.sent?.length) return { messageIds: [...options.sent] }; // one part, sent before
-    const entry = this.state().addToMailbox(this.id, message.peerId, agentEntry(message), this.config.history_limit);
+    const entry = this.state().addToMailbox(this.id, message.peerId, agentEntry(message, this.context!.home), this.config.history_limit);
     this.push(message.peerId, entry);
     return { messageIds: [String(entry.id)] };
   }

@@ -32,7 +32,12 @@ export const FILE_NAME_HEADER = 'x-file-name';
 export interface MailboxFile {
   name: string;
   bytes: number;
+  /** A file the agent sent: where it is, relative to THECLAW_HOME (GET FILE_PATH?ref=… fetches it). */
+  ref?: string;
 }
+
+/** Where the page fetches a file the agent sent: GET with `?ref=`, the token and PEER_HEADER; only the peer's own. */
+export const FILE_PATH = '/file';
 
 export type ServerMessage =
   | { type: 'history'; messages: MailboxEntry[] }

@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
@@ -9,7 +11,7 @@ import type { ChannelAdapter, ChannelContext, ChannelSendOptions, ChannelStatus,
 import { bearerToken, expireLegacyCookies, readHandshake, refuse, safeEqual, unauthorized, WEBCHAT_PROTOCOL } from './webchat-http.js';
 import { WEBCHAT_PAGE } from './webchat-page.js';
 import { deliveryOf, notPassedOn } from '../notices.js';
-import { FILE_NAME_HEADER, MAX_TEXT_BYTES, PEER_HEADER, UPLOAD_PATH, type ClientMessage, type Delivery, type ServerMessage } from './webchat-protocol.js';
+import { FILE_NAME_HEADER, FILE_PATH, MAX_TEXT_BYTES, PEER_HEADER, UPLOAD_PATH, type ClientMessage, type Delivery, type ServerMessage } from './webchat-protocol.js';
 import { WebchatUploads } from './webchat-uploads.js';
 import { loadPageScripts } from './webchat-scripts.js';
 import { STATUS_PAGE } from './webchat-status-page.js';
@@ -93,6 +95,7 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
     const script = pageScript(url.pathname);
     if (script !== undefined) return void serveScript(req, res, script);
     if (url.pathname === UPLOAD_PATH && hasToken(bearerToken(req.headers.authorization))) return void handleUpload(req, res);
+    if (url.pathname === FILE_PATH && hasToken(bearerToken(req.headers.authorization))) return void serveFile(req, res, url.searchParams.get('ref') ?? '');
     const isPage = url.pathname === '/' || url.pathname === '/status';
     // A page is served without the token (it holds none), but a wrong one in its URL is told at once.
     const queryToken = url.searchParams.get('token');
@@ -151,6 +154,30 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
     } catch (error) {
       json(isClawError(error, 'usage') ? 413 : 500, { error: error instanceof Error ? error.message : String(error) });
     }
+  }
+
+  /** A file the agent sent this peer (and only such a file: the mailbox says which). */
+  function serveFile(req: IncomingMessage, res: ServerResponse, ref: string): void {
+    const peer = req.headers[PEER_HEADER];
+    const refuse = (status: number, text: string) => {
+      res.writeHead(status, { 'Content-Type': 'text/plain; charset=utf-8', 'Cache-Control': 'no-store' });
+      res.end(`${text}\n`);
+    };
+    if (typeof peer !== 'string' || !PEER_ID.test(peer) || !context!.state.hasFile(config.id, peer, ref)) return void refuse(404, 'No such file in this chat');
+    const path = join(context!.home, ref);
+    let data: Buffer;
+    try {
+      data = readFileSync(path);
+    } catch {
+      return void refuse(410, 'The file is gone');
+    }
+    res.writeHead(200, {
+      'Content-Type': 'application/octet-stream',
+      'Content-Disposition': `attachment; filename*=UTF-8''${encodeURIComponent(ref.split('/').at(-1)!)}`,
+      'Cache-Control': 'no-store',
+      'X-Content-Type-Options': 'nosniff',
+    });
+    res.end(data);
   }
 
   /** The pages' scripts, like the pages, hold no secret: served to anyone, read once. */
@@ -369,7 +396,7 @@ export function createWebchatChannel(config: WebchatChannelConfig, options: Webc
       if (message.conversationType !== 'dm' || message.conversationId !== message.peerId) {
         throw new ClawError('usage', 'web chat has only direct chats', { suggestion: 'send with conversation type dm and the peer id as conversation' });
       }
-      const entry = context.state.addToMailbox(config.id, message.peerId, agentEntry(message), config.history_limit);
+      const entry = context.state.addToMailbox(config.id, message.peerId, agentEntry(message, context.home), config.history_limit);
       broadcast(message.peerId, { type: 'message', message: entry });
       return { messageIds: [String(entry.id)] };
     },

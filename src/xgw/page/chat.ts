@@ -1,5 +1,5 @@
 import type { ClientMessage, Delivery, MailboxEntry, MailboxFile, ServerMessage } from '../channels/webchat-protocol.js';
-import { FILE_NAME_HEADER, MAX_TEXT_BYTES, PEER_HEADER, UPLOAD_PATH } from '../channels/webchat-protocol.js';
+import { FILE_NAME_HEADER, FILE_PATH, MAX_TEXT_BYTES, PEER_HEADER, UPLOAD_PATH } from '../channels/webchat-protocol.js';
 import { byId, pageToken } from './token.js';
 
 /**
@@ -104,9 +104,16 @@ function addRow(role: Role, text: string, createdAt: string | null, extraClass =
   const bubble = document.createElement('div');
   bubble.className = 'bubble';
   for (const file of files) {
-    const chip = document.createElement('span');
+    // A file the agent sent downloads on a click; one the person sent is only named.
+    const chip = document.createElement(file.ref ? 'button' : 'span');
     chip.className = 'file';
     chip.textContent = `${file.name} · ${sizeOf(file.bytes)}`;
+    if (file.ref) {
+      const ref = file.ref;
+      chip.setAttribute('type', 'button');
+      chip.title = 'Download';
+      chip.addEventListener('click', () => download(ref, file.name));
+    }
     bubble.append(chip);
   }
   fillText(bubble, text);
@@ -208,6 +215,20 @@ function transmit(p: Pending): void {
   }
   const message: ClientMessage = { type: 'message', id: p.id, text: p.text, ...(p.uploaded ? { files: [{ id: p.uploaded }] } : {}) };
   if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(message));
+}
+
+/** Fetches a file the agent sent (the token is a header, so not a plain link) and saves it. */
+async function download(ref: string, name: string): Promise<void> {
+  const response = await fetch(`${FILE_PATH}?ref=${encodeURIComponent(ref)}`, { headers: { Authorization: `Bearer ${token}`, [PEER_HEADER]: peer } });
+  if (!response.ok) {
+    notice(`${name} could not be downloaded: ${(await response.text()).trim() || `HTTP ${response.status}`}`);
+    return;
+  }
+  const link = document.createElement('a');
+  link.href = URL.createObjectURL(await response.blob());
+  link.download = name;
+  link.click();
+  setTimeout(() => URL.revokeObjectURL(link.href), 60_000);
 }
 
 async function upload(p: Pending): Promise<void> {

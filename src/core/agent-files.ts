@@ -1,9 +1,14 @@
 import { createHash } from 'node:crypto';
 import { existsSync, renameSync, writeFileSync } from 'node:fs';
 import { extname, join } from 'node:path';
-import { ensureDir } from '../core/home.js';
-import { AGENT_FILES_DIR, agentsRoot } from '../core/layout.js';
-import type { InboundFile } from './types.js';
+import { ensureDir } from './home.js';
+import { AGENT_FILES_DIR, agentsRoot } from './layout.js';
+
+/** What names a file's type: its own name's extension, else its MIME type. */
+export interface FileKind {
+  name?: string;
+  mime_type?: string;
+}
 
 /** Extensions of the types people send most, for a file whose name does not say. */
 const EXTENSIONS: Record<string, string> = {
@@ -19,11 +24,12 @@ const EXTENSIONS: Record<string, string> = {
 };
 
 /**
- * Stores a file a person sent in the agent's `files/`, named by its SHA-256 (the same file sent
- * twice is kept once), written whole or not at all, private to the owner. Returns its path
- * relative to the agent's directory, as the message content keeps it: the home can move.
+ * An agent's files: what people send it (xgw stores them) and what it sends them (`agent
+ * attach`), in its `files/`, each named by its SHA-256 (the same file twice is kept once),
+ * written whole or not at all, private to the owner. Messages refer to them by their path relative to
+ * the agent's directory (`files/<sha256>.<ext>`): the home can move.
  */
-export function storeFile(home: string, agent: string, bytes: Buffer, file: InboundFile): string {
+export function storeFile(home: string, agent: string, bytes: Buffer, file: FileKind): string {
   const dir = join(agentsRoot(home), agent, AGENT_FILES_DIR);
   ensureDir(dir);
   const name = `${createHash('sha256').update(bytes).digest('hex')}${extensionOf(file)}`;
@@ -36,7 +42,7 @@ export function storeFile(home: string, agent: string, bytes: Buffer, file: Inbo
   return `${AGENT_FILES_DIR}/${name}`;
 }
 
-function extensionOf(file: InboundFile): string {
+function extensionOf(file: FileKind): string {
   const fromName = file.name ? extname(file.name).toLowerCase() : '';
   if (/^\.[a-z0-9]{1,8}$/.test(fromName)) return fromName;
   return EXTENSIONS[file.mime_type ?? ''] ?? '';

@@ -1,0 +1,119 @@
+import { randomBytes } from 'node:crypto';
+import { lstatSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { basename, isAbsolute, join, relative, resolve } from 'node:path';
+import * as z from 'zod/mini';
+import { storeFile } from '../core/agent-files.js';
+import { ClawError } from '../core/errors.js';
+import { ensureDir } from '../core/home.js';
+import { ATTACHMENT_KINDS, type Attachment, type AttachmentKind } from '../core/message.js';
+import { agentDir, type AgentDir } from './agent-dir.js';
+import { ATTACH_PREFIX, outboxDir } from './sandbox-sends.js';
+
+/**
+ * Files an agent sends with its answer: `agent attach <file>` in a turn's command leaves a
+ * request in the conversation's outbox (the one place outside its own the sandbox may write),
+ * and the runtime, outside the sandbox, takes the files into the answer it puts in the thread:
+ * copied into the agent's `files/` (core/agent-files.ts), so what is delivered cannot change
+ * after the turn. Only files in the agent's own directory are taken.
+ */
+
+/** Largest file an answer carries (Telegram bots may send up to 50 MB). */
+export const MAX_REPLY_FILE_BYTES = 50 * 1024 * 1024;
+
+const AttachRequestSchema = z.strictObject({ path: z.string(), name: z.optional(z.string()) });
+
+/** Inside a turn: checks the file, and leaves the request for the runtime. Returns the file's path. */
+export function queueAttachment(home: string, file: string, name: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
+  const agent = env.THECLAW_AGENT;
+  const conversation = env.THECLAW_CONVERSATION;
+  if (!agent || !conversation)
+    throw new ClawError('usage', 'agent attach works only in a command an agent runs in its turn', { suggestion: 'the agent runs it through bash_exec to send a file with its answer' });
+  const dir = agentDir(home, agent);
+  const path = resolve(file);
+  checkOwnFile(dir, path);
+  const outbox = env.THECLAW_OUTBOX ?? outboxDir(dir, conversation);
+  ensureDir(outbox);
+  const request = `${ATTACH_PREFIX}${Date.now()}-${randomBytes(4).toString('hex')}`;
+  writeFileSync(join(outbox, `${request}.tmp`), JSON.stringify({ path, ...(name ? { name } : {}) }));
+  renameSync(join(outbox, `${request}.tmp`), join(outbox, `${request}.json`));
+  return path;
+}
+
+/**
+ * Outside the sandbox, when the turn's answer is ready: the files its commands attached, stored
+ * in `files/`, oldest request first; the requests are gone afterwards. A request that cannot be
+ * taken is said in `problems` (for the log), never thrown: the answer goes without it.
+ */
+export function takeAttachments(home: string, dir: AgentDir, conversation: string): { attachments: Attachment[]; problems: string[] } {
+  const outbox = outboxDir(dir, conversation);
+  let names: string[];
+  try {
+    names = readdirSync(outbox)
+      .filter((name) => name.startsWith(ATTACH_PREFIX))
+      .sort();
+  } catch {
+    return { attachments: [], problems: [] };
+  }
+  const attachments: Attachment[] = [];
+  const problems: string[] = [];
+  for (const name of names) {
+    const request = join(outbox, name);
+    try {
+      if (!name.endsWith('.json')) continue; // cut off with its command
+      const { path, name: shownName } = AttachRequestSchema.parse(JSON.parse(readFileSync(request, 'utf8')));
+      checkOwnFile(dir, path);
+      const bytes = readFileSync(path);
+      const fileName = shownName ?? basename(path);
+      const mime = mimeOf(fileName);
+      attachments.push({ type: kindOf(mime), path: storeFile(home, dir.id, bytes, { name: fileName, mime_type: mime }), name: fileName, mime_type: mime, bytes: bytes.length });
+    } catch (error) {
+      problems.push(`agent attach: ${name} was not taken: ${(error as Error).message}`);
+    } finally {
+      rmSync(request, { force: true });
+    }
+  }
+  return { attachments, problems };
+}
+
+/** A regular file, inside the agent's directory (after links), not too large. */
+function checkOwnFile(dir: AgentDir, path: string): void {
+  let real: string;
+  try {
+    if (!lstatSync(path).isFile() && !statSync(path).isFile()) throw new Error('not a file');
+    real = realpathSync(path);
+  } catch {
+    throw new ClawError('not_found', `${path} is not a file`, { suggestion: 'write the file in the workdir first, then attach it' });
+  }
+  const inside = relative(realpathSync(dir.root), real);
+  if (inside === '' || inside.startsWith('..') || isAbsolute(inside)) {
+    throw new ClawError('usage', `${path} is outside the agent's directory`, { suggestion: `copy it into ${dir.workdir} first` });
+  }
+  if (statSync(real).size > MAX_REPLY_FILE_BYTES) throw new ClawError('usage', `${path} is larger than ${MAX_REPLY_FILE_BYTES / 1024 / 1024} MB`, { suggestion: 'send a smaller file, or a link' });
+}
+
+const MIME_TYPES: Record<string, string> = {
+  jpg: 'image/jpeg',
+  jpeg: 'image/jpeg',
+  png: 'image/png',
+  gif: 'image/gif',
+  webp: 'image/webp',
+  pdf: 'application/pdf',
+  txt: 'text/plain',
+  md: 'text/markdown',
+  csv: 'text/csv',
+  json: 'application/json',
+  html: 'text/html',
+  zip: 'application/zip',
+  mp3: 'audio/mpeg',
+  ogg: 'audio/ogg',
+  mp4: 'video/mp4',
+};
+
+function mimeOf(name: string): string {
+  return MIME_TYPES[name.split('.').at(-1)?.toLowerCase() ?? ''] ?? 'application/octet-stream';
+}
+
+/** image/*, audio/*, video/* by their kind; everything else is a document. */
+function kindOf(mime: string): AttachmentKind {
+  return ATTACHMENT_KINDS.find((kind) => kind === mime.split('/')[0]) ?? 'document';
+}
