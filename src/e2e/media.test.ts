@@ -3,11 +3,9 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseMessageContent } from '../core/message.js';
-import WebSocket from 'ws';
 import type { FakeStep, LooseJson } from '../testing/fake-llm.js';
-import { webchatProtocols } from '../xgw/channels/webchat-http.js';
 import { textUpdate } from '../testing/fake-telegram.js';
-import { lastUserText, startSystem, telegramThread, until, type System } from './support.js';
+import { lastUserText, openWebchatPage, startSystem, telegramThread, until, type System } from './support.js';
 
 /**
  * Files people send on Telegram, through the whole system (real xgw, notifier, agent; fake
@@ -116,18 +114,8 @@ describe('files people send', () => {
     expect(file!.file).toEqual({ kind: 'document', name: 'report.txt', bytes: Buffer.from('quarterly numbers\n') });
 
     // The web chat, as its page talks to it: the answer names the file, which that peer alone can fetch.
-    const url = new URL((await s.xgwStatus()).channels.find((channel) => channel.id === 'webchat:main')!.url!);
-    const base = `http://127.0.0.1:${url.port}`;
-    const token = url.searchParams.get('token')!;
-    const peer = randomBytes(16).toString('hex');
-    const ws = new WebSocket(`ws://127.0.0.1:${url.port}/ws`, webchatProtocols(token, peer), { origin: base });
-    const received: LooseJson[] = [];
-    ws.on('message', (data) => received.push(JSON.parse(String(data))));
+    const { ws, received, base, token, peer } = await openWebchatPage(s);
     try {
-      await new Promise<void>((resolve, reject) => {
-        ws.once('open', () => resolve());
-        ws.once('error', reject);
-      });
       ws.send(JSON.stringify({ type: 'message', id: 'ask-1', text: 'send me the report' }));
       const reply = await until(() => received.find((m) => m.type === 'message' && m.message.role === 'agent')?.message, 'the answer', 30_000);
       expect(reply.text).toBe('Here is the report.');

@@ -1,16 +1,13 @@
-import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import WebSocket from 'ws';
 import type { NotifierStatus } from '../notifier/types.js';
 import { parseMessageContent } from '../core/message.js';
 import type { FakeStep, LooseJson, RecordedRequest } from '../testing/fake-llm.js';
 import { textUpdate } from '../testing/fake-telegram.js';
 import { openThread } from '../thread/thread.js';
-import { webchatProtocols } from '../xgw/channels/webchat-http.js';
 import type { MailboxEntry } from '../xgw/state.js';
-import { agentStatus, contentText, echoToolStep, lastUserText, settle, startSystem, telegramThread, until, type System, type SystemOptions } from './support.js';
+import { agentStatus, contentText, echoToolStep, lastUserText, openWebchatPage, settle, startSystem, telegramThread, until, type System, type SystemOptions } from './support.js';
 
 /**
  * The whole system end to end, as a user runs it: `agent init/start admin`, `notifier start` and
@@ -105,22 +102,10 @@ describe('the whole pipeline, end to end', () => {
 
   it('answers a web chat message over the WebSocket, as the page talks to it', async () => {
     const s = await up();
-    const status = await s.xgwStatus();
-    const url = new URL(status.channels.find((channel) => channel.id === 'webchat:main')!.url!);
-    const base = `http://127.0.0.1:${url.port}`;
     // The page's way in: it offers the URL's token and its own peer id in the handshake.
-    const page = await fetch(url);
-    expect(page.status).toBe(200);
-    const peer = randomBytes(16).toString('hex');
-
-    const ws = new WebSocket(`ws://127.0.0.1:${url.port}/ws`, webchatProtocols(url.searchParams.get('token')!, peer), { origin: base });
-    const received: LooseJson[] = [];
-    ws.on('message', (data) => received.push(JSON.parse(String(data))));
+    const { ws, received, base, peer } = await openWebchatPage(s);
+    expect((await fetch(`${base}/`)).status).toBe(200);
     try {
-      await new Promise<void>((resolve, reject) => {
-        ws.once('open', () => resolve());
-        ws.once('error', reject);
-      });
       await until(() => received.length > 0, 'the history');
       ws.send(JSON.stringify({ type: 'message', id: 'msg-1', text: 'hello web' }));
       await until(() => received.some((m) => m.type === 'message' && m.message.role === 'agent'), 'the reply', 20_000);

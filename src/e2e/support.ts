@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { tmpdir } from 'node:os';
@@ -15,6 +16,8 @@ import { openThread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
 import type { XgwStatus } from '../xgw/protocol.js';
 import { ensureDir } from '../core/home.js';
+import WebSocket from 'ws';
+import { webchatProtocols } from '../xgw/channels/webchat-http.js';
 
 /**
  * The whole system up in a temp THECLAW_HOME, as a user runs it: the built CLIs (`agent init
@@ -313,3 +316,32 @@ export function threadSnapshot(threadPath: string): ThreadSnapshot {
 }
 
 export { waitFor as until };
+
+/** A connection to the system's web chat as its page makes one, and everything it received. */
+export interface WebchatPage {
+  ws: WebSocket;
+  received: LooseJson[];
+  /** `http://127.0.0.1:<port>` */
+  base: string;
+  token: string;
+  peer: string;
+}
+
+/**
+ * Opens the web chat's WebSocket the way the page does: the URL's token and a fresh peer id in
+ * the handshake, from the page's origin. Close `ws` when done.
+ */
+export async function openWebchatPage(s: System): Promise<WebchatPage> {
+  const url = new URL((await s.xgwStatus()).channels.find((channel) => channel.id === 'webchat:main')!.url!);
+  const base = `http://127.0.0.1:${url.port}`;
+  const token = url.searchParams.get('token')!;
+  const peer = randomBytes(16).toString('hex');
+  const ws = new WebSocket(`ws://127.0.0.1:${url.port}/ws`, webchatProtocols(token, peer), { origin: base });
+  const received: LooseJson[] = [];
+  ws.on('message', (data) => received.push(JSON.parse(String(data))));
+  await new Promise<void>((resolve, reject) => {
+    ws.once('open', () => resolve());
+    ws.once('error', reject);
+  });
+  return { ws, received, base, token, peer };
+}
