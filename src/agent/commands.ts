@@ -108,3 +108,27 @@ export async function deliver(options: Json & { thread: string; consumer: string
   if (summary.failed) throw new ClawError('io', 'a reply could not be delivered yet', { suggestion: 'notifier retries it; see the agent log' });
   if (options.json) printJson(summary);
 }
+
+export async function memorySearch(id: string, query: string, options: Json & { peer?: string; all?: boolean; limit: number }): Promise<void> {
+  const { searchMemory } = await import('./memory-search.js');
+  const hits = searchMemory(resolveHome(), id, query, options);
+  if (options.json) return printJson(hits);
+  printLines(
+    hits.length
+      ? hits.flatMap((hit) => [
+          hit.kind === 'memory' ? `${hit.where}:${hit.at}` : `${hit.where} #${hit.at} ${hit.time ?? ''} ${hit.from === 'me' ? 'me' : `from ${hit.from}`}`,
+          ...hit.text.split('\n').map((line) => `  ${line}`),
+        ])
+      : ['nothing found'],
+  );
+}
+
+export async function memoryShow(id: string, options: { peer?: string }): Promise<void> {
+  const { memoryFilesOf } = await import('./memory-search.js');
+  printLines(memoryFilesOf(resolveHome(), id, options.peer).flatMap(({ path, text }) => [`== ${path}`, text.trimEnd(), '']));
+}
+
+export async function memoryEdit(id: string, options: { file?: string }): Promise<void> {
+  const { editMemory } = await import('./memory-search.js');
+  await editMemory(resolveHome(), id, options.file);
+}

@@ -78,7 +78,7 @@ export function buildSystemPrompt({ dir, route, memory, caps, source, commands, 
 - time: ${now.toISOString()}
 - agent: ${dir.id} (directory ${dir.root}; workdir ${dir.workdir})
 - from: ${describeSource(source)}
-- thread: ${route.threadId}${privacyNote(route)}${commands ? `\n- commands: ${commands}\n- a file goes with my answer by: agent attach <file>` : ''}
+- thread: ${route.threadId}${privacyNote(route)}${commands ? `\n- commands: ${commands}\n- search my memory and this conversation: agent memory search ${dir.id} "<words>"; send a file with my answer: agent attach <file>` : ''}
 - memory files: agent ${memory.agent}${memory.user ? `; this person ${memory.user}` : ''}${memory.group ? `; this group ${memory.group}` : ''}${earlierConversations(dir, route)}`);
   return { text: sections.join('\n\n'), truncated };
 }

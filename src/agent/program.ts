@@ -1,5 +1,5 @@
 import { Option, type Command } from 'commander';
-import { createProgram, jsonOption, withExamples } from '../core/cli.js';
+import { createProgram, positiveInt, jsonOption, withExamples } from '../core/cli.js';
 
 const commands = () => import('./commands.js');
 
@@ -78,6 +78,40 @@ the model (/help lists what they do); any other /word goes to the model as text.
       .addOption(jsonOption())
       .action(async (id: string, options) => (await commands()).send(id, options)),
     ['agent send helper --text "summarise today\'s mail"'],
+  );
+  const memory = program.command('memory').description("an agent's memory: search it, show it, edit it");
+  withExamples(
+    memory
+      .command('search')
+      .description(
+        "search the agent's memory files and conversations (SQLite FTS5, BM25): in a turn, what its conversation may see (the agent's memory, this person's or group's, this conversation's); else the agent's memory, one conversation's (--peer) or everything (--all)",
+      )
+      .argument('<agent>')
+      .argument('<query>', 'words to look for (any of them; the more and the rarer, the better)')
+      .option('--peer <conversation>', 'search as this conversation sees (a thread id, e.g. peer-telegram.main.5151)')
+      .option('--all', 'every memory file and conversation (the owner, not in a turn)')
+      .option('--limit <n>', 'hits to print', positiveInt('--limit'), 5)
+      .addOption(jsonOption())
+      .action(async (agent: string, query: string, options) => (await commands()).memorySearch(agent, query, options)),
+    ['agent memory search admin "sister Lisbon"', 'agent memory search admin "dentist" --peer peer-telegram.main.5151 --json'],
+  );
+  withExamples(
+    memory
+      .command('show')
+      .description("print the agent's memory files: its own, and with --peer a conversation's (the person's or group's, the conversation summary)")
+      .argument('<agent>')
+      .option('--peer <conversation>', 'also what this conversation sees (a thread id)')
+      .action(async (agent: string, options) => (await commands()).memoryShow(agent, options)),
+    ['agent memory show admin', 'agent memory show admin --peer peer-webchat.main.3f2a'],
+  );
+  withExamples(
+    memory
+      .command('edit')
+      .description("open a memory file in $EDITOR: the agent's own, or --file one of its memory files (memory/user-....md)")
+      .argument('<agent>')
+      .option('--file <path>', "a file under the agent's memory/ (default: memory/agent.md)")
+      .action(async (agent: string, options) => (await commands()).memoryEdit(agent, options)),
+    ['agent memory edit admin', 'agent memory edit admin --file memory/user-telegram.main.5151.md'],
   );
   withExamples(
     program

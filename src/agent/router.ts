@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, relative, sep } from 'node:path';
 import { parseAddress } from '../core/address.js';
 import { ClawError } from '../core/errors.js';
 import { isSlug, slug } from '../core/slug.js';
@@ -76,6 +76,14 @@ export function threadById(dir: AgentDir, threadId: string): ThreadRoute | null 
   const match = /^(peer|channel|group|agent)-(.+)$/.exec(threadId);
   if (!match || !isSlug(match[2]!)) return null;
   return inFolder(dir, match[1] as keyof typeof FOLDERS, match[2]!);
+}
+
+/** The id of the thread in `path` (a directory under threads/), or null for none of ours. */
+export function threadIdOfPath(dir: AgentDir, path: string): string | null {
+  const [folder, key, ...rest] = relative(dir.threads, path).split(sep);
+  if (folder === 'main' && key === undefined) return 'main';
+  const kind = (Object.keys(FOLDERS) as (keyof typeof FOLDERS)[]).find((k) => FOLDERS[k] === folder);
+  return kind && key && rest.length === 0 && isSlug(key) ? `${kind}-${key}` : null;
 }
 
 /** A thread where several people write: their messages are named in the history. */

@@ -90,7 +90,7 @@ describe('agentSandbox', () => {
     expect(agentSandbox(t.home, helper, { profile: 'sandbox', network: true }, { PATH: '/nowhere' })?.bwrap).toBe(existsSync('/usr/bin/bwrap') ? '/usr/bin/bwrap' : null);
   });
 
-  it("hides the home and gives back the own directory (read-only but for workdir, memory, skills), the conversation's outbox, the other agents' configs, skills and the PATH entries under the home", () => {
+  it("hides the home and gives back the own directory (read-only but for workdir, memory, skills and the search index), the conversation's outbox, the other agents' configs, skills and the PATH entries under the home", () => {
     const sandbox = agentSandbox(t.home, helper, { profile: 'sandbox', network: false }, env)!;
     const outbox = join(helper.root, 'outbox', 'c1');
     expect(sandbox).toMatchObject({ network: false, hidden: [t.home], setEnv: { THECLAW_OUTBOX: outbox } });
@@ -100,6 +100,7 @@ describe('agentSandbox', () => {
       { path: helper.workdir, writable: true, optional: false },
       { path: helper.memory, writable: true, optional: true },
       { path: helper.skills, writable: true, optional: true },
+      { path: join(helper.root, 'index'), writable: true, optional: true },
       { path: outbox, writable: true },
       { path: other.config, writable: false, optional: true },
       { path: join(t.home, 'skills'), writable: false, optional: true },

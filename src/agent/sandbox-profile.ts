@@ -18,7 +18,7 @@ const AGENT_ENV = ['THECLAW_HOME', 'THECLAW_AGENT', 'THECLAW_AGENT_DIR', 'THECLA
  * The sandbox of a conversation's commands, or undefined for the profile `none`. THECLAW_HOME
  * is hidden; the agent's own directory comes back read-only, with
  *
- * - `sandbox`: its `workdir/`, `memory/` and `skills/` writable;
+ * - `sandbox`: its `workdir/`, `memory/`, `skills/` and `index/` (memory search's) writable;
  * - `workspace-only`: only its `workdir/` writable.
  *
  * Never writable: what the runtime itself writes or appends to (threads, sessions, logs, the
@@ -39,7 +39,10 @@ export function agentSandbox(home: string, dir: AgentDir, settings: AgentConfig[
   if (settings.profile === 'none') return undefined;
   const outbox = outboxDir(dir, env.THECLAW_CONVERSATION ?? '');
   withStoragePath(outbox, () => ensureDir(outbox));
-  const writable = settings.profile === 'sandbox' ? [dir.workdir, dir.memory, dir.skills] : [dir.workdir];
+  // The memory search index (memory-index.ts): written only by `agent memory search`, never by the runtime.
+  const index = join(dir.root, 'index');
+  if (settings.profile === 'sandbox') withStoragePath(index, () => ensureDir(index));
+  const writable = settings.profile === 'sandbox' ? [dir.workdir, dir.memory, dir.skills, index] : [dir.workdir];
   const own: SandboxBind[] = [{ path: dir.root, writable: false }, ...writable.map((path) => ({ path, writable: true, optional: path !== dir.workdir })), { path: outbox, writable: true }];
   // Optional: an agent removed meanwhile must not fail the call.
   const others = listAgentIds(home)

@@ -1,0 +1,65 @@
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join, relative, resolve } from 'node:path';
+import { splitCommand } from '../core/command.js';
+import { ClawError, usageError } from '../core/errors.js';
+import { requireAgent } from './agent-dir.js';
+import { AGENT_SCOPE, conversationScope, MemoryIndex, type MemoryHit, type MemoryScope } from './memory-index.js';
+
+/**
+ * `agent memory search|show|edit`. In a turn (THECLAW_CONVERSATION set by the runtime) a search
+ * sees what the conversation's context sees, and no wider: `--peer` naming another
+ * conversation, or `--all`, is refused there.
+ */
+export function searchMemory(home: string, id: string, query: string, options: { peer?: string; all?: boolean; limit?: number }, env: NodeJS.ProcessEnv = process.env): MemoryHit[] {
+  const dir = requireAgent(home, id);
+  const inTurn = env.THECLAW_AGENT === id ? env.THECLAW_CONVERSATION : undefined;
+  if (options.all && options.peer) throw usageError('give --peer or --all, not both', 'leave one out');
+  if (inTurn !== undefined && (options.all || (options.peer !== undefined && options.peer !== inTurn))) {
+    throw new ClawError('usage', 'a search in a conversation sees only that conversation', { suggestion: 'leave out --peer and --all: this conversation is searched' });
+  }
+  const conversation = inTurn ?? options.peer;
+  const scope: MemoryScope | null = options.all ? null : conversation !== undefined ? conversationScope(dir, conversation) : AGENT_SCOPE;
+  // In a turn, the message it answers is no finding: the model has it already.
+  const asking = inTurn !== undefined ? Number(env.THECLAW_ASKING_EVENT) : Number.NaN;
+  const limit = options.limit ?? 5;
+  const index = MemoryIndex.open(dir);
+  try {
+    index.refresh();
+    return index
+      .search(query, scope, limit + 1)
+      .filter((hit) => !(hit.kind === 'message' && hit.where === inTurn && hit.at === asking))
+      .slice(0, limit);
+  } finally {
+    index.close();
+  }
+}
+
+/** The memory files a conversation sees (or the agent's own), with their text; missing ones left out. */
+export function memoryFilesOf(home: string, id: string, peer?: string): { path: string; text: string }[] {
+  const dir = requireAgent(home, id);
+  const scope = peer === undefined ? AGENT_SCOPE : conversationScope(dir, peer);
+  return scope.files.flatMap((path) => {
+    const file = join(dir.root, path);
+    return existsSync(file) ? [{ path, text: readFileSync(file, 'utf8') }] : [];
+  });
+}
+
+/** Opens a memory file in $EDITOR (or $VISUAL), creating it empty; only files under memory/. */
+export async function editMemory(home: string, id: string, file = 'memory/agent.md', env: NodeJS.ProcessEnv = process.env): Promise<void> {
+  const dir = requireAgent(home, id);
+  const path = resolve(dir.root, file);
+  if (relative(dir.memory, path).startsWith('..') || !path.endsWith('.md')) {
+    throw usageError(`${file} is not a memory file of ${id}`, 'give a .md file under its memory/, e.g. memory/agent.md');
+  }
+  const editor = env.VISUAL || env.EDITOR;
+  if (!editor) throw usageError('no editor: neither VISUAL nor EDITOR is set', 'e.g. EDITOR=nano agent memory edit ...');
+  if (!existsSync(path)) writeFileSync(path, '', { mode: 0o600 });
+  const [command, ...args] = splitCommand(editor);
+  const code = await new Promise<number | null>((done, fail) => {
+    const child = spawn(command, [...args, path], { stdio: 'inherit', env });
+    child.on('error', fail);
+    child.on('exit', done);
+  });
+  if (code !== 0) throw new ClawError('io', `${editor} exited with ${code}`, { suggestion: 'the file is as the editor left it' });
+}
