@@ -1,10 +1,9 @@
-import { randomBytes } from 'node:crypto';
-import { lstatSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { lstatSync, readdirSync, readFileSync, realpathSync, rmSync, statSync } from 'node:fs';
 import { basename, isAbsolute, join, relative, resolve } from 'node:path';
 import * as z from 'zod/mini';
 import { storeFile } from '../core/agent-files.js';
 import { ClawError } from '../core/errors.js';
-import { ensureDir } from '../core/home.js';
+import { leaveRequest, turnOutbox } from '../core/turn-outbox.js';
 import { ATTACHMENT_KINDS, type Attachment, type AttachmentKind } from '../core/message.js';
 import { agentDir, type AgentDir } from './agent-dir.js';
 import { ATTACH_PREFIX, outboxDir } from './sandbox-sends.js';
@@ -31,11 +30,7 @@ export function queueAttachment(home: string, file: string, name: string | undef
   const dir = agentDir(home, agent);
   const path = resolve(file);
   checkOwnFile(dir, path);
-  const outbox = env.THECLAW_OUTBOX ?? outboxDir(dir, conversation);
-  ensureDir(outbox);
-  const request = `${ATTACH_PREFIX}${Date.now()}-${randomBytes(4).toString('hex')}`;
-  writeFileSync(join(outbox, `${request}.tmp`), JSON.stringify({ path, ...(name ? { name } : {}) }));
-  renameSync(join(outbox, `${request}.tmp`), join(outbox, `${request}.json`));
+  leaveRequest(turnOutbox(env) ?? outboxDir(dir, conversation), ATTACH_PREFIX, { path, ...(name ? { name } : {}) });
   return path;
 }
 

@@ -16,6 +16,7 @@ import { damagedThread, describeDamage } from './damaged-thread.js';
 import { replyProgress, type ReplyProgress } from './reply-progress.js';
 import { modelInput } from './attachments.js';
 import { takeAttachments } from './reply-files.js';
+import { setReminders } from './reminders.js';
 import { deliverHandler, INBOX_CONSUMER, OUTBOUND_CONSUMER, OUTBOUND_FILTER } from './lifecycle.js';
 import { callWithinWindow } from './overflow.js';
 import { answerTarget, readInbound, replyContextFromSource, type AnswerTarget } from './reply-context.js';
@@ -364,9 +365,12 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
       }),
     );
 
-    // Files the turn's commands attached go with the answer (taken now either way: a NO_REPLY drops them).
+    // Files the turn's commands attached go with the answer (taken now either way: a NO_REPLY drops them);
+    // the reminders they asked for are set in this conversation's name.
     const files = takeAttachments(turn.home, dir, route.threadId);
-    for (const problem of files.problems) logger.warn(`run: ${problem}`);
+    const reminders = await setReminders(turn.home, dir, route.threadId, event.source, turn.env);
+    for (const problem of [...files.problems, ...reminders.problems]) logger.warn(`run: ${problem}`);
+    if (reminders.set.length) logger.info(`run: set reminder timer(s) ${reminders.set.join(', ')} for thread ${route.threadId}`);
     // An empty answer is nothing to deliver: recorded like NO_REPLY rather than sent and refused.
     if (result.text.trim() === 'NO_REPLY' || (result.text.trim() === '' && files.attachments.length === 0)) {
       record('decision', { in_reply_to: inboundId, decision: 'no_reply' } satisfies DecisionRecord, outcomeKey);

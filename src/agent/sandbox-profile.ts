@@ -26,11 +26,12 @@ const AGENT_ENV = ['THECLAW_HOME', 'THECLAW_AGENT', 'THECLAW_AGENT_DIR', 'THECLA
  * sandbox, nor config.yaml, which says how the agent is sandboxed.
  *
  * The narrow path the project's CLIs need: `cmds` reads `skills/` and its PATH index (`cmds/`)
- * of the home; `agent send` checks the other agents' config.yaml (read-only) and leaves the
- * message in the conversation's outbox, pushed by the runtime after the call
- * (sandbox-sends.ts). Not reachable: the other agents' directories, notifier's socket (it
- * also answers `stop`), and so `notifier timer` (a timer's command would run outside any
- * sandbox).
+ * of the home; `thread peek` reads its own threads (through a private copy); `agent send`,
+ * `agent attach` and `notifier timer add --message` leave their requests in the conversation's
+ * outbox (core/turn-outbox.ts), which the runtime carries out after the call or the turn, in
+ * the name of the conversation (sandbox-sends.ts, reply-files.ts, reminders.ts). Not reachable:
+ * the other agents' directories, and notifier's socket (it also answers `stop`) and timers, so
+ * no timer command the model wrote ever runs outside the sandbox.
  *
  * Creates the conversation's outbox. Made for each turn: an agent created meanwhile can be
  * sent to from the next one.

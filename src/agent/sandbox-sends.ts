@@ -1,9 +1,8 @@
-import { randomBytes } from 'node:crypto';
-import { lstatSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { lstatSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import * as z from 'zod/mini';
 import { ClawError } from '../core/errors.js';
-import { slug } from '../core/slug.js';
+import { leaveRequest, OUTBOX_ENV, outboxIn, TIMER_PREFIX } from '../core/turn-outbox.js';
 import { requireAgent, type AgentDir } from './agent-dir.js';
 import { sendToAgent, type SendOptions } from './send.js';
 
@@ -16,8 +15,7 @@ import { sendToAgent, type SendOptions } from './send.js';
  * neither pose as someone else nor reach a thread.
  */
 
-/** Set in the sandbox: where `agent send` leaves its messages. */
-export const OUTBOX_ENV = 'THECLAW_OUTBOX';
+export { OUTBOX_ENV };
 /** Requests in the outbox that are files for the turn's answer (reply-files.ts), not messages. */
 export const ATTACH_PREFIX = 'attach-';
 
@@ -25,9 +23,9 @@ const MAX_REQUEST_BYTES = 1_000_000;
 const SendRequestSchema = z.strictObject({ to: z.string(), text: z.string(), idempotency_key: z.optional(z.string()) });
 type SendRequest = z.infer<typeof SendRequestSchema>;
 
-/** One conversation's outbox: its turns run one after the other, so a message is never sent in another's name. */
+/** One conversation's outbox (core/turn-outbox.ts). */
 export function outboxDir(dir: AgentDir, conversation: string): string {
-  return join(dir.root, 'outbox', slug(conversation || 'default'));
+  return outboxIn(dir.root, conversation);
 }
 
 /** Inside the sandbox: checks what can be checked there, and leaves the message (whole or not at all). */
@@ -38,9 +36,7 @@ export function queueSend(home: string, id: string, options: Pick<SendOptions, '
   requireAgent(home, id);
   if (id === env.THECLAW_AGENT) throw new ClawError('usage', `agent ${id} cannot send to itself`, { suggestion: 'send to another agent' });
   const request: SendRequest = { to: id, text: options.text, ...(options.idempotencyKey ? { idempotency_key: options.idempotencyKey } : {}) };
-  const name = `${Date.now()}-${randomBytes(4).toString('hex')}`;
-  writeFileSync(join(outbox, `${name}.tmp`), JSON.stringify(request));
-  renameSync(join(outbox, `${name}.tmp`), join(outbox, `${name}.json`));
+  leaveRequest(outbox, '', request);
 }
 
 /**
@@ -51,9 +47,9 @@ export function queueSend(home: string, id: string, options: Pick<SendOptions, '
 export function forwardSends(home: string, outbox: string, env: NodeJS.ProcessEnv): string[] {
   let names: string[];
   try {
-    // Attachments (reply-files.ts) wait for the turn's answer.
+    // Attachments (reply-files.ts) wait for the turn's answer, timers for its end (reminders.ts).
     names = readdirSync(outbox)
-      .filter((name) => !name.startsWith(ATTACH_PREFIX))
+      .filter((name) => !name.startsWith(ATTACH_PREFIX) && !name.startsWith(TIMER_PREFIX))
       .sort();
   } catch {
     return [];

@@ -88,7 +88,8 @@ export interface System {
   /** With the `discord` option. */
   discord?: FakeDiscord;
   /** Runs a built CLI with the system's environment. */
-  run(tool: SystemTool, args: string[], input?: string): Promise<CliResult>;
+  /** `environment` replaces the system's (e.g. to run as a command of an agent's turn). */
+  run(tool: SystemTool, args: string[], input?: string, environment?: NodeJS.ProcessEnv): Promise<CliResult>;
   /** Runs a built CLI and throws unless it exits 0. */
   must(tool: SystemTool, args: string[], input?: string): Promise<CliResult>;
   /** `xgw status --json` of the running daemon. */
@@ -171,7 +172,7 @@ routes:
 `,
   );
 
-  const run = (tool: SystemTool, args: string[], input?: string) => runCli(tool, args, env, input);
+  const run = (tool: SystemTool, args: string[], input?: string, environment = env) => runCli(tool, args, environment, input);
   const must = async (tool: SystemTool, args: string[], input?: string) => {
     const result = await run(tool, args, input);
     if (result.code !== 0) throw new Error(`${tool} ${args.join(' ')} exited ${result.code}: ${result.stderr}`);

@@ -3,7 +3,10 @@ import { resolveHome } from '../core/home.js';
 import { addTimer, daemonStatus, listTimers, removeTimer, startDaemon, stopDaemon } from './control.js';
 import { daemonLogFile } from '../core/daemon.js';
 import { runNotifier } from './daemon.js';
-import { parseSchedule, type TimerJson } from './timers.js';
+import { usageError } from '../core/errors.js';
+import { isValidId } from '../core/slug.js';
+import { leaveRequest, TIMER_PREFIX, turnOutbox, type TimerRequest } from '../core/turn-outbox.js';
+import { formatSchedule, parseDuration, parseSchedule, type TimerJson } from './timers.js';
 import type { NotifierStatus } from './types.js';
 
 interface Json {
@@ -53,8 +56,30 @@ function formatTimers(timers: TimerJson[]): string[] {
   return ['timers:', ...timers.map((t) => `  ${t.id}: ${t.schedule}, next ${t.next_run_at ?? 'never'}, runs ${t.runs}${t.last_exit ? `, last ${t.last_exit}` : ''}: ${t.command}`)];
 }
 
-export async function timerAdd(options: Json & { id: string; cron?: string; every?: string; at?: string; command: string }): Promise<void> {
-  const timer = await addTimer(resolveHome(), options.id, parseSchedule(options), options.command);
+export async function timerAdd(options: Json & { id: string; cron?: string; every?: string; at?: string; in?: string; command?: string; message?: string }): Promise<void> {
+  const at = options.in === undefined ? options.at : new Date(Date.now() + parseDuration(options.in)).toISOString();
+  if (options.in !== undefined && options.at !== undefined) throw usageError('give --in or --at, not both', 'leave one out');
+  const schedule = parseSchedule({ cron: options.cron, every: options.every, at });
+  // In an agent's turn a timer is the conversation's reminder, set by the runtime once the command ends.
+  const outbox = turnOutbox();
+  if (outbox !== null) {
+    if (options.command !== undefined || options.message === undefined) {
+      throw usageError("in an agent's turn a timer sends a message, not a command: a command would run outside the sandbox", 'pass --message "what to be told" instead of --command');
+    }
+    if (!isValidId(options.id)) throw usageError(`invalid timer id ${JSON.stringify(options.id)}`, 'use lower-case letters, digits, _ and -');
+    const request: TimerRequest = {
+      id: options.id,
+      ...(options.cron ? { cron: options.cron } : {}),
+      ...(options.every ? { every: options.every } : {}),
+      ...(at ? { at } : {}),
+      message: options.message,
+    };
+    leaveRequest(outbox, TIMER_PREFIX, request);
+    if (options.json) return printJson({ id: options.id, queued: true, schedule: formatSchedule(schedule) });
+    return printLines([`timer ${options.id} (${formatSchedule(schedule)}) is set when this command ends; when it fires, this conversation's agent is told: ${options.message}`]);
+  }
+  if (options.command === undefined) throw usageError('--command is missing', '--message is for a timer an agent sets in a conversation; here give the command to run');
+  const timer = await addTimer(resolveHome(), options.id, schedule, options.command);
   if (options.json) printJson(timer);
   else printLines([`added timer ${timer.id}: ${timer.schedule}, next ${timer.next_run_at ?? 'never'}`]);
 }

@@ -52,15 +52,23 @@ backoff.initial_seconds, backoff.max_seconds, output_limit_bytes).`,
   withExamples(
     timer
       .command('add')
-      .description('add a timer: exactly one of --cron, --every, --at')
+      .description(
+        "add a timer: exactly one of --cron, --every, --at, --in. Run by an agent in a conversation's turn, it is a reminder: --message instead of --command, and when it fires the agent gets the message in that conversation's name (its policy applies there, and the answer goes there)",
+      )
       .requiredOption('--id <id>', 'timer id (lower-case letters, digits, _ and -)')
       .option('--cron <expr>', "cron expression, e.g. '*/5 * * * *'")
       .option('--every <duration>', 'interval, e.g. 30s, 5m, 1h30m')
       .option('--at <time>', 'once, at an ISO-8601 time')
-      .requiredOption('--command <command>', 'command to run, split with shell-words rules and run without a shell')
+      .option('--in <duration>', 'once, this long from now, e.g. 10m, 2h')
+      .option('--command <command>', "command to run, split with shell-words rules and run without a shell (not in an agent's turn)")
+      .option('--message <text>', "in an agent's turn: what the agent is told when it fires")
       .addOption(jsonOption())
       .action(async (options) => (await commands()).timerAdd(options)),
-    ['notifier timer add --id heartbeat --every 30m --command "agent send admin --text heartbeat"', `notifier timer add --id morning --cron '0 8 * * *' --command "my-report"`],
+    [
+      'notifier timer add --id heartbeat --every 30m --command "agent send admin --text heartbeat"',
+      `notifier timer add --id morning --cron '0 8 * * *' --command "my-report"`,
+      'notifier timer add --id stretch --in 1h --message "remind them to stretch"   # in an agent\'s turn',
+    ],
   );
 
   withExamples(

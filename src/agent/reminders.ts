@@ -1,0 +1,77 @@
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { lstatSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import * as z from 'zod/mini';
+import { joinCommand } from '../core/command.js';
+import { cliPath } from '../core/package.js';
+import { TIMER_PREFIX } from '../core/turn-outbox.js';
+import type { AgentDir } from './agent-dir.js';
+import { outboxDir } from './sandbox-sends.js';
+
+/**
+ * Reminders an agent sets for a conversation: `notifier timer add --message` in a turn's
+ * command leaves a request in the conversation's outbox (core/turn-outbox.ts), and the runtime,
+ * when the turn ends, sets a notifier timer whose command is ours, not the model's: `agent send`
+ * to the agent itself in the name of the conversation that asked (its source address, taken from
+ * the turn, never from the request). When it fires, the agent is told the message in that
+ * conversation, under that conversation's policy, and its answer goes there.
+ */
+
+const TimerRequestSchema = z.strictObject({
+  id: z.string().check(z.regex(/^[a-z0-9][a-z0-9_-]{0,39}$/)),
+  cron: z.optional(z.string()),
+  every: z.optional(z.string()),
+  at: z.optional(z.string()),
+  message: z.string().check(z.minLength(1), z.maxLength(4000)),
+});
+
+const MAX_REQUEST_BYTES = 16_000;
+
+/** The timer id of a conversation's reminder: the agent and the conversation in it, so no other can touch it. */
+export function reminderTimerId(agent: string, conversation: string, id: string): string {
+  const conv = createHash('sha256').update(conversation).digest('hex').slice(0, 8);
+  return `r-${agent}-${conv}-${id}`.slice(0, 63);
+}
+
+/**
+ * Sets the timers the turn's commands asked for, for the conversation `source` speaks for.
+ * Returns what was set and what could not be (for the log); never throws.
+ */
+export async function setReminders(home: string, dir: AgentDir, conversation: string, source: string, env: NodeJS.ProcessEnv): Promise<{ set: string[]; problems: string[] }> {
+  const outbox = outboxDir(dir, conversation);
+  let names: string[];
+  try {
+    names = readdirSync(outbox)
+      .filter((name) => name.startsWith(TIMER_PREFIX) && name.endsWith('.json'))
+      .sort();
+  } catch {
+    return { set: [], problems: [] };
+  }
+  const set: string[] = [];
+  const problems: string[] = [];
+  for (const name of names) {
+    const file = join(outbox, name);
+    try {
+      const stat = lstatSync(file);
+      if (!stat.isFile() || stat.size > MAX_REQUEST_BYTES) throw new Error('not a timer request');
+      const request = TimerRequestSchema.parse(JSON.parse(readFileSync(file, 'utf8')));
+      const id = reminderTimerId(dir.id, conversation, request.id);
+      const setAt = new Date().toISOString().slice(0, 16).replace('T', ' ');
+      const command = joinCommand([process.execPath, cliPath('agent'), 'send', dir.id, '--source', source, '--text', `[A reminder I set on ${setAt} UTC in this conversation] ${request.message}`]);
+      const schedule = request.cron !== undefined ? ['--cron', request.cron] : request.every !== undefined ? ['--every', request.every] : ['--at', request.at ?? ''];
+      await promisify(execFile)(process.execPath, [cliPath('notifier'), 'timer', 'add', '--id', id, ...schedule, '--command', command], {
+        env: { ...env, THECLAW_HOME: home, THECLAW_OUTBOX: '', THECLAW_AGENT: '', THECLAW_CONVERSATION: '' },
+        timeout: 10_000,
+      });
+      set.push(id);
+    } catch (error) {
+      const detail = (error as { stderr?: string }).stderr?.trim() || (error as Error).message;
+      problems.push(`notifier timer: ${name} was not set: ${detail}`);
+    } finally {
+      rmSync(file, { force: true });
+    }
+  }
+  return { set, problems };
+}
