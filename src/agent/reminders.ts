@@ -1,12 +1,10 @@
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { lstatSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
 import { promisify } from 'node:util';
 import * as z from 'zod/mini';
 import { joinCommand } from '../core/command.js';
 import { cliPath } from '../core/package.js';
-import { TIMER_PREFIX } from '../core/turn-outbox.js';
+import { takeRequests, TIMER_PREFIX } from '../core/turn-outbox.js';
 import type { AgentDir } from './agent-dir.js';
 import { outboxDir } from './sandbox-sends.js';
 
@@ -27,8 +25,6 @@ const TimerRequestSchema = z.strictObject({
   message: z.string().check(z.minLength(1), z.maxLength(4000)),
 });
 
-const MAX_REQUEST_BYTES = 16_000;
-
 /** The timer id of a conversation's reminder: the agent and the conversation in it, so no other can touch it. */
 export function reminderTimerId(agent: string, conversation: string, id: string): string {
   const conv = createHash('sha256').update(conversation).digest('hex').slice(0, 8);
@@ -40,23 +36,15 @@ export function reminderTimerId(agent: string, conversation: string, id: string)
  * Returns what was set and what could not be (for the log); never throws.
  */
 export async function setReminders(home: string, dir: AgentDir, conversation: string, source: string, env: NodeJS.ProcessEnv): Promise<{ set: string[]; problems: string[] }> {
-  const outbox = outboxDir(dir, conversation);
-  let names: string[];
-  try {
-    names = readdirSync(outbox)
-      .filter((name) => name.startsWith(TIMER_PREFIX) && name.endsWith('.json'))
-      .sort();
-  } catch {
-    return { set: [], problems: [] };
-  }
+  const taken = takeRequests(
+    outboxDir(dir, conversation),
+    (name) => name.startsWith(TIMER_PREFIX),
+    (json) => TimerRequestSchema.parse(json),
+  );
   const set: string[] = [];
-  const problems: string[] = [];
-  for (const name of names) {
-    const file = join(outbox, name);
+  const problems = taken.problems.map((problem) => `notifier timer: ${problem}`);
+  for (const { name, request } of taken.requests) {
     try {
-      const stat = lstatSync(file);
-      if (!stat.isFile() || stat.size > MAX_REQUEST_BYTES) throw new Error('not a timer request');
-      const request = TimerRequestSchema.parse(JSON.parse(readFileSync(file, 'utf8')));
       const id = reminderTimerId(dir.id, conversation, request.id);
       const setAt = new Date().toISOString().slice(0, 16).replace('T', ' ');
       const command = joinCommand([process.execPath, cliPath('agent'), 'send', dir.id, '--source', source, '--text', `[A reminder I set on ${setAt} UTC in this conversation] ${request.message}`]);
@@ -69,8 +57,6 @@ export async function setReminders(home: string, dir: AgentDir, conversation: st
     } catch (error) {
       const detail = (error as { stderr?: string }).stderr?.trim() || (error as Error).message;
       problems.push(`notifier timer: ${name} was not set: ${detail}`);
-    } finally {
-      rmSync(file, { force: true });
     }
   }
   return { set, problems };

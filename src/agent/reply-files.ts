@@ -1,9 +1,9 @@
-import { lstatSync, readdirSync, readFileSync, realpathSync, rmSync, statSync } from 'node:fs';
-import { basename, isAbsolute, join, relative, resolve } from 'node:path';
+import { lstatSync, readFileSync, realpathSync, statSync } from 'node:fs';
+import { basename, isAbsolute, relative, resolve } from 'node:path';
 import * as z from 'zod/mini';
 import { storeFile } from '../core/agent-files.js';
 import { ClawError } from '../core/errors.js';
-import { leaveRequest, turnOutbox } from '../core/turn-outbox.js';
+import { leaveRequest, takeRequests, turnOutbox } from '../core/turn-outbox.js';
 import { ATTACHMENT_KINDS, type Attachment, type AttachmentKind } from '../core/message.js';
 import { agentDir, type AgentDir } from './agent-dir.js';
 import { ATTACH_PREFIX, outboxDir } from './sandbox-sends.js';
@@ -40,31 +40,22 @@ export function queueAttachment(home: string, file: string, name: string | undef
  * taken is said in `problems` (for the log), never thrown: the answer goes without it.
  */
 export function takeAttachments(home: string, dir: AgentDir, conversation: string): { attachments: Attachment[]; problems: string[] } {
-  const outbox = outboxDir(dir, conversation);
-  let names: string[];
-  try {
-    names = readdirSync(outbox)
-      .filter((name) => name.startsWith(ATTACH_PREFIX))
-      .sort();
-  } catch {
-    return { attachments: [], problems: [] };
-  }
+  const taken = takeRequests(
+    outboxDir(dir, conversation),
+    (name) => name.startsWith(ATTACH_PREFIX),
+    (json) => AttachRequestSchema.parse(json),
+  );
   const attachments: Attachment[] = [];
-  const problems: string[] = [];
-  for (const name of names) {
-    const request = join(outbox, name);
+  const problems = taken.problems.map((problem) => `agent attach: ${problem}`);
+  for (const { name, request } of taken.requests) {
     try {
-      if (!name.endsWith('.json')) continue; // cut off with its command
-      const { path, name: shownName } = AttachRequestSchema.parse(JSON.parse(readFileSync(request, 'utf8')));
-      checkOwnFile(dir, path);
-      const bytes = readFileSync(path);
-      const fileName = shownName ?? basename(path);
+      checkOwnFile(dir, request.path);
+      const bytes = readFileSync(request.path);
+      const fileName = request.name ?? basename(request.path);
       const mime = mimeOf(fileName);
       attachments.push({ type: kindOf(mime), path: storeFile(home, dir.id, bytes, { name: fileName, mime_type: mime }), name: fileName, mime_type: mime, bytes: bytes.length });
     } catch (error) {
       problems.push(`agent attach: ${name} was not taken: ${(error as Error).message}`);
-    } finally {
-      rmSync(request, { force: true });
     }
   }
   return { attachments, problems };

@@ -1,8 +1,6 @@
-import { lstatSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
 import * as z from 'zod/mini';
 import { ClawError } from '../core/errors.js';
-import { leaveRequest, OUTBOX_ENV, outboxIn, TIMER_PREFIX } from '../core/turn-outbox.js';
+import { leaveRequest, OUTBOX_ENV, outboxIn, takeRequests, TIMER_PREFIX } from '../core/turn-outbox.js';
 import { requireAgent, type AgentDir } from './agent-dir.js';
 import { sendToAgent, type SendOptions } from './send.js';
 
@@ -19,7 +17,6 @@ export { OUTBOX_ENV };
 /** Requests in the outbox that are files for the turn's answer (reply-files.ts), not messages. */
 export const ATTACH_PREFIX = 'attach-';
 
-const MAX_REQUEST_BYTES = 1_000_000;
 const SendRequestSchema = z.strictObject({ to: z.string(), text: z.string(), idempotency_key: z.optional(z.string()) });
 type SendRequest = z.infer<typeof SendRequestSchema>;
 
@@ -45,29 +42,18 @@ export function queueSend(home: string, id: string, options: Pick<SendOptions, '
  * outbox. Returns what could not be sent, for the command's result.
  */
 export function forwardSends(home: string, outbox: string, env: NodeJS.ProcessEnv): string[] {
-  let names: string[];
-  try {
-    // Attachments (reply-files.ts) wait for the turn's answer, timers for its end (reminders.ts).
-    names = readdirSync(outbox)
-      .filter((name) => !name.startsWith(ATTACH_PREFIX) && !name.startsWith(TIMER_PREFIX))
-      .sort();
-  } catch {
-    return [];
-  }
-  const problems: string[] = [];
-  for (const name of names) {
-    const file = join(outbox, name);
+  // Attachments (reply-files.ts) wait for the turn's answer, timers for its end (reminders.ts).
+  const taken = takeRequests(
+    outbox,
+    (name) => !name.startsWith(ATTACH_PREFIX) && !name.startsWith(TIMER_PREFIX),
+    (json) => SendRequestSchema.parse(json),
+  );
+  const problems = taken.problems.map((problem) => `agent send: ${problem}`);
+  for (const { name, request } of taken.requests) {
     try {
-      if (!name.endsWith('.json')) continue; // a write cut off with its call
-      // Read only after the call's processes are gone, and never through a link: nothing can swap it meanwhile.
-      const stat = lstatSync(file);
-      if (!stat.isFile() || stat.size > MAX_REQUEST_BYTES) throw new Error('not a message left by agent send');
-      const request = SendRequestSchema.parse(JSON.parse(readFileSync(file, 'utf8')));
       sendToAgent(home, request.to, { text: request.text, idempotencyKey: request.idempotency_key, env });
     } catch (error) {
       problems.push(`agent send: ${name} was not sent: ${(error as Error).message}`);
-    } finally {
-      rmSync(file, { force: true, recursive: true });
     }
   }
   return problems;

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { renameSync, writeFileSync } from 'node:fs';
+import { lstatSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ensureDir } from './home.js';
 import { agentsRoot } from './layout.js';
@@ -53,4 +53,38 @@ export interface TimerRequest {
   every?: string;
   at?: string;
   message: string;
+}
+
+/** Largest request a command may leave. */
+const MAX_REQUEST_BYTES = 1_000_000;
+
+/**
+ * Takes the requests `select` picks from an outbox, oldest first, each parsed by `parse`: read
+ * only after the commands that left them are gone, never through a link, and removed once read
+ * (a bad one too, said in `problems`). A request cut off with its command (`.tmp`) stays.
+ */
+export function takeRequests<T>(outbox: string, select: (name: string) => boolean, parse: (json: unknown) => T): { requests: { name: string; request: T }[]; problems: string[] } {
+  let names: string[];
+  try {
+    names = readdirSync(outbox)
+      .filter((name) => name.endsWith('.json') && select(name))
+      .sort();
+  } catch {
+    return { requests: [], problems: [] };
+  }
+  const requests: { name: string; request: T }[] = [];
+  const problems: string[] = [];
+  for (const name of names) {
+    const file = join(outbox, name);
+    try {
+      const stat = lstatSync(file);
+      if (!stat.isFile() || stat.size > MAX_REQUEST_BYTES) throw new Error('not a request left by a command');
+      requests.push({ name, request: parse(JSON.parse(readFileSync(file, 'utf8'))) });
+    } catch (error) {
+      problems.push(`${name} was not taken: ${(error as Error).message}`);
+    } finally {
+      rmSync(file, { force: true, recursive: true });
+    }
+  }
+  return { requests, problems };
 }
