@@ -17,6 +17,7 @@ import { replyProgress, type ReplyProgress } from './reply-progress.js';
 import { modelInput } from './attachments.js';
 import { takeAttachments } from './reply-files.js';
 import { setReminders } from './reminders.js';
+import { resolveFallbacks, withFailover } from './failover.js';
 import { deliverHandler, INBOX_CONSUMER, OUTBOUND_CONSUMER, OUTBOUND_FILTER } from './lifecycle.js';
 import { callWithinWindow } from './overflow.js';
 import { answerTarget, readInbound, replyContextFromSource, type AnswerTarget } from './reply-context.js';
@@ -94,6 +95,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
     const paiConfig = withAgentSettings(loadPaiConfig(home), config);
     const model = await resolveModel(paiConfig, config.pai, env).catch((error: unknown) => error as Error);
     if (!(model instanceof Error)) preloadProvider(model.api); // overlaps the provider's loading with the inbox work
+    const fallbacks = config.pai.fallbacks.length ? await resolveFallbacks(paiConfig, config.pai.fallbacks, env, logger) : [];
     await reapKilledTurns(dir, logger);
     inbox = openThread(dir.inbox, { home });
     const batch = inbox.pop(INBOX_CONSUMER, { limit: options.batchSize ?? 50 });
@@ -104,7 +106,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
     logger.info(`run: ${batch.length} message(s) from the inbox (${batch[0]!.id}..${batch.at(-1)!.id})`);
     const acks = createAckTracker((upTo) => inbox!.ack(INBOX_CONSUMER, upTo));
     const redact = createRedactor(env, providerSecrets(paiConfig, env));
-    const turn: TurnSettings = { home, dir, config, paiConfig, model, env, logger, redact, caller: options.caller, tellOwner: (text) => tellOwner(text) };
+    const turn: TurnSettings = { home, dir, config, paiConfig, model, fallbacks, env, logger, redact, caller: options.caller, tellOwner: (text) => tellOwner(text) };
     const tellOwner = (text: string): boolean => {
       const owner = ownerDirectChat(inbox!, config.policy);
       if (owner === null) return false;
@@ -228,6 +230,8 @@ interface TurnSettings {
   paiConfig: PaiConfig;
   /** The agent's model, or why it could not be resolved. */
   model: ResolvedModel | Error;
+  /** Its `pai.fallbacks`, resolved (failover.ts). */
+  fallbacks: ResolvedModel[];
   env: NodeJS.ProcessEnv;
   logger: Logger;
   /** Removes secret values (environment keys and tokens) from text that goes into records. */
@@ -278,6 +282,8 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
     attempt = beginAttempt(thread, inboundId, config.turn);
     progress = replyProgress(turn.home, target.replyContext, logger);
     const modelTurn = { ...turn, model };
+    // The model that answers (a fallback after a failover): the usage records name it.
+    let used = model;
     const session = sessionFile(dir, route);
     // Named by the inbox event, whose ids never start again: a thread made anew (after a damaged
     // one was moved away) counts its events from 1, and must not resume an old turn of the session.
@@ -330,8 +336,8 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
         if (chatEvent.type === 'usage') {
           record('usage', {
             in_reply_to: inboundId,
-            provider: model.provider,
-            model: model.model,
+            provider: used.provider,
+            model: used.model,
             input_tokens: chatEvent.usage.input,
             output_tokens: chatEvent.usage.output,
             cost: chatEvent.usage.cost,
@@ -360,7 +366,10 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
           const cutOff = unfinishedTurn(session, turnName);
           if (cutOff.length > 0) logger.warn(`run: resuming the cut-off turn for thread ${route.threadId} event ${inboundId} from its session`);
           writeSession(session, [...history, ...cutOff]);
-          return callModel(modelTurn, { ...turnCall, system, turnMark, resume: cutOff.length > 0 });
+          return withFailover([model, ...turn.fallbacks], cutOff.length > 0, logger, (current, resume) => {
+            used = current;
+            return callModel({ ...modelTurn, model: current }, { ...turnCall, system, turnMark, resume });
+          });
         },
       }),
     );

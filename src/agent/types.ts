@@ -35,8 +35,13 @@ export const AgentConfigSchema = z.strictObject({
       /** Default: pai's own default (its config, a provider key, or the offline mock). */
       provider: z.optional(z.string().check(z.minLength(1))),
       model: z.optional(z.string().check(z.minLength(1))),
+      /**
+       * Models tried in order (`provider/model`) when the one before is unreachable (an outage:
+       * 5xx, 429, network, timeout, after its own retries); a refusal (401, 400) is not passed on.
+       */
+      fallbacks: z._default(z.array(z.string().check(z.regex(/^[^/\s]+\/\S+$/, 'must be provider/model, e.g. openai/gpt-4o-mini'))), []),
     }),
-    {},
+    { fallbacks: [] },
   ),
   inbox: z._default(z.strictObject({ path: z.optional(z.string()) }), {}),
   routing: z._default(z.strictObject({ default: z._default(z.enum(ROUTING_MODES), 'per-peer') }), { default: 'per-peer' }),
