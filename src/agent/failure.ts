@@ -40,7 +40,7 @@ export class TurnAbandoned extends Error {
   override name = 'TurnAbandoned';
 
   constructor(
-    readonly kind: 'timeout' | 'crashed',
+    readonly kind: 'timeout' | 'crashed' | 'over_budget',
     /** A few words for the person. */
     readonly reason: string,
   ) {

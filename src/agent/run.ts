@@ -11,13 +11,14 @@ import { chat, loadPaiConfig, preloadProvider, providerSecrets, resolveModel, ty
 import { openThread, type Thread, type ThreadEvent } from '../thread/index.js';
 import { loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
 import { memoryFiles, sessionFile } from './context.js';
-import { answerFailure, ModelOutage } from './failure.js';
+import { answerFailure, ModelOutage, TurnAbandoned } from './failure.js';
 import { damagedThread, describeDamage } from './damaged-thread.js';
 import { replyProgress, type ReplyProgress } from './reply-progress.js';
 import { modelInput } from './attachments.js';
 import { takeAttachments } from './reply-files.js';
 import { setReminders } from './reminders.js';
 import { resolveFallbacks, withFailover } from './failover.js';
+import { SpendLedger } from './budget.js';
 import { deliverHandler, INBOX_CONSUMER, OUTBOUND_CONSUMER, OUTBOUND_FILTER } from './lifecycle.js';
 import { callWithinWindow } from './overflow.js';
 import { answerTarget, readInbound, replyContextFromSource, type AnswerTarget } from './reply-context.js';
@@ -87,6 +88,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
   }
   const threads = new Map<string, Thread>();
   const summary: RunSummary = { handled: 0, replied: 0, errors: 0 };
+  const spend = new SpendLedger(dir, config.budget);
   let inbox: Thread | undefined;
   let inboxWatch: InboxWatch | undefined;
   try {
@@ -106,7 +108,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
     logger.info(`run: ${batch.length} message(s) from the inbox (${batch[0]!.id}..${batch.at(-1)!.id})`);
     const acks = createAckTracker((upTo) => inbox!.ack(INBOX_CONSUMER, upTo));
     const redact = createRedactor(env, providerSecrets(paiConfig, env));
-    const turn: TurnSettings = { home, dir, config, paiConfig, model, fallbacks, env, logger, redact, caller: options.caller, tellOwner: (text) => tellOwner(text) };
+    const turn: TurnSettings = { home, dir, config, paiConfig, model, fallbacks, env, logger, redact, caller: options.caller, tellOwner: (text) => tellOwner(text), spend };
     const tellOwner = (text: string): boolean => {
       const owner = ownerDirectChat(inbox!, config.policy);
       if (owner === null) return false;
@@ -204,6 +206,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
     inboxWatch?.close();
     for (const thread of threads.values()) thread.close();
     inbox?.close();
+    spend.close();
     lock.lock.release();
   }
 }
@@ -241,6 +244,8 @@ interface TurnSettings {
   running?: RunningTurn;
   /** Puts an approval request into the owner's direct chat with the agent; false when there is none. */
   tellOwner: (text: string) => boolean;
+  /** The agent's spend caps and what they count (budget.ts). */
+  spend: SpendLedger;
 }
 
 type Outcome = 'replied' | 'no_reply' | 'stopped' | 'error' | 'already_handled';
@@ -275,10 +280,20 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
   let attempt: Attempt | undefined;
   let progress: ReplyProgress | undefined;
   let answered = false;
+  let releaseBudget = (): void => {};
   try {
     const model = turn.model;
     if (model instanceof Error) throw model;
     // Before the model is called: a turn that kills its run is known to the next one.
+    // Reserved before the call: its input and the model's largest answer, against the day's caps.
+    const budgetKey = route.peerKey ?? route.threadId;
+    const reservation = turn.spend.reserve(budgetKey, Math.ceil(inbound.text.length / 4) + model.maxOutputTokens);
+    releaseBudget = reservation.release;
+    if (reservation.over) {
+      if (turn.spend.firstReport(reservation.over.cap))
+        turn.tellOwner(`${dir.id} stopped answering for today: ${reservation.over.reason} (budget.${reservation.over.cap} in its config.yaml). Messages get a notice until tomorrow (UTC).`);
+      throw new TurnAbandoned('over_budget', reservation.over.reason);
+    }
     attempt = beginAttempt(thread, inboundId, config.turn);
     progress = replyProgress(turn.home, target.replyContext, logger);
     const modelTurn = { ...turn, model };
@@ -334,6 +349,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
           } satisfies ToolcallRecord);
         }
         if (chatEvent.type === 'usage') {
+          turn.spend.spent(route.peerKey ?? route.threadId, chatEvent.usage.input + chatEvent.usage.output);
           record('usage', {
             in_reply_to: inboundId,
             provider: used.provider,
@@ -417,6 +433,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
     return 'error';
   } finally {
     progress?.end(answered);
+    releaseBudget();
   }
 }
 

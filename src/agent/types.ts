@@ -44,6 +44,14 @@ export const AgentConfigSchema = z.strictObject({
     { fallbacks: [] },
   ),
   inbox: z._default(z.strictObject({ path: z.optional(z.string()) }), {}),
+  /** Tokens a day (UTC) the agent may use, in all and per person or conversation (budget.ts); none: no cap. */
+  budget: z._default(
+    z.strictObject({
+      daily_tokens: z.optional(z.int().check(z.positive())),
+      per_peer_daily_tokens: z.optional(z.int().check(z.positive())),
+    }),
+    {},
+  ),
   routing: z._default(z.strictObject({ default: z._default(z.enum(ROUTING_MODES), 'per-peer') }), { default: 'per-peer' }),
   outbound: z._default(z.array(z.strictObject({ thread_pattern: z.string(), via: z.string() })), [{ thread_pattern: '**', via: 'xgw' }]),
   /** Conversation threads handled at once; messages of one thread always in order. */
