@@ -19,6 +19,7 @@ import { takeAttachments } from './reply-files.js';
 import { setReminders } from './reminders.js';
 import { resolveFallbacks, withFailover } from './failover.js';
 import { SpendLedger } from './budget.js';
+import { appendToErrorFeed } from './error-feed.js';
 import { deliverHandler, INBOX_CONSUMER, OUTBOUND_CONSUMER, OUTBOUND_FILTER } from './lifecycle.js';
 import { callWithinWindow } from './overflow.js';
 import { answerTarget, readInbound, replyContextFromSource, type AnswerTarget } from './reply-context.js';
@@ -430,6 +431,18 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
       throw outage;
     }
     logger.error(`run: no answer to thread ${route.threadId} event ${inboundId} (${failure.kind}): ${cause instanceof Error ? cause.message : String(cause)}`);
+    try {
+      appendToErrorFeed(turn.home, {
+        agent: dir.id,
+        thread: route.threadId,
+        stage: cause instanceof TurnAbandoned ? 'turn' : 'llm',
+        kind: failure.kind,
+        status: failure.status,
+        reason: failure.reason,
+      });
+    } catch (feedError) {
+      logger.warn(`run: the error could not go to the maintainer's feed: ${(feedError as Error).message}`);
+    }
     return 'error';
   } finally {
     progress?.end(answered);

@@ -21,3 +21,8 @@ export const INBOX_CONSUMER = 'inbox';
 
 /** Where xgw stores the files people send an agent, named by their SHA-256: `agents/<id>/files/`. */
 export const AGENT_FILES_DIR = 'files';
+
+/** The thread every agent's runtime appends its errors to, for the maintainer's sweep: `feeds/errors/`. */
+export function errorFeedPath(home: string): string {
+  return join(home, 'feeds', 'errors');
+}

@@ -40,6 +40,12 @@ export async function up(options: Json): Promise<void> {
   ]);
 }
 
+export async function maintain(options: Json): Promise<void> {
+  const result = (await import('./maintainer.js')).sweep(resolveHome());
+  if (options.json) return printJson(result);
+  printLines([`read ${result.read} error(s); ${result.reported.length ? `reported ${result.reported.length} new incident(s)` : 'no new incident'}`, ...result.reported.map((text) => `  ${text}`)]);
+}
+
 export async function serviceInstall(options: Json): Promise<void> {
   const result = (await import('./service.js')).installService(resolveHome());
   if (options.json) return printJson(result);

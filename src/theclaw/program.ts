@@ -95,6 +95,16 @@ before theclaw up for a real one.`,
       .action(async (component: string | undefined, options) => (await commands()).logs(component, options)),
     ['theclaw logs', 'theclaw logs admin --since 1h', 'theclaw logs xgw -f'],
   );
+  withExamples(
+    program
+      .command('maintain')
+      .description(
+        "the maintainer's sweep (theclaw up runs it every 30 s on the timer maintainer-sweep): read the agents' new errors, and tell the owner once per incident in their chat with admin, with what to do",
+      )
+      .addOption(jsonOption())
+      .action(async (options) => (await commands()).maintain(options)),
+    ['theclaw maintain', 'notifier timer list'],
+  );
   const service = program.command('service').description('start the daemons with the system: systemd user units (Linux), launchd agents (macOS)');
   withExamples(
     service
