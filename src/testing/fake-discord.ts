@@ -49,6 +49,8 @@ export interface FakeDiscordSent {
   content: string;
   message_reference?: { message_id?: string; fail_if_not_exists?: boolean };
   allowed_mentions?: LooseJson;
+  /** Files uploaded with it. */
+  files?: { name: string; bytes: Buffer }[];
   /** The Message the fake answered with. */
   message: LooseJson;
   /** When the fake carried it out (`Date.now()`). */
@@ -83,8 +85,8 @@ export interface DiscordMessageOptions {
   mentions?: string[];
   /** The message this one replies to (e.g. one from `sent`). */
   replyTo?: LooseJson;
-  /** File names of attachments. */
-  attachments?: string[];
+  /** Attachments: a file name (a small text file of that name), or a file with its bytes; `voice`: a voice message. */
+  attachments?: (string | { filename: string; bytes: Buffer; contentType?: string; voice?: boolean })[];
   /** The author is a bot. */
   bot?: boolean;
 }
@@ -233,9 +235,9 @@ export async function startFakeDiscord(options: FakeDiscordOptions = {}): Promis
     return undefined;
   }
 
-  function createMessage(channelId: string, body: LooseJson, res: ServerResponse) {
+  function createMessage(channelId: string, body: LooseJson, res: ServerResponse, uploaded: { name: string; bytes: Buffer }[] = []) {
     const content = typeof body.content === 'string' ? body.content : '';
-    if (content.trim() === '') return fail(res, { status: 400, code: 50006, message: 'Cannot send an empty message' });
+    if (content.trim() === '' && uploaded.length === 0) return fail(res, { status: 400, code: 50006, message: 'Cannot send an empty message' });
     if (content.length > 2000) return fail(res, { status: 400, code: 50035, message: 'Invalid Form Body\ncontent[BASE_TYPE_MAX_LENGTH]: Must be 2000 or fewer in length.' });
     const replyTo = body.message_reference?.message_id;
     const message: LooseJson = {
@@ -260,19 +262,28 @@ export async function startFakeDiscord(options: FakeDiscordOptions = {}): Promis
       content,
       ...(body.message_reference && { message_reference: body.message_reference }),
       ...(body.allowed_mentions && { allowed_mentions: body.allowed_mentions }),
+      ...(uploaded.length > 0 && { files: uploaded }),
       message,
       at: Date.now(),
     });
     json(res, 200, message);
   }
 
+  /** Attachment files by their path on this server (Discord's CDN serves them without the token). */
+  const files = new Map<string, Buffer>();
+
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://127.0.0.1');
-    const text = await readBody(req);
+    const file = req.method === 'GET' ? files.get(url.pathname) : undefined;
+    if (file) {
+      calls.push({ method: 'GET', route: url.pathname, body: {} });
+      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': file.length });
+      return void res.end(file);
+    }
+    const { body, files: uploaded } = await readBody(req);
     const route = url.pathname.replace(/^\/api\/v10/, '');
     if (route === url.pathname) return fail(res, { status: 404, code: 0, message: '404: Not Found' });
     if (req.headers.authorization !== `Bot ${token}`) return fail(res, { status: 401, code: 0, message: '401: Unauthorized' });
-    const body: LooseJson = text === '' ? {} : JSON.parse(text);
     const method = req.method ?? 'GET';
     calls.push({ method, route, body });
     const operation: FakeDiscordOperation | undefined =
@@ -287,7 +298,7 @@ export async function startFakeDiscord(options: FakeDiscordOptions = {}): Promis
     if (failed) return fail(res, failed);
     if (operation === 'gatewayBot') return json(res, 200, { url: gatewayUrl, shards: 1, session_start_limit: { total: 1000, remaining: 999, reset_after: 0, max_concurrency: 1 } });
     if (operation === 'createDM') return json(res, 200, { id: dmChannel(String(body.recipient_id)), type: 1, recipients: [user(String(body.recipient_id))], last_message_id: null });
-    if (operation === 'createMessage') return createMessage(route.split('/')[2]!, body, res);
+    if (operation === 'createMessage') return createMessage(route.split('/')[2]!, body, res, uploaded);
     if (method === 'GET' && route === '/users/@me') return json(res, 200, bot);
     const typingIn = method === 'POST' ? /^\/channels\/(\d+)\/typing$/.exec(route) : null;
     if (typingIn) {
@@ -321,10 +332,11 @@ export async function startFakeDiscord(options: FakeDiscordOptions = {}): Promis
     server.listen(options.port ?? 0, '127.0.0.1', () => resolve());
   });
   const { port } = server.address() as AddressInfo;
+  const origin = `http://127.0.0.1:${port}`;
   gatewayUrl = `ws://127.0.0.1:${port}/gateway`;
 
   return {
-    apiRoot: `http://127.0.0.1:${port}/api`,
+    apiRoot: `${origin}/api`,
     token,
     bot,
     sent,
@@ -347,13 +359,23 @@ export async function startFakeDiscord(options: FakeDiscordOptions = {}): Promis
         mention_everyone: false,
         mentions: (input.mentions ?? []).map((id) => (id === bot.id ? bot : user(id))),
         mention_roles: [],
-        attachments: (input.attachments ?? []).map((filename) => ({
-          id: nextId(),
-          filename,
-          size: 1024,
-          url: `https://cdn.discordapp.com/attachments/${channelId}/${filename}`,
-          proxy_url: `https://media.discordapp.net/attachments/${channelId}/${filename}`,
-        })),
+        attachments: (input.attachments ?? []).map((attachment) => {
+          const { filename, bytes, contentType, voice } =
+            typeof attachment === 'string' ? { filename: attachment, bytes: Buffer.from(`the file ${attachment}\n`), contentType: undefined, voice: false } : attachment;
+          const id = nextId();
+          const path = `/attachments/${channelId}/${id}/${filename}`;
+          files.set(path, bytes);
+          return {
+            id,
+            filename,
+            size: bytes.length,
+            url: `${origin}${path}`,
+            proxy_url: `${origin}${path}`,
+            ...(contentType && { content_type: contentType }),
+            ...(voice && { duration_secs: 2, waveform: 'AAAA' }),
+          };
+        }),
+        ...(input.attachments?.some((a) => typeof a !== 'string' && a.voice) && { flags: 1 << 13 }),
         embeds: [],
         pinned: false,
         type: reply ? 19 : 0,
@@ -404,8 +426,18 @@ function json(res: ServerResponse, status: number, body: unknown, headers: Recor
   res.end(text);
 }
 
-async function readBody(req: IncomingMessage): Promise<string> {
+/**
+ * A request's JSON body, also from a file upload: multipart with `payload_json` and the files
+ * (`files[n]`), as discord.js sends one, parsed by Node's own fetch machinery.
+ */
+async function readBody(req: IncomingMessage): Promise<{ body: LooseJson; files: { name: string; bytes: Buffer }[] }> {
   const chunks: Buffer[] = [];
   for await (const chunk of req) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString('utf8');
+  const raw = Buffer.concat(chunks);
+  const type = req.headers['content-type'] ?? '';
+  if (!type.includes('multipart/form-data')) return { body: raw.length === 0 ? {} : JSON.parse(raw.toString('utf8')), files: [] };
+  const form = await new Response(raw, { headers: { 'content-type': type } }).formData();
+  const files: { name: string; bytes: Buffer }[] = [];
+  for (const [, value] of form) if (typeof value !== 'string') files.push({ name: value.name, bytes: Buffer.from(await value.arrayBuffer()) });
+  return { body: JSON.parse(String(form.get('payload_json') ?? '{}')), files };
 }

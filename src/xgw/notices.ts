@@ -6,14 +6,6 @@ export function welcomeNotice(firstMessageKept: boolean): string {
   return `You are approved: you can write to me now.${firstMessageKept ? ' Your first message has been passed on.' : ''}`;
 }
 
-/**
- * What a peer is told about files a channel cannot take (Discord's attachments, for now): with
- * text, the text was passed on without them; without, nothing was.
- */
-export function filesNotTakenNotice(textPassedOn: boolean): string {
-  return textPassedOn ? 'I passed on your text, but not the attached file: I cannot take files on Discord yet.' : 'I cannot take files on Discord yet. Send me the text instead.';
-}
-
 /** What a peer is told about its message, where something must be said. */
 export function noticeFor(outcome: InboundOutcome): string | null {
   switch (outcome.kind) {

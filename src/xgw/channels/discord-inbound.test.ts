@@ -33,7 +33,6 @@ describe('toDiscordInbound', () => {
     expect(dm).toEqual({
       message: { channelId: 'discord:main', conversationType: 'dm', conversationId: '5', peerId: '5', peerName: 'Ann Lee', messageId: '77', text: '<@900>  spaced  text ' },
       channelId: '3000',
-      files: 0,
     });
   });
 
@@ -43,7 +42,14 @@ describe('toDiscordInbound', () => {
     expect(toDiscordInbound(message({ ...dm, content: 'hi', webhook_id: '8' }), config, me)).toBeNull();
     expect(toDiscordInbound(message({ ...dm, content: '', type: 7 }), config, me)).toBeNull(); // a member joined
     expect(toDiscordInbound(message({ ...dm, content: '  ' }), config, me)).toBeNull();
-    expect(toDiscordInbound(message({ ...dm, attachments: [{ id: '1', filename: 'a.png' }] }), config, me)).toMatchObject({ message: { text: '' }, files: 1 });
+    expect(toDiscordInbound(message({ ...dm, attachments: [{ id: '1', filename: 'a.png', size: 9, url: 'https://cdn/a.png', content_type: 'image/png' }] }), config, me)).toMatchObject({
+      message: { text: '', files: [{ kind: 'image', ref: 'https://cdn/a.png', name: 'a.png', bytes: 9, mime_type: 'image/png' }] },
+    });
+    // A voice message and a sticker: what no agent takes, said so rather than dropped.
+    expect(toDiscordInbound(message({ ...dm, flags: 1 << 13, attachments: [{ id: '2', filename: 'voice-message.ogg', size: 4, url: 'https://cdn/v.ogg' }] }), config, me)?.message).toMatchObject({
+      unsupported: 'voice messages',
+    });
+    expect(toDiscordInbound(message({ ...dm, sticker_items: [{ id: '3', name: 'wave', format_type: 1 }] }), config, me)?.message).toMatchObject({ unsupported: 'stickers' });
   });
 
   it('never leaves a mention of the bot in the text of a server message that has other words', () => {

@@ -1,15 +1,17 @@
 import type { APIUser, GatewayMessageCreateDispatchData } from 'discord.js';
-import type { DiscordChannelConfig, InboundMessage } from '../types.js';
+import type { AttachmentKind } from '../../core/message.js';
+import type { DiscordChannelConfig, InboundFile, InboundMessage } from '../types.js';
 
 /** What the Discord channel makes of a message a person sent. */
 export interface DiscordInbound {
-  /** For the gateway; its text is empty when the message brought files only. */
+  /** For the gateway; its text is empty when the message brought files only (`files`). */
   message: InboundMessage;
   /** The Discord channel to answer in (for a direct message, the DM channel, not the peer). */
   channelId: string;
-  /** Files attached, which the channel cannot take yet. */
-  files: number;
 }
+
+/** MessageFlags.IsVoiceMessage: a voice note, which no agent can take (no transcription). */
+const VOICE_MESSAGE = 1 << 13;
 
 // MessageType.Default and MessageType.Reply: what people write. The rest (joins, pins, boosts,
 // thread notices) are the platform's own.
@@ -26,24 +28,44 @@ const PERSON_WRITTEN = new Set([0, 19]);
 export function toDiscordInbound(data: GatewayMessageCreateDispatchData, config: Pick<DiscordChannelConfig, 'id' | 'groups'>, me: Pick<APIUser, 'id'>): DiscordInbound | null {
   const { author } = data;
   if (author.bot || data.webhook_id !== undefined || !PERSON_WRITTEN.has(data.type)) return null;
-  const files = data.attachments?.length ?? 0;
-  if (data.content.trim() === '' && files === 0) return null;
+  const voice = ((data.flags ?? 0) & VOICE_MESSAGE) !== 0;
+  const files: InboundFile[] = voice
+    ? []
+    : (data.attachments ?? []).map((attachment) => ({
+        kind: kindOf(attachment.content_type),
+        ref: attachment.url,
+        name: attachment.filename,
+        bytes: attachment.size,
+        ...(attachment.content_type ? { mime_type: attachment.content_type } : {}),
+      }));
+  const unsupported = voice ? 'voice messages' : files.length === 0 && data.content.trim() === '' && data.sticker_items?.length ? 'stickers' : undefined;
+  if (data.content.trim() === '' && files.length === 0 && !unsupported) return null;
   const base = {
     channelId: config.id,
     peerId: author.id,
     peerName: author.global_name ?? author.username,
     messageId: data.id,
+    ...(files.length > 0 ? { files } : {}),
+    ...(unsupported ? { unsupported } : {}),
   };
   if (data.guild_id === undefined) {
-    return { message: { ...base, conversationType: 'dm', conversationId: author.id, text: data.content }, channelId: data.channel_id, files };
+    return { message: { ...base, conversationType: 'dm', conversationId: author.id, text: data.content }, channelId: data.channel_id };
   }
   const parts = data.content.split(new RegExp(`<@!?${me.id}>`));
   const mentioned = parts.length > 1 || data.mentions.some((user) => user.id === me.id);
   const addressed = mentioned || data.referenced_message?.author.id === me.id;
   if (config.groups.require_mention && !addressed) return null;
   const stripped = joinCut(parts).trim();
-  const text = stripped === '' && files === 0 ? data.content : stripped;
-  return { message: { ...base, conversationType: 'group', conversationId: data.channel_id, text, addressed }, channelId: data.channel_id, files };
+  const text = stripped === '' && files.length === 0 ? data.content : stripped;
+  return { message: { ...base, conversationType: 'group', conversationId: data.channel_id, text, addressed }, channelId: data.channel_id };
+}
+
+/** Images the models take are images; audio and video by their type; anything else a document. */
+function kindOf(contentType: string | undefined): AttachmentKind {
+  if (/^image\/(jpeg|png|webp|gif)/.test(contentType ?? '')) return 'image';
+  if (contentType?.startsWith('audio/')) return 'audio';
+  if (contentType?.startsWith('video/')) return 'video';
+  return 'document';
 }
 
 /** Joins the text around the cut-out mentions; where a cut leaves two spaces side by side, one goes with it. */

@@ -1,4 +1,5 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { formatError } from '../../core/errors.js';
@@ -177,28 +178,46 @@ describe('discord channel: inbound', () => {
     expect(parseMessageContent(event!.content).addressed).toBe(false);
   });
 
-  it('tells a peer that files are not taken: alone they pass on nothing, with text the text goes on', async () => {
+  it("takes a file into the agent's files/ by its SHA-256, with its caption as the text; a voice message gets a notice", async () => {
     const h = await setup();
-    const alone = h.fake.queueMessage({ from: '111', attachments: ['photo.png'] });
-    const notice = await waitFor(() => h.fake.sent[0], 'the notice about the file');
-    expect(notice).toMatchObject({ channel_id: h.fake.dmChannel('111'), content: 'I cannot take files on Discord yet. Send me the text instead.', message_reference: { message_id: alone.id } });
-    expect(inbox(h)).toHaveLength(0);
+    const pdf = Buffer.from('%PDF-1.4 the report');
+    h.fake.queueMessage({ from: '111', text: 'see the report', attachments: [{ filename: 'report.pdf', bytes: pdf, contentType: 'application/pdf' }] });
+    const [event] = await waitFor(() => (inbox(h).length > 0 ? inbox(h) : null), 'the message with its file');
+    const content = parseMessageContent(event!.content);
+    const sha = createHash('sha256').update(pdf).digest('hex');
+    expect(content.text).toBe('see the report');
+    expect(content.attachments).toEqual([{ type: 'document', path: `files/${sha}.pdf`, bytes: pdf.length, mime_type: 'application/pdf', name: 'report.pdf' }]);
+    expect(readFileSync(join(h.home, 'agents', 'admin', 'files', `${sha}.pdf`))).toEqual(pdf);
 
-    const captioned = h.fake.queueMessage({ from: '111', text: 'see the report', attachments: ['report.pdf'] });
-    await waitFor(() => h.fake.sent.length === 2, 'the notice about the attachment');
-    expect(h.fake.sent[1]).toMatchObject({ content: 'I passed on your text, but not the attached file: I cannot take files on Discord yet.', message_reference: { message_id: captioned.id } });
-    expect(inbox(h).map((event) => parseMessageContent(event.content).text)).toEqual(['see the report']);
+    const voice = h.fake.queueMessage({ from: '111', attachments: [{ filename: 'voice-message.ogg', bytes: Buffer.from('OggS'), contentType: 'audio/ogg', voice: true }] });
+    const notice = await waitFor(() => h.fake.sent[0], 'the notice about the voice message');
+    expect(notice).toMatchObject({ content: 'I cannot take voice messages yet: please write it as text.', message_reference: { message_id: voice.id } });
+    expect(inbox(h)).toHaveLength(1);
+  });
 
-    // A stranger's file gets no answer: only a pairing code is said to strangers, and that comes with text.
-    const stranger = h.fake.queueMessage({ from: '444', attachments: ['spam.zip'] });
-    await waitFor(() => h.fake.dispatched(stranger.id), 'the stranger file dispatched');
-    h.fake.queueMessage({ from: '111', text: 'after the stranger' });
-    await waitFor(() => inbox(h).length === 2, 'the next message');
-    expect(h.fake.sent).toHaveLength(2);
+  it('shows typing in the conversation the gateway asks for', async () => {
+    const h = await setup();
+    h.fake.queueMessage({ from: '111', text: 'hello' });
+    await waitFor(() => inbox(h).length === 1, 'the message');
+    h.gateway.typing('discord:main', { peerId: '111', conversationType: 'dm', conversationId: '111' });
+    await waitFor(() => h.fake.typing.length === 1, 'the typing indicator');
+    expect(h.fake.typing).toEqual([h.fake.dmChannel('111')]);
   });
 });
 
 describe('discord channel: outbound', () => {
+  it('sends a file the agent attached after the text, as a message of its own', async () => {
+    const h = await setup();
+    const path = join(h.home, 'report.txt');
+    writeFileSync(path, 'quarterly numbers\n');
+    const result = await h.gateway.send({ channel: 'discord:main', peer: '111', text: 'Here is the report.', files: [{ kind: 'document', path, name: 'report.txt', bytes: 18 }] });
+    expect(result.message_ids).toHaveLength(2);
+    expect(h.fake.sent.map((sent) => [sent.content, sent.files?.map((file) => [file.name, file.bytes.toString()])])).toEqual([
+      ['Here is the report.', undefined],
+      ['', [['report.txt', 'quarterly numbers\n']]],
+    ]);
+  });
+
   it('sends a 4,500-character reply as three messages of at most 2,000, quoting with the first', async () => {
     const h = await setup();
     const result = await h.gateway.send({ channel: 'discord:main', peer: '111', replyTo: '42', text: 'x'.repeat(4500) });

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import {
   Client,
   DiscordAPIError,
@@ -15,16 +16,17 @@ import {
   type RateLimitData,
 } from 'discord.js';
 import { ClawError, isClawError } from '../../core/errors.js';
-import { filesNotTakenNotice } from '../notices.js';
 import { toDiscordInbound, type DiscordInbound } from './discord-inbound.js';
 import { gatewayCloseError, suggestionFor } from './discord-errors.js';
 import { receiveWithRetries } from './inbound-retry.js';
 import { sendInParts } from './send-parts.js';
 import { createTokenRedactor } from './token-redactor.js';
-import type { ChannelAdapter, ChannelContext, ChannelSendOptions, ChannelStatus, DiscordChannelConfig, OutboundMessage } from '../types.js';
+import type { ChannelAdapter, ChannelContext, ChannelSendOptions, ChannelStatus, ConversationTarget, DiscordChannelConfig, InboundFile, OutboundMessage } from '../types.js';
 
 /** Discord's limit for the text of one message. */
 export const DISCORD_TEXT_LIMIT = 2000;
+/** A file that takes longer than this to download is given up (and the person told). */
+const DOWNLOAD_TIMEOUT_MS = 60_000;
 
 /** Rate-limit waits up to this long happen inside the client; longer ones fail the call, saying when to retry. */
 const MAX_RATE_LIMIT_WAIT_MS = 5000;
@@ -162,7 +164,45 @@ class DiscordChannel implements ChannelAdapter {
         return (await this.post(client, target, chunk, index === 0 ? replyTo : undefined, signal)).id;
       },
       (error, partly) => this.toClawError(error, 'send', partly),
+      {
+        items: message.files ?? [],
+        // Each file its own message, after the text: a part that failed is sent again alone.
+        send: async (file) => {
+          target ??= await this.channelFor(client, message, signal);
+          const files = [{ name: file.name, data: readFileSync(file.path) }];
+          const body = { content: '', allowed_mentions: { parse: [] }, attachments: [{ id: 0, filename: file.name }] };
+          return ((await client.rest.post(Routes.channelMessages(target), { body, files, ...(signal && { signal }) })) as APIMessage).id;
+        },
+      },
     );
+  }
+
+  /** An attachment's bytes, from Discord's CDN (its URL needs no token), within `maxBytes`. */
+  async download(file: InboundFile, maxBytes: number): Promise<Buffer> {
+    const tooLarge = () => new ClawError('usage', `the file is larger than ${maxBytes} bytes`, { suggestion: 'raise media.max_bytes in the xgw config' });
+    if ((file.bytes ?? 0) > maxBytes) throw tooLarge();
+    let response: Response;
+    try {
+      response = await fetch(file.ref, { signal: AbortSignal.timeout(DOWNLOAD_TIMEOUT_MS) });
+    } catch (error) {
+      throw new ClawError('upstream', `downloading a file failed: ${this.describe(error)}`, { suggestion: 'ask the person to send it again' });
+    }
+    if (!response.ok) throw new ClawError('upstream', `downloading a file failed: HTTP ${response.status}`, { suggestion: 'ask the person to send it again', status: response.status });
+    const bytes = Buffer.from(await response.arrayBuffer());
+    if (bytes.length > maxBytes) throw tooLarge();
+    return bytes;
+  }
+
+  /** Discord shows "typing…" for 10 s; the gateway asks again while the turn runs. */
+  async typing(target: ConversationTarget): Promise<void> {
+    const client = this.client;
+    if (!client || this.stopping) return;
+    try {
+      const channel = await this.channelFor(client, target, undefined);
+      await client.rest.post(Routes.channelTyping(channel));
+    } catch (error) {
+      throw this.toClawError(error, 'typing');
+    }
   }
 
   status(): ChannelStatus {
@@ -188,7 +228,7 @@ class DiscordChannel implements ChannelAdapter {
   }
 
   /** The Discord channel a reply goes to: a DM's is the peer's DM channel, opened when not known. */
-  private async channelFor(client: Client, message: OutboundMessage, signal: AbortSignal | undefined): Promise<string> {
+  private async channelFor(client: Client, message: ConversationTarget, signal: AbortSignal | undefined): Promise<string> {
     if (message.conversationType !== 'dm') return message.conversationId;
     const known = this.dmChannels.get(message.peerId);
     if (known) return known;
@@ -217,11 +257,6 @@ class DiscordChannel implements ChannelAdapter {
     }
     const { message } = inbound;
     if (message.conversationType === 'dm') this.dmChannels.set(message.peerId, inbound.channelId);
-    if (message.text.trim() === '') {
-      // Files only: nothing to pass on, but a person the agents hear is told so.
-      if (context.admits(message.channelId, message.peerId)) await this.tell(client, inbound, filesNotTakenNotice(false), 'files');
-      return;
-    }
     // Discord does not deliver a message again: failures that may pass are retried here.
     const outcome = await receiveWithRetries(context, message, {
       channelId: this.id,
@@ -230,7 +265,7 @@ class DiscordChannel implements ChannelAdapter {
       initialDelayMs: this.options.receiveRetryDelayMs ?? 500,
     });
     if (!outcome) return;
-    const notice = context.noticeFor(outcome) ?? (outcome.kind === 'accepted' && inbound.files > 0 ? filesNotTakenNotice(true) : null);
+    const notice = context.noticeFor(outcome);
     if (notice) await this.tell(client, inbound, notice, outcome.kind);
   }
 
