@@ -358,7 +358,7 @@ describe('config files with wrong types', () => {
       file: 'xgw/config.yaml',
       text: 'channels:\n  - { id: "webchat:../x", type: webchat }\n  - { id: telegram:main, type: fax }\n',
       args: ['xgw', 'start'],
-      what: /channels\.0\.id: must be <type>:<instance>.*channels\.1\.type: must be one of "webchat", "telegram", "terminal"/,
+      what: /channels\.0\.id: must be <type>:<instance>.*channels\.1\.type: must be one of "webchat", "telegram", "discord", "terminal"/,
       daemon: 'xgw',
     },
     {

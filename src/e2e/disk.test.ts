@@ -114,10 +114,11 @@ function strayTempFiles(dir: string): string[] {
   return readdirSync(dir, { recursive: true, encoding: 'utf8' }).filter((name) => name.endsWith('.tmp'));
 }
 
+/** What the agent said to the peer in the terminal channel (its mailbox keeps the peer's lines too). */
 function mailbox(peer: string): MailboxEntry[] {
   const state = new GatewayState(t.home);
   try {
-    return state.mailbox('terminal:local', peer);
+    return state.mailbox('terminal:local', peer).filter((entry) => entry.role === 'agent');
   } finally {
     state.close();
   }
