@@ -122,7 +122,7 @@ describe('the web chat WebSocket', () => {
     const connection = await connect();
     connection.ws.send(JSON.stringify({ type: 'message', id: 'max1', text: exactly }));
     await until(() => connection.received.some((m) => m.type === 'message' && m.message.role === 'agent'), 'the answer', 20_000);
-    expect(connection.received[0]).toEqual({ type: 'ack', id: 'max1' });
+    expect(connection.received[0]).toEqual({ type: 'ack', id: 'max1', delivery: 'answering' });
     const added = newInboxEvents(before);
     expect(added).toHaveLength(1);
     expect(textOf(added[0]!) === exactly, 'the stored text is the text sent').toBe(true);
