@@ -6,6 +6,7 @@ import { ensureDir } from '../core/home.js';
 import { packageRoot } from '../core/package.js';
 import { startFakeOpenAI, type FakeLlmServer } from '../testing/fake-llm.js';
 import { startFakeTelegram, type FakeTelegram } from '../testing/fake-telegram.js';
+import { checkCommandLine } from '../testing/command-line-check.js';
 import { createTestHome, type TestHome } from '../testing/index.js';
 import { type ExampleBlock, type ExampleCommand, extractExamples } from '../testing/readme-examples.js';
 
@@ -15,7 +16,8 @@ import { type ExampleBlock, type ExampleCommand, extractExamples } from '../test
  * one section in order, in one THECLAW_HOME of their own (an `export` or `cd` holds for the
  * commands after it), the sections side by side. A command passes when it exits 0 within
  * COMMAND_TIMEOUT_MS. What a block cannot do here is marked in the README (see
- * src/testing/readme-examples.ts) and counted, never run.
+ * src/testing/readme-examples.ts) and counted, never run; a marked command of TheClaw's tools must
+ * still be one its program accepts.
  *
  * The reader has an OpenAI key and a Telegram bot, both on loopback: OPENAI_API_KEY is set and
  * pai's config points the openai provider at the fake OpenAI server, TELEGRAM_BOT_TOKEN is the fake
@@ -88,6 +90,8 @@ async function runSection(section: string, sectionBlocks: ExampleBlock[]): Promi
       for (const command of block.commands) {
         if (command.notRun) {
           counts.notRun.push(`README.md:${command.line} ${firstLine(command.text)} (${command.notRun})`);
+          const problem = await checkCommandLine(command.text);
+          if (problem) failures.push(`${where(section, command.line)}: \`${command.text}\` (not run) is refused by its program: ${problem}`);
           continue;
         }
         const outcome = await runCommand(home, command);
