@@ -1,9 +1,14 @@
 import { spawn } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { agentDir, loadAgentConfig } from '../agent/index.js';
 import { ensureDir } from '../core/home.js';
 import { packageRoot } from '../core/package.js';
+import { loadConfig as loadNotifierConfig } from '../notifier/index.js';
+import { loadPaiConfig } from '../pai/index.js';
+import { loadXgwConfig } from '../xgw/index.js';
 import { startFakeOpenAI, type FakeLlmServer } from '../testing/fake-llm.js';
 import { startFakeTelegram, type FakeTelegram } from '../testing/fake-telegram.js';
 import { checkCommandLine } from '../testing/command-line-check.js';
@@ -17,7 +22,9 @@ import { type ExampleBlock, type ExampleCommand, extractExamples } from '../test
  * commands after it), the sections side by side. A command passes when it exits 0 within
  * COMMAND_TIMEOUT_MS. What a block cannot do here is marked in the README (see
  * src/testing/readme-examples.ts) and counted, never run; a marked command of TheClaw's tools must
- * still be one its program accepts.
+ * still be one its program accepts. Every `yaml` block must be a config that a tool's loader accepts
+ * as written: pai's, notifier's, xgw's or an agent's (a part of one, such as a policy, given the
+ * agent_id every agent config has).
  *
  * The reader has an OpenAI key and a Telegram bot, both on loopback: OPENAI_API_KEY is set and
  * pai's config points the openai provider at the fake OpenAI server, TELEGRAM_BOT_TOKEN is the fake
@@ -45,10 +52,12 @@ interface Outcome {
   stderr: string;
 }
 
-const blocks = extractExamples(readFileSync(README, 'utf8'));
+const examples = extractExamples(readFileSync(README, 'utf8'));
+const blocks = examples.filter((block) => block.language === 'shell');
+const configs = examples.filter((block) => block.language === 'yaml');
 const sections = new Map<string, ExampleBlock[]>();
 for (const block of blocks) sections.set(block.section, [...(sections.get(block.section) ?? []), block]);
-const counts = { ran: 0, notRun: [] as string[] };
+const counts = { ran: 0, configs: 0, notRun: [] as string[] };
 
 let llm: FakeLlmServer;
 let telegram: FakeTelegram;
@@ -59,13 +68,31 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await Promise.all([llm?.close(), telegram?.close()]);
-  console.log(`README examples: ${counts.ran} commands ran, ${counts.notRun.length} marked not run${counts.notRun.length ? `:\n  ${counts.notRun.join('\n  ')}` : ''}`);
+  console.log(
+    `README examples: ${counts.ran} commands ran, ${counts.configs} configs were accepted, ${counts.notRun.length} marked not run${counts.notRun.length ? `:\n  ${counts.notRun.join('\n  ')}` : ''}`,
+  );
 });
 
 describe.concurrent('README examples', () => {
   it('has examples, and a section for each that GIVEN prepares', () => {
     expect(blocks.length).toBeGreaterThan(0);
     for (const section of Object.keys(GIVEN)) expect([...sections.keys()], `GIVEN names the section "${section}"`).toContain(section);
+  });
+
+  it('has yaml examples, each a config that a tool accepts as written', () => {
+    expect(configs.length).toBeGreaterThan(0);
+    const failures: string[] = [];
+    for (const block of configs) {
+      const [example] = block.commands;
+      if (example!.notRun) {
+        counts.notRun.push(`README.md:${block.line} yaml (${example!.notRun})`);
+        continue;
+      }
+      counts.configs++;
+      const problems = configProblems(example!.text);
+      if (problems) failures.push(`${where(block.section, block.line)}: the yaml block is no config that a tool accepts:\n  ${problems.join('\n  ')}`);
+    }
+    if (failures.length > 0) throw new Error(`${failures.length} config example(s) are refused as written:\n\n${failures.join('\n\n')}`);
   });
 
   for (const [section, sectionBlocks] of sections) {
@@ -169,6 +196,36 @@ ${command.text}`;
     return { command, code, timedOut, ms: Date.now() - started, stdout: readFileSync(files.stdout, 'utf8'), stderr: readFileSync(files.stderr, 'utf8') };
   } finally {
     for (const fd of fds) closeSync(fd);
+  }
+}
+
+/** Where each tool reads its config in a home, with the loader that makes every check the tool makes on reading it. */
+const CONFIG_FILES: { file: string; load(home: string): unknown }[] = [
+  { file: 'pai/config.yaml', load: loadPaiConfig },
+  { file: 'notifier/config.yaml', load: loadNotifierConfig },
+  { file: 'xgw/config.yaml', load: loadXgwConfig },
+  { file: 'agents/helper/config.yaml', load: (home) => loadAgentConfig(agentDir(home, 'helper')) },
+];
+
+/** `undefined` when one of the tools accepts `text` as its config; otherwise what each says. */
+function configProblems(text: string): string[] | undefined {
+  const home = mkdtempSync(join(tmpdir(), 'theclaw-readme-config-'));
+  try {
+    const problems: string[] = [];
+    for (const { file, load } of CONFIG_FILES) {
+      ensureDir(join(home, file, '..'));
+      // A part of an agent's config (its policy) is read as an agent's config, which names the agent.
+      writeFileSync(join(home, file), file.startsWith('agents/') && !/^agent_id:/m.test(text) ? `agent_id: helper\n${text}` : text);
+      try {
+        load(home);
+        return undefined;
+      } catch (error) {
+        problems.push(`as ${file}: ${(error as Error).message}`);
+      }
+    }
+    return problems;
+  } finally {
+    rmSync(home, { recursive: true, force: true });
   }
 }
 

@@ -5,7 +5,7 @@ import { extractExamples } from './readme-examples.js';
 const doc = (...lines: string[]) => lines.join('\n');
 
 describe('extractExamples', () => {
-  it('takes the commands of sh, bash and shell blocks, each with its line and the heading above it', () => {
+  it('takes the commands of sh, bash and shell blocks and the text of yaml blocks, each with its line and the heading above it', () => {
     const blocks = extractExamples(
       doc(
         '# Title',
@@ -19,6 +19,7 @@ describe('extractExamples', () => {
         '```',
         '```yaml',
         'a: 1',
+        'b: 2',
         '```',
         '### `pai` — the client',
         '```bash',
@@ -33,12 +34,14 @@ describe('extractExamples', () => {
       {
         section: 'Quick start',
         line: 4,
+        language: 'shell',
         commands: [
           { line: 5, text: 'theclaw up        # prints the URL' },
           { line: 8, text: 'theclaw down' },
         ],
       },
-      { section: '`pai` — the client', line: 14, commands: [{ line: 15, text: 'pai chat "hi"' }] },
+      { section: 'Quick start', line: 10, language: 'yaml', commands: [{ line: 11, text: 'a: 1\nb: 2' }] },
+      { section: '`pai` — the client', line: 15, language: 'shell', commands: [{ line: 16, text: 'pai chat "hi"' }] },
     ]);
   });
 
@@ -89,7 +92,7 @@ describe('extractExamples', () => {
   it('refuses a marker it cannot read, one not followed by a shell block, and one naming no command', () => {
     expect(() => extractExamples(doc('<!-- example: skip -->', '```sh', 'ls', '```'))).toThrow(/line 1: unreadable example marker/);
     expect(() => extractExamples(doc('<!-- example: not run (why) -->', 'text', '```sh', 'ls', '```'))).toThrow(/line 1: .*just before a sh/);
-    expect(() => extractExamples(doc('<!-- example: not run (why) -->', '```yaml', 'a: 1', '```'))).toThrow(/line 1: .*followed by a yaml block/);
+    expect(() => extractExamples(doc('<!-- example: not run (why) -->', '```json', '{}', '```'))).toThrow(/line 1: .*followed by a json block/);
     expect(() => extractExamples(doc('<!-- example: not run (why) -->'))).toThrow(/line 1/);
     expect(() => extractExamples(doc('<!-- example: not run `pai` (why) -->', '```sh', 'ls', '```'))).toThrow(/names `pai`, which no command/);
   });
@@ -104,7 +107,8 @@ describe('extractExamples', () => {
     const piece = fc.oneof(
       fc.record({ kind: fc.constant('heading' as const), level: fc.integer({ min: 1, max: 6 }), text: commandText }),
       fc.record({ kind: fc.constant('prose' as const), text: commandText }),
-      fc.record({ kind: fc.constant('other' as const), language: fc.constantFrom('', 'yaml', 'text'), lines: fc.array(commandText, { maxLength: 3 }) }),
+      fc.record({ kind: fc.constant('other' as const), language: fc.constantFrom('', 'json', 'text'), lines: fc.array(commandText, { maxLength: 3 }) }),
+      fc.record({ kind: fc.constant('yaml' as const), language: fc.constant('yaml'), lines: fc.array(commandText, { maxLength: 3 }) }),
       fc.record({
         kind: fc.constant('shell' as const),
         language: fc.constantFrom('sh', 'bash', 'shell'),
@@ -114,7 +118,7 @@ describe('extractExamples', () => {
     fc.assert(
       fc.property(fc.array(piece, { maxLength: 12 }), (pieces) => {
         const lines: string[] = [];
-        const expected: { section: string; line: number; commands: { line: number; text: string }[] }[] = [];
+        const expected: { section: string; line: number; language: string; commands: { line: number; text: string }[] }[] = [];
         let section = '';
         for (const p of pieces) {
           if (p.kind === 'heading') {
@@ -126,7 +130,8 @@ describe('extractExamples', () => {
             const fenceLine = lines.length;
             const commands = p.lines.flatMap((text, index) => (text === '' || text.startsWith('#') ? [] : [{ line: fenceLine + 1 + index, text }]));
             lines.push(...p.lines, '```');
-            if (p.kind === 'shell') expected.push({ section, line: fenceLine, commands });
+            if (p.kind === 'shell') expected.push({ section, line: fenceLine, language: 'shell', commands });
+            if (p.kind === 'yaml') expected.push({ section, line: fenceLine, language: 'yaml', commands: [{ line: fenceLine + 1, text: p.lines.join('\n') }] });
           }
         }
         expect(extractExamples(lines.join('\n'))).toEqual(expected);

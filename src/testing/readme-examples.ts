@@ -1,7 +1,9 @@
 /**
- * The shell examples of a Markdown document, as a reader would type them: every fenced block whose
- * info string is `sh`, `bash` or `shell`, cut into commands, with the heading it sits under and the
- * line each command starts on. `src/e2e/readme-examples.test.ts` runs them against the built tools.
+ * The examples of a Markdown document: every fenced block whose info string is `sh`, `bash` or
+ * `shell`, cut into commands as a reader would type them, and every `yaml` block (a config file,
+ * or a part of one) as one example, each with the heading it sits under and the line it starts
+ * on. `src/e2e/readme-examples.test.ts` runs the commands against the built tools and has the
+ * configs checked by the tools' schemas.
  *
  * An example that cannot run in a test (it needs a real account, a browser, root...) is marked just
  * before its fence with an HTML comment, which a rendered page does not show:
@@ -9,14 +11,14 @@
  *   <!-- example: not run (needs a Telegram bot token) -->              the whole block
  *   <!-- example: not run `xgw pair approve` (needs a stranger's code) -->   the commands that start so
  *
- * A marker that does not parse, is not followed by a shell block, or names no command of it is an
+ * A marker that does not parse, is not followed by an example block, or names no command of it is an
  * error, so a typo or a stale marker cannot silently stop an example from running.
  */
 
 export interface ExampleCommand {
   /** 1-based line of the document the command starts on. */
   line: number;
-  /** As written, continuation lines (`\` at the end) joined with newlines. */
+  /** As written, continuation lines (`\` at the end) joined with newlines; a yaml block's whole text. */
   text: string;
   /** Why it is not run, when its block's marker names it (or the whole block). */
   notRun?: string;
@@ -27,10 +29,12 @@ export interface ExampleBlock {
   section: string;
   /** 1-based line of the opening fence. */
   line: number;
+  language: 'shell' | 'yaml';
   commands: ExampleCommand[];
 }
 
 const SHELL_LANGUAGES = new Set(['sh', 'bash', 'shell']);
+const EXAMPLE_BLOCKS = 'sh, bash, shell or yaml';
 const FENCE = /^(\s*)(`{3,}|~{3,})\s*([^`\s]*)[^`]*$/;
 const HEADING = /^ {0,3}#{1,6}\s+(.*?)(?:\s+#+)?\s*$/;
 const MARKER_START = /^\s*<!--\s*example\s*:/;
@@ -54,18 +58,20 @@ export function extractExamples(markdown: string): ExampleBlock[] {
     if (fence) {
       const [, indent, opening, language] = fence as unknown as [string, string, string, string];
       const end = closingFence(lines, i + 1, opening);
+      const body = lines.slice(i + 1, end).map((text) => (text.startsWith(indent) ? text.slice(indent.length) : text.trimStart()));
       if (SHELL_LANGUAGES.has(language)) {
-        const body = lines.slice(i + 1, end).map((text) => (text.startsWith(indent) ? text.slice(indent.length) : text.trimStart()));
-        blocks.push({ section, line: i + 1, commands: applyMarker(splitCommands(body, i + 2), marker) });
+        blocks.push({ section, line: i + 1, language: 'shell', commands: applyMarker(splitCommands(body, i + 2), marker) });
+      } else if (language === 'yaml') {
+        blocks.push({ section, line: i + 1, language: 'yaml', commands: applyMarker([{ line: i + 2, text: body.join('\n') }], marker) });
       } else if (marker) {
-        throw new Error(`line ${marker.line}: an example marker must stand just before a sh, bash or shell block (this one is followed by a ${language || 'plain'} block)`);
+        throw new Error(`line ${marker.line}: an example marker must stand just before a ${EXAMPLE_BLOCKS} block (this one is followed by a ${language || 'plain'} block)`);
       }
       marker = undefined;
       i = end;
       continue;
     }
     if (line.trim() === '') continue;
-    if (marker) throw new Error(`line ${marker.line}: an example marker must stand just before a sh, bash or shell block`);
+    if (marker) throw new Error(`line ${marker.line}: an example marker must stand just before a ${EXAMPLE_BLOCKS} block`);
     if (MARKER_START.test(line)) {
       marker = parseMarker(line, i + 1);
       continue;
@@ -73,7 +79,7 @@ export function extractExamples(markdown: string): ExampleBlock[] {
     const heading = HEADING.exec(line);
     if (heading) section = heading[1]!;
   }
-  if (marker) throw new Error(`line ${marker.line}: an example marker must stand just before a sh, bash or shell block`);
+  if (marker) throw new Error(`line ${marker.line}: an example marker must stand just before a ${EXAMPLE_BLOCKS} block`);
   return blocks;
 }
 
