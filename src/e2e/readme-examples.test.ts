@@ -107,7 +107,7 @@ describe.concurrent('README examples', () => {
 async function runSection(section: string, sectionBlocks: ExampleBlock[]): Promise<string[]> {
   const home = readerHome();
   const failures: string[] = [];
-  const run = (text: string, line = 0) => runCommand(home, { line, text });
+  const run = (text: string) => runCommand(home, { line: 0, text });
   try {
     for (const text of GIVEN[section] ?? []) {
       const given = await run(text);
@@ -133,7 +133,7 @@ async function runSection(section: string, sectionBlocks: ExampleBlock[]): Promi
   }
 }
 
-/** A home as the reader's: the keys and configs of the module comment, and a working directory for relative paths. */
+/** A THECLAW_HOME as the reader's: the keys and configs of the module comment, and a HOME of their own to work in. */
 function readerHome(): TestHome & { cwd: string } {
   const home = createTestHome();
   for (const name of Object.keys(home.env)) if (/_API_KEY$|_BOT_TOKEN$|^THECLAW_(?!HOME$)/.test(name)) delete home.env[name];
@@ -153,8 +153,10 @@ routes:
   - { channel: "*", peer: "*", agent: admin }
 `,
   );
-  const cwd = join(home.home, '.work');
+  // The reader's own home directory, where the examples start: nothing they write reaches the real one.
+  const cwd = join(home.home, '.reader');
   mkdirSync(cwd);
+  home.env.HOME = cwd;
   return { ...home, cwd };
 }
 
