@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { binNames } from '../core/package.js';
 import { renderUsage, usagePath } from '../core/usage.js';
+import { checkCommandLine } from '../testing/command-line-check.js';
 import { indexProgram, THECLAW_PROGRAMS } from './own-commands.js';
 
 // Another HOME and THECLAW_HOME than `npm run usage` had: the reference must not depend on them.
@@ -38,5 +39,18 @@ describe.each(binNames())('%s USAGE.md', (tool) => {
       .map((entry) => entry.name)
       .filter((name) => !headings.has(name));
     expect(missing, `USAGE.md of ${tool} is stale - run npm run usage`).toEqual([]);
+  });
+
+  it("has only examples that its program accepts as they are written (they are not run: most need a running system's state)", async () => {
+    const programs = await Promise.all(THECLAW_PROGRAMS.map((factory) => factory()));
+    const entries = indexProgram(programs.find((candidate) => candidate.name() === tool)!);
+    const refused: string[] = [];
+    for (const { name, examples } of entries) {
+      for (const example of examples) {
+        const problem = await checkCommandLine(example);
+        if (problem) refused.push(`${name}: ${example}: ${problem}`);
+      }
+    }
+    expect(refused, `examples in src/${tool}/program.ts that the program refuses`).toEqual([]);
   });
 });
