@@ -20,6 +20,7 @@ import {
 import { openThread } from '../thread/index.js';
 import type { AgentDir } from './agent-dir.js';
 import { SUMMARISER_PROMPT } from './compaction.js';
+import { FLUSH_PROMPT } from './memory-flush.js';
 import { initAgent } from './lifecycle.js';
 import { routeMessage } from './router.js';
 import { runAgent } from './run.js';
@@ -40,10 +41,11 @@ const PROVIDER_WINDOW = 5_000;
 const BELIEVED_WINDOW = 16_000;
 const KEEP_RECENT = 2;
 
-const completions = () => completionRequests(server);
 const systemOf = systemPromptOf;
 const historyOf = conversationOf;
 const isSummariser = (request: RecordedRequest) => systemOf(request) === SUMMARISER_PROMPT;
+/** The calls of the turns and the compaction; the memory flush beside it is memory-upkeep.test.ts's. */
+const completions = () => completionRequests(server).filter((request) => systemOf(request) !== FLUSH_PROMPT);
 const refused = (request: RecordedRequest) => request.bytes / 4 > PROVIDER_WINDOW;
 const route = () => routeMessage(dir, 'per-peer', source);
 const records = (subtype: string) => threadEvents(t.home, route().path, `type = 'record' AND subtype = '${subtype}'`).map((event) => JSON.parse(event.content) as LooseJson);

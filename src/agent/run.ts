@@ -10,7 +10,7 @@ import { TurnRegistry, type ProcessMark } from '../core/turn-processes.js';
 import { chat, loadPaiConfig, preloadProvider, providerSecrets, resolveModel, type BashExecArgs, type ImageRef, type ModelCaller, type PaiConfig, type ResolvedModel } from '../pai/index.js';
 import { openThread, type Thread, type ThreadEvent } from '../thread/index.js';
 import { loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
-import { memoryFiles, sessionFile } from './context.js';
+import { memoryFiles, ownMemoryFile, sessionFile } from './context.js';
 import { answerFailure, ModelOutage, TurnAbandoned } from './failure.js';
 import { damagedThread, describeDamage } from './damaged-thread.js';
 import { replyProgress, type ReplyProgress } from './reply-progress.js';
@@ -22,6 +22,7 @@ import { SpendLedger } from './budget.js';
 import { appendToErrorFeed } from './error-feed.js';
 import { deliverHandler, INBOX_CONSUMER, OUTBOUND_CONSUMER, OUTBOUND_FILTER } from './lifecycle.js';
 import { callWithinWindow } from './overflow.js';
+import { flushMemory } from './memory-flush.js';
 import { answerTarget, readInbound, replyContextFromSource, type AnswerTarget } from './reply-context.js';
 import { commandAuthorizer, noticeApproval, ownerDirectChat } from './owner-approval.js';
 import { commandRuleFor, commandsFact, offersTools } from './tool-policy.js';
@@ -363,6 +364,8 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
         }
       },
     };
+    // Where a compaction's memory flush writes: this conversation's own person or group file.
+    const flushFile = config.context.memory_flush ? ownMemoryFile(route, memory) : null;
     // The context (memory caps, compaction) and the call, retried once on a context overflow;
     // what its commands leave running ends with the turn.
     const result = await new TurnRegistry(dir.turnProcesses).during((turnMark) =>
@@ -375,6 +378,13 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
         contextWindow: model.contextWindow,
         mixedPeople,
         summarise,
+        flush: flushFile
+          ? (covered) =>
+              flushMemory(
+                { dir, thread, file: flushFile, cap: config.context.memory_caps.person, contextWindow: model.contextWindow, mixedPeople, summarise, redact: turn.redact, logger, inReplyTo: inboundId },
+                covered,
+              )
+          : undefined,
         redact: turn.redact,
         logger,
         call: ({ system, history }) => {
