@@ -5,6 +5,7 @@ import { parse, stringify } from 'yaml';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatAddress } from '../core/address.js';
 import { createLogger } from '../core/logger.js';
+import { parseMessageContent } from '../core/message.js';
 import {
   completionRequests,
   conversationOf,
@@ -22,16 +23,17 @@ import { initThread } from '../thread/index.js';
 import type { AgentDir } from './agent-dir.js';
 import { SUMMARISER_PROMPT } from './compaction.js';
 import { initAgent } from './lifecycle.js';
+import { CONDENSE_PROMPT } from './memory-condense.js';
 import { FLUSH_PROMPT, flushMemory, parseFlush } from './memory-flush.js';
 import { searchMemory } from './memory-search.js';
 import { routeMessage } from './router.js';
 import { runAgent } from './run.js';
 import { sendToAgent } from './send.js';
-import type { CompactionRecord, ErrorRecord, MemoryFlushRecord, RoutingMode } from './types.js';
+import type { CompactionRecord, ErrorRecord, MemoryCondenseRecord, MemoryFlushRecord, RoutingMode } from './types.js';
 
 // Memory upkeep through the run loop, against the fake model: the flush before a compaction
-// (facts to the person's or group's file, notes to its daily notes). The fake recognises the
-// runtime's calls by their system prompts.
+// (facts to the person's or group's file, notes to its daily notes), and a memory file over its
+// cap condensed after the turn. The fake recognises the runtime's calls by their system prompts.
 
 let t: TestHome;
 let dir: AgentDir;
@@ -46,9 +48,10 @@ const GROUP_BOB = telegram('5353', '-77');
 
 const systemOf = systemPromptOf;
 const isFlush = (request: RecordedRequest) => systemOf(request) === FLUSH_PROMPT;
+const isCondense = (request: RecordedRequest) => systemOf(request) === CONDENSE_PROMPT;
 const isSummariser = (request: RecordedRequest) => systemOf(request) === SUMMARISER_PROMPT;
 /** The calls that answer messages. */
-const turns = () => completionRequests(server).filter((request) => !isFlush(request) && !isSummariser(request));
+const turns = () => completionRequests(server).filter((request) => !isFlush(request) && !isCondense(request) && !isSummariser(request));
 const echo = (request: RecordedRequest): FakeStep => ({ kind: 'text', text: `echo: ${conversationOf(request).at(-1)}` });
 
 /** The flush's answer: a fact for each "remember …" the person said, and a note. */
@@ -58,12 +61,14 @@ function flushAnswer(request: RecordedRequest): FakeStep {
 }
 
 let flushStep: (request: RecordedRequest) => FakeStep;
+let condenseStep: (request: RecordedRequest) => FakeStep;
 
 beforeEach(async () => {
   t = createTestHome();
   dir = initAgent(t.home, 'helper');
   flushStep = flushAnswer;
-  server = await startFakeOpenAI({ defaultStep: (request) => (isFlush(request) ? flushStep(request) : echo(request)) });
+  condenseStep = () => ({ kind: 'text', text: '## About the person\n- Condensed: likes tea.' });
+  server = await startFakeOpenAI({ defaultStep: (request) => (isFlush(request) ? flushStep(request) : isCondense(request) ? condenseStep(request) : echo(request)) });
   writeFakePaiConfig(t.home, server);
   // More messages than a call carries compacts the older ones: at the 4th message, the 4 before the last 2.
   setConfig({ context: { recent_messages: 4, keep_recent: 2 } });
@@ -258,5 +263,69 @@ describe('flushMemory', () => {
       ),
       { numRuns: 300 },
     );
+  });
+});
+
+describe('a memory file over its cap', () => {
+  const overCap = Array.from({ length: 60 }, (_, i) => `- note ${String(i).padStart(2, '0')}: the person likes tea, and said so again.`).join('\n');
+
+  it('is condensed after the answer, under its cap, the old version archived and the change recorded; later turns read it whole', async () => {
+    setConfig({ context: { memory_caps: { person: 200 } } });
+    writeFileSync(personFile(), overCap);
+    // The condensing call comes after the answer is in the thread.
+    let answeredFirst: boolean | undefined;
+    condenseStep = (request) => {
+      answeredFirst = threadEvents(t.home, route().path, "type = 'message' AND source = 'self'").length === 1;
+      return { kind: 'text', text: `## About the person\n- Condensed: likes tea. ${conversationOf(request)[0]!.split('\n')[0]}` };
+    };
+    send('hello');
+    expect(await run()).toEqual({ handled: 1, replied: 1, errors: 0 });
+    expect(answeredFirst).toBe(true);
+    // This turn read the file cut to its cap (the fallback), and it was condensed after.
+    expect(systemOf(turns()[0]!)).toContain('[... memory truncated:');
+    const condensed = readFileSync(personFile(), 'utf8');
+    expect(condensed).toBe('## About the person\n- Condensed: likes tea. Length: at most 90 words (about 120 tokens); it is about 780 tokens now.\n');
+    const [record, ...more] = records<MemoryCondenseRecord>('memory');
+    expect(more).toEqual([]);
+    expect(record).toEqual({
+      action: 'condense',
+      file: `memory/user-${route().peerKey}.md`,
+      layer: 'person',
+      version: expect.stringMatching(/^[0-9a-f]{16}$/),
+      archive: expect.stringMatching(new RegExp(`^memory/archive/user-${route().peerKey}/${today()}T[0-9-]+\\.[0-9]+Z\\.md$`)),
+      tokens_before: 780,
+      tokens_after: Math.ceil(condensed.trim().length / 4),
+      cap: 200,
+    });
+    expect(record!.tokens_after).toBeLessThanOrEqual(200);
+    expect(readFileSync(join(dir.root, record!.archive), 'utf8')).toBe(`${overCap}\n`);
+    // Its conversation's search still finds what only the archived version holds.
+    expect(searchMemory(t.home, 'helper', 'note 42', {}, { THECLAW_AGENT: 'helper', THECLAW_CONVERSATION: route().threadId })[0]).toMatchObject({ where: record!.archive });
+
+    send('and now?');
+    await run();
+    expect(systemOf(turns()[1]!)).toContain(`## What I know about this person\n${condensed}`);
+    expect(systemOf(turns()[1]!)).not.toContain('[... memory truncated');
+    expect(completionRequests(server).filter(isCondense)).toHaveLength(1);
+  });
+
+  it('stays cut to its cap when the condensed text would still be over it, tried once per version, and the answers go out', async () => {
+    setConfig({ context: { memory_caps: { person: 200 } } });
+    writeFileSync(personFile(), overCap);
+    condenseStep = () => ({ kind: 'text', text: overCap.slice(0, 1_000) });
+    send('one');
+    send('two');
+    expect(await run()).toEqual({ handled: 2, replied: 2, errors: 0 });
+    expect(readFileSync(personFile(), 'utf8')).toBe(overCap);
+    expect(existsSync(join(dir.memory, 'archive'))).toBe(false);
+    expect(records('memory')).toEqual([]);
+    expect(completionRequests(server).filter(isCondense)).toHaveLength(1);
+    expect(records<ErrorRecord>('error').map((record) => record.error)).toEqual([
+      expect.stringContaining('is about 780 tokens, over its cap of 200 (context.memory_caps.person): its middle is left out'),
+      expect.stringContaining('could not be condensed, so its middle stays left out of the context until the file changes: the condensed text is still about 250 tokens, over the cap of 200'),
+    ]);
+    for (const request of turns()) expect(systemOf(request)).toContain('[... memory truncated:');
+    const replies = threadEvents(t.home, route().path, "type = 'message' AND source = 'self'").map((event) => parseMessageContent(event.content).text);
+    expect(replies).toEqual(['echo: one', 'echo: two']);
   });
 });

@@ -23,6 +23,7 @@ import { appendToErrorFeed } from './error-feed.js';
 import { deliverHandler, INBOX_CONSUMER, OUTBOUND_CONSUMER, OUTBOUND_FILTER } from './lifecycle.js';
 import { callWithinWindow } from './overflow.js';
 import { flushMemory } from './memory-flush.js';
+import { condenseOverCap } from './memory-condense.js';
 import { answerTarget, readInbound, replyContextFromSource, type AnswerTarget } from './reply-context.js';
 import { commandAuthorizer, noticeApproval, ownerDirectChat } from './owner-approval.js';
 import { commandRuleFor, commandsFact, offersTools } from './tool-policy.js';
@@ -49,7 +50,8 @@ import type { AgentConfig, DecisionRecord, ErrorRecord, ThreadRoute, ToolcallRec
  *    there already (a crash after answering); compact the thread when it has grown past the
  *    threshold; build the context (memory cut to its caps); call the model through pai (once more,
  *    compacted, when the provider finds the context too long), recording every tool call and
- *    the usage; push the reply (with reply_context and in_reply_to) or a NO_REPLY decision. A
+ *    the usage; push the reply (with reply_context and in_reply_to) or a NO_REPLY decision, then
+ *    condense the memory files it loaded that are over their caps (memory-condense.ts). A
  *    model that fails is dealt with by failure.ts: an error notice and record, or, when it is
  *    unavailable, the message waits (its thread stops, the run fails, notifier retries). A turn
  *    has a time limit and a few attempts, and a retried turn resumes (turn-attempts.ts). A chat
@@ -283,6 +285,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
   let progress: ReplyProgress | undefined;
   let answered = false;
   let releaseBudget = (): void => {};
+  let afterAnswer: (() => Promise<unknown>) | undefined;
   try {
     const model = turn.model;
     if (model instanceof Error) throw model;
@@ -401,6 +404,24 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
       }),
     );
 
+    // The memory files it loaded that are over their caps are condensed once it is answered.
+    afterAnswer = () =>
+      condenseOverCap({
+        dir,
+        thread,
+        files: [
+          ['agent', memory.agent],
+          ['person', memory.user],
+          ['person', memory.group],
+        ],
+        caps: config.context.memory_caps,
+        contextWindow: model.contextWindow,
+        summarise,
+        redact: turn.redact,
+        logger,
+        inReplyTo: inboundId,
+      });
+
     // Files the turn's commands attached go with the answer (taken now either way: a NO_REPLY drops them);
     // the reminders they asked for are set in this conversation's name.
     const files = takeAttachments(turn.home, dir, route.threadId);
@@ -457,6 +478,8 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
   } finally {
     progress?.end(answered);
     releaseBudget();
+    // After the outcome is in the thread (and the answer on its way): never delays it.
+    await afterAnswer?.();
   }
 }
 

@@ -86,7 +86,9 @@ export const AgentConfigSchema = z.strictObject({
       keep_recent: z._default(z.int().check(z.positive()), 6),
       /**
        * Tokens of each memory layer put into the system prompt (estimated at 4 characters a
-       * token); a longer file loses its middle there, with a marker, and one warning record.
+       * token). An agent, person or group file over its cap is condensed after the turn
+       * (memory-condense.ts); until then, or when that fails, it loses its middle there, with a
+       * marker, and one warning record.
        */
       /**
        * Before a compaction, one call writes the lasting facts of the turns it folds to the
@@ -224,6 +226,21 @@ export interface MemoryFlushRecord {
   /** When the last of the turns was said: names the daily file and dates the lines. */
   at: string;
 }
+
+/** `condense` (memory-condense.ts): a file over its cap rewritten shorter, the old version archived. */
+export interface MemoryCondenseRecord {
+  action: 'condense';
+  file: string;
+  layer: MemoryLayer;
+  /** The version condensed (memory-store.ts memoryVersion). */
+  version: string;
+  archive: string;
+  tokens_before: number;
+  tokens_after: number;
+  cap: number;
+}
+
+export type MemoryRecord = MemoryFlushRecord | MemoryCondenseRecord;
 
 export type DecisionRecord =
   | { in_reply_to: number; decision: 'no_reply' }
