@@ -4,7 +4,8 @@ import { openSqlite } from '../core/sqlite.js';
 import type { AgentDir } from './agent-dir.js';
 import { capMemory } from './memory-caps.js';
 import { archiveFolder, fileStamp, memoryVersion, readMemoryFile, writeSummary } from './memory-store.js';
-import { estimateTokens } from './tokens.js';
+import { CHARS_PER_TOKEN, estimateTokens } from './tokens.js';
+import { inputBudgetChars } from './compaction.js';
 import { warningRecord } from './failure.js';
 import type { UpkeepSettings } from './memory-flush.js';
 import type { MemoryCondenseRecord, MemoryLayer } from './types.js';
@@ -66,7 +67,7 @@ async function condense(settings: CondenseSettings, layer: MemoryLayer, file: st
   try {
     // The input is bounded like any summarising call's: a file far over the window loses its
     // middle here too (the archive keeps it whole).
-    const input = `Length: at most ${Math.floor(target * 0.75)} words (about ${target} tokens); it is about ${tokens} tokens now.\n\nThe memory file:\n${capMemory(layer, file, text, Math.floor(settings.contextWindow / 4)).text}`;
+    const input = `Length: at most ${Math.floor(target * 0.75)} words (about ${target} tokens); it is about ${tokens} tokens now.\n\nThe memory file:\n${capMemory(layer, file, text, Math.floor(inputBudgetChars(settings.contextWindow) / CHARS_PER_TOKEN)).text}`;
     const condensed = settings.redact((await settings.summarise(CONDENSE_PROMPT, input)).trim());
     const after = estimateTokens(condensed);
     if (!condensed) throw new Error('the summariser returned nothing');

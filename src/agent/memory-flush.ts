@@ -91,9 +91,9 @@ export async function flushMemory(settings: FlushSettings, covered: readonly Thr
   const { thread, logger } = settings;
   if (covered.length === 0) return null;
   const key = `memory-flush:${covered.at(-1)!.id}`;
-  const after = lastFlushed(thread);
-  const turns = covered.filter((event) => event.id > after);
   try {
+    const after = lastFlushed(thread);
+    const turns = covered.filter((event) => event.id > after);
     // The same range again is a retry (of a turn cut off after the record): applied from it.
     const retried = recordByKey<MemoryFlushRecord>(thread, key);
     if (!retried && turns.length === 0) return null;
