@@ -17,7 +17,9 @@ import {
 } from '../testing/index.js';
 import { initThread, type ThreadEvent } from '../thread/index.js';
 import type { AgentDir } from './agent-dir.js';
-import { compactIfNeeded, SUMMARISER_PROMPT, writeSummary } from './compaction.js';
+import { compactIfNeeded, SUMMARISER_PROMPT } from './compaction.js';
+import { FLUSH_PROMPT } from './memory-flush.js';
+import { writeSummary } from './memory-store.js';
 import { initAgent } from './lifecycle.js';
 import { routeMessage } from './router.js';
 import { runAgent } from './run.js';
@@ -52,7 +54,8 @@ afterEach(async () => {
   t.cleanup();
 });
 
-const completions = () => completionRequests(server);
+/** The calls of the turns and the compaction; the memory flush beside it is memory-upkeep.test.ts's. */
+const completions = () => completionRequests(server).filter((request) => systemPromptOf(request) !== FLUSH_PROMPT);
 const systemOf = systemPromptOf;
 const nonSystem = conversationOf;
 const isSummariser = (request: RecordedRequest) => systemOf(request) === SUMMARISER_PROMPT;

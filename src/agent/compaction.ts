@@ -1,10 +1,11 @@
-import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { basename } from 'node:path';
 import type { Thread, ThreadEvent } from '../thread/index.js';
 import { withoutChatCommands } from './chat-commands.js';
 import { isNotice } from './failure.js';
 import { historyLines } from './context.js';
-import { estimateTokens } from './tokens.js';
+import { writeSummary } from './memory-store.js';
+import { CHARS_PER_TOKEN, estimateTokens } from './tokens.js';
 import type { CompactionRecord } from './types.js';
 
 /**
@@ -38,6 +39,11 @@ export interface CompactionInput {
   summarise: Summarise;
   /** Compact whatever lies beyond keepRecent, below the threshold too: the provider found the context too long. */
   force?: boolean;
+  /**
+   * The memory flush (memory-flush.ts): given the turns about to be folded, run alongside the
+   * summarising call so the turn waits for no more than the longer of the two. It never throws.
+   */
+  flush?: (covered: readonly ThreadEvent[]) => Promise<unknown>;
 }
 
 export interface CompactionResult {
@@ -56,6 +62,14 @@ const HISTORY_MARKERS = "type = 'record' AND subtype IN ('compaction', 'reset')"
 export function historyStart(thread: Thread): number {
   const last = thread.peek({ filter: HISTORY_MARKERS, last: 1 })[0];
   return last ? (JSON.parse(last.content) as Pick<CompactionRecord, 'to_id'>).to_id : 0;
+}
+
+/** The content of the record the thread holds under an idempotency key, or null. */
+export function recordByKey<T>(thread: Thread, key: string): T | null {
+  const id = thread.findByKey(key);
+  if (id === undefined) return null;
+  const event = thread.peek({ afterId: id - 1, limit: 1 })[0];
+  return event ? (JSON.parse(event.content) as T) : null;
 }
 
 // Compaction keeps the uncompacted part of a thread near `recentMessages`; this bound only
@@ -86,7 +100,10 @@ export async function compactIfNeeded(args: CompactionInput): Promise<Compaction
   const covered = messages.slice(0, Math.max(0, messages.length - args.keepRecent));
   if (covered.length === 0) return { afterId, compacted: null };
 
-  const summary = await summariseTurns({ previous: readSummary(args.summaryFile), turns: covered, ...args });
+  // Both settled before going on: a flush still writing when the turn has moved on would race it.
+  const [summarised] = await Promise.allSettled([summariseTurns({ previous: readSummary(args.summaryFile), turns: covered, ...args }), args.flush?.(covered)]);
+  if (summarised.status === 'rejected') throw summarised.reason;
+  const summary = summarised.value;
   writeSummary(args.summaryFile, summary);
   const record: CompactionRecord = {
     from_id: covered[0]!.id,
@@ -111,14 +128,23 @@ export interface SummariseTurnsInput {
 
 /** The turns merged into the earlier summary by the summariser; its input is bounded by the window. */
 export async function summariseTurns({ previous, turns, contextWindow, mixedPeople, summarise }: SummariseTurnsInput): Promise<string> {
-  // A quarter of the window, the newest turns kept.
-  const budgetChars = Math.floor(contextWindow * 0.25 * 4);
-  let transcript = historyLines(turns, mixedPeople)
-    .map((line) => `${line.role === 'assistant' ? 'Assistant' : 'User'}: ${line.content}`)
-    .join('\n');
-  if (previous.length + transcript.length > budgetChars) transcript = `[earlier turns left out]\n${transcript.slice(-(budgetChars - Math.min(previous.length, budgetChars / 2)))}`;
+  const budgetChars = inputBudgetChars(contextWindow);
+  const transcript = transcriptOf(turns, mixedPeople, budgetChars - Math.min(previous.length, budgetChars / 2));
   const input = `${previous ? `Earlier summary:\n${previous.slice(0, budgetChars / 2)}\n\n` : ''}Conversation to add:\n${transcript}`;
   return (await summarise(SUMMARISER_PROMPT, input)).trim();
+}
+
+/** What the input of a summarising call may hold: a quarter of the window. */
+export function inputBudgetChars(contextWindow: number): number {
+  return Math.floor(contextWindow * 0.25 * CHARS_PER_TOKEN);
+}
+
+/** The turns as `User: …` / `Assistant: …` lines, up to `chars` characters, the newest kept. */
+export function transcriptOf(turns: readonly ThreadEvent[], mixedPeople: boolean, chars: number): string {
+  const transcript = historyLines(turns, mixedPeople)
+    .map((line) => `${line.role === 'assistant' ? 'Assistant' : 'User'}: ${line.content}`)
+    .join('\n');
+  return transcript.length > chars ? `[earlier turns left out]\n${transcript.slice(-chars)}` : transcript;
 }
 
 /** The summary file's text, '' when there is none. */
@@ -128,16 +154,4 @@ export function readSummary(file: string): string {
   } catch {
     return '';
   }
-}
-
-/**
- * Written whole or not at all: the next prompt reads it. The temp file is made anew, never opened
- * through what is there: memory/ is writable in the agent's sandbox, where a command could leave
- * a link by that name to a file outside it.
- */
-export function writeSummary(file: string, summary: string): void {
-  const temp = `${file}.${process.pid}.tmp`;
-  rmSync(temp, { force: true });
-  writeFileSync(temp, summary + '\n', { flag: 'wx' });
-  renameSync(temp, file);
 }

@@ -6,6 +6,7 @@ import type { SessionLine } from '../pai/index.js';
 import type { ThreadEvent } from '../thread/index.js';
 import type { AgentDir } from './agent-dir.js';
 import { capMemory, type MemoryTruncation } from './memory-caps.js';
+import { dailyFolder } from './memory-store.js';
 import type { MemoryLayer, ThreadRoute } from './types.js';
 
 /**
@@ -24,11 +25,27 @@ export interface MemoryFiles {
 
 export function memoryFiles(dir: AgentDir, route: ThreadRoute): MemoryFiles {
   return {
-    agent: join(dir.memory, 'agent.md'),
+    agent: agentMemoryFile(dir),
     user: route.peerKey ? join(dir.memory, `user-${route.peerKey}.md`) : null,
     group: route.groupKey ? join(dir.memory, `group-${route.groupKey}.md`) : null,
     thread: join(dir.memory, `thread-${route.threadId}.md`),
   };
+}
+
+/**
+ * The memory file a conversation holds as its own, written for it (memory-flush.ts): the
+ * person's in their direct thread, the group's in a group. None in a thread several people's
+ * direct chats share (it has no one person) nor in another agent's conversation (it has none).
+ */
+export function ownMemoryFile(route: ThreadRoute, memory: MemoryFiles): string | null {
+  if (route.kind === 'peer') return memory.user;
+  if (route.kind === 'group') return memory.group;
+  return null;
+}
+
+/** The agent's own memory, in every conversation's prompt. */
+export function agentMemoryFile(dir: AgentDir): string {
+  return join(dir.memory, 'agent.md');
 }
 
 /** Under memory/: the summaries `/new` saves, `<tid>/<time>.md` (fresh-conversation.ts). */
@@ -79,13 +96,20 @@ export function buildSystemPrompt({ dir, route, memory, caps, source, commands, 
 - agent: ${dir.id} (directory ${dir.root}; workdir ${dir.workdir})
 - from: ${describeSource(source)}
 - thread: ${route.threadId}${privacyNote(route)}${commands ? `\n- commands: ${commands}\n- search my memory and this conversation: agent memory search ${dir.id} "<words>"; send a file with my answer: agent attach <file>` : ''}
-- memory files: agent ${memory.agent}${memory.user ? `; this person ${memory.user}` : ''}${memory.group ? `; this group ${memory.group}` : ''}${earlierConversations(dir, route)}`);
+- memory files: agent ${memory.agent}${memory.user ? `; this person ${memory.user}` : ''}${memory.group ? `; this group ${memory.group}` : ''}${dailyNotes(dir, route, memory)}${earlierConversations(dir, route)}`);
   return { text: sections.join('\n\n'), truncated };
 }
 
 /** IDENTITY.md, the part of the system prompt no cap cuts. */
 export function identityText(dir: AgentDir): string {
   return (readOptional(dir.identity) ?? `# ${dir.id}\n`).trim();
+}
+
+/** Where the daily notes of this conversation's person or group are, if it has any (memory-flush.ts). */
+function dailyNotes(dir: AgentDir, route: ThreadRoute, memory: MemoryFiles): string {
+  const file = ownMemoryFile(route, memory);
+  const folder = file ? dailyFolder(dir.memory, file) : null;
+  return folder && existsSync(folder) ? `\n- daily notes of this ${route.kind === 'group' ? 'group' : 'person'}, one file a day (memory search finds them): ${folder}/` : '';
 }
 
 /** Where this thread's earlier conversations (before a `/new`) are summarised, if it had any. */

@@ -170,3 +170,22 @@ export function isNotice(event: ThreadEvent): boolean {
     return false;
   }
 }
+
+/**
+ * A warning record: something beside the answer failed (a summary, a memory flush, condensing a
+ * memory file) and the message is answered all the same. `what` says what failed and what it
+ * means; the error's text follows it, without secrets, and is returned for the log.
+ */
+export function warningRecord(inReplyTo: number, stage: ErrorRecord['stage'], what: string, error: unknown, redact: (text: string) => string): { record: ErrorRecord; message: string } {
+  const message = redact(error instanceof Error ? error.message : String(error));
+  return {
+    message,
+    record: {
+      in_reply_to: inReplyTo,
+      stage,
+      severity: 'warning',
+      error: `${what}: ${message}`,
+      ...(error instanceof ModelCallError ? { kind: error.modelError.kind, status: error.modelError.status } : { kind: 'internal' }),
+    },
+  };
+}

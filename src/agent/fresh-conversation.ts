@@ -2,7 +2,8 @@ import { existsSync, renameSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { isStorageError } from '../core/storage-error.js';
 import type { Thread } from '../thread/index.js';
-import { historyStart, readSummary, summariseTurns, uncompacted, writeSummary, type Summarise } from './compaction.js';
+import { historyStart, readSummary, recordByKey, summariseTurns, uncompacted, type Summarise } from './compaction.js';
+import { ARCHIVE_DIR, fileStamp, writeSummary } from './memory-store.js';
 import { CONVERSATIONS_DIR } from './context.js';
 import type { ResetRecord } from './types.js';
 import { ensureDir } from '../core/home.js';
@@ -43,15 +44,15 @@ export async function startFreshConversation(input: FreshConversationInput): Pro
   const { thread, command, commandId } = input;
   const key = `reset:${commandId}`;
   // Done before a crash: the record says what was saved, and the steps after it are repeated.
-  let record = recordedReset(thread, key);
+  let record = recordByKey<ResetRecord>(thread, key);
   if (!record) {
     record = { to_id: commandId, command, summary_file: null, ...(command === 'new' ? await saveSummary(input) : {}) };
     thread.push({ source: 'self', type: 'record', subtype: 'reset', content: JSON.stringify(record), idempotency_key: key });
   }
   if (existsSync(input.summaryFile)) {
-    const archive = join(input.memoryDir, 'archive');
+    const archive = join(input.memoryDir, ARCHIVE_DIR);
     ensureDir(archive);
-    renameSync(input.summaryFile, join(archive, `thread-${input.threadId}-${stamp(input.sentAt)}.md`));
+    renameSync(input.summaryFile, join(archive, `thread-${input.threadId}-${fileStamp(input.sentAt)}.md`));
   }
   return replyFor(record);
 }
@@ -60,7 +61,7 @@ async function saveSummary(input: FreshConversationInput): Promise<Pick<ResetRec
   const previous = readSummary(input.summaryFile);
   const turns = uncompacted(input.thread, historyStart(input.thread), input.commandId).filter((event) => event.id < input.commandId);
   if (!previous && turns.length === 0) return { summary_file: null };
-  const file = join(CONVERSATIONS_DIR, input.threadId, `${stamp(input.sentAt)}.md`);
+  const file = join(CONVERSATIONS_DIR, input.threadId, `${fileStamp(input.sentAt)}.md`);
   const path = join(input.memoryDir, file);
   ensureDir(dirname(path));
   let summary: string;
@@ -86,16 +87,4 @@ function replyFor(record: ResetRecord): string {
     return saved ? `${started} ${why}, so only its earlier summary was saved, to ${saved}.` : `${started} ${why}, so nothing was saved.`;
   }
   return saved ? `${started} A summary of the old one is saved in ${saved}.` : `${started} The old one was empty: there was nothing to save.`;
-}
-
-function recordedReset(thread: Thread, key: string): ResetRecord | null {
-  const id = thread.findByKey(key);
-  if (id === undefined) return null;
-  const event = thread.peek({ afterId: id - 1, limit: 1 })[0];
-  return event ? (JSON.parse(event.content) as ResetRecord) : null;
-}
-
-/** An ISO time as a file name part: `2025-01-31T12-00-00.000Z`. */
-function stamp(iso: string): string {
-  return iso.replaceAll(':', '-');
 }

@@ -1,5 +1,5 @@
-import { createHash } from 'node:crypto';
 import type { Thread } from '../thread/index.js';
+import { memoryVersion } from './memory-store.js';
 import { CHARS_PER_TOKEN, estimateTokens } from './tokens.js';
 import type { ErrorRecord, MemoryLayer } from './types.js';
 
@@ -34,7 +34,7 @@ export function capMemory(layer: MemoryLayer, file: string, text: string, cap: n
   const half = Math.max(0, Math.floor((cap * CHARS_PER_TOKEN - marker.length) / 2));
   return {
     text: startLines(text, half) + marker + endLines(text, half),
-    truncation: { layer, file, tokens, cap, version: createHash('sha256').update(text).digest('hex').slice(0, 16) },
+    truncation: { layer, file, tokens, cap, version: memoryVersion(text) },
   };
 }
 

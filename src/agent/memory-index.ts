@@ -1,13 +1,14 @@
 import type Database from 'better-sqlite3';
 import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, relative } from 'node:path';
+import { join, relative, sep } from 'node:path';
 import { ClawError, errnoCode } from '../core/errors.js';
 import { ensureDir } from '../core/home.js';
 import { openSqlite } from '../core/sqlite.js';
 import { openThread } from '../thread/index.js';
 import type { AgentDir } from './agent-dir.js';
-import { messageText } from './context.js';
+import { agentMemoryFile, CONVERSATIONS_DIR, memoryFiles, messageText } from './context.js';
+import { archiveFolder, DAILY_DIR, dailyFolder } from './memory-store.js';
 import { chunkMarkdown } from './memory-chunks.js';
 import { conversationThreads } from './lifecycle.js';
 import { threadById, threadIdOfPath } from './router.js';
@@ -24,7 +25,8 @@ import { threadById, threadIdOfPath } from './router.js';
  * memory, the person's (or the group's) memory, the conversation's summaries and its own thread —
  * never another person's. The scope comes from THECLAW_CONVERSATION, which the runtime sets for
  * the turn's commands: it keeps another person's memory out of what the model is given, while
- * what a command could read at all is the sandbox's and the policy's business.
+ * what a command could read at all is the sandbox's and the policy's business. With each memory
+ * file go its daily notes (memory-flush.ts) and its archived versions (memory-condense.ts).
  */
 
 export interface MemoryHit {
@@ -34,7 +36,7 @@ export interface MemoryHit {
   where: string;
   /** The line of the file, or the event id in the thread. */
   at: number;
-  /** When the message was written (messages only). */
+  /** When the message was written, or the day of a daily note (`YYYY-MM-DD`); null for other memory files. */
   time: string | null;
   /** Who wrote it: `me` (the agent) or the sender's address (messages only). */
   from: string | null;
@@ -55,25 +57,41 @@ CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, signature TEXT NOT NULL
 CREATE TABLE IF NOT EXISTS threads (id TEXT PRIMARY KEY, last_id INTEGER NOT NULL, signature TEXT NOT NULL);
 `;
 
-/** The scope of one conversation (a thread id), as its context has it. */
+/**
+ * The scope of one conversation (a thread id), as its context has it: with each memory file its
+ * daily notes and its archived versions, which hold what the file held or was written from.
+ */
 export function conversationScope(dir: AgentDir, threadId: string): MemoryScope {
   const route = threadById(dir, threadId);
   if (!route) throw new ClawError('not_found', `${agentLabel(dir)} has no conversation ${JSON.stringify(threadId)}`, { suggestion: `see its conversations with: agent status ${dir.id}` });
-  const summaries = join(dir.memory, 'conversations', route.threadId);
+  const { agent, user, group, thread } = memoryFiles(dir, route);
   return {
     files: [
-      'memory/agent.md',
-      ...(route.peerKey ? [`memory/user-${route.peerKey}.md`] : []),
-      ...(route.groupKey ? [`memory/group-${route.groupKey}.md`] : []),
-      `memory/thread-${route.threadId}.md`,
-      ...listFiles(summaries).map((file) => relative(dir.root, file)),
+      ...withNotes(dir, agent),
+      ...(user ? withNotes(dir, user) : []),
+      ...(group ? withNotes(dir, group) : []),
+      relative(dir.root, thread),
+      ...listFiles(join(dir.memory, CONVERSATIONS_DIR, route.threadId)).map((file) => relative(dir.root, file)),
     ],
     threads: [route.threadId],
   };
 }
 
 /** Only the agent's own memory: what every conversation sees. */
-export const AGENT_SCOPE: MemoryScope = { files: ['memory/agent.md'], threads: [] };
+export function agentScope(dir: AgentDir): MemoryScope {
+  return { files: withNotes(dir, agentMemoryFile(dir)), threads: [] };
+}
+
+/** A memory file, its daily notes and its archived versions, relative to the agent's directory. */
+function withNotes(dir: AgentDir, file: string): string[] {
+  return [file, ...listFiles(dailyFolder(dir.memory, file)), ...listFiles(archiveFolder(dir.memory, file))].map((path) => relative(dir.root, path));
+}
+
+/** The day a daily note is of (`memory/daily/<file>/<YYYY-MM-DD>.md`), null for other files. */
+function dayOf(path: string): string | null {
+  const [folder, , name] = relative('memory', path).split(sep);
+  return folder === DAILY_DIR ? (/^(\d{4}-\d{2}-\d{2})\.md$/.exec(name ?? '')?.[1] ?? null) : null;
+}
 
 export class MemoryIndex {
   private constructor(
@@ -120,8 +138,9 @@ export class MemoryIndex {
       const chunks = chunkMarkdown(readFileSync(file, 'utf8'));
       this.db.transaction(() => {
         this.db.prepare("DELETE FROM chunks WHERE kind = 'memory' AND owner = ?").run(path);
-        const insert = this.db.prepare("INSERT INTO chunks (text, kind, owner, at, time, sender) VALUES (?, 'memory', ?, ?, NULL, NULL)");
-        for (const chunk of chunks) insert.run(chunk.text, path, chunk.line);
+        // A daily note carries its day, as a message its time, for a ranking by recency.
+        const insert = this.db.prepare("INSERT INTO chunks (text, kind, owner, at, time, sender) VALUES (?, 'memory', ?, ?, ?, NULL)");
+        for (const chunk of chunks) insert.run(chunk.text, path, chunk.line, dayOf(path));
         this.db.prepare('INSERT OR REPLACE INTO files VALUES (?, ?)').run(path, signature);
       })();
       files++;

@@ -1,7 +1,7 @@
 import Database from 'better-sqlite3';
-import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatAddress } from '../core/address.js';
@@ -100,7 +100,18 @@ describe('memory search', () => {
     writeFileSync(memoryOf(ANN), 'Ann: sister Clara, Lisbon, cello\n');
     writeFileSync(memoryOf(BOB), 'Bob: sister Clara, Paris, violin\n');
     writeFileSync(join(dir.memory, 'agent.md'), 'I help with sisters and cities.\n');
-    const words = ['sister', 'Clara', 'Lisbon', 'Paris', 'cello', 'violin', 'Noted', 'cities', 'Ann', 'Bob'];
+    // Each person's daily notes and archived versions too (memory-flush.ts, memory-condense.ts).
+    for (const [source, text] of [
+      [ANN, 'Ann: played the cello for Clara in Lisbon, diary'],
+      [BOB, 'Bob: played the violin for Clara in Paris, diary'],
+    ] as const) {
+      const name = basename(memoryOf(source), '.md');
+      mkdirSync(join(dir.memory, 'daily', name), { recursive: true });
+      writeFileSync(join(dir.memory, 'daily', name, '2025-03-01.md'), `# 2025-03-01\n\n## 10:00 UTC\n- ${text}\n`);
+      mkdirSync(join(dir.memory, 'archive', name), { recursive: true });
+      writeFileSync(join(dir.memory, 'archive', name, '2025-03-02T00-00-00.000Z.md'), `${text.split(':')[0]}: archived, sister Clara\n`);
+    }
+    const words = ['sister', 'Clara', 'Lisbon', 'Paris', 'cello', 'violin', 'Noted', 'cities', 'Ann', 'Bob', 'diary', 'archived', 'played'];
     const index = MemoryIndex.open(dir);
     try {
       index.refresh();
@@ -110,12 +121,17 @@ describe('memory search', () => {
           const hits = index.search(query.join(' '), conversationScope(dir, mine), 20);
           for (const hit of hits) {
             expect(hit.where).not.toBe(theirs);
-            expect(hit.where).not.toBe(`memory/user-${theirs.replace(/^peer-/, '')}.md`);
+            expect(hit.where).not.toContain(`user-${theirs.replace(/^peer-/, '')}`);
             expect(hit.text).not.toMatch(asAnn ? /Paris|Bob|violin/ : /Lisbon|Ann:|cello/);
           }
         }),
         { numRuns: 200 },
       );
+      // Their own daily notes and archived versions are found, a note with its day.
+      expect(index.search('diary cello', conversationScope(dir, ann), 1)).toEqual([
+        expect.objectContaining({ kind: 'memory', where: `memory/daily/user-telegram.main.5151/2025-03-01.md`, time: '2025-03-01' }),
+      ]);
+      expect(index.search('archived', conversationScope(dir, bob), 5).map((hit) => [hit.where, hit.time])).toEqual([['memory/archive/user-telegram.main.6262/2025-03-02T00-00-00.000Z.md', null]]);
     } finally {
       index.close();
     }

@@ -1,10 +1,11 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { join, relative, resolve } from 'node:path';
+import { join, relative, resolve, sep } from 'node:path';
 import { splitCommand } from '../core/command.js';
 import { ClawError, usageError } from '../core/errors.js';
 import { requireAgent } from './agent-dir.js';
-import { AGENT_SCOPE, conversationScope, MemoryIndex, type MemoryHit, type MemoryScope } from './memory-index.js';
+import { ARCHIVE_DIR, DAILY_DIR } from './memory-store.js';
+import { agentScope, conversationScope, MemoryIndex, type MemoryHit, type MemoryScope } from './memory-index.js';
 
 /**
  * `agent memory search|show|edit`. In a turn (THECLAW_CONVERSATION set by the runtime) a search
@@ -19,7 +20,7 @@ export function searchMemory(home: string, id: string, query: string, options: {
     throw new ClawError('usage', 'a search in a conversation sees only that conversation', { suggestion: 'leave out --peer and --all: this conversation is searched' });
   }
   const conversation = inTurn ?? options.peer;
-  const scope: MemoryScope | null = options.all ? null : conversation !== undefined ? conversationScope(dir, conversation) : AGENT_SCOPE;
+  const scope: MemoryScope | null = options.all ? null : conversation !== undefined ? conversationScope(dir, conversation) : agentScope(dir);
   // In a turn, the message it answers is no finding: the model has it already.
   const asking = inTurn !== undefined ? Number(env.THECLAW_ASKING_EVENT) : Number.NaN;
   const limit = options.limit ?? 5;
@@ -35,11 +36,16 @@ export function searchMemory(home: string, id: string, query: string, options: {
   }
 }
 
-/** The memory files a conversation sees (or the agent's own), with their text; missing ones left out. */
+/**
+ * The memory files a conversation sees (or the agent's own), with their text; missing ones left
+ * out, and so are the daily notes and archived versions, which a search finds.
+ */
 export function memoryFilesOf(home: string, id: string, peer?: string): { path: string; text: string }[] {
   const dir = requireAgent(home, id);
-  const scope = peer === undefined ? AGENT_SCOPE : conversationScope(dir, peer);
+  const scope = peer === undefined ? agentScope(dir) : conversationScope(dir, peer);
+  const notes = [DAILY_DIR, ARCHIVE_DIR].map((folder) => `${join('memory', folder)}${sep}`);
   return scope.files.flatMap((path) => {
+    if (notes.some((folder) => path.startsWith(folder))) return [];
     const file = join(dir.root, path);
     return existsSync(file) ? [{ path, text: readFileSync(file, 'utf8') }] : [];
   });

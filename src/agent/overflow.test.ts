@@ -20,6 +20,8 @@ import {
 import { openThread } from '../thread/index.js';
 import type { AgentDir } from './agent-dir.js';
 import { SUMMARISER_PROMPT } from './compaction.js';
+import { CONDENSE_PROMPT } from './memory-condense.js';
+import { FLUSH_PROMPT } from './memory-flush.js';
 import { initAgent } from './lifecycle.js';
 import { routeMessage } from './router.js';
 import { runAgent } from './run.js';
@@ -40,10 +42,12 @@ const PROVIDER_WINDOW = 5_000;
 const BELIEVED_WINDOW = 16_000;
 const KEEP_RECENT = 2;
 
-const completions = () => completionRequests(server);
 const systemOf = systemPromptOf;
 const historyOf = conversationOf;
 const isSummariser = (request: RecordedRequest) => systemOf(request) === SUMMARISER_PROMPT;
+const isCondense = (request: RecordedRequest) => systemOf(request) === CONDENSE_PROMPT;
+/** The calls of the turns and the compaction; the memory flush beside it is memory-upkeep.test.ts's. */
+const completions = () => completionRequests(server).filter((request) => systemOf(request) !== FLUSH_PROMPT && !isCondense(request));
 const refused = (request: RecordedRequest) => request.bytes / 4 > PROVIDER_WINDOW;
 const route = () => routeMessage(dir, 'per-peer', source);
 const records = (subtype: string) => threadEvents(t.home, route().path, `type = 'record' AND subtype = '${subtype}'`).map((event) => JSON.parse(event.content) as LooseJson);
@@ -55,13 +59,14 @@ const replies = () =>
     .map((content) => content.text);
 const run = () => runAgent('helper', { home: t.home, env: t.env });
 
-/** The summariser's answer; every other call is answered `answer`. */
+/** The summariser's answer, and the condensing call's; every other call is answered `answer`. */
 let summaryStep: FakeStep;
+let condenseStep: FakeStep;
 
 async function start(): Promise<void> {
   server = await startFakeOpenAI({
     contextWindow: PROVIDER_WINDOW,
-    defaultStep: (request) => (systemOf(request) === SUMMARISER_PROMPT ? summaryStep : { kind: 'text', text: 'answer' }),
+    defaultStep: (request) => (isSummariser(request) ? summaryStep : isCondense(request) ? condenseStep : { kind: 'text', text: 'answer' }),
   });
   writeFakePaiConfig(t.home, server, { contextWindow: BELIEVED_WINDOW });
 }
@@ -90,6 +95,7 @@ beforeEach(async () => {
   dir = initAgent(t.home, 'helper');
   setContext({});
   summaryStep = { kind: 'text', text: 'SUMMARY: the user counted turns' };
+  condenseStep = { kind: 'text', text: 'CONDENSED' };
   await start();
 });
 
@@ -198,7 +204,9 @@ describe('a context the provider refuses as too long', () => {
 });
 
 describe('memory over its cap', () => {
-  it('is cut in the middle with a marker, and warned about once per version of the file', async () => {
+  it('is cut in the middle with a marker while it cannot be condensed, and warned about once per version of the file', async () => {
+    // Condensing fails (memory-upkeep.test.ts shows it succeed): the cut is the fallback.
+    condenseStep = { kind: 'error', status: 400, message: 'the condenser is broken' };
     const agentMemory = join(dir.memory, 'agent.md');
     const lines = Array.from({ length: 200 }, (_, i) => `- note ${String(i).padStart(3, '0')}: the user likes short answers.`);
     writeFileSync(agentMemory, lines.join('\n'));
@@ -221,15 +229,26 @@ describe('memory over its cap', () => {
       severity: 'warning',
       error: expect.stringContaining(`${agentMemory} is about ${tokens} tokens, over its cap of 500 (context.memory_caps.agent)`),
     };
-    expect(records('error')).toEqual([expect.objectContaining(warning)]);
+    const failed = {
+      stage: 'memory',
+      severity: 'warning',
+      kind: 'invalid_request',
+      status: 400,
+      error: expect.stringContaining('memory/agent.md is over its cap of 500 (context.memory_caps.agent) and could not be condensed'),
+    };
+    expect(records('error')).toEqual([expect.objectContaining(warning), expect.objectContaining(failed)]);
+    // Condensing was tried once for this version of the file, not once per turn.
+    expect(completionRequests(server).filter(isCondense)).toHaveLength(1);
 
-    // A new version of the file is warned about again, once.
+    // A new version of the file is warned about again, once, and tried again, once.
     appendFileSync(agentMemory, '\n- note 200: and likes cats.');
     sendToAgent(t.home, 'helper', { text: 'three', source });
     sendToAgent(t.home, 'helper', { text: 'four', source });
     await run();
-    expect(records('error')).toHaveLength(2);
+    expect(records('error')).toHaveLength(4);
+    expect(completionRequests(server).filter(isCondense)).toHaveLength(2);
     expect(systemOf(completions().at(-1)!)).toContain('- note 200: and likes cats.');
+    expect(replies()).toEqual(['answer', 'answer', 'answer', 'answer']);
   });
 
   it('is put in whole when it fits', async () => {

@@ -2,16 +2,18 @@ import type { Logger } from '../core/logger.js';
 import { isStorageError } from '../core/storage-error.js';
 import { ModelCallError, type ChatResult, type SessionLine } from '../pai/index.js';
 import type { Thread, ThreadEvent } from '../thread/index.js';
-import { compactIfNeeded, conversation, historyStart, type Summarise } from './compaction.js';
+import { compactIfNeeded, conversation, historyStart, type CompactionInput, type Summarise } from './compaction.js';
 import { buildSystemPrompt, historyLines, type SystemPromptInput } from './context.js';
+import { warningRecord } from './failure.js';
 import { recordTruncations } from './memory-caps.js';
 import { estimateTokens } from './tokens.js';
-import type { AgentConfig, ErrorRecord, ToolcallRecord } from './types.js';
+import type { AgentConfig, ToolcallRecord } from './types.js';
 
 /**
  * The context of one message and the model call with it, so that no context is too long to answer:
  * - each memory layer is cut to its cap (memory-caps.ts), with one warning per file version;
- * - the thread is compacted once it passes the threshold (compaction.ts);
+ * - the thread is compacted once it passes the threshold (compaction.ts), its lasting facts
+ *   flushed to the person's or group's memory first (memory-flush.ts);
  * - when the provider still refuses the context as too long (`context_length`), the thread is
  *   compacted, below the threshold too, and the call made once more. Not when commands already
  *   ran for the message: the retry starts the turn over and would run them twice;
@@ -29,6 +31,8 @@ export interface WindowedCall {
   contextWindow: number;
   mixedPeople: boolean;
   summarise: Summarise;
+  /** The memory flush a compaction runs alongside its summary (memory-flush.ts); none: no flush. */
+  flush?: CompactionInput['flush'];
   /** Removes secrets from the text of a record. */
   redact: (text: string) => string;
   logger: Logger;
@@ -71,6 +75,7 @@ async function prepare(turn: WindowedCall, overflowed: boolean): Promise<CallCon
       keepRecent: settings.keep_recent,
       mixedPeople: turn.mixedPeople,
       summarise: turn.summarise,
+      flush: turn.flush,
       force: overflowed,
     });
     afterId = result.afterId;
@@ -122,14 +127,7 @@ function commandsRan(turn: WindowedCall): boolean {
 }
 
 function recordCompactionFailure(turn: WindowedCall, error: unknown): void {
-  const message = turn.redact(error instanceof Error ? error.message : String(error));
-  const record: ErrorRecord = {
-    in_reply_to: turn.currentId,
-    stage: 'compaction',
-    severity: 'warning',
-    error: `the summary of the older messages failed, so the answer sees only the newest ones: ${message}`,
-    ...(error instanceof ModelCallError ? { kind: error.modelError.kind, status: error.modelError.status } : { kind: 'internal' }),
-  };
+  const { record, message } = warningRecord(turn.currentId, 'compaction', 'the summary of the older messages failed, so the answer sees only the newest ones', error, turn.redact);
   // One per message: the retry after a refusal may fail to summarise again.
   turn.thread.push({ source: 'self', type: 'record', subtype: 'error', content: JSON.stringify(record), idempotency_key: `compaction-failed:${turn.currentId}` });
   turn.logger.warn(`run: compaction for event ${turn.currentId} failed (${message}); answering with the newest messages`);

@@ -8,8 +8,11 @@ import { formatMessageContent, parseMessageContent, type ExternalReplyContext } 
 import type { ModelCaller, ModelRequest } from '../pai/index.js';
 import { createTestHome, threadEvents, type TestHome } from '../testing/index.js';
 import { openThread } from '../thread/index.js';
+import { SUMMARISER_PROMPT } from './compaction.js';
 import { deliverReplies } from './deliver.js';
 import { conversationThreads, initAgent } from './lifecycle.js';
+import { CONDENSE_PROMPT } from './memory-condense.js';
+import { FLUSH_PROMPT } from './memory-flush.js';
 import { routeMessage } from './router.js';
 import { runAgent } from './run.js';
 import { sendToAgent } from './send.js';
@@ -22,6 +25,13 @@ import { ROUTING_MODES, type RoutingMode } from './types.js';
 // conversation's text or a memory that is not the conversation's, no request of the helper holds
 // text of another of admin's conversations than the one that asked it, nor anyone's memory, and
 // every reply — a relayed answer too — goes to the conversation of the message it answers.
+//
+// Memory upkeep runs all along (issue 13 §2): admin's conversations are compacted after a few
+// messages, each compaction flushing facts into memory files, and the memory files start over
+// their caps, so they are condensed. The model copies every marker it is shown into what it
+// writes (summaries, flushed facts, condensed files), so that text travels as far as the
+// runtime lets it: no upkeep request holds two conversations' text or two memory files, and each
+// memory file holds only the text of the conversations that see it.
 //
 // Admin asks through bash_exec: the command hands the environment agent run gave it to the test,
 // which sends the question in-process with it (sendToAgent, what `agent send` runs), so that twenty
@@ -88,6 +98,19 @@ function conversationOf(m: Message, mode: RoutingMode): string {
 interface Requests {
   admin: ModelRequest[];
   helper: ModelRequest[];
+  /** Compaction summaries, memory flushes and condensed files, of both agents. */
+  upkeep: ModelRequest[];
+}
+
+const UPKEEP_PROMPTS = [SUMMARISER_PROMPT, FLUSH_PROMPT, CONDENSE_PROMPT];
+
+/** The upkeep calls' answers carry every marker of their input on. */
+function upkeepAnswer(request: ModelRequest): string {
+  const input = request.history.at(-1)!.content;
+  const said = [...new Set(all(MARKERS, input))].map(Number).map(marker);
+  if (request.system === FLUSH_PROMPT) return `FACTS:\n${said.map((m) => `- said ${m}`).join('\n') || '- none'}\nNOTES:\n- talked`;
+  const memories = [...new Set([...all(USER_MEMORIES, input).map(userMemory), ...all(GROUP_MEMORIES, input).map(groupMemory)])];
+  return [...memories, ...said].join(' ') || 'nothing';
 }
 
 /**
@@ -106,6 +129,10 @@ function fakeModel(requests: Requests, asks: string): ModelCaller {
         usage: { input: 1, output: 1, cache_read: 0, cache_write: 0, cost: 0 },
       },
     });
+    if (UPKEEP_PROMPTS.includes(request.system)) {
+      requests.upkeep.push(structuredClone(request));
+      return reply(upkeepAnswer(request));
+    }
     if (agent === 'helper') {
       requests.helper.push(structuredClone(request));
       return reply(`answer for ${all(MARKERS, last.content).map(Number).map(marker).join(' ')}`);
@@ -135,7 +162,8 @@ interface Scenario {
   messages: Message[];
 }
 
-async function check({ mode, helperMode = 'per-peer', messages }: Scenario): Promise<void> {
+/** Checks a scenario; returns the upkeep requests, to show what it exercised. */
+async function check({ mode, helperMode = 'per-peer', messages }: Scenario): Promise<ModelRequest[]> {
   const t: TestHome = createTestHome();
   try {
     mkdirSync(join(t.home, 'pai'));
@@ -148,17 +176,17 @@ async function check({ mode, helperMode = 'per-peer', messages }: Scenario): Pro
     ] as const) {
       // Every person's and group's commands run: the delegation is a command, and the privacy of a
       // conversation must hold whatever the policy lets run.
-      writeFileSync(dir.config, stringify({ ...parse(readFileSync(dir.config, 'utf8')), routing: { default: routing }, policy: { rules: [{ bash: 'allow' }] } }));
+      // Compacted (and flushed) from the third message of a conversation on; memory condensed past 100 tokens.
+      const context = { recent_messages: 2, keep_recent: 1, memory_caps: { agent: 100, person: 100 } };
+      writeFileSync(dir.config, stringify({ ...parse(readFileSync(dir.config, 'utf8')), routing: { default: routing }, policy: { rules: [{ bash: 'allow' }] }, context }));
     }
-    for (const person of PEOPLE) {
-      const { peerKey } = routeMessage(admin, 'per-peer', sourceOf({ person, where: 'dm', delegate: false, next: 'wait' }));
-      writeFileSync(join(admin.memory, `user-${peerKey}.md`), `${userMemory(person)}\n`);
-    }
-    for (const group of GROUPS) {
-      const { groupKey } = routeMessage(admin, mode, sourceOf({ person: PEOPLE[0]!, where: group, delegate: false, next: 'wait' }));
-      writeFileSync(join(admin.memory, `group-${groupKey}.md`), `${groupMemory(group)}\n`);
-    }
-    const requests: Requests = { admin: [], helper: [] };
+    const filler = '- a note about nothing in particular\n'.repeat(15);
+    const userFile = (person: string) => join(admin.memory, `user-${routeMessage(admin, 'per-peer', sourceOf({ person, where: 'dm', delegate: false, next: 'wait' })).peerKey}.md`);
+    const groupFile = (group: string) => join(admin.memory, `group-${routeMessage(admin, mode, sourceOf({ person: PEOPLE[0]!, where: group, delegate: false, next: 'wait' })).groupKey}.md`);
+    for (const person of PEOPLE) writeFileSync(userFile(person), `${userMemory(person)}\n${filler}`);
+    for (const group of GROUPS) writeFileSync(groupFile(group), `${groupMemory(group)}\n${filler}`);
+    writeFileSync(join(admin.memory, 'agent.md'), filler);
+    const requests: Requests = { admin: [], helper: [], upkeep: [] };
     // In admin's workdir: its commands run in the sandbox, where that is where they may write.
     const asks = join(admin.workdir, 'asks');
     const caller = fakeModel(requests, asks);
@@ -218,6 +246,37 @@ async function check({ mode, helperMode = 'per-peer', messages }: Scenario): Pro
       expect(request.system).toMatch(/^- memory files: agent \S+$/m);
     }
 
+    // An upkeep call holds the text of one conversation and one memory file at most, and the
+    // memory file's text only with the text of a conversation that sees that file.
+    for (const request of requests.upkeep) {
+      const text = JSON.stringify(request.history);
+      const conversations = new Set(all(MARKERS, text).map((seen) => conversationOf(messages[Number(seen)]!, mode)));
+      const users = [...new Set(all(USER_MEMORIES, text))];
+      const groups = [...new Set(all(GROUP_MEMORIES, text))];
+      expect(conversations.size, text).toBeLessThanOrEqual(1);
+      expect(users.length + groups.length, text).toBeLessThanOrEqual(1);
+      for (const conversation of conversations) {
+        if (users.length) expect(conversation, text).toBe(`dm ${users[0]}`);
+        if (groups.length) expect(conversation, text).toBe(`group ${groups[0]}`);
+      }
+    }
+    // Each memory file holds its own memory and text of the conversations that see it only; the
+    // agent's, which every conversation sees, none.
+    const markersIn = (file: string) => (existsSync(file) ? readFileSync(file, 'utf8') : '');
+    for (const person of PEOPLE) {
+      const text = markersIn(userFile(person));
+      expect(all(USER_MEMORIES, text), text).toEqual([person]);
+      expect(all(GROUP_MEMORIES, text), text).toEqual([]);
+      for (const seen of all(MARKERS, text)) expect(conversationOf(messages[Number(seen)]!, mode), text).toBe(`dm ${person}`);
+    }
+    for (const group of GROUPS) {
+      const text = markersIn(groupFile(group));
+      expect(all(GROUP_MEMORIES, text), text).toEqual([group]);
+      expect(all(USER_MEMORIES, text), text).toEqual([]);
+      for (const seen of all(MARKERS, text)) expect(conversationOf(messages[Number(seen)]!, mode), text).toBe(`group ${group}`);
+    }
+    expect(markersIn(join(admin.memory, 'agent.md'))).not.toMatch(/<</);
+
     // Every message has one reply, to its own conversation; every delegated one a second, the
     // helper's answer passed on to it.
     const replies = conversationThreads(admin).flatMap((path) => {
@@ -236,6 +295,7 @@ async function check({ mode, helperMode = 'per-peer', messages }: Scenario): Pro
     ]);
     const byText = (a: { answered: string }, b: { answered: string }) => a.answered.localeCompare(b.answered);
     expect(replies.sort(byText)).toEqual(expected.sort(byText));
+    return requests.upkeep;
   } finally {
     t.cleanup();
   }
@@ -243,7 +303,12 @@ async function check({ mode, helperMode = 'per-peer', messages }: Scenario): Pro
 
 describe('privacy: a conversation is a conversation', () => {
   it('keeps every request to its own conversation and every reply to the conversation it answers, for random interleavings (property)', async () => {
-    await fc.assert(fc.asyncProperty(scenario, check), { numRuns: 20 });
+    await fc.assert(
+      fc.asyncProperty(scenario, async (s) => {
+        await check(s);
+      }),
+      { numRuns: 20 },
+    );
   }, 120_000);
 
   it('does so in the case of the issue: a private answer, delegated, while the person writes in a group', async () => {
@@ -262,6 +327,24 @@ describe('privacy: a conversation is a conversation', () => {
         { person: '102', where: 'dm', delegate: false, next: 'all' },
       ],
     });
+  }, 60_000);
+
+  it("does so while a person's direct chat is flushed into their memory file and it is condensed, between their group messages", async () => {
+    const dm = { person: '101', where: 'dm', delegate: false, next: 'admin' } as const;
+    const upkeep = await check({
+      mode: 'per-peer',
+      messages: [
+        dm,
+        { ...dm, delegate: true },
+        { person: '101', where: '-100', delegate: false, next: 'admin' },
+        dm,
+        { ...dm, next: 'all' },
+        { person: '102', where: '-100', delegate: false, next: 'all' },
+      ],
+    });
+    const flushes = upkeep.filter((request) => request.system === FLUSH_PROMPT).map((request) => request.history.at(-1)!.content);
+    expect(flushes.some((input) => input.includes(userMemory('101')) && input.includes(marker(0)))).toBe(true);
+    expect(upkeep.some((request) => request.system === CONDENSE_PROMPT && request.history.at(-1)!.content.includes(userMemory('101')))).toBe(true);
   }, 60_000);
 
   it.each(ROUTING_MODES)(

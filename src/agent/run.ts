@@ -10,7 +10,7 @@ import { TurnRegistry, type ProcessMark } from '../core/turn-processes.js';
 import { chat, loadPaiConfig, preloadProvider, providerSecrets, resolveModel, type BashExecArgs, type ImageRef, type ModelCaller, type PaiConfig, type ResolvedModel } from '../pai/index.js';
 import { openThread, type Thread, type ThreadEvent } from '../thread/index.js';
 import { loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
-import { memoryFiles, sessionFile } from './context.js';
+import { memoryFiles, ownMemoryFile, sessionFile } from './context.js';
 import { answerFailure, ModelOutage, TurnAbandoned } from './failure.js';
 import { damagedThread, describeDamage } from './damaged-thread.js';
 import { replyProgress, type ReplyProgress } from './reply-progress.js';
@@ -22,6 +22,8 @@ import { SpendLedger } from './budget.js';
 import { appendToErrorFeed } from './error-feed.js';
 import { deliverHandler, INBOX_CONSUMER, OUTBOUND_CONSUMER, OUTBOUND_FILTER } from './lifecycle.js';
 import { callWithinWindow } from './overflow.js';
+import { flushMemory } from './memory-flush.js';
+import { condenseOverCap } from './memory-condense.js';
 import { answerTarget, readInbound, replyContextFromSource, type AnswerTarget } from './reply-context.js';
 import { commandAuthorizer, noticeApproval, ownerDirectChat } from './owner-approval.js';
 import { commandRuleFor, commandsFact, offersTools } from './tool-policy.js';
@@ -48,7 +50,8 @@ import type { AgentConfig, DecisionRecord, ErrorRecord, ThreadRoute, ToolcallRec
  *    there already (a crash after answering); compact the thread when it has grown past the
  *    threshold; build the context (memory cut to its caps); call the model through pai (once more,
  *    compacted, when the provider finds the context too long), recording every tool call and
- *    the usage; push the reply (with reply_context and in_reply_to) or a NO_REPLY decision. A
+ *    the usage; push the reply (with reply_context and in_reply_to) or a NO_REPLY decision, then
+ *    condense the memory files it loaded that are over their caps (memory-condense.ts). A
  *    model that fails is dealt with by failure.ts: an error notice and record, or, when it is
  *    unavailable, the message waits (its thread stops, the run fails, notifier retries). A turn
  *    has a time limit and a few attempts, and a retried turn resumes (turn-attempts.ts). A chat
@@ -282,6 +285,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
   let progress: ReplyProgress | undefined;
   let answered = false;
   let releaseBudget = (): void => {};
+  let afterAnswer: (() => Promise<unknown>) | undefined;
   try {
     const model = turn.model;
     if (model instanceof Error) throw model;
@@ -363,6 +367,8 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
         }
       },
     };
+    // Where a compaction's memory flush writes: this conversation's own person or group file.
+    const flushFile = config.context.memory_flush ? ownMemoryFile(route, memory) : null;
     // The context (memory caps, compaction) and the call, retried once on a context overflow;
     // what its commands leave running ends with the turn.
     const result = await new TurnRegistry(dir.turnProcesses).during((turnMark) =>
@@ -375,6 +381,13 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
         contextWindow: model.contextWindow,
         mixedPeople,
         summarise,
+        flush: flushFile
+          ? (covered) =>
+              flushMemory(
+                { dir, thread, file: flushFile, cap: config.context.memory_caps.person, contextWindow: model.contextWindow, mixedPeople, summarise, redact: turn.redact, logger, inReplyTo: inboundId },
+                covered,
+              )
+          : undefined,
         redact: turn.redact,
         logger,
         call: ({ system, history }) => {
@@ -390,6 +403,24 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
         },
       }),
     );
+
+    // The memory files it loaded that are over their caps are condensed once it is answered.
+    afterAnswer = () =>
+      condenseOverCap({
+        dir,
+        thread,
+        files: [
+          ['agent', memory.agent],
+          ['person', memory.user],
+          ['person', memory.group],
+        ],
+        caps: config.context.memory_caps,
+        contextWindow: model.contextWindow,
+        summarise,
+        redact: turn.redact,
+        logger,
+        inReplyTo: inboundId,
+      });
 
     // Files the turn's commands attached go with the answer (taken now either way: a NO_REPLY drops them);
     // the reminders they asked for are set in this conversation's name.
@@ -447,6 +478,8 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
   } finally {
     progress?.end(answered);
     releaseBudget();
+    // After the outcome is in the thread (and the answer on its way): never delays it.
+    await afterAnswer?.();
   }
 }
 

@@ -86,8 +86,15 @@ export const AgentConfigSchema = z.strictObject({
       keep_recent: z._default(z.int().check(z.positive()), 6),
       /**
        * Tokens of each memory layer put into the system prompt (estimated at 4 characters a
-       * token); a longer file loses its middle there, with a marker, and one warning record.
+       * token). An agent, person or group file over its cap is condensed after the turn
+       * (memory-condense.ts); until then, or when that fails, it loses its middle there, with a
+       * marker, and one warning record.
        */
+      /**
+       * Before a compaction, one call writes the lasting facts of the turns it folds to the
+       * person's (or group's) memory file and a note to its daily notes (memory-flush.ts).
+       */
+      memory_flush: z._default(z.boolean(), true),
       memory_caps: z._default(
         z.strictObject({
           agent: z._default(memoryCap, DEFAULT_MEMORY_CAPS.agent),
@@ -97,7 +104,7 @@ export const AgentConfigSchema = z.strictObject({
         DEFAULT_MEMORY_CAPS,
       ),
     }),
-    { recent_messages: 30, compaction_threshold: 0.7, keep_recent: 6, memory_caps: DEFAULT_MEMORY_CAPS },
+    { recent_messages: 30, compaction_threshold: 0.7, keep_recent: 6, memory_flush: true, memory_caps: DEFAULT_MEMORY_CAPS },
   ),
   /**
    * The turn of one message (turn-attempts.ts): ended by the agent after `timeout_seconds` (model
@@ -201,6 +208,39 @@ export interface CompactionRecord {
   summary_file: string;
   summary_chars: number;
 }
+
+/**
+ * `record/memory`: the runtime wrote a memory file. Paths are relative to the agent's directory.
+ * `flush` (memory-flush.ts): lasting facts of the turns `from_id`..`to_id`, about to be compacted,
+ * appended to the conversation's person or group file, and notes to that file's daily notes.
+ */
+export interface MemoryFlushRecord {
+  action: 'flush';
+  from_id: number;
+  to_id: number;
+  file: string;
+  /** The lines for the file (`- …`); those it already held are not added again. */
+  lines: string[];
+  daily_file: string;
+  daily_lines: string[];
+  /** When the last of the turns was said: names the daily file and dates the lines. */
+  at: string;
+}
+
+/** `condense` (memory-condense.ts): a file over its cap rewritten shorter, the old version archived. */
+export interface MemoryCondenseRecord {
+  action: 'condense';
+  file: string;
+  layer: MemoryLayer;
+  /** The version condensed (memory-store.ts memoryVersion). */
+  version: string;
+  archive: string;
+  tokens_before: number;
+  tokens_after: number;
+  cap: number;
+}
+
+export type MemoryRecord = MemoryFlushRecord | MemoryCondenseRecord;
 
 export type DecisionRecord =
   | { in_reply_to: number; decision: 'no_reply' }
