@@ -337,6 +337,11 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
             `run: retry ${chatEvent.attempt} of the model call for thread ${route.threadId} event ${inboundId} in ${chatEvent.delay_ms} ms (${chatEvent.error}${chatEvent.status ? `, HTTP ${chatEvent.status}` : ''})`,
           );
         }
+        if (chatEvent.type === 'key_rotation') {
+          logger.warn(
+            `run: the key in ${chatEvent.from ?? 'the config'} was ${chatEvent.error === 'rate_limit' ? 'rate limited' : 'refused'}${chatEvent.status ? ` (HTTP ${chatEvent.status})` : ''}; going on with ${chatEvent.to ?? 'the next'} for thread ${route.threadId} event ${inboundId}`,
+          );
+        }
         if (chatEvent.type === 'tool_result') {
           // A command may print a key it found; records are read by people and other agents.
           const output = turn.redact(chatEvent.stdout + (chatEvent.stderr ? `\n[stderr]\n${chatEvent.stderr}` : ''));
@@ -355,6 +360,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
             in_reply_to: inboundId,
             provider: used.provider,
             model: used.model,
+            ...(chatEvent.profile ? { profile: chatEvent.profile } : {}),
             input_tokens: chatEvent.usage.input,
             output_tokens: chatEvent.usage.output,
             cost: chatEvent.usage.cost,

@@ -168,6 +168,8 @@ export interface UsageRecord {
   in_reply_to: number;
   provider: string;
   model: string;
+  /** The variable of the key the call used (pai's auth profiles), never the key; absent for none. */
+  profile?: string;
   input_tokens: number;
   output_tokens: number;
   cost: number;
