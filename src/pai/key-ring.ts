@@ -52,7 +52,7 @@ export class KeyRing {
    * The keys of `model`'s provider: the config's own `api_key`, else each variable that is set;
    * with none set, one empty profile named by the first variable (the error says it is not set).
    */
-  static of(config: PaiConfig, model: ResolvedModel, env: NodeJS.ProcessEnv, home: string, now: () => number = Date.now): KeyRing {
+  static of(config: PaiConfig, model: Pick<ResolvedModel, 'provider' | 'apiKeyEnvs'>, env: NodeJS.ProcessEnv, home: string, now: () => number = Date.now): KeyRing {
     const inline = config.providers[model.provider]?.api_key;
     const names = model.apiKeyEnvs;
     const set = names.filter((name) => env[name]).map((name) => ({ name, key: env[name] }));
