@@ -533,6 +533,8 @@ export interface FakePaiConfigOptions {
   maxAttempts?: number;
   /** Default: 2. */
   timeoutSeconds?: number;
+  /** More fields of the provider entry, e.g. `, api_key_env: FAKE_KEY` (with the leading comma). */
+  providerFields?: string;
 }
 
 /** Writes `$home/pai/config.yaml` so that `fake/m1` (the default model) is this server. */
@@ -544,7 +546,7 @@ export function writeFakePaiConfig(home: string, server: FakeLlmServer, options:
     [
       'default: fake/m1',
       'providers:',
-      `  fake: { api: ${options.api ?? 'openai-completions'}, base_url: "${server.url}", models: [{ ${model} }] }`,
+      `  fake: { api: ${options.api ?? 'openai-completions'}, base_url: "${server.url}", models: [{ ${model} }]${options.providerFields ?? ''} }`,
       `retry: { max_attempts: ${options.maxAttempts ?? 3}, initial_delay_ms: 20 }`,
       `timeout_seconds: ${options.timeoutSeconds ?? 2}`,
       '',
