@@ -6,8 +6,8 @@ import { ensureDir } from '../core/home.js';
 
 /**
  * Fake LLM provider servers on loopback that speak the real wire protocols (OpenAI chat completions
- * and Anthropic messages, streaming and not), so tests can drive the real SDKs — and everything built
- * on them — without a network. Each server records every request and answers from a queue of steps:
+ * and embeddings, and Anthropic messages, streaming and not), so tests can drive the real SDKs — and
+ * everything built on them — without a network. Each server records every request and answers from a queue of steps:
  *
  *   const llm = await startFakeOpenAI();
  *   llm.enqueue({ kind: 'tool_call', name: 'get_weather', arguments: { city: 'Paris' } }, { kind: 'text', text: 'Sunny.' });
