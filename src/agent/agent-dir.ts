@@ -30,6 +30,8 @@ export interface AgentDir {
   turnProcesses: string;
   /** Present while messages wait for an unreachable model (see outage.ts). */
   outage: string;
+  /** Present while memory search's embeddings cannot be had, and until when they are not asked for (memory-embedder.ts). */
+  embeddingsOutage: string;
 }
 
 export function agentDir(home: string, id: string): AgentDir {
@@ -55,6 +57,7 @@ export function agentDir(home: string, id: string): AgentDir {
     state: join(root, 'state.db'),
     turnProcesses: join(root, 'turn-processes'),
     outage: join(root, 'model-outage.json'),
+    embeddingsOutage: join(root, 'embeddings-outage.json'),
   };
 }
 

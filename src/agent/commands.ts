@@ -111,7 +111,7 @@ export async function deliver(options: Json & { thread: string; consumer: string
 
 export async function memorySearch(id: string, query: string, options: Json & { peer?: string; all?: boolean; limit: number }): Promise<void> {
   const { searchMemory } = await import('./memory-search.js');
-  const hits = searchMemory(resolveHome(), id, query, options);
+  const hits = await searchMemory(resolveHome(), id, query, options);
   if (options.json) return printJson(hits);
   printLines(
     hits.length

@@ -1,17 +1,20 @@
 import type Database from 'better-sqlite3';
 import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, relative, sep } from 'node:path';
+import { join, relative } from 'node:path';
 import { ClawError, errnoCode } from '../core/errors.js';
 import { ensureDir } from '../core/home.js';
 import { openSqlite } from '../core/sqlite.js';
 import { openThread } from '../thread/index.js';
 import type { AgentDir } from './agent-dir.js';
 import { agentMemoryFile, CONVERSATIONS_DIR, memoryFiles, messageText } from './context.js';
-import { archiveFolder, DAILY_DIR, dailyFolder } from './memory-store.js';
+import { archiveFolder, dailyFolder } from './memory-store.js';
 import { chunkMarkdown } from './memory-chunks.js';
+import { EMBED_BATCH, EMBED_CHARS, type MemoryEmbedder } from './memory-embedder.js';
+import { cosine, fromBlob, noteDate, rank, toBlob, type Candidate, type RankSettings } from './memory-ranking.js';
 import { conversationThreads } from './lifecycle.js';
 import { threadById, threadIdOfPath } from './router.js';
+import { DEFAULT_MEMORY_SEARCH } from './types.js';
 
 /**
  * Memory search: SQLite FTS5 (BM25, Porter stemming) over an agent's memory files, cut into
@@ -20,6 +23,11 @@ import { threadById, threadIdOfPath } from './router.js';
  * only when its size or time changed, a thread only from its last indexed event on, and only
  * when its database changed. Where the index cannot be written (a sandbox that keeps it
  * read-only), the search works on a private copy, brought up to date there.
+ *
+ * With embeddings (memory-embedder.ts) the chunks also get vectors, kept beside them (float32
+ * BLOBs, of one model: another model's are dropped), filled in after the words in bounded
+ * batches, and a search ranks by both (memory-ranking.ts). Without them, or while the endpoint
+ * is down, it ranks by words alone.
  *
  * What a search returns is scoped like a conversation's context (context.ts): the agent's own
  * memory, the person's (or the group's) memory, the conversation's summaries and its own thread —
@@ -41,8 +49,13 @@ export interface MemoryHit {
   /** Who wrote it: `me` (the agent) or the sender's address (messages only). */
   from: string | null;
   text: string;
-  /** BM25 (lower is better; FTS5's sign). */
+  /** 0..1, higher is better: the word match and, with embeddings, the meaning (memory-ranking.ts). */
   score: number;
+}
+
+export interface SearchOptions extends RankSettings {
+  /** The query's vector and the model of it; none: by words only. */
+  vector?: { model: string; query: Float32Array } | null;
 }
 
 /** What a search may see: memory files (relative paths) and threads (ids); null: everything. */
@@ -55,7 +68,13 @@ const SCHEMA = `
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks USING fts5(text, kind UNINDEXED, owner UNINDEXED, at UNINDEXED, time UNINDEXED, sender UNINDEXED, tokenize = 'porter unicode61');
 CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, signature TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS threads (id TEXT PRIMARY KEY, last_id INTEGER NOT NULL, signature TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS vectors (chunk INTEGER PRIMARY KEY, model TEXT NOT NULL, vector BLOB NOT NULL);
 `;
+
+/** Texts one search embeds at most: a large backlog is filled in over several searches. */
+const EMBED_PER_SEARCH = 512;
+/** Candidates taken by words and by meaning, per hit asked for, before they are ranked together. */
+const CANDIDATES_PER_HIT = 4;
 
 /**
  * The scope of one conversation (a thread id), as its context has it: with each memory file its
@@ -87,10 +106,9 @@ function withNotes(dir: AgentDir, file: string): string[] {
   return [file, ...listFiles(dailyFolder(dir.memory, file)), ...listFiles(archiveFolder(dir.memory, file))].map((path) => relative(dir.root, path));
 }
 
-/** The day a daily note is of (`memory/daily/<file>/<YYYY-MM-DD>.md`), null for other files. */
+/** The day a daily note is of (see noteDate), null for other files. */
 function dayOf(path: string): string | null {
-  const [folder, , name] = relative('memory', path).split(sep);
-  return folder === DAILY_DIR ? (/^(\d{4}-\d{2}-\d{2})\.md$/.exec(name ?? '')?.[1] ?? null) : null;
+  return noteDate(path)?.toISOString().slice(0, 10) ?? null;
 }
 
 export class MemoryIndex {
@@ -98,6 +116,8 @@ export class MemoryIndex {
     private readonly db: Database.Database,
     private readonly dir: AgentDir,
     private readonly cleanup: () => void,
+    /** False for a private copy, whose vectors would be thrown away with it. */
+    readonly lasting: boolean,
   ) {}
 
   /** Opens (and creates) the agent's index, or a private copy of it where it cannot be written. */
@@ -108,7 +128,7 @@ export class MemoryIndex {
       ensureDir(folder);
       const db = openSqlite(file);
       db.exec(SCHEMA);
-      return new MemoryIndex(db, dir, () => {});
+      return new MemoryIndex(db, dir, () => {}, true);
     } catch (error) {
       if (!['EACCES', 'EROFS', 'EPERM'].includes(errnoCode(error) ?? '') && !isReadOnly(error)) throw error;
     }
@@ -116,7 +136,7 @@ export class MemoryIndex {
     if (existsSync(file)) copyFileSync(file, join(copy, 'memory.db'));
     const db = openSqlite(join(copy, 'memory.db'));
     db.exec(SCHEMA);
-    return new MemoryIndex(db, dir, () => rmSync(copy, { recursive: true, force: true }));
+    return new MemoryIndex(db, dir, () => rmSync(copy, { recursive: true, force: true }), false);
   }
 
   close(): void {
@@ -137,7 +157,7 @@ export class MemoryIndex {
       if (known.get(path) === signature) continue;
       const chunks = chunkMarkdown(readFileSync(file, 'utf8'));
       this.db.transaction(() => {
-        this.db.prepare("DELETE FROM chunks WHERE kind = 'memory' AND owner = ?").run(path);
+        this.forgetFile(path);
         // A daily note carries its day, as a message its time, for a ranking by recency.
         const insert = this.db.prepare("INSERT INTO chunks (text, kind, owner, at, time, sender) VALUES (?, 'memory', ?, ?, ?, NULL)");
         for (const chunk of chunks) insert.run(chunk.text, path, chunk.line, dayOf(path));
@@ -147,29 +167,96 @@ export class MemoryIndex {
     }
     for (const path of known.keys()) {
       if (present.has(path)) continue;
-      this.db.prepare("DELETE FROM chunks WHERE kind = 'memory' AND owner = ?").run(path);
-      this.db.prepare('DELETE FROM files WHERE path = ?').run(path);
+      this.db.transaction(() => {
+        this.forgetFile(path);
+        this.db.prepare('DELETE FROM files WHERE path = ?').run(path);
+      })();
     }
     for (const thread of this.threads()) messages += this.refreshThread(thread.id, thread.path);
     return { files, messages };
   }
 
-  /** The best `limit` hits for the words of `query` within `scope` (null: all). */
-  search(query: string, scope: MemoryScope | null, limit = 5): MemoryHit[] {
-    const match = ftsQuery(query);
-    if (match === null) throw new ClawError('usage', `${JSON.stringify(query)} has no words to search for`, { suggestion: 'search for some words, e.g. agent memory search admin "sister Lisbon"' });
-    const where = scope === null ? '' : `AND ((kind = 'memory' AND owner IN (SELECT value FROM json_each(?))) OR (kind = 'message' AND owner IN (SELECT value FROM json_each(?))))`;
-    const params: unknown[] = [match, ...(scope === null ? [] : [JSON.stringify(scope.files), JSON.stringify(scope.threads)]), limit];
-    const rows = this.db.prepare(`SELECT text, kind, owner, at, time, sender, bm25(chunks) AS score FROM chunks WHERE chunks MATCH ? ${where} ORDER BY score LIMIT ?`).all(...params) as {
+  /**
+   * Gives the chunks in `scope` that have no vector of the embedder's model one, oldest first, in
+   * batches, at most EMBED_PER_SEARCH; stops at the first batch the embedder cannot do (it said
+   * why). Returns how many it embedded.
+   */
+  async embedMissing(embedder: MemoryEmbedder, scope: MemoryScope | null): Promise<number> {
+    // The vectors of another model are of no use with this one's.
+    this.db.prepare('DELETE FROM vectors WHERE model != ?').run(embedder.model);
+    const { where, params } = scopeFilter(scope);
+    const missing = this.db.prepare(`SELECT rowid AS id, text FROM chunks WHERE rowid NOT IN (SELECT chunk FROM vectors) ${where} ORDER BY rowid LIMIT ?`).all(...params, EMBED_PER_SEARCH) as {
+      id: number;
       text: string;
-      kind: 'memory' | 'message';
-      owner: string;
-      at: number;
-      time: string | null;
-      sender: string | null;
-      score: number;
     }[];
-    return rows.map((row) => ({ kind: row.kind, where: row.owner, at: row.at, time: row.time, from: row.sender, text: row.text, score: row.score }));
+    let embedded = 0;
+    for (let start = 0; start < missing.length; start += EMBED_BATCH) {
+      const batch = missing.slice(start, start + EMBED_BATCH);
+      const vectors = await embedder.embed(batch.map((chunk) => chunk.text.slice(0, EMBED_CHARS)));
+      if (vectors === null) break;
+      const insert = this.db.prepare('INSERT OR REPLACE INTO vectors (chunk, model, vector) VALUES (?, ?, ?)');
+      this.db.transaction(() => {
+        // A chunk another search removed while the batch was out has no vector to keep, and its
+        // row may have been given to another chunk.
+        const present = this.db.prepare('SELECT 1 FROM chunks WHERE rowid = ? AND text = ?');
+        batch.forEach((chunk, index) => {
+          if (present.get(chunk.id, chunk.text)) insert.run(chunk.id, embedder.model, toBlob(vectors[index]!));
+        });
+      })();
+      embedded += batch.length;
+    }
+    return embedded;
+  }
+
+  /**
+   * The best `limit` hits for `query` within `scope` (null: all): by its words (FTS5), and with a
+   * vector by meaning too, ranked together (memory-ranking.ts).
+   */
+  search(query: string, scope: MemoryScope | null, limit = 5, settings: Partial<SearchOptions> = {}): MemoryHit[] {
+    const options: SearchOptions = { vectorWeight: DEFAULT_MEMORY_SEARCH.vector_weight, halfLifeDays: DEFAULT_MEMORY_SEARCH.half_life_days, now: new Date(), ...settings };
+    const match = ftsQuery(query);
+    const vector = options.vector ?? null;
+    if (match === null && vector === null) {
+      throw new ClawError('usage', `${JSON.stringify(query)} has no words to search for`, { suggestion: 'search for some words, e.g. agent memory search admin "sister Lisbon"' });
+    }
+    const { where, params } = scopeFilter(scope);
+    const candidates = limit * CANDIDATES_PER_HIT;
+    const found = new Map<number, Candidate>();
+    if (match !== null) {
+      const rows = this.db.prepare(`SELECT rowid AS id, kind, owner, bm25(chunks) AS bm25 FROM chunks WHERE chunks MATCH ? ${where} ORDER BY bm25 LIMIT ?`).all(match, ...params, candidates) as {
+        id: number;
+        kind: MemoryHit['kind'];
+        owner: string;
+        bm25: number;
+      }[];
+      for (const row of rows) found.set(row.id, { id: row.id, file: row.kind === 'memory' ? row.owner : null, bm25: row.bm25, cosine: null });
+    }
+    if (vector !== null) {
+      // Every vector in scope is compared (an agent's memory is thousands of chunks, not millions).
+      const rows = this.db
+        .prepare(`SELECT v.chunk AS id, c.kind AS kind, c.owner AS owner, v.vector AS vector FROM vectors v JOIN chunks c ON c.rowid = v.chunk WHERE v.model = ? ${scopeFilter(scope, 'c.').where}`)
+        .all(vector.model, ...params) as { id: number; kind: MemoryHit['kind']; owner: string; vector: Buffer }[];
+      const similar = rows.map((row) => ({ ...row, cosine: cosine(vector.query, fromBlob(row.vector)) }));
+      for (const row of similar) {
+        const known = found.get(row.id);
+        if (known) known.cosine = row.cosine;
+      }
+      for (const row of similar.sort((a, b) => b.cosine - a.cosine).slice(0, candidates)) {
+        if (!found.has(row.id)) found.set(row.id, { id: row.id, file: row.kind === 'memory' ? row.owner : null, bm25: null, cosine: row.cosine });
+      }
+    }
+    const ranked = rank([...found.values()], options).slice(0, limit);
+    const row = this.db.prepare('SELECT text, kind, owner, at, time, sender FROM chunks WHERE rowid = ?');
+    return ranked.map((hit) => {
+      const chunk = row.get(hit.id) as { text: string; kind: MemoryHit['kind']; owner: string; at: number; time: string | null; sender: string | null };
+      return { kind: chunk.kind, where: chunk.owner, at: chunk.at, time: chunk.time, from: chunk.sender, text: chunk.text, score: Math.round(hit.score * 1e4) / 1e4 };
+    });
+  }
+
+  /** Removes a memory file's chunks and their vectors (before the rowids can be given again). */
+  private forgetFile(path: string): void {
+    this.db.prepare("DELETE FROM vectors WHERE chunk IN (SELECT rowid FROM chunks WHERE kind = 'memory' AND owner = ?)").run(path);
+    this.db.prepare("DELETE FROM chunks WHERE kind = 'memory' AND owner = ?").run(path);
   }
 
   /** Every conversation thread of the agent, by id. */
@@ -200,6 +287,16 @@ export class MemoryIndex {
       thread.close();
     }
   }
+}
+
+/** The SQL condition (on `kind` and `owner`) and its parameters that keep a query within `scope`. */
+function scopeFilter(scope: MemoryScope | null, table = ''): { where: string; params: string[] } {
+  if (scope === null) return { where: '', params: [] };
+  const [kind, owner] = [`${table}kind`, `${table}owner`];
+  return {
+    where: `AND ((${kind} = 'memory' AND ${owner} IN (SELECT value FROM json_each(?))) OR (${kind} = 'message' AND ${owner} IN (SELECT value FROM json_each(?))))`,
+    params: [JSON.stringify(scope.files), JSON.stringify(scope.threads)],
+  };
 }
 
 /**

@@ -3,16 +3,19 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative, resolve, sep } from 'node:path';
 import { splitCommand } from '../core/command.js';
 import { ClawError, usageError } from '../core/errors.js';
-import { requireAgent } from './agent-dir.js';
+import { createLogger } from '../core/logger.js';
+import { loadAgentConfig, requireAgent } from './agent-dir.js';
+import { searchEmbedder } from './memory-embedder.js';
 import { ARCHIVE_DIR, DAILY_DIR } from './memory-store.js';
 import { agentScope, conversationScope, MemoryIndex, type MemoryHit, type MemoryScope } from './memory-index.js';
 
 /**
  * `agent memory search|show|edit`. In a turn (THECLAW_CONVERSATION set by the runtime) a search
  * sees what the conversation's context sees, and no wider: `--peer` naming another
- * conversation, or `--all`, is refused there.
+ * conversation, or `--all`, is refused there. With memory.embeddings in the agent's config the
+ * search is hybrid (memory-embedder.ts), within the same scope.
  */
-export function searchMemory(home: string, id: string, query: string, options: { peer?: string; all?: boolean; limit?: number }, env: NodeJS.ProcessEnv = process.env): MemoryHit[] {
+export async function searchMemory(home: string, id: string, query: string, options: { peer?: string; all?: boolean; limit?: number }, env: NodeJS.ProcessEnv = process.env): Promise<MemoryHit[]> {
   const dir = requireAgent(home, id);
   const inTurn = env.THECLAW_AGENT === id ? env.THECLAW_CONVERSATION : undefined;
   if (options.all && options.peer) throw usageError('give --peer or --all, not both', 'leave one out');
@@ -24,11 +27,22 @@ export function searchMemory(home: string, id: string, query: string, options: {
   // In a turn, the message it answers is no finding: the model has it already.
   const asking = inTurn !== undefined ? Number(env.THECLAW_ASKING_EVENT) : Number.NaN;
   const limit = options.limit ?? 5;
+  const config = loadAgentConfig(dir);
+  const embedder = searchEmbedder(home, dir, config, env, createLogger(dir.log, { env }));
   const index = MemoryIndex.open(dir);
   try {
     index.refresh();
+    // The query first: when the endpoint is down, the chunks are not tried too. A private copy
+    // of the index (where it cannot be written) uses the vectors it has, and makes none.
+    const [vector] = (embedder && (await embedder.embed([query]))) ?? [];
+    if (embedder && vector && index.lasting) await index.embedMissing(embedder, scope);
     return index
-      .search(query, scope, limit + 1)
+      .search(query, scope, limit + 1, {
+        vector: embedder && vector ? { model: embedder.model, query: vector } : null,
+        vectorWeight: config.memory.search.vector_weight,
+        halfLifeDays: config.memory.search.half_life_days,
+        now: new Date(),
+      })
       .filter((hit) => !(hit.kind === 'message' && hit.where === inTurn && hit.at === asking))
       .slice(0, limit);
   } finally {

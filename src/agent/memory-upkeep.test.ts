@@ -138,7 +138,7 @@ describe('the memory flush before a compaction', () => {
     expect(systemOf(last)).toContain('- I am allergic to peanuts');
 
     // The daily note is found by the conversation's search, dated.
-    const hits = searchMemory(t.home, 'helper', 'talked remember', {}, { THECLAW_AGENT: 'helper', THECLAW_CONVERSATION: route().threadId });
+    const hits = await searchMemory(t.home, 'helper', 'talked remember', {}, { THECLAW_AGENT: 'helper', THECLAW_CONVERSATION: route().threadId });
     expect(hits).toContainEqual(expect.objectContaining({ kind: 'memory', where: flush!.daily_file, time: today(), text: `${hhmm} UTC\n- Talked about what to remember.` }));
   });
 
@@ -300,7 +300,7 @@ describe('a memory file over its cap', () => {
     expect(record!.tokens_after).toBeLessThanOrEqual(200);
     expect(readFileSync(join(dir.root, record!.archive), 'utf8')).toBe(`${overCap}\n`);
     // Its conversation's search still finds what only the archived version holds.
-    expect(searchMemory(t.home, 'helper', 'note 42', {}, { THECLAW_AGENT: 'helper', THECLAW_CONVERSATION: route().threadId })[0]).toMatchObject({ where: record!.archive });
+    expect((await searchMemory(t.home, 'helper', 'note 42', {}, { THECLAW_AGENT: 'helper', THECLAW_CONVERSATION: route().threadId }))[0]).toMatchObject({ where: record!.archive });
 
     send('and now?');
     await run();

@@ -1,4 +1,5 @@
-import { existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { writeFileWhole } from '../core/whole-file.js';
 import type { Logger } from '../core/logger.js';
 import type { AgentDir } from './agent-dir.js';
 import type { ModelOutage } from './failure.js';
@@ -30,13 +31,7 @@ export function noteOutage(dir: AgentDir, found: { outage?: ModelOutage; failed:
     if (found.outage) {
       const { failure, message } = found.outage;
       const state: OutageState = { since: readOutage(dir)?.since ?? now.toISOString(), last_at: now.toISOString(), kind: failure.kind, status: failure.status, error: message };
-      const temp = `${dir.outage}.${process.pid}.tmp`;
-      try {
-        writeFileSync(temp, JSON.stringify(state) + '\n');
-        renameSync(temp, dir.outage); // whole or not at all
-      } finally {
-        rmSync(temp, { force: true });
-      }
+      writeFileWhole(dir.outage, JSON.stringify(state) + '\n');
     } else if (!found.failed && existsSync(dir.outage)) {
       rmSync(dir.outage, { force: true });
       logger.info('run: the model answers again');

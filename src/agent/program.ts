@@ -84,7 +84,7 @@ the model (/help lists what they do); any other /word goes to the model as text.
     memory
       .command('search')
       .description(
-        "search the agent's memory files (with their daily notes and archived versions) and conversations (SQLite FTS5, BM25): in a turn, what its conversation may see (the agent's memory, this person's or group's, this conversation's); else the agent's memory, one conversation's (--peer) or everything (--all)",
+        "search the agent's memory files (with their daily notes and archived versions) and conversations (SQLite FTS5, BM25; with memory.embeddings in its config, by meaning too): in a turn, what its conversation may see (the agent's memory, this person's or group's, this conversation's); else the agent's memory, one conversation's (--peer) or everything (--all)",
       )
       .argument('<agent>')
       .argument('<query>', 'words to look for (any of them; the more and the rarer, the better)')

@@ -18,6 +18,7 @@ import { modelInput } from './attachments.js';
 import { takeAttachments } from './reply-files.js';
 import { setReminders } from './reminders.js';
 import { resolveFallbacks, withFailover } from './failover.js';
+import { EMBEDDINGS_SOCKET_ENV, serveEmbeddings } from './memory-embedder.js';
 import { SpendLedger } from './budget.js';
 import { appendToErrorFeed } from './error-feed.js';
 import { deliverHandler, INBOX_CONSUMER, OUTBOUND_CONSUMER, OUTBOUND_FILTER } from './lifecycle.js';
@@ -95,6 +96,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
   const spend = new SpendLedger(dir, config.budget);
   let inbox: Thread | undefined;
   let inboxWatch: InboxWatch | undefined;
+  let embeddings: Awaited<ReturnType<typeof serveEmbeddings>> = null;
   try {
     // A model that cannot be resolved (unknown provider, no key) is a configuration error: each
     // message gets it as its error record, as the spec says of unrecoverable errors.
@@ -112,7 +114,26 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
     logger.info(`run: ${batch.length} message(s) from the inbox (${batch[0]!.id}..${batch.at(-1)!.id})`);
     const acks = createAckTracker((upTo) => inbox!.ack(INBOX_CONSUMER, upTo));
     const redact = createRedactor(env, providerSecrets(paiConfig, env));
-    const turn: TurnSettings = { home, dir, config, paiConfig, model, fallbacks, env, logger, redact, caller: options.caller, tellOwner: (text) => tellOwner(text), spend };
+    // Memory search in the turns' commands gets its embeddings from this run (memory-embedder.ts).
+    embeddings = await serveEmbeddings(home, dir, config, env, logger).catch((error: unknown) => {
+      logger.warn(`run: memory search in this run's turns is by words only: no embeddings socket (${(error as Error).message})`);
+      return null;
+    });
+    const turn: TurnSettings = {
+      home,
+      dir,
+      config,
+      paiConfig,
+      model,
+      fallbacks,
+      env,
+      logger,
+      redact,
+      caller: options.caller,
+      tellOwner: (text) => tellOwner(text),
+      spend,
+      embeddingsSocket: embeddings?.socket ?? null,
+    };
     const tellOwner = (text: string): boolean => {
       const owner = ownerDirectChat(inbox!, config.policy);
       if (owner === null) return false;
@@ -208,6 +229,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
     return summary;
   } finally {
     inboxWatch?.close();
+    await embeddings?.close();
     for (const thread of threads.values()) thread.close();
     inbox?.close();
     spend.close();
@@ -232,6 +254,8 @@ export function warmAgentRuns(env: NodeJS.ProcessEnv = process.env): void {
 
 interface TurnSettings {
   home: string;
+  /** Where the turns' memory searches get embeddings (memory-embedder.ts); null: none. */
+  embeddingsSocket: string | null;
   dir: AgentDir;
   config: AgentConfig;
   paiConfig: PaiConfig;
@@ -329,6 +353,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
         THECLAW_AGENT_DIR: dir.root,
         THECLAW_CONVERSATION: route.threadId,
         THECLAW_ASKING_EVENT: String(target.eventId ?? inboundId),
+        ...(turn.embeddingsSocket ? { [EMBEDDINGS_SOCKET_ENV]: turn.embeddingsSocket } : {}),
       },
       onEvent(chatEvent) {
         if (chatEvent.type === 'delta') progress?.written(chatEvent.text);
@@ -339,6 +364,11 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
         if (chatEvent.type === 'retry') {
           logger.warn(
             `run: retry ${chatEvent.attempt} of the model call for thread ${route.threadId} event ${inboundId} in ${chatEvent.delay_ms} ms (${chatEvent.error}${chatEvent.status ? `, HTTP ${chatEvent.status}` : ''})`,
+          );
+        }
+        if (chatEvent.type === 'key_rotation') {
+          logger.warn(
+            `run: the key in ${chatEvent.from ?? 'the config'} was ${chatEvent.error === 'rate_limit' ? 'rate limited' : 'refused'}${chatEvent.status ? ` (HTTP ${chatEvent.status})` : ''}; going on with ${chatEvent.to ?? 'the next'} for thread ${route.threadId} event ${inboundId}`,
           );
         }
         if (chatEvent.type === 'tool_result') {
@@ -359,6 +389,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
             in_reply_to: inboundId,
             provider: used.provider,
             model: used.model,
+            ...(chatEvent.profile ? { profile: chatEvent.profile } : {}),
             input_tokens: chatEvent.usage.input,
             output_tokens: chatEvent.usage.output,
             cost: chatEvent.usage.cost,

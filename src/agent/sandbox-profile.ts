@@ -1,9 +1,10 @@
-import { delimiter, isAbsolute, join, relative } from 'node:path';
+import { delimiter, dirname, isAbsolute, join, relative } from 'node:path';
 import { packageRoot } from '../core/package.js';
 import { withStoragePath } from '../core/storage-error.js';
 import { BASE_SANDBOX_ENV, findBwrap, type Sandbox, type SandboxBind } from '../pai/index.js';
 import { agentDir, listAgentIds, type AgentDir } from './agent-dir.js';
 import { forwardSends, OUTBOX_ENV, outboxDir } from './sandbox-sends.js';
+import { EMBEDDINGS_SOCKET_ENV } from './memory-embedder.js';
 import type { AgentConfig } from './types.js';
 import { ensureDir } from '../core/home.js';
 
@@ -12,7 +13,7 @@ import { ensureDir } from '../core/home.js';
  * and `cmds` need to know about the asking agent (run.ts sets them). Never the daemons' own
  * (THECLAW_THREAD, THECLAW_CONSUMER) nor anything else of their environment.
  */
-const AGENT_ENV = ['THECLAW_HOME', 'THECLAW_AGENT', 'THECLAW_AGENT_DIR', 'THECLAW_CONVERSATION', 'THECLAW_ASKING_EVENT', 'THECLAW_LOG_LEVEL'] as const;
+const AGENT_ENV = ['THECLAW_HOME', 'THECLAW_AGENT', 'THECLAW_AGENT_DIR', 'THECLAW_CONVERSATION', 'THECLAW_ASKING_EVENT', 'THECLAW_LOG_LEVEL', EMBEDDINGS_SOCKET_ENV] as const;
 
 /**
  * The sandbox of a conversation's commands, or undefined for the profile `none`. THECLAW_HOME
@@ -26,7 +27,8 @@ const AGENT_ENV = ['THECLAW_HOME', 'THECLAW_AGENT', 'THECLAW_AGENT_DIR', 'THECLA
  * sandbox, nor config.yaml, which says how the agent is sandboxed.
  *
  * The narrow path the project's CLIs need: `cmds` reads `skills/` and its PATH index (`cmds/`)
- * of the home; `thread peek` reads its own threads (through a private copy); `agent send`,
+ * of the home; `thread peek` reads its own threads (through a private copy); `agent memory
+ * search` gets embeddings from the run's socket (memory-embedder.ts); `agent send`,
  * `agent attach` and `notifier timer add --message` leave their requests in the conversation's
  * outbox (core/turn-outbox.ts), which the runtime carries out after the call or the turn, in
  * the name of the conversation (sandbox-sends.ts, reply-files.ts, reminders.ts). Not reachable:
@@ -51,6 +53,8 @@ export function agentSandbox(home: string, dir: AgentDir, settings: AgentConfig[
     .map((id): SandboxBind => ({ path: agentDir(home, id).config, writable: false, optional: true }));
   // A PATH directory in the home (the tests' .bin of CLI links) is what the commands are given to run.
   const path = (env.PATH ?? '').split(delimiter).filter((entry) => isInside(home, entry));
+  // The run's embeddings socket for memory search, in a directory of its own (connecting needs no write).
+  const embeddings = env[EMBEDDINGS_SOCKET_ENV] ? [{ path: dirname(env[EMBEDDINGS_SOCKET_ENV]), writable: false, optional: true }] : [];
   return {
     bwrap: findBwrap(env),
     network: settings.network,
@@ -61,6 +65,7 @@ export function agentSandbox(home: string, dir: AgentDir, settings: AgentConfig[
       { path: join(home, 'skills'), writable: false, optional: true },
       { path: join(home, 'cmds'), writable: false, optional: true },
       ...path.map((entry) => ({ path: entry, writable: false, optional: true })),
+      ...embeddings,
       // TheClaw itself, read-only, wherever it is installed: under /tmp (a clone there) it would
       // be behind the sandbox's own /tmp, and the commands could not run `agent send` or `cmds`.
       { path: packageRoot(), writable: false },

@@ -27,6 +27,10 @@ export const DEFAULT_ERROR_NOTICE = 'I could not answer: {reason}. The owner has
 /** What the person is told once while the model is unreachable; the answer follows when it is back. */
 export const DEFAULT_DELAYED_NOTICE = 'Sorry for the wait: {reason}. I will answer as soon as it is back.';
 
+const providerModel = z.string().check(z.regex(/^[^/\s]+\/\S+$/, 'must be provider/model, e.g. openai/gpt-4o-mini'));
+
+export const DEFAULT_MEMORY_SEARCH = { vector_weight: 0.7, half_life_days: 30 };
+
 export const AgentConfigSchema = z.strictObject({
   agent_id: z.string(),
   kind: z._default(z.enum(['system', 'user']), 'user'),
@@ -39,11 +43,31 @@ export const AgentConfigSchema = z.strictObject({
        * Models tried in order (`provider/model`) when the one before is unreachable (an outage:
        * 5xx, 429, network, timeout, after its own retries); a refusal (401, 400) is not passed on.
        */
-      fallbacks: z._default(z.array(z.string().check(z.regex(/^[^/\s]+\/\S+$/, 'must be provider/model, e.g. openai/gpt-4o-mini'))), []),
+      fallbacks: z._default(z.array(providerModel), []),
     }),
     { fallbacks: [] },
   ),
   inbox: z._default(z.strictObject({ path: z.optional(z.string()) }), {}),
+  /** Memory search (memory-index.ts): by words alone, or hybrid with embeddings. */
+  memory: z._default(
+    z.strictObject({
+      /**
+       * `provider/model` of an OpenAI-compatible /embeddings endpoint (pai's providers): chunks and
+       * messages get vectors, and a search ranks by meaning too. None: by words only.
+       */
+      embeddings: z.optional(z.strictObject({ model: providerModel })),
+      search: z._default(
+        z.strictObject({
+          /** A hit's score is this share of its vector similarity and the rest of its word match. */
+          vector_weight: z._default(z.number().check(z.gte(0), z.lte(1)), DEFAULT_MEMORY_SEARCH.vector_weight),
+          /** A dated note (memory/daily/YYYY-MM-DD.md) counts half as much this many days later; 0: never less. */
+          half_life_days: z._default(z.number().check(z.gte(0)), DEFAULT_MEMORY_SEARCH.half_life_days),
+        }),
+        DEFAULT_MEMORY_SEARCH,
+      ),
+    }),
+    { search: DEFAULT_MEMORY_SEARCH },
+  ),
   /** Tokens a day (UTC) the agent may use, in all and per person or conversation (budget.ts); none: no cap. */
   budget: z._default(
     z.strictObject({
@@ -175,6 +199,8 @@ export interface UsageRecord {
   in_reply_to: number;
   provider: string;
   model: string;
+  /** The variable of the key the call used (pai's auth profiles), never the key; absent for none. */
+  profile?: string;
   input_tokens: number;
   output_tokens: number;
   cost: number;

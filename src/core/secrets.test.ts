@@ -36,6 +36,24 @@ describe('secrets named by the configs', () => {
     expect(redact('bot 123456:bot-token-value, key inline-key-12345, kept as it is')).toBe('bot [redacted], key [redacted], kept as it is');
   });
 
+  it("takes every variable of pai's api_key_envs, as a flow list or a block list, comments left out", () => {
+    const env = homeWith({
+      'pai/config.yaml': [
+        'providers:',
+        '  openai: { api_key_envs: [OPENAI_KEY_1, "OPENAI_KEY_2"], models: [] }',
+        '  other:',
+        '    api_key_envs:   # the work keys',
+        '      - WORK_KEY_A',
+        "      - 'WORK_KEY_B'  # PATH is no key",
+        '    models: []',
+        '',
+      ].join('\n'),
+    });
+    expect(configuredSecrets(env).names.sort()).toEqual(['OPENAI_KEY_1', 'OPENAI_KEY_2', 'WORK_KEY_A', 'WORK_KEY_B']);
+    const tool = withoutSecrets({ ...env, OPENAI_KEY_1: 'k1', OPENAI_KEY_2: 'k2', WORK_KEY_B: 'kb', PATH: '/usr/bin' });
+    expect(tool).toEqual({ THECLAW_HOME: env.THECLAW_HOME, PATH: '/usr/bin' });
+  });
+
   it('finds nothing in a home without configs', () => {
     expect(configuredSecrets(homeWith({}))).toEqual({ names: [], values: [] });
   });

@@ -18,10 +18,13 @@ export function isSecretName(name: string): boolean {
 // `token_env: NAME` (xgw), `api_key_env: NAME` (pai), `api_key: VALUE` (pai), in block or flow style.
 const CONFIGURED_NAME = /\b(?:token_env|api_key_env)\s*:\s*["']?([A-Za-z_][A-Za-z0-9_]*)/g;
 const CONFIGURED_VALUE = /\bapi_key\s*:\s*["']?([^\s"',}#]+)/g;
+// `api_key_envs: [A, B]` (pai), or a block list of `- A` lines under it.
+const CONFIGURED_LIST = /\bapi_key_envs\s*:\s*(?:\[([^\]]*)\]|((?:[ \t]*(?:#[^\n]*)?\n[ \t]*-[^\n]*)+))/g;
+const VARIABLE = /[A-Za-z_][A-Za-z0-9_]*/g;
 
 /**
  * What the configs of the home `env` points at say is secret: the variables they name as holding
- * a token or key (`token_env` in xgw's, `api_key_env` in pai's), whatever those are called, and
+ * a token or key (`token_env` in xgw's, `api_key_env` and `api_key_envs` in pai's), whatever those are called, and
  * the keys pai's config holds itself (`api_key`). Read as text, not YAML: every process's logger
  * asks, and the hot paths must not load a YAML parser. A name in a comment only hides one more
  * variable.
@@ -38,6 +41,10 @@ export function configuredSecrets(env: NodeJS.ProcessEnv = process.env): { names
       continue; // no config (or an unreadable one, which its tool reports): nothing named there
     }
     for (const match of text.matchAll(CONFIGURED_NAME)) names.add(match[1]!);
+    for (const match of text.matchAll(CONFIGURED_LIST)) {
+      const items = (match[1] ?? match[2] ?? '').replace(/#[^\n]*/g, '');
+      for (const name of items.match(VARIABLE) ?? []) names.add(name);
+    }
     for (const match of text.matchAll(CONFIGURED_VALUE)) values.add(match[1]!);
   }
   return { names: [...names], values: [...values] };

@@ -156,13 +156,14 @@ describe('chat() against the fake OpenAI server', () => {
       TELEGRAM_BOT_TOKEN: '123456:telegram-secret-0002',
       FAKE_LLM_CREDENTIAL: 'fake-credential-secret-0003',
       OTHER_LLM_CREDENTIAL: 'other-credential-secret-0004',
+      SECOND_LLM_CREDENTIAL: 'second-credential-secret-0005',
     };
     // The fake server only answers the key from the provider's api_key_env.
     const server = await fakeOpenAI({ apiKey: secrets.FAKE_LLM_CREDENTIAL });
-    // A second configured provider with its own key variable (not the one in use).
+    // A second configured provider with its own key variables (not the one in use).
     writeConfig(server, {
       fakeExtra: ', api_key_env: FAKE_LLM_CREDENTIAL',
-      otherProviders: ['  other: { api: openai-completions, base_url: "http://127.0.0.1:9/v1", api_key_env: OTHER_LLM_CREDENTIAL, models: [{ id: o1 }] }'],
+      otherProviders: ['  other: { api: openai-completions, base_url: "http://127.0.0.1:9/v1", api_key_envs: [OTHER_LLM_CREDENTIAL, SECOND_LLM_CREDENTIAL], models: [{ id: o1 }] }'],
     });
     server.enqueue({ kind: 'tool_call', name: 'bash_exec', arguments: { command: 'env' } }, { kind: 'text', text: 'seen' });
     const result = await chat({ input: 'show env', home: t.home, env: { ...baseEnv(), ...secrets, VISIBLE_SETTING: 'plain-value' } });
@@ -338,6 +339,77 @@ describe('chat() retries by error class', () => {
     expect(error.modelError).toMatchObject({ kind: 'server', status: 503 });
     expect(error.message).toMatch(/after 3 attempts/);
     expect(server.requests).toHaveLength(3);
+  });
+});
+
+describe('chat() with several keys of a provider (api_key_envs)', () => {
+  const keys = { KEY_A: 'sk-key-a-secret-0001', KEY_B: 'sk-key-b-secret-0002' };
+  const bearer = (request: { headers: Record<string, unknown> }) => String(request.headers.authorization ?? '');
+  const keyedConfig = (server: FakeLlmServer) => writeConfig(server, { fakeExtra: ', api_key_envs: [KEY_A, KEY_B]' });
+  const cooldowns = () => JSON.parse(readFileSync(join(t.home, 'pai', 'key-cooldowns.json'), 'utf8')) as Record<string, { until: number; reason: string }>;
+
+  it('goes on with the next key when one is refused (401), names the key variable that answered, and begins with it in the next call', async () => {
+    const server = await fakeOpenAI({ apiKey: keys.KEY_B });
+    keyedConfig(server);
+    const { onEvent, of } = collect();
+    const result = await chat({ input: 'hi', home: t.home, env: { ...baseEnv(), ...keys }, onEvent });
+    expect(result.text).toBe('echo: hi');
+    expect(server.requests.map(bearer)).toEqual([`Bearer ${keys.KEY_A}`, `Bearer ${keys.KEY_B}`]);
+    expect(of('key_rotation')).toEqual([{ type: 'key_rotation', from: 'KEY_A', to: 'KEY_B', error: 'auth', status: 401 }]);
+    expect(of('retry')).toEqual([]); // not an attempt: the other key is no retry of the same request
+    expect(of('usage').map((event) => event.profile)).toEqual(['KEY_B']);
+    expect(JSON.stringify(of('key_rotation'))).not.toMatch(/sk-key/);
+    expect(cooldowns()['fake/KEY_A']).toMatchObject({ reason: 'auth' });
+
+    // Another process (every agent run is one) does not begin with the key set aside.
+    server.requests.length = 0;
+    await chat({ input: 'again', home: t.home, env: { ...baseEnv(), ...keys } });
+    expect(server.requests.map(bearer)).toEqual([`Bearer ${keys.KEY_B}`]);
+  });
+
+  it('sets a rate-limited key aside for its Retry-After and answers with the next key at once, without waiting', async () => {
+    const server = await fakeOpenAI({
+      defaultStep: (request) => (bearer(request) === `Bearer ${keys.KEY_A}` ? { kind: 'error', status: 429, retryAfterSeconds: 30 } : { kind: 'text', text: 'from key B' }),
+    });
+    keyedConfig(server);
+    const { onEvent, of } = collect();
+    const started = Date.now();
+    const result = await chat({ input: 'hi', home: t.home, env: { ...baseEnv(), ...keys }, onEvent });
+    expect(result.text).toBe('from key B');
+    expect(Date.now() - started).toBeLessThan(5_000); // not the 30 s the first key was asked to wait
+    expect(of('key_rotation')).toEqual([expect.objectContaining({ from: 'KEY_A', to: 'KEY_B', error: 'rate_limit', status: 429 })]);
+    const until = cooldowns()['fake/KEY_A']!.until;
+    expect(until - started).toBeGreaterThanOrEqual(29_000);
+    expect(until - Date.now()).toBeLessThanOrEqual(30_000);
+  });
+
+  it('fails as a refusal when every key is refused, naming the variables and never a key', async () => {
+    const server = await fakeOpenAI({ apiKey: 'none-of-them' });
+    keyedConfig(server);
+    const { onEvent, of } = collect();
+    const error = await failure(chat({ input: 'hi', home: t.home, env: { ...baseEnv(), ...keys }, onEvent }));
+    expect(error.modelError).toMatchObject({ kind: 'auth', status: 401 });
+    expect(server.requests).toHaveLength(2);
+    expect(`${error.message} ${error.suggestion}`).toMatch(/KEY_A, KEY_B/);
+    expect(JSON.stringify(of('error'))).not.toMatch(/sk-key/);
+  });
+
+  it('retries with backoff when every key is rate limited, then gives up after max_attempts (an outage, for failover)', async () => {
+    const server = await fakeOpenAI({ defaultStep: { kind: 'error', status: 429, retryAfterSeconds: 0.05 } });
+    keyedConfig(server);
+    const { onEvent, of } = collect();
+    const error = await failure(chat({ input: 'hi', home: t.home, env: { ...baseEnv(), ...keys }, onEvent }));
+    expect(error.modelError).toMatchObject({ kind: 'rate_limit', recoverable: true });
+    // The first attempt tries both keys; once both are set aside, each retry takes the one back soonest.
+    expect(server.requests.map(bearer)).toEqual([keys.KEY_A, keys.KEY_B, keys.KEY_A, keys.KEY_B].map((key) => `Bearer ${key}`));
+    expect(of('key_rotation')).toHaveLength(1);
+    expect(of('retry')).toHaveLength(2);
+  });
+
+  it('refuses a provider with both api_key_env and api_key_envs', async () => {
+    const server = await fakeOpenAI();
+    writeConfig(server, { fakeExtra: ', api_key_env: KEY_A, api_key_envs: [KEY_B]' });
+    await expect(chat({ input: 'hi', home: t.home, env: baseEnv() })).rejects.toThrow(/api_key_env \(one key\) or api_key_envs \(several\), not both/);
   });
 });
 

@@ -1,12 +1,13 @@
 import { resolveHome } from '../core/home.js';
 import { createRedactor } from '../core/secrets.js';
-import { backoffMs, sleep } from '../core/retry.js';
 import { killMarked, newMark, TURN_MARK, type ProcessMark } from '../core/turn-processes.js';
+import { attempt } from './attempts.js';
 import { bashExec, BASH_EXEC_TOOL } from './bash-exec.js';
+import { KeyRing, type KeyProfile } from './key-ring.js';
 import type { Sandbox } from './sandbox.js';
 import { createModelCaller, type ModelCaller, type ModelReply } from './llm.js';
 import { ModelCallError } from './model-error.js';
-import { apiKeyFor, loadPaiConfig, providerSecrets, resolveModel, type ModelChoice } from './models.js';
+import { loadPaiConfig, providerKeyVariables, providerSecrets, resolveModel, type ModelChoice } from './models.js';
 import { appendSession, readSession, type ImageRef, type SessionLine } from './session.js';
 import { addUsage, ZERO_USAGE, type BashExecArgs, type BashExecResult, type ChatEvent, type ChatResult, type PaiConfig, type ResolvedModel } from './types.js';
 
@@ -16,8 +17,6 @@ import { addUsage, ZERO_USAGE, type BashExecArgs, type BashExecResult, type Chat
  * its loop would need wrapping anyway for retries by error class and for a session appended
  * message by message.
  */
-const MAX_RETRY_AFTER_MS = 5 * 60_000;
-
 export const DEFAULT_SYSTEM_PROMPT =
   "You are a helpful assistant on the user's own machine. You can run shell commands with bash_exec; `cmds find <what you need>` tells which commands and skills exist. Be concise.";
 
@@ -89,24 +88,33 @@ export async function chat(options: ChatOptions): Promise<ChatResult> {
 
 async function runTurn(options: ChatOptions, turnMark: ProcessMark): Promise<ChatResult> {
   const env = options.env ?? process.env;
-  const config = options.config ?? loadPaiConfig(options.home ?? resolveHome(env));
+  const home = options.home ?? resolveHome(env);
+  const config = options.config ?? loadPaiConfig(home);
   const model = await resolveModel(config, options, env);
-  const caller =
-    options.caller ??
-    createModelCaller(model, {
-      apiKey: apiKeyFor(config, model, env),
-      keyless: Boolean(config.providers[model.provider]?.base_url),
-      idleTimeoutMs: config.timeout_seconds * 1000,
-      env,
-      mockScript: config.providers.mock?.script,
-    });
+  const keys = KeyRing.of(config, model, env, home);
+  const callers = new Map<KeyProfile, ModelCaller>();
+  const callerFor = (key: KeyProfile): ModelCaller => {
+    if (options.caller) return options.caller;
+    let caller = callers.get(key);
+    if (!caller) {
+      caller = createModelCaller(model, {
+        apiKey: key.key,
+        keyless: Boolean(config.providers[model.provider]?.base_url),
+        idleTimeoutMs: config.timeout_seconds * 1000,
+        env,
+        mockScript: config.providers.mock?.script,
+      });
+      callers.set(key, caller);
+    }
+    return caller;
+  };
   const emit = options.onEvent ?? (() => {});
   const maxTurns = options.maxTurns ?? config.max_turns;
   const tools = options.tools ?? true;
   const history: SessionLine[] = options.sessionFile ? readSession(options.sessionFile) : [];
   const system = options.system ?? history.find((line) => line.role === 'system')?.content ?? DEFAULT_SYSTEM_PROMPT;
   // Every provider's key variable, not just this model's: the tool must not see any provider key.
-  const secretNames = [model.apiKeyEnv, ...Object.values(config.providers).map((provider) => provider.api_key_env)].filter((name): name is string => !!name);
+  const secretNames = [...model.apiKeyEnvs, ...providerKeyVariables(config)];
   // What a command prints goes to the model, the session and the caller's records: a secret it
   // found (a file, /proc/$PPID/environ: the environment it gets is clean, ours is not) is cut out first.
   const redact = createRedactor(env, [...providerSecrets(config, env), ...secretNames.flatMap((name) => env[name] ?? [])]);
@@ -129,7 +137,7 @@ async function runTurn(options: ChatOptions, turnMark: ProcessMark): Promise<Cha
   else result.toolRounds = resumed.toolRounds;
 
   while (resumed?.answer === undefined) {
-    const reply = await callWithRetries(caller, { system, history, tools }, { config, model, emit, signal: options.signal });
+    const reply = await callWithRetries(callerFor, { system, history, tools }, { config, model, keys, emit, signal: options.signal });
     result.usage = addUsage(result.usage, reply.usage);
     const modelName = `${model.provider}/${model.model}`;
     const ts = new Date().toISOString();
@@ -209,35 +217,36 @@ function resumeTurn(history: readonly SessionLine[], record: (line: SessionLine)
   return { toolRounds: rounds.length, ...(answer === undefined ? {} : { answer }) };
 }
 
+/** One model call with the provider's keys in turn and retries by class (attempts.ts), as events. */
 async function callWithRetries(
-  caller: ModelCaller,
+  callerFor: (key: KeyProfile) => ModelCaller,
   request: Parameters<ModelCaller>[0],
-  context: { config: PaiConfig; model: ResolvedModel; emit: (event: ChatEvent) => void; signal?: AbortSignal },
+  context: { config: PaiConfig; model: ResolvedModel; keys: KeyRing; emit: (event: ChatEvent) => void; signal?: AbortSignal },
 ): Promise<ModelReply> {
-  const { config, model, emit, signal } = context;
-  const maxAttempts = config.retry.max_attempts;
-  for (let attempt = 1; ; attempt++) {
-    const started = Date.now();
-    // Aborted between calls (while a tool ran): a provider SDK would still send the request.
-    const outcome = signal?.aborted ? ABORTED : await caller(request, { signal, onDelta: (text) => emit({ type: 'delta', text }) });
-    if (outcome.ok) {
-      emit({ type: 'usage', usage: outcome.reply.usage, duration_ms: Date.now() - started });
-      return outcome.reply;
-    }
-    const { error } = outcome;
-    if (!error.recoverable || attempt >= maxAttempts) {
-      const failure = new ModelCallError(error, { provider: model.provider, baseUrl: model.baseUrl, apiKeyEnv: model.apiKeyEnv, attempts: attempt });
-      emit({ type: 'error', error: failure.message, suggestion: failure.suggestion ?? '', kind: error.kind, status: error.status });
-      throw failure;
-    }
-    // Retry-After is honoured, up to a bound: a server asking for an hour should not wedge a turn.
-    const delay = Math.min(error.retryAfterMs ?? backoffMs(attempt, { initialMs: config.retry.initial_delay_ms, maxMs: config.retry.max_delay_ms }), MAX_RETRY_AFTER_MS);
-    emit({ type: 'retry', attempt, delay_ms: Math.round(delay), error: error.kind, status: error.status });
-    await sleep(delay, signal);
+  const { config, model, keys, emit, signal } = context;
+  try {
+    let started = 0;
+    const { value, key } = await attempt<ModelReply>(
+      (profile) => {
+        started = Date.now();
+        return callerFor(profile)(request, { signal, onDelta: (text) => emit({ type: 'delta', text }) }).then((outcome) => (outcome.ok ? { ok: true, value: outcome.reply } : outcome));
+      },
+      {
+        retry: config.retry,
+        model,
+        keys,
+        signal,
+        onRetry: (event) => emit({ type: 'retry', ...event }),
+        onKeyRotation: (event) => emit({ type: 'key_rotation', ...event }),
+      },
+    );
+    emit({ type: 'usage', usage: value.usage, duration_ms: Date.now() - started, profile: key.name });
+    return value;
+  } catch (error) {
+    if (error instanceof ModelCallError) emit({ type: 'error', error: error.message, suggestion: error.suggestion ?? '', kind: error.modelError.kind, status: error.modelError.status });
+    throw error;
   }
 }
-
-const ABORTED = { ok: false, error: { kind: 'aborted', recoverable: false, status: null, message: 'aborted', retryAfterMs: null } } as const;
 
 function toBashArgs(raw: Record<string, unknown>): BashExecArgs {
   const args: BashExecArgs = { command: typeof raw.command === 'string' ? raw.command : '' };

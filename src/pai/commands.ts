@@ -4,6 +4,7 @@ import { setYamlConfigKey, yaml } from '../core/config.js';
 import { ClawError, errnoCode, usageError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
 import { chat } from './chat.js';
+import { keyVariables } from './key-ring.js';
 import { BUILTIN_PROVIDERS, chooseModel, loadPaiConfig, MOCK_PROVIDER, paiConfigPath, resolveModel } from './models.js';
 import type { ChatEvent } from './types.js';
 
@@ -92,8 +93,8 @@ export async function modelList(options: Json): Promise<void> {
   ];
   for (const [provider, settings] of Object.entries(config.providers)) {
     if (provider === MOCK_PROVIDER) continue;
-    const keyEnv = settings.api_key_env ?? BUILTIN_PROVIDERS[provider]?.keyEnv;
-    const key = settings.api_key || (keyEnv && process.env[keyEnv]) ? 'set' : settings.base_url ? 'not needed' : 'missing';
+    const keyEnvs = keyVariables(config, provider, BUILTIN_PROVIDERS[provider]?.keyEnv ?? null);
+    const key = settings.api_key || keyEnvs.some((name) => process.env[name]) ? 'set' : settings.base_url ? 'not needed' : 'missing';
     for (const model of settings.models?.length ? settings.models.map((m) => m.id) : [null]) {
       rows.push({ provider, model, source: 'config', api: settings.api ?? null, base_url: settings.base_url ?? null, key });
     }

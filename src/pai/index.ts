@@ -3,6 +3,8 @@ export { bashExec, BASH_EXEC_TOOL, HeadTail, type BashExecOptions } from './bash
 export { ModelCallError, classify } from './model-error.js';
 export { loadPaiConfig, paiConfigPath, resolveModel, chooseModel, providerSecrets, MOCK_PROVIDER, BUILTIN_PROVIDERS, type ModelChoice } from './models.js';
 export { preloadProvider } from './pi.js';
+export { keyVariables } from './key-ring.js';
+export { embed, resolveEmbeddingModel, type EmbeddingModel, type EmbedOptions } from './embeddings.js';
 export { BASE_SANDBOX_ENV, findBwrap, sandboxProblem, type Sandbox, type SandboxBind } from './sandbox.js';
 export { readSession, appendSession, SessionLineSchema, type ImageRef, type SessionLine } from './session.js';
 export { createModelCaller, type ModelCaller, type ModelRequest, type ModelReply, type CallResult } from './llm.js';

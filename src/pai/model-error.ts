@@ -171,17 +171,23 @@ function explain(error: ModelError, context: { provider: string; baseUrl: string
   const detail = firstLine(error.message);
   const where = context.baseUrl ?? `the ${context.provider} API`;
   switch (error.kind) {
-    case 'auth':
+    case 'auth': {
+      // apiKeyEnv lists the variables of a provider with several keys (api_key_envs), every one refused.
+      const several = context.apiKeyEnv?.includes(', ') ?? false;
       if (error.status === null) {
         // Refused before any request: no key at all.
+        if (several) return { what: `none of ${context.apiKeyEnv} is set`, fix: `export one of them or configure providers.${context.provider}.api_key_envs` };
         return context.apiKeyEnv
           ? { what: `${context.apiKeyEnv} is not set`, fix: `export it or configure providers.${context.provider}.api_key_env` }
           : { what: `no API key for ${context.provider}`, fix: `set providers.${context.provider}.api_key_env in $THECLAW_HOME/pai/config.yaml` };
       }
       return {
-        what: `${where} refused the credentials (HTTP ${error.status}): ${detail}`,
-        fix: `check the key in ${context.apiKeyEnv ?? 'the provider key variable'} or api_key_env in $THECLAW_HOME/pai/config.yaml`,
+        what: `${where} refused the credentials (HTTP ${error.status})${several ? ' of every key' : ''}: ${detail}`,
+        fix: several
+          ? `check the keys in ${context.apiKeyEnv} or api_key_envs in $THECLAW_HOME/pai/config.yaml`
+          : `check the key in ${context.apiKeyEnv ?? 'the provider key variable'} or api_key_env in $THECLAW_HOME/pai/config.yaml`,
       };
+    }
     case 'invalid_request':
       return { what: `${where} rejected the request (HTTP ${error.status}): ${detail}`, fix: 'check the model name and its limits: pai model resolve --json' };
     case 'context_length':

@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { loadYamlConfig } from '../core/config.js';
 import { ClawError, usageError } from '../core/errors.js';
+import { keyVariables } from './key-ring.js';
 import { loadPiModels } from './pi.js';
 import { PaiConfigSchema, type PaiConfig, type ResolvedModel } from './types.js';
 
@@ -78,6 +79,7 @@ export async function resolveModel(config: PaiConfig, choice: ModelChoice, env: 
       contextWindow: entry(model)?.context_window ?? 32_768,
       maxOutputTokens: entry(model)?.max_output_tokens ?? DEFAULT_MAX_OUTPUT,
       apiKeyEnv: null,
+      apiKeyEnvs: [],
       cost: { input: 0, output: 0 },
       images: false,
     };
@@ -92,6 +94,7 @@ export async function resolveModel(config: PaiConfig, choice: ModelChoice, env: 
       throw new ClawError('invalid', `provider ${provider} has an api but no base_url`, { suggestion: `set providers.${provider}.base_url in $THECLAW_HOME/pai/config.yaml` });
     }
     const known = entry(model);
+    const keys = keyVariables(config, provider, builtin?.keyEnv ?? null);
     return {
       provider,
       model,
@@ -99,7 +102,8 @@ export async function resolveModel(config: PaiConfig, choice: ModelChoice, env: 
       baseUrl: configured.base_url ?? null,
       contextWindow: known?.context_window ?? DEFAULT_CONTEXT_WINDOW,
       maxOutputTokens: known?.max_output_tokens ?? DEFAULT_MAX_OUTPUT,
-      apiKeyEnv: configured.api_key_env ?? builtin?.keyEnv ?? null,
+      apiKeyEnv: keys[0] ?? null,
+      apiKeyEnvs: keys,
       cost: known?.cost ?? { input: 0, output: 0 },
       images: known?.input?.includes('image') ?? false,
     };
@@ -115,6 +119,7 @@ export async function resolveModel(config: PaiConfig, choice: ModelChoice, env: 
       });
     }
     const known = entry(model);
+    const keys = keyVariables(config, provider, builtin.keyEnv);
     return {
       provider,
       model,
@@ -122,7 +127,8 @@ export async function resolveModel(config: PaiConfig, choice: ModelChoice, env: 
       baseUrl: configured?.base_url ?? catalogued.baseUrl,
       contextWindow: known?.context_window ?? catalogued.contextWindow,
       maxOutputTokens: known?.max_output_tokens ?? catalogued.maxTokens,
-      apiKeyEnv: configured?.api_key_env ?? builtin.keyEnv,
+      apiKeyEnv: keys[0] ?? null,
+      apiKeyEnvs: keys,
       cost: known?.cost ?? { input: catalogued.cost.input, output: catalogued.cost.output },
       images: known?.input ? known.input.includes('image') : catalogued.input.includes('image'),
     };
@@ -134,15 +140,18 @@ export async function resolveModel(config: PaiConfig, choice: ModelChoice, env: 
 }
 
 /**
- * Every provider key this config knows of: the keys written in it, and the values of the
- * variables its providers name (`api_key_env`, which need not look like a secret's name), for
- * the redactor; variables named like secrets it finds by itself.
+ * The variables this config names as holding provider keys (`api_key_env`, `api_key_envs`), which
+ * need not look like a secret's name: kept out of the commands' environment.
  */
-export function providerSecrets(config: PaiConfig, env: NodeJS.ProcessEnv): string[] {
-  return Object.values(config.providers).flatMap((provider) => [provider.api_key, provider.api_key_env && env[provider.api_key_env]].filter((value): value is string => !!value));
+export function providerKeyVariables(config: PaiConfig): string[] {
+  return Object.values(config.providers).flatMap((provider) => [...(provider.api_key_env ? [provider.api_key_env] : []), ...(provider.api_key_envs ?? [])]);
 }
 
-/** The key for a call: the config's `api_key`, else the key variable. Never logged or printed. */
-export function apiKeyFor(config: PaiConfig, resolved: ResolvedModel, env: NodeJS.ProcessEnv): string | undefined {
-  return config.providers[resolved.provider]?.api_key ?? (resolved.apiKeyEnv ? env[resolved.apiKeyEnv] : undefined);
+/**
+ * Every provider key this config knows of: the keys written in it, and the values of the
+ * variables its providers name, for the redactor; variables named like secrets it finds by itself.
+ */
+export function providerSecrets(config: PaiConfig, env: NodeJS.ProcessEnv): string[] {
+  const inline = Object.values(config.providers).flatMap((provider) => (provider.api_key ? [provider.api_key] : []));
+  return [...inline, ...providerKeyVariables(config).flatMap((name) => env[name] ?? [])];
 }

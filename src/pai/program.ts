@@ -19,8 +19,10 @@ $THECLAW_HOME/pai/config.yaml:
     local: { api: openai-completions, base_url: "http://127.0.0.1:11434/v1", models: [{ id: "qwen3:8b", context_window: 32768 }] }
   retry: { max_attempts: 3 }
 Keys come from the providers' standard variables (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...) or
-api_key_env in the config. With no default, pai uses the first server the config describes (api,
-base_url and models), else the first provider whose key is set, else the offline mock.`,
+api_key_env in the config; api_key_envs: [KEY_1, KEY_2] gives a provider several keys, used in
+order: one refused (401/403) or rate limited (429) is set aside and the call goes on with the next.
+With no default, pai uses the first server the config describes (api, base_url and models), else
+the first provider whose key is set, else the offline mock.`,
     );
   withExamples(program, ['pai chat "hi"', 'pai chat --session ./s.jsonl --system "Be brief." "what is in /tmp?"', 'pai model resolve --json']);
 

@@ -15,18 +15,27 @@ const ModelEntrySchema = z.strictObject({
   input: z.optional(z.array(z.enum(['text', 'image']))),
 });
 
-const ProviderConfigSchema = z.strictObject({
-  /** Wire protocol: openai-completions, anthropic-messages, openai-responses, google-generative-ai, ... */
-  api: z.optional(z.string().check(z.minLength(1))),
-  base_url: z.optional(z.url()),
-  /** Environment variable holding the key (the provider's standard one when not given). */
-  api_key_env: z.optional(z.string().check(z.regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name'))),
-  /** The key itself; prefer api_key_env, and keep this file private (mode 0600). */
-  api_key: z.optional(z.string().check(z.minLength(1))),
-  models: z.optional(z.array(ModelEntrySchema)),
-  /** For the `mock` provider: a script of replies (see `pai chat --help`). */
-  script: z.optional(z.string()),
-});
+const envName = z.string().check(z.regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name'));
+
+const ProviderConfigSchema = z
+  .strictObject({
+    /** Wire protocol: openai-completions, anthropic-messages, openai-responses, google-generative-ai, ... */
+    api: z.optional(z.string().check(z.minLength(1))),
+    base_url: z.optional(z.url()),
+    /** Environment variable holding the key (the provider's standard one when not given). */
+    api_key_env: z.optional(envName),
+    /**
+     * Several keys of the provider (auth profiles, key-ring.ts), in the order they are used: one
+     * refused or rate limited is set aside and the call goes on with the next. Instead of api_key_env.
+     */
+    api_key_envs: z.optional(z.array(envName).check(z.minLength(1))),
+    /** The key itself; prefer api_key_env, and keep this file private (mode 0600). */
+    api_key: z.optional(z.string().check(z.minLength(1))),
+    models: z.optional(z.array(ModelEntrySchema)),
+    /** For the `mock` provider: a script of replies (see `pai chat --help`). */
+    script: z.optional(z.string()),
+  })
+  .check(z.refine((provider) => !(provider.api_key_env && provider.api_key_envs), 'give api_key_env (one key) or api_key_envs (several), not both'));
 
 /** `$THECLAW_HOME/pai/config.yaml`; every field optional, flags override it. */
 export const PaiConfigSchema = z.strictObject({
@@ -61,8 +70,10 @@ export interface ResolvedModel {
   baseUrl: string | null;
   contextWindow: number;
   maxOutputTokens: number;
-  /** Where the key comes from (never the key itself). */
+  /** Where the key comes from (never the key itself): the first of apiKeyEnvs. */
   apiKeyEnv: string | null;
+  /** Every variable holding one of the provider's keys, in the order they are used (key-ring.ts). */
+  apiKeyEnvs: string[];
   /** USD per million tokens. */
   cost: { input: number; output: number };
   /** The model takes images (pi-ai's catalogue, or `input` in the pai config). */
@@ -116,8 +127,11 @@ export type ChatEvent =
   | { type: 'delta'; text: string }
   | { type: 'tool_call'; id: string; name: string; arguments: BashExecArgs }
   | { type: 'tool_result'; id: string; exit_code: number; stdout: string; stderr: string; duration_ms: number }
-  | { type: 'usage'; usage: Usage; duration_ms: number }
+  /** `profile`: the variable of the key the call used (never the key); null for none or the config's own. */
+  | { type: 'usage'; usage: Usage; duration_ms: number; profile: string | null }
   | { type: 'retry'; attempt: number; delay_ms: number; error: ModelErrorKind; status: number | null }
+  /** A key was refused or rate limited, and the call goes on at once with the next one (key-ring.ts). */
+  | { type: 'key_rotation'; from: string | null; to: string | null; error: ModelErrorKind; status: number | null }
   | { type: 'done'; text: string; usage: Usage; tool_rounds: number; stopped_at_max_turns: boolean }
   | { type: 'error'; error: string; suggestion: string; kind: ModelErrorKind; status: number | null };
 

@@ -2,7 +2,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import { stream, Type, type Api, type AssistantMessage, type Context, type Model, type StreamOptions } from '@mariozechner/pi-ai';
 import OpenAI from 'openai';
 import { afterEach, describe, expect, it } from 'vitest';
-import { estimateTokens, startFakeAnthropic, startFakeOpenAI, type FakeLlmOptions, type FakeLlmServer } from './fake-llm.js';
+import { embeddingRequests, estimateTokens, FAKE_EMBEDDING_DIMENSIONS, fakeEmbedding, startFakeAnthropic, startFakeOpenAI, type FakeLlmOptions, type FakeLlmServer } from './fake-llm.js';
 
 /** Servers started by a test; closed after it so no handle outlives the test. */
 const servers: FakeLlmServer[] = [];
@@ -215,6 +215,38 @@ describe('fake OpenAI with the openai SDK', () => {
     }
     for (const ms of times) expect(ms).toBeGreaterThanOrEqual(55);
     expect(Math.min(...times)).toBeLessThan(1_000);
+  });
+});
+
+describe('fake OpenAI embeddings', () => {
+  const cosine = (a: number[], b: number[]) => a.reduce((sum, value, index) => sum + value * b[index]!, 0);
+
+  it('serves the openai SDK deterministic unit vectors, nearer for texts that share words and parts of words, without taking a completion step', async () => {
+    const server = await openai();
+    server.enqueue({ kind: 'text', text: 'for the chat' });
+    const client = new OpenAI({ baseURL: server.url, apiKey: 'k', maxRetries: 0 });
+    const texts = ['I learned to sail on Lake Constance', 'Where did I learn sailing?', 'The boiler was serviced in October'];
+    const answer = await client.embeddings.create({ model: 'fake-embedding', input: texts, encoding_format: 'float' });
+    const vectors = answer.data.map((item) => item.embedding);
+    expect(answer.data.map((item) => item.index)).toEqual([0, 1, 2]);
+    expect(vectors.map((vector) => vector.length)).toEqual([FAKE_EMBEDDING_DIMENSIONS, FAKE_EMBEDDING_DIMENSIONS, FAKE_EMBEDDING_DIMENSIONS]);
+    for (const vector of vectors) expect(Math.hypot(...vector)).toBeCloseTo(1, 6);
+    expect(vectors[0]).toEqual(fakeEmbedding(texts[0]!));
+    expect(cosine(vectors[0]!, vectors[1]!)).toBeGreaterThan(cosine(vectors[2]!, vectors[1]!) + 0.1);
+    expect(answer.usage.prompt_tokens).toBeGreaterThan(0);
+    const chat = await client.chat.completions.create({ model: 'fake-model', messages: [{ role: 'user', content: 'hi' }] });
+    expect(chat.choices[0]!.message.content).toBe('for the chat');
+  });
+
+  it('fails as told, and refuses an input that is not text', async () => {
+    let down = true;
+    const server = await openai({ embeddings: () => (down ? { kind: 'error', status: 503 } : { kind: 'vectors' }) });
+    const client = new OpenAI({ baseURL: server.url, apiKey: 'k', maxRetries: 0 });
+    expect(await rejection(client.embeddings.create({ model: 'e', input: 'x' }))).toMatchObject({ status: 503 });
+    down = false;
+    expect((await client.embeddings.create({ model: 'e', input: 'x' })).data).toHaveLength(1);
+    expect(await rejection(client.embeddings.create({ model: 'e', input: [] }))).toMatchObject({ status: 400 });
+    expect(embeddingRequests(server)).toHaveLength(3);
   });
 });
 

@@ -6,8 +6,8 @@ import { ensureDir } from '../core/home.js';
 
 /**
  * Fake LLM provider servers on loopback that speak the real wire protocols (OpenAI chat completions
- * and Anthropic messages, streaming and not), so tests can drive the real SDKs — and everything built
- * on them — without a network. Each server records every request and answers from a queue of steps:
+ * and embeddings, and Anthropic messages, streaming and not), so tests can drive the real SDKs — and
+ * everything built on them — without a network. Each server records every request and answers from a queue of steps:
  *
  *   const llm = await startFakeOpenAI();
  *   llm.enqueue({ kind: 'tool_call', name: 'get_weather', arguments: { city: 'Paris' } }, { kind: 'text', text: 'Sunny.' });
@@ -50,6 +50,14 @@ export type FakeStep =
   /** Decides per request; may return another function. */
   | ((request: RecordedRequest) => FakeStep | Promise<FakeStep>);
 
+/** What the embeddings endpoint (OpenAI's only) does with a request: vectors (fakeEmbedding), or fails. */
+export type FakeEmbeddingStep =
+  | { kind: 'vectors' }
+  | { kind: 'error'; status: number; retryAfterSeconds?: number; message?: string }
+  | { kind: 'hang' }
+  | { kind: 'reset' }
+  | ((request: RecordedRequest) => FakeEmbeddingStep);
+
 export interface FakeLlmOptions {
   /** Step used when the queue is empty. Default: reply `echo: <text of the last user message>`. */
   defaultStep?: FakeStep;
@@ -67,6 +75,8 @@ export interface FakeLlmOptions {
    * before it takes a step from the queue.
    */
   contextWindow?: number;
+  /** How `POST /v1/embeddings` answers (OpenAI only; it takes no completion step). Default: vectors. */
+  embeddings?: FakeEmbeddingStep;
 }
 
 export interface FakeLlmServer {
@@ -103,6 +113,8 @@ interface Protocol {
   /** Appended to `http://127.0.0.1:<port>` to form the client's base URL. */
   urlSuffix: string;
   completionPath: string;
+  /** Where embeddings are served, for a protocol that has them. */
+  embeddingsPath?: string;
   modelsPath: string;
   requestIdHeader: string;
   idPrefixes: { response: string; toolCall: string };
@@ -125,6 +137,7 @@ const MODELS = ['fake-model', 'fake-model-large'];
 const openaiProtocol: Protocol = {
   urlSuffix: '/v1',
   completionPath: '/v1/chat/completions',
+  embeddingsPath: '/v1/embeddings',
   modelsPath: '/v1/models',
   requestIdHeader: 'x-request-id',
   idPrefixes: { response: 'chatcmpl-fake', toolCall: 'call_fake' },
@@ -301,6 +314,7 @@ async function startFakeServer(protocol: Protocol, options: FakeLlmOptions): Pro
       return fail(401, protocol.authError.message, protocol.authError.type);
     }
     if (record.method === 'GET' && path === protocol.modelsPath) return sendJson(res, 200, protocol.models());
+    if (record.method === 'POST' && path === protocol.embeddingsPath) return answerEmbeddings(req, res, record, options.embeddings ?? { kind: 'vectors' }, fail);
     if (record.method !== 'POST' || path !== protocol.completionPath) return fail(404, `Unknown endpoint ${record.method} ${path}`);
     if (typeof record.body !== 'object' || record.body === null) return fail(400, 'The request body is not valid JSON.');
     const tokens = Math.ceil(record.bytes / 4);
@@ -364,6 +378,69 @@ async function startFakeServer(protocol: Protocol, options: FakeLlmOptions): Pro
       return closing;
     },
   };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Embeddings
+
+/** Dimensions of fakeEmbedding's vectors. */
+export const FAKE_EMBEDDING_DIMENSIONS = 256;
+
+/**
+ * The fake server's embedding of a text: its words and their character trigrams (of the word with
+ * a space either side), each hashed (FNV-1a) to a dimension with a sign, L2-normalised. Texts that
+ * share words or parts of words ("sail", "sailing") come out close; it knows no meaning, so
+ * "sister" is no nearer "brother" than any other word. Deterministic: a figure measured with it is
+ * the same on every run. Not a real model's embedding.
+ */
+export function fakeEmbedding(text: string, dimensions = FAKE_EMBEDDING_DIMENSIONS): number[] {
+  const vector = new Array<number>(dimensions).fill(0);
+  const add = (feature: string, weight: number) => {
+    const hash = fnv1a(feature);
+    vector[hash % dimensions]! += hash & 0x80000000 ? -weight : weight;
+  };
+  for (const word of text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? []) {
+    add(`w:${word}`, 1);
+    const padded = ` ${word} `;
+    for (let i = 0; i + 3 <= padded.length; i++) add(`t:${padded.slice(i, i + 3)}`, 0.5);
+  }
+  const norm = Math.hypot(...vector);
+  return norm === 0 ? vector : vector.map((value) => value / norm);
+}
+
+function fnv1a(text: string): number {
+  let hash = 0x811c9dc5;
+  for (const byte of Buffer.from(text)) hash = Math.imul(hash ^ byte, 0x01000193) >>> 0;
+  return hash;
+}
+
+async function answerEmbeddings(
+  req: IncomingMessage,
+  res: ServerResponse,
+  record: RecordedRequest,
+  behaviour: FakeEmbeddingStep,
+  fail: (status: number, message?: string, type?: string, headers?: Record<string, string>) => void,
+): Promise<void> {
+  let step = behaviour;
+  while (typeof step === 'function') step = step(record);
+  if (step.kind === 'hang') return;
+  if (step.kind === 'reset') return void req.socket.resetAndDestroy();
+  if (step.kind === 'error') return fail(step.status, step.message, undefined, step.retryAfterSeconds === undefined ? {} : { 'retry-after': String(step.retryAfterSeconds) });
+  const input: unknown = record.body?.input;
+  const texts = typeof input === 'string' ? [input] : Array.isArray(input) && input.every((item) => typeof item === 'string') ? (input as string[]) : null;
+  if (texts === null || texts.length === 0) return fail(400, "'input' must be a string or a non-empty list of strings");
+  const tokens = texts.reduce((sum, text) => sum + estimateTokens(text), 0);
+  sendJson(res, 200, {
+    object: 'list',
+    data: texts.map((text, index) => ({ object: 'embedding', index, embedding: fakeEmbedding(text) })),
+    model: typeof record.body.model === 'string' ? record.body.model : 'fake-embedding',
+    usage: { prompt_tokens: tokens, total_tokens: tokens },
+  });
+}
+
+/** The embeddings requests a server received. */
+export function embeddingRequests(server: FakeLlmServer): RecordedRequest[] {
+  return server.requests.filter((request) => request.path === openaiProtocol.embeddingsPath);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -456,6 +533,8 @@ export interface FakePaiConfigOptions {
   maxAttempts?: number;
   /** Default: 2. */
   timeoutSeconds?: number;
+  /** More fields of the provider entry, e.g. `, api_key_env: FAKE_KEY` (with the leading comma). */
+  providerFields?: string;
 }
 
 /** Writes `$home/pai/config.yaml` so that `fake/m1` (the default model) is this server. */
@@ -467,7 +546,7 @@ export function writeFakePaiConfig(home: string, server: FakeLlmServer, options:
     [
       'default: fake/m1',
       'providers:',
-      `  fake: { api: ${options.api ?? 'openai-completions'}, base_url: "${server.url}", models: [{ ${model} }] }`,
+      `  fake: { api: ${options.api ?? 'openai-completions'}, base_url: "${server.url}", models: [{ ${model} }]${options.providerFields ?? ''} }`,
       `retry: { max_attempts: ${options.maxAttempts ?? 3}, initial_delay_ms: 20 }`,
       `timeout_seconds: ${options.timeoutSeconds ?? 2}`,
       '',

@@ -10,7 +10,7 @@ import { packageRoot } from '../core/package.js';
 import { isAlive } from '../core/process.js';
 import { createRedactor } from '../core/secrets.js';
 import { loadConfig as loadNotifierConfig, type SubscriptionStatus } from '../notifier/index.js';
-import { BUILTIN_PROVIDERS, chat, chooseModel, findBwrap, loadPaiConfig, MOCK_PROVIDER, providerSecrets, sandboxProblem, type PaiConfig } from '../pai/index.js';
+import { BUILTIN_PROVIDERS, chat, chooseModel, findBwrap, keyVariables, loadPaiConfig, MOCK_PROVIDER, providerSecrets, sandboxProblem, type PaiConfig } from '../pai/index.js';
 import { openThread } from '../thread/index.js';
 import { inspectXgwConfig, XgwConfigSchema, xgwConfigPath, type ChannelConfig } from '../xgw/index.js';
 import { modelWaits, recentErrors } from './failures.js';
@@ -128,14 +128,14 @@ function checkProviders(config: PaiConfig, env: NodeJS.ProcessEnv): Check {
   const usable = new Set<string>();
   for (const [name, provider] of Object.entries(config.providers)) {
     if (name === MOCK_PROVIDER) continue;
-    const keyEnv = provider.api_key_env ?? BUILTIN_PROVIDERS[name]?.keyEnv;
-    if (provider.api_key || (keyEnv && env[keyEnv]) || (provider.api && provider.base_url)) usable.add(name);
+    const keyEnvs = keyVariables(config, name, BUILTIN_PROVIDERS[name]?.keyEnv ?? null);
+    if (provider.api_key || keyEnvs.some((keyEnv) => env[keyEnv]) || (provider.api && provider.base_url)) usable.add(name);
   }
   for (const [name, { keyEnv }] of Object.entries(BUILTIN_PROVIDERS)) if (env[keyEnv]) usable.add(name);
   const { provider, model } = chooseModel(config, {}, env);
   const chosen = `${provider}/${model ?? '(default)'}`;
   if (provider !== MOCK_PROVIDER && !usable.has(provider)) {
-    const keyEnv = config.providers[provider]?.api_key_env ?? BUILTIN_PROVIDERS[provider]?.keyEnv;
+    const keyEnv = keyVariables(config, provider, BUILTIN_PROVIDERS[provider]?.keyEnv ?? null).join('=... or ');
     return {
       name: 'providers',
       status: 'fail',
