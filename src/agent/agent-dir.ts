@@ -30,6 +30,10 @@ export interface AgentDir {
   turnProcesses: string;
   /** Present while messages wait for an unreachable model (see outage.ts). */
   outage: string;
+  /** The heartbeats' own thread (heartbeat.ts): no person's conversation. */
+  heartbeat: string;
+  /** Held while a heartbeat runs: one at a time. */
+  heartbeatLock: string;
 }
 
 export function agentDir(home: string, id: string): AgentDir {
@@ -55,6 +59,8 @@ export function agentDir(home: string, id: string): AgentDir {
     state: join(root, 'state.db'),
     turnProcesses: join(root, 'turn-processes'),
     outage: join(root, 'model-outage.json'),
+    heartbeat: join(root, 'threads', 'heartbeat'),
+    heartbeatLock: join(root, 'heartbeat.lock'),
   };
 }
 
