@@ -149,7 +149,9 @@ describe('a heartbeat', () => {
     expect(last.tools).toBeUndefined();
     expect(last.model).toBe('m2');
     expect(last.messages[0].content).not.toContain('- commands:');
-    expect(JSON.parse(heartbeatRecords().find((event) => event.subtype === 'usage' && event.id > 3)!.content)).toMatchObject({ provider: 'fake', model: 'm2' });
+    const usage = JSON.parse(heartbeatRecords().find((event) => event.subtype === 'usage' && event.id > 3)!.content);
+    expect(usage).toMatchObject({ provider: 'fake', model: 'm2' });
+    console.log(`one idle heartbeat without bash_exec (the owner's policy denies it): ${usage.input_tokens} input + ${usage.output_tokens} output tokens`);
   });
 
   it("that the model refuses is recorded, goes to the maintainer's feed and fails; an outage only misses the beat", async () => {
