@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { appendFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -7,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { splitCommand } from '../core/command.js';
 import type { FakeStep, LooseJson } from '../testing/fake-llm.js';
 import { textUpdate } from '../testing/fake-telegram.js';
-import { lastUserText, openWebchatPage, settle, startSystem, until, type System } from './support.js';
+import { lastUserText, openWebchatPage, runArgv, settle, startSystem, until, type CliResult, type System } from './support.js';
 
 /**
  * Heartbeats through the whole system (real notifier, xgw, agent processes; fake model and
@@ -47,20 +46,12 @@ async function timerCommand(s: System): Promise<string> {
 }
 
 /** Runs a timer command the way notifier runs one: its argv, the system's environment. */
-function fire(s: System, command: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function fire(s: System, command: string): Promise<CliResult> {
   const [file, ...args] = splitCommand(command);
-  return new Promise((resolve, reject) => {
-    const child = spawn(file, args, { env: { ...s.env, THECLAW_TIMER: 'hb-admin' }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
+  return runArgv(file, args, { ...s.env, THECLAW_TIMER: 'hb-admin' });
 }
 
-async function fireTimer(s: System): Promise<{ code: number | null; stdout: string; stderr: string }> {
+async function fireTimer(s: System): Promise<CliResult> {
   return fire(s, await timerCommand(s));
 }
 
