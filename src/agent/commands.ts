@@ -33,7 +33,7 @@ async function heartbeatTimer(home: string, id: string): Promise<string | null> 
   const { loadAgentConfig, requireAgent } = await import('./agent-dir.js');
   if (!loadAgentConfig(requireAgent(home, id)).heartbeat) return null;
   try {
-    await (await import('./heartbeat-setup.js')).syncHeartbeatTimers(home, [id]);
+    await (await import('./heartbeat-setup.js')).syncHeartbeatTimer(home, id);
     return null;
   } catch (error) {
     return `the heartbeat's timer was not set: ${(error as Error).message} - theclaw up sets it again`;

@@ -63,7 +63,7 @@ export async function setHeartbeat(home: string, id: string, change: HeartbeatCh
   }
   setYamlConfigKey(dir.config, 'heartbeat', heartbeat);
   loadAgentConfig(dir); // what was written must read back
-  await syncHeartbeatTimers(home, [id], env);
+  await syncHeartbeatTimer(home, id, env);
   return showHeartbeat(home, id, env);
 }
 
@@ -73,7 +73,7 @@ export async function removeHeartbeat(home: string, id: string, env: NodeJS.Proc
   const dir = requireAgent(home, id);
   const had = loadAgentConfig(dir).heartbeat !== undefined;
   if (had) setYamlConfigKey(dir.config, 'heartbeat', undefined);
-  const { removed } = await syncHeartbeatTimers(home, [id], env);
+  const { removed } = await syncHeartbeatTimer(home, id, env);
   return had || removed.length > 0;
 }
 
@@ -101,38 +101,49 @@ export async function showHeartbeat(home: string, id: string, env: NodeJS.Proces
   };
 }
 
-/**
- * Makes the heartbeat timers of these agents what their configs say: sets the missing ones and
- * the ones that differ (schedule or command: a moved install), removes those whose heartbeat is
- * gone. Idempotent; one `notifier timer list`, and a change only where one is needed.
- */
-export async function syncHeartbeatTimers(home: string, ids: readonly string[], env: NodeJS.ProcessEnv = process.env): Promise<{ set: string[]; removed: string[] }> {
-  const timers = await listTimers(home, env);
-  const set: string[] = [];
-  const removed: string[] = [];
-  for (const id of ids) {
-    const heartbeat = loadAgentConfig(requireAgent(home, id)).heartbeat;
-    const timerId = heartbeatTimerId(id);
-    const existing = timers.find((timer) => timer.id === timerId);
-    const command = heartbeatCommand(id);
-    // As notifier lists an `every` schedule (notifier/timers.ts formatSchedule).
-    const same = heartbeat && existing && existing.command === command && existing.schedule === `every ${parseDuration(heartbeat.every) / 1000}s`;
-    if (same) continue;
-    if (existing) {
-      await notifierTimer(home, ['remove', '--id', timerId], env);
-      removed.push(timerId);
-    }
-    if (heartbeat) {
-      await notifierTimer(home, ['add', '--id', timerId, '--every', heartbeat.every, '--command', command], env);
-      set.push(timerId);
-    }
-  }
-  return { set, removed: removed.filter((id) => !set.includes(id)) };
+/** What setting the timers again did: ids of the timers set and removed, and what went wrong, by agent. */
+export interface TimerSync {
+  set: string[];
+  removed: string[];
+  problems: string[];
 }
 
-/** Every agent's heartbeat timer, as its config says (`theclaw up`). */
-export function syncAllHeartbeatTimers(home: string, env: NodeJS.ProcessEnv = process.env): Promise<{ set: string[]; removed: string[] }> {
-  return syncHeartbeatTimers(home, listAgentIds(home), env);
+/**
+ * Makes an agent's heartbeat timer what its config says: set when missing or different (the
+ * schedule, or the command: a moved install), removed when its heartbeat is gone; nothing when
+ * it matches. Throws what went wrong.
+ */
+export async function syncHeartbeatTimer(home: string, id: string, env: NodeJS.ProcessEnv = process.env): Promise<Omit<TimerSync, 'problems'>> {
+  return syncOne(home, id, await listTimers(home, env), env);
+}
+
+/** The same for every agent (`theclaw up`), with one `notifier timer list`; one agent's problem does not stop the others. */
+export async function syncAllHeartbeatTimers(home: string, env: NodeJS.ProcessEnv = process.env): Promise<TimerSync> {
+  const timers = await listTimers(home, env);
+  const sync: TimerSync = { set: [], removed: [], problems: [] };
+  for (const id of listAgentIds(home)) {
+    try {
+      const done = await syncOne(home, id, timers, env);
+      sync.set.push(...done.set);
+      sync.removed.push(...done.removed);
+    } catch (error) {
+      sync.problems.push(`${id}: ${(error as Error).message}`);
+    }
+  }
+  return sync;
+}
+
+async function syncOne(home: string, id: string, timers: readonly ListedTimer[], env: NodeJS.ProcessEnv): Promise<Omit<TimerSync, 'problems'>> {
+  const heartbeat = loadAgentConfig(requireAgent(home, id)).heartbeat;
+  const timerId = heartbeatTimerId(id);
+  const existing = timers.find((timer) => timer.id === timerId);
+  const command = heartbeatCommand(id);
+  // As notifier lists an `every` schedule (notifier/timers.ts formatSchedule).
+  if (heartbeat && existing && existing.command === command && existing.schedule === `every ${parseDuration(heartbeat.every) / 1000}s`) return { set: [], removed: [] };
+  if (existing) await notifierTimer(home, ['remove', '--id', timerId], env);
+  if (!heartbeat) return { set: [], removed: existing ? [timerId] : [] };
+  await notifierTimer(home, ['add', '--id', timerId, '--every', heartbeat.every, '--command', command], env);
+  return { set: [timerId], removed: [] };
 }
 
 interface ListedTimer {

@@ -1,7 +1,7 @@
-import { appendFileSync, readFileSync } from 'node:fs';
+import { appendFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { parse } from 'yaml';
+import { parse, stringify } from 'yaml';
 import { afterEach, describe, expect, it } from 'vitest';
 import { splitCommand } from '../core/command.js';
 import type { FakeStep, LooseJson } from '../testing/fake-llm.js';
@@ -167,13 +167,14 @@ describe('heartbeats', () => {
     }
   });
 
-  it('agent heartbeat sets, shows and removes it with its timer, refuses bad input without storing it, and the timer comes back after agent start, a notifier restart and theclaw up', {
+  it('agent heartbeat sets, shows and removes it with its timer, refuses bad input without storing it, and the timer comes back after agent start, a notifier restart and theclaw up, which also removes one whose heartbeat left the config', {
     timeout: 120_000,
   }, async () => {
     const s = await startSystem({ logLevel: 'info', llm: { defaultStep: model() } });
     system = s;
     const agent = (args: string[], env?: NodeJS.ProcessEnv) => s.run('agent', ['heartbeat', 'admin', ...args], undefined, env);
-    const config = () => parse(readFileSync(join(s.home, 'agents', 'admin', 'config.yaml'), 'utf8')) as Record<string, unknown>;
+    const configPath = join(s.home, 'agents', 'admin', 'config.yaml');
+    const config = () => parse(readFileSync(configPath, 'utf8')) as Record<string, unknown>;
 
     expect((await agent([])).stdout).toBe('admin has no heartbeat (agent heartbeat admin --every 30m sets one)\n');
     for (const [args, error] of [
@@ -224,13 +225,19 @@ describe('heartbeats', () => {
     expect((await fireTimer(s)).stdout).toMatch(/^skipped: (the owner has no direct chat|outside its active hours)/);
     await s.must('notifier', ['timer', 'remove', '--id', 'hb-admin']);
     const up = JSON.parse((await s.must('theclaw', ['up', '--json'])).stdout);
-    expect(up.heartbeats).toEqual({ set: ['hb-admin'], removed: [] });
+    expect(up.heartbeats).toEqual({ set: ['hb-admin'], removed: [], problems: [] });
     expect((await timers(s)).map((t) => t.id)).toEqual(['hb-admin', 'maintainer-sweep']);
-    expect(JSON.parse((await s.must('theclaw', ['up', '--json'])).stdout).heartbeats).toEqual({ set: [], removed: [] });
+    expect(JSON.parse((await s.must('theclaw', ['up', '--json'])).stdout).heartbeats).toEqual({ set: [], removed: [], problems: [] });
 
     expect((await agent(['--off'])).stdout).toBe('removed the heartbeat of admin and its timer\n');
     expect(config().heartbeat).toBeUndefined();
     expect((await timers(s)).map((t) => t.id)).toEqual(['maintainer-sweep']);
     expect((await agent(['--off'])).stdout).toBe('admin had no heartbeat\n');
+
+    // Taken out of the config by hand: theclaw up removes its timer.
+    await s.must('agent', ['heartbeat', 'admin', '--every', '1h']);
+    writeFileSync(configPath, stringify({ ...config(), heartbeat: undefined }));
+    expect(JSON.parse((await s.must('theclaw', ['up', '--json'])).stdout).heartbeats).toEqual({ set: [], removed: ['hb-admin'], problems: [] });
+    expect((await timers(s)).map((t) => t.id)).toEqual(['maintainer-sweep']);
   });
 });

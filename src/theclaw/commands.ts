@@ -24,7 +24,7 @@ export async function up(options: Json): Promise<void> {
   for (const channel of result.xgw.channels.filter((c) => c.state !== 'running')) {
     process.stderr.write(`Warning: channel ${channel.id} is not running (${channel.detail ?? channel.state}) - theclaw doctor says how to fix it\n`);
   }
-  if (result.heartbeats.problem) process.stderr.write(`Warning: the agents' heartbeat timers were not set: ${result.heartbeats.problem} - see: agent heartbeat <id>\n`);
+  for (const problem of result.heartbeats.problems) process.stderr.write(`Warning: a heartbeat timer was not set (${problem}) - see: agent heartbeat <id>\n`);
   if (options.json) return printJson(result);
   const daemon = (name: 'notifier' | 'xgw', pid: number | null) => `${result.started.includes(name) ? 'started' : 'running already'} (pid ${pid})`;
   const webchat = result.xgw.channels.flatMap((channel) => (channel.url ? [`  web chat  ${channel.url}`, `  status    ${statusPageUrl(channel.url)}`] : []));

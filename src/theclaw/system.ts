@@ -75,7 +75,7 @@ export interface UpResult {
   /** The model this shell's environment would give, when it differs (notifier was started with another). */
   shell_model?: ModelChoice;
   /** Heartbeat timers this call set again from the agents' configs, or removed. */
-  heartbeats: { set: string[]; removed: string[]; problem?: string };
+  heartbeats: { set: string[]; removed: string[]; problems: string[] };
 }
 
 /**
@@ -152,14 +152,14 @@ async function registerSweep(home: string): Promise<void> {
 
 /**
  * Every agent's heartbeat timer as its config says (agent/heartbeat-setup.ts): set when missing
- * or different, removed when its heartbeat is gone. A failure does not undo `up`: it is said.
+ * or different, removed when its heartbeat is gone. What goes wrong does not undo `up`: it is said.
  */
 async function registerHeartbeats(home: string, env: NodeJS.ProcessEnv): Promise<UpResult['heartbeats']> {
   const { syncAllHeartbeatTimers } = await import('../agent/index.js');
   try {
     return await syncAllHeartbeatTimers(home, env);
   } catch (error) {
-    return { set: [], removed: [], problem: (error as Error).message };
+    return { set: [], removed: [], problems: [(error as Error).message] };
   }
 }
 
