@@ -5,14 +5,12 @@ import { validate } from '../core/validate.js';
 import { loadPaiConfig, resolveModel } from '../pai/index.js';
 import { openThread } from '../thread/index.js';
 import { listAgentIds, loadAgentConfig, requireAgent } from './agent-dir.js';
-import { heartbeatCommand, heartbeatTimerId, refuseInTurn } from './heartbeat.js';
-import { INBOX_CONSUMER } from './lifecycle.js';
+import { heartbeatCommand, heartbeatTimerId, inboxState, refuseInTurn } from './heartbeat.js';
 import { notifierTimer } from './notifier-timers.js';
-import { ownerDirectChat } from './owner-approval.js';
 import { HeartbeatConfigSchema, type DecisionRecord, type HeartbeatConfig } from './types.js';
+import { usageOfRecord } from './usage.js';
 
 export { DEFAULT_HEARTBEAT_PROMPT } from './types.js';
-import { usageOfRecord } from './usage.js';
 
 /**
  * `agent heartbeat <id>`: the heartbeat is stored in the agent's config.yaml (`heartbeat:`) and
@@ -82,21 +80,13 @@ export async function showHeartbeat(home: string, id: string, env: NodeJS.Proces
   const config = loadAgentConfig(dir);
   const timers = await listTimers(home, env);
   const timer = timers.find((t) => t.id === heartbeatTimerId(id));
-  const inbox = openThread(dir.inbox, { home });
-  let started: boolean;
-  let ownerChat: boolean;
-  try {
-    started = inbox.consumer(INBOX_CONSUMER)?.subscribed ?? false;
-    ownerChat = ownerDirectChat(inbox, config.policy) !== null;
-  } finally {
-    inbox.close();
-  }
+  const { started, owner } = inboxState(home, dir, config);
   return {
     agent: id,
     heartbeat: config.heartbeat ?? null,
     timer: timer ? { id: timer.id, schedule: timer.schedule, next_run_at: timer.next_run_at, runs: timer.runs, last_exit: timer.last_exit } : null,
     started,
-    owner_chat: ownerChat,
+    owner_chat: owner !== null,
     last: lastBeat(home, dir.heartbeat),
   };
 }

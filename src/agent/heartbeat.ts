@@ -164,15 +164,7 @@ export async function runHeartbeat(id: string, options: HeartbeatOptions = {}): 
   const heartbeat = config.heartbeat;
   if (!heartbeat) return skip(`agent ${id} has no heartbeat (agent heartbeat ${id} --every 30m sets one)`);
   if (!withinActiveHours(heartbeat.active_hours, now)) return skip(`outside its active hours (${heartbeat.active_hours})`);
-  const inbox = openThread(dir.inbox, { home });
-  let started: boolean;
-  let owner: string | null;
-  try {
-    started = inbox.consumer(INBOX_CONSUMER)?.subscribed ?? false;
-    owner = ownerDirectChat(inbox, config.policy);
-  } finally {
-    inbox.close();
-  }
+  const { started, owner } = inboxState(home, dir, config);
   if (!started) return skip(`agent ${id} is stopped (agent start ${id})`);
   if (owner === null) return skip(`the owner has no direct chat with ${id} yet, where a finding would go`);
   const lock = tryLock(dir.heartbeatLock);
@@ -186,6 +178,16 @@ export async function runHeartbeat(id: string, options: HeartbeatOptions = {}): 
     thread?.close();
     spend.close();
     lock.lock.release();
+  }
+}
+
+/** What a beat needs of the inbox: whether the agent is started, and the owner's direct chat (a source address) or null. */
+export function inboxState(home: string, dir: AgentDir, config: AgentConfig): { started: boolean; owner: string | null } {
+  const inbox = openThread(dir.inbox, { home });
+  try {
+    return { started: inbox.consumer(INBOX_CONSUMER)?.subscribed ?? false, owner: ownerDirectChat(inbox, config.policy) };
+  } finally {
+    inbox.close();
   }
 }
 
