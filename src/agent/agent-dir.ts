@@ -32,6 +32,10 @@ export interface AgentDir {
   outage: string;
   /** Present while memory search's embeddings cannot be had, and until when they are not asked for (memory-embedder.ts). */
   embeddingsOutage: string;
+  /** The heartbeats' own thread (heartbeat.ts): no person's conversation. */
+  heartbeat: string;
+  /** Held while a heartbeat runs: one at a time. */
+  heartbeatLock: string;
 }
 
 export function agentDir(home: string, id: string): AgentDir {
@@ -58,6 +62,8 @@ export function agentDir(home: string, id: string): AgentDir {
     turnProcesses: join(root, 'turn-processes'),
     outage: join(root, 'model-outage.json'),
     embeddingsOutage: join(root, 'embeddings-outage.json'),
+    heartbeat: join(root, 'threads', 'heartbeat'),
+    heartbeatLock: join(root, 'heartbeat.lock'),
   };
 }
 

@@ -1,7 +1,8 @@
 import { printJson, printLines } from '../core/cli.js';
 import { describeDamage } from './damaged-thread.js';
-import { ClawError } from '../core/errors.js';
+import { ClawError, usageError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
+import type { HeartbeatView } from './heartbeat-setup.js';
 import type { AgentStatus } from './lifecycle.js';
 
 // Each command loads only its own modules: `run` and `deliver` are started by notifier for every
@@ -19,9 +20,24 @@ export async function init(id: string, options: Json & { kind?: 'system' | 'user
 }
 
 export async function start(id: string, options: Json): Promise<void> {
-  (await lifecycle()).startAgent(resolveHome(), id);
+  const home = resolveHome();
+  (await lifecycle()).startAgent(home, id);
+  const heartbeat = await heartbeatTimer(home, id);
   if (options.json) printJson({ id, started: true });
   else printLines([`started ${id} (notifier runs it when messages arrive; is notifier running? notifier status)`]);
+  if (heartbeat) process.stderr.write(`Warning: ${heartbeat}\n`);
+}
+
+/** The heartbeat's timer, set again from the config when it is missing; what went wrong, or null. */
+async function heartbeatTimer(home: string, id: string): Promise<string | null> {
+  const { loadAgentConfig, requireAgent } = await import('./agent-dir.js');
+  if (!loadAgentConfig(requireAgent(home, id)).heartbeat) return null;
+  try {
+    await (await import('./heartbeat-setup.js')).syncHeartbeatTimer(home, id);
+    return null;
+  } catch (error) {
+    return `the heartbeat's timer was not set: ${(error as Error).message} - theclaw up sets it again`;
+  }
 }
 
 export async function stop(id: string, options: Json): Promise<void> {
@@ -131,4 +147,43 @@ export async function memoryShow(id: string, options: { peer?: string }): Promis
 export async function memoryEdit(id: string, options: { file?: string }): Promise<void> {
   const { editMemory } = await import('./memory-search.js');
   await editMemory(resolveHome(), id, options.file);
+}
+
+export async function heartbeat(id: string, options: Json & { every?: string; prompt?: string; model?: string; activeHours?: string; off?: boolean; now?: boolean }): Promise<void> {
+  const home = resolveHome();
+  const setting = [options.every, options.prompt, options.model, options.activeHours].some((value) => value !== undefined);
+  if ([setting, options.off, options.now].filter(Boolean).length > 1) {
+    throw usageError('--off, --now and the settings (--every, --prompt, --model, --active-hours) go one at a time', `e.g. agent heartbeat ${id} --every 30m, then agent heartbeat ${id} --now`);
+  }
+  if (options.now) {
+    const outcome = await (await import('./heartbeat.js')).runHeartbeat(id);
+    if (options.json) return printJson(outcome);
+    if (outcome.outcome === 'skipped') return printLines([`skipped: ${outcome.reason}`]);
+    if (outcome.outcome === 'ok') return printLines([`nothing to report (${outcome.tokens} tokens)`]);
+    return printLines([`told the owner (${outcome.tokens} tokens): ${outcome.text}`]);
+  }
+  const setup = await import('./heartbeat-setup.js');
+  if (options.off) {
+    const removed = await setup.removeHeartbeat(home, id);
+    if (options.json) return printJson({ agent: id, removed });
+    return printLines([removed ? `removed the heartbeat of ${id} and its timer` : `${id} had no heartbeat`]);
+  }
+  const view = setting ? await setup.setHeartbeat(home, id, options) : await setup.showHeartbeat(home, id);
+  if (options.json) return printJson(view);
+  printLines(describeHeartbeat(view, setup.DEFAULT_HEARTBEAT_PROMPT));
+}
+
+function describeHeartbeat(view: HeartbeatView, defaultPrompt: string): string[] {
+  const { agent, heartbeat, timer, last } = view;
+  if (!heartbeat) return [`${agent} has no heartbeat (agent heartbeat ${agent} --every 30m sets one)${timer ? `; its timer ${timer.id} is left: agent heartbeat ${agent} --off removes it` : ''}`];
+  return [
+    `${agent}: a heartbeat every ${heartbeat.every}, on ${heartbeat.model ?? "the agent's model"}, ${heartbeat.active_hours ? `within ${heartbeat.active_hours} (local time)` : 'at any hour'}`,
+    `  prompt: ${heartbeat.prompt ?? `(default) ${defaultPrompt}`}`,
+    timer
+      ? `  timer ${timer.id}: ${timer.schedule}, next ${timer.next_run_at ?? 'never'}, runs ${timer.runs}${timer.last_exit ? `, last ${timer.last_exit}` : ''}`
+      : `  timer: none (agent start ${agent} or theclaw up sets it)`,
+    last ? `  last beat: ${last.at} ${last.outcome.replace('_', ' ')}, ${last.tokens} tokens` : '  last beat: none yet',
+    ...(view.started ? [] : [`  skipped while ${agent} is stopped: agent start ${agent}`]),
+    ...(view.owner_chat ? [] : [`  skipped until the owner writes to ${agent} in a direct chat (where a finding goes)`]),
+  ];
 }

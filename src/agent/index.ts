@@ -14,3 +14,5 @@ export { NO_USAGE, plusUsage, usageOfRecord } from './usage.js';
 export * from './types.js';
 export { appendToErrorFeed, type FeedEntry } from './error-feed.js';
 export { tellOwnerOf } from './owner-notice.js';
+export { runHeartbeat, heartbeatTimerId, HEARTBEAT_THREAD_ID, type HeartbeatOutcome } from './heartbeat.js';
+export { setHeartbeat, removeHeartbeat, showHeartbeat, syncAllHeartbeatTimers, type HeartbeatView } from './heartbeat-setup.js';

@@ -232,7 +232,7 @@ export function listAgents(home: string): AgentStatus[] {
   return listAgentIds(home).map((id) => agentStatus(home, id));
 }
 
-/** Every conversation thread directory of the agent. */
+/** Every conversation thread directory of the agent, and its heartbeat thread. */
 export function conversationThreads(dir: AgentDir): string[] {
   const found: string[] = [];
   for (const group of THREAD_FOLDERS) {
@@ -244,5 +244,7 @@ export function conversationThreads(dir: AgentDir): string[] {
     }
   }
   if (existsSync(join(dir.threads, 'main', 'events.db'))) found.push(join(dir.threads, 'main'));
+  // Not a conversation, but its usage and errors count like one's (status, /usage, prune).
+  if (existsSync(join(dir.heartbeat, 'events.db'))) found.push(dir.heartbeat);
   return found;
 }

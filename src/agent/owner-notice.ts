@@ -7,11 +7,12 @@ import { routeMessage } from './router.js';
 import type { NoticeKind } from '../core/message.js';
 
 /**
- * Puts a notice into the owner's direct chat with an agent (the one they wrote in last), for
+ * Puts a message into the owner's direct chat with an agent (the one they wrote in last), for
  * `agent deliver` to send like an answer; false when the owner has no direct chat with it yet.
- * For what speaks to the owner from outside a run (the maintainer's sweep).
+ * For what speaks to the owner from outside a run: the maintainer's sweep (a notice), a
+ * heartbeat's finding (the agent's own words, no notice).
  */
-export function tellOwnerOf(home: string, id: string, text: string, notice: NoticeKind): boolean {
+export function tellOwnerOf(home: string, id: string, text: string, notice?: NoticeKind): boolean {
   const dir = requireAgent(home, id);
   const config = loadAgentConfig(dir);
   const inbox = openThread(dir.inbox, { home });
@@ -26,7 +27,7 @@ export function tellOwnerOf(home: string, id: string, text: string, notice: Noti
   if (!existsSync(route.path)) return false;
   const thread = openThread(route.path, { home });
   try {
-    thread.push({ source: 'self', type: 'message', content: JSON.stringify({ text, attachments: [], reply_context: replyContextFromSource(owner), notice }) });
+    thread.push({ source: 'self', type: 'message', content: JSON.stringify({ text, attachments: [], reply_context: replyContextFromSource(owner), ...(notice ? { notice } : {}) }) });
   } finally {
     thread.close();
   }

@@ -165,6 +165,36 @@ The agent's commands are shown as they run, on stderr.`,
   }
   withExamples(
     program
+      .command('heartbeat')
+      .description(
+        "show, set or remove the agent's heartbeat: a turn of its own every so often that tells the owner, in their direct chat with it, what needs them, and sends nothing when nothing does (HEARTBEAT_OK); skipped while the agent is stopped, over its budget or outside its active hours",
+      )
+      .argument('<id>')
+      .option('--every <duration>', 'how often: 30m, 1h, 2h30m (at least 1m); sets the heartbeat')
+      .option('--prompt <text>', 'the checklist it goes through (default: whether anything needs the owner now)')
+      .option('--model <provider/model>', "a cheaper model for heartbeats (default: the agent's)")
+      .option('--active-hours <HH:MM-HH:MM>', "beat only within these hours, this machine's local time (e.g. 08:00-22:00)")
+      .option('--off', 'remove the heartbeat and its timer')
+      .option('--now', 'run one heartbeat now (what its timer runs)')
+      .addOption(jsonOption())
+      .addHelpText(
+        'after',
+        `
+Stored under heartbeat: in the agent's config.yaml, and run by the notifier timer hb-<id>, which
+agent start and theclaw up set again from the config when it is missing. A heartbeat runs in its
+own thread (threads/heartbeat/), with a small prompt: the head of IDENTITY.md and the checklist,
+no person's memory, no conversation. Its commands follow the policy of the owner's direct chat.`,
+      )
+      .action(async (id: string, options) => (await commands()).heartbeat(id, options)),
+    [
+      'agent heartbeat admin --every 30m --prompt "check ~/inbox.txt for anything urgent"',
+      'agent heartbeat admin --model openai/gpt-4o-mini --active-hours 08:00-22:00',
+      'agent heartbeat admin',
+      'agent heartbeat admin --off',
+    ],
+  );
+  withExamples(
+    program
       .command('run')
       .description('one batch of inbox messages (notifier runs it; not needed by hand)')
       .argument('<id>')

@@ -1,11 +1,10 @@
-import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { promisify } from 'node:util';
 import * as z from 'zod/mini';
 import { joinCommand } from '../core/command.js';
 import { cliPath } from '../core/package.js';
 import { takeRequests, TIMER_PREFIX } from '../core/turn-outbox.js';
 import type { AgentDir } from './agent-dir.js';
+import { notifierTimer } from './notifier-timers.js';
 import { outboxDir } from './sandbox-sends.js';
 
 /**
@@ -49,14 +48,10 @@ export async function setReminders(home: string, dir: AgentDir, conversation: st
       const setAt = new Date().toISOString().slice(0, 16).replace('T', ' ');
       const command = joinCommand([process.execPath, cliPath('agent'), 'send', dir.id, '--source', source, '--text', `[A reminder I set on ${setAt} UTC in this conversation] ${request.message}`]);
       const schedule = request.cron !== undefined ? ['--cron', request.cron] : request.every !== undefined ? ['--every', request.every] : ['--at', request.at ?? ''];
-      await promisify(execFile)(process.execPath, [cliPath('notifier'), 'timer', 'add', '--id', id, ...schedule, '--command', command], {
-        env: { ...env, THECLAW_HOME: home, THECLAW_OUTBOX: '', THECLAW_AGENT: '', THECLAW_CONVERSATION: '' },
-        timeout: 10_000,
-      });
+      await notifierTimer(home, ['add', '--id', id, ...schedule, '--command', command], env);
       set.push(id);
     } catch (error) {
-      const detail = (error as { stderr?: string }).stderr?.trim() || (error as Error).message;
-      problems.push(`notifier timer: ${name} was not set: ${detail}`);
+      problems.push(`${name} was not set: ${(error as Error).message}`);
     }
   }
   return { set, problems };

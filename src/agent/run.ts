@@ -6,8 +6,8 @@ import { createLogger, type Logger } from '../core/logger.js';
 import type { Attachment } from '../core/message.js';
 import { createRedactor } from '../core/secrets.js';
 import { isStorageError, storageError } from '../core/storage-error.js';
-import { TurnRegistry, type ProcessMark } from '../core/turn-processes.js';
-import { chat, loadPaiConfig, preloadProvider, providerSecrets, resolveModel, type BashExecArgs, type ImageRef, type ModelCaller, type PaiConfig, type ResolvedModel } from '../pai/index.js';
+import { TurnRegistry } from '../core/turn-processes.js';
+import { loadPaiConfig, preloadProvider, providerSecrets, resolveModel, type ModelCaller, type PaiConfig, type ResolvedModel } from '../pai/index.js';
 import { openThread, type Thread, type ThreadEvent } from '../thread/index.js';
 import { loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
 import { memoryFiles, ownMemoryFile, sessionFile } from './context.js';
@@ -32,12 +32,12 @@ import { noteOutage } from './outage.js';
 import { mixesPeople, routeMessage } from './router.js';
 import { chatCommandOf } from './chat-commands.js';
 import { answerChatCommand } from './command-replies.js';
-import { agentSandbox } from './sandbox-profile.js';
+import { callModel, turnRecorder, withAgentSettings, type CallInput } from './model-call.js';
 import { noticeStop, RunningTurns, type RunningTurn } from './turn-stop.js';
 import { watchInbox, type InboxWatch } from './inbox-watch.js';
 import { ConversationQueue } from './conversation-queue.js';
 import { beginAttempt, overTurnLimit, unfinishedTurn, type Attempt } from './turn-attempts.js';
-import type { AgentConfig, DecisionRecord, ErrorRecord, ThreadRoute, ToolcallRecord, UsageRecord } from './types.js';
+import type { AgentConfig, DecisionRecord, ErrorRecord, ThreadRoute } from './types.js';
 
 /**
  * `agent run <id>`: one batch, started by notifier when the inbox has messages.
@@ -76,9 +76,6 @@ export interface RunSummary {
   replied: number;
   errors: number;
 }
-
-/** Characters of a tool's output kept in its record. */
-const OUTPUT_LIMIT = 4_000;
 
 export async function runAgent(id: string, options: RunOptions = {}): Promise<RunSummary> {
   const env = options.env ?? process.env;
@@ -296,7 +293,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
     thread.push({ source: 'self', type: 'record', subtype, content: JSON.stringify(content), idempotency_key: idempotencyKey });
   const summarise = async (system: string, input: string) => {
     if (turn.model instanceof Error) throw turn.model;
-    return (await callModel({ ...turn, model: turn.model }, { input, system, tools: false })).text;
+    return (await callModel({ ...turn, model: turn.model, signal: turn.running?.signal }, { input, system, tools: false })).text;
   };
   const command = chatCommandOf(event);
   if (command) {
@@ -335,7 +332,16 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
     // Who may have what run here (tool-policy.ts): a conversation whose rule denies every command
     // is answered without the tool.
     const rule = commandRuleFor(config.policy, event.source);
-    const commands = new Map<string, BashExecArgs>();
+    const recordEvent = turnRecorder({
+      record,
+      inReplyTo: inboundId,
+      redact: turn.redact,
+      spend: turn.spend,
+      budgetKey,
+      used: () => used,
+      logger,
+      where: `thread ${route.threadId} event ${inboundId}`,
+    });
     const asked = modelInput(dir, inbound.text, inbound.attachments, model.images);
     const turnCall: Omit<CallInput, 'system'> = {
       input: asked.text,
@@ -357,45 +363,8 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
       },
       onEvent(chatEvent) {
         if (chatEvent.type === 'delta') progress?.written(chatEvent.text);
-        if (chatEvent.type === 'tool_call') {
-          commands.set(chatEvent.id, chatEvent.arguments);
-          progress?.restart();
-        }
-        if (chatEvent.type === 'retry') {
-          logger.warn(
-            `run: retry ${chatEvent.attempt} of the model call for thread ${route.threadId} event ${inboundId} in ${chatEvent.delay_ms} ms (${chatEvent.error}${chatEvent.status ? `, HTTP ${chatEvent.status}` : ''})`,
-          );
-        }
-        if (chatEvent.type === 'key_rotation') {
-          logger.warn(
-            `run: the key in ${chatEvent.from ?? 'the config'} was ${chatEvent.error === 'rate_limit' ? 'rate limited' : 'refused'}${chatEvent.status ? ` (HTTP ${chatEvent.status})` : ''}; going on with ${chatEvent.to ?? 'the next'} for thread ${route.threadId} event ${inboundId}`,
-          );
-        }
-        if (chatEvent.type === 'tool_result') {
-          // A command may print a key it found; records are read by people and other agents.
-          const output = turn.redact(chatEvent.stdout + (chatEvent.stderr ? `\n[stderr]\n${chatEvent.stderr}` : ''));
-          record('toolcall', {
-            in_reply_to: inboundId,
-            command: commands.get(chatEvent.id)?.command ?? '',
-            ...(commands.get(chatEvent.id)?.comment ? { comment: commands.get(chatEvent.id)!.comment } : {}),
-            exit_code: chatEvent.exit_code,
-            output: output.length > OUTPUT_LIMIT ? `${output.slice(0, OUTPUT_LIMIT)}\n[... ${output.length - OUTPUT_LIMIT} characters more]` : output,
-            duration_ms: chatEvent.duration_ms,
-          } satisfies ToolcallRecord);
-        }
-        if (chatEvent.type === 'usage') {
-          turn.spend.spent(route.peerKey ?? route.threadId, chatEvent.usage.input + chatEvent.usage.output);
-          record('usage', {
-            in_reply_to: inboundId,
-            provider: used.provider,
-            model: used.model,
-            ...(chatEvent.profile ? { profile: chatEvent.profile } : {}),
-            input_tokens: chatEvent.usage.input,
-            output_tokens: chatEvent.usage.output,
-            cost: chatEvent.usage.cost,
-            duration_ms: chatEvent.duration_ms,
-          } satisfies UsageRecord);
-        }
+        if (chatEvent.type === 'tool_call') progress?.restart();
+        recordEvent(chatEvent);
       },
     };
     // Where a compaction's memory flush writes: this conversation's own person or group file.
@@ -429,7 +398,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
           writeSession(session, [...history, ...cutOff]);
           return withFailover([model, ...turn.fallbacks], cutOff.length > 0, logger, (current, resume) => {
             used = current;
-            return callModel({ ...modelTurn, model: current }, { ...turnCall, system, turnMark, resume });
+            return callModel({ ...modelTurn, model: current, signal: turn.running?.signal }, { ...turnCall, system, turnMark, resume });
           });
         },
       }),
@@ -532,36 +501,6 @@ function pushReply(thread: Thread, target: AnswerTarget, inboundId: number, text
   }
 }
 
-interface CallInput {
-  input: string;
-  images?: ImageRef[];
-  system: string;
-  sessionFile?: string;
-  turn?: string;
-  resume?: boolean;
-  tools: boolean;
-  authorize?: Parameters<typeof chat>[0]['authorize'];
-  env?: NodeJS.ProcessEnv;
-  onEvent?: Parameters<typeof chat>[0]['onEvent'];
-  turnMark?: ProcessMark;
-}
-
-/** One pai turn with the agent's model, retries and tool-round limit. */
-function callModel(turn: TurnSettings & { model: ResolvedModel }, input: CallInput) {
-  return chat({
-    ...input,
-    provider: turn.model.provider,
-    model: turn.model.model,
-    config: turn.paiConfig,
-    env: input.env ?? turn.env,
-    cwd: turn.dir.workdir,
-    sandbox: input.tools ? agentSandbox(turn.home, turn.dir, turn.config.sandbox, input.env ?? turn.env) : undefined,
-    maxTurns: turn.config.max_turns,
-    caller: turn.caller,
-    signal: turn.running?.signal,
-  });
-}
-
 /**
  * Kills what the turns of a killed run (SIGKILL of `agent run` or of the warm runner it ran in)
  * left running. Nothing else does: when a runner dies under a job, this waits for the next run,
@@ -579,11 +518,6 @@ function conversationPath(dir: AgentDir, config: AgentConfig, source: string): s
   } catch {
     return null;
   }
-}
-
-/** The agent's retry settings win over pai's. */
-function withAgentSettings(paiConfig: PaiConfig, config: AgentConfig): PaiConfig {
-  return { ...paiConfig, retry: { ...paiConfig.retry, max_attempts: config.retry.max_attempts } };
 }
 
 /** Opens a conversation thread, creating it (with its outbound consumer) on first use. */

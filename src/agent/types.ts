@@ -1,4 +1,5 @@
 import * as z from 'zod/mini';
+import { parseDuration } from '../core/duration.js';
 import { PolicySchema } from './tool-policy.js';
 
 /**
@@ -30,6 +31,41 @@ export const DEFAULT_DELAYED_NOTICE = 'Sorry for the wait: {reason}. I will answ
 const providerModel = z.string().check(z.regex(/^[^/\s]+\/\S+$/, 'must be provider/model, e.g. openai/gpt-4o-mini'));
 
 export const DEFAULT_MEMORY_SEARCH = { vector_weight: 0.7, half_life_days: 30 };
+
+/** What a heartbeat checks when its config gives no prompt of its own. */
+export const DEFAULT_HEARTBEAT_PROMPT = 'Check whether anything needs my owner now: what I was asked to watch, what is due. If nothing does, answer HEARTBEAT_OK.';
+
+/** Heartbeats more often than this would cost more than they can be worth. */
+export const MIN_HEARTBEAT_MS = 60_000;
+
+function isHeartbeatInterval(text: string): boolean {
+  try {
+    return parseDuration(text) >= MIN_HEARTBEAT_MS;
+  } catch {
+    return false;
+  }
+}
+
+/** `HH:MM-HH:MM`, local time, the end not included; an end before the start runs past midnight (`22:00-06:00`, `08:00-00:00`). */
+export const ACTIVE_HOURS_PATTERN = /^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)$/;
+
+/** A turn of the agent's own on a timer, that tells the owner what needs them (heartbeat.ts). */
+export const HeartbeatConfigSchema = z.strictObject({
+  /** How often, as notifier takes it: `30m`, `1h`, `2h30m`. */
+  every: z.string().check(z.refine(isHeartbeatInterval, 'must be a duration of at least 1m, like 30m, 1h or 2h30m')),
+  /** The checklist the agent goes through; default DEFAULT_HEARTBEAT_PROMPT. */
+  prompt: z.optional(z.string().check(z.minLength(1), z.maxLength(4000))),
+  /** A cheaper model for heartbeats (`provider/model`); default: the agent's. */
+  model: z.optional(providerModel),
+  /** Beats outside these hours (this machine's local time) are skipped; default: always. */
+  active_hours: z.optional(
+    z.string().check(
+      z.regex(ACTIVE_HOURS_PATTERN, 'must be HH:MM-HH:MM, e.g. 08:00-22:00'),
+      z.refine((text) => text.slice(0, 5) !== text.slice(6), 'must not start and end at the same time'),
+    ),
+  ),
+});
+export type HeartbeatConfig = z.output<typeof HeartbeatConfigSchema>;
 
 export const AgentConfigSchema = z.strictObject({
   agent_id: z.string(),
@@ -161,6 +197,8 @@ export const AgentConfigSchema = z.strictObject({
   policy: PolicySchema,
   /** Tool rounds per message. */
   max_turns: z._default(z.int().check(z.positive()), 20),
+  /** None by default: set with `agent heartbeat <id> --every 30m`. */
+  heartbeat: z.optional(HeartbeatConfigSchema),
 });
 
 export type AgentConfig = z.output<typeof AgentConfigSchema>;
@@ -228,6 +266,13 @@ export interface AttemptRecord {
   ended?: 'waits';
 }
 
+/** One heartbeat begun (heartbeat.ts): what it runs on. Its usage, commands and outcome answer it. */
+export interface HeartbeatRecord {
+  model: string;
+  /** Whether it was offered bash_exec (the policy of the owner's direct chat). */
+  tools: boolean;
+}
+
 export interface CompactionRecord {
   from_id: number;
   to_id: number;
@@ -270,6 +315,8 @@ export type MemoryRecord = MemoryFlushRecord | MemoryCondenseRecord;
 
 export type DecisionRecord =
   | { in_reply_to: number; decision: 'no_reply' }
+  /** A heartbeat's finding, put into the owner's direct chat (heartbeat.ts); `in_reply_to` is the beat's record. */
+  | { in_reply_to: number; decision: 'told_owner'; text: string }
   /** The turn was ended by `/stop`: the inbox event id of that `/stop` (its reply says so). */
   | { in_reply_to: number; decision: 'stopped'; stopped_by_inbox_id: number };
 

@@ -34,8 +34,9 @@ export function loadYamlConfig<S extends z.ZodMiniType>(file: string, schema: S)
 }
 
 /**
- * Sets one top-level key in a YAML config file, keeping its comments and other keys, and
- * replaces the file atomically (a reader never sees it half-written). Mode 0600: it may hold keys.
+ * Sets one top-level key in a YAML config file (or removes it, for `undefined`), keeping its
+ * comments and other keys, and replaces the file atomically (a reader never sees it
+ * half-written). Mode 0600: it may hold keys.
  */
 export function setYamlConfigKey(file: string, key: string, value: unknown): void {
   let text = '';
@@ -48,7 +49,8 @@ export function setYamlConfigKey(file: string, key: string, value: unknown): voi
   if (document.errors.length > 0) {
     throw new ClawError('invalid', `cannot read ${file}: ${yamlReason(document.errors[0])}`, { suggestion: 'fix the YAML syntax first' });
   }
-  document.set(key, value);
+  if (value === undefined) document.delete(key);
+  else document.set(key, value);
   ensureDir(dirname(file));
   const temp = `${file}.${process.pid}.tmp`;
   writeFileSync(temp, document.toString(), { mode: 0o600 });

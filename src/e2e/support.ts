@@ -249,8 +249,13 @@ export function peerThread(home: string, channelType: string, peerId: number | s
 }
 
 export function runCli(tool: SystemTool, args: string[], env: NodeJS.ProcessEnv, input?: string): Promise<CliResult> {
+  return runArgv(process.execPath, [cliPath(tool), ...args], env, input);
+}
+
+/** Runs a program (e.g. a timer's command, split) with its output collected. */
+export function runArgv(file: string, args: string[], env: NodeJS.ProcessEnv, input?: string): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [cliPath(tool), ...args], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(file, args, { env, stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     // Decoded as a stream: a character split between two chunks must not become two U+FFFD.

@@ -65,7 +65,7 @@ backoff.initial_seconds, backoff.max_seconds, output_limit_bytes).`,
       .addOption(jsonOption())
       .action(async (options) => (await commands()).timerAdd(options)),
     [
-      'notifier timer add --id heartbeat --every 30m --command "agent send admin --text heartbeat"',
+      'notifier timer add --id backup --every 6h --command "my-backup --quiet"',
       `notifier timer add --id morning --cron '0 8 * * *' --command "my-report"`,
       'notifier timer add --id stretch --in 1h --message "remind them to stretch"   # in an agent\'s turn',
     ],
@@ -87,7 +87,7 @@ backoff.initial_seconds, backoff.max_seconds, output_limit_bytes).`,
       .requiredOption('--id <id>', 'timer id')
       .addOption(jsonOption())
       .action(async (options) => (await commands()).timerRemove(options)),
-    ['notifier timer remove --id heartbeat'],
+    ['notifier timer remove --id backup'],
   );
   return program;
 }

@@ -7,6 +7,9 @@ import { withStoragePath } from '../core/storage-error.js';
 import { ClawError, usageError } from '../core/errors.js';
 import { isValidId } from '../core/slug.js';
 import { ensureDir } from '../core/home.js';
+import { parseDuration } from '../core/duration.js';
+
+export { parseDuration };
 
 /**
  * Timers run a command on a schedule: a cron expression (through croner, not a hand-written
@@ -53,19 +56,6 @@ export function parseSchedule(spec: { cron?: string; every?: string; at?: string
   const time = new Date(spec.at!);
   if (Number.isNaN(time.getTime())) throw usageError(`invalid time ${JSON.stringify(spec.at)}`, 'give an ISO-8601 time such as 2026-12-01T09:00:00Z');
   return { kind: 'at', time };
-}
-
-const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
-
-/** `500ms`, `30s`, `5m`, `1h30m`, `2d`. At least one second, so a typo cannot spin the daemon. */
-export function parseDuration(text: string): number {
-  const parts = [...text.matchAll(/(\d+)(ms|s|m|h|d)/g)];
-  if (parts.length === 0 || parts.map((part) => part[0]).join('') !== text) {
-    throw usageError(`invalid duration ${JSON.stringify(text)}`, 'write it like 30s, 5m, 1h30m or 2d');
-  }
-  const ms = parts.reduce((sum, [, n, unit]) => sum + Number(n) * UNIT_MS[unit as keyof typeof UNIT_MS], 0);
-  if (ms < 1_000) throw usageError(`duration ${text} is shorter than one second`, 'use 1s or more');
-  return ms;
 }
 
 export function formatSchedule(schedule: Schedule): string {

@@ -24,6 +24,7 @@ export async function up(options: Json): Promise<void> {
   for (const channel of result.xgw.channels.filter((c) => c.state !== 'running')) {
     process.stderr.write(`Warning: channel ${channel.id} is not running (${channel.detail ?? channel.state}) - theclaw doctor says how to fix it\n`);
   }
+  for (const problem of result.heartbeats.problems) process.stderr.write(`Warning: a heartbeat timer was not set (${problem}) - see: agent heartbeat <id>\n`);
   if (options.json) return printJson(result);
   const daemon = (name: 'notifier' | 'xgw', pid: number | null) => `${result.started.includes(name) ? 'started' : 'running already'} (pid ${pid})`;
   const webchat = result.xgw.channels.flatMap((channel) => (channel.url ? [`  web chat  ${channel.url}`, `  status    ${statusPageUrl(channel.url)}`] : []));
@@ -34,6 +35,7 @@ export async function up(options: Json): Promise<void> {
     `  xgw       ${daemon('xgw', result.xgw.pid)}`,
     `  agents    ${result.agents.join(', ')}${result.created.length ? ` (created ${result.created.join(', ')})` : ''}`,
     `  model     ${modelLine(result.model)}`,
+    ...(result.heartbeats.set.length ? [`  heartbeats set again from the agents' configs: ${result.heartbeats.set.join(', ')}`] : []),
     ...(result.repaired.length ? [`  privacy   made ${result.repaired.length} path(s) under the home private (others could read or enter them), e.g. ${result.repaired.slice(0, 3).join(', ')}`] : []),
     ...(webchat.length + terminal.length > 0 ? ['Talk to admin:', ...webchat, ...terminal] : ['No web chat or terminal channel is configured: see xgw config check']),
     'Next: theclaw status · theclaw doctor · theclaw down',

@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { tellOwnerOf, type FeedEntry } from '../agent/index.js';
+import { HEARTBEAT_THREAD_ID, tellOwnerOf, type FeedEntry } from '../agent/index.js';
 import { ensureDir } from '../core/home.js';
 import { errorFeedPath } from '../core/layout.js';
 import { openSqlite } from '../core/sqlite.js';
@@ -69,5 +69,6 @@ export function reportText(entry: FeedEntry, at: string): string {
       : entry.kind === 'over_budget'
         ? `Raise budget in agents/${entry.agent}/config.yaml, or wait for tomorrow (UTC).`
         : `See: theclaw logs ${entry.agent} --since 1h, and run: theclaw doctor.`;
-  return `maintainer: ${entry.agent} could not answer a message (conversation ${entry.thread}): ${entry.reason}. ${fix} (first at ${at.slice(11, 19)} UTC; I report this once while it goes on.)`;
+  const what = entry.thread === HEARTBEAT_THREAD_ID ? 'could not run its heartbeat' : `could not answer a message (conversation ${entry.thread})`;
+  return `maintainer: ${entry.agent} ${what}: ${entry.reason}. ${fix} (first at ${at.slice(11, 19)} UTC; I report this once while it goes on.)`;
 }

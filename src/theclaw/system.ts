@@ -74,6 +74,8 @@ export interface UpResult {
   model: ModelChoice;
   /** The model this shell's environment would give, when it differs (notifier was started with another). */
   shell_model?: ModelChoice;
+  /** Heartbeat timers this call set again from the agents' configs, or removed. */
+  heartbeats: { set: string[]; removed: string[]; problems: string[] };
 }
 
 /**
@@ -135,16 +137,30 @@ async function upLocked(home: string, env: NodeJS.ProcessEnv): Promise<Omit<UpRe
     });
   }
   await registerSweep(home);
+  const heartbeats = await registerHeartbeats(home, env);
   const model = agentsModel(home, env);
   const shell = defaultModel(home, env);
   const differs = shell.provider !== model.provider || shell.model !== model.model;
-  return { home, started, created, agents, notifier: { pid: notifier.value.pid! }, xgw: xgw.value, model, ...(differs ? { shell_model: shell } : {}) };
+  return { home, started, created, agents, notifier: { pid: notifier.value.pid! }, xgw: xgw.value, model, heartbeats, ...(differs ? { shell_model: shell } : {}) };
 }
 
 /** The maintainer's sweep (maintainer.ts) on a timer, once: a timer of that id the owner changed stays as they left it. */
 async function registerSweep(home: string): Promise<void> {
   if (listTimers(home).some((timer) => timer.id === SWEEP_TIMER_ID)) return;
   await addTimer(home, SWEEP_TIMER_ID, { kind: 'every', ms: 30_000 }, joinCommand([process.execPath, cliPath('theclaw'), 'maintain']));
+}
+
+/**
+ * Every agent's heartbeat timer as its config says (agent/heartbeat-setup.ts): set when missing
+ * or different, removed when its heartbeat is gone. What goes wrong does not undo `up`: it is said.
+ */
+async function registerHeartbeats(home: string, env: NodeJS.ProcessEnv): Promise<UpResult['heartbeats']> {
+  const { syncAllHeartbeatTimers } = await import('../agent/index.js');
+  try {
+    return await syncAllHeartbeatTimers(home, env);
+  } catch (error) {
+    return { set: [], removed: [], problems: [(error as Error).message] };
+  }
 }
 
 /** A subscription `theclaw retry` woke: it was waiting out a backoff after failing. */
