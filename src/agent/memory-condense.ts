@@ -25,7 +25,7 @@ import type { MemoryCondenseRecord, MemoryLayer } from './types.js';
  *
  * Bounded: each version of a file is tried once, by whichever conversation claims it first in
  * the agent's state.db, never again — not after a failure, not after a crash. A new version (an
- * edit, a flush) may be tried again, once.
+ * edit, a flush) may be tried again, once. A call a spend cap kept from being made is no try.
  */
 export const CONDENSE_PROMPT = `You condense an assistant's memory file, which has grown past the room it has in the assistant's prompt.
 Rewrite it shorter, within the length given: keep every lasting fact (names, relationships, preferences, decisions, commitments, standing instructions), merge repeated and related items, keep the newest where facts disagree, and drop what no longer matters.
