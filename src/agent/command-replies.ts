@@ -106,7 +106,13 @@ function statusReply(context: CommandContext): string {
 
 function usageReply(context: CommandContext): string {
   const today = todayUtc(context.now);
-  return [`This conversation today (${today}, UTC): ${describeUsage(threadUsage(context.thread, today))}`, `In total: ${describeUsage(threadUsage(context.thread))}`].join('\n');
+  // The upkeep (summaries, memory writes) is in the figures; said apart when there was any.
+  const upkeep = threadUsage(context.thread, undefined, true);
+  return [
+    `This conversation today (${today}, UTC): ${describeUsage(threadUsage(context.thread, today))}`,
+    `In total: ${describeUsage(threadUsage(context.thread))}`,
+    ...(upkeep.calls > 0 ? [`Of these in total, summaries and memory upkeep: ${describeUsage(upkeep)}`] : []),
+  ].join('\n');
 }
 
 /** Inbox messages after this command: waiting for this run or the next. */

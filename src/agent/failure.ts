@@ -3,6 +3,7 @@ import type { NoticeKind, ReplyContext } from '../core/message.js';
 import { ModelCallError } from '../pai/index.js';
 import type { PushInput, Thread, ThreadEvent } from '../thread/index.js';
 import type { AgentConfig, ErrorRecord } from './types.js';
+import { UpkeepSkipped } from './accounting.js';
 
 /**
  * What becomes of a message whose model call failed for good (pai has retried what it retries).
@@ -185,7 +186,7 @@ export function warningRecord(inReplyTo: number, stage: ErrorRecord['stage'], wh
       stage,
       severity: 'warning',
       error: `${what}: ${message}`,
-      ...(error instanceof ModelCallError ? { kind: error.modelError.kind, status: error.modelError.status } : { kind: 'internal' }),
+      ...(error instanceof ModelCallError ? { kind: error.modelError.kind, status: error.modelError.status } : { kind: error instanceof UpkeepSkipped ? 'over_budget' : 'internal' }),
     },
   };
 }

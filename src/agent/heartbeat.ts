@@ -234,7 +234,7 @@ async function beat(b: Beat, skip: (reason: string) => HeartbeatOutcome): Promis
       askedFor: b.owner,
       tellOwner: (text) => tellOwnerOf(home, dir.id, text, 'approval'),
     });
-    const onEvent = turnRecorder({ record, inReplyTo: id, redact, spend: b.spend, budgetKey: HEARTBEAT_THREAD_ID, used: () => model, logger, where: `heartbeat ${id}` });
+    const onEvent = turnRecorder({ account: { record, inReplyTo: id, spend: b.spend, peer: HEARTBEAT_THREAD_ID }, redact, used: () => model, logger, where: `heartbeat ${id}` });
     result = await new TurnRegistry(dir.turnProcesses).during((turnMark) =>
       callModel(
         { home, dir, config, paiConfig, env, model, caller: b.caller },

@@ -1,4 +1,5 @@
 import { join, relative } from 'node:path';
+import type Database from 'better-sqlite3';
 import { ensureDir } from '../core/home.js';
 import { openSqlite } from '../core/sqlite.js';
 import type { AgentDir } from './agent-dir.js';
@@ -7,6 +8,7 @@ import { archiveFolder, fileStamp, memoryVersion, readMemoryFile, writeSummary }
 import { CHARS_PER_TOKEN, estimateTokens } from './tokens.js';
 import { inputBudgetChars } from './compaction.js';
 import { warningRecord } from './failure.js';
+import { UpkeepSkipped } from './accounting.js';
 import type { UpkeepSettings } from './memory-flush.js';
 import type { MemoryCondenseRecord, MemoryLayer } from './types.js';
 
@@ -23,7 +25,7 @@ import type { MemoryCondenseRecord, MemoryLayer } from './types.js';
  *
  * Bounded: each version of a file is tried once, by whichever conversation claims it first in
  * the agent's state.db, never again — not after a failure, not after a crash. A new version (an
- * edit, a flush) may be tried again, once.
+ * edit, a flush) may be tried again, once. A call a spend cap kept from being made is no try.
  */
 export const CONDENSE_PROMPT = `You condense an assistant's memory file, which has grown past the room it has in the assistant's prompt.
 Rewrite it shorter, within the length given: keep every lasting fact (names, relationships, preferences, decisions, commitments, standing instructions), merge repeated and related items, keep the newest where facts disagree, and drop what no longer matters.
@@ -84,6 +86,8 @@ async function condense(settings: CondenseSettings, layer: MemoryLayer, file: st
     logger.info(`run: condensed ${name} from about ${tokens} to ${after} tokens (cap ${cap}); the old version is ${record.archive}`);
     return record;
   } catch (error) {
+    // Not tried, only put off: the version may be condensed once the caps allow it again.
+    if (error instanceof UpkeepSkipped) unclaimVersion(dir, name, version);
     const what = `${name} is over its cap of ${cap} (context.memory_caps.${layer}) and could not be condensed, so its middle stays left out of the context until the file changes`;
     const { record, message } = warningRecord(settings.inReplyTo, 'memory', what, error, settings.redact);
     thread.push({ source: 'self', type: 'record', subtype: 'error', content: JSON.stringify(record), idempotency_key: `memory-condense-failed:${name}:${version}` });
@@ -94,10 +98,18 @@ async function condense(settings: CondenseSettings, layer: MemoryLayer, file: st
 
 /** True for the first claim of a file's version: the one condensing it. */
 function claimVersion(dir: AgentDir, file: string, version: string): boolean {
+  return withClaims(dir, (db) => db.prepare('INSERT OR IGNORE INTO memory_condensed VALUES (?, ?, ?)').run(file, version, new Date().toISOString()).changes === 1);
+}
+
+function unclaimVersion(dir: AgentDir, file: string, version: string): void {
+  withClaims(dir, (db) => db.prepare('DELETE FROM memory_condensed WHERE file = ? AND version = ?').run(file, version));
+}
+
+function withClaims<T>(dir: AgentDir, use: (db: Database.Database) => T): T {
   const db = openSqlite(dir.state);
   try {
     db.exec('CREATE TABLE IF NOT EXISTS memory_condensed (file TEXT NOT NULL, version TEXT NOT NULL, at TEXT NOT NULL, PRIMARY KEY (file, version))');
-    return db.prepare('INSERT OR IGNORE INTO memory_condensed VALUES (?, ?, ?)').run(file, version, new Date().toISOString()).changes === 1;
+    return use(db);
   } finally {
     db.close();
   }

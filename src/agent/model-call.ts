@@ -2,9 +2,9 @@ import type { Logger } from '../core/logger.js';
 import type { ProcessMark } from '../core/turn-processes.js';
 import { chat, type BashExecArgs, type ChatEvent, type ImageRef, type ModelCaller, type PaiConfig, type ResolvedModel } from '../pai/index.js';
 import type { AgentDir } from './agent-dir.js';
-import type { SpendLedger } from './budget.js';
+import { recordUsage, type CallAccount } from './accounting.js';
 import { agentSandbox } from './sandbox-profile.js';
-import type { AgentConfig, ToolcallRecord, UsageRecord } from './types.js';
+import type { AgentConfig } from './types.js';
 
 /**
  * One pai turn of the agent's — a message's (run.ts) or a heartbeat's (heartbeat.ts): the
@@ -61,15 +61,10 @@ export function withAgentSettings(paiConfig: PaiConfig, config: AgentConfig): Pa
 const OUTPUT_LIMIT = 4_000;
 
 export interface TurnRecording {
-  /** Pushes a record into the turn's thread. */
-  record: (subtype: 'toolcall' | 'usage', content: ToolcallRecord | UsageRecord) => void;
-  /** The event the turn answers. */
-  inReplyTo: number;
+  /** Where the records go and who the spend is charged to (accounting.ts). */
+  account: CallAccount;
   /** Removes secret values from what a command printed. */
   redact: (text: string) => string;
-  spend: SpendLedger;
-  /** Who the spend is counted for (budget.ts). */
-  budgetKey: string;
   /** The model answering now (a fallback after a failover): the usage records name it. */
   used: () => ResolvedModel;
   logger: Logger;
@@ -80,7 +75,7 @@ export interface TurnRecording {
 /** The part of a turn's `onEvent` that records: commands with their results, usage, retries (logged). */
 export function turnRecorder(recording: TurnRecording): (event: ChatEvent) => void {
   const commands = new Map<string, BashExecArgs>();
-  const { inReplyTo } = recording;
+  const { account } = recording;
   return (event) => {
     if (event.type === 'tool_call') commands.set(event.id, event.arguments);
     if (event.type === 'retry') {
@@ -95,8 +90,8 @@ export function turnRecorder(recording: TurnRecording): (event: ChatEvent) => vo
       // A command may print a key it found; records are read by people and other agents.
       const output = recording.redact(event.stdout + (event.stderr ? `\n[stderr]\n${event.stderr}` : ''));
       const command = commands.get(event.id);
-      recording.record('toolcall', {
-        in_reply_to: inReplyTo,
+      account.record('toolcall', {
+        in_reply_to: account.inReplyTo,
         command: command?.command ?? '',
         ...(command?.comment ? { comment: command.comment } : {}),
         exit_code: event.exit_code,
@@ -104,19 +99,6 @@ export function turnRecorder(recording: TurnRecording): (event: ChatEvent) => vo
         duration_ms: event.duration_ms,
       });
     }
-    if (event.type === 'usage') {
-      recording.spend.spent(recording.budgetKey, event.usage.input + event.usage.output);
-      const used = recording.used();
-      recording.record('usage', {
-        in_reply_to: inReplyTo,
-        provider: used.provider,
-        model: used.model,
-        ...(event.profile ? { profile: event.profile } : {}),
-        input_tokens: event.usage.input,
-        output_tokens: event.usage.output,
-        cost: event.usage.cost,
-        duration_ms: event.duration_ms,
-      });
-    }
+    if (event.type === 'usage') recordUsage(account, recording.used(), event);
   };
 }

@@ -20,6 +20,8 @@ import { setReminders } from './reminders.js';
 import { resolveFallbacks, withFailover } from './failover.js';
 import { EMBEDDINGS_SOCKET_ENV, serveEmbeddings } from './memory-embedder.js';
 import { SpendLedger } from './budget.js';
+import { accountedSummariser, type CallAccount } from './accounting.js';
+import type { Summarise } from './compaction.js';
 import { appendToErrorFeed } from './error-feed.js';
 import { deliverHandler, INBOX_CONSUMER, OUTBOUND_CONSUMER, OUTBOUND_FILTER } from './lifecycle.js';
 import { callWithinWindow } from './overflow.js';
@@ -37,7 +39,7 @@ import { noticeStop, RunningTurns, type RunningTurn } from './turn-stop.js';
 import { watchInbox, type InboxWatch } from './inbox-watch.js';
 import { ConversationQueue } from './conversation-queue.js';
 import { beginAttempt, overTurnLimit, unfinishedTurn, type Attempt } from './turn-attempts.js';
-import type { AgentConfig, DecisionRecord, ErrorRecord, ThreadRoute } from './types.js';
+import type { AgentConfig, DecisionRecord, ErrorRecord, ThreadRoute, UpkeepPurpose } from './types.js';
 
 /**
  * `agent run <id>`: one batch, started by notifier when the inbox has messages.
@@ -291,13 +293,26 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
   const mixedPeople = mixesPeople(route);
   const record = (subtype: string, content: object, idempotencyKey?: string) =>
     thread.push({ source: 'self', type: 'record', subtype, content: JSON.stringify(content), idempotency_key: idempotencyKey });
-  const summarise = async (system: string, input: string) => {
-    if (turn.model instanceof Error) throw turn.model;
-    return (await callModel({ ...turn, model: turn.model, signal: turn.running?.signal }, { input, system, tools: false })).text;
+  // Every call for this message is counted alike, the upkeep's too (accounting.ts).
+  const account: CallAccount = { spend: turn.spend, peer: route.peerKey ?? route.threadId, inReplyTo: inboundId, record };
+  const upkeep = (purpose: UpkeepPurpose): Summarise => {
+    const model = turn.model;
+    if (model instanceof Error) return () => Promise.reject(model);
+    return accountedSummariser(account, model, purpose, (system, input, onEvent) => callModel({ ...turn, model }, { input, system, tools: false, onEvent }));
   };
   const command = chatCommandOf(event);
   if (command) {
-    const text = await answerChatCommand(command, { ...turn, route, thread, inboxEvent: event, commandId: inboundId, summaryFile: memory.thread, mixedPeople, summarise, policy: config.policy });
+    const text = await answerChatCommand(command, {
+      ...turn,
+      route,
+      thread,
+      inboxEvent: event,
+      commandId: inboundId,
+      summaryFile: memory.thread,
+      mixedPeople,
+      summarise: upkeep('new_conversation'),
+      policy: config.policy,
+    });
     pushReply(thread, target, inboundId, text, outcomeKey);
     logger.info(`run: answered /${command} in thread ${route.threadId} (event ${inboundId})`);
     return 'replied';
@@ -312,8 +327,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
     if (model instanceof Error) throw model;
     // Before the model is called: a turn that kills its run is known to the next one.
     // Reserved before the call: its input and the model's largest answer, against the day's caps.
-    const budgetKey = route.peerKey ?? route.threadId;
-    const reservation = turn.spend.reserve(budgetKey, Math.ceil(inbound.text.length / 4) + model.maxOutputTokens);
+    const reservation = turn.spend.reserve(account.peer, Math.ceil(inbound.text.length / 4) + model.maxOutputTokens);
     releaseBudget = reservation.release;
     if (reservation.over) {
       if (turn.spend.firstReport(reservation.over.cap))
@@ -333,11 +347,8 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
     // is answered without the tool.
     const rule = commandRuleFor(config.policy, event.source);
     const recordEvent = turnRecorder({
-      record,
-      inReplyTo: inboundId,
+      account,
       redact: turn.redact,
-      spend: turn.spend,
-      budgetKey,
       used: () => used,
       logger,
       where: `thread ${route.threadId} event ${inboundId}`,
@@ -380,11 +391,22 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
         settings: config.context,
         contextWindow: model.contextWindow,
         mixedPeople,
-        summarise,
+        summarise: upkeep('compaction'),
         flush: flushFile
           ? (covered) =>
               flushMemory(
-                { dir, thread, file: flushFile, cap: config.context.memory_caps.person, contextWindow: model.contextWindow, mixedPeople, summarise, redact: turn.redact, logger, inReplyTo: inboundId },
+                {
+                  dir,
+                  thread,
+                  file: flushFile,
+                  cap: config.context.memory_caps.person,
+                  contextWindow: model.contextWindow,
+                  mixedPeople,
+                  summarise: upkeep('memory_flush'),
+                  redact: turn.redact,
+                  logger,
+                  inReplyTo: inboundId,
+                },
                 covered,
               )
           : undefined,
@@ -416,7 +438,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
         ],
         caps: config.context.memory_caps,
         contextWindow: model.contextWindow,
-        summarise,
+        summarise: upkeep('memory_rewrite'),
         redact: turn.redact,
         logger,
         inReplyTo: inboundId,

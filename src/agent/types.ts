@@ -243,7 +243,12 @@ export interface UsageRecord {
   output_tokens: number;
   cost: number;
   duration_ms: number;
+  /** The runtime's upkeep the call was for (accounting.ts); none: the turn's answer. */
+  purpose?: UpkeepPurpose;
 }
+
+/** What an upkeep call is for: a compaction's summary, the memory flush, an over-cap memory file's rewrite, `/new`'s summary. */
+export type UpkeepPurpose = 'compaction' | 'memory_flush' | 'memory_rewrite' | 'new_conversation';
 
 export interface ErrorRecord {
   in_reply_to?: number;

@@ -27,16 +27,20 @@ export function plusUsage(a: UsageTotals, b: UsageTotals): UsageTotals {
   return { calls: a.calls + b.calls, input_tokens: a.input_tokens + b.input_tokens, output_tokens: a.output_tokens + b.output_tokens, cost: a.cost + b.cost };
 }
 
-/** The thread's usage, from `since` (an ISO time or day, UTC) when given. */
-export function threadUsage(thread: Thread, since?: string): UsageTotals {
+/** The thread's usage, from `since` (an ISO time or day, UTC) when given; `upkeep`: of the runtime's upkeep calls alone. */
+export function threadUsage(thread: Thread, since?: string, upkeep = false): UsageTotals {
   // Filters take only literals; `since` is an ISO date the caller made, never a person's text.
   const filter = `type = 'record' AND subtype = 'usage'${since === undefined ? '' : ` AND created_at >= '${since}'`}`;
   let totals = NO_USAGE;
   for (const event of thread.peek({ filter, limit: 1_000_000 })) {
     const record = usageOfRecord(event.content);
-    if (record) totals = plusUsage(totals, record);
+    if (record && (!upkeep || isUpkeep(event.content))) totals = plusUsage(totals, record);
   }
   return totals;
+}
+
+function isUpkeep(content: string): boolean {
+  return (JSON.parse(content) as Partial<UsageRecord>).purpose !== undefined;
 }
 
 /** `3 calls, 1,234 in + 56 out tokens, $0.0012` */
