@@ -5,29 +5,19 @@ import { dirname, join, relative } from 'node:path';
 import { agentDir } from '../agent/agent-dir.js';
 import { SYSTEM_AGENTS } from '../agent/identity.js';
 import { initAgent, startAgent } from '../agent/lifecycle.js';
-import { daemonHolder, stopDaemonProcess, type DaemonName } from '../core/daemon.js';
+import { daemonEnvironment, daemonHolder, stopDaemonProcess, type DaemonName } from '../core/daemon.js';
 import { ensureDir, runDir } from '../core/home.js';
 import { repairPermissions } from '../core/private-home.js';
 import { waitForLock, type Lock } from '../core/lock.js';
 import { ClawError } from '../core/errors.js';
-import { processEnvironment } from '../core/process.js';
 import { wakeNotifier } from '../thread/index.js';
 import { loadConfig as loadNotifierConfig } from '../notifier/config.js';
 import { addTimer, daemonStatus, listTimers, startDaemon } from '../notifier/control.js';
 import { SWEEP_TIMER_ID } from './maintainer.js';
 import { chooseModel, loadPaiConfig, MOCK_PROVIDER } from '../pai/models.js';
-import { loadXgwConfig, xgwConfigPath } from '../xgw/config.js';
+import { DEFAULT_XGW_CONFIG, loadXgwConfig, xgwConfigPath } from '../xgw/config.js';
 import { gatewayStatus, startGateway } from '../xgw/control.js';
 import type { XgwStatus } from '../xgw/index.js';
-
-/** The gateway config `theclaw up` writes when there is none: the web chat and the terminal, both to admin. */
-export const DEFAULT_XGW_CONFIG = `# Written by theclaw up. Reference: the xgw section of TheClaw's README.
-channels:
-  - { id: webchat:main, type: webchat, host: 127.0.0.1, port: 18790, access: open }   # the token in the URL guards it
-  - { id: terminal:local, type: terminal, access: open }
-routes:
-  - { channel: "*", peer: "*", agent: admin }
-`;
 
 /** The model agents get when their config names none, and whether it is the offline mock. */
 export interface ModelChoice {
@@ -47,8 +37,7 @@ export function defaultModel(home: string, env: NodeJS.ProcessEnv): ModelChoice 
  * keys it was started with count, not this shell's.
  */
 export function agentsEnvironment(home: string, shellEnv: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
-  const notifier = daemonHolder(home, 'notifier');
-  return (notifier && processEnvironment(notifier.pid)) ?? shellEnv;
+  return daemonEnvironment(home, 'notifier', shellEnv).env;
 }
 
 /** The model the agents' runs actually get (see agentsEnvironment). */

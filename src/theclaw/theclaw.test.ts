@@ -2,7 +2,7 @@ import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync,
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { checkConfig } from '../xgw/config.js';
+import { checkConfig, DEFAULT_XGW_CONFIG } from '../xgw/config.js';
 import { connectWebchat, XgwConfigSchema } from '../xgw/index.js';
 import { createTestHome, runTool, startFakeOpenAI, threadEvents, waitFor, writeFakePaiConfig, type FakeLlmServer, type TestHome } from '../testing/index.js';
 import { parse } from 'yaml';
@@ -14,7 +14,7 @@ import type { DemoResult } from './demo.js';
 import type { Check } from './doctor.js';
 import { doctor } from './doctor.js';
 import type { SystemStatus } from './status.js';
-import { DEFAULT_XGW_CONFIG, type UpResult, type WokenSubscription } from './system.js';
+import type { UpResult, WokenSubscription } from './system.js';
 
 /**
  * `theclaw` against the real system: the built CLIs as processes in a temp THECLAW_HOME, the
