@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { createRequire } from 'node:module';
@@ -16,21 +17,59 @@ export const yaml = (): typeof import('yaml') => createRequire(import.meta.url)(
  * a file that is not YAML or does not match the schema is an `invalid` error naming each field.
  */
 export function loadYamlConfig<S extends z.ZodMiniType>(file: string, schema: S): z.output<S> {
-  let text: string | undefined;
+  return loadYamlConfigFile(file, schema).value;
+}
+
+/**
+ * `loadYamlConfig`, with the fingerprint of the text it read: a daemon reports it, so that a
+ * file changed since (what `theclaw status` compares) is told from the one it runs with.
+ */
+export function loadYamlConfigFile<S extends z.ZodMiniType>(file: string, schema: S): { value: z.output<S>; sha256: string } {
+  const text = readConfigText(file);
+  return { value: validate(schema, parseConfigText(file, text), { what: file, suggestion: 'fix the listed fields or remove them to use the defaults' }), sha256: textHash(text) };
+}
+
+/** The fingerprint of a config file as it is now (no file: that of an empty one); null when it cannot be read. */
+export function configFileHash(file: string): string | null {
   try {
-    text = readFileSync(file, 'utf8');
-  } catch (error) {
-    if (errnoCode(error) !== 'ENOENT') {
-      throw new ClawError('invalid', `cannot read ${file}: ${(error as Error).message}`, { suggestion: 'make it a readable file, or remove it to use the defaults', cause: error });
-    }
+    return textHash(readConfigText(file));
+  } catch {
+    return null;
   }
-  let raw: unknown;
+}
+
+/**
+ * Whether a daemon's config file differs from the text it loaded (`loaded`: the fingerprint it
+ * reports; null when it is not running, which loads nothing).
+ */
+export function configChangedSince(file: string, loaded: string | null | undefined): boolean {
+  return typeof loaded === 'string' && configFileHash(file) !== loaded;
+}
+
+/** A config file's text; undefined when there is none. */
+export function readConfigText(file: string): string | undefined {
   try {
-    raw = text === undefined ? {} : (yaml().parse(text) ?? {}); // no file: yaml is not even loaded
+    return readFileSync(file, 'utf8');
+  } catch (error) {
+    if (errnoCode(error) === 'ENOENT') return undefined;
+    throw new ClawError('invalid', `cannot read ${file}: ${(error as Error).message}`, { suggestion: 'make it a readable file, or remove it to use the defaults', cause: error });
+  }
+}
+
+/** The YAML of a config file's text (no text, or an empty file: `{}`). */
+export function parseConfigText(file: string, text: string | undefined): unknown {
+  try {
+    return text === undefined ? {} : (yaml().parse(text) ?? {}); // no file: yaml is not even loaded
   } catch (error) {
     throw new ClawError('invalid', `cannot read ${file}: ${yamlReason(error)}`, { suggestion: 'fix the YAML syntax', cause: error });
   }
-  return validate(schema, raw, { what: file, suggestion: 'fix the listed fields or remove them to use the defaults' });
+}
+
+/** The fingerprint of a config's text (none: that of an empty file). */
+export function textHash(text: string | undefined): string {
+  return createHash('sha256')
+    .update(text ?? '')
+    .digest('hex');
 }
 
 /**
@@ -39,21 +78,31 @@ export function loadYamlConfig<S extends z.ZodMiniType>(file: string, schema: S)
  * half-written). Mode 0600: it may hold keys.
  */
 export function setYamlConfigKey(file: string, key: string, value: unknown): void {
-  let text = '';
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (error) {
-    if (errnoCode(error) !== 'ENOENT') throw error;
-  }
-  const document = yaml().parseDocument(text);
+  const document = parseConfigDocument(file, readConfigText(file));
+  if (value === undefined) document.delete(key);
+  else document.set(key, value);
+  writeFileAtomically(file, configDocumentText(document));
+}
+
+/** A config file's text as a YAML document, which keeps its comments and order for an edit. */
+export function parseConfigDocument(file: string, text: string | undefined): import('yaml').Document.Parsed {
+  const document = yaml().parseDocument(text ?? '');
   if (document.errors.length > 0) {
     throw new ClawError('invalid', `cannot read ${file}: ${yamlReason(document.errors[0])}`, { suggestion: 'fix the YAML syntax first' });
   }
-  if (value === undefined) document.delete(key);
-  else document.set(key, value);
+  return document;
+}
+
+/** A config document as text, its lines as long as the owner wrote them (yaml folds at 80 by default). */
+export function configDocumentText(document: import('yaml').Document): string {
+  return document.toString({ lineWidth: 0 });
+}
+
+/** Replaces a config file whole (a reader never sees it half-written), mode 0600: it may hold keys. */
+export function writeFileAtomically(file: string, text: string): void {
   ensureDir(dirname(file));
   const temp = `${file}.${process.pid}.tmp`;
-  writeFileSync(temp, document.toString(), { mode: 0o600 });
+  writeFileSync(temp, text, { mode: 0o600 });
   renameSync(temp, file);
 }
 

@@ -6,7 +6,7 @@ import { ensureDir, logsDir, runDir, socketPath } from './home.js';
 import { listenSocket, request, type Handler } from './ipc.js';
 import { readLockHolder, tryLock, type LockHolder } from './lock.js';
 import { cliPath } from './package.js';
-import { isAlive } from './process.js';
+import { isAlive, processEnvironment } from './process.js';
 import { sleep } from './retry.js';
 
 /**
@@ -31,6 +31,16 @@ export function daemonLogFile(home: string, name: DaemonName): string {
 
 export function daemonHolder(home: string, name: DaemonName): LockHolder | null {
   return readLockHolder(daemonPidFile(home, name));
+}
+
+/**
+ * The environment a running daemon was started with (read from /proc), else `shellEnv`: what
+ * the daemon does depends on its own (the keys agents get, the bot tokens), not on the shell's.
+ */
+export function daemonEnvironment(home: string, name: DaemonName, shellEnv: NodeJS.ProcessEnv): { env: NodeJS.ProcessEnv; daemon: boolean } {
+  const holder = daemonHolder(home, name);
+  const env = holder && processEnvironment(holder.pid);
+  return env ? { env, daemon: true } : { env: shellEnv, daemon: false };
 }
 
 export function askDaemon<T>(home: string, name: DaemonName, message: unknown, timeoutMs?: number): Promise<T> {

@@ -1,6 +1,8 @@
 import { printJson, printLines } from '../core/cli.js';
 import { resolveHome } from '../core/home.js';
-import { addTimer, daemonStatus, listTimers, removeTimer, startDaemon, stopDaemon } from './control.js';
+import { addTimer, daemonStatus, describeNotifierReload, listTimers, reloadNotifier, removeTimer, startDaemon, stopDaemon } from './control.js';
+import { configPath } from './config.js';
+import { configChangedSince } from '../core/config.js';
 import { daemonLogFile } from '../core/daemon.js';
 import { runNotifier } from './daemon.js';
 import { usageError } from '../core/errors.js';
@@ -32,14 +34,22 @@ export async function stop(options: Json): Promise<void> {
   else printLines([wasRunning ? 'notifier stopped' : 'notifier is not running']);
 }
 
-export async function status(options: Json): Promise<void> {
-  const status = await daemonStatus(resolveHome());
-  if (options.json) printJson(status);
-  else printLines(formatStatus(status));
+export async function reload(options: Json): Promise<void> {
+  const result = await reloadNotifier(resolveHome());
+  if (options.json) printJson(result);
+  else printLines(describeNotifierReload(result));
 }
 
-function formatStatus(status: NotifierStatus): string[] {
+export async function status(options: Json): Promise<void> {
+  const home = resolveHome();
+  const status = await daemonStatus(home);
+  if (options.json) printJson(status);
+  else printLines(formatStatus(home, status));
+}
+
+function formatStatus(home: string, status: NotifierStatus): string[] {
   const lines = [status.running ? `notifier running (pid ${status.pid}, up ${status.uptime_seconds}s)` : 'notifier is not running'];
+  if (configChangedSince(configPath(home), status.config_sha256)) lines.push(`${configPath(home)} changed since notifier loaded it - apply it with: notifier reload`);
   if (status.runs) lines.push(`runs: ${status.runs.running} running, ${status.runs.waiting} waiting (at most ${status.runs.limit} at once); ${status.runs.runners} warm runners`);
   lines.push(status.subscriptions.length ? 'subscriptions:' : 'subscriptions: none');
   for (const s of status.subscriptions) {

@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import * as z from 'zod/mini';
-import { loadYamlConfig } from '../core/config.js';
+import { loadYamlConfigFile } from '../core/config.js';
 
 /** `$THECLAW_HOME/notifier/config.yaml`; every field is optional. */
 export const NotifierConfigSchema = z.strictObject({
@@ -50,5 +50,10 @@ export function configPath(home: string): string {
 }
 
 export function loadConfig(home: string): NotifierConfig {
-  return loadYamlConfig(configPath(home), NotifierConfigSchema);
+  return loadConfigFile(home).value;
+}
+
+/** `loadConfig`, with the fingerprint of the text loaded (what the daemon reports). */
+export function loadConfigFile(home: string): { value: NotifierConfig; sha256: string } {
+  return loadYamlConfigFile(configPath(home), NotifierConfigSchema);
 }

@@ -1,12 +1,12 @@
 import { askDaemon, daemonHolder, startDaemonProcess, stopDaemonProcess } from '../core/daemon.js';
-import { isClawError } from '../core/errors.js';
+import { ClawError, isClawError } from '../core/errors.js';
 import { socketPath } from '../core/home.js';
 import { notify } from '../core/ipc.js';
 import { listThreads, openThread, type Thread } from '../thread/index.js';
 import { loadConfig } from './config.js';
 import { subscriptionStatus, type SubscriptionStatus } from './dispatcher.js';
 import { TimerStore, timerToJson, type Schedule, type TimerJson } from './timers.js';
-import type { NotifierRequest, NotifierStatus } from './types.js';
+import type { NotifierReloadResult, NotifierRequest, NotifierStatus } from './types.js';
 
 /**
  * Starts the daemon in the background with `env` (which its handlers inherit); returns once it
@@ -21,6 +21,23 @@ export function startDaemon(home: string, env: NodeJS.ProcessEnv = process.env):
 /** Stops the daemon; false if it was not running. Running handlers finish their batch. */
 export function stopDaemon(home: string): Promise<boolean> {
   return stopDaemonProcess(home, 'notifier');
+}
+
+/** Asks the running daemon to apply its config file again (see runNotifier). */
+export async function reloadNotifier(home: string): Promise<NotifierReloadResult> {
+  try {
+    return await askDaemon<NotifierReloadResult>(home, 'notifier', { op: 'reload' } satisfies NotifierRequest);
+  } catch (error) {
+    if (isClawError(error, 'not_found') && !daemonHolder(home, 'notifier')) {
+      throw new ClawError('io', 'notifier is not running', { suggestion: 'start it with notifier start; it reads its config when it starts', cause: error });
+    }
+    throw error;
+  }
+}
+
+/** What a reload did, for a person. */
+export function describeNotifierReload(result: NotifierReloadResult): string[] {
+  return [`notifier reloaded ${result.file}: ${result.changed.length ? `applied ${result.changed.join(', ')}` : 'nothing changed'}`];
 }
 
 /** The daemon's own status when it runs; otherwise what the stored state tells. */

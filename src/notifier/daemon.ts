@@ -1,17 +1,18 @@
+import { isDeepStrictEqual } from 'node:util';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { daemonLogFile, runDaemon } from '../core/daemon.js';
 import { usageError } from '../core/errors.js';
 import { ensureDir, runDir } from '../core/home.js';
-import { createLogger } from '../core/logger.js';
-import { loadConfig } from './config.js';
+import { createLogger, type Logger } from '../core/logger.js';
+import { configPath, loadConfigFile, type NotifierConfig } from './config.js';
 import { Dispatcher } from './dispatcher.js';
 import { defaultRunLimit, RunLimit } from './run-limit.js';
-import { createLauncher, removeStaleOutput } from './run.js';
+import { createLauncher, removeStaleOutput, type RunLimits } from './run.js';
 import { RunnerPool } from './runner-pool.js';
 import { TimerScheduler } from './scheduler.js';
 import { TimerStore, timerToJson } from './timers.js';
-import type { NotifierRequest, NotifierStatus } from './types.js';
+import type { NotifierReloadResult, NotifierRequest, NotifierStatus } from './types.js';
 
 /** Output files of runs are removed when the run ends; older ones were left by a killed daemon. */
 const STALE_OUTPUT_MS = 24 * 3600 * 1000;
@@ -19,9 +20,14 @@ const STALE_OUTPUT_MS = 24 * 3600 * 1000;
 /**
  * Runs the notifier in this process until `stop` or SIGTERM. One daemon per home (the pid file
  * is a pid-aware lock, so a second one refuses to start and a dead one's lock is reclaimed).
+ * `reload` applies a changed config without a restart: runs under way keep the limits they
+ * started with, and the next ones get the new.
  */
 export async function runNotifier(home: string): Promise<void> {
-  const config = loadConfig(home);
+  const loaded = loadConfigFile(home);
+  let config = loaded.value;
+  /** The fingerprint of the config text in force (see NotifierStatus). */
+  let configSha256 = loaded.sha256;
   await runDaemon(home, 'notifier', async () => {
     const logger = createLogger(daemonLogFile(home, 'notifier'));
     const outputDir = join(runDir(home), 'notifier-output');
@@ -30,29 +36,55 @@ export async function runNotifier(home: string): Promise<void> {
     if (stale > 0) logger.info(`removed ${stale} output files older than a day from ${outputDir}`);
     const startedAt = new Date();
     const store = new TimerStore(home);
-    const limit = new RunLimit(config.max_concurrent_runs ?? defaultRunLimit(availableParallelism()));
-    const { runners } = config;
-    const pool = runners.enabled ? new RunnerPool({ outputDir, logger, idleRunners: runners.idle, maxJobs: runners.max_jobs, maxRssBytes: runners.max_rss_mb * 1e6, idleTimeoutMs: 60_000 }) : null;
-    const launch = createLauncher({ outputDir, pool, limits: { timeoutMs: config.handler_timeout_seconds * 1000, outputLimitBytes: config.output_limit_bytes } });
-    const dispatcher = new Dispatcher({ home, config, logger, launch, limit, prepare: pool ? (handler) => pool.prepare(handler) : undefined });
+    const limit = new RunLimit(runLimitOf(config));
+    // What the launcher reads at each launch: a reload replaces the pool and the limits here.
+    const launching = { outputDir, pool: createPool(config, outputDir, logger), limits: runLimitsOf(config) };
+    const launch = createLauncher(launching);
+    const dispatcher = new Dispatcher({ home, config, logger, launch, limit, prepare: (handler) => launching.pool?.prepare(handler) });
     const scheduler = new TimerScheduler({ home, store, logger, launch, limit });
-    const sweep = setInterval(() => {
-      try {
-        dispatcher.sweep();
-      } catch (error) {
-        logger.error(`sweep failed: ${(error as Error).message}`);
-      }
-    }, config.sweep_interval_seconds * 1000);
+    const startSweep = () =>
+      setInterval(() => {
+        try {
+          dispatcher.sweep();
+        } catch (error) {
+          logger.error(`sweep failed: ${(error as Error).message}`);
+        }
+      }, config.sweep_interval_seconds * 1000);
+    let sweep = startSweep();
 
     const status = (): NotifierStatus => ({
       running: true,
       pid: process.pid,
       started_at: startedAt.toISOString(),
       uptime_seconds: Math.round((Date.now() - startedAt.getTime()) / 1000),
-      runs: { running: limit.active, waiting: limit.queued, limit: limit.limit, runners: pool?.size ?? 0 },
+      runs: { running: limit.active, waiting: limit.queued, limit: limit.limit, runners: launching.pool?.size ?? 0 },
       subscriptions: dispatcher.status(),
       timers: store.list().map((timer) => timerToJson(timer)),
+      config_sha256: configSha256,
     });
+
+    /** Reads the config again and applies what changed; a config that does not load is refused, and the running one kept. */
+    const reload = (): NotifierReloadResult => {
+      const next = loadConfigFile(home);
+      const keys = new Set([...Object.keys(config), ...Object.keys(next.value)]) as Set<keyof NotifierConfig>;
+      const changed = [...keys].filter((key) => !isDeepStrictEqual(config[key], next.value[key]));
+      config = next.value;
+      configSha256 = next.sha256;
+      dispatcher.configure(config);
+      launching.limits = runLimitsOf(config);
+      if (changed.includes('max_concurrent_runs')) limit.resize(runLimitOf(config));
+      if (changed.includes('sweep_interval_seconds')) {
+        clearInterval(sweep);
+        sweep = startSweep();
+      }
+      if (changed.includes('runners')) {
+        // Busy runners finish their job under the old settings, idle ones leave now.
+        launching.pool?.stop();
+        launching.pool = createPool(config, outputDir, logger);
+      }
+      logger.info(`config reloaded (${changed.length ? `changed: ${changed.join(', ')}` : 'nothing changed'})`);
+      return { file: configPath(home), changed, config_sha256: configSha256 };
+    };
 
     logger.info(`notifier started (pid ${process.pid}, sweep every ${config.sweep_interval_seconds}s, at most ${limit.limit} runs at once)`);
     return {
@@ -76,18 +108,34 @@ export async function runNotifier(home: string): Promise<void> {
             return null;
           case 'status':
             return status();
+          case 'reload':
+            return reload();
           default:
-            throw usageError(`unknown request ${JSON.stringify(request)}`, 'send {"op": "poke" | "wake" | "status" | "stop" | "timers" | "ping"}');
+            throw usageError(`unknown request ${JSON.stringify(request)}`, 'send {"op": "poke" | "wake" | "status" | "reload" | "stop" | "timers" | "ping"}');
         }
       },
       shutdown() {
         clearInterval(sweep);
         scheduler.stop();
         dispatcher.stop();
-        pool?.stop();
+        launching.pool?.stop();
         store.close();
         logger.info(`notifier stopped (pid ${process.pid})`);
       },
     };
   });
+}
+
+function runLimitOf(config: NotifierConfig): number {
+  return config.max_concurrent_runs ?? defaultRunLimit(availableParallelism());
+}
+
+function runLimitsOf(config: NotifierConfig): RunLimits {
+  return { timeoutMs: config.handler_timeout_seconds * 1000, outputLimitBytes: config.output_limit_bytes };
+}
+
+function createPool(config: NotifierConfig, outputDir: string, logger: Logger): RunnerPool | null {
+  const { runners } = config;
+  if (!runners.enabled) return null;
+  return new RunnerPool({ outputDir, logger, idleRunners: runners.idle, maxJobs: runners.max_jobs, maxRssBytes: runners.max_rss_mb * 1e6, idleTimeoutMs: 60_000 });
 }

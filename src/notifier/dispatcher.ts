@@ -74,6 +74,11 @@ export class Dispatcher {
 
   constructor(private readonly options: DispatcherOptions) {}
 
+  /** A reloaded config: its backoff applies to the next failure. */
+  configure(config: NotifierConfig): void {
+    this.options.config = config;
+  }
+
   poke(threadPath: string): void {
     if (this.registered.has(threadPath)) {
       this.schedule(threadPath);

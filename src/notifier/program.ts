@@ -15,7 +15,8 @@ it; a periodic sweep finds what a lost poke or a restart would have stranded. Ha
 (no shell) with THECLAW_HOME, THECLAW_THREAD and THECLAW_CONSUMER set; a failing handler is retried
 with exponential backoff. Log: $THECLAW_HOME/logs/notifier.log.
 Config: $THECLAW_HOME/notifier/config.yaml (sweep_interval_seconds, handler_timeout_seconds,
-backoff.initial_seconds, backoff.max_seconds, output_limit_bytes).`,
+backoff.initial_seconds, backoff.max_seconds, output_limit_bytes, max_concurrent_runs, runners);
+notifier reload applies a change to the running daemon.`,
     );
   withExamples(program, ['notifier start', 'notifier status --json', 'notifier stop']);
 
@@ -36,6 +37,17 @@ backoff.initial_seconds, backoff.max_seconds, output_limit_bytes).`,
       .addOption(jsonOption())
       .action(async (options) => (await commands()).stop(options)),
     ['notifier stop'],
+  );
+
+  withExamples(
+    program
+      .command('reload')
+      .description(
+        'apply the config file to the running daemon, without a restart: runs under way keep their limits, the next ones get the new (a config with a problem is refused, and the running one kept)',
+      )
+      .addOption(jsonOption())
+      .action(async (options) => (await commands()).reload(options)),
+    ['notifier reload'],
   );
 
   withExamples(

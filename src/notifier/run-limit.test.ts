@@ -39,6 +39,20 @@ describe('RunLimit', () => {
     expect(h.started).toEqual(['a1', 'b1', 'c1']);
   });
 
+  it('resized (a reload): more places start what waits at once; fewer let the runs under way finish first', () => {
+    const h = harness(1);
+    for (const key of ['a1', 'b1', 'c1', 'd1']) h.request(key[0]!, key);
+    h.runLimit.resize(3);
+    expect(h.started).toEqual(['a1', 'b1', 'c1']);
+    h.runLimit.resize(1);
+    h.end();
+    h.end();
+    expect(h.started).toEqual(['a1', 'b1', 'c1']); // two of three ended: still one runs, the limit
+    h.end();
+    expect(h.started).toEqual(['a1', 'b1', 'c1', 'd1']);
+    expect(h.runLimit.limit).toBe(1);
+  });
+
   it('gives the groups turns: a busy agent cannot starve one with a single message', () => {
     const h = harness(1);
     h.request('busy', 'x0');

@@ -22,11 +22,21 @@ export class RunLimit {
   /** Waiting requests by group; Map order is the groups' turn order. */
   private readonly waiting = new Map<string, Map<string, RunRequest>>();
 
-  constructor(readonly limit: number) {}
+  constructor(private places: number) {}
+
+  get limit(): number {
+    return this.places;
+  }
+
+  /** A new limit (a reload): more places start waiting requests now; fewer let the runs under way finish. */
+  resize(limit: number): void {
+    this.places = limit;
+    this.drain();
+  }
 
   /** Starts the request now if a place is free and nobody waits before it; otherwise queues it. */
   request(request: RunRequest): void {
-    if (this.running < this.limit && this.waiting.size === 0) {
+    if (this.running < this.places && this.waiting.size === 0) {
       this.tryStart(request);
       return;
     }
@@ -58,7 +68,7 @@ export class RunLimit {
   }
 
   private drain(): void {
-    while (this.running < this.limit) {
+    while (this.running < this.places) {
       const next = this.takeNext();
       if (!next) return;
       this.tryStart(next);

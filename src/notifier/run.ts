@@ -166,6 +166,7 @@ export type CommandLauncher = (name: string) => Launcher<SupervisedRun>;
  * Handlers and timer commands that run this package's CLIs go to a warm runner when there is a
  * pool; everything else runs in a process of its own. A start that fails (no room for the
  * output file, no program) is reported as such, never thrown, so no lease is left taken.
+ * `options` is read at each launch: a reload replaces its pool and limits.
  */
 export function createLauncher(options: { outputDir: string; limits: RunLimits; pool: RunnerPool | null }): CommandLauncher {
   return (name) => (command, env) => {

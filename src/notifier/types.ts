@@ -9,6 +9,8 @@ export type NotifierRequest =
   /** Timers were added or removed: re-read them. */
   | { op: 'timers' }
   | { op: 'status' }
+  /** Read the config file again and apply it. Answer: NotifierReloadResult; a config that does not load is refused (the running one kept). */
+  | { op: 'reload' }
   | { op: 'stop' }
   | { op: 'ping' };
 
@@ -23,4 +25,13 @@ export interface NotifierStatus {
   /** Every registered subscription: progress, pending events, running handler, failures. */
   subscriptions: SubscriptionStatus[];
   timers: TimerJson[];
+  /** The fingerprint of the config text the running daemon loaded (absent while stopped). */
+  config_sha256?: string;
+}
+
+/** What `reload` did: the top-level keys of the config that changed. */
+export interface NotifierReloadResult {
+  file: string;
+  changed: string[];
+  config_sha256: string;
 }

@@ -26,6 +26,9 @@ export const NEEDS_BWRAP = `needs bubblewrap${BWRAP ? '' : ': not installed, apt
  */
 export const TOOLS = ['thread', 'notifier', 'cmds', 'pai', 'xgw', 'agent', 'theclaw'] as const;
 
+/** What gives the processes a model (provider keys, pai's mock script): removed for tests of the offline mock. */
+export const PROVIDER_KEYS = ['OPENAI_API_KEY', 'ANTHROPIC_API_KEY', 'GEMINI_API_KEY', 'MISTRAL_API_KEY', 'GROQ_API_KEY', 'OPENROUTER_API_KEY', 'XAI_API_KEY', 'DEEPSEEK_API_KEY', 'PAI_MOCK_SCRIPT'];
+
 export interface TestHome {
   home: string;
   /** Environment for child processes: THECLAW_HOME set and the tools first on PATH. */

@@ -20,6 +20,7 @@ export async function up(options: Json): Promise<void> {
       `Warning: notifier was started with another environment, so agents use ${modelLine(result.model)}, not ${modelLine(result.shell_model)} - to switch: theclaw down && theclaw up\n`,
     );
   }
+  for (const changed of result.config_changed) process.stderr.write(`Warning: ${changed.message}\n`);
   // The rest of the system runs without a channel that failed; the owner has to hear of it.
   for (const channel of result.xgw.channels.filter((c) => c.state !== 'running')) {
     process.stderr.write(`Warning: channel ${channel.id} is not running (${channel.detail ?? channel.state}) - theclaw doctor says how to fix it\n`);
@@ -40,6 +41,29 @@ export async function up(options: Json): Promise<void> {
     ...(webchat.length + terminal.length > 0 ? ['Talk to admin:', ...webchat, ...terminal] : ['No web chat or terminal channel is configured: see xgw config check']),
     'Next: theclaw status · theclaw doctor · theclaw down',
   ]);
+}
+
+export async function reload(options: Json): Promise<void> {
+  const outcomes = await (await import('./system.js')).reload(resolveHome());
+  const refused = outcomes.flatMap((outcome) => (outcome.state === 'refused' ? [outcome] : []));
+  if (options.json) {
+    printJson({ ok: refused.length === 0, daemons: outcomes });
+    if (refused.length > 0) process.exitCode = 1; // the document says why; a second one would break readers
+    return;
+  }
+  const { describeReload } = await import('../xgw/control.js');
+  const { describeFindings } = await import('../xgw/config.js');
+  const { describeNotifierReload } = await import('../notifier/control.js');
+  printLines(
+    outcomes.flatMap((outcome) => {
+      if (outcome.state === 'not_running') return [`${outcome.daemon} is not running: it reads its config when it starts (theclaw up)`];
+      if (outcome.state === 'refused') return [`${outcome.daemon} refused its config and runs on with the one it had`];
+      return outcome.daemon === 'xgw' ? [...describeReload(outcome.result), ...describeFindings(outcome.result.warnings)] : describeNotifierReload(outcome.result);
+    }),
+  );
+  if (refused.length > 0) {
+    throw new ClawError('invalid', refused.map((outcome) => outcome.error).join('; '), { suggestion: refused[0]!.suggestion ?? 'fix the config, then run theclaw reload again' });
+  }
 }
 
 export async function maintain(options: Json): Promise<void> {
@@ -188,6 +212,7 @@ function formatStatus(s: SystemStatus): string[] {
       (c) =>
         `${c.name.padEnd(9)} ${!c.running ? 'stopped' : !c.answering ? `running  pid ${c.pid}  NOT ANSWERING (see logs/${c.name}.log)` : `running  pid ${c.pid}  up ${duration(c.uptime_seconds ?? 0)}${mb(c.rss_bytes)}`}`,
     ),
+    ...s.config_changed.map((changed) => `${'config'.padEnd(9)} ${changed.message}`),
     ...s.channels.map((c) => `  ${c.id}: ${c.state}${c.detail ? ` (${c.detail})` : ''}${c.url ? `  ${c.url}` : ''}`),
     s.agents.length ? 'agents:' : 'agents: none yet (theclaw up creates the system agents)',
     ...s.agents.flatMap((a) =>

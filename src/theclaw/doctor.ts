@@ -12,10 +12,10 @@ import { createRedactor } from '../core/secrets.js';
 import { loadConfig as loadNotifierConfig, type SubscriptionStatus } from '../notifier/index.js';
 import { BUILTIN_PROVIDERS, chat, chooseModel, findBwrap, keyVariables, loadPaiConfig, MOCK_PROVIDER, providerSecrets, sandboxProblem, type PaiConfig } from '../pai/index.js';
 import { openThread } from '../thread/index.js';
-import { inspectXgwConfig, XgwConfigSchema, xgwConfigPath, type ChannelConfig } from '../xgw/index.js';
+import { DEFAULT_XGW_CONFIG, inspectXgwConfig, XgwConfigSchema, xgwCheckEnvironment, xgwConfigPath, type ChannelConfig } from '../xgw/index.js';
 import { modelWaits, recentErrors } from './failures.js';
 import { probeDaemons, RECENT_ERRORS } from './status.js';
-import { agentsEnvironment, agentsModel, DEFAULT_XGW_CONFIG } from './system.js';
+import { agentsEnvironment, agentsModel } from './system.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
 
@@ -48,7 +48,7 @@ export interface DoctorOptions {
 export async function doctor(home: string, env: NodeJS.ProcessEnv = process.env, now = Date.now(), options: DoctorOptions = {}): Promise<Check[]> {
   const checks: Check[] = [checkNode(), checkDataDirectory(home)];
   if (!existsSync(home)) return checks;
-  const configs = checkConfigs(home);
+  const configs = checkConfigs(home, env);
   checks.push(...configs.checks);
   if (configs.pai) {
     const providers = checkProviders(configs.pai, env);
@@ -58,7 +58,7 @@ export async function doctor(home: string, env: NodeJS.ProcessEnv = process.env,
   }
   checks.push(...(await checkAgentWindows(home, configs.agents, env)));
   checks.push(checkSandbox(home, configs.agents, options.bwrap !== undefined ? options.bwrap : findBwrap(agentsEnvironment(home, env))));
-  checks.push(...(await checkRuntime(home, configs.channels, env, now)));
+  checks.push(...(await checkRuntime(home, configs.channels, now)));
   return checks;
 }
 
@@ -97,7 +97,7 @@ function checkDataDirectory(home: string): Check {
 }
 
 /** Every config file, each loaded the way its tool loads it. */
-function checkConfigs(home: string): { checks: Check[]; pai?: PaiConfig; channels: ChannelConfig[]; agents: Map<string, AgentConfig> } {
+function checkConfigs(home: string, env: NodeJS.ProcessEnv): { checks: Check[]; pai?: PaiConfig; channels: ChannelConfig[]; agents: Map<string, AgentConfig> } {
   const checks: Check[] = [];
   const attempt = <T>(what: string, load: () => T): T | undefined => {
     try {
@@ -110,16 +110,19 @@ function checkConfigs(home: string): { checks: Check[]; pai?: PaiConfig; channel
   };
   const pai = attempt('pai', () => loadPaiConfig(home));
   attempt('notifier', () => loadNotifierConfig(home));
-  const xgw = attempt('xgw', () => inspectXgwConfig(home));
-  if (xgw && xgw.problems.length > 0) checks.push({ name: 'config', status: 'fail', detail: `xgw: ${xgw.problems.join('; ')}`, fix: 'xgw config check lists them' });
+  // The verdict of xgw config check, finding by finding.
+  const xgw = attempt('xgw', () => inspectXgwConfig(home, { environment: xgwCheckEnvironment(home, env) }));
+  for (const finding of xgw?.findings ?? []) {
+    checks.push({ name: 'config', status: finding.severity, detail: `xgw: ${finding.message}`, fix: finding.fix ?? 'xgw config check lists every problem' });
+  }
   const agents = new Map<string, AgentConfig>();
   for (const id of listAgentIds(home)) {
     const config = attempt(`agent ${id}`, () => loadAgentConfig(agentDir(home, id)));
     if (config) agents.set(id, config);
   }
-  if (checks.length === 0) checks.push({ name: 'config', status: 'ok', detail: 'pai, notifier, xgw and agent configs are valid' });
+  if (!checks.some((check) => check.status === 'fail')) checks.push({ name: 'config', status: 'ok', detail: 'pai, notifier, xgw and agent configs are valid' });
   // The channels theclaw up would start: the config's, or the default it writes when there is none.
-  const channels = existsSync(xgwConfigPath(home)) ? (xgw?.config?.channels ?? []) : XgwConfigSchema.parse(yaml().parse(DEFAULT_XGW_CONFIG)).channels;
+  const channels = existsSync(xgwConfigPath(home)) ? (xgw?.channels ?? []) : XgwConfigSchema.parse(yaml().parse(DEFAULT_XGW_CONFIG)).channels;
   return { checks, channels, agents, ...(pai ? { pai } : {}) };
 }
 
@@ -259,7 +262,7 @@ function checkFailures(home: string, subscriptions: readonly SubscriptionStatus[
   ];
 }
 
-async function checkRuntime(home: string, configured: ChannelConfig[], env: NodeJS.ProcessEnv, now: number): Promise<Check[]> {
+async function checkRuntime(home: string, configured: ChannelConfig[], now: number): Promise<Check[]> {
   const checks: Check[] = [];
   const { notifier, xgw, components } = await probeDaemons(home);
   const hung = components.filter((c) => c.running && !c.answering);
@@ -276,15 +279,7 @@ async function checkRuntime(home: string, configured: ChannelConfig[], env: Node
   }
 
   for (const channel of configured) {
-    if (xgw?.channels.find((c) => c.id === channel.id)?.state === 'running') continue; // ours holds it, or it is fine
-    if ('token_env' in channel && !env[channel.token_env]) {
-      checks.push({
-        name: 'config',
-        status: 'fail',
-        detail: `${channel.id}: ${channel.token_env} is not set in this environment, so xgw cannot start`,
-        fix: `export ${channel.token_env}=<the bot token> before theclaw up`,
-      });
-    }
+    if (xgw?.channels.find((c) => c.id === channel.id)?.state === 'running') continue; // ours holds its port
     if (channel.type !== 'webchat' || channel.port === 0) continue;
     const taken = await portTaken(channel.host, channel.port);
     checks.push(

@@ -43,6 +43,16 @@ before theclaw up for a real one.`,
   );
   withExamples(
     program
+      .command('reload')
+      .description(
+        "apply changed config files to the running daemons without a restart: xgw's channels and routes (channels that did not change keep running), notifier's settings; a config with a problem is refused with the error its check gives, and that daemon runs on as it was. Agents read theirs at every run.",
+      )
+      .addOption(jsonOption())
+      .action(async (options) => (await commands()).reload(options)),
+    ['theclaw reload', 'theclaw reload --json'],
+  );
+  withExamples(
+    program
       .command('status')
       .description('every component (running, pid, uptime, memory), every agent (pending, last activity, model), the delivery queues, messages waiting for the model and recent errors')
       .option('--recent <n>', "also the newest N events of every agent's threads, and model usage per agent per day (the status page's view)", positiveInt('--recent'))

@@ -11,6 +11,7 @@ import type { ThreadEvent } from '../thread/index.js';
 import { gatewayStatus } from '../xgw/control.js';
 import type { ChannelStatus, XgwStatus } from '../xgw/index.js';
 import { forEachAgentThread, newestFirst } from './agent-threads.js';
+import { changedConfigs, type ChangedConfig } from './config-changes.js';
 import { modelWaits, recentErrors, type ModelWait, type RecentError } from './failures.js';
 import { agentsModel, type ModelChoice } from './system.js';
 
@@ -58,6 +59,8 @@ export interface SystemStatus {
   model_waits: ModelWait[];
   /** The newest error records of every agent's conversations, newest first. */
   recent_errors: RecentError[];
+  /** Running daemons whose config file changed since they loaded it: `theclaw reload` applies it. */
+  config_changed: ChangedConfig[];
 }
 
 /** One event as the status page lists it. */
@@ -149,6 +152,7 @@ export async function systemStatus(home: string, env: NodeJS.ProcessEnv = proces
     model: agentsModel(home, env),
     model_waits: modelWaits(home, notifier?.subscriptions ?? []),
     recent_errors: recentErrors(home, RECENT_ERRORS),
+    config_changed: changedConfigs(home, notifier, xgw),
   };
 }
 

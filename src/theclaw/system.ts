@@ -5,29 +5,21 @@ import { dirname, join, relative } from 'node:path';
 import { agentDir } from '../agent/agent-dir.js';
 import { SYSTEM_AGENTS } from '../agent/identity.js';
 import { initAgent, startAgent } from '../agent/lifecycle.js';
-import { daemonHolder, stopDaemonProcess, type DaemonName } from '../core/daemon.js';
+import { daemonEnvironment, daemonHolder, stopDaemonProcess, type DaemonName } from '../core/daemon.js';
 import { ensureDir, runDir } from '../core/home.js';
 import { repairPermissions } from '../core/private-home.js';
 import { waitForLock, type Lock } from '../core/lock.js';
-import { ClawError } from '../core/errors.js';
-import { processEnvironment } from '../core/process.js';
+import { ClawError, isClawError } from '../core/errors.js';
 import { wakeNotifier } from '../thread/index.js';
 import { loadConfig as loadNotifierConfig } from '../notifier/config.js';
-import { addTimer, daemonStatus, listTimers, startDaemon } from '../notifier/control.js';
+import { addTimer, daemonStatus, listTimers, reloadNotifier, startDaemon } from '../notifier/control.js';
+import type { NotifierReloadResult } from '../notifier/index.js';
 import { SWEEP_TIMER_ID } from './maintainer.js';
 import { chooseModel, loadPaiConfig, MOCK_PROVIDER } from '../pai/models.js';
-import { loadXgwConfig, xgwConfigPath } from '../xgw/config.js';
-import { gatewayStatus, startGateway } from '../xgw/control.js';
-import type { XgwStatus } from '../xgw/index.js';
-
-/** The gateway config `theclaw up` writes when there is none: the web chat and the terminal, both to admin. */
-export const DEFAULT_XGW_CONFIG = `# Written by theclaw up. Reference: the xgw section of TheClaw's README.
-channels:
-  - { id: webchat:main, type: webchat, host: 127.0.0.1, port: 18790, access: open }   # the token in the URL guards it
-  - { id: terminal:local, type: terminal, access: open }
-routes:
-  - { channel: "*", peer: "*", agent: admin }
-`;
+import { DEFAULT_XGW_CONFIG, loadXgwConfig, xgwConfigPath } from '../xgw/config.js';
+import { gatewayStatus, reloadGateway, startGateway } from '../xgw/control.js';
+import type { XgwReloadResult, XgwStatus } from '../xgw/index.js';
+import { changedConfigs, type ChangedConfig } from './config-changes.js';
 
 /** The model agents get when their config names none, and whether it is the offline mock. */
 export interface ModelChoice {
@@ -47,8 +39,7 @@ export function defaultModel(home: string, env: NodeJS.ProcessEnv): ModelChoice 
  * keys it was started with count, not this shell's.
  */
 export function agentsEnvironment(home: string, shellEnv: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
-  const notifier = daemonHolder(home, 'notifier');
-  return (notifier && processEnvironment(notifier.pid)) ?? shellEnv;
+  return daemonEnvironment(home, 'notifier', shellEnv).env;
 }
 
 /** The model the agents' runs actually get (see agentsEnvironment). */
@@ -76,6 +67,8 @@ export interface UpResult {
   shell_model?: ModelChoice;
   /** Heartbeat timers this call set again from the agents' configs, or removed. */
   heartbeats: { set: string[]; removed: string[]; problems: string[] };
+  /** Daemons that were running already with a config file changed since: `theclaw reload` applies it. */
+  config_changed: ChangedConfig[];
 }
 
 /**
@@ -141,7 +134,10 @@ async function upLocked(home: string, env: NodeJS.ProcessEnv): Promise<Omit<UpRe
   const model = agentsModel(home, env);
   const shell = defaultModel(home, env);
   const differs = shell.provider !== model.provider || shell.model !== model.model;
-  return { home, started, created, agents, notifier: { pid: notifier.value.pid! }, xgw: xgw.value, model, heartbeats, ...(differs ? { shell_model: shell } : {}) };
+  // A daemon started now has just loaded its file; one running already may run an older one.
+  const notifierStatus = started.includes('notifier') ? null : await daemonStatus(home).catch(() => null);
+  const config_changed = changedConfigs(home, notifierStatus, xgw.value);
+  return { home, started, created, agents, notifier: { pid: notifier.value.pid! }, xgw: xgw.value, model, heartbeats, ...(differs ? { shell_model: shell } : {}), config_changed };
 }
 
 /** The maintainer's sweep (maintainer.ts) on a timer, once: a timer of that id the owner changed stays as they left it. */
@@ -182,6 +178,42 @@ export async function retry(home: string): Promise<WokenSubscription[]> {
   const { subscriptions } = await daemonStatus(home);
   await wakeNotifier(home);
   return subscriptions.filter((sub) => sub.retry_at !== null).map((sub) => ({ thread: relative(home, sub.thread), consumer: sub.consumer, failures: sub.failures, last_error: sub.last_error }));
+}
+
+/** What `theclaw reload` did with one daemon. */
+export type ReloadOutcome =
+  | { daemon: 'notifier'; state: 'reloaded'; result: NotifierReloadResult }
+  | { daemon: 'xgw'; state: 'reloaded'; result: XgwReloadResult }
+  /** It reads its config when it starts. */
+  | { daemon: DaemonName; state: 'not_running' }
+  /** Its config has a problem: the daemon runs on with the config it had. */
+  | { daemon: DaemonName; state: 'refused'; error: string; suggestion?: string };
+
+/**
+ * `theclaw reload`: each running daemon applies its config file again, without a restart and
+ * without dropping what it holds (see xgw's and notifier's `reload`). One whose config has a
+ * problem refuses it and runs on as it was; the other is reloaded all the same.
+ */
+export async function reload(home: string): Promise<ReloadOutcome[]> {
+  const lock = await takeTurn(home);
+  try {
+    return await Promise.all([
+      reloadOne(home, 'notifier', async () => ({ daemon: 'notifier', state: 'reloaded', result: await reloadNotifier(home) })),
+      reloadOne(home, 'xgw', async () => ({ daemon: 'xgw', state: 'reloaded', result: await reloadGateway(home) })),
+    ]);
+  } finally {
+    lock.release();
+  }
+}
+
+async function reloadOne(home: string, daemon: DaemonName, reload: () => Promise<ReloadOutcome>): Promise<ReloadOutcome> {
+  if (!daemonHolder(home, daemon)) return { daemon, state: 'not_running' };
+  try {
+    return await reload();
+  } catch (error) {
+    if (!isClawError(error, 'invalid')) throw error;
+    return { daemon, state: 'refused', error: error.message, ...(error.suggestion && { suggestion: error.suggestion }) };
+  }
 }
 
 /**

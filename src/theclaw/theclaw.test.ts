@@ -2,9 +2,9 @@ import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync,
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { checkConfig } from '../xgw/config.js';
+import { checkConfig, DEFAULT_XGW_CONFIG } from '../xgw/config.js';
 import { connectWebchat, XgwConfigSchema } from '../xgw/index.js';
-import { createTestHome, runTool, startFakeOpenAI, threadEvents, waitFor, writeFakePaiConfig, type FakeLlmServer, type TestHome } from '../testing/index.js';
+import { createTestHome, PROVIDER_KEYS, runTool, startFakeOpenAI, threadEvents, waitFor, writeFakePaiConfig, type FakeLlmServer, type TestHome } from '../testing/index.js';
 import { parse } from 'yaml';
 import type { AgentStatus } from '../agent/lifecycle.js';
 import { agentDir } from '../agent/agent-dir.js';
@@ -14,14 +14,12 @@ import type { DemoResult } from './demo.js';
 import type { Check } from './doctor.js';
 import { doctor } from './doctor.js';
 import type { SystemStatus } from './status.js';
-import { DEFAULT_XGW_CONFIG, type UpResult, type WokenSubscription } from './system.js';
+import type { UpResult, WokenSubscription } from './system.js';
 
 /**
  * `theclaw` against the real system: the built CLIs as processes in a temp THECLAW_HOME, the
  * daemons they start, and the web chat reached the way a browser reaches it.
  */
-
-const PROVIDER_KEYS = ['OPENAI_API_KEY', 'ANTHROPIC_API_KEY', 'GEMINI_API_KEY', 'MISTRAL_API_KEY', 'GROQ_API_KEY', 'OPENROUTER_API_KEY', 'XAI_API_KEY', 'DEEPSEEK_API_KEY', 'PAI_MOCK_SCRIPT'];
 
 let t: TestHome | undefined;
 let llm: FakeLlmServer | undefined;

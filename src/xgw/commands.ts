@@ -1,13 +1,17 @@
 import { printJson, printLines } from '../core/cli.js';
+import { configChangedSince } from '../core/config.js';
 import { daemonLogFile, stopDaemonProcess } from '../core/daemon.js';
 import { ClawError, usageError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
 import { runTerminalChat } from './chat-client.js';
 import { askXgw, isXgwUnavailable } from './client.js';
-import { gatewayStatus, startGateway } from './control.js';
-import { configError, inspectXgwConfig, xgwConfigPath } from './config.js';
+import { describeReload, gatewayStatus, reloadGateway, startGateway } from './control.js';
+import { configError, describeFindings, inspectXgwConfig, isFailure, xgwCheckEnvironment, xgwConfigPath } from './config.js';
 import { runXgw } from './daemon.js';
 import type { SendRequest } from './gateway.js';
+import { addChannel, addRoute, removeChannel, removeRoute, type ChannelSettings, type EditResult } from './config-edit.js';
+import { agentExists, requireAgentId } from './route.js';
+import type { ChannelConfig, Route, XgwConfig } from './types.js';
 import type { SendResult, XgwStatus } from './protocol.js';
 import { GatewayState, MAX_PENDING_PAIRINGS, PAIRING_TTL_WHEN_FULL_MS, type PairingRequest } from './state.js';
 
@@ -41,6 +45,7 @@ export async function status(options: Json): Promise<void> {
   if (options.json) return printJson(status);
   printLines([
     status.running ? `xgw running (pid ${status.pid}, up ${status.uptime_seconds}s)` : 'xgw is not running',
+    ...(configChangedSince(xgwConfigPath(home), status.config_sha256) ? [`${xgwConfigPath(home)} changed since xgw loaded it - apply it with: xgw reload`] : []),
     ...formatChannels(status),
     ...(status.pending_pairings ? [`${status.pending_pairings} pairing request(s) waiting: xgw pair list`] : []),
     ...(status.pending_pairings ? fullPairingWarnings(withState(home, (state) => state.pendingPairings())) : []),
@@ -72,14 +77,103 @@ function formatChannels(status: XgwStatus): string[] {
   return status.channels.map((c) => `  ${c.id}: ${c.state}${c.detail ? ` (${c.detail})` : ''}${c.url ? `  ${c.url}` : ''}`);
 }
 
+export async function reload(options: Json): Promise<void> {
+  const result = await reloadGateway(resolveHome());
+  if (options.json) return printJson(result);
+  printLines([...describeReload(result), ...describeFindings(result.warnings)]);
+}
+
+/**
+ * The verdict `theclaw doctor` gives too (inspectXgwConfig): a failure exits 1 with the error a
+ * start or a reload gives; warnings are printed either way. With --json, one document either way.
+ */
 export function configCheck(options: Json): void {
   const home = resolveHome();
+  const report = inspectXgwConfig(home, { environment: xgwCheckEnvironment(home, process.env) });
+  const { config } = report;
+  if (options.json) {
+    printJson({ ok: config !== undefined, file: report.file, ...(config && { channels: config.channels.length, routes: config.routes.length }), findings: report.findings });
+    if (!config) process.exitCode = 1; // the document says why; a second one would break readers
+    return;
+  }
+  const warnings = describeFindings(report.findings.filter((finding) => !isFailure(finding)));
+  if (!config) {
+    printLines(warnings);
+    throw configError(report);
+  }
+  printLines([`${report.file} is valid: ${config.channels.length} channel(s), ${config.routes.length} route(s)`, ...warnings]);
+}
+
+interface EditFlags extends Json {
+  /** false with --no-reload. */
+  reload?: boolean;
+}
+
+export async function channelAdd(id: string, options: EditFlags & ChannelSettings): Promise<void> {
+  const result = await addChannel(resolveHome(), id, options, { noReload: options.reload === false });
+  printEdit(result, options, `added channel ${id} to ${result.file}`);
+}
+
+export async function channelRemove(id: string, options: EditFlags): Promise<void> {
+  const result = await removeChannel(resolveHome(), id, { noReload: options.reload === false });
+  printEdit(result, options, `removed channel ${id} from ${result.file}`);
+}
+
+export async function routeAdd(options: EditFlags & Route): Promise<void> {
+  const result = await addRoute(resolveHome(), { channel: options.channel, peer: options.peer, agent: requireAgentId(options.agent) }, { noReload: options.reload === false });
+  printEdit(result, options, `added the route of channel ${options.channel} and peer ${options.peer} to ${options.agent} in ${result.file}`);
+}
+
+export async function routeRemove(options: EditFlags & Pick<Route, 'channel' | 'peer'>): Promise<void> {
+  const result = await removeRoute(resolveHome(), { channel: options.channel, peer: options.peer }, { noReload: options.reload === false });
+  const agents = result.entries.map((entry) => (entry as Route).agent).join(', ');
+  printEdit(result, options, `removed the route of channel ${options.channel} and peer ${options.peer} (to ${agents}) from ${result.file}`);
+}
+
+function printEdit(result: EditResult, options: Json, done: string): void {
+  if (options.json) {
+    printJson(result);
+    return;
+  }
+  const { applied } = result;
+  printLines([
+    done,
+    ...('reloaded' in applied
+      ? describeReload(applied.reloaded)
+      : [applied.not_applied === 'not_running' ? 'xgw is not running: it reads the file when it starts' : 'not applied yet (--no-reload): apply it with xgw reload']),
+    ...describeFindings(result.findings),
+  ]);
+}
+
+/** The configured channels as the file has them (the schema's defaults filled in). */
+function configuredXgw(home: string): XgwConfig {
   const report = inspectXgwConfig(home);
   if (!report.config) throw configError(report);
-  const { config } = report;
-  const warnings = config.channels.flatMap((channel) => ('token_env' in channel && !process.env[channel.token_env] ? [`${channel.id}: ${channel.token_env} is not set in this environment`] : []));
-  if (options.json) printJson({ ok: true, file: xgwConfigPath(home), channels: config.channels.length, routes: config.routes.length, warnings });
-  else printLines([`${xgwConfigPath(home)} is valid: ${config.channels.length} channel(s), ${config.routes.length} route(s)`, ...warnings.map((w) => `warning: ${w}`)]);
+  return report.config;
+}
+
+export function channelList(options: Json): void {
+  const home = resolveHome();
+  const { channels } = configuredXgw(home);
+  if (options.json) printJson(channels);
+  else if (channels.length === 0) printLines([`no channel is configured in ${xgwConfigPath(home)}: add one with xgw channel add`]);
+  else printLines(formatChannelList(channels));
+}
+
+function formatChannelList(channels: ChannelConfig[]): string[] {
+  const width = Math.max(...channels.map((channel) => channel.id.length));
+  return channels.map((channel) => {
+    const where = channel.type === 'webchat' ? `${channel.host}:${channel.port === 0 ? 'any free port' : channel.port}` : 'token_env' in channel ? `token in ${channel.token_env}` : 'this machine';
+    return `${channel.id.padEnd(width)}  access ${channel.access.padEnd(9)} ${where}${channel.allow.length ? `  allow ${channel.allow.join(', ')}` : ''}`;
+  });
+}
+
+export function routeList(options: Json): void {
+  const home = resolveHome();
+  const routes = configuredXgw(home).routes.map((route) => ({ ...route, agent_exists: agentExists(home, route.agent) }));
+  if (options.json) printJson(routes);
+  else if (routes.length === 0) printLines([`no route is configured in ${xgwConfigPath(home)}: messages get no agent (add one with xgw route add)`]);
+  else printLines(routes.map((route) => `channel ${route.channel}  peer ${route.peer}  -> ${route.agent}${route.agent_exists ? '' : ' (no such agent: agent init creates it)'}`));
 }
 
 /** `xgw send`'s flags: the gateway's request, with the text optional (stdin otherwise). */

@@ -1,41 +1,103 @@
 import { join } from 'node:path';
-import * as z from 'zod/mini';
-import { loadYamlConfig } from '../core/config.js';
+import { parseConfigText, readConfigText, textHash } from '../core/config.js';
+import { daemonEnvironment } from '../core/daemon.js';
 import { ClawError } from '../core/errors.js';
 import { describeIssue } from '../core/validate.js';
+import { agentExists } from './route.js';
 import { ChannelConfigSchema, RouteSchema, XgwConfigSchema, type ChannelConfig, type Route, type XgwConfig } from './types.js';
 
 export function xgwConfigPath(home: string): string {
   return join(home, 'xgw', 'config.yaml');
 }
 
+/**
+ * The gateway config `theclaw up` writes when there is none: the web chat and the terminal, both
+ * to admin. An edit by `xgw channel|route add` on a home without a config starts from it too.
+ */
+export const DEFAULT_XGW_CONFIG = `# Written by theclaw up. Reference: the xgw section of TheClaw's README.
+channels:
+  - { id: webchat:main, type: webchat, host: 127.0.0.1, port: 18790, access: open }   # the token in the URL guards it
+  - { id: terminal:local, type: terminal, access: open }
+routes:
+  - { channel: "*", peer: "*", agent: admin }
+`;
+
+/**
+ * One thing `inspectXgwConfig` found. `fail`: xgw cannot run the config as it is (it refuses to
+ * start with it, and a reload refuses it); `warn`: it runs, but something deserves a look.
+ */
+export interface ConfigFinding {
+  severity: 'fail' | 'warn';
+  /** `path: what is wrong`, e.g. `routes.0: ...` or `telegram:main: ...`. */
+  message: string;
+  /** How to fix it, where there is more to say than "fix the entry". */
+  fix?: string;
+}
+
 /** What `inspectXgwConfig` found. */
 export interface XgwConfigReport {
   file: string;
-  /** The config, when it has no problem. */
+  /** The fingerprint of the text checked (see loadYamlConfigFile). */
+  sha256: string;
+  /** The config, when no finding is a `fail`. */
   config?: XgwConfig;
+  /** The channels that pass the schema (all of them, when it passes). */
+  channels: ChannelConfig[];
   /** False when the schema refused the file: the checks across entries then saw only the entries that passed. */
   schemaValid: boolean;
-  /** Every problem found, as `path: message`. */
-  problems: string[];
+  findings: ConfigFinding[];
+}
+
+/** The environment a check of the bot token variables looks in, and how a finding names it. */
+export interface CheckEnvironment {
+  env: NodeJS.ProcessEnv;
+  /** `this environment`, or `the environment of the running xgw`. */
+  name: string;
+  /** Whether it is that of the running xgw: a variable missing there needs a restart with it set. */
+  daemon: boolean;
 }
 
 /**
- * Checks the gateway config as far as it can: the schema (field by field), then what a schema
- * cannot say — unique channel ids, an id whose prefix is its type, routes that name existing
- * channels, no two web chats on one port. When the schema fails, the checks across entries still
- * run over the entries that pass it on their own, so one look lists (nearly) everything. A file
- * that is not YAML is an `invalid` error.
+ * The environment the channels' token variables count in: the running xgw's when there is one
+ * (it builds the channels a reload adds), else this shell's (which `theclaw up` passes on).
  */
-export function inspectXgwConfig(home: string): XgwConfigReport {
+export function xgwCheckEnvironment(home: string, shellEnv: NodeJS.ProcessEnv): CheckEnvironment {
+  const { env, daemon } = daemonEnvironment(home, 'xgw', shellEnv);
+  return daemon ? runningXgwEnvironment(env) : { env, daemon, name: 'this environment' };
+}
+
+/** The environment of the running xgw, as it checks a config it is asked to reload. */
+export function runningXgwEnvironment(env: NodeJS.ProcessEnv): CheckEnvironment {
+  return { env, daemon: true, name: 'the environment of the running xgw' };
+}
+
+export interface InspectOptions {
+  /** Also check the bot token variables, in this environment. */
+  environment?: CheckEnvironment;
+  /** Check this text instead of the file's (an edit before it is written). */
+  text?: string;
+}
+
+/**
+ * The one verdict on a gateway config, which `xgw config check`, `theclaw doctor`, a start and a
+ * reload all take. It checks as far as it can: the schema (field by field), then what a schema
+ * cannot say — unique channel ids, an id whose prefix is its type, routes that name existing
+ * channels, no two web chats on one port (each a `fail`); with an environment, that each bot
+ * token variable is set there (a `fail`: the channel cannot start); and that each route's agent
+ * exists (a `warn`: its messages are answered with a notice, and the agent may come later).
+ * When the schema fails, the checks across entries still run over the entries that pass it on
+ * their own, so one look lists (nearly) everything. A file that is not YAML is an `invalid` error.
+ */
+export function inspectXgwConfig(home: string, options: InspectOptions = {}): XgwConfigReport {
   const file = xgwConfigPath(home);
-  const raw = loadYamlConfig(file, z.unknown()); // a file that is not YAML is thrown as it is
+  const text = options.text ?? readConfigText(file);
+  const raw = parseConfigText(file, text); // a file that is not YAML is thrown as it is
+  const sha256 = textHash(text);
   const parsed = XgwConfigSchema.safeParse(raw, { reportInput: true });
   if (parsed.success) {
-    const problems = checkConfig(parsed.data);
-    return { file, schemaValid: true, problems, ...(problems.length === 0 && { config: parsed.data }) };
+    const findings = [...checkConfig(parsed.data).map(fail), ...environmentFindings(parsed.data.channels, options.environment), ...routeFindings(home, parsed.data.routes)];
+    return { file, sha256, channels: parsed.data.channels, schemaValid: true, findings, ...(!findings.some(isFailure) && { config: parsed.data }) };
   }
-  const schemaProblems = parsed.error.issues.map(describeIssue);
   const entries = (key: string): unknown[] => {
     const value = (raw as Record<string, unknown> | null)?.[key];
     return Array.isArray(value) ? value : [];
@@ -47,31 +109,96 @@ export function inspectXgwConfig(home: string): XgwConfigReport {
     const id = (entry as { id?: unknown } | null)?.id;
     return typeof id === 'string' ? [id] : [];
   });
-  return { file, schemaValid: false, problems: [...schemaProblems, ...crossChecks(channels, routes, namedIds)] };
+  const findings = [
+    ...parsed.error.issues.map(describeIssue).map(fail),
+    ...crossChecks(channels, routes, namedIds).map(fail),
+    ...environmentFindings(defined(channels), options.environment),
+    ...routeFindings(home, routes),
+  ];
+  return { file, sha256, channels: defined(channels), schemaValid: false, findings };
 }
 
 /** Loads the gateway config, or throws one `invalid` error that lists every problem found. */
 export function loadXgwConfig(home: string): XgwConfig {
-  const report = inspectXgwConfig(home);
-  if (report.config) return report.config;
-  throw configError(report);
+  return loadXgwConfigFile(home).config;
 }
 
-/** The error for a config with problems: each of them, and whether the schema check failed. */
+/** `loadXgwConfig`, with the fingerprint of the text loaded (what a daemon reports). */
+export function loadXgwConfigFile(home: string, options: InspectOptions = {}): { config: XgwConfig; sha256: string; warnings: ConfigFinding[] } {
+  const report = inspectXgwConfig(home, options);
+  if (!report.config) throw configError(report);
+  return { config: report.config, sha256: report.sha256, warnings: report.findings };
+}
+
+export function isFailure(finding: ConfigFinding): boolean {
+  return finding.severity === 'fail';
+}
+
+/** A finding as one line: its message, and its fix in brackets. */
+export function describeFinding(finding: ConfigFinding): string {
+  return finding.fix ? `${finding.message} (${finding.fix})` : finding.message;
+}
+
+/** Findings as lines for a person: `warning: ...`, or `problem: ...` for a failure. */
+export function describeFindings(findings: readonly ConfigFinding[]): string[] {
+  return findings.map((finding) => `${isFailure(finding) ? 'problem' : 'warning'}: ${describeFinding(finding)}`);
+}
+
+/** The error for a config with failures: each of them, and whether the schema check failed. */
 export function configError(report: XgwConfigReport): ClawError {
   const note = report.schemaValid ? '' : ' (the schema check failed, so the checks across entries covered only the valid entries)';
-  return new ClawError('invalid', `invalid ${report.file}: ${report.problems.join('; ')}${note}`, {
+  const failures = report.findings.filter(isFailure).map(describeFinding);
+  return new ClawError('invalid', `invalid ${report.file}: ${failures.join('; ')}${note}`, {
     suggestion: 'fix the listed entries; xgw config check shows them without starting',
   });
 }
 
-/** The problems of a config that passed the schema. */
+/** The problems of a config that passed the schema, across its entries. */
 export function checkConfig(config: XgwConfig): string[] {
   return crossChecks(
     config.channels,
     config.routes,
     config.channels.map((channel) => channel.id),
   );
+}
+
+function fail(message: string): ConfigFinding {
+  return { severity: 'fail', message };
+}
+
+function defined<T>(entries: (T | undefined)[]): T[] {
+  return entries.filter((entry) => entry !== undefined);
+}
+
+/** A channel whose token variable is not set cannot start: Telegram and Discord refuse to be built without it. */
+function environmentFindings(channels: ChannelConfig[], environment: CheckEnvironment | undefined): ConfigFinding[] {
+  if (!environment) return [];
+  return channels.flatMap((channel) =>
+    'token_env' in channel && !environment.env[channel.token_env]
+      ? [
+          {
+            severity: 'fail' as const,
+            message: `${channel.id}: ${channel.token_env} is not set in ${environment.name}, so xgw cannot start it`,
+            fix: environment.daemon
+              ? `start xgw again with ${channel.token_env} set: export ${channel.token_env}=<the bot token>, then theclaw down && theclaw up`
+              : `export ${channel.token_env}=<the bot token> before theclaw up`,
+          },
+        ]
+      : [],
+  );
+}
+
+/** A route to an agent that does not exist (yet): its messages are answered with a notice saying so. */
+function routeFindings(home: string, routes: (Route | undefined)[]): ConfigFinding[] {
+  const missing = new Map<string, number>();
+  routes.forEach((route, index) => {
+    if (route && !missing.has(route.agent) && !agentExists(home, route.agent)) missing.set(route.agent, index);
+  });
+  return [...missing].map(([agent, index]) => ({
+    severity: 'warn',
+    message: `routes.${index}: agent ${agent} does not exist, so the messages routed to it get a notice instead of an answer`,
+    fix: `create it with: agent init ${agent} && agent start ${agent}, or route to another agent`,
+  }));
 }
 
 /** Checks across entries; `undefined` stands for an entry the schema refused (skipped, keeping indexes). */

@@ -120,14 +120,28 @@ routes:
     }
   });
 
-  it('warns in config check of a bot token variable that is not set, for Telegram and Discord alike', async () => {
+  it('fails config check for a bot token variable that is not set, for Telegram and Discord alike, as the start does', async () => {
     writeConfig(`channels:
   - { id: telegram:main, type: telegram, token_env: UNSET_TG_TOKEN }
   - { id: discord:main, type: discord, token_env: UNSET_DISCORD_TOKEN, groups: { require_mention: false } }
 `);
     const result = await xgw(['config', 'check', '--json']);
-    expect(result.code, result.stderr).toBe(0);
-    expect(JSON.parse(result.stdout).warnings).toEqual(['telegram:main: UNSET_TG_TOKEN is not set in this environment', 'discord:main: UNSET_DISCORD_TOKEN is not set in this environment']);
+    expect(result.code, result.stderr).toBe(1);
+    expect(JSON.parse(result.stdout)).toMatchObject({
+      ok: false,
+      findings: [
+        { severity: 'fail', message: 'telegram:main: UNSET_TG_TOKEN is not set in this environment, so xgw cannot start it', fix: 'export UNSET_TG_TOKEN=<the bot token> before theclaw up' },
+        { severity: 'fail', message: 'discord:main: UNSET_DISCORD_TOKEN is not set in this environment, so xgw cannot start it', fix: 'export UNSET_DISCORD_TOKEN=<the bot token> before theclaw up' },
+      ],
+    });
+    const human = await xgw(['config', 'check']);
+    expect(human.code).toBe(1);
+    expect(human.stderr).toMatch(
+      /^Error: invalid .*config\.yaml: telegram:main: UNSET_TG_TOKEN is not set in this environment, so xgw cannot start it \(export UNSET_TG_TOKEN=<the bot token> before theclaw up\); discord:main: /,
+    );
+    const start = await xgw(['start']);
+    expect(start.code).toBe(1);
+    expect(start.stderr).toContain('UNSET_TG_TOKEN is not set');
   });
 
   it('exits 1 with the standard message when xgw send finds no daemon', async () => {

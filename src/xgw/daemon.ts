@@ -4,13 +4,13 @@ import { SocketStream } from '../core/ipc.js';
 import { createLogger } from '../core/logger.js';
 import { createChannel } from './channels/index.js';
 import { defaultTerminalPeer, TerminalChannel } from './channels/terminal.js';
-import { loadXgwConfig } from './config.js';
+import { configError, describeFinding, inspectXgwConfig, loadXgwConfigFile, runningXgwEnvironment } from './config.js';
 import { Gateway } from './gateway.js';
 import { noticeFor } from './notices.js';
 import { wakeNotifier } from '../thread/index.js';
 import { GatewayState } from './state.js';
 import { createSystemStatusSource } from './system-status.js';
-import type { XgwRequest, XgwStatus } from './protocol.js';
+import type { XgwReloadResult, XgwRequest, XgwStatus } from './protocol.js';
 import type { ChannelAdapter } from './types.js';
 
 /** How long `status` with `wait_ms` may wait for channels still in their first start. */
@@ -24,7 +24,10 @@ const MAX_STATUS_WAIT_MS = 10_000;
  * is not set) fails the start.
  */
 export async function runXgw(home: string, env: NodeJS.ProcessEnv = process.env): Promise<void> {
-  const config = loadXgwConfig(home);
+  const loaded = loadXgwConfigFile(home);
+  const { config } = loaded;
+  /** The fingerprint of the config text in force (see XgwStatus). */
+  let configSha256 = loaded.sha256;
   await runDaemon(home, 'xgw', async () => {
     const logger = createLogger(daemonLogFile(home, 'xgw'), { env });
     const state = new GatewayState(home);
@@ -38,6 +41,7 @@ export async function runXgw(home: string, env: NodeJS.ProcessEnv = process.env)
       throw error;
     }
     logger.info(`xgw started (pid ${process.pid}; channels: ${config.channels.map((c) => c.id).join(', ') || 'none'})`);
+    for (const warning of loaded.warnings) logger.warn(`config: ${describeFinding(warning)}`);
 
     const terminal = (id: string): TerminalChannel => {
       const channel = gateway.channelList().find((c) => c.id === id);
@@ -68,9 +72,22 @@ export async function runXgw(home: string, env: NodeJS.ProcessEnv = process.env)
               started_at: startedAt.toISOString(),
               uptime_seconds: Math.round((Date.now() - startedAt.getTime()) / 1000),
               channels: gateway.channelStatuses(),
-              routes: config.routes,
+              routes: gateway.currentConfig.routes,
               pending_pairings: state.pendingPairings().length,
+              config_sha256: configSha256,
             } satisfies XgwStatus;
+          case 'reload': {
+            // Checked as xgw config check checks it, in this process's environment (which builds the channels).
+            const report = inspectXgwConfig(home, { environment: runningXgwEnvironment(env) });
+            if (!report.config) {
+              logger.warn(`reload refused, the running config kept: ${configError(report).message}`);
+              throw configError(report);
+            }
+            const changes = await gateway.reconfigure(report.config, (channel) => createChannel(channel, env), MAX_STATUS_WAIT_MS);
+            configSha256 = report.sha256;
+            for (const warning of report.findings) logger.warn(`config: ${describeFinding(warning)}`);
+            return { ...changes, file: report.file, channels: gateway.channelStatuses(), warnings: report.findings, config_sha256: configSha256 } satisfies XgwReloadResult;
+          }
           case 'send':
             return gateway.send({
               channel: message.channel,

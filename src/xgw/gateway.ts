@@ -1,5 +1,4 @@
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
 import { encodeSegment, formatAddress } from '../core/address.js';
 import { storeFile } from '../core/agent-files.js';
 import { agentInboxPath, INBOX_CONSUMER } from '../core/layout.js';
@@ -9,7 +8,7 @@ import { formatMessageContent, type Attachment, type NoticeKind } from '../core/
 import { MAX_CONTENT_BYTES, openThread } from '../thread/index.js';
 import { noticeFor, welcomeNotice } from './notices.js';
 import { PeerRateLimit } from './rate-limit.js';
-import { findRoute, requireAgentId } from './route.js';
+import { agentExists, findRoute, requireAgentId } from './route.js';
 import { settleWithin } from './settle.js';
 import { ChannelSupervisor, type SupervisorOptions } from './supervisor.js';
 import { MAX_CODES_PER_PEER, MAX_PENDING_PAIRINGS, PAIRING_TTL_WHEN_FULL_MS, type DeliveryProgress, type DeliveryRef, type GatewayState } from './state.js';
@@ -51,6 +50,7 @@ export interface SendResult {
 
 export interface GatewayOptions {
   home: string;
+  /** The config it starts with; `reconfigure` replaces it. */
   config: XgwConfig;
   state: GatewayState;
   logger: Logger;
@@ -110,7 +110,76 @@ export class Gateway {
   /** When typing was last shown per conversation (see `typing`). */
   private readonly typingShown = new Map<string, number>();
 
-  constructor(private readonly options: GatewayOptions) {}
+  /** Routes, access and channel settings in force (see `reconfigure`). */
+  private config: XgwConfig;
+  /** One reconfiguration at a time. */
+  private reconfiguring: Promise<unknown> = Promise.resolve();
+
+  constructor(private readonly options: GatewayOptions) {
+    this.config = options.config;
+  }
+
+  get currentConfig(): XgwConfig {
+    return this.config;
+  }
+
+  /**
+   * Takes a new config while running (`xgw reload`). Routes, and a channel's `allow` and
+   * `rate_limit` (which only the gateway reads), apply from the next message; a channel whose
+   * other settings changed is stopped and started again with them, a new one is started, a
+   * removed one stopped — each after the deliveries under way — and every other channel keeps
+   * running untouched (a web chat's open sockets, Telegram's long poll). The adapters are all
+   * built before anything changes, so one that cannot be (its token variable unset) leaves the
+   * running config as it was. Resolves once the started channels made their first start attempt
+   * (or after `waitMs`).
+   */
+  reconfigure(next: XgwConfig, build: (channel: ChannelConfig) => Promise<ChannelAdapter>, waitMs: number): Promise<ConfigChanges> {
+    const run = this.reconfiguring.then(() => this.applyConfig(next, build, waitMs));
+    this.reconfiguring = run.catch(() => {});
+    return run;
+  }
+
+  private async applyConfig(next: XgwConfig, build: (channel: ChannelConfig) => Promise<ChannelAdapter>, waitMs: number): Promise<ConfigChanges> {
+    const before = new Map(this.config.channels.map((channel) => [channel.id, channel]));
+    const nextIds = new Set(next.channels.map((channel) => channel.id));
+    const changes: ConfigChanges = {
+      started: next.channels.filter((channel) => !before.has(channel.id)).map((channel) => channel.id),
+      restarted: next.channels.filter((channel) => before.has(channel.id) && !sameAdapterSettings(before.get(channel.id)!, channel)).map((channel) => channel.id),
+      updated: next.channels
+        .filter((channel) => before.has(channel.id) && sameAdapterSettings(before.get(channel.id)!, channel) && !isDeepStrictEqual(before.get(channel.id), channel))
+        .map((channel) => channel.id),
+      stopped: [...before.keys()].filter((id) => !nextIds.has(id)),
+      routes: !isDeepStrictEqual(this.config.routes, next.routes),
+    };
+    if (this.stopping) throw new ClawError('io', 'xgw is stopping', { suggestion: 'its next start reads the config' });
+    const adapters = await Promise.all(next.channels.filter((channel) => changes.started.includes(channel.id) || changes.restarted.includes(channel.id)).map((channel) => build(channel)));
+    this.config = next;
+    for (const id of [...changes.updated, ...changes.restarted, ...changes.stopped]) {
+      // A peer's count starts over under a new limit; a stopped channel's is forgotten.
+      if (!isDeepStrictEqual(before.get(id)?.rate_limit, next.channels.find((channel) => channel.id === id)?.rate_limit)) this.rates.delete(id);
+    }
+    const retiring = [...changes.restarted, ...changes.stopped];
+    if (retiring.length > 0) {
+      await settleWithin(Promise.allSettled([...this.delivering]), STOP_DELIVERIES_MS);
+      await Promise.allSettled(retiring.map((id) => this.retireChannel(id)));
+    }
+    const firsts = adapters.map((adapter) => this.launchChannel(adapter));
+    await settleWithin(Promise.all(firsts), waitMs);
+    const { logger } = this.options;
+    const said = (Object.entries(changes) as [string, string[] | boolean][]).flatMap(([what, value]) =>
+      value === true ? [`${what} changed`] : Array.isArray(value) && value.length > 0 ? [`${what}: ${value.join(', ')}`] : [],
+    );
+    logger.info(`config reloaded (${said.join('; ') || 'nothing changed'})`);
+    return changes;
+  }
+
+  /** Stops a channel and forgets it. */
+  private async retireChannel(id: string): Promise<void> {
+    const running = this.supervisors.get(id) ?? this.channels.get(id);
+    this.channels.delete(id);
+    this.supervisors.delete(id);
+    await running?.stop();
+  }
 
   private rateLimit(channel: ChannelConfig): PeerRateLimit {
     let limit = this.rates.get(channel.id);
@@ -214,13 +283,12 @@ export class Gateway {
       logger.info(`${channel.id}: pairing code ${request.code} for ${JSON.stringify(message.peerId)} (approve with: xgw pair approve ${request.code})`);
       return { kind: 'pairing', code: request.code, expiresAt: request.expires_at };
     }
-    const agent = explicitAgent ?? findRoute(this.options.config.routes, channel.id, message.peerId)?.agent;
+    const agent = explicitAgent ?? findRoute(this.config.routes, channel.id, message.peerId)?.agent;
     if (!agent) {
       logger.warn(`${channel.id}: no route for ${JSON.stringify(message.peerId)}`);
       return { kind: 'no_route' };
     }
-    const inbox = agentInboxPath(home, agent);
-    if (!existsSync(join(inbox, 'events.db'))) {
+    if (!agentExists(home, agent)) {
       logger.error(`${channel.id}: the route for ${JSON.stringify(message.peerId)} names agent ${agent}, which does not exist`);
       return { kind: 'missing_agent', agent };
     }
@@ -268,7 +336,7 @@ export class Gateway {
       );
       return { kind: 'refused', reason: 'too_long', limit_bytes: MAX_CONTENT_BYTES };
     }
-    const thread = openThread(inbox, { home });
+    const thread = openThread(agentInboxPath(home, agent), { home });
     try {
       // The channel id has exactly one ':' (see its schema); the other segments are encoded.
       const key = `${channel.id}:${encodeSegment(message.conversationId)}:${encodeSegment(message.messageId)}`;
@@ -368,8 +436,8 @@ export class Gateway {
    */
   send(request: SendRequest): Promise<SendResult> {
     if (request.text.trim() === '' && !request.files?.length) return Promise.reject(usageError('the text is empty', 'pass --text or text on stdin'));
-    if (!this.options.config.channels.some((channel) => channel.id === request.channel)) {
-      const ids = this.options.config.channels.map((channel) => channel.id).join(', ') || 'none';
+    if (!this.config.channels.some((channel) => channel.id === request.channel)) {
+      const ids = this.config.channels.map((channel) => channel.id).join(', ') || 'none';
       return Promise.reject(usageError(`no channel ${request.channel} is configured`, `pass one of the configured channels (${ids}) to --channel`));
     }
     if (this.stopping) return Promise.reject(new ClawError('io', 'xgw is stopping', { suggestion: 'send it again once xgw has started' }));
@@ -407,7 +475,7 @@ export class Gateway {
    */
   draft(channelId: string, target: ConversationTarget, replyTo: string, text: string): void {
     const channel = this.channels.get(channelId);
-    const config = this.options.config.channels.find((c) => c.id === channelId);
+    const config = this.config.channels.find((c) => c.id === channelId);
     if (!channel?.draft || this.stopping || !config || !('stream' in config) || !config.stream) return;
     const key = `${channelId}\u0000${targetKey(target)}\u0000${replyTo}`;
     const now = Date.now();
@@ -513,10 +581,33 @@ export class Gateway {
   }
 
   private channelConfig(id: string): ChannelConfig {
-    const channel = this.options.config.channels.find((c) => c.id === id);
+    const channel = this.config.channels.find((c) => c.id === id);
     if (!channel) throw new ClawError('not_found', `no channel ${id} in the xgw config`, { suggestion: 'see the channels with: xgw status' });
     return channel;
   }
+}
+
+/** What `reconfigure` did, by channel id. */
+export interface ConfigChanges {
+  /** Channels new in the config. */
+  started: string[];
+  /** Channels whose settings changed beyond `allow` and `rate_limit`: stopped, and started with the new ones. */
+  restarted: string[];
+  /** Channels whose `allow` or `rate_limit` changed, applied without a restart. */
+  updated: string[];
+  /** Channels no longer in the config. */
+  stopped: string[];
+  /** Whether the routes changed. */
+  routes: boolean;
+}
+
+/** The settings only the gateway reads: a change of them is applied without restarting the channel. */
+const GATEWAY_SETTINGS = ['allow', 'rate_limit'] as const;
+
+/** Whether two configs of one channel differ only in what the gateway alone reads. */
+function sameAdapterSettings(a: ChannelConfig, b: ChannelConfig): boolean {
+  const adapterPart = (channel: ChannelConfig) => Object.fromEntries(Object.entries(channel).filter(([key]) => !(GATEWAY_SETTINGS as readonly string[]).includes(key)));
+  return isDeepStrictEqual(adapterPart(a), adapterPart(b));
 }
 
 /** The key of a delivery: the idempotency key within its channel and conversation. */

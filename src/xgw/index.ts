@@ -1,12 +1,12 @@
 export { Gateway, type SendRequest, type SendResult, type GatewayOptions } from './gateway.js';
 export { noticeFor } from './notices.js';
 export { runXgw } from './daemon.js';
-export { loadXgwConfig, checkConfig, inspectXgwConfig, xgwConfigPath, type XgwConfigReport } from './config.js';
+export { DEFAULT_XGW_CONFIG, loadXgwConfig, checkConfig, inspectXgwConfig, describeFindings, xgwCheckEnvironment, xgwConfigPath, type ConfigFinding, type XgwConfigReport } from './config.js';
 export { GatewayState, type PairingRequest, type MailboxEntry } from './state.js';
 export { findRoute } from './route.js';
 export { runTerminalChat, type TerminalChatOptions } from './chat-client.js';
 export { askXgw, isXgwUnavailable } from './client.js';
 export { connectWebchat, type WebchatClient } from './channels/webchat-client.js';
-export type { XgwRequest, XgwStatus } from './protocol.js';
+export type { XgwReloadResult, XgwRequest, XgwStatus } from './protocol.js';
 export * from './types.js';
-export { startGateway, gatewayStatus } from './control.js';
+export { startGateway, gatewayStatus, reloadGateway, describeReload } from './control.js';

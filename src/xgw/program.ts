@@ -1,5 +1,5 @@
 import { Option, type Command } from 'commander';
-import { createProgram, jsonOption, withExamples } from '../core/cli.js';
+import { createProgram, jsonOption, nonNegativeInt, withExamples } from '../core/cli.js';
 
 const commands = () => import('./commands.js');
 
@@ -22,7 +22,14 @@ Access per channel: pairing (unknown peers get a one-time code: xgw pair approve
 allowlist (only "allow" peers) or open. Everything listens on 127.0.0.1 only; the control
 socket is $THECLAW_HOME/run/xgw.sock (mode 0600). Log: $THECLAW_HOME/logs/xgw.log.`,
     );
-  withExamples(program, ['xgw start', 'xgw status --json', 'xgw send --channel telegram:main --peer 12345 --text "hello"', 'xgw chat --agent admin']);
+  withExamples(program, [
+    'xgw start',
+    'xgw status --json',
+    'xgw channel add telegram:main --access pairing',
+    'xgw route add --channel telegram:main --agent admin',
+    'xgw send --channel telegram:main --peer 12345 --text "hello"',
+    'xgw chat --agent admin',
+  ]);
 
   withExamples(
     program
@@ -43,6 +50,16 @@ socket is $THECLAW_HOME/run/xgw.sock (mode 0600). Log: $THECLAW_HOME/logs/xgw.lo
   );
   withExamples(
     program
+      .command('reload')
+      .description(
+        'apply the config file to the running gateway: new channels start, removed ones stop, changed ones restart, routes and allow lists apply to the next message; the others keep running (a config with a problem is refused, and the running one kept)',
+      )
+      .addOption(jsonOption())
+      .action(async (options) => (await commands()).reload(options)),
+    ['xgw reload'],
+  );
+  withExamples(
+    program
       .command('status')
       .description("each channel's state (web chat: its URL with the token), routes, waiting pairing requests")
       .addOption(jsonOption())
@@ -58,6 +75,82 @@ socket is $THECLAW_HOME/run/xgw.sock (mode 0600). Log: $THECLAW_HOME/logs/xgw.lo
       .addOption(jsonOption())
       .action(async (options) => (await commands()).configCheck(options)),
     ['xgw config check'],
+  );
+
+  const noReload = () => new Option('--no-reload', 'only write the file: the running gateway keeps its config until xgw reload');
+  const channel = program.command('channel').description('the configured channels: add, list, remove (the change is applied to the running gateway)');
+  withExamples(
+    channel
+      .command('add')
+      .description(
+        "add a channel to the config: its type is the id's prefix, unset settings take their defaults; a running gateway starts it (a change it refuses, e.g. a token variable its environment lacks, is not written)",
+      )
+      .argument('<id>', 'webchat:<name>, telegram:<name>, discord:<name> or terminal:<name>')
+      .option('--access <policy>', 'pairing (default), allowlist or open')
+      .option('--allow <peer>', 'a peer id admitted without pairing (repeatable)', (peer: string, previous: string[] | undefined) => [...(previous ?? []), peer])
+      .option('--port <n>', 'web chat: the port (default 18790; 0 picks a free one at each start)', nonNegativeInt('--port'))
+      .option('--host <address>', 'web chat: a loopback address (default 127.0.0.1)')
+      .option('--token-env <name>', 'Telegram, Discord: the variable that holds the bot token (default TELEGRAM_BOT_TOKEN, DISCORD_BOT_TOKEN)')
+      .option('--api-root <url>', 'Telegram, Discord: the API root (for a test server)')
+      .addOption(noReload())
+      .addOption(jsonOption())
+      .action(async (id: string, options) => (await commands()).channelAdd(id, options)),
+    [
+      'xgw channel add telegram:main --access pairing',
+      'xgw channel add webchat:guests --port 18791 --access pairing',
+      'xgw channel add discord:team --token-env TEAM_DISCORD_TOKEN --allow 123456789012345678',
+    ],
+  );
+  withExamples(
+    channel
+      .command('list')
+      .description('the channels in the config file, with their settings (xgw status shows their state)')
+      .addOption(jsonOption())
+      .action(async (options) => (await commands()).channelList(options)),
+    ['xgw channel list', 'xgw channel list --json'],
+  );
+  withExamples(
+    channel
+      .command('remove')
+      .description('remove a channel from the config (refused while a route names it); a running gateway stops it')
+      .argument('<id>', 'the channel id, as xgw channel list shows it')
+      .addOption(noReload())
+      .addOption(jsonOption())
+      .action(async (id: string, options) => (await commands()).channelRemove(id, options)),
+    ['xgw channel remove telegram:main'],
+  );
+
+  const route = program.command('route').description('which agent gets the messages of a channel and peer: add, list, remove (the change is applied to the running gateway)');
+  withExamples(
+    route
+      .command('add')
+      .description('route the messages of a channel and peer to an agent; an exact peer wins over *, then an exact channel over * (one route per channel and peer)')
+      .requiredOption('--agent <id>', 'the agent')
+      .option('--channel <id>', 'a configured channel id, or * for every channel', '*')
+      .option('--peer <id>', 'a peer id, or * for every peer', '*')
+      .addOption(noReload())
+      .addOption(jsonOption())
+      .action(async (options) => (await commands()).routeAdd(options)),
+    ['xgw route add --channel telegram:main --agent helper', 'xgw route add --channel telegram:main --peer 12345 --agent admin'],
+  );
+  withExamples(
+    route
+      .command('list')
+      .description('the routes in the config file, in order, with whether their agent exists')
+      .addOption(jsonOption())
+      .action(async (options) => (await commands()).routeList(options)),
+    ['xgw route list'],
+  );
+  withExamples(
+    route
+      .command('remove')
+      .description('remove the route of a channel and peer')
+      .option('--channel <id>', 'its channel, or *', '*')
+      .option('--peer <id>', 'its peer, or *', '*')
+      .addOption(noReload())
+      .addOption(jsonOption())
+      .action(async (options) => (await commands()).routeRemove(options)),
+    ['xgw route remove --channel telegram:main', 'xgw route remove --channel telegram:main --peer 12345'],
   );
 
   withExamples(

@@ -1,7 +1,8 @@
 import type { NoticeKind } from '../core/message.js';
 import type { InboundOutcome, ChannelStatus, OutboundFile, Route } from './types.js';
 import type { MailboxEntry } from './state.js';
-import type { SendResult } from './gateway.js';
+import type { ConfigChanges, SendResult } from './gateway.js';
+import type { ConfigFinding } from './config.js';
 
 /** What the xgw control socket accepts, one JSON object per connection (`ping`/`stop` too). */
 export type XgwRequest =
@@ -35,6 +36,11 @@ export type XgwRequest =
    * replaces it. Answer: null, at once.
    */
   | { op: 'draft'; channel: string; peer: string; conversation_type: string; conversation: string; reply_to: string; text: string }
+  /**
+   * Read the config file again and apply it (xgw reload): refused, the running config kept, when
+   * it has a failure (the error `xgw config check` gives). Answer: XgwReloadResult.
+   */
+  | { op: 'reload' }
   /** Welcome the peers approved since (xgw pair approve). Answer: null. */
   | { op: 'welcome' }
   /** A terminal chat listening for replies: a stream of MailboxEntry lines. */
@@ -48,6 +54,16 @@ export interface XgwStatus {
   channels: ChannelStatus[];
   routes: Route[];
   pending_pairings: number;
+  /** The fingerprint of the config text the running daemon loaded (null when it is not running). */
+  config_sha256: string | null;
+}
+
+/** What `reload` did: the changes, the channels' states after them, and the config's warnings. */
+export interface XgwReloadResult extends ConfigChanges {
+  file: string;
+  channels: ChannelStatus[];
+  warnings: ConfigFinding[];
+  config_sha256: string;
 }
 
 export type { InboundOutcome, MailboxEntry, SendResult };

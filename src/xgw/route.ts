@@ -1,4 +1,7 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { usageError } from '../core/errors.js';
+import { agentInboxPath } from '../core/layout.js';
 import { isValidId } from '../core/slug.js';
 import type { Route } from './types.js';
 
@@ -24,4 +27,9 @@ export function findRoute(routes: readonly Route[], channelId: string, peerId: s
     if (!best || score > best.score) best = { route, score };
   }
   return best?.route;
+}
+
+/** Whether messages routed to `agent` have an inbox to go to (`agent init` made one). */
+export function agentExists(home: string, agent: string): boolean {
+  return existsSync(join(agentInboxPath(home, agent), 'events.db'));
 }
