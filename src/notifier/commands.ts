@@ -1,7 +1,7 @@
 import { printJson, printLines } from '../core/cli.js';
 import { resolveHome } from '../core/home.js';
 import { addTimer, daemonStatus, listTimers, removeTimer, startDaemon, stopDaemon } from './control.js';
-import { daemonLogFile } from '../core/daemon.js';
+import { daemonLogFile } from '../core/layout.js';
 import { runNotifier } from './daemon.js';
 import { usageError } from '../core/errors.js';
 import { isValidId } from '../core/slug.js';

@@ -1,6 +1,6 @@
-import { join } from 'node:path';
 import * as z from 'zod/mini';
 import { loadYamlConfig } from '../core/config.js';
+import { notifierConfigPath } from '../core/layout.js';
 
 /** `$THECLAW_HOME/notifier/config.yaml`; every field is optional. */
 export const NotifierConfigSchema = z.strictObject({
@@ -45,10 +45,6 @@ export const NotifierConfigSchema = z.strictObject({
 
 export type NotifierConfig = z.output<typeof NotifierConfigSchema>;
 
-export function configPath(home: string): string {
-  return join(home, 'notifier', 'config.yaml');
-}
-
 export function loadConfig(home: string): NotifierConfig {
-  return loadYamlConfig(configPath(home), NotifierConfigSchema);
+  return loadYamlConfig(notifierConfigPath(home), NotifierConfigSchema);
 }

@@ -1,8 +1,8 @@
 import { availableParallelism } from 'node:os';
-import { join } from 'node:path';
-import { daemonLogFile, runDaemon } from '../core/daemon.js';
+import { runDaemon } from '../core/daemon.js';
 import { usageError } from '../core/errors.js';
-import { ensureDir, runDir } from '../core/home.js';
+import { ensureDir } from '../core/home.js';
+import { daemonLogFile, notifierOutputDir } from '../core/layout.js';
 import { createLogger } from '../core/logger.js';
 import { loadConfig } from './config.js';
 import { Dispatcher } from './dispatcher.js';
@@ -24,7 +24,7 @@ export async function runNotifier(home: string): Promise<void> {
   const config = loadConfig(home);
   await runDaemon(home, 'notifier', async () => {
     const logger = createLogger(daemonLogFile(home, 'notifier'));
-    const outputDir = join(runDir(home), 'notifier-output');
+    const outputDir = notifierOutputDir(home);
     ensureDir(outputDir);
     const stale = removeStaleOutput(outputDir, STALE_OUTPUT_MS);
     if (stale > 0) logger.info(`removed ${stale} output files older than a day from ${outputDir}`);

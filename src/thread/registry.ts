@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ensureDir } from '../core/home.js';
+import { registryDir } from '../core/layout.js';
 
 /**
  * The threads that have subscriptions, so that notifier's sweep knows where to look
@@ -9,9 +10,6 @@ import { ensureDir } from '../core/home.js';
  * written atomically (temp file + rename), so concurrent subscribers never corrupt the registry
  * and a reader never sees half a file.
  */
-export function registryDir(home: string): string {
-  return join(home, 'notifier', 'threads');
-}
 
 function entryPath(home: string, threadPath: string): string {
   return join(registryDir(home), `${createHash('sha256').update(threadPath).digest('hex').slice(0, 24)}.json`);

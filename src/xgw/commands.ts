@@ -1,11 +1,12 @@
 import { printJson, printLines } from '../core/cli.js';
-import { daemonLogFile, stopDaemonProcess } from '../core/daemon.js';
+import { stopDaemonProcess } from '../core/daemon.js';
+import { daemonLogFile, xgwConfigPath } from '../core/layout.js';
 import { ClawError, usageError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
 import { runTerminalChat } from './chat-client.js';
 import { askXgw, isXgwUnavailable } from './client.js';
 import { gatewayStatus, startGateway } from './control.js';
-import { configError, inspectXgwConfig, xgwConfigPath } from './config.js';
+import { configError, inspectXgwConfig } from './config.js';
 import { runXgw } from './daemon.js';
 import type { SendRequest } from './gateway.js';
 import type { SendResult, XgwStatus } from './protocol.js';

@@ -1,13 +1,9 @@
-import { join } from 'node:path';
 import * as z from 'zod/mini';
 import { loadYamlConfig } from '../core/config.js';
 import { ClawError } from '../core/errors.js';
+import { xgwConfigPath } from '../core/layout.js';
 import { describeIssue } from '../core/validate.js';
 import { ChannelConfigSchema, RouteSchema, XgwConfigSchema, type ChannelConfig, type Route, type XgwConfig } from './types.js';
-
-export function xgwConfigPath(home: string): string {
-  return join(home, 'xgw', 'config.yaml');
-}
 
 /** What `inspectXgwConfig` found. */
 export interface XgwConfigReport {
