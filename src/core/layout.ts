@@ -1,4 +1,5 @@
-import { join, relative, sep } from 'node:path';
+import { existsSync } from 'node:fs';
+import { isAbsolute, join, relative, resolve, sep } from 'node:path';
 import type { DaemonName } from './daemon.js';
 
 /**
@@ -7,6 +8,44 @@ import type { DaemonName } from './daemon.js';
  * share. Two insides stay with their owners, since nothing else reaches into them: the rest of an
  * agent's directory (src/agent/agent-dir.ts) and a thread's directory (src/thread/).
  */
+
+// --- paths written into the home
+
+/**
+ * A path as it is written into the home (the registry, subscriptions, idempotency keys, file
+ * references): relative to the home when it is inside it, so that the home can be moved or copied
+ * and its files still name their own parts; a path outside the home stays absolute.
+ */
+export function homeRef(home: string, path: string): string {
+  const absolute = resolve(path);
+  return isInside(home, absolute) ? relative(home, absolute) || '.' : absolute;
+}
+
+/**
+ * The path a written one names in this home: a relative one is in the home. An absolute one
+ * outside the home may have been written by this home at another place, before it was moved or
+ * copied (older versions wrote absolute paths): its part from `agents/` or `feeds/` on names the
+ * same thing here when that exists here. Any other absolute path is left as it is.
+ */
+export function resolveHomeRef(home: string, ref: string): string {
+  if (!isAbsolute(ref)) return join(home, ref);
+  if (isInside(home, ref)) return resolve(ref);
+  const parts = resolve(ref).split(sep);
+  for (let at = 1; at < parts.length - 1; at++) {
+    if (!MOVABLE_FOLDERS.has(parts[at]!)) continue;
+    const here = join(home, ...parts.slice(at));
+    if (existsSync(here)) return here;
+  }
+  return ref;
+}
+
+/** The folders whose paths were written into the home by versions that wrote absolute ones: threads and files. */
+const MOVABLE_FOLDERS = new Set(['agents', 'feeds']);
+
+function isInside(home: string, path: string): boolean {
+  const rel = relative(home, path);
+  return !isAbsolute(rel) && rel !== '..' && !rel.startsWith(`..${sep}`);
+}
 
 // --- run/ and logs/: the daemons' runtime files
 
