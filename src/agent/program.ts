@@ -176,7 +176,7 @@ The agent's commands are shown as they run, on stderr.`,
     program
       .command('deliver')
       .description("deliver a thread's replies (notifier runs it; not needed by hand)")
-      .requiredOption('--thread <path>', 'conversation thread')
+      .option('--thread <path>', 'conversation thread (default: $THECLAW_THREAD, which notifier sets)')
       .requiredOption('--consumer <name>', 'consumer (outbound)')
       .addOption(jsonOption())
       .action(async (options) => (await commands()).deliver(options)),
