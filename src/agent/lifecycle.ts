@@ -63,7 +63,6 @@ export function initAgent(home: string, id: string, options: InitOptions = {}): 
     agent_id: id,
     kind,
     pai,
-    inbox: { path: dir.inbox },
     routing: { default: 'per-peer' },
     outbound: [{ thread_pattern: '**', via: 'xgw' }],
     concurrency: 4,
