@@ -118,9 +118,8 @@ function writeDemoConfig(home: string, real: boolean, env: NodeJS.ProcessEnv): v
     if (existsSync(own)) copyFileSync(own, paiConfigPath(home));
     return;
   }
-  const script = join(dirname(paiConfigPath(home)), 'mock-script.yaml');
-  write(script, MOCK_SCRIPT);
-  write(paiConfigPath(home), `default: mock/echo\nproviders:\n  mock: { script: ${JSON.stringify(script)} }\n`);
+  write(join(dirname(paiConfigPath(home)), 'mock-script.yaml'), MOCK_SCRIPT);
+  write(paiConfigPath(home), 'default: mock/echo\nproviders:\n  mock: { script: mock-script.yaml }\n');
 }
 
 /** `--real` that would only find the offline mock is no real demo: it says why, before anything starts. */
