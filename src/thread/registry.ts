@@ -76,8 +76,10 @@ function rewriteOldEntry(home: string, name: string, path: string, registeredAt:
   if (isAbsolute(ref)) return; // a thread outside the home: absolute is what it is
   try {
     const file = entryPath(home, ref);
+    const old = join(registryDir(home), name);
+    if (file === old) return; // not an older version's: its name is the home's own
     if (!existsSync(file)) writeEntry(home, file, { path: ref, registered_at: typeof registeredAt === 'string' ? registeredAt : new Date().toISOString() });
-    rmSync(join(registryDir(home), name), { force: true });
+    rmSync(old, { force: true });
   } catch {
     // a read-only home: the entry stays as it was, and is resolved again next time
   }
