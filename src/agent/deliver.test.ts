@@ -169,6 +169,19 @@ describe('agent deliver to xgw', () => {
     expect(deliveredKeys()).toEqual([`${relative(t.home, path)}#${id}@${createdAt}`]);
   });
 
+  it('forgets, once the reply is delivered, the attempts an older version counted under the absolute path of the home before a move', async () => {
+    await xgw('start');
+    const { path, id } = await reply('hello');
+    const db = new Database(dir.state);
+    db.exec('CREATE TABLE delivery_attempts (thread TEXT NOT NULL, event_id INTEGER NOT NULL, attempts INTEGER NOT NULL, last_error TEXT, PRIMARY KEY (thread, event_id))');
+    const old = join('/nowhere', 'old-home', relative(t.home, path));
+    db.prepare('INSERT INTO delivery_attempts VALUES (?, ?, 1, ?)').run(old, id, 'refused');
+    db.prepare('INSERT INTO delivery_attempts VALUES (?, ?, 1, ?)').run(`${old}-other`, id, 'refused'); // another thread's
+    db.close();
+    expect((await deliver(path)).code).toBe(0);
+    expect(attempts().map((row) => row.thread)).toEqual([`${old}-other`]);
+  });
+
   it('keeps a reply while xgw is down, without counting that as an attempt, and delivers it after xgw starts', async () => {
     const { path, id } = await reply('are you there?');
     const down = await runTool('agent', ['deliver', '--thread', path, '--consumer', 'outbound'], t.env);
@@ -239,7 +252,7 @@ describe('agent deliver to xgw', () => {
     ]);
     expect(outbound(path)).toMatchObject({ progress: id, pending: 0 });
     expect(attempts()).toEqual([]);
-    expect(readFileSync(dir.log, 'utf8')).toContain(`deliver: gave up on event ${id} of ${path}`);
+    expect(readFileSync(dir.log, 'utf8')).toContain(`deliver: gave up on event ${id} of ${relative(t.home, path)}`);
 
     // The channel is configured now: the next reply of the thread goes out.
     await xgw('stop');

@@ -210,7 +210,10 @@ class AttemptStore {
   forget(thread: string, eventId: number): void {
     // A reply that never failed has no row; a store not opened yet holds none of this process's.
     if (!this.opened && !existsSync(this.dir.state)) return;
-    this.db.prepare('DELETE FROM delivery_attempts WHERE thread = ? AND event_id = ?').run(thread, eventId);
+    // Also the row an older version kept under the thread's absolute path, wherever the home was then.
+    this.db
+      .prepare("DELETE FROM delivery_attempts WHERE event_id = @eventId AND (thread = @thread OR (substr(thread, 1, 1) = '/' AND substr(thread, -length(@thread) - 1) = '/' || @thread))")
+      .run({ thread, eventId });
   }
 
   close(): void {
