@@ -1,12 +1,18 @@
+import Database from 'better-sqlite3';
 import { execFileSync } from 'node:child_process';
-import { lstatSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { lstatSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
-import { join } from 'node:path';
+import { isAbsolute, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { AgentStatus } from '../agent/lifecycle.js';
+import { joinCommand } from '../core/command.js';
+import { registryDir } from '../core/layout.js';
+import { cliPath } from '../core/package.js';
+import { openThread } from '../thread/thread.js';
 import type { FakeStep, LooseJson } from '../testing/fake-llm.js';
 import { textUpdate } from '../testing/fake-telegram.js';
-import { lastUserText, runCli, startSystem, telegramThread, until, type System } from './support.js';
+import { lastUserText, runCli, startSystem, telegramThread, until, type System, type SystemTool } from './support.js';
 
 /**
  * A home moved (`mv`) or copied (`cp -a`) to another path works there: nothing stored in it names
@@ -53,7 +59,7 @@ function envAt(s: System, home: string): NodeJS.ProcessEnv {
   return { ...s.env, THECLAW_HOME: home, PATH: `${join(home, '.bin')}:${process.env.PATH}` };
 }
 
-async function must(args: string[], env: NodeJS.ProcessEnv, tool: 'theclaw' | 'agent' | 'notifier' = 'theclaw'): Promise<string> {
+async function must(args: string[], env: NodeJS.ProcessEnv, tool: SystemTool = 'theclaw'): Promise<string> {
   const result = await runCli(tool, args, env);
   if (result.code !== 0) throw new Error(`${tool} ${args.join(' ')} exited ${result.code}: ${result.stderr}`);
   return result.stdout;
@@ -145,5 +151,48 @@ describe('a home moved or copied', () => {
     expect(s.events(telegramThread(moved, ANN))).toHaveLength(movedAnn);
     expect(filesHolding(copy, before)).toEqual([]);
     expect(filesHolding(copy, moved)).toEqual([]);
+  });
+  it('runs a home an older version wrote (absolute paths in the registry and the handlers) after it was moved, and writes its registry again', { timeout: 120_000 }, async () => {
+    const s = await startSystem({ llm: { defaultStep: reminderModel(Promise.resolve()) } });
+    system = s;
+    const before = s.home;
+    s.telegram.queueUpdate(textUpdate({ from: ANN, text: 'hello' }));
+    await until(() => sentTo(s, ANN).includes('echo: hello'), 'the first answer', 30_000);
+    await until(async () => (await adminStatus(s.env)).undelivered === 0, 'the answer to be delivered', 30_000);
+    await s.must('theclaw', ['down']);
+
+    // As an older version left it: registry entries and the outbound handler with absolute paths,
+    // and a reply that waits for delivery.
+    const annThread = telegramThread(before, ANN);
+    for (const name of readdirSync(registryDir(before))) {
+      const entry = JSON.parse(readFileSync(join(registryDir(before), name), 'utf8')) as { path: string; registered_at: string };
+      const path = join(before, entry.path);
+      unlinkSync(join(registryDir(before), name));
+      writeFileSync(join(registryDir(before), `${createHash('sha256').update(path).digest('hex').slice(0, 24)}.json`), JSON.stringify({ path, registered_at: entry.registered_at }));
+    }
+    const db = new Database(join(annThread, 'events.db'));
+    db.prepare("UPDATE consumers SET handler = ? WHERE consumer = 'outbound'").run(joinCommand([process.execPath, cliPath('agent'), 'deliver', '--thread', annThread, '--consumer', 'outbound']));
+    db.close();
+    const thread = openThread(annThread, { home: before });
+    const answered = JSON.parse(thread.peek({ filter: "type = 'message' AND source = 'self'" }).at(-1)!.content) as object;
+    thread.push({ source: 'self', type: 'message', content: JSON.stringify({ ...answered, text: 'waited through the move' }) });
+    thread.close();
+
+    parent = mkdtempSync(join(tmpdir(), 'theclaw-moved-'));
+    const moved = join(parent, 'home');
+    renameSync(before, moved);
+    const env = envAt(s, moved);
+    started.push(env);
+    // The daemons alone, without theclaw up, which would store admin's handlers anew.
+    await must(['start'], env, 'notifier');
+    await must(['start'], env, 'xgw');
+    await until(() => sentTo(s, ANN).includes('waited through the move'), 'the reply to be delivered by the old handler', 30_000);
+    expect(
+      readdirSync(registryDir(moved))
+        .map((name) => (JSON.parse(readFileSync(join(registryDir(moved), name), 'utf8')) as { path: string }).path)
+        .filter(isAbsolute),
+    ).toEqual([]);
+    s.telegram.queueUpdate(textUpdate({ from: ANN, text: 'hello again' }));
+    await until(() => sentTo(s, ANN).includes('echo: hello again'), 'a new answer', 30_000);
   });
 });
