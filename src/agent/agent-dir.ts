@@ -2,13 +2,16 @@ import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadYamlConfig } from '../core/config.js';
 import { ClawError, usageError } from '../core/errors.js';
-import { agentInboxPath, agentsRoot } from '../core/layout.js';
+import { agentInboxPath, agentRoot, agentsRoot } from '../core/layout.js';
 import { isValidId } from '../core/slug.js';
 
 export { agentsRoot };
 import { AgentConfigSchema, type AgentConfig } from './types.js';
 
-/** The layout of an agent directory, in one place. */
+/**
+ * The layout of an agent directory, in one place. The parts other tools use (its inbox, `files/`,
+ * `outbox/`) are named in core/layout.ts; the rest is the agent runtime's own.
+ */
 export interface AgentDir {
   id: string;
   root: string;
@@ -42,7 +45,7 @@ export function agentDir(home: string, id: string): AgentDir {
   if (!isValidId(id)) {
     throw usageError(`invalid agent id ${JSON.stringify(id)}`, 'use lower-case letters, digits, _ and - (at most 63), starting with a letter or digit');
   }
-  const root = join(agentsRoot(home), id);
+  const root = agentRoot(home, id);
   return {
     id,
     root,
@@ -88,7 +91,7 @@ export function loadAgentConfig(dir: AgentDir): AgentConfig {
 export function listAgentIds(home: string): string[] {
   try {
     return readdirSync(agentsRoot(home))
-      .filter((name) => isValidId(name) && existsSync(join(agentsRoot(home), name, 'config.yaml')))
+      .filter((name) => isValidId(name) && existsSync(join(agentRoot(home, name), 'config.yaml')))
       .sort();
   } catch {
     return [];

@@ -2,7 +2,7 @@ import Database from 'better-sqlite3';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { createServer } from 'node:net';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { parse, stringify } from 'yaml';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatAddress } from '../core/address.js';
@@ -117,14 +117,14 @@ function setAgentConfig(patch: Record<string, unknown>): void {
 }
 
 describe('agent deliver to xgw', () => {
-  it('delivers a reply to the terminal mailbox once, with the idempotency key <thread>#<event id>@<created_at>', async () => {
+  it('delivers a reply to the terminal mailbox once, with the idempotency key <thread in the home>#<event id>@<created_at>', async () => {
     await xgw('start');
     const { path, id, createdAt } = await reply('hello');
     const first = await deliver(path);
     expect(first.code, first.stderr).toBe(0);
     expect(JSON.parse(first.stdout)).toEqual({ delivered: 1, skipped: 0, failed: false });
     expect(mailbox()).toEqual([['agent', 'echo: hello']]);
-    expect(deliveredKeys()).toEqual([`${path}#${id}@${createdAt}`]);
+    expect(deliveredKeys()).toEqual([`${relative(t.home, path)}#${id}@${createdAt}`]);
     expect(outbound(path)).toMatchObject({ progress: id, pending: 0 });
 
     // Again: nothing left to pop.
@@ -132,16 +132,54 @@ describe('agent deliver to xgw', () => {
     // The same reply through a second consumer (a replay, as after a crash before the ack):
     // xgw knows the key and does not send it again.
     const thread = openThread(path, { home: t.home });
-    thread.subscribe({ consumer: 'replay', handler: deliverHandler(path), filter: OUTBOUND_FILTER });
+    thread.subscribe({ consumer: 'replay', handler: deliverHandler(), filter: OUTBOUND_FILTER });
     thread.unsubscribe('replay');
     thread.close();
     const replay = await deliver(path, 'replay');
     expect(replay.code, replay.stderr).toBe(0);
     expect(JSON.parse(replay.stdout)).toEqual({ delivered: 1, skipped: 0, failed: false });
     expect(mailbox()).toEqual([['agent', 'echo: hello']]);
-    expect(deliveredKeys()).toEqual([`${path}#${id}@${createdAt}`]);
+    expect(deliveredKeys()).toEqual([`${relative(t.home, path)}#${id}@${createdAt}`]);
     expect(attempts()).toEqual([]);
     expect(readFileSync(join(dir.threads, '..', 'logs', 'agent.log'), 'utf8')).not.toContain('[ERROR]');
+  });
+
+  it('takes the thread from THECLAW_THREAD, as notifier runs the handler it stores, which names no path', async () => {
+    await xgw('start');
+    const { path, id } = await reply('hello');
+    const handler = outbound(path).handler!;
+    expect(handler).not.toContain(t.home);
+    const result = await runTool('agent', ['deliver', '--consumer', 'outbound', '--json'], { ...t.env, THECLAW_THREAD: path });
+    expect(result.code, result.stderr).toBe(0);
+    expect(mailbox()).toEqual([['agent', 'echo: hello']]);
+    expect(outbound(path)).toMatchObject({ progress: id, pending: 0 });
+    const without = await runTool('agent', ['deliver', '--consumer', 'outbound'], t.env);
+    expect(without.code).toBe(2);
+    expect(without.stderr).toMatch(/^Error: no thread to deliver from - /);
+  });
+
+  it("finds the thread an older handler names by its absolute path in the home's place before a move or a copy", async () => {
+    await xgw('start');
+    const { path, id, createdAt } = await reply('hello');
+    const before = join('/nowhere', 'old-home', relative(t.home, path)); // where the home was
+    const result = await runTool('agent', ['deliver', '--thread', before, '--consumer', 'outbound', '--json'], t.env);
+    expect(result.code, result.stderr).toBe(0);
+    expect(mailbox()).toEqual([['agent', 'echo: hello']]);
+    expect(outbound(path)).toMatchObject({ progress: id, pending: 0 });
+    expect(deliveredKeys()).toEqual([`${relative(t.home, path)}#${id}@${createdAt}`]);
+  });
+
+  it('forgets, once the reply is delivered, the attempts an older version counted under the absolute path of the home before a move', async () => {
+    await xgw('start');
+    const { path, id } = await reply('hello');
+    const db = new Database(dir.state);
+    db.exec('CREATE TABLE delivery_attempts (thread TEXT NOT NULL, event_id INTEGER NOT NULL, attempts INTEGER NOT NULL, last_error TEXT, PRIMARY KEY (thread, event_id))');
+    const old = join('/nowhere', 'old-home', relative(t.home, path));
+    db.prepare('INSERT INTO delivery_attempts VALUES (?, ?, 1, ?)').run(old, id, 'refused');
+    db.prepare('INSERT INTO delivery_attempts VALUES (?, ?, 1, ?)').run(`${old}-other`, id, 'refused'); // another thread's
+    db.close();
+    expect((await deliver(path)).code).toBe(0);
+    expect(attempts().map((row) => row.thread)).toEqual([`${old}-other`]);
   });
 
   it('keeps a reply while xgw is down, without counting that as an attempt, and delivers it after xgw starts', async () => {
@@ -151,7 +189,7 @@ describe('agent deliver to xgw', () => {
     expect(down.stderr).toBe('Error: a reply could not be delivered yet - notifier retries it; see the agent log\n');
     expect(outbound(path)).toMatchObject({ progress: 0, pending: 1 });
     expect(attempts()).toEqual([]);
-    expect(readFileSync(dir.log, 'utf8')).toContain(`deliver: event ${id} of ${path} waits: xgw is not running (not counted as an attempt)`);
+    expect(readFileSync(dir.log, 'utf8')).toContain(`deliver: event ${id} of ${relative(t.home, path)} waits: xgw is not running (not counted as an attempt)`);
 
     await xgw('start');
     const up = await deliver(path);
@@ -203,7 +241,7 @@ describe('agent deliver to xgw', () => {
     expect(firstTry.code).toBe(1);
     expect(JSON.parse(firstTry.stdout)).toEqual({ error: 'a reply could not be delivered yet', suggestion: 'notifier retries it; see the agent log' });
     expect(attempts()).toMatchObject([{ event_id: id, attempts: 1 }]);
-    expect(readFileSync(dir.log, 'utf8')).toContain(`deliver: event ${id} of ${path} failed (attempt 1 of 2): no channel terminal:other is configured`);
+    expect(readFileSync(dir.log, 'utf8')).toContain(`deliver: event ${id} of ${relative(t.home, path)} failed (attempt 1 of 2): no channel terminal:other is configured`);
     const secondTry = await deliver(path);
     expect(secondTry.code, secondTry.stderr).toBe(0);
     expect(JSON.parse(secondTry.stdout)).toEqual({ delivered: 0, skipped: 1, failed: false });
@@ -214,7 +252,7 @@ describe('agent deliver to xgw', () => {
     ]);
     expect(outbound(path)).toMatchObject({ progress: id, pending: 0 });
     expect(attempts()).toEqual([]);
-    expect(readFileSync(dir.log, 'utf8')).toContain(`deliver: gave up on event ${id} of ${path}`);
+    expect(readFileSync(dir.log, 'utf8')).toContain(`deliver: gave up on event ${id} of ${relative(t.home, path)}`);
 
     // The channel is configured now: the next reply of the thread goes out.
     await xgw('stop');
@@ -269,7 +307,7 @@ describe('agent deliver to another agent', () => {
 
     // A replayed delivery is not pushed twice.
     const thread = openThread(path, { home: t.home });
-    thread.subscribe({ consumer: 'replay', handler: deliverHandler(path), filter: OUTBOUND_FILTER });
+    thread.subscribe({ consumer: 'replay', handler: deliverHandler(), filter: OUTBOUND_FILTER });
     thread.close();
     expect((await deliver(path, 'replay')).code).toBe(0);
     expect(events(join(t.home, 'agents', 'other', 'inbox'))).toHaveLength(1);

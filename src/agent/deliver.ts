@@ -1,9 +1,10 @@
 import { existsSync } from 'node:fs';
-import { basename, dirname, isAbsolute, join } from 'node:path';
+import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
 import type Database from 'better-sqlite3';
 import { formatAddress } from '../core/address.js';
 import { ClawError, isClawError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
+import { homeRef, resolveHomeRef } from '../core/layout.js';
 import { createLogger } from '../core/logger.js';
 import { ATTACHMENT_KINDS, parseMessageContent, type Attachment, type ReplyContext } from '../core/message.js';
 import { openSqlite } from '../core/sqlite.js';
@@ -16,9 +17,10 @@ import { ANSWER_CONVERSATION } from './router.js';
 import type { ErrorRecord } from './types.js';
 
 /**
- * `agent deliver --thread P --consumer C`: started by notifier when a conversation thread has
- * replies (`source = self` messages) to deliver. External replies go through the xgw daemon
- * with the idempotency key `<thread>#<event id>@<created_at>` (a retried delivery is not sent twice;
+ * `agent deliver --consumer C`: started by notifier when a conversation thread (THECLAW_THREAD, or
+ * `--thread`) has replies (`source = self` messages) to deliver. External replies go through the
+ * xgw daemon with the idempotency key `<thread>#<event id>@<created_at>`, the thread relative to
+ * the home (a retried delivery is not sent twice;
  * the time tells apart the events of a thread made anew where a damaged one was moved away);
  * internal ones are pushed into the asking agent's inbox. A failure is not acknowledged: the
  * run ends with exit 1 and notifier retries with backoff. The attempt count is kept on disk;
@@ -28,7 +30,8 @@ import type { ErrorRecord } from './types.js';
  * gateway restart never costs a reply.
  */
 export interface DeliverOptions {
-  thread: string;
+  /** Default: THECLAW_THREAD of `env`. */
+  thread?: string;
   consumer: string;
   home?: string;
   env?: NodeJS.ProcessEnv;
@@ -44,12 +47,14 @@ export interface DeliverSummary {
 export async function deliverReplies(options: DeliverOptions): Promise<DeliverSummary> {
   const env = options.env ?? process.env;
   const home = options.home ?? resolveHome(env);
-  const dir = agentOfThread(home, options.thread);
+  const path = threadToDeliver(home, options.thread ?? env.THECLAW_THREAD);
+  const dir = agentOfThread(home, path);
   // Read only when a delivery fails: the config is not needed on the common path, and every
   // reply pays this process's start-up.
   const maxAttempts = () => loadAgentConfig(dir).deliver.max_attempts;
   const logger = createLogger(dir.log, { env });
-  const thread = openThread(options.thread, { home });
+  const thread = openThread(path, { home });
+  const ref = homeRef(home, path);
   const attempts = new AttemptStore(dir);
   const summary: DeliverSummary = { delivered: 0, skipped: 0, failed: false };
   try {
@@ -57,7 +62,7 @@ export async function deliverReplies(options: DeliverOptions): Promise<DeliverSu
       try {
         const waiting = await deliverOne(home, dir, thread, event);
         if (waiting) {
-          logger.warn(`deliver: event ${event.id} of ${thread.path} waits: ${waiting} (not counted as an attempt)`);
+          logger.warn(`deliver: event ${event.id} of ${ref} waits: ${waiting} (not counted as an attempt)`);
           summary.failed = true;
           break; // in order: later replies wait for this one
         }
@@ -67,24 +72,24 @@ export async function deliverReplies(options: DeliverOptions): Promise<DeliverSu
         if (isStorageError(error)) {
           // A full or read-only disk (here or the gateway's) is no fault of the reply: it does not
           // use up an attempt, so waiting for the disk can never make a reply be given up.
-          logger.warn(`deliver: event ${event.id} of ${thread.path} waits for the disk: ${message}`);
+          logger.warn(`deliver: event ${event.id} of ${ref} waits for the disk: ${message}`);
           summary.failed = true;
           break;
         }
-        const count = attempts.fail(thread.path, event.id, message);
+        const count = attempts.fail(ref, event.id, message);
         const limit = maxAttempts();
         if (count < limit && !isClawError(error, 'invalid')) {
-          logger.warn(`deliver: event ${event.id} of ${thread.path} failed (attempt ${count} of ${limit}): ${message}`);
+          logger.warn(`deliver: event ${event.id} of ${ref} failed (attempt ${count} of ${limit}): ${message}`);
           summary.failed = true;
           break; // in order: later replies wait for this one
         }
         const record: ErrorRecord = { stage: 'deliver', event_id: event.id, error: `not delivered after ${count} attempt(s): ${message}` };
         thread.push({ source: 'self', type: 'record', subtype: 'error', content: JSON.stringify(record) });
-        logger.error(`deliver: gave up on event ${event.id} of ${thread.path}: ${message}`);
+        logger.error(`deliver: gave up on event ${event.id} of ${ref}: ${message}`);
         summary.skipped++;
       }
       thread.ack(options.consumer, event.id);
-      attempts.forget(thread.path, event.id);
+      attempts.forget(ref, event.id);
     }
     return summary;
   } finally {
@@ -109,7 +114,7 @@ async function deliverOne(home: string, dir: AgentDir, thread: Thread, event: Th
       conversation_type: context.conversation_type,
       conversation: context.conversation_id,
       reply_to: context.message_id,
-      idempotency_key: deliveryKey(thread, event),
+      idempotency_key: deliveryKey(home, thread, event),
       text: content.text,
       ...(content.notice ? { notice: content.notice } : {}),
       ...(content.attachments.length ? { files: outboundFiles(dir, content.attachments) } : {}),
@@ -143,7 +148,7 @@ async function deliverOne(home: string, dir: AgentDir, thread: Thread, event: Th
         },
         in_reply_to: event.id,
       }),
-      idempotency_key: `${dir.id}:${deliveryKey(thread, event)}`,
+      idempotency_key: `${dir.id}:${deliveryKey(home, thread, event)}`,
     });
   } finally {
     inbox.close();
@@ -152,8 +157,18 @@ async function deliverOne(home: string, dir: AgentDir, thread: Thread, event: Th
 }
 
 /** Names one reply for good: ids start again at 1 in a thread made anew at the same path. */
-function deliveryKey(thread: Thread, event: ThreadEvent): string {
-  return `${thread.path}#${event.id}@${event.created_at}`;
+function deliveryKey(home: string, thread: Thread, event: ThreadEvent): string {
+  return `${homeRef(home, thread.path)}#${event.id}@${event.created_at}`;
+}
+
+/**
+ * The thread to deliver from: `--thread` (relative to the working directory, as a path given on
+ * the command line is) or THECLAW_THREAD. An older handler names it by its absolute path, which
+ * may be the home's before a move or a copy: it is found in this home (layout.ts resolveHomeRef).
+ */
+function threadToDeliver(home: string, given: string | undefined): string {
+  if (!given) throw new ClawError('usage', 'no thread to deliver from', { suggestion: 'pass --thread <home>/agents/<id>/threads/peers/<name> (notifier sets THECLAW_THREAD)' });
+  return resolveHomeRef(home, resolve(given));
 }
 
 /** The agent a thread belongs to: `<home>/agents/<id>/threads/<group>/<leaf>` or `.../threads/main`. */
@@ -195,7 +210,10 @@ class AttemptStore {
   forget(thread: string, eventId: number): void {
     // A reply that never failed has no row; a store not opened yet holds none of this process's.
     if (!this.opened && !existsSync(this.dir.state)) return;
-    this.db.prepare('DELETE FROM delivery_attempts WHERE thread = ? AND event_id = ?').run(thread, eventId);
+    // Also the row an older version kept under the thread's absolute path, wherever the home was then.
+    this.db
+      .prepare("DELETE FROM delivery_attempts WHERE event_id = @eventId AND (thread = @thread OR (substr(thread, 1, 1) = '/' AND substr(thread, -length(@thread) - 1) = '/' || @thread))")
+      .run({ thread, eventId });
   }
 
   close(): void {

@@ -25,14 +25,16 @@ export const OUTBOUND_FILTER = "type = 'message' AND source = 'self'";
 
 /**
  * Handlers are stored with the absolute paths of this Node and this package, so notifier finds
- * them whatever its PATH; `agent start` stores them again, so a moved install heals itself.
+ * them whatever its PATH; `agent start` stores them again, so a moved install heals itself. They
+ * name nothing in the home, which can move too: `agent deliver` takes its thread from
+ * THECLAW_THREAD, which notifier sets.
  */
 export function runHandler(id: string): string {
   return joinCommand([process.execPath, cliPath('agent'), 'run', id]);
 }
 
-export function deliverHandler(threadPath: string): string {
-  return joinCommand([process.execPath, cliPath('agent'), 'deliver', '--thread', threadPath, '--consumer', OUTBOUND_CONSUMER]);
+export function deliverHandler(): string {
+  return joinCommand([process.execPath, cliPath('agent'), 'deliver', '--consumer', OUTBOUND_CONSUMER]);
 }
 
 export interface InitOptions {
@@ -61,7 +63,6 @@ export function initAgent(home: string, id: string, options: InitOptions = {}): 
     agent_id: id,
     kind,
     pai,
-    inbox: { path: dir.inbox },
     routing: { default: 'per-peer' },
     outbound: [{ thread_pattern: '**', via: 'xgw' }],
     concurrency: 4,
@@ -134,7 +135,7 @@ export function startAgent(home: string, id: string): void {
     try {
       const thread = openThread(path, { home });
       try {
-        thread.subscribe({ consumer: OUTBOUND_CONSUMER, handler: deliverHandler(path), filter: OUTBOUND_FILTER });
+        thread.subscribe({ consumer: OUTBOUND_CONSUMER, handler: deliverHandler(), filter: OUTBOUND_FILTER });
       } finally {
         thread.close();
       }

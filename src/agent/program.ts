@@ -206,7 +206,7 @@ no person's memory, no conversation. Its commands follow the policy of the owner
     program
       .command('deliver')
       .description("deliver a thread's replies (notifier runs it; not needed by hand)")
-      .requiredOption('--thread <path>', 'conversation thread')
+      .option('--thread <path>', 'conversation thread (default: $THECLAW_THREAD, which notifier sets)')
       .requiredOption('--consumer <name>', 'consumer (outbound)')
       .addOption(jsonOption())
       .action(async (options) => (await commands()).deliver(options)),

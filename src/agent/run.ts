@@ -549,7 +549,7 @@ function openConversation(turn: TurnSettings, open: Map<string, Thread>, route: 
   const isNew = !existsSync(route.path);
   thread = openThread(route.path, { home: turn.home, create: true });
   if (isNew || !thread.consumer(OUTBOUND_CONSUMER)?.subscribed) {
-    thread.subscribe({ consumer: OUTBOUND_CONSUMER, handler: deliverHandler(route.path), filter: OUTBOUND_FILTER });
+    thread.subscribe({ consumer: OUTBOUND_CONSUMER, handler: deliverHandler(), filter: OUTBOUND_FILTER });
     turn.logger.info(`run: new thread ${route.threadId} (${route.path})`);
   }
   open.set(route.path, thread);

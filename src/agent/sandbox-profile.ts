@@ -7,6 +7,7 @@ import { forwardSends, OUTBOX_ENV, outboxDir } from './sandbox-sends.js';
 import { EMBEDDINGS_SOCKET_ENV } from './memory-embedder.js';
 import type { AgentConfig } from './types.js';
 import { ensureDir } from '../core/home.js';
+import { cmdsDir, sharedSkillsDir } from '../core/layout.js';
 
 /**
  * The variables of agent run a sandboxed command gets besides the base ones: what `agent send`
@@ -62,8 +63,8 @@ export function agentSandbox(home: string, dir: AgentDir, settings: AgentConfig[
     binds: [
       ...own,
       ...others,
-      { path: join(home, 'skills'), writable: false, optional: true },
-      { path: join(home, 'cmds'), writable: false, optional: true },
+      { path: sharedSkillsDir(home), writable: false, optional: true },
+      { path: cmdsDir(home), writable: false, optional: true },
       ...path.map((entry) => ({ path: entry, writable: false, optional: true })),
       ...embeddings,
       // TheClaw itself, read-only, wherever it is installed: under /tmp (a clone there) it would

@@ -2,7 +2,8 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { cacheFile, loadPathIndex, parseApropos, pathDirs, type DescriptionReader } from './path.js';
+import { pathIndexPath } from '../core/layout.js';
+import { loadPathIndex, parseApropos, pathDirs, type DescriptionReader } from './path.js';
 
 let root: string;
 let home: string;
@@ -62,7 +63,7 @@ describe('loadPathIndex', () => {
     bin('a', 'one');
     const path = join(root, 'a');
     expect(load(path).map((e) => e.name)).toEqual(['one']);
-    expect(existsSync(cacheFile(home))).toBe(true);
+    expect(existsSync(pathIndexPath(home))).toBe(true);
     expect(load(path).map((e) => e.name)).toEqual(['one']);
     expect(scans).toBe(1);
 
@@ -81,9 +82,9 @@ describe('loadPathIndex', () => {
   it('rebuilds a corrupt cache', () => {
     bin('a', 'one');
     mkdirSync(join(home, 'cmds'), { recursive: true });
-    writeFileSync(cacheFile(home), '{"version":1,"path":');
+    writeFileSync(pathIndexPath(home), '{"version":1,"path":');
     expect(load(join(root, 'a')).map((e) => e.name)).toEqual(['one']);
-    expect(JSON.parse(readFileSync(cacheFile(home), 'utf8'))).toMatchObject({ version: 1, path: join(root, 'a') });
+    expect(JSON.parse(readFileSync(pathIndexPath(home), 'utf8'))).toMatchObject({ version: 1, path: join(root, 'a') });
   });
 
   it('still answers when the cache cannot be written, with a warning', () => {

@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import { ensureDir } from '../core/home.js';
+import { pathIndexPath } from '../core/layout.js';
 import type { Executable } from './types.js';
 import { wellKnownDescription } from './well-known.js';
 
@@ -42,10 +43,6 @@ export interface PathIndexOptions {
   readDescriptions?: DescriptionReader;
 }
 
-export function cacheFile(home: string): string {
-  return join(home, 'cmds', 'path-index.json');
-}
-
 /**
  * The executables on PATH, first occurrence of a name winning, as shells resolve them. Curated
  * descriptions (well-known.ts) are applied on every read, so they are never stale in the cache.
@@ -53,7 +50,7 @@ export function cacheFile(home: string): string {
 export function loadPathIndex(options: PathIndexOptions): Executable[] {
   const dirs = pathDirs(options.pathValue);
   const stamps = dirStamps(dirs);
-  const file = cacheFile(options.home);
+  const file = pathIndexPath(options.home);
   let executables = readCache(file, options.pathValue, stamps);
   if (!executables) {
     executables = scanPath(dirs, options.readDescriptions ?? aproposDescriptions);

@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { errnoCode } from '../core/errors.js';
+import { sharedSkillsDir } from '../core/layout.js';
 import type { Skill } from './types.js';
 
 /**
@@ -25,7 +26,7 @@ export interface SkillRootsOptions {
 export function skillRoots(options: SkillRootsOptions): string[] {
   const roots = (options.skillsDirs ?? []).map((dir) => resolve(dir));
   if (options.agentDir) roots.push(join(resolve(options.agentDir), 'skills'));
-  roots.push(join(options.home, 'skills'));
+  roots.push(sharedSkillsDir(options.home));
   return [...new Set(roots)];
 }
 

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, renameSync, writeFileSync } from 'node:fs';
 import { extname, join } from 'node:path';
 import { ensureDir } from './home.js';
-import { AGENT_FILES_DIR, agentsRoot } from './layout.js';
+import { AGENT_FILES_DIR, agentRoot } from './layout.js';
 
 /** What names a file's type: its own name's extension, else its MIME type. */
 export interface FileKind {
@@ -30,7 +30,7 @@ const EXTENSIONS: Record<string, string> = {
  * the agent's directory (`files/<sha256>.<ext>`): the home can move.
  */
 export function storeFile(home: string, agent: string, bytes: Buffer, file: FileKind): string {
-  const dir = join(agentsRoot(home), agent, AGENT_FILES_DIR);
+  const dir = join(agentRoot(home, agent), AGENT_FILES_DIR);
   ensureDir(dir);
   const name = `${createHash('sha256').update(bytes).digest('hex')}${extensionOf(file)}`;
   const path = join(dir, name);

@@ -1,9 +1,9 @@
 import { spawn } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { ClawError, errnoCode, isClawError } from './errors.js';
-import { ensureDir, logsDir, runDir, socketPath } from './home.js';
+import { ensureDir, socketPath } from './home.js';
 import { listenSocket, request, type Handler } from './ipc.js';
+import { daemonLogFile, daemonPidFile, daemonStderrFile, runDir } from './layout.js';
 import { readLockHolder, tryLock, type LockHolder } from './lock.js';
 import { cliPath } from './package.js';
 import { isAlive, processEnvironment } from './process.js';
@@ -20,14 +20,6 @@ export type DaemonName = 'notifier' | 'xgw';
 const START_TIMEOUT_MS = 10_000;
 const STOP_TIMEOUT_MS = 10_000;
 const POLL_MS = 25;
-
-export function daemonPidFile(home: string, name: DaemonName): string {
-  return join(runDir(home), `${name}.pid`);
-}
-
-export function daemonLogFile(home: string, name: DaemonName): string {
-  return join(logsDir(home), `${name}.log`);
-}
 
 export function daemonHolder(home: string, name: DaemonName): LockHolder | null {
   return readLockHolder(daemonPidFile(home, name));
@@ -121,7 +113,7 @@ export async function startDaemonProcess(home: string, name: DaemonName, env: No
   const running = daemonHolder(home, name);
   if (running) throw new ClawError('conflict', `${name} is already running (pid ${running.pid})`, { suggestion: `stop it first with: ${name} stop` });
   ensureDir(runDir(home));
-  const stderrPath = join(runDir(home), `${name}.stderr`);
+  const stderrPath = daemonStderrFile(home, name);
   const stderr = openSync(stderrPath, 'w', 0o600);
   const child = spawn(process.execPath, [cliPath(name), 'start', '--foreground'], {
     detached: true,

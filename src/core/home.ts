@@ -2,7 +2,9 @@ import { createHash } from 'node:crypto';
 import { lstatSync, mkdirSync, statSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
+import type { DaemonName } from './daemon.js';
 import { ClawError, errnoCode } from './errors.js';
+import { daemonSocketFile } from './layout.js';
 
 /**
  * The data root every tool shares: `$THECLAW_HOME`, default `~/.theclaw`. Resolved to an
@@ -44,16 +46,6 @@ function isDirectory(path: string): boolean {
   }
 }
 
-/** `$THECLAW_HOME/run/`: pid files and sockets of the daemons. */
-export function runDir(home: string): string {
-  return join(home, 'run');
-}
-
-/** `$THECLAW_HOME/logs/`: logs of components that are not an agent or a thread. */
-export function logsDir(home: string): string {
-  return join(home, 'logs');
-}
-
 // Linux caps a Unix socket path at 107 bytes. A deep THECLAW_HOME would make `listen` fail, so a
 // long path is replaced by a short one in the temp directory, derived from the home so that every
 // process of the same home still finds it.
@@ -65,8 +57,8 @@ const MAX_SOCKET_PATH = 100;
  * is created private, and used only if it is a real directory of this user that nobody else
  * may enter (else a `conflict`).
  */
-export function socketPath(home: string, name: string): string {
-  const preferred = join(runDir(home), `${name}.sock`);
+export function socketPath(home: string, name: DaemonName): string {
+  const preferred = daemonSocketFile(home, name);
   if (Buffer.byteLength(preferred) <= MAX_SOCKET_PATH) return preferred;
   const digest = createHash('sha256').update(home).digest('hex').slice(0, 16);
   const dir = join(tmpdir(), `theclaw-${digest}`);

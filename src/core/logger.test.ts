@@ -114,6 +114,16 @@ describe('createLogger', () => {
     expect(messages).toEqual(['calling with key [redacted] and [redacted]', 'token=[redacted]', 'second line [redacted] end', 'home is /home/someone, abc stays']);
   });
 
+  it('names its home $THECLAW_HOME in a log in the home, so that the home can move, and leaves other paths as they are', () => {
+    const home = join(dir, 'home');
+    const inHome = join(home, 'logs', 'x.log');
+    createLogger(inHome, { env: { THECLAW_HOME: home } }).info(`on ${home}/agents/a/inbox (${home}), not ${home}2/x or ${home}.old`);
+    expect(logLines(inHome)[0]).toMatch(/\] on \$THECLAW_HOME\/agents\/a\/inbox \(\$THECLAW_HOME\), not .*home2\/x or .*home\.old$/);
+    const outside = join(dir, 'elsewhere.log');
+    createLogger(outside, { env: { THECLAW_HOME: home } }).info(`on ${home}/agents/a/inbox`);
+    expect(logLines(outside)[0]).toContain(`on ${home}/agents/a/inbox`);
+  });
+
   it('creates the directory of the log on first use', () => {
     const path = join(dir, 'logs', 'nested', 'app.log');
     createLogger(path, { env: {} }).info('hello');

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { resolveHome } from './home.js';
+import { paiConfigPath, xgwConfigPath } from './layout.js';
 
 /**
  * Secrets are API keys and tokens held in environment variables. They must never reach logs,
@@ -33,7 +33,7 @@ export function configuredSecrets(env: NodeJS.ProcessEnv = process.env): { names
   const home = resolveHome(env);
   const names = new Set<string>();
   const values = new Set<string>();
-  for (const file of [join(home, 'xgw', 'config.yaml'), join(home, 'pai', 'config.yaml')]) {
+  for (const file of [xgwConfigPath(home), paiConfigPath(home)]) {
     let text: string;
     try {
       text = readFileSync(file, 'utf8');

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { lstatSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ensureDir } from './home.js';
-import { agentsRoot } from './layout.js';
+import { AGENT_OUTBOX_DIR, agentRoot } from './layout.js';
 import { slug } from './slug.js';
 
 /**
@@ -14,12 +14,12 @@ import { slug } from './slug.js';
  * so what is found is the running turn's. `agents/<id>/outbox/<conversation>/`.
  */
 export function agentOutboxPath(home: string, agent: string, conversation: string): string {
-  return outboxIn(join(agentsRoot(home), agent), conversation);
+  return outboxIn(agentRoot(home, agent), conversation);
 }
 
 /** The same, for an agent's directory. */
 export function outboxIn(agentRoot: string, conversation: string): string {
-  return join(agentRoot, 'outbox', slug(conversation || 'default'));
+  return join(agentRoot, AGENT_OUTBOX_DIR, slug(conversation || 'default'));
 }
 
 /** Set in the sandbox: the outbox of the conversation whose turn runs the command. */

@@ -1,9 +1,8 @@
 import { printJson, printLines } from '../core/cli.js';
 import { resolveHome } from '../core/home.js';
 import { addTimer, daemonStatus, describeNotifierReload, listTimers, reloadNotifier, removeTimer, startDaemon, stopDaemon } from './control.js';
-import { configPath } from './config.js';
 import { configChangedSince } from '../core/config.js';
-import { daemonLogFile } from '../core/daemon.js';
+import { daemonLogFile, notifierConfigPath } from '../core/layout.js';
 import { runNotifier } from './daemon.js';
 import { usageError } from '../core/errors.js';
 import { isValidId } from '../core/slug.js';
@@ -49,7 +48,7 @@ export async function status(options: Json): Promise<void> {
 
 function formatStatus(home: string, status: NotifierStatus): string[] {
   const lines = [status.running ? `notifier running (pid ${status.pid}, up ${status.uptime_seconds}s)` : 'notifier is not running'];
-  if (configChangedSince(configPath(home), status.config_sha256)) lines.push(`${configPath(home)} changed since notifier loaded it - apply it with: notifier reload`);
+  if (configChangedSince(notifierConfigPath(home), status.config_sha256)) lines.push(`${notifierConfigPath(home)} changed since notifier loaded it - apply it with: notifier reload`);
   if (status.runs) lines.push(`runs: ${status.runs.running} running, ${status.runs.waiting} waiting (at most ${status.runs.limit} at once); ${status.runs.runners} warm runners`);
   lines.push(status.subscriptions.length ? 'subscriptions:' : 'subscriptions: none');
   for (const s of status.subscriptions) {

@@ -1,6 +1,6 @@
-import { join } from 'node:path';
 import * as z from 'zod/mini';
 import { loadYamlConfigFile } from '../core/config.js';
+import { notifierConfigPath } from '../core/layout.js';
 
 /** `$THECLAW_HOME/notifier/config.yaml`; every field is optional. */
 export const NotifierConfigSchema = z.strictObject({
@@ -45,15 +45,11 @@ export const NotifierConfigSchema = z.strictObject({
 
 export type NotifierConfig = z.output<typeof NotifierConfigSchema>;
 
-export function configPath(home: string): string {
-  return join(home, 'notifier', 'config.yaml');
-}
-
 export function loadConfig(home: string): NotifierConfig {
   return loadConfigFile(home).value;
 }
 
 /** `loadConfig`, with the fingerprint of the text loaded (what the daemon reports). */
 export function loadConfigFile(home: string): { value: NotifierConfig; sha256: string } {
-  return loadYamlConfigFile(configPath(home), NotifierConfigSchema);
+  return loadYamlConfigFile(notifierConfigPath(home), NotifierConfigSchema);
 }

@@ -1,11 +1,11 @@
 import { isDeepStrictEqual } from 'node:util';
 import { availableParallelism } from 'node:os';
-import { join } from 'node:path';
-import { daemonLogFile, runDaemon } from '../core/daemon.js';
+import { runDaemon } from '../core/daemon.js';
 import { usageError } from '../core/errors.js';
-import { ensureDir, runDir } from '../core/home.js';
+import { ensureDir } from '../core/home.js';
+import { daemonLogFile, notifierConfigPath, notifierOutputDir } from '../core/layout.js';
 import { createLogger, type Logger } from '../core/logger.js';
-import { configPath, loadConfigFile, type NotifierConfig } from './config.js';
+import { loadConfigFile, type NotifierConfig } from './config.js';
 import { Dispatcher } from './dispatcher.js';
 import { defaultRunLimit, RunLimit } from './run-limit.js';
 import { createLauncher, removeStaleOutput, type RunLimits } from './run.js';
@@ -30,7 +30,7 @@ export async function runNotifier(home: string): Promise<void> {
   let configSha256 = loaded.sha256;
   await runDaemon(home, 'notifier', async () => {
     const logger = createLogger(daemonLogFile(home, 'notifier'));
-    const outputDir = join(runDir(home), 'notifier-output');
+    const outputDir = notifierOutputDir(home);
     ensureDir(outputDir);
     const stale = removeStaleOutput(outputDir, STALE_OUTPUT_MS);
     if (stale > 0) logger.info(`removed ${stale} output files older than a day from ${outputDir}`);
@@ -83,7 +83,7 @@ export async function runNotifier(home: string): Promise<void> {
         launching.pool = createPool(config, outputDir, logger);
       }
       logger.info(`config reloaded (${changed.length ? `changed: ${changed.join(', ')}` : 'nothing changed'})`);
-      return { file: configPath(home), changed, config_sha256: configSha256 };
+      return { file: notifierConfigPath(home), changed, config_sha256: configSha256 };
     };
 
     logger.info(`notifier started (pid ${process.pid}, sweep every ${config.sweep_interval_seconds}s, at most ${limit.limit} runs at once)`);

@@ -1,5 +1,6 @@
 import { existsSync, statSync } from 'node:fs';
-import { join, relative, sep } from 'node:path';
+import { join } from 'node:path';
+import { agentOfPath } from '../core/layout.js';
 import type { Logger } from '../core/logger.js';
 import { backoffMs } from '../core/retry.js';
 import { listThreads, openThread, startHandler, unregisterThread, type ConsumerInfo, type Thread } from '../thread/index.js';
@@ -200,8 +201,8 @@ export class Dispatcher {
 
   /** The group a thread's runs count against: its agent (`<home>/agents/<id>/…`), else the thread. */
   private groupOf(path: string): string {
-    const parts = relative(this.options.home, path).split(sep);
-    return parts[0] === 'agents' && parts[1] ? `agent:${parts[1]}` : `thread:${path}`;
+    const agent = agentOfPath(this.options.home, path);
+    return agent ? `agent:${agent}` : `thread:${path}`;
   }
 
   /** Called when a run may start (at once, or once a place is free): starts it if still due. */

@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import { Cron } from 'croner';
-import { join } from 'node:path';
+import { dirname } from 'node:path';
 import { splitCommand } from '../core/command.js';
 import { openSqlite } from '../core/sqlite.js';
 import { withStoragePath } from '../core/storage-error.js';
@@ -10,6 +10,7 @@ import { ensureDir } from '../core/home.js';
 import { parseDuration } from '../core/duration.js';
 
 export { parseDuration };
+import { timersPath } from '../core/layout.js';
 
 /**
  * Timers run a command on a schedule: a cron expression (through croner, not a hand-written
@@ -117,9 +118,8 @@ export class TimerStore {
   private readonly file: string;
 
   constructor(home: string) {
-    const dir = join(home, 'notifier');
-    ensureDir(dir);
-    this.file = join(dir, 'timers.db');
+    this.file = timersPath(home);
+    ensureDir(dirname(this.file));
     this.db = openSqlite(this.file);
     this.write(() =>
       this.db.exec(`CREATE TABLE IF NOT EXISTS timers (

@@ -1,4 +1,6 @@
+import { dirname, resolve } from 'node:path';
 import { resolveHome } from '../core/home.js';
+import { paiConfigPath } from '../core/layout.js';
 import { createRedactor } from '../core/secrets.js';
 import { killMarked, newMark, TURN_MARK, type ProcessMark } from '../core/turn-processes.js';
 import { attempt } from './attempts.js';
@@ -90,6 +92,7 @@ async function runTurn(options: ChatOptions, turnMark: ProcessMark): Promise<Cha
   const env = options.env ?? process.env;
   const home = options.home ?? resolveHome(env);
   const config = options.config ?? loadPaiConfig(home);
+  const script = config.providers.mock?.script;
   const model = await resolveModel(config, options, env);
   const keys = KeyRing.of(config, model, env, home);
   const callers = new Map<KeyProfile, ModelCaller>();
@@ -102,7 +105,8 @@ async function runTurn(options: ChatOptions, turnMark: ProcessMark): Promise<Cha
         keyless: Boolean(config.providers[model.provider]?.base_url),
         idleTimeoutMs: config.timeout_seconds * 1000,
         env,
-        mockScript: config.providers.mock?.script,
+        // Relative to the config's folder, so that a home holding its script can move.
+        mockScript: script === undefined ? undefined : resolve(dirname(paiConfigPath(home)), script),
       });
       callers.set(key, caller);
     }

@@ -284,10 +284,9 @@ describe('pai chat with the offline mock', () => {
     }
   });
 
-  it('follows providers.mock.script from the config', async () => {
-    const script = join(t.home, 'script.yaml');
-    writeFileSync(script, '- bash: "echo from-config"\n- text: "scripted"\n');
-    writeConfig(`providers:\n  mock: { script: "${script}" }\n`);
+  it("follows providers.mock.script from the config, a relative path being in the config's folder", async () => {
+    writeConfig('providers:\n  mock: { script: script.yaml }\n');
+    writeFileSync(join(t.home, 'pai', 'script.yaml'), '- bash: "echo from-config"\n- text: "scripted"\n');
     const result = await pai(['chat', '--json', 'go']);
     expect(result.code, result.stderr).toBe(0);
     expect(result.stdout).toBe('[offline mock] scripted\n');

@@ -4,8 +4,9 @@ import { setYamlConfigKey, yaml } from '../core/config.js';
 import { ClawError, errnoCode, usageError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
 import { chat } from './chat.js';
+import { paiConfigPath } from '../core/layout.js';
 import { keyVariables } from './key-ring.js';
-import { BUILTIN_PROVIDERS, chooseModel, loadPaiConfig, MOCK_PROVIDER, paiConfigPath, resolveModel } from './models.js';
+import { BUILTIN_PROVIDERS, chooseModel, loadPaiConfig, MOCK_PROVIDER, resolveModel } from './models.js';
 import type { ChatEvent } from './types.js';
 
 interface Json {

@@ -1,7 +1,7 @@
 export { chat, DEFAULT_SYSTEM_PROMPT, type ChatOptions } from './chat.js';
 export { bashExec, BASH_EXEC_TOOL, HeadTail, type BashExecOptions } from './bash-exec.js';
 export { ModelCallError, classify } from './model-error.js';
-export { loadPaiConfig, paiConfigPath, resolveModel, chooseModel, providerSecrets, MOCK_PROVIDER, BUILTIN_PROVIDERS, type ModelChoice } from './models.js';
+export { loadPaiConfig, resolveModel, chooseModel, providerSecrets, MOCK_PROVIDER, BUILTIN_PROVIDERS, type ModelChoice } from './models.js';
 export { preloadProvider } from './pi.js';
 export { keyVariables } from './key-ring.js';
 export { embed, resolveEmbeddingModel, type EmbeddingModel, type EmbedOptions } from './embeddings.js';

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { keyCooldownsPath } from '../core/layout.js';
 import * as z from 'zod/mini';
 import { writeFileWhole } from '../core/whole-file.js';
 import type { ModelError, PaiConfig, ResolvedModel } from './types.js';
@@ -26,10 +26,6 @@ const MAX_COOLDOWN_MS = 60 * 60_000;
 
 const CooldownsSchema = z.record(z.string(), z.object({ until: z.number(), reason: z.enum(['rate_limit', 'auth']) }));
 type Cooldowns = z.output<typeof CooldownsSchema>;
-
-export function keyCooldownsPath(home: string): string {
-  return join(home, 'pai', 'key-cooldowns.json');
-}
 
 /** The variables a provider's keys are in, in order: `api_key_envs`, else `api_key_env`, else the standard one. */
 export function keyVariables(config: PaiConfig, provider: string, standard: string | null): string[] {

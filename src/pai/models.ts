@@ -1,13 +1,9 @@
-import { join } from 'node:path';
 import { loadYamlConfig } from '../core/config.js';
 import { ClawError, usageError } from '../core/errors.js';
 import { keyVariables } from './key-ring.js';
+import { paiConfigPath } from '../core/layout.js';
 import { loadPiModels } from './pi.js';
 import { PaiConfigSchema, type PaiConfig, type ResolvedModel } from './types.js';
-
-export function paiConfigPath(home: string): string {
-  return join(home, 'pai', 'config.yaml');
-}
 
 export function loadPaiConfig(home: string): PaiConfig {
   return loadYamlConfig(paiConfigPath(home), PaiConfigSchema);

@@ -121,11 +121,12 @@ export async function logs(component: string | undefined, options: { lines: numb
   const { logSources, recentLogLines, followLogs, parseSince } = await import('./logs.js');
   const sources = logSources(resolveHome(), component);
   const sinceMs = options.since === undefined ? undefined : Date.now() - parseSince(options.since);
-  printLines(recentLogLines(sources, { lines: options.lines, sinceMs }));
-  if (!options.follow) return;
+  if (!options.follow) return printLines(recentLogLines(sources, { lines: options.lines, sinceMs }));
+  // Before the first line is out: an interrupt as soon as something shows ends it cleanly.
   const stop = new AbortController();
   process.once('SIGINT', () => stop.abort());
   process.once('SIGTERM', () => stop.abort());
+  printLines(recentLogLines(sources, { lines: options.lines, sinceMs }));
   await followLogs(sources, (line) => process.stdout.write(`${line}\n`), stop.signal);
 }
 

@@ -1,9 +1,8 @@
 import { relative } from 'node:path';
 import { configChangedSince } from '../core/config.js';
 import type { DaemonName } from '../core/daemon.js';
-import { configPath as notifierConfigPath } from '../notifier/config.js';
+import { notifierConfigPath, xgwConfigPath } from '../core/layout.js';
 import type { NotifierStatus } from '../notifier/index.js';
-import { xgwConfigPath } from '../xgw/config.js';
 import type { XgwStatus } from '../xgw/index.js';
 
 /** A running daemon's config file that is not the text it runs with. */

@@ -1,6 +1,6 @@
 import { copyFileSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, relative } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import { agentDir } from '../agent/agent-dir.js';
 import { conversationThreads, OUTBOUND_CONSUMER } from '../agent/lifecycle.js';
 import { ClawError, isClawError } from '../core/errors.js';
@@ -10,6 +10,7 @@ import { connectWebchat } from '../xgw/index.js';
 import { eventLine, type EventLine } from './status.js';
 import { defaultModel, down, up, type UpResult } from './system.js';
 import { ensureDir, resolveHome } from '../core/home.js';
+import { daemonLogFile, paiConfigPath, xgwConfigPath } from '../core/layout.js';
 
 export const DEMO_MESSAGE = 'Hello! What can you do?';
 const DEMO_TIMEOUT_MS = 60_000;
@@ -108,30 +109,30 @@ export async function runDemo(env: NodeJS.ProcessEnv, options: DemoOptions = {})
 
 /** With `real`, the user's own pai/config.yaml (their providers and default model) is the demo's. */
 function writeDemoConfig(home: string, real: boolean, env: NodeJS.ProcessEnv): void {
-  const write = (file: string, text: string) => writeFileSync(join(home, file), text, { flag: 'wx' });
-  for (const dir of ['xgw', 'pai']) ensureDir(join(home, dir));
+  const write = (file: string, text: string) => writeFileSync(file, text, { flag: 'wx' });
+  for (const file of [xgwConfigPath(home), paiConfigPath(home)]) ensureDir(dirname(file));
   // Port 0: the demo never collides with a running system's web chat.
-  write('xgw/config.yaml', 'channels:\n  - { id: webchat:main, type: webchat, port: 0, access: open }\nroutes:\n  - { channel: "*", peer: "*", agent: admin }\n');
+  write(xgwConfigPath(home), 'channels:\n  - { id: webchat:main, type: webchat, port: 0, access: open }\nroutes:\n  - { channel: "*", peer: "*", agent: admin }\n');
   if (real) {
-    const own = join(resolveHome(env), 'pai', 'config.yaml');
-    if (existsSync(own)) copyFileSync(own, join(home, 'pai', 'config.yaml'));
+    const own = paiConfigPath(resolveHome(env));
+    if (existsSync(own)) copyFileSync(own, paiConfigPath(home));
     return;
   }
-  write('pai/mock-script.yaml', MOCK_SCRIPT);
-  write('pai/config.yaml', `default: mock/echo\nproviders:\n  mock: { script: ${JSON.stringify(join(home, 'pai', 'mock-script.yaml'))} }\n`);
+  write(join(dirname(paiConfigPath(home)), 'mock-script.yaml'), MOCK_SCRIPT);
+  write(paiConfigPath(home), 'default: mock/echo\nproviders:\n  mock: { script: mock-script.yaml }\n');
 }
 
 /** `--real` that would only find the offline mock is no real demo: it says why, before anything starts. */
 function requireRealModel(env: NodeJS.ProcessEnv): void {
   if (!defaultModel(resolveHome(env), env).offline) return;
-  throw new ClawError('invalid', `theclaw demo --real found no model: no provider key is set and ${join(resolveHome(env), 'pai', 'config.yaml')} names no provider`, {
+  throw new ClawError('invalid', `theclaw demo --real found no model: no provider key is set and ${paiConfigPath(resolveHome(env))} names no provider`, {
     suggestion: 'set OPENAI_API_KEY or ANTHROPIC_API_KEY (or a provider with api, base_url and models in pai/config.yaml), or run theclaw demo without --real',
   });
 }
 
 function webchatUrlOf(system: UpResult): string {
   const url = system.xgw.channels.find((channel) => channel.type === 'webchat' && channel.url)?.url;
-  if (!url) throw new ClawError('io', 'the web chat did not start', { suggestion: `see ${join(system.home, 'logs', 'xgw.log')}` });
+  if (!url) throw new ClawError('io', 'the web chat did not start', { suggestion: `see ${daemonLogFile(system.home, 'xgw')}` });
   return url;
 }
 

@@ -2,7 +2,8 @@ import { existsSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'n
 import { createServer } from 'node:net';
 import { join, relative } from 'node:path';
 import { agentDir, agentModel, agentStatus, describeShortage, identityText, INBOX_CONSUMER, INBOX_FILTER, listAgentIds, loadAgentConfig, windowShortage, type AgentConfig } from '../agent/index.js';
-import { daemonPidFile, type DaemonName } from '../core/daemon.js';
+import type { DaemonName } from '../core/daemon.js';
+import { daemonPidFile, xgwConfigPath } from '../core/layout.js';
 import { errnoCode, isClawError } from '../core/errors.js';
 import { yaml } from '../core/config.js';
 import { lockState } from '../core/lock.js';
@@ -12,7 +13,7 @@ import { createRedactor } from '../core/secrets.js';
 import { loadConfig as loadNotifierConfig, type SubscriptionStatus } from '../notifier/index.js';
 import { BUILTIN_PROVIDERS, chat, chooseModel, findBwrap, keyVariables, loadPaiConfig, MOCK_PROVIDER, providerSecrets, sandboxProblem, type PaiConfig } from '../pai/index.js';
 import { openThread } from '../thread/index.js';
-import { DEFAULT_XGW_CONFIG, inspectXgwConfig, XgwConfigSchema, xgwCheckEnvironment, xgwConfigPath, type ChannelConfig } from '../xgw/index.js';
+import { DEFAULT_XGW_CONFIG, inspectXgwConfig, XgwConfigSchema, xgwCheckEnvironment, type ChannelConfig } from '../xgw/index.js';
 import { modelWaits, recentErrors } from './failures.js';
 import { probeDaemons, RECENT_ERRORS } from './status.js';
 import { agentsEnvironment, agentsModel } from './system.js';

@@ -1,7 +1,7 @@
 import { closeSync, existsSync, openSync, readFileSync, readSync, statSync } from 'node:fs';
 import { StringDecoder } from 'node:string_decoder';
 import { agentDir, listAgentIds } from '../agent/agent-dir.js';
-import { daemonLogFile } from '../core/daemon.js';
+import { daemonLogFile } from '../core/layout.js';
 import { usageError } from '../core/errors.js';
 
 /**

@@ -1,8 +1,8 @@
 import { existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { HEARTBEAT_THREAD_ID, tellOwnerOf, type FeedEntry } from '../agent/index.js';
 import { ensureDir } from '../core/home.js';
-import { errorFeedPath } from '../core/layout.js';
+import { errorFeedPath, incidentsPath } from '../core/layout.js';
 import { openSqlite } from '../core/sqlite.js';
 import { openThread } from '../thread/index.js';
 
@@ -26,8 +26,8 @@ export interface SweepResult {
 export function sweep(home: string): SweepResult {
   const feedPath = errorFeedPath(home);
   if (!existsSync(join(feedPath, 'events.db'))) return { read: 0, reported: [] };
-  ensureDir(join(home, 'maintainer'));
-  const db = openSqlite(join(home, 'maintainer', 'incidents.db'));
+  ensureDir(dirname(incidentsPath(home)));
+  const db = openSqlite(incidentsPath(home));
   const feed = openThread(feedPath, { home });
   try {
     db.exec(

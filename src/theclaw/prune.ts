@@ -2,6 +2,7 @@ import type Database from 'better-sqlite3';
 import { readdirSync, statSync, unlinkSync, type Dirent } from 'node:fs';
 import { join } from 'node:path';
 import { conversationThreads } from '../agent/lifecycle.js';
+import { xgwStatePath } from '../core/layout.js';
 import { openSqlite } from '../core/sqlite.js';
 import { forEachAgentThread } from './agent-threads.js';
 
@@ -51,7 +52,7 @@ export function prune(home: string, options: PruneOptions): PruneReport {
   const dryRun = options.dryRun ?? false;
   const files = walk(home);
   const rotated_logs = pruneLogs(files, options.keepLogs ?? DEFAULT_KEEP_LOGS, dryRun);
-  const xgw = pruneGateway(join(home, 'xgw', 'state.db'), cutoff, now, dryRun);
+  const xgw = pruneGateway(xgwStatePath(home), cutoff, now, dryRun);
   const events = pruneEvents(home, cutoff, options.keepEvents ?? DEFAULT_KEEP_EVENTS, dryRun);
   const wal = checkpoint(
     files.filter((file) => file.endsWith('.db')),

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { joinCommand } from '../core/command.js';
 import { ClawError } from '../core/errors.js';
 import { ensureDir } from '../core/home.js';
+import { logsDir, serviceEnvPath } from '../core/layout.js';
 import { cliPath } from '../core/package.js';
 
 /**
@@ -32,7 +33,7 @@ function systemdUserDir(env: NodeJS.ProcessEnv): string {
 
 export function systemdUnits(home: string, env: NodeJS.ProcessEnv = process.env): ServiceFiles {
   const dir = systemdUserDir(env);
-  const envFile = join(home, 'service.env');
+  const envFile = serviceEnvPath(home);
   const units = DAEMONS.map((daemon) => {
     const name = `theclaw-${daemon}.service`;
     const text = `# Written by theclaw service install; theclaw service uninstall removes it.
@@ -82,7 +83,7 @@ export function launchdPlists(home: string): { daemon: Daemon; name: string; tex
   <dict><key>THECLAW_HOME</key><string>${xml(home)}</string></dict>
   <key>RunAtLoad</key><true/>
   <key>KeepAlive</key><dict><key>SuccessfulExit</key><false/></dict>
-  <key>StandardErrorPath</key><string>${xml(join(home, 'logs', `${daemon}.launchd.log`))}</string>
+  <key>StandardErrorPath</key><string>${xml(join(logsDir(home), `${daemon}.launchd.log`))}</string>
 </dict>
 </plist>
 `,

@@ -1,12 +1,13 @@
 import { joinCommand } from '../core/command.js';
 import { cliPath } from '../core/package.js';
 import { existsSync, writeFileSync } from 'node:fs';
-import { dirname, join, relative } from 'node:path';
+import { dirname, relative } from 'node:path';
 import { agentDir } from '../agent/agent-dir.js';
 import { SYSTEM_AGENTS } from '../agent/identity.js';
 import { initAgent, startAgent } from '../agent/lifecycle.js';
 import { daemonEnvironment, daemonHolder, stopDaemonProcess, type DaemonName } from '../core/daemon.js';
-import { ensureDir, runDir } from '../core/home.js';
+import { ensureDir } from '../core/home.js';
+import { runDir, upLockPath, xgwConfigPath } from '../core/layout.js';
 import { repairPermissions } from '../core/private-home.js';
 import { waitForLock, type Lock } from '../core/lock.js';
 import { ClawError, isClawError } from '../core/errors.js';
@@ -16,7 +17,7 @@ import { addTimer, daemonStatus, listTimers, reloadNotifier, startDaemon } from 
 import type { NotifierReloadResult } from '../notifier/index.js';
 import { SWEEP_TIMER_ID } from './maintainer.js';
 import { chooseModel, loadPaiConfig, MOCK_PROVIDER } from '../pai/models.js';
-import { DEFAULT_XGW_CONFIG, loadXgwConfig, xgwConfigPath } from '../xgw/config.js';
+import { DEFAULT_XGW_CONFIG, loadXgwConfig } from '../xgw/config.js';
 import { gatewayStatus, reloadGateway, startGateway } from '../xgw/control.js';
 import type { XgwReloadResult, XgwStatus } from '../xgw/index.js';
 import { changedConfigs, type ChangedConfig } from './config-changes.js';
@@ -234,5 +235,5 @@ export async function down(home: string): Promise<DaemonName[]> {
 /** `up` and `down` one at a time per home. */
 function takeTurn(home: string): Promise<Lock> {
   ensureDir(runDir(home));
-  return waitForLock(join(runDir(home), 'theclaw.lock'), 'another theclaw up or down', 60_000);
+  return waitForLock(upLockPath(home), 'another theclaw up or down', 60_000);
 }

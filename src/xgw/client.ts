@@ -1,4 +1,5 @@
-import { askDaemon, daemonHolder, daemonLogFile } from '../core/daemon.js';
+import { askDaemon, daemonHolder } from '../core/daemon.js';
+import { daemonLogFile } from '../core/layout.js';
 import { ClawError, isClawError } from '../core/errors.js';
 import type { XgwRequest } from './protocol.js';
 

@@ -1,12 +1,13 @@
 import { printJson, printLines } from '../core/cli.js';
 import { configChangedSince } from '../core/config.js';
-import { daemonLogFile, stopDaemonProcess } from '../core/daemon.js';
+import { stopDaemonProcess } from '../core/daemon.js';
+import { daemonLogFile, xgwConfigPath } from '../core/layout.js';
 import { ClawError, usageError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
 import { runTerminalChat } from './chat-client.js';
 import { askXgw, isXgwUnavailable } from './client.js';
 import { describeReload, gatewayStatus, reloadGateway, startGateway } from './control.js';
-import { configError, describeFindings, inspectXgwConfig, isFailure, xgwCheckEnvironment, xgwConfigPath } from './config.js';
+import { configError, describeFindings, inspectXgwConfig, isFailure, xgwCheckEnvironment } from './config.js';
 import { runXgw } from './daemon.js';
 import type { SendRequest } from './gateway.js';
 import { addChannel, addRoute, removeChannel, removeRoute, type ChannelSettings, type EditResult } from './config-edit.js';

@@ -5,9 +5,10 @@ import { configDocumentText, parseConfigDocument, readConfigText, writeFileAtomi
 import { daemonHolder } from '../core/daemon.js';
 import { ClawError, isClawError, usageError } from '../core/errors.js';
 import { joinCommand } from '../core/command.js';
-import { ensureDir, runDir } from '../core/home.js';
+import { ensureDir } from '../core/home.js';
+import { runDir, xgwConfigPath } from '../core/layout.js';
 import { waitForLock } from '../core/lock.js';
-import { configError, DEFAULT_XGW_CONFIG, inspectXgwConfig, xgwCheckEnvironment, xgwConfigPath, type ConfigFinding } from './config.js';
+import { configError, DEFAULT_XGW_CONFIG, inspectXgwConfig, xgwCheckEnvironment, type ConfigFinding } from './config.js';
 import { reloadGateway } from './control.js';
 import type { XgwReloadResult } from './protocol.js';
 import { splitChannelId, type ChannelConfig, type Route } from './types.js';

@@ -1,14 +1,10 @@
-import { join } from 'node:path';
 import { parseConfigText, readConfigText, textHash } from '../core/config.js';
 import { daemonEnvironment } from '../core/daemon.js';
 import { ClawError } from '../core/errors.js';
+import { xgwConfigPath } from '../core/layout.js';
 import { describeIssue } from '../core/validate.js';
 import { agentExists } from './route.js';
 import { ChannelConfigSchema, RouteSchema, XgwConfigSchema, type ChannelConfig, type Route, type XgwConfig } from './types.js';
-
-export function xgwConfigPath(home: string): string {
-  return join(home, 'xgw', 'config.yaml');
-}
 
 /**
  * The gateway config `theclaw up` writes when there is none: the web chat and the terminal, both

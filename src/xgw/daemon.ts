@@ -1,4 +1,5 @@
-import { daemonLogFile, runDaemon } from '../core/daemon.js';
+import { runDaemon } from '../core/daemon.js';
+import { daemonLogFile } from '../core/layout.js';
 import { ClawError, usageError } from '../core/errors.js';
 import { SocketStream } from '../core/ipc.js';
 import { createLogger } from '../core/logger.js';

@@ -1,7 +1,7 @@
 export { Gateway, type SendRequest, type SendResult, type GatewayOptions } from './gateway.js';
 export { noticeFor } from './notices.js';
 export { runXgw } from './daemon.js';
-export { DEFAULT_XGW_CONFIG, loadXgwConfig, checkConfig, inspectXgwConfig, describeFindings, xgwCheckEnvironment, xgwConfigPath, type ConfigFinding, type XgwConfigReport } from './config.js';
+export { DEFAULT_XGW_CONFIG, loadXgwConfig, checkConfig, inspectXgwConfig, describeFindings, xgwCheckEnvironment, type ConfigFinding, type XgwConfigReport } from './config.js';
 export { GatewayState, type PairingRequest, type MailboxEntry } from './state.js';
 export { findRoute } from './route.js';
 export { runTerminalChat, type TerminalChatOptions } from './chat-client.js';

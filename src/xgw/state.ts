@@ -1,5 +1,5 @@
 import { randomInt } from 'node:crypto';
-import { join, relative } from 'node:path';
+import { dirname, relative } from 'node:path';
 import type Database from 'better-sqlite3';
 import type { NoticeKind } from '../core/message.js';
 import { openSqlite } from '../core/sqlite.js';
@@ -8,6 +8,7 @@ import type { MailboxEntry, MailboxFile } from './channels/webchat-protocol.js';
 
 export type { MailboxEntry };
 import { ensureDir } from '../core/home.js';
+import { xgwStatePath } from '../core/layout.js';
 
 /**
  * The gateway's durable state, `$THECLAW_HOME/xgw/state.db`: pairing codes and admitted peers
@@ -133,9 +134,9 @@ export class GatewayState {
   private readonly db: Database.Database;
 
   constructor(home: string) {
-    const dir = join(home, 'xgw');
-    ensureDir(dir);
-    this.db = openSqlite(join(dir, 'state.db'));
+    const file = xgwStatePath(home);
+    ensureDir(dirname(file));
+    this.db = openSqlite(file);
     this.db.exec(SCHEMA);
     this.migrate();
   }

@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { chmodSync, linkSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname } from 'node:path';
 import { ClawError, errnoCode } from '../../core/errors.js';
 import { splitChannelId } from '../types.js';
 import { ensureDir } from '../../core/home.js';
+import { webchatTokenFile } from '../../core/layout.js';
 
 /**
  * A web chat's access token, kept in `$THECLAW_HOME/xgw/webchat-<instance>.token` (mode 0600):
@@ -14,7 +15,7 @@ const TOKEN = /^[0-9a-f]{64}$/;
 
 /** Where a web chat keeps its access token. */
 export function webchatTokenPath(home: string, channelId: string): string {
-  return join(home, 'xgw', `webchat-${splitChannelId(channelId).instance}.token`);
+  return webchatTokenFile(home, splitChannelId(channelId).instance);
 }
 
 /** The channel's token if its file holds one; never creates it. */
@@ -25,7 +26,7 @@ export function readWebchatToken(home: string, channelId: string): string | unde
 /** The channel's token: read from its file, or created (mode 0600) on first start. */
 export function loadWebchatToken(home: string, channelId: string): string {
   const path = webchatTokenPath(home, channelId);
-  ensureDir(join(home, 'xgw'));
+  ensureDir(dirname(path));
   const found = readToken(path);
   if (found.token !== undefined) return found.token;
   // Written aside and published with link() (fails if the file appeared meanwhile) or rename()
