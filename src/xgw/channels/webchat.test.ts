@@ -14,7 +14,8 @@ import { GatewayState } from '../state.js';
 import { XgwConfigSchema, type ChannelContext, type WebchatChannelConfig } from '../types.js';
 import { webchatProtocols } from './webchat-http.js';
 import { webchatTokenPath } from './webchat-token.js';
-import { createWebchatChannel, MAX_QUEUED_MESSAGES } from './webchat.js';
+import { createWebchatChannel } from './webchat.js';
+import { MAX_QUEUED_MESSAGES } from './webchat-sockets.js';
 import { MAX_TEXT_BYTES, PAGE_SCRIPTS } from './webchat-protocol.js';
 import { packageRoot } from '../../core/package.js';
 
