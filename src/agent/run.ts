@@ -296,7 +296,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
       throw new TurnAbandoned('over_budget', reservation.over.reason);
     }
     attempt = beginAttempt(thread, inboundId, config.turn);
-    progress = replyProgress(turn.home, target.replyContext, logger);
+    progress = replyProgress(turn.home, target.replyContext, logger, turn.redact);
     const modelTurn = { ...turn, model };
     // The model that answers (a fallback after a failover): the usage records name it.
     let used = model;
@@ -331,6 +331,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
         if (chatEvent.type === 'tool_call') {
           commands.set(chatEvent.id, chatEvent.arguments);
           progress?.restart();
+          progress?.running(chatEvent.arguments.command);
         }
         if (chatEvent.type === 'retry') {
           logger.warn(

@@ -63,6 +63,8 @@ export interface SystemOptions {
   modelSeesImages?: boolean;
   /** The Telegram channel's `media` settings, as YAML (e.g. `{ max_bytes: 1000 }`). Default: none. */
   telegramMedia?: string;
+  /** More channels for xgw's config, each a YAML flow mapping (e.g. `{ id: webchat:quiet, type: webchat, port: 0 }`). Default: none. */
+  extraChannels?: string[];
   /** admin's `turn.max_attempts`. Default: the config's default (3). */
   maxTurnAttempts?: number;
   /**
@@ -167,7 +169,7 @@ runners: { enabled: ${options.runners ?? true} }
         : ''
     }
   - { id: terminal:local, type: terminal, access: open }
-routes:
+${(options.extraChannels ?? []).map((channel) => `  - ${channel}\n`).join('')}routes:
   - { channel: "*", peer: "*", agent: admin }
 `,
   );

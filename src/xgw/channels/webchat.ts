@@ -144,6 +144,10 @@ class WebchatChannel implements ChannelAdapter {
     return '';
   }
 
+  async toolProgress(target: ConversationTarget, _replyTo: string | undefined, command: string): Promise<void> {
+    this.sockets?.broadcast(target.peerId, { type: 'tool_progress', command });
+  }
+
   status(): ChannelStatus {
     const url = this.state === 'running' ? webchatUrl(this.config.host, this.port, this.token) : undefined;
     return { id: this.id, type: this.type, state: this.state, ...(this.detail ? { detail: this.detail } : {}), ...(url ? { url } : {}) };
