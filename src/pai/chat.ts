@@ -1,11 +1,11 @@
 import { resolveHome } from '../core/home.js';
 import { createRedactor } from '../core/secrets.js';
-import { backoffMs, sleep } from '../core/retry.js';
 import { killMarked, newMark, TURN_MARK, type ProcessMark } from '../core/turn-processes.js';
 import { bashExec, BASH_EXEC_TOOL } from './bash-exec.js';
 import type { Sandbox } from './sandbox.js';
 import { createModelCaller, type ModelCaller, type ModelReply } from './llm.js';
 import { ModelCallError } from './model-error.js';
+import { withRetries } from './model-retry.js';
 import { apiKeyFor, loadPaiConfig, providerSecrets, resolveModel, type ModelChoice } from './models.js';
 import { appendSession, readSession, type ImageRef, type SessionLine } from './session.js';
 import { addUsage, ZERO_USAGE, type BashExecArgs, type BashExecResult, type ChatEvent, type ChatResult, type PaiConfig, type ResolvedModel } from './types.js';
@@ -16,8 +16,6 @@ import { addUsage, ZERO_USAGE, type BashExecArgs, type BashExecResult, type Chat
  * its loop would need wrapping anyway for retries by error class and for a session appended
  * message by message.
  */
-const MAX_RETRY_AFTER_MS = 5 * 60_000;
-
 export const DEFAULT_SYSTEM_PROMPT =
   "You are a helpful assistant on the user's own machine. You can run shell commands with bash_exec; `cmds find <what you need>` tells which commands and skills exist. Be concise.";
 
@@ -209,35 +207,34 @@ function resumeTurn(history: readonly SessionLine[], record: (line: SessionLine)
   return { toolRounds: rounds.length, ...(answer === undefined ? {} : { answer }) };
 }
 
+/** One model call with pai's retries, its usage, retries and final error told as events. */
 async function callWithRetries(
   caller: ModelCaller,
   request: Parameters<ModelCaller>[0],
   context: { config: PaiConfig; model: ResolvedModel; emit: (event: ChatEvent) => void; signal?: AbortSignal },
 ): Promise<ModelReply> {
   const { config, model, emit, signal } = context;
-  const maxAttempts = config.retry.max_attempts;
-  for (let attempt = 1; ; attempt++) {
-    const started = Date.now();
-    // Aborted between calls (while a tool ran): a provider SDK would still send the request.
-    const outcome = signal?.aborted ? ABORTED : await caller(request, { signal, onDelta: (text) => emit({ type: 'delta', text }) });
-    if (outcome.ok) {
-      emit({ type: 'usage', usage: outcome.reply.usage, duration_ms: Date.now() - started });
-      return outcome.reply;
-    }
-    const { error } = outcome;
-    if (!error.recoverable || attempt >= maxAttempts) {
-      const failure = new ModelCallError(error, { provider: model.provider, baseUrl: model.baseUrl, apiKeyEnv: model.apiKeyEnv, attempts: attempt });
-      emit({ type: 'error', error: failure.message, suggestion: failure.suggestion ?? '', kind: error.kind, status: error.status });
-      throw failure;
-    }
-    // Retry-After is honoured, up to a bound: a server asking for an hour should not wedge a turn.
-    const delay = Math.min(error.retryAfterMs ?? backoffMs(attempt, { initialMs: config.retry.initial_delay_ms, maxMs: config.retry.max_delay_ms }), MAX_RETRY_AFTER_MS);
-    emit({ type: 'retry', attempt, delay_ms: Math.round(delay), error: error.kind, status: error.status });
-    await sleep(delay, signal);
+  try {
+    return await withRetries(
+      async () => {
+        const started = Date.now();
+        const outcome = await caller(request, { signal, onDelta: (text) => emit({ type: 'delta', text }) });
+        if (!outcome.ok) return outcome;
+        emit({ type: 'usage', usage: outcome.reply.usage, duration_ms: Date.now() - started });
+        return { ok: true, value: outcome.reply };
+      },
+      {
+        retry: config.retry,
+        target: { provider: model.provider, baseUrl: model.baseUrl, apiKeyEnv: model.apiKeyEnv },
+        signal,
+        onRetry: (attempt, delayMs, error) => emit({ type: 'retry', attempt, delay_ms: Math.round(delayMs), error: error.kind, status: error.status }),
+      },
+    );
+  } catch (error) {
+    if (error instanceof ModelCallError) emit({ type: 'error', error: error.message, suggestion: error.suggestion ?? '', kind: error.modelError.kind, status: error.modelError.status });
+    throw error;
   }
 }
-
-const ABORTED = { ok: false, error: { kind: 'aborted', recoverable: false, status: null, message: 'aborted', retryAfterMs: null } } as const;
 
 function toBashArgs(raw: Record<string, unknown>): BashExecArgs {
   const args: BashExecArgs = { command: typeof raw.command === 'string' ? raw.command : '' };
