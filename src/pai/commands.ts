@@ -4,6 +4,7 @@ import { setYamlConfigKey, yaml } from '../core/config.js';
 import { ClawError, errnoCode, usageError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
 import { chat } from './chat.js';
+import { transcribe } from './transcribe.js';
 import { BUILTIN_PROVIDERS, chooseModel, loadPaiConfig, MOCK_PROVIDER, paiConfigPath, resolveModel } from './models.js';
 import type { ChatEvent } from './types.js';
 
@@ -147,6 +148,13 @@ export async function configShow(options: Json): Promise<void> {
   };
   if (options.json) printJson(shown);
   else process.stdout.write(yaml().stringify(shown));
+}
+
+export async function transcribeCommand(file: string, options: Json): Promise<void> {
+  const config = loadPaiConfig(resolveHome());
+  const text = await transcribe({ path: file }, { config });
+  if (options.json) printJson({ text, model: config.transcription?.model });
+  else printLines([text]);
 }
 
 function readText(file: string, flag: string): string {

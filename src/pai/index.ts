@@ -5,5 +5,6 @@ export { loadPaiConfig, paiConfigPath, resolveModel, chooseModel, providerSecret
 export { preloadProvider } from './pi.js';
 export { BASE_SANDBOX_ENV, findBwrap, sandboxProblem, type Sandbox, type SandboxBind } from './sandbox.js';
 export { readSession, appendSession, SessionLineSchema, type ImageRef, type SessionLine } from './session.js';
+export { transcribe, transcriptionModel, type AudioFile, type TranscribeOptions, type TranscriptionModel } from './transcribe.js';
 export { createModelCaller, type ModelCaller, type ModelRequest, type ModelReply, type CallResult } from './llm.js';
 export * from './types.js';

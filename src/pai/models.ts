@@ -143,6 +143,6 @@ export function providerSecrets(config: PaiConfig, env: NodeJS.ProcessEnv): stri
 }
 
 /** The key for a call: the config's `api_key`, else the key variable. Never logged or printed. */
-export function apiKeyFor(config: PaiConfig, resolved: ResolvedModel, env: NodeJS.ProcessEnv): string | undefined {
+export function apiKeyFor(config: PaiConfig, resolved: Pick<ResolvedModel, 'provider' | 'apiKeyEnv'>, env: NodeJS.ProcessEnv): string | undefined {
   return config.providers[resolved.provider]?.api_key ?? (resolved.apiKeyEnv ? env[resolved.apiKeyEnv] : undefined);
 }

@@ -20,7 +20,9 @@ $THECLAW_HOME/pai/config.yaml:
   retry: { max_attempts: 3 }
 Keys come from the providers' standard variables (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...) or
 api_key_env in the config. With no default, pai uses the first server the config describes (api,
-base_url and models), else the first provider whose key is set, else the offline mock.`,
+base_url and models), else the first provider whose key is set, else the offline mock.
+Voice messages are transcribed with transcription: { model: openai/whisper-1 } (any provider
+with an OpenAI-compatible /audio/transcriptions; none: they get a notice).`,
     );
   withExamples(program, ['pai chat "hi"', 'pai chat --session ./s.jsonl --system "Be brief." "what is in /tmp?"', 'pai model resolve --json']);
 
@@ -71,6 +73,16 @@ base_url and models), else the first provider whose key is set, else the offline
       .addOption(json())
       .action(async (value: string | undefined, options) => (await commands()).modelDefault(value, options)),
     ['pai model default', 'pai model default openai/gpt-4o-mini'],
+  );
+
+  withExamples(
+    program
+      .command('transcribe')
+      .description('print the words of an audio file, by transcription.model of the config (what voice messages use)')
+      .argument('<file>', 'the audio file (ogg, mp3, wav, m4a, webm, ...)')
+      .addOption(json())
+      .action(async (file: string, options) => (await commands()).transcribeCommand(file, options)),
+    ['pai transcribe voice.ogg', 'pai transcribe --json memo.m4a'],
   );
 
   const config = program.command('config').description('the pai configuration');
