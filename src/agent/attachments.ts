@@ -21,17 +21,25 @@ export function modelInput(dir: AgentDir, text: string, attachments: readonly At
   const images: ImageRef[] = [];
   const lines = attachments.map((attachment) => {
     const path = attachment.path === undefined ? undefined : isAbsolute(attachment.path) ? attachment.path : join(dir.root, attachment.path);
-    const own = path !== undefined && !relative(dir.root, path).startsWith('..') && !isAbsolute(relative(dir.root, path));
     const what = [attachment.mime_type, attachment.bytes === undefined ? undefined : sizeOf(attachment.bytes)].filter(Boolean).join(', ');
     const named = `${attachment.name ? `"${attachment.name}" ` : ''}${path ?? attachment.url ?? '(no file)'}${what ? ` (${what})` : ''}`;
-    if (attachment.type === 'image' && own && seesImages) {
+    if (attachment.type === 'image' && seesImages && ownFile(dir, attachment) !== undefined) {
       images.push({ path: path!, mime_type: attachment.mime_type ?? 'image/jpeg' });
       return `[image, shown: ${named}]`;
     }
     if (attachment.type === 'image') return `[image: ${named}. I cannot see images with the model I use: I say so, and offer what I can do with the file]`;
+    if (attachment.type === 'voice' && attachment.transcribed) return `[voice message: ${named}. Its words, transcribed, are the text above]`;
     return `[${attachment.type}: ${named}. I can read it with bash_exec]`;
   });
   return { text: [text, ...lines].filter((line) => line !== '').join('\n'), images };
+}
+
+/** The absolute path of a file in the agent's own directory that a message carries; undefined for any other. */
+export function ownFile(dir: AgentDir, attachment: Attachment): string | undefined {
+  if (attachment.path === undefined) return undefined;
+  const path = isAbsolute(attachment.path) ? attachment.path : join(dir.root, attachment.path);
+  const inside = relative(dir.root, path);
+  return inside.startsWith('..') || isAbsolute(inside) ? undefined : path;
 }
 
 function sizeOf(bytes: number): string {

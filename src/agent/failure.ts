@@ -134,7 +134,7 @@ export function answerFailure(message: FailedMessage, error: unknown): ModelFail
     const waitedMs = (message.now ?? Date.now()) - Date.parse(message.event.created_at);
     // Only to people: an agent that asked gets the answer later anyway, and a notice would cost it a turn.
     if (replyContext?.kind === 'external' && waitedMs >= config.notices.delayed_after_seconds * 1000) {
-      thread.push(notice('delayed', noticeText(config.notices.delayed, failure), replyContext, inboundId));
+      thread.push(noticeEvent('delayed', noticeText(config.notices.delayed, failure), replyContext, inboundId));
     }
     throw new ModelOutage(failure, detail);
   }
@@ -147,13 +147,14 @@ export function answerFailure(message: FailedMessage, error: unknown): ModelFail
     ...(error instanceof ModelCallError ? { status: failure.status } : {}),
   };
   thread.pushBatch([
-    ...(replyContext ? [notice('error', noticeText(config.notices.error, failure), replyContext, inboundId)] : []),
+    ...(replyContext ? [noticeEvent('error', noticeText(config.notices.error, failure), replyContext, inboundId)] : []),
     { source: 'self', type: 'record', subtype: 'error', content: JSON.stringify(record), idempotency_key: message.outcomeKey },
   ]);
   return failure;
 }
 
-function notice(kind: NoticeKind, text: string, replyContext: ReplyContext, inboundId: number): PushInput {
+/** A notice to the person instead of (or before) an answer to `inboundId`, once. */
+export function noticeEvent(kind: NoticeKind, text: string, replyContext: ReplyContext, inboundId: number): PushInput {
   return {
     source: 'self',
     type: 'message',

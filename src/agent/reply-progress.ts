@@ -13,6 +13,8 @@ const DRAFT_EVERY_MS = 150;
 const TELL_TIMEOUT_MS = 2_000;
 /** Answers that are decisions not to answer: a draft that could become one is held back. */
 const SILENT_ANSWERS = ['NO_REPLY', 'HEARTBEAT_OK'];
+/** A command shown while it runs is cut to this many characters. */
+const SHOWN_COMMAND_CHARS = 80;
 
 /** What the person sees of a turn while it runs (see replyProgress). */
 export interface ReplyProgress {
@@ -20,6 +22,8 @@ export interface ReplyProgress {
   written(delta: string): void;
   /** The model turned to a command: what it wrote so far is not the answer. */
   restart(): void;
+  /** A command of the turn starts (as the model asked for it). */
+  running(command: string): void;
   /** The turn is over; `answered`: an answer was put in the thread, and replaces the draft. */
   end(answered: boolean): void;
 }
@@ -28,11 +32,14 @@ export interface ReplyProgress {
  * While a turn works on an answer to a person, tells the gateway so: `typing` every few seconds
  * (Telegram's "typing…", the web chat's dots) and, once the turn has taken a moment, the answer
  * as the model writes it (`draft`; xgw shows it where the channel streams, and the answer
- * replaces it). Only in the answer's own conversation, and only for a person: an agent that
- * asked has nothing to show it to. Nothing is waited for; a gateway that is down is only logged.
+ * replaces it), and each command it runs (`tool_progress`; where the channel shows it),
+ * secrets removed and cut short. Only in the answer's own conversation, and only for a person:
+ * an agent that asked has nothing to show it to; the commands only in a direct chat, where the
+ * person who asked is the only one to see them. Nothing is waited for; a gateway that is down is
+ * only logged.
  */
-export function replyProgress(home: string, replyContext: ReplyContext | null, logger: Logger): ReplyProgress {
-  if (replyContext?.kind !== 'external') return { written() {}, restart() {}, end() {} };
+export function replyProgress(home: string, replyContext: ReplyContext | null, logger: Logger, redact: (text: string) => string): ReplyProgress {
+  if (replyContext?.kind !== 'external') return { written() {}, restart() {}, running() {}, end() {} };
   const conversation = {
     channel: replyContext.channel_id,
     peer: replyContext.peer_id,
@@ -80,10 +87,20 @@ export function replyProgress(home: string, replyContext: ReplyContext | null, l
       withdraw();
       text = '';
     },
+    running(command) {
+      if (conversation.conversation_type !== 'dm') return;
+      tell({ op: 'tool_progress', ...conversation, ...(replyTo === undefined ? {} : { reply_to: replyTo }), command: shownCommand(command, redact) });
+    },
     end(answered) {
       clearInterval(typing);
       if (answered) clearTimeout(due);
       else withdraw();
     },
   };
+}
+
+/** A command as the person may see it: secrets removed, on one line, cut short. */
+export function shownCommand(command: string, redact: (text: string) => string): string {
+  const chars = Array.from(redact(command).replace(/\s+/g, ' ').trim());
+  return chars.length > SHOWN_COMMAND_CHARS ? `${chars.slice(0, SHOWN_COMMAND_CHARS - 1).join('')}…` : chars.join('');
 }

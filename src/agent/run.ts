@@ -15,6 +15,7 @@ import { answerFailure, ModelOutage, TurnAbandoned } from './failure.js';
 import { damagedThread, describeDamage } from './damaged-thread.js';
 import { replyProgress, type ReplyProgress } from './reply-progress.js';
 import { modelInput } from './attachments.js';
+import { answerUnheardVoice, hearVoice, unheardVoice } from './voice.js';
 import { takeAttachments } from './reply-files.js';
 import { setReminders } from './reminders.js';
 import { resolveFallbacks, withFailover } from './failover.js';
@@ -280,14 +281,18 @@ type Outcome = 'replied' | 'no_reply' | 'stopped' | 'error' | 'already_handled';
 async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRoute, event: ThreadEvent): Promise<Outcome> {
   const { dir, config, logger } = turn;
   // The inbox event's id is the key: a message put into its thread before a crash is not put twice.
-  const { id: inboundId } = thread.pushOnce({ source: event.source, type: 'message', content: event.content, idempotency_key: `inbox:${event.id}` });
+  // A voice message's words are transcribed first (voice.ts), once: a retried turn finds them there.
+  const inboxKey = `inbox:${event.id}`;
+  const heard = thread.findByKey(inboxKey) === undefined ? await hearVoice(event.content, { dir, paiConfig: turn.paiConfig, env: turn.env, signal: turn.running?.signal }) : undefined;
+  const { id: inboundId } = thread.pushOnce({ source: event.source, type: 'message', content: heard?.content ?? event.content, idempotency_key: inboxKey });
   // Whatever answers it (reply, NO_REPLY decision, error record) carries this key: one outcome per message.
   const outcomeKey = `reply:${inboundId}`;
   if (thread.findByKey(outcomeKey) !== undefined) {
     logger.info(`run: inbox event ${event.id} was handled before (thread ${route.threadId} event ${inboundId}); not answered twice`);
     return 'already_handled';
   }
-  const inbound = readInbound(event);
+  const stored = heard?.content ?? thread.peek({ afterId: inboundId - 1, limit: 1 })[0]?.content ?? event.content;
+  const inbound = readInbound({ ...event, content: stored });
   const target = answerTarget(thread, inbound, inboundId);
   const memory = memoryFiles(dir, route);
   const mixedPeople = mixesPeople(route);
@@ -317,6 +322,25 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
     logger.info(`run: answered /${command} in thread ${route.threadId} (event ${inboundId})`);
     return 'replied';
   }
+  if (unheardVoice(inbound.attachments)) {
+    const record = answerUnheardVoice({ thread, inboundId, outcomeKey, replyContext: target.replyContext, paiConfig: turn.paiConfig, problem: heard?.problem, redact: turn.redact });
+    logger.warn(`run: a voice message in thread ${route.threadId} (event ${inboundId}) was not transcribed: ${record.error}; the person is told`);
+    if (heard?.problem === undefined) return 'no_reply'; // not set up (or told before a crash): nothing new to report
+    try {
+      const status = record.status ?? null;
+      appendToErrorFeed(turn.home, {
+        agent: dir.id,
+        thread: route.threadId,
+        stage: record.stage,
+        kind: record.kind!,
+        status,
+        reason: `a voice message could not be transcribed${status ? ` (${status})` : ''}`,
+      });
+    } catch (feedError) {
+      logger.warn(`run: the error could not go to the maintainer's feed: ${(feedError as Error).message}`);
+    }
+    return 'error';
+  }
   let attempt: Attempt | undefined;
   let progress: ReplyProgress | undefined;
   let answered = false;
@@ -335,7 +359,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
       throw new TurnAbandoned('over_budget', reservation.over.reason);
     }
     attempt = beginAttempt(thread, inboundId, config.turn);
-    progress = replyProgress(turn.home, target.replyContext, logger);
+    progress = replyProgress(turn.home, target.replyContext, logger, turn.redact);
     const modelTurn = { ...turn, model };
     // The model that answers (a fallback after a failover): the usage records name it.
     let used = model;
@@ -374,7 +398,10 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
       },
       onEvent(chatEvent) {
         if (chatEvent.type === 'delta') progress?.written(chatEvent.text);
-        if (chatEvent.type === 'tool_call') progress?.restart();
+        if (chatEvent.type === 'tool_call') {
+          progress?.restart();
+          progress?.running(chatEvent.arguments.command);
+        }
         recordEvent(chatEvent);
       },
     };

@@ -253,7 +253,8 @@ export type UpkeepPurpose = 'compaction' | 'memory_flush' | 'memory_rewrite' | '
 export interface ErrorRecord {
   in_reply_to?: number;
   /** `turn`: the runtime gave the turn up (over the turn limit, or cut off too often). */
-  stage: 'llm' | 'turn' | 'route' | 'deliver' | 'compaction' | 'memory' | 'internal';
+  /** `transcription`: a voice message could not be transcribed (voice.ts). */
+  stage: 'llm' | 'turn' | 'route' | 'deliver' | 'compaction' | 'memory' | 'internal' | 'transcription';
   /** Something went wrong but the message was still answered (a memory file over its cap). */
   severity?: 'warning';
   error: string;

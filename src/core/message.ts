@@ -36,7 +36,8 @@ export const InternalReplyContextSchema = z.object({
 
 export const ReplyContextSchema = z.discriminatedUnion('kind', [ExternalReplyContextSchema, InternalReplyContextSchema]);
 
-export const ATTACHMENT_KINDS = ['image', 'document', 'audio', 'video'] as const;
+/** `voice`: a voice message (a person speaking to the agent), which the runtime transcribes; `audio`: any other sound file. */
+export const ATTACHMENT_KINDS = ['image', 'document', 'audio', 'video', 'voice'] as const;
 export type AttachmentKind = (typeof ATTACHMENT_KINDS)[number];
 
 /**
@@ -51,6 +52,8 @@ export const AttachmentSchema = z.object({
   path: z.optional(z.string()),
   mime_type: z.optional(z.string()),
   bytes: z.optional(z.int().check(z.nonnegative())),
+  /** A voice message whose words the runtime transcribed: they are the message's text (after the caption, if any). */
+  transcribed: z.optional(z.boolean()),
 });
 
 export const MessageContentSchema = z.object({

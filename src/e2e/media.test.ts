@@ -3,7 +3,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseMessageContent } from '../core/message.js';
-import type { FakeStep, LooseJson } from '../testing/fake-llm.js';
+import { completionRequests, transcriptionRequests, type FakeStep, type LooseJson } from '../testing/fake-llm.js';
 import { textUpdate } from '../testing/fake-telegram.js';
 import { lastUserText, openWebchatPage, startSystem, telegramThread, until, type System } from './support.js';
 
@@ -81,22 +81,62 @@ describe('files people send', () => {
     expect(lastUserText(request)).toContain('I cannot see images with the model I use');
   });
 
-  it('answers what it cannot take with a notice, never silence: a voice message, a sticker, a file over the limit', { timeout: 60_000 }, async () => {
+  it('answers what it cannot take with a notice, never silence: a voice message without a transcription model, a sticker, a file over the limit', { timeout: 60_000 }, async () => {
     const s = await startSystem({ logLevel: 'info', telegramMedia: '{ max_bytes: 100 }' });
     system = s;
     s.telegram.queueUpdate(textUpdate({ from: PEER, with: { voice: { file_id: s.telegram.addFile(Buffer.from('ogg')), file_unique_id: 'v', duration: 2 } } }));
     s.telegram.queueUpdate(textUpdate({ from: PEER, with: { sticker: { file_id: 'st', file_unique_id: 's', type: 'regular', width: 1, height: 1, is_animated: false, is_video: false } } }));
-    s.telegram.queueUpdate(
-      textUpdate({ from: PEER, with: { caption: 'my thesis', document: { file_id: s.telegram.addFile(Buffer.alloc(5000)), file_unique_id: 'big', file_name: 'thesis.pdf', file_size: 5000 } } }),
-    );
+    const big = s.telegram.addFile(Buffer.alloc(5000));
+    s.telegram.queueUpdate(textUpdate({ from: PEER, with: { caption: 'my thesis', document: { file_id: big, file_unique_id: 'big', file_name: 'thesis.pdf', file_size: 5000 } } }));
     await until(() => s.telegram.sent.length === 3, 'three notices', 30_000);
-    expect(s.telegram.sent.map((sent) => sent.text)).toEqual([
-      'I cannot take voice messages yet: please write it as text.',
-      'I cannot take stickers yet: please write it as text.',
-      'That file is too large for me to take (the limit is 1 KB). Send a smaller one, or a link to it.',
-    ]);
-    expect(s.llm.requests).toHaveLength(0); // nothing reached the agent
-    expect(s.telegram.calls.filter((call) => call.method === 'download')).toHaveLength(0); // a file over the limit is not even fetched
+    // The sticker and the file are answered by xgw at once, the voice message by the agent's runtime.
+    expect(s.telegram.sent.map((sent) => sent.text).sort()).toEqual(
+      [
+        'I cannot take voice messages yet: please write it as text.',
+        'I cannot take stickers yet: please write it as text.',
+        'That file is too large for me to take (the limit is 1 KB). Send a smaller one, or a link to it.',
+      ].sort(),
+    );
+    expect(s.llm.requests).toHaveLength(0); // no model call, no transcription
+    expect(s.telegram.calls.filter((call) => call.method === 'getFile' && call.params.file_id === big)).toHaveLength(0); // a file over the limit is not even fetched
+    const records = s.events(telegramThread(s.home, PEER)).filter((event) => event.subtype === 'error');
+    expect(records.map((event) => JSON.parse(event.content))).toMatchObject([{ stage: 'transcription', kind: 'not_configured' }]);
+  });
+
+  it('transcribes a voice message when pai names a transcription model: the model reads the words, the thread keeps them with the file; one that cannot be made out gets a notice', {
+    timeout: 60_000,
+  }, async () => {
+    const WORDS = 'Remind me to water the plants at six.';
+    const s = await startSystem({
+      logLevel: 'info',
+      transcription: true,
+      llm: {
+        transcribe: (audio) => (audio.bytes.toString() === 'OggS garbled' ? { status: 400, message: 'Audio file might be corrupted or unsupported' } : { text: WORDS }),
+        defaultStep: (request) => ({ kind: 'text', text: `noted: ${lastUserText(request).split('\n')[0]}` }),
+      },
+    });
+    system = s;
+    const voice = Buffer.from('OggS a voice');
+    s.telegram.queueUpdate(textUpdate({ from: PEER, with: { voice: { file_id: s.telegram.addFile(voice), file_unique_id: 'v1', duration: 2, mime_type: 'audio/ogg', file_size: voice.length } } }));
+    await until(() => s.telegram.sent.some((sent) => sent.text === `noted: ${WORDS}`), 'the answer to the voice message', 30_000);
+
+    const sha = createHash('sha256').update(voice).digest('hex');
+    expect(transcriptionRequests(s.llm).map((request) => request.body)).toEqual([{ model: 'whisper-1', response_format: 'json', file: { name: `${sha}.ogg`, mime_type: 'audio/ogg', bytes: voice } }]);
+    const asked = lastUserText(completionRequests(s.llm).at(-1)!);
+    expect(asked).toBe(`${WORDS}\n[voice message: ${join(s.home, 'agents', 'admin', 'files', `${sha}.ogg`)} (audio/ogg, 1 KB). Its words, transcribed, are the text above]`);
+    const [message] = s.events(telegramThread(s.home, PEER)).filter((event) => event.type === 'message' && event.source !== 'self');
+    expect(parseMessageContent(message!.content)).toMatchObject({
+      text: WORDS,
+      attachments: [{ type: 'voice', path: `files/${sha}.ogg`, bytes: voice.length, mime_type: 'audio/ogg', transcribed: true }],
+    });
+
+    s.telegram.queueUpdate(textUpdate({ from: PEER, with: { voice: { file_id: s.telegram.addFile(Buffer.from('OggS garbled')), file_unique_id: 'v2', duration: 1 } } }));
+    await until(() => s.telegram.sent.length === 2, 'the notice', 30_000);
+    expect(s.telegram.sent[1]!.text).toBe('I could not make out that voice message: please write it as text.');
+    expect(completionRequests(s.llm)).toHaveLength(1); // the model was not asked about it
+    expect(transcriptionRequests(s.llm)).toHaveLength(2); // a refused file is not sent again
+    const records = s.events(telegramThread(s.home, PEER)).filter((event) => event.subtype === 'error');
+    expect(records.map((event) => JSON.parse(event.content))).toMatchObject([{ stage: 'transcription', kind: 'invalid_request', status: 400 }]);
   });
 
   it('sends a file the agent attached with its answer: a document on Telegram, a download in the web chat for that person only', { timeout: 60_000 }, async () => {

@@ -111,11 +111,13 @@ describe('the whole pipeline, end to end', () => {
       await until(() => received.some((m) => m.type === 'message' && m.message.role === 'agent'), 'the reply', 20_000);
       await settle(s);
 
-      // The run told the page that the agent works on it (the dots, also after a reload) before the answer came.
-      expect(received.map((m) => m.type)).toEqual(['history', 'ack', 'typing', 'message']);
+      // The run told the page that the agent works on it (the dots, also after a reload) and the
+      // command it ran (the owner's web chat shows tool progress) before the answer came.
+      expect(received.map((m) => m.type)).toEqual(['history', 'ack', 'typing', 'tool_progress', 'message']);
       expect(received[0]).toEqual({ type: 'history', messages: [] });
       expect(received[1]).toEqual({ type: 'ack', id: 'msg-1', delivery: 'answering' });
-      const reply = received[3].message as MailboxEntry;
+      expect(received[3]).toEqual({ type: 'tool_progress', command: 'echo handled-hello web' });
+      const reply = received[4].message as MailboxEntry;
       expect(reply).toMatchObject({ role: 'agent', text: 'reply to: hello web', reply_to: 'msg-1' });
       const thread = s.events(join(s.home, 'agents', 'admin', 'threads', 'peers', `webchat.main.${peer}`));
       expect(thread.filter((e) => e.subtype === 'toolcall').map((e) => JSON.parse(e.content).output)).toEqual(['handled-hello web\n']);

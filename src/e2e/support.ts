@@ -61,8 +61,12 @@ export interface SystemOptions {
   sandbox?: SandboxProfile;
   /** The fake model takes images (`input: [text, image]` in pai's config). Default: false. */
   modelSeesImages?: boolean;
+  /** pai transcribes voice messages with the fake server (`transcription: { model: fake/whisper-1 }`; its answers: `llm.transcribe`). Default: false. */
+  transcription?: boolean;
   /** The Telegram channel's `media` settings, as YAML (e.g. `{ max_bytes: 1000 }`). Default: none. */
   telegramMedia?: string;
+  /** More channels for xgw's config, each a YAML flow mapping (e.g. `{ id: webchat:quiet, type: webchat, port: 0 }`). Default: none. */
+  extraChannels?: string[];
   /** admin's `turn.max_attempts`. Default: the config's default (3). */
   maxTurnAttempts?: number;
   /**
@@ -139,7 +143,7 @@ providers:
     }
     models: [{ id: m1${options.modelSeesImages ? ', input: [text, image]' : ''} }]
 retry: { initial_delay_ms: 20 }
-`,
+${options.transcription ? 'transcription: { model: fake/whisper-1 }\n' : ''}`,
   );
   const backoff = options.backoff ?? { initial_seconds: 0.2, max_seconds: 1 };
   write(
@@ -167,7 +171,7 @@ runners: { enabled: ${options.runners ?? true} }
         : ''
     }
   - { id: terminal:local, type: terminal, access: open }
-routes:
+${(options.extraChannels ?? []).map((channel) => `  - ${channel}\n`).join('')}routes:
   - { channel: "*", peer: "*", agent: admin }
 `,
   );

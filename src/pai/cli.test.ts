@@ -237,6 +237,20 @@ describe('pai chat errors', () => {
   });
 });
 
+describe('pai transcribe', () => {
+  it('prints the words of an audio file by the configured model, and says how to configure one', async () => {
+    const server = await fakeOpenAI({ transcribe: (audio) => ({ text: `${audio.model} heard ${audio.name}` }) });
+    writeFileSync(join(t.home, 'memo.ogg'), 'OggS');
+    const none = await pai(['transcribe', join(t.home, 'memo.ogg')]);
+    expect(none.code).toBe(2);
+    expect(none.stderr).toContain('Error: no transcription model is configured - set transcription: { model: openai/whisper-1 }');
+    writeConfig(`providers:\n  fake: { base_url: "${server.url}" }\ntranscription: { model: fake/whisper-1 }\n`);
+    const heard = await pai(['transcribe', '--json', join(t.home, 'memo.ogg')]);
+    expect(heard.code).toBe(0);
+    expect(JSON.parse(heard.stdout)).toEqual({ text: 'whisper-1 heard memo.ogg', model: 'fake/whisper-1' });
+  });
+});
+
 describe('pai chat with the offline mock', () => {
   it('answers with no config and no keys, labelled and deterministic', async () => {
     const first = await pai(['chat', 'hi']);

@@ -7,6 +7,7 @@ import { chat } from './chat.js';
 import { paiConfigPath } from '../core/layout.js';
 import { keyVariables } from './key-ring.js';
 import { BUILTIN_PROVIDERS, chooseModel, loadPaiConfig, MOCK_PROVIDER, resolveModel } from './models.js';
+import { transcribe } from './transcribe.js';
 import type { ChatEvent } from './types.js';
 
 interface Json {
@@ -149,6 +150,13 @@ export async function configShow(options: Json): Promise<void> {
   };
   if (options.json) printJson(shown);
   else process.stdout.write(yaml().stringify(shown));
+}
+
+export async function transcribeCommand(file: string, options: Json): Promise<void> {
+  const config = loadPaiConfig(resolveHome());
+  const text = await transcribe({ path: file }, { config });
+  if (options.json) printJson({ text, model: config.transcription?.model });
+  else printLines([text]);
 }
 
 function readText(file: string, flag: string): string {

@@ -154,19 +154,26 @@ function isContextLength(status: number, body: ProviderErrorBody | null): boolea
   return body.type === 'invalid_request_error' && (body.message?.startsWith('prompt is too long') ?? false);
 }
 
+/** Where a provider call goes: what its errors name. */
+export interface CallTarget {
+  provider: string;
+  baseUrl: string | null;
+  apiKeyEnv: string | null;
+}
+
 /** A model call that failed for good: after retries, or at once when not recoverable. */
 export class ModelCallError extends ClawError {
   override name = 'ModelCallError';
   readonly modelError: ModelError;
 
-  constructor(modelError: ModelError, context: { provider: string; baseUrl: string | null; apiKeyEnv: string | null; attempts: number }) {
+  constructor(modelError: ModelError, context: CallTarget & { attempts: number }) {
     const { what, fix } = explain(modelError, context);
     super(modelError.kind === 'aborted' ? 'aborted' : 'upstream', what, { suggestion: fix, status: modelError.status ?? undefined });
     this.modelError = modelError;
   }
 }
 
-function explain(error: ModelError, context: { provider: string; baseUrl: string | null; apiKeyEnv: string | null; attempts: number }): { what: string; fix: string } {
+function explain(error: ModelError, context: CallTarget & { attempts: number }): { what: string; fix: string } {
   const after = context.attempts > 1 ? ` after ${context.attempts} attempts` : '';
   const detail = firstLine(error.message);
   const where = context.baseUrl ?? `the ${context.provider} API`;

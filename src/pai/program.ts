@@ -22,7 +22,9 @@ Keys come from the providers' standard variables (OPENAI_API_KEY, ANTHROPIC_API_
 api_key_env in the config; api_key_envs: [KEY_1, KEY_2] gives a provider several keys, used in
 order: one refused (401/403) or rate limited (429) is set aside and the call goes on with the next.
 With no default, pai uses the first server the config describes (api, base_url and models), else
-the first provider whose key is set, else the offline mock.`,
+the first provider whose key is set, else the offline mock.
+Voice messages are transcribed with transcription: { model: openai/whisper-1 } (any provider
+with an OpenAI-compatible /audio/transcriptions; none: they get a notice).`,
     );
   withExamples(program, ['pai chat "hi"', 'pai chat --session ./s.jsonl --system "Be brief." "what is in /tmp?"', 'pai model resolve --json']);
 
@@ -73,6 +75,16 @@ the first provider whose key is set, else the offline mock.`,
       .addOption(json())
       .action(async (value: string | undefined, options) => (await commands()).modelDefault(value, options)),
     ['pai model default', 'pai model default openai/gpt-4o-mini'],
+  );
+
+  withExamples(
+    program
+      .command('transcribe')
+      .description('print the words of an audio file, by transcription.model of the config (what voice messages use)')
+      .argument('<file>', 'the audio file (ogg, mp3, wav, m4a, webm, ...)')
+      .addOption(json())
+      .action(async (file: string, options) => (await commands()).transcribeCommand(file, options)),
+    ['pai transcribe voice.ogg', 'pai transcribe --json memo.m4a'],
   );
 
   const config = program.command('config').description('the pai configuration');

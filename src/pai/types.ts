@@ -56,6 +56,11 @@ export const PaiConfigSchema = z.strictObject({
   max_turns: z._default(z.int().check(z.positive()), 20),
   /** Commands one answer of the model may ask for; the rest are not run (exit 125, and why). */
   max_tool_calls_per_round: z._default(z.int().check(z.positive()), 8),
+  /**
+   * Speech to text (voice messages): `provider/model` of an OpenAI-compatible
+   * `/audio/transcriptions` endpoint, e.g. openai/whisper-1. None: voice messages get a notice.
+   */
+  transcription: z.optional(z.strictObject({ model: z.string().check(z.regex(/^[^/\s]+\/\S+$/, 'must be provider/model, e.g. openai/whisper-1')) })),
 });
 
 export type PaiConfig = z.output<typeof PaiConfigSchema>;

@@ -1,8 +1,18 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { stream, Type, type Api, type AssistantMessage, type Context, type Model, type StreamOptions } from '@mariozechner/pi-ai';
-import OpenAI from 'openai';
+import OpenAI, { toFile } from 'openai';
 import { afterEach, describe, expect, it } from 'vitest';
-import { embeddingRequests, estimateTokens, FAKE_EMBEDDING_DIMENSIONS, fakeEmbedding, startFakeAnthropic, startFakeOpenAI, type FakeLlmOptions, type FakeLlmServer } from './fake-llm.js';
+import {
+  embeddingRequests,
+  estimateTokens,
+  FAKE_EMBEDDING_DIMENSIONS,
+  fakeEmbedding,
+  startFakeAnthropic,
+  startFakeOpenAI,
+  transcriptionRequests,
+  type FakeLlmOptions,
+  type FakeLlmServer,
+} from './fake-llm.js';
 
 /** Servers started by a test; closed after it so no handle outlives the test. */
 const servers: FakeLlmServer[] = [];
@@ -163,6 +173,18 @@ describe('fake OpenAI with the openai SDK', () => {
     expect(apiError.headers?.get('retry-after')).toBe('7');
     expect(apiError.code).toBe('rate_limit_exceeded');
     expect(server.requests[0]!.answered).toBe(true);
+  });
+
+  it('transcribes audio sent as the SDK sends it, and answers an error in the provider format', async () => {
+    const server = await openai({
+      transcribe: (audio) => (audio.bytes.toString() === 'bad' ? { status: 400, message: 'Invalid file format.' } : { text: `heard ${audio.bytes.length} bytes as ${audio.model}` }),
+    });
+    const result = await client(server).audio.transcriptions.create({ file: await toFile(Buffer.from('OggS voice'), 'voice.ogg', { type: 'audio/ogg' }), model: 'whisper-1' });
+    expect(result.text).toBe('heard 10 bytes as whisper-1');
+    expect(transcriptionRequests(server)[0]!.body).toEqual({ model: 'whisper-1', response_format: null, file: { name: 'voice.ogg', mime_type: 'audio/ogg', bytes: Buffer.from('OggS voice') } });
+    const error = await rejection(client(server).audio.transcriptions.create({ file: await toFile(Buffer.from('bad'), 'bad.ogg'), model: 'whisper-1' }));
+    expect(error).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((error as InstanceType<typeof OpenAI.APIError>).message).toContain('Invalid file format.');
   });
 
   it('rejects a wrong API key with 401 and accepts the right one', async () => {

@@ -58,7 +58,24 @@ export type FakeEmbeddingStep =
   | { kind: 'reset' }
   | ((request: RecordedRequest) => FakeEmbeddingStep);
 
+/** An audio file sent to the OpenAI fake's `/v1/audio/transcriptions`. */
+export interface FakeAudio {
+  model: string;
+  /** The file's name in the form. */
+  name: string;
+  mime_type: string;
+  bytes: Buffer;
+}
+
+/** What the fake answers a transcription: its text, or an HTTP error in the provider's format. */
+export type FakeTranscription = { text: string } | { status: number; message?: string };
+
 export interface FakeLlmOptions {
+  /**
+   * Answers `POST /v1/audio/transcriptions` (OpenAI only). Default: `{ text: 'fake transcript of
+   * <file name>' }`. The request is recorded with `body: { model, response_format, file: {name, mime_type, bytes} }`.
+   */
+  transcribe?: (audio: FakeAudio) => FakeTranscription | Promise<FakeTranscription>;
   /** Step used when the queue is empty. Default: reply `echo: <text of the last user message>`. */
   defaultStep?: FakeStep;
   /**
@@ -116,6 +133,8 @@ interface Protocol {
   /** Where embeddings are served, for a protocol that has them. */
   embeddingsPath?: string;
   modelsPath: string;
+  /** Speech to text, where the provider has it. */
+  transcriptionPath?: string;
   requestIdHeader: string;
   idPrefixes: { response: string; toolCall: string };
   authorized(headers: IncomingHttpHeaders, apiKey: string): boolean;
@@ -139,6 +158,7 @@ const openaiProtocol: Protocol = {
   completionPath: '/v1/chat/completions',
   embeddingsPath: '/v1/embeddings',
   modelsPath: '/v1/models',
+  transcriptionPath: '/v1/audio/transcriptions',
   requestIdHeader: 'x-request-id',
   idPrefixes: { response: 'chatcmpl-fake', toolCall: 'call_fake' },
   authorized: (headers, apiKey) => headers.authorization === `Bearer ${apiKey}`,
@@ -315,6 +335,15 @@ async function startFakeServer(protocol: Protocol, options: FakeLlmOptions): Pro
     }
     if (record.method === 'GET' && path === protocol.modelsPath) return sendJson(res, 200, protocol.models());
     if (record.method === 'POST' && path === protocol.embeddingsPath) return answerEmbeddings(req, res, record, options.embeddings ?? { kind: 'vectors' }, fail);
+    if (record.method === 'POST' && path === protocol.transcriptionPath) {
+      const form = await new Response(raw, { headers: { 'content-type': req.headers['content-type'] ?? '' } }).formData().catch(() => null);
+      const file = form?.get('file');
+      if (!form || !(file instanceof Blob)) return fail(400, 'Send the audio as multipart/form-data with a file field.');
+      const audio: FakeAudio = { model: String(form.get('model') ?? ''), name: (file as File).name ?? 'file', mime_type: file.type, bytes: Buffer.from(await file.arrayBuffer()) };
+      record.body = { model: audio.model, response_format: form.get('response_format'), file: { name: audio.name, mime_type: audio.mime_type, bytes: audio.bytes } };
+      const answer = await (options.transcribe ?? ((a: FakeAudio) => ({ text: `fake transcript of ${a.name}` })))(audio);
+      return 'text' in answer ? sendJson(res, 200, { text: answer.text }) : fail(answer.status, answer.message);
+    }
     if (record.method !== 'POST' || path !== protocol.completionPath) return fail(404, `Unknown endpoint ${record.method} ${path}`);
     if (typeof record.body !== 'object' || record.body === null) return fail(400, 'The request body is not valid JSON.');
     const tokens = Math.ceil(record.bytes / 4);
@@ -504,6 +533,11 @@ function defaultMessage(status: number): string {
 /** The chat completion requests an OpenAI server received (not its model listings). */
 export function completionRequests(server: FakeLlmServer): RecordedRequest[] {
   return server.requests.filter((request) => request.path === openaiProtocol.completionPath);
+}
+
+/** The transcription requests an OpenAI server received. */
+export function transcriptionRequests(server: FakeLlmServer): RecordedRequest[] {
+  return server.requests.filter((request) => request.path === openaiProtocol.transcriptionPath);
 }
 
 /** An OpenAI request's system prompt. */

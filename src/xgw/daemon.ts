@@ -107,6 +107,9 @@ export async function runXgw(home: string, env: NodeJS.ProcessEnv = process.env)
           case 'draft':
             gateway.draft(message.channel, { peerId: message.peer, conversationType: message.conversation_type, conversationId: message.conversation }, message.reply_to, message.text);
             return null;
+          case 'tool_progress':
+            gateway.toolProgress(message.channel, { peerId: message.peer, conversationType: message.conversation_type, conversationId: message.conversation }, message.reply_to, message.command);
+            return null;
           case 'welcome':
             await gateway.welcomeApproved();
             return null;

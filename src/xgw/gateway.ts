@@ -13,6 +13,7 @@ import { settleWithin } from './settle.js';
 import { ChannelSupervisor, type SupervisorOptions } from './supervisor.js';
 import { MAX_CODES_PER_PEER, MAX_PENDING_PAIRINGS, PAIRING_TTL_WHEN_FULL_MS, type DeliveryProgress, type DeliveryRef, type GatewayState } from './state.js';
 import {
+  showsToolProgress,
   splitChannelId,
   type ConversationTarget,
   type ChannelAdapter,
@@ -477,7 +478,7 @@ export class Gateway {
     const channel = this.channels.get(channelId);
     const config = this.config.channels.find((c) => c.id === channelId);
     if (!channel?.draft || this.stopping || !config || !('stream' in config) || !config.stream) return;
-    const key = `${channelId}\u0000${targetKey(target)}\u0000${replyTo}`;
+    const key = streamKey(channelId, target, replyTo);
     const now = Date.now();
     this.forgetDrafts(now);
     let stream = this.drafts.get(key);
@@ -501,6 +502,21 @@ export class Gateway {
     else stream.timer = setTimeout(show, wait, stream);
   }
 
+  /**
+   * Shows the command a turn runs for the answer to `replyTo`, where the channel shows tool
+   * progress (`show_tool_progress`). Not after that answer was delivered (a late request must
+   * not bring the dots back below it). Never waited for; a failure is only logged.
+   */
+  toolProgress(channelId: string, target: ConversationTarget, replyTo: string | undefined, command: string): void {
+    const channel = this.channels.get(channelId);
+    const config = this.options.config.channels.find((c) => c.id === channelId);
+    if (!channel?.toolProgress || this.stopping || !config || !showsToolProgress(config)) return;
+    if (replyTo !== undefined && this.drafts.get(streamKey(channelId, target, replyTo))?.ended) return;
+    channel
+      .toolProgress(target, replyTo, command)
+      .catch((error: unknown) => this.options.logger.debug(`${channelId}: could not show tool progress: ${error instanceof Error ? error.message : String(error)}`));
+  }
+
   private forgetDrafts(now: number): void {
     for (const [key, stream] of this.drafts) if (now - stream.touchedAt > DRAFT_FORGOTTEN_MS) this.drafts.delete(key);
   }
@@ -522,7 +538,7 @@ export class Gateway {
    * waited for, and later ones are ignored until the stream is forgotten.
    */
   private async endDraft(channelId: string, target: ConversationTarget, replyTo: string): Promise<string | undefined> {
-    const key = `${channelId}\u0000${targetKey(target)}\u0000${replyTo}`;
+    const key = streamKey(channelId, target, replyTo);
     const now = Date.now();
     this.forgetDrafts(now);
     const stream = this.drafts.get(key) ?? { next: undefined, shownAt: 0, touchedAt: now, timer: undefined, busy: Promise.resolve(), ended: true };
@@ -622,6 +638,11 @@ function conversationOf(request: SendRequest): ConversationTarget {
 /** A conversation of a channel as the state keys it. */
 function targetKey(target: ConversationTarget): string {
   return [target.conversationType, target.conversationId, target.peerId].map(encodeSegment).join(':');
+}
+
+/** The streaming of the answer to `replyTo` in a conversation (see Gateway.draft). */
+function streamKey(channelId: string, target: ConversationTarget, replyTo: string): string {
+  return `${channelId}\u0000${targetKey(target)}\u0000${replyTo}`;
 }
 
 function refId(ref: DeliveryRef): string {

@@ -20,7 +20,9 @@ Config: $THECLAW_HOME/xgw/config.yaml
     - { channel: "*", peer: "*", agent: admin }
 Access per channel: pairing (unknown peers get a one-time code: xgw pair approve <code>),
 allowlist (only "allow" peers) or open. Everything listens on 127.0.0.1 only; the control
-socket is $THECLAW_HOME/run/xgw.sock (mode 0600). Log: $THECLAW_HOME/logs/xgw.log.`,
+socket is $THECLAW_HOME/run/xgw.sock (mode 0600). Log: $THECLAW_HOME/logs/xgw.log.
+Web chat: stream: false shows only the answer; show_tool_progress: true|false shows the
+commands a turn runs ("running: ls -la") under the typing dots (default: on where access is open).`,
     );
   withExamples(program, [
     'xgw start',

@@ -41,6 +41,12 @@ export type XgwRequest =
    * it has a failure (the error `xgw config check` gives). Answer: XgwReloadResult.
    */
   | { op: 'reload' }
+  /**
+   * A command the agent's turn runs for the answer to `reply_to` (secrets removed, cut short): a
+   * channel that shows tool progress (`show_tool_progress`) shows it until the answer comes.
+   * Answer: null, at once.
+   */
+  | { op: 'tool_progress'; channel: string; peer: string; conversation_type: string; conversation: string; reply_to?: string; command: string }
   /** Welcome the peers approved since (xgw pair approve). Answer: null. */
   | { op: 'welcome' }
   /** A terminal chat listening for replies: a stream of MailboxEntry lines. */

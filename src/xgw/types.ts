@@ -65,7 +65,17 @@ export const WebchatChannelSchema = z.strictObject({
   history_limit: z._default(z.int().check(z.positive(), z.maximum(10_000)), 200),
   /** Show the answer as the model writes it (a draft the answer replaces). */
   stream: z._default(z.boolean(), true),
+  /**
+   * Show the commands a turn runs ("running: ls -la") under the typing dots until the answer
+   * comes. Default: on where access is `open` (the owner's own web chat), off otherwise.
+   */
+  show_tool_progress: z.optional(z.boolean()),
 });
+
+/** Whether a channel shows the commands a turn runs (only the web chat can). */
+export function showsToolProgress(config: ChannelConfig): boolean {
+  return config.type === 'webchat' && (config.show_tool_progress ?? config.access === 'open');
+}
 
 /** Environment variable that holds the bot token (the token never goes into the file). */
 const tokenEnv = (fallback: string) => z._default(z.string().check(z.regex(/^[A-Za-z_][A-Za-z0-9_]*$/)), fallback);
@@ -282,6 +292,12 @@ export interface ChannelAdapter {
   draft?(target: ConversationTarget, replyTo: string, text: string, draft: string | undefined): Promise<string>;
   /** Shortest time between two drafts of one answer. */
   readonly draftIntervalMs?: number;
+  /**
+   * Shows that the turn working on the answer to `replyTo` runs `command` (cut short, secrets
+   * removed), until the answer or the next command. Never stored. Absent where the channel
+   * cannot show it.
+   */
+  toolProgress?(target: ConversationTarget, replyTo: string | undefined, command: string): Promise<void>;
   status(): ChannelStatus;
   stop(): Promise<void>;
 }

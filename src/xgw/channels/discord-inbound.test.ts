@@ -45,10 +45,14 @@ describe('toDiscordInbound', () => {
     expect(toDiscordInbound(message({ ...dm, attachments: [{ id: '1', filename: 'a.png', size: 9, url: 'https://cdn/a.png', content_type: 'image/png' }] }), config, me)).toMatchObject({
       message: { text: '', files: [{ kind: 'image', ref: 'https://cdn/a.png', name: 'a.png', bytes: 9, mime_type: 'image/png' }] },
     });
-    // A voice message and a sticker: what no agent takes, said so rather than dropped.
-    expect(toDiscordInbound(message({ ...dm, flags: 1 << 13, attachments: [{ id: '2', filename: 'voice-message.ogg', size: 4, url: 'https://cdn/v.ogg' }] }), config, me)?.message).toMatchObject({
-      unsupported: 'voice messages',
-    });
+    // A voice message is a file for the agent's runtime to transcribe; a sticker, which no agent takes, is said so rather than dropped.
+    const voice = toDiscordInbound(
+      message({ ...dm, flags: 1 << 13, attachments: [{ id: '2', filename: 'voice-message.ogg', size: 4, url: 'https://cdn/v.ogg', content_type: 'audio/ogg' }] }),
+      config,
+      me,
+    )?.message;
+    expect(voice).toMatchObject({ text: '', files: [{ kind: 'voice', ref: 'https://cdn/v.ogg', name: 'voice-message.ogg', bytes: 4, mime_type: 'audio/ogg' }] });
+    expect(voice?.unsupported).toBeUndefined();
     expect(toDiscordInbound(message({ ...dm, sticker_items: [{ id: '3', name: 'wave', format_type: 1 }] }), config, me)?.message).toMatchObject({ unsupported: 'stickers' });
   });
 

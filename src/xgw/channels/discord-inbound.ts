@@ -10,7 +10,7 @@ export interface DiscordInbound {
   channelId: string;
 }
 
-/** MessageFlags.IsVoiceMessage: a voice note, which no agent can take (no transcription). */
+/** MessageFlags.IsVoiceMessage: a voice note (its one attachment, OGG/Opus), which the agent's runtime transcribes. */
 const VOICE_MESSAGE = 1 << 13;
 
 // MessageType.Default and MessageType.Reply: what people write. The rest (joins, pins, boosts,
@@ -29,16 +29,14 @@ export function toDiscordInbound(data: GatewayMessageCreateDispatchData, config:
   const { author } = data;
   if (author.bot || data.webhook_id !== undefined || !PERSON_WRITTEN.has(data.type)) return null;
   const voice = ((data.flags ?? 0) & VOICE_MESSAGE) !== 0;
-  const files: InboundFile[] = voice
-    ? []
-    : (data.attachments ?? []).map((attachment) => ({
-        kind: kindOf(attachment.content_type),
-        ref: attachment.url,
-        name: attachment.filename,
-        bytes: attachment.size,
-        ...(attachment.content_type ? { mime_type: attachment.content_type } : {}),
-      }));
-  const unsupported = voice ? 'voice messages' : files.length === 0 && data.content.trim() === '' && data.sticker_items?.length ? 'stickers' : undefined;
+  const files: InboundFile[] = (data.attachments ?? []).map((attachment) => ({
+    kind: voice ? 'voice' : kindOf(attachment.content_type),
+    ref: attachment.url,
+    name: attachment.filename,
+    bytes: attachment.size,
+    ...(attachment.content_type ? { mime_type: attachment.content_type } : {}),
+  }));
+  const unsupported = files.length === 0 && data.content.trim() === '' && data.sticker_items?.length ? 'stickers' : undefined;
   if (data.content.trim() === '' && files.length === 0 && !unsupported) return null;
   const base = {
     channelId: config.id,

@@ -178,7 +178,7 @@ describe('discord channel: inbound', () => {
     expect(parseMessageContent(event!.content).addressed).toBe(false);
   });
 
-  it("takes a file into the agent's files/ by its SHA-256, with its caption as the text; a voice message gets a notice", async () => {
+  it("takes a file into the agent's files/ by its SHA-256, with its caption as the text; a voice message as a voice file", async () => {
     const h = await setup();
     const pdf = Buffer.from('%PDF-1.4 the report');
     h.fake.queueMessage({ from: '111', text: 'see the report', attachments: [{ filename: 'report.pdf', bytes: pdf, contentType: 'application/pdf' }] });
@@ -189,10 +189,11 @@ describe('discord channel: inbound', () => {
     expect(content.attachments).toEqual([{ type: 'document', path: `files/${sha}.pdf`, bytes: pdf.length, mime_type: 'application/pdf', name: 'report.pdf' }]);
     expect(readFileSync(join(h.home, 'agents', 'admin', 'files', `${sha}.pdf`))).toEqual(pdf);
 
-    const voice = h.fake.queueMessage({ from: '111', attachments: [{ filename: 'voice-message.ogg', bytes: Buffer.from('OggS'), contentType: 'audio/ogg', voice: true }] });
-    const notice = await waitFor(() => h.fake.sent[0], 'the notice about the voice message');
-    expect(notice).toMatchObject({ content: 'I cannot take voice messages yet: please write it as text.', message_reference: { message_id: voice.id } });
-    expect(inbox(h)).toHaveLength(1);
+    h.fake.queueMessage({ from: '111', attachments: [{ filename: 'voice-message.ogg', bytes: Buffer.from('OggS'), contentType: 'audio/ogg', voice: true }] });
+    const voice = await waitFor(() => inbox(h)[1], 'the voice message');
+    const oggSha = createHash('sha256').update('OggS').digest('hex');
+    expect(parseMessageContent(voice.content).attachments).toEqual([{ type: 'voice', path: `files/${oggSha}.ogg`, bytes: 4, mime_type: 'audio/ogg', name: 'voice-message.ogg' }]);
+    expect(h.fake.sent).toEqual([]); // no notice: the agent transcribes it, or says why not
   });
 
   it('shows typing in the conversation the gateway asks for', async () => {

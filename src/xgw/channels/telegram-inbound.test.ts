@@ -65,7 +65,10 @@ describe('toInboundMessage', () => {
     expect(inDm({ document: { file_id: 'p', file_unique_id: 'p', file_name: 'shot.png', mime_type: 'image/png' } })?.files).toEqual([
       { kind: 'image', ref: 'p', name: 'shot.png', mime_type: 'image/png' },
     ]);
-    expect(inDm({ voice: { file_id: 'v', file_unique_id: 'v', duration: 1 } })).toMatchObject({ text: '', unsupported: 'voice messages' });
+    // A voice message is a file for the agent's runtime to transcribe (OGG/Opus where Telegram does not say).
+    expect(inDm({ voice: { file_id: 'v', file_unique_id: 'v', duration: 1 } })).toEqual(expect.objectContaining({ text: '', files: [{ kind: 'voice', ref: 'v', mime_type: 'audio/ogg' }] }));
+    expect(inDm({ voice: { file_id: 'v', file_unique_id: 'v', duration: 1 } })?.unsupported).toBeUndefined();
+    expect(inDm({ video_note: { file_id: 'n', file_unique_id: 'n', length: 1, duration: 1 } })).toMatchObject({ unsupported: 'video messages' });
     expect(inDm({ location: { latitude: 1, longitude: 2 } })).toMatchObject({ unsupported: 'locations' });
     expect(inDm({ new_chat_members: [from] })).toBeNull(); // nothing a person said to the bot
     // In a group a photo needs a mention in its caption, like a text.

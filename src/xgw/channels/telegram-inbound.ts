@@ -7,8 +7,9 @@ import type { InboundFile, InboundMessage, TelegramChannelConfig } from '../type
  * channel, or in a group without mention or reply while the config requires one. A mention of
  * the bot is removed from the text; `addressed` keeps that there was one (or a reply to the bot),
  * so that the agent takes a group's `/stop` as a command only then. A photo, document, audio or
- * video comes as a file with its caption as the text; what the agent cannot take (a voice
- * message, a sticker, a location) as `unsupported`, so that the person is told.
+ * video comes as a file with its caption as the text, a voice message as a `voice` file (the
+ * agent's runtime transcribes it); what the agent cannot take (a video message, a sticker, a
+ * location) as `unsupported`, so that the person is told.
  */
 export function toInboundMessage(message: Message, config: Pick<TelegramChannelConfig, 'id' | 'groups'>, me: Pick<UserFromGetMe, 'id' | 'username'>): InboundMessage | null {
   const { chat, from } = message;
@@ -41,10 +42,12 @@ export function toInboundMessage(message: Message, config: Pick<TelegramChannelC
 const IMAGE_TYPES = /^image\/(jpeg|png|webp|gif)$/;
 
 function filesOf(message: Message): InboundFile[] {
-  const { photo, document, audio, video, animation } = message;
+  const { photo, document, audio, video, animation, voice } = message;
   // A photo comes in several sizes, the largest last.
   const largest = photo?.at(-1);
   if (largest) return [{ kind: 'image', ref: largest.file_id, mime_type: 'image/jpeg', ...(largest.file_size ? { bytes: largest.file_size } : {}) }];
+  // Telegram records voice as OGG/Opus and names no file.
+  if (voice) return [{ kind: 'voice', ref: voice.file_id, mime_type: voice.mime_type ?? 'audio/ogg', ...(voice.file_size ? { bytes: voice.file_size } : {}) }];
   const file = document ?? audio ?? video ?? animation;
   if (!file) return [];
   const kind = file === document ? (IMAGE_TYPES.test(document.mime_type ?? '') ? 'image' : 'document') : file === audio ? 'audio' : 'video';
@@ -59,9 +62,8 @@ function filesOf(message: Message): InboundFile[] {
   ];
 }
 
-/** What a person sent that no agent can take yet (voice needs a transcription no provider here offers). */
+/** What a person sent that no agent can take yet. */
 function unsupportedOf(message: Message): string | undefined {
-  if (message.voice) return 'voice messages';
   if (message.video_note) return 'video messages';
   if (message.sticker) return 'stickers';
   if (message.location || message.venue) return 'locations';

@@ -19,6 +19,9 @@ export function safeEqual(a: string, b: string): boolean {
  */
 export const WEBCHAT_PROTOCOL = 'xgw';
 
+/** A peer id as the page makes one: 16 random bytes in hex, kept in its localStorage. */
+export const PEER_ID = /^[0-9a-f]{32}$/;
+
 export function webchatProtocols(token: string, peer: string): string[] {
   return [WEBCHAT_PROTOCOL, `xgw-token.${token}`, `xgw-peer.${peer}`];
 }

@@ -81,6 +81,11 @@ header .wrap { display: flex; align-items: center; gap: .75rem; padding: .7rem 1
 .typing i { width: 7px; height: 7px; border-radius: 50%; background: var(--muted); animation: blink 1.3s infinite ease-in-out; }
 .typing i:nth-child(2) { animation-delay: .18s; }
 .typing i:nth-child(3) { animation-delay: .36s; }
+.typing .progress {
+  font: .75rem/1.3 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; color: var(--muted); margin: .25rem .4rem 0;
+  max-width: 100%; overflow: hidden; text-overflow: ellipsis; white-space: nowrap;
+}
+.typing .progress:empty { display: none; }
 footer { background: var(--surface); border-top: 1px solid var(--border); flex: none; padding-bottom: env(safe-area-inset-bottom); }
 form { display: flex; align-items: flex-end; gap: .5rem; padding: .65rem .75rem; margin: 0 auto; }
 textarea {

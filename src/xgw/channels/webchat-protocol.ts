@@ -9,7 +9,8 @@ import type { NoticeKind } from '../../core/notice.js';
  * - server → client: `{type:'history', messages}` once on connect (oldest first), then
  *   `{type:'message', message}` as they happen, `{type:'ack', id, delivery}` for each client message,
  *   `{type:'error', id?, text}` for one that was refused, `{type:'typing'}` while the agent works
- *   on an answer and `{type:'draft', reply_to, text}` as it writes it.
+ *   on an answer, `{type:'draft', reply_to, text}` as it writes it and `{type:'tool_progress', command}`
+ *   for each command it runs.
  */
 export interface ClientMessage {
   type: 'message';
@@ -50,6 +51,11 @@ export type ServerMessage =
    * withdraws it). Never stored: the answer's `message` (with that `reply_to`) replaces it.
    */
   | { type: 'draft'; reply_to: string; text: string }
+  /**
+   * A command the agent's turn runs (secrets removed, cut short), where the channel shows tool
+   * progress: a line under the dots until the answer, a draft or the next command. Never stored.
+   */
+  | { type: 'tool_progress'; command: string }
   | { type: 'error'; id?: string; text: string };
 
 /**

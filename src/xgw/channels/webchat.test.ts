@@ -11,10 +11,11 @@ import { createTestHome, startedInbox, waitFor, type TestHome } from '../../test
 import { openThread } from '../../thread/index.js';
 import { Gateway } from '../gateway.js';
 import { GatewayState } from '../state.js';
-import { XgwConfigSchema, type ChannelContext, type WebchatChannelConfig } from '../types.js';
+import { showsToolProgress, XgwConfigSchema, type ChannelContext, type WebchatChannelConfig } from '../types.js';
 import { webchatProtocols } from './webchat-http.js';
 import { webchatTokenPath } from './webchat-token.js';
-import { createWebchatChannel, MAX_QUEUED_MESSAGES } from './webchat.js';
+import { createWebchatChannel } from './webchat.js';
+import { MAX_QUEUED_MESSAGES } from './webchat-sockets.js';
 import { MAX_TEXT_BYTES, PAGE_SCRIPTS } from './webchat-protocol.js';
 import { packageRoot } from '../../core/package.js';
 
@@ -438,6 +439,44 @@ describe('webchat messages', () => {
     expect(notice.message!.text).toContain(request!.code);
     expect(inboxEvents(h)).toHaveLength(0);
     expect(h.state.mailbox('webchat:main', peer).map((m) => m.role)).toEqual(['user', 'system']);
+  });
+
+  it('shows a command a turn runs to the peer it answers only, until its answer; not where show_tool_progress is off', async () => {
+    const h = await startWebchat();
+    const peer = newPeer();
+    const other = newPeer();
+    const [mine, theirs] = [await openPeer(h, peer), await openPeer(h, other)];
+    const target = (who: string) => ({ peerId: who, conversationType: 'dm', conversationId: who });
+    // What a socket got before a draft sent after it (a socket keeps the order it is sent in).
+    let markers = 0;
+    const progressSeen = async (client: Client, who: string, gateway = h.gateway) => {
+      const marker = `marker-${++markers}`;
+      gateway.draft('webchat:main', target(who), marker, marker);
+      await client.next(marker, (m) => m.type === 'draft' && (m as { reply_to?: string }).reply_to === marker);
+      return client.received.filter((m) => m.type === 'tool_progress');
+    };
+    h.gateway.toolProgress('webchat:main', target(peer), 'c-1', 'sleep 2; ls');
+    expect(await progressSeen(mine, peer)).toEqual([{ type: 'tool_progress', command: 'sleep 2; ls' }]);
+    expect(await progressSeen(theirs, other)).toEqual([]);
+    expect(h.state.mailbox('webchat:main', peer)).toEqual([]); // never stored
+
+    // A request that comes after the answer is not shown below it.
+    await h.gateway.send({ channel: 'webchat:main', peer, text: 'done', replyTo: 'c-1' });
+    h.gateway.toolProgress('webchat:main', target(peer), 'c-1', 'late');
+    expect(await progressSeen(mine, peer)).toHaveLength(1);
+
+    const quiet = await startWebchat({ show_tool_progress: false });
+    const client = await openPeer(quiet, peer);
+    quiet.gateway.toolProgress('webchat:main', target(peer), 'c-2', 'ls');
+    expect(await progressSeen(client, peer, quiet.gateway)).toEqual([]);
+  });
+
+  it('shows tool progress by default only in the owner web chat (access: open)', () => {
+    const parse = (channel: object) => XgwConfigSchema.parse({ channels: [{ id: 'webchat:x', type: 'webchat', ...channel }] }).channels[0]!;
+    expect(showsToolProgress(parse({ access: 'open' }))).toBe(true);
+    expect(showsToolProgress(parse({ access: 'pairing' }))).toBe(false);
+    expect(showsToolProgress(parse({ access: 'allowlist', show_tool_progress: true }))).toBe(true);
+    expect(showsToolProgress(parse({ access: 'open', show_tool_progress: false }))).toBe(false);
   });
 
   it('rejects a send to something that is not a web chat peer id', async () => {

@@ -48,6 +48,8 @@ let attempt = 0;
 let retryTimer: ReturnType<typeof setTimeout> | undefined;
 let waitTimer: ReturnType<typeof setTimeout> | undefined;
 const typing = makeTyping();
+/** The command the agent runs, under the dots (where the channel shows tool progress). */
+const progress = typing.querySelector<HTMLElement>('.progress')!;
 const token = pageToken();
 // This browser's peer id: kept by the page (localStorage is this origin's alone), never a cookie.
 const peer = ownPeerId();
@@ -137,7 +139,9 @@ function makeTyping(): HTMLElement {
   const bubble = document.createElement('div');
   bubble.className = 'bubble';
   for (let i = 0; i < 3; i++) bubble.append(document.createElement('i'));
-  row.append(bubble);
+  const line = document.createElement('div');
+  line.className = 'progress';
+  row.append(bubble, line);
   return row;
 }
 
@@ -150,7 +154,15 @@ function setWaiting(on: boolean): void {
     waitTimer = setTimeout(() => setWaiting(false), WAIT_LIMIT_MS);
   } else {
     typing.remove();
+    progress.textContent = ''; // it was the turn's: the next one starts without it
   }
+}
+
+/** The command the agent runs now: a line under the dots (not after its answer, which ends them). */
+function showProgress(command: string): void {
+  if (drafts.size > 0) return; // a draft shown says it works already: the command came before it
+  progress.textContent = `running: ${command}`;
+  setWaiting(true);
 }
 
 function setStatus(state: ConnectionState, text: string): void {
@@ -327,6 +339,9 @@ function onServerMessage(event: MessageEvent<string>): void {
       return;
     case 'draft':
       showDraft(data.reply_to, data.text);
+      return;
+    case 'tool_progress':
+      showProgress(data.command);
       return;
     case 'error': {
       const refused = data.id ? pending.find((p) => p.id === data.id) : undefined;
