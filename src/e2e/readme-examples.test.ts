@@ -41,6 +41,7 @@ const COMMAND_TIMEOUT_MS = 20_000;
  */
 const GIVEN: Record<string, string[]> = {
   '`agent` — the agent runtime': ['theclaw up'],
+  Heartbeats: ['theclaw up'],
 };
 
 interface Outcome {
