@@ -10,7 +10,7 @@ import { packageRoot } from '../core/package.js';
 import { socketPath } from '../core/home.js';
 import { listenSocket } from '../core/ipc.js';
 import { createTestHome, expectClawError, waitFor, type TestHome } from '../testing/index.js';
-import { listThreads } from './registry.js';
+import { listThreads } from './dispatch/registry.js';
 import { initThread, openThread, type Thread } from './thread.js';
 import { MAX_CONTENT_BYTES, type PushInput } from './types.js';
 

@@ -12,9 +12,9 @@ import { RotatingFile } from '../core/rotating-file.js';
 import { withStoragePath } from '../core/storage-error.js';
 import { dbPath, openDatabase } from './db.js';
 import { compileFilter, parseFilter, type CompiledFilter } from './filter.js';
-import { pokeNotifier } from './poke.js';
+import { pokeNotifier } from './dispatch/poke.js';
 import { canWrite, snapshotThread } from './snapshot.js';
-import { registerThread, unregisterThread } from './registry.js';
+import { registerThread, unregisterThread } from './dispatch/registry.js';
 import { PushInputSchema, type ConsumerInfo, type Lease, type PeekOptions, type PopOptions, type PushInput, type SubscribeOptions, type ThreadEvent, type ThreadInfo } from './types.js';
 
 export interface OpenThreadOptions {

@@ -1,8 +1,8 @@
 import type { ChildProcess, StdioOptions } from 'node:child_process';
-import { spawnCommand } from '../core/command.js';
-import { identify, killGroup } from '../core/process.js';
-import type { Thread } from './thread.js';
-import type { ConsumerInfo } from './types.js';
+import { spawnCommand } from '../../core/command.js';
+import { identify, killGroup } from '../../core/process.js';
+import type { Thread } from '../thread.js';
+import type { ConsumerInfo } from '../types.js';
 
 /** A handler that runs: its process (whose pid holds the lease), and how to end it at once. */
 export interface Launched {

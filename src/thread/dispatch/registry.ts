@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ensureDir } from '../core/home.js';
+import { ensureDir } from '../../core/home.js';
 
 /**
  * The threads that have subscriptions, so that notifier's sweep knows where to look
