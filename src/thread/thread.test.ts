@@ -403,7 +403,7 @@ describe('subscribe and unsubscribe', () => {
 
   it('a subscribe with a changed handler or filter, or after unsubscribe, clears the failures and backoff; an unchanged one keeps them', () => {
     const thread = newThread();
-    const fail = () => thread.recordRun('worker', { ok: false, error: 'exited 1', retryAt: new Date(Date.now() + 60_000) });
+    const fail = () => thread.dispatch.recordRun('worker', { ok: false, error: 'exited 1', retryAt: new Date(Date.now() + 60_000) });
     const clean = { failures: 0, last_error: null, retry_at: null };
     thread.subscribe({ consumer: 'worker', handler: 'broken' });
     fail();

@@ -32,7 +32,7 @@ describe('startHandler', () => {
     thread.push({ source: 'self', type: 'message', content: 'x' });
     let handler: ProcessIdentity | undefined;
     // As if the database failed at that moment (disk full, I/O error).
-    thread.transferLease = (_consumer, _from, to) => {
+    thread.dispatch.transferLease = (_consumer, _from, to) => {
       handler = to;
       strays.push(to.pid);
       throw new Error('disk I/O error');
