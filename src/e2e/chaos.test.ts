@@ -8,7 +8,7 @@ import { parseMessageContent } from '../core/message.js';
 import { cliPath, packageRoot } from '../core/package.js';
 import { sleep } from '../core/retry.js';
 import { textUpdate, type FakeSentMessage } from '../testing/fake-telegram.js';
-import { listThreads } from '../thread/registry.js';
+import { listThreads } from '../thread/dispatch/registry.js';
 import { openThread } from '../thread/thread.js';
 import { findVictims, Killer, Supervisor, victimKind } from './chaos.js';
 import { agentStatus, echoToolStep, startSystem, telegramThread, until, type System } from './support.js';

@@ -127,7 +127,7 @@ export class Dispatcher {
     for (const path of this.registered) {
       const thread = this.open(path);
       if (!thread) continue;
-      for (const subscription of thread.subscriptions()) if (subscription.retry_at !== null) thread.retryNow(subscription.consumer);
+      for (const subscription of thread.subscriptions()) if (subscription.retry_at !== null) thread.dispatch.retryNow(subscription.consumer);
       this.schedule(path);
     }
   }
@@ -260,7 +260,7 @@ export class Dispatcher {
       return;
     }
     this.options.logger.info(formatRun(what, outcome));
-    if (before.failures > 0) thread.recordRun(slot.consumer, { ok: true });
+    if (before.failures > 0) thread.dispatch.recordRun(slot.consumer, { ok: true });
     // Events may have arrived while it ran.
     this.schedule(slot.thread);
   }
@@ -268,7 +268,7 @@ export class Dispatcher {
   /** Releases a finished handler's lease, or remembers it for the next look when that fails. */
   private releaseLease(thread: Thread, slot: Slot, pid: number): void {
     try {
-      thread.releaseLease(slot.consumer, pid);
+      thread.dispatch.releaseLease(slot.consumer, pid);
       slot.unreleased = null;
     } catch (error) {
       slot.unreleased = pid;
@@ -284,7 +284,7 @@ export class Dispatcher {
     // Armed first: a failure that cannot be recorded (a full disk) is still tried again.
     this.armRetry(slot, retryAt.getTime());
     this.options.logger.error(`${logLine}\nfailure ${failures}; retrying at ${retryAt.toISOString()}`);
-    thread.recordRun(slot.consumer, { ok: false, error, retryAt });
+    thread.dispatch.recordRun(slot.consumer, { ok: false, error, retryAt });
   }
 
   private armRetry(slot: Slot, at: number): void {

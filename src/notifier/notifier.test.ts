@@ -127,7 +127,7 @@ describe('notifier dispatch', () => {
     const thread = openThread(threadDir, { home: t.home });
     const dead = spawn(process.execPath, ['-e', '']);
     const deadPid = dead.pid!;
-    expect(thread.takeLease('worker', { pid: deadPid, start: null })).toBe(true);
+    expect(thread.dispatch.takeLease('worker', { pid: deadPid, start: null })).toBe(true);
     await new Promise((resolve) => dead.on('exit', resolve));
     expect(isAlive({ pid: deadPid, start: null })).toBe(false);
     await push('after a crash');
@@ -142,7 +142,7 @@ describe('notifier dispatch', () => {
     const thread = openThread(threadDir, { home: t.home });
     const holder = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)']);
     try {
-      expect(thread.takeLease('worker', { pid: holder.pid!, start: null })).toBe(true);
+      expect(thread.dispatch.takeLease('worker', { pid: holder.pid!, start: null })).toBe(true);
       await push('held');
       await startNotifier();
       const dispatch = await runTool('thread', ['dispatch', '--thread', threadDir, '--json'], t.env);

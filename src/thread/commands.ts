@@ -5,7 +5,7 @@ import { ClawError, usageError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
 import { RotatingFile } from '../core/rotating-file.js';
 import { validate } from '../core/validate.js';
-import { spawnLaunch, startHandler } from './dispatch.js';
+import { spawnLaunch, startHandler } from './dispatch/handler.js';
 import { initThread, openThread, type Thread } from './thread.js';
 import { PushInputSchema, type ConsumerInfo, type PushInput } from './types.js';
 

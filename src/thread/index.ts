@@ -1,6 +1,4 @@
 export { initThread, openThread, Thread, type OpenThreadOptions } from './thread.js';
-export { spawnLaunch, startHandler, type Launched, type Launcher, type LaunchResult, type SpawnedHandler, type StartHandlerOptions, type StartResult } from './dispatch.js';
-export { listThreads, registerThread, unregisterThread } from './registry.js';
-export { pokeNotifier, wakeNotifier, type PokeMessage, type WakeMessage } from './poke.js';
+export * from './dispatch/index.js';
 export { parseFilter, compileFilter, type FilterExpr, type CompiledFilter } from './filter.js';
 export * from './types.js';

@@ -10,7 +10,7 @@ import { packageRoot } from '../core/package.js';
 import { socketPath } from '../core/home.js';
 import { listenSocket } from '../core/ipc.js';
 import { createTestHome, expectClawError, waitFor, type TestHome } from '../testing/index.js';
-import { listThreads } from './registry.js';
+import { listThreads } from './dispatch/registry.js';
 import { initThread, openThread, type Thread } from './thread.js';
 import { MAX_CONTENT_BYTES, type PushInput } from './types.js';
 
@@ -403,7 +403,7 @@ describe('subscribe and unsubscribe', () => {
 
   it('a subscribe with a changed handler or filter, or after unsubscribe, clears the failures and backoff; an unchanged one keeps them', () => {
     const thread = newThread();
-    const fail = () => thread.recordRun('worker', { ok: false, error: 'exited 1', retryAt: new Date(Date.now() + 60_000) });
+    const fail = () => thread.dispatch.recordRun('worker', { ok: false, error: 'exited 1', retryAt: new Date(Date.now() + 60_000) });
     const clean = { failures: 0, last_error: null, retry_at: null };
     thread.subscribe({ consumer: 'worker', handler: 'broken' });
     fail();

@@ -7,15 +7,13 @@ import type * as z from 'zod/mini';
 import { validate } from '../core/validate.js';
 import { ensureDir, resolveHome } from '../core/home.js';
 import { createLogger, type Logger } from '../core/logger.js';
-import { isAlive, type ProcessIdentity } from '../core/process.js';
 import { RotatingFile } from '../core/rotating-file.js';
 import { withStoragePath } from '../core/storage-error.js';
 import { dbPath, openDatabase } from './db.js';
 import { compileFilter, parseFilter, type CompiledFilter } from './filter.js';
-import { pokeNotifier } from './poke.js';
+import { DispatchState, dispatchInfo, type DispatchColumns } from './dispatch/state.js';
 import { canWrite, snapshotThread } from './snapshot.js';
-import { registerThread, unregisterThread } from './registry.js';
-import { PushInputSchema, type ConsumerInfo, type Lease, type PeekOptions, type PopOptions, type PushInput, type SubscribeOptions, type ThreadEvent, type ThreadInfo } from './types.js';
+import { PushInputSchema, type ConsumerInfo, type PeekOptions, type PopOptions, type PushInput, type SubscribeOptions, type ThreadEvent, type ThreadInfo } from './types.js';
 
 export interface OpenThreadOptions {
   /** Create the thread if it does not exist. Default: false (a missing thread is `not_found`). */
@@ -72,18 +70,12 @@ export function openThread(path: string, options: OpenThreadOptions = {}): Threa
 
 type EventRow = ThreadEvent;
 
-interface ConsumerRow {
+interface ConsumerRow extends DispatchColumns {
   consumer: string;
   progress: number;
   subscribed: number;
   handler: string | null;
   filter: string | null;
-  lease_pid: number | null;
-  lease_start: number | null;
-  lease_since: string | null;
-  failures: number;
-  last_error: string | null;
-  retry_at: number | null;
 }
 
 const EVENT_COLUMNS = 'id, created_at, source, type, subtype, content';
@@ -94,13 +86,13 @@ const EVENT_COLUMNS = 'id, created_at, source, type, subtype, content';
  */
 export class Thread {
   readonly path: string;
+  /** Notifier's side of this thread: leases, run records, the registry and pokes (dispatch/index.ts). */
+  readonly dispatch: DispatchState;
   private readonly db: Database.Database;
-  private readonly home: string;
   private readonly jsonl: RotatingFile;
   private readonly dbFile: string;
   private readonly filters = new Map<string, CompiledFilter>();
   private readonly statements = new Map<string, Database.Statement>();
-  private pokeScheduled = false;
   private logger: Logger | undefined;
 
   /** @internal use openThread / initThread */
@@ -113,7 +105,7 @@ export class Thread {
   ) {
     this.path = path;
     this.db = db;
-    this.home = home;
+    this.dispatch = new DispatchState(path, home, { write: (fn) => this.write(fn), sql: (source) => this.sql(source) });
     this.jsonl = new RotatingFile(join(path, 'events.jsonl'));
     this.dbFile = dbPath(path);
   }
@@ -166,7 +158,7 @@ export class Thread {
       } catch (error) {
         this.log().warn(`events ${created[0]!.id}-${created.at(-1)!.id} are stored but missing from events.jsonl: ${(error as Error).message}`);
       }
-      this.schedulePoke();
+      this.dispatch.poke();
     }
     return results;
   }
@@ -233,14 +225,14 @@ export class Thread {
       const row = this.ensureConsumer(options.consumer);
       const renewed = row.subscribed === 0 || row.handler !== options.handler || row.filter !== filter;
       this.sql('UPDATE consumers SET subscribed = 1, handler = ?, filter = ?, updated_at = ? WHERE consumer = ?').run(options.handler, filter, new Date().toISOString(), options.consumer);
-      if (renewed) this.sql('UPDATE consumers SET failures = 0, last_error = NULL, retry_at = NULL WHERE consumer = ?').run(options.consumer);
+      if (renewed) this.dispatch.clearRunRecord(options.consumer);
       // Inside the write transaction, as in unsubscribe: a subscriber killed before the commit
       // leaves at most an entry with no subscription (harmless), never a subscription that the
       // sweep does not know of (its events would wait forever); and a failed entry stores nothing.
-      registerThread(this.home, this.path);
+      this.dispatch.register();
     });
     this.log().info(`subscribed ${options.consumer}: handler ${options.handler}${options.filter ? `, filter ${options.filter}` : ''}`);
-    this.schedulePoke(); // events may already be waiting
+    this.dispatch.poke(); // events may already be waiting
   }
 
   /**
@@ -254,7 +246,7 @@ export class Thread {
       // Inside the write transaction: a subscribe in another process commits after this one
       // and registers the thread again, so a subscription is never left unregistered.
       if (changes > 0 && this.sql('SELECT 1 FROM consumers WHERE subscribed = 1 LIMIT 1').get() === undefined) {
-        unregisterThread(this.home, this.path);
+        this.dispatch.unregister();
       }
       return changes;
     });
@@ -293,52 +285,6 @@ export class Thread {
     if (!row || this.brokenFilter(row)) return false;
     const { where, params } = this.where(row.progress, row.filter);
     return this.sql(`SELECT 1 FROM events WHERE ${where} LIMIT 1`).get(...params) !== undefined;
-  }
-
-  /**
-   * Takes the consumer's lease for `holder` unless a live process holds it. A lease whose holder
-   * died is taken over. Returns whether the lease is now `holder`'s.
-   */
-  takeLease(consumer: string, holder: ProcessIdentity): boolean {
-    return this.write(() => {
-      const row = this.readConsumer(consumer);
-      if (!row) return false;
-      if (row.lease_pid !== null && isAlive({ pid: row.lease_pid, start: row.lease_start })) return false;
-      this.sql('UPDATE consumers SET lease_pid = ?, lease_start = ?, lease_since = ? WHERE consumer = ?').run(holder.pid, holder.start, new Date().toISOString(), consumer);
-      return true;
-    });
-  }
-
-  /** Hands a lease from the dispatcher to the handler it started. */
-  transferLease(consumer: string, fromPid: number, to: ProcessIdentity): void {
-    this.write(() => this.sql('UPDATE consumers SET lease_pid = ?, lease_start = ? WHERE consumer = ? AND lease_pid = ?').run(to.pid, to.start, consumer, fromPid));
-  }
-
-  /** Releases the lease if `pid` still holds it. */
-  releaseLease(consumer: string, pid: number): void {
-    this.write(() => this.sql('UPDATE consumers SET lease_pid = NULL, lease_start = NULL, lease_since = NULL WHERE consumer = ? AND lease_pid = ?').run(consumer, pid));
-  }
-
-  /** Records a handler run's outcome: a success clears the failures, a failure counts one more. */
-  recordRun(consumer: string, outcome: { ok: true } | { ok: false; error: string; retryAt: Date }): void {
-    const now = new Date().toISOString();
-    this.write(() => {
-      if (outcome.ok) {
-        this.sql('UPDATE consumers SET failures = 0, last_error = NULL, retry_at = NULL, updated_at = ? WHERE consumer = ?').run(now, consumer);
-      } else {
-        this.sql('UPDATE consumers SET failures = failures + 1, last_error = ?, retry_at = ?, updated_at = ? WHERE consumer = ?').run(
-          outcome.error.slice(0, 2000),
-          outcome.retryAt.getTime(),
-          now,
-          consumer,
-        );
-      }
-    });
-  }
-
-  /** Ends a failing consumer's backoff now, keeping its failure count (notifier's wake). */
-  retryNow(consumer: string): void {
-    this.write(() => this.sql('UPDATE consumers SET retry_at = NULL WHERE consumer = ? AND retry_at IS NOT NULL').run(consumer));
   }
 
   close(): void {
@@ -433,7 +379,7 @@ export class Thread {
         .pluck()
         .get(...params) as number;
     }
-    const lease: Lease | null = row.lease_pid !== null && isAlive({ pid: row.lease_pid, start: row.lease_start }) ? { pid: row.lease_pid, start: row.lease_start, since: row.lease_since ?? '' } : null;
+    const dispatch = dispatchInfo(row);
     return {
       consumer: row.consumer,
       progress: row.progress,
@@ -441,21 +387,9 @@ export class Thread {
       subscribed: row.subscribed === 1,
       handler: row.handler,
       filter: row.filter,
-      lease,
-      failures: row.failures,
-      last_error: broken ?? row.last_error,
-      retry_at: row.retry_at === null ? null : new Date(row.retry_at).toISOString(),
+      ...dispatch,
+      last_error: broken ?? dispatch.last_error,
     };
-  }
-
-  private schedulePoke(): void {
-    if (this.pokeScheduled) return;
-    this.pokeScheduled = true;
-    // One poke per tick however many pushes a caller makes in a loop.
-    queueMicrotask(() => {
-      this.pokeScheduled = false;
-      void pokeNotifier(this.home, this.path);
-    });
   }
 
   private log(): Logger {

@@ -1,8 +1,8 @@
 import type { ChildProcess, StdioOptions } from 'node:child_process';
-import { spawnCommand } from '../core/command.js';
-import { identify, killGroup } from '../core/process.js';
-import type { Thread } from './thread.js';
-import type { ConsumerInfo } from './types.js';
+import { spawnCommand } from '../../core/command.js';
+import { identify, killGroup } from '../../core/process.js';
+import type { Thread } from '../thread.js';
+import type { ConsumerInfo } from '../types.js';
 
 /** A handler that runs: its process (whose pid holds the lease), and how to end it at once. */
 export interface Launched {
@@ -54,21 +54,21 @@ export function startHandler<T extends Launched>(thread: Thread, subscription: C
   const { consumer, handler } = subscription;
   if (!subscription.subscribed || handler === null || !thread.hasPending(consumer)) return { started: false, reason: 'idle' };
   const dispatcher = identify(process.pid);
-  if (!thread.takeLease(consumer, dispatcher)) return { started: false, reason: 'leased' };
+  if (!thread.dispatch.takeLease(consumer, dispatcher)) return { started: false, reason: 'leased' };
   const launched = options.launch(handler, { ...(options.env ?? process.env), THECLAW_HOME: options.home, THECLAW_THREAD: thread.path, THECLAW_CONSUMER: consumer });
   if (!launched.ok) {
-    thread.releaseLease(consumer, dispatcher.pid);
+    thread.dispatch.releaseLease(consumer, dispatcher.pid);
     return { started: false, reason: 'spawn_failed', error: launched.error };
   }
   const { run } = launched;
   try {
-    thread.transferLease(consumer, dispatcher.pid, identify(run.pid));
+    thread.dispatch.transferLease(consumer, dispatcher.pid, identify(run.pid));
   } catch (error) {
     // A handler whose lease is not its own must not run: once this dispatcher lets go, another
     // one could start the same consumer beside it.
     run.kill();
     try {
-      thread.releaseLease(consumer, dispatcher.pid);
+      thread.dispatch.releaseLease(consumer, dispatcher.pid);
     } catch {
       // The database fails; the lease of a dispatcher that exits is reclaimed as a dead holder's.
     }

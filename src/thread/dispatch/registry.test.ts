@@ -2,10 +2,10 @@ import { cpSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, write
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { registryDir } from '../core/layout.js';
-import { createTestHome, type TestHome } from '../testing/index.js';
+import { registryDir } from '../../core/layout.js';
+import { createTestHome, type TestHome } from '../../testing/index.js';
 import { listThreads, registerThread, unregisterThread } from './registry.js';
-import { initThread } from './thread.js';
+import { initThread } from '../thread.js';
 
 let t: TestHome;
 /** Homes and threads the tests make beside the test home. */

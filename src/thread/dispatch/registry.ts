@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
-import { ensureDir } from '../core/home.js';
-import { homeRef, registryDir, resolveHomeRef } from '../core/layout.js';
+import { ensureDir } from '../../core/home.js';
+import { homeRef, registryDir, resolveHomeRef } from '../../core/layout.js';
 
 /**
  * The threads that have subscriptions, so that notifier's sweep knows where to look

@@ -1,5 +1,5 @@
-import { socketPath } from '../core/home.js';
-import { notify } from '../core/ipc.js';
+import { socketPath } from '../../core/home.js';
+import { notify } from '../../core/ipc.js';
 
 /** The message a push sends to notifier's socket: "this thread has new events". */
 export interface PokeMessage {

@@ -1,9 +1,9 @@
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { isAlive, type ProcessIdentity } from '../core/process.js';
-import { createTestHome, waitFor, type TestHome } from '../testing/index.js';
-import { spawnLaunch, startHandler } from './dispatch.js';
-import { initThread, type Thread } from './thread.js';
+import { isAlive, type ProcessIdentity } from '../../core/process.js';
+import { createTestHome, waitFor, type TestHome } from '../../testing/index.js';
+import { spawnLaunch, startHandler } from './handler.js';
+import { initThread, type Thread } from '../thread.js';
 
 let t: TestHome;
 let thread: Thread;
@@ -32,7 +32,7 @@ describe('startHandler', () => {
     thread.push({ source: 'self', type: 'message', content: 'x' });
     let handler: ProcessIdentity | undefined;
     // As if the database failed at that moment (disk full, I/O error).
-    thread.transferLease = (_consumer, _from, to) => {
+    thread.dispatch.transferLease = (_consumer, _from, to) => {
       handler = to;
       strays.push(to.pid);
       throw new Error('disk I/O error');
