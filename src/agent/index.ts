@@ -12,5 +12,5 @@ export { describeDamage } from './damaged-thread.js';
 export { readOutage } from './outage.js';
 export { NO_USAGE, plusUsage, usageOfRecord } from './usage.js';
 export * from './types.js';
-export { appendToErrorFeed, type FeedEntry } from './error-feed.js';
-export { tellOwnerOf } from './owner-notice.js';
+export { FeedWriter, ErrorFeedEntrySchema, ToolcallFeedEntrySchema, type ErrorFeedEntry, type ToolcallFeedEntry } from './feeds.js';
+export { REPORTS_AGENT, tellOwnerOf } from './owner-notice.js';

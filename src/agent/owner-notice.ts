@@ -6,12 +6,16 @@ import { ownerDirectChat } from './owner-approval.js';
 import { routeMessage } from './router.js';
 import type { NoticeKind } from '../core/message.js';
 
+/** The agent in whose direct chat with the owner the system agents' sweeps report. */
+export const REPORTS_AGENT = 'admin';
+
 /**
  * Puts a notice into the owner's direct chat with an agent (the one they wrote in last), for
  * `agent deliver` to send like an answer; false when the owner has no direct chat with it yet.
- * For what speaks to the owner from outside a run (the maintainer's sweep).
+ * For what speaks to the owner from outside a run (the system agents' sweeps). A notice with a
+ * `key` is put there once: a sweep that tells again what it told before it crashed tells nothing.
  */
-export function tellOwnerOf(home: string, id: string, text: string, notice: NoticeKind): boolean {
+export function tellOwnerOf(home: string, id: string, text: string, notice: NoticeKind, key?: string): boolean {
   const dir = requireAgent(home, id);
   const config = loadAgentConfig(dir);
   const inbox = openThread(dir.inbox, { home });
@@ -26,7 +30,12 @@ export function tellOwnerOf(home: string, id: string, text: string, notice: Noti
   if (!existsSync(route.path)) return false;
   const thread = openThread(route.path, { home });
   try {
-    thread.push({ source: 'self', type: 'message', content: JSON.stringify({ text, attachments: [], reply_context: replyContextFromSource(owner), notice }) });
+    thread.pushOnce({
+      source: 'self',
+      type: 'message',
+      content: JSON.stringify({ text, attachments: [], reply_context: replyContextFromSource(owner), notice }),
+      idempotency_key: key,
+    });
   } finally {
     thread.close();
   }

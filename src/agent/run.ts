@@ -19,7 +19,7 @@ import { takeAttachments } from './reply-files.js';
 import { setReminders } from './reminders.js';
 import { resolveFallbacks, withFailover } from './failover.js';
 import { SpendLedger } from './budget.js';
-import { appendToErrorFeed } from './error-feed.js';
+import { FeedWriter, type ErrorFeedEntry, type ToolcallFeedEntry } from './feeds.js';
 import { deliverHandler, INBOX_CONSUMER, OUTBOUND_CONSUMER, OUTBOUND_FILTER } from './lifecycle.js';
 import { callWithinWindow } from './overflow.js';
 import { answerTarget, readInbound, replyContextFromSource, type AnswerTarget } from './reply-context.js';
@@ -90,6 +90,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
   const threads = new Map<string, Thread>();
   const summary: RunSummary = { handled: 0, replied: 0, errors: 0 };
   const spend = new SpendLedger(dir, config.budget);
+  const feeds = new FeedWriter(home, id);
   let inbox: Thread | undefined;
   let inboxWatch: InboxWatch | undefined;
   try {
@@ -109,7 +110,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
     logger.info(`run: ${batch.length} message(s) from the inbox (${batch[0]!.id}..${batch.at(-1)!.id})`);
     const acks = createAckTracker((upTo) => inbox!.ack(INBOX_CONSUMER, upTo));
     const redact = createRedactor(env, providerSecrets(paiConfig, env));
-    const turn: TurnSettings = { home, dir, config, paiConfig, model, fallbacks, env, logger, redact, caller: options.caller, tellOwner: (text) => tellOwner(text), spend };
+    const turn: TurnSettings = { home, dir, config, paiConfig, model, fallbacks, env, logger, redact, caller: options.caller, tellOwner: (text) => tellOwner(text), spend, feeds };
     const tellOwner = (text: string): boolean => {
       const owner = ownerDirectChat(inbox!, config.policy);
       if (owner === null) return false;
@@ -208,6 +209,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
     for (const thread of threads.values()) thread.close();
     inbox?.close();
     spend.close();
+    feeds.close();
     lock.lock.release();
   }
 }
@@ -247,6 +249,8 @@ interface TurnSettings {
   tellOwner: (text: string) => boolean;
   /** The agent's spend caps and what they count (budget.ts). */
   spend: SpendLedger;
+  /** Errors and commands go to the system agents' feeds too (feeds.ts). */
+  feeds: FeedWriter;
 }
 
 type Outcome = 'replied' | 'no_reply' | 'stopped' | 'error' | 'already_handled';
@@ -267,6 +271,14 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
   const mixedPeople = mixesPeople(route);
   const record = (subtype: string, content: object, idempotencyKey?: string) =>
     thread.push({ source: 'self', type: 'record', subtype, content: JSON.stringify(content), idempotency_key: idempotencyKey });
+  // A copy for a system agent's sweep; the thread's own record is what counts.
+  const toFeed = (feed: 'errors' | 'toolcalls', subtype: string, entry: object) => {
+    try {
+      turn.feeds.append(feed, subtype, entry);
+    } catch (feedError) {
+      logger.warn(`run: the ${subtype} could not go to the feed ${feed}: ${(feedError as Error).message}`);
+    }
+  };
   const summarise = async (system: string, input: string) => {
     if (turn.model instanceof Error) throw turn.model;
     return (await callModel({ ...turn, model: turn.model }, { input, system, tools: false })).text;
@@ -340,14 +352,16 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
         if (chatEvent.type === 'tool_result') {
           // A command may print a key it found; records are read by people and other agents.
           const output = turn.redact(chatEvent.stdout + (chatEvent.stderr ? `\n[stderr]\n${chatEvent.stderr}` : ''));
-          record('toolcall', {
+          const command = commands.get(chatEvent.id)?.command ?? '';
+          const recordId = record('toolcall', {
             in_reply_to: inboundId,
-            command: commands.get(chatEvent.id)?.command ?? '',
+            command,
             ...(commands.get(chatEvent.id)?.comment ? { comment: commands.get(chatEvent.id)!.comment } : {}),
             exit_code: chatEvent.exit_code,
             output: output.length > OUTPUT_LIMIT ? `${output.slice(0, OUTPUT_LIMIT)}\n[... ${output.length - OUTPUT_LIMIT} characters more]` : output,
             duration_ms: chatEvent.duration_ms,
           } satisfies ToolcallRecord);
+          toFeed('toolcalls', 'toolcall', { agent: dir.id, thread: route.threadId, event: recordId, command: turn.redact(command), exit_code: chatEvent.exit_code } satisfies ToolcallFeedEntry);
         }
         if (chatEvent.type === 'usage') {
           turn.spend.spent(route.peerKey ?? route.threadId, chatEvent.usage.input + chatEvent.usage.output);
@@ -431,18 +445,14 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
       throw outage;
     }
     logger.error(`run: no answer to thread ${route.threadId} event ${inboundId} (${failure.kind}): ${cause instanceof Error ? cause.message : String(cause)}`);
-    try {
-      appendToErrorFeed(turn.home, {
-        agent: dir.id,
-        thread: route.threadId,
-        stage: cause instanceof TurnAbandoned ? 'turn' : 'llm',
-        kind: failure.kind,
-        status: failure.status,
-        reason: failure.reason,
-      });
-    } catch (feedError) {
-      logger.warn(`run: the error could not go to the maintainer's feed: ${(feedError as Error).message}`);
-    }
+    toFeed('errors', 'error', {
+      agent: dir.id,
+      thread: route.threadId,
+      stage: cause instanceof TurnAbandoned ? 'turn' : 'llm',
+      kind: failure.kind,
+      status: failure.status,
+      reason: failure.reason,
+    } satisfies ErrorFeedEntry);
     return 'error';
   } finally {
     progress?.end(answered);

@@ -22,7 +22,16 @@ export const INBOX_CONSUMER = 'inbox';
 /** Where xgw stores the files people send an agent, named by their SHA-256: `agents/<id>/files/`. */
 export const AGENT_FILES_DIR = 'files';
 
-/** The thread every agent's runtime appends its errors to, for the maintainer's sweep: `feeds/errors/`. */
-export function errorFeedPath(home: string): string {
-  return join(home, 'feeds', 'errors');
+/**
+ * The feeds: threads of the whole home that every agent's runtime appends to, so that a system
+ * agent's sweep reads what is new since its last look instead of every agent's every thread:
+ * `errors` for the maintainer, `toolcalls` for the warden, `proposals` for the evolver's
+ * proposals and what became of them.
+ */
+export const FEED_NAMES = ['errors', 'toolcalls', 'proposals'] as const;
+export type FeedName = (typeof FEED_NAMES)[number];
+
+/** A feed's thread: `feeds/<name>/`. */
+export function feedPath(home: string, name: FeedName): string {
+  return join(home, 'feeds', name);
 }

@@ -1,5 +1,3 @@
-import { joinCommand } from '../core/command.js';
-import { cliPath } from '../core/package.js';
 import { existsSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { agentDir } from '../agent/agent-dir.js';
@@ -13,8 +11,8 @@ import { ClawError } from '../core/errors.js';
 import { processEnvironment } from '../core/process.js';
 import { wakeNotifier } from '../thread/index.js';
 import { loadConfig as loadNotifierConfig } from '../notifier/config.js';
-import { addTimer, daemonStatus, listTimers, startDaemon } from '../notifier/control.js';
-import { SWEEP_TIMER_ID } from './maintainer.js';
+import { daemonStatus, startDaemon } from '../notifier/control.js';
+import { registerSystemTimers } from './system-timers.js';
 import { chooseModel, loadPaiConfig, MOCK_PROVIDER } from '../pai/models.js';
 import { loadXgwConfig, xgwConfigPath } from '../xgw/config.js';
 import { gatewayStatus, startGateway } from '../xgw/control.js';
@@ -134,17 +132,11 @@ async function upLocked(home: string, env: NodeJS.ProcessEnv): Promise<Omit<UpRe
       suggestion: webchat!.problem?.fix ?? 'see: xgw config check and theclaw doctor',
     });
   }
-  await registerSweep(home);
+  await registerSystemTimers(home);
   const model = agentsModel(home, env);
   const shell = defaultModel(home, env);
   const differs = shell.provider !== model.provider || shell.model !== model.model;
   return { home, started, created, agents, notifier: { pid: notifier.value.pid! }, xgw: xgw.value, model, ...(differs ? { shell_model: shell } : {}) };
-}
-
-/** The maintainer's sweep (maintainer.ts) on a timer, once: a timer of that id the owner changed stays as they left it. */
-async function registerSweep(home: string): Promise<void> {
-  if (listTimers(home).some((timer) => timer.id === SWEEP_TIMER_ID)) return;
-  await addTimer(home, SWEEP_TIMER_ID, { kind: 'every', ms: 30_000 }, joinCommand([process.execPath, cliPath('theclaw'), 'maintain']));
 }
 
 /** A subscription `theclaw retry` woke: it was waiting out a backoff after failing. */
