@@ -14,3 +14,4 @@ export { NO_USAGE, plusUsage, usageOfRecord } from './usage.js';
 export * from './types.js';
 export { FeedWriter, ErrorFeedEntrySchema, ToolcallFeedEntrySchema, type ErrorFeedEntry, type ToolcallFeedEntry } from './feeds.js';
 export { REPORTS_AGENT, tellOwnerOf } from './owner-notice.js';
+export { shellCommands, roughCommands, type ShellCommand } from './shell-commands.js';

@@ -46,6 +46,16 @@ export async function maintain(options: Json): Promise<void> {
   printLines([`read ${result.read} error(s); ${result.reported.length ? `reported ${result.reported.length} new incident(s)` : 'no new incident'}`, ...result.reported.map((text) => `  ${text}`)]);
 }
 
+export async function ward(options: Json): Promise<void> {
+  const result = (await import('./warden.js')).ward(resolveHome());
+  if (options.json) return printJson(result);
+  const untold = result.findings.filter((finding) => !finding.told).length;
+  printLines([
+    `reviewed ${result.read} command(s); ${result.findings.length ? `found ${result.findings.length} new dangerous one(s)${untold ? `, ${untold} not told: the owner has no chat with admin yet` : ''}` : 'nothing new is dangerous'}`,
+    ...result.findings.map((finding) => `  ${finding.agent} ${finding.thread} #${finding.event}: ${finding.rules.map((rule) => rule.rule).join(', ')}: ${finding.command}`),
+  ]);
+}
+
 export async function serviceInstall(options: Json): Promise<void> {
   const result = (await import('./service.js')).installService(resolveHome());
   if (options.json) return printJson(result);

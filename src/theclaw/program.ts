@@ -105,6 +105,16 @@ before theclaw up for a real one.`,
       .action(async (options) => (await commands()).maintain(options)),
     ['theclaw maintain', 'notifier timer list'],
   );
+  withExamples(
+    program
+      .command('ward')
+      .description(
+        "the warden's sweep (theclaw up runs it every 30 s on the timer warden-sweep): review the commands the agents ran since the last sweep for dangerous patterns, and tell the owner of each in their chat with admin: the agent, the conversation, the command and why",
+      )
+      .addOption(jsonOption())
+      .action(async (options) => (await commands()).ward(options)),
+    ['theclaw ward', 'theclaw ward --json'],
+  );
   const service = program.command('service').description('start the daemons with the system: systemd user units (Linux), launchd agents (macOS)');
   withExamples(
     service
