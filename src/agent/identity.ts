@@ -30,6 +30,12 @@ A general assistant. Talk to it in plain language; it can run commands on this m
 `;
 }
 
+/**
+ * The agent in whose direct chat with the owner the system agents report (the maintainer's,
+ * the warden's and the evolver's sweeps), and where the owner decides the evolver's proposals.
+ */
+export const REPORTS_AGENT = 'admin';
+
 interface SystemAgentTexts {
   identity: string;
   usage: string;

@@ -6,9 +6,6 @@ import { ownerDirectChat } from './owner-approval.js';
 import { routeMessage } from './router.js';
 import type { NoticeKind } from '../core/message.js';
 
-/** The agent in whose direct chat with the owner the system agents' sweeps report. */
-export const REPORTS_AGENT = 'admin';
-
 /**
  * Puts a notice into the owner's direct chat with an agent (the one they wrote in last), for
  * `agent deliver` to send like an answer; false when the owner has no direct chat with it yet.

@@ -56,6 +56,28 @@ export async function ward(options: Json): Promise<void> {
   ]);
 }
 
+export async function evolve(options: Json): Promise<void> {
+  const result = await (await import('./evolver.js')).evolve(resolveHome());
+  if (!options.json) {
+    printLines([
+      result.skipped
+        ? `no reflection: ${result.skipped}`
+        : `reflected on ${result.since} to ${result.until}: ${result.usage.calls} model call(s), ${result.usage.input_tokens} in + ${result.usage.output_tokens} out tokens`,
+      ...result.agents.map(
+        (agent) =>
+          `  ${agent.agent}: ${agent.outcome}${agent.detail ? ` (${agent.detail})` : ''}${agent.proposals.map((p) => `\n    ${p.code} ${p.file}: ${p.summary}${p.told ? '' : ' (not told: the owner has no chat with it or admin yet)'}`).join('')}`,
+      ),
+    ]);
+  }
+  // A reflection the model failed makes the timer's run fail, as notifier timer list shows.
+  const failed = result.agents.filter((agent) => agent.outcome === 'failed');
+  if (failed.length)
+    throw new ClawError('io', `the reflection on ${failed.map((agent) => `${agent.agent} (${agent.detail})`).join(', ')} failed`, {
+      suggestion: 'see theclaw logs and theclaw doctor; the next reflection covers its own day',
+    });
+  if (options.json) printJson(result);
+}
+
 export async function serviceInstall(options: Json): Promise<void> {
   const result = (await import('./service.js')).installService(resolveHome());
   if (options.json) return printJson(result);

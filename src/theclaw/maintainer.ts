@@ -39,5 +39,7 @@ export function reportText(entry: ErrorFeedEntry, at: string): string {
       : entry.kind === 'over_budget'
         ? `Raise budget in agents/${entry.agent}/config.yaml, or wait for tomorrow (UTC).`
         : `See: theclaw logs ${entry.agent} --since 1h, and run: theclaw doctor.`;
-  return `maintainer: ${entry.agent} could not answer a message (conversation ${entry.thread}): ${entry.reason}. ${fix} (first at ${at.slice(11, 19)} UTC; I report this once while it goes on.)`;
+  // The evolver's reflection on an agent's day is no message: its thread is the agent reflected on.
+  const what = entry.stage === 'reflection' ? `make its daily reflection on ${entry.thread}` : `answer a message (conversation ${entry.thread})`;
+  return `maintainer: ${entry.agent} could not ${what}: ${entry.reason}. ${fix} (first at ${at.slice(11, 19)} UTC; I report this once while it goes on.)`;
 }

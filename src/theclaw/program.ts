@@ -115,6 +115,16 @@ before theclaw up for a real one.`,
       .action(async (options) => (await commands()).ward(options)),
     ['theclaw ward', 'theclaw ward --json'],
   );
+  withExamples(
+    program
+      .command('evolve')
+      .description(
+        "the evolver's daily reflection (theclaw up runs it at 22:00 on the timer evolver-daily): for each agent with messages since the last one, the model reads a digest of its day and may propose a new IDENTITY.md or memory/agent.md; the owner is told and decides with /approve or /deny (agent approvals lists what waits)",
+      )
+      .addOption(jsonOption())
+      .action(async (options) => (await commands()).evolve(options)),
+    ['theclaw evolve', 'agent approvals admin'],
+  );
   const service = program.command('service').description('start the daemons with the system: systemd user units (Linux), launchd agents (macOS)');
   withExamples(
     service
