@@ -41,13 +41,16 @@ export async function up(options: Json): Promise<void> {
 }
 
 export async function maintain(options: Json): Promise<void> {
-  const result = (await import('./maintainer.js')).sweep(resolveHome());
+  const home = resolveHome();
+  // Most sweeps find nothing new: those need not load the agent runtime the sweep uses.
+  const result = (await import('./feed-sweep.js')).hasNew(home, 'errors', 'maintainer') ? (await import('./maintainer.js')).sweep(home) : { read: 0, reported: [] };
   if (options.json) return printJson(result);
   printLines([`read ${result.read} error(s); ${result.reported.length ? `reported ${result.reported.length} new incident(s)` : 'no new incident'}`, ...result.reported.map((text) => `  ${text}`)]);
 }
 
 export async function ward(options: Json): Promise<void> {
-  const result = (await import('./warden.js')).ward(resolveHome());
+  const home = resolveHome();
+  const result = (await import('./feed-sweep.js')).hasNew(home, 'toolcalls', 'warden') ? (await import('./warden.js')).ward(home) : { read: 0, findings: [] };
   if (options.json) return printJson(result);
   const untold = result.findings.filter((finding) => !finding.told).length;
   printLines([

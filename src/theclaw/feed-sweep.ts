@@ -45,6 +45,21 @@ export function readFeed<T>(home: string, feed: FeedName, consumer: string, sche
   }
 }
 
+/**
+ * Whether the feed has entries its consumer has yet to read: a look at the thread alone, so that
+ * a sweep on a timer with nothing to do does not load what reviewing would need.
+ */
+export function hasNew(home: string, feed: FeedName, consumer: string): boolean {
+  const path = feedPath(home, feed);
+  if (!existsSync(join(path, 'events.db'))) return false;
+  const thread = openThread(path, { home });
+  try {
+    return thread.peek({ afterId: thread.consumer(consumer)?.progress ?? 0, limit: 1 }).length > 0;
+  } finally {
+    thread.close();
+  }
+}
+
 function parseEntry<T>(schema: z.ZodMiniType<T>, content: string): T | undefined {
   try {
     const parsed = schema.safeParse(JSON.parse(content));
