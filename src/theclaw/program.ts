@@ -18,7 +18,8 @@ export function createTheclawProgram(): Command {
       'after',
       `
 theclaw up starts notifier (dispatch) and xgw (the gateway), creates and starts the system agents
-(admin, warden, maintainer, evolver), and routes the web chat and the terminal to admin. Everything
+(admin, warden, maintainer, evolver) with their timers (maintainer-sweep, warden-sweep,
+evolver-daily), and routes the web chat and the terminal to admin. Everything
 lives under $THECLAW_HOME (default ~/.theclaw). With no provider key the agents answer with the
 offline mock model; set OPENAI_API_KEY or ANTHROPIC_API_KEY (or a base_url in pai/config.yaml)
 before theclaw up for a real one.`,
@@ -28,7 +29,7 @@ before theclaw up for a real one.`,
   withExamples(
     program
       .command('up')
-      .description('start notifier and xgw, create and start the system agents, and print where to talk')
+      .description("start notifier and xgw, create and start the system agents, register their timers (the maintainer's and the warden's sweeps, the evolver's reflection), and print where to talk")
       .addOption(jsonOption())
       .action(async (options) => (await commands()).up(options)),
     ['theclaw up', 'OPENAI_API_KEY=sk-... theclaw up'],
