@@ -19,8 +19,8 @@ import { openThread, type ThreadEvent } from '../thread/index.js';
 /**
  * What the evolver's reflection gives the model about one agent's day (evolver.ts): its
  * IDENTITY.md and agent memory, which every conversation of the agent reads already; counts of
- * what happened; the errors in the runtime's words; and the owner's corrections, in their own
- * words from their own direct chats. Never what anyone else said: what the model proposes may
+ * what happened, errors by kind (not their text: a provider's message may quote what it was
+ * sent); and the owner's corrections, in their own words from their own direct chats. Never what anyone else said: what the model proposes may
  * end up in the agent's memory, which every conversation reads.
  */
 export interface DayDigest {
@@ -35,8 +35,8 @@ export interface DayDigest {
   commands: number;
   failedCommands: number;
   usage: UsageTotals;
-  /** `stage kind (status)` → how many, and the first one's words. */
-  errors: { what: string; count: number; example: string }[];
+  /** `stage kind (status)`, and how many. */
+  errors: { what: string; count: number }[];
   corrections: string[];
   files: { file: ProposalFile; text: string; tooLong: boolean }[];
 }
@@ -68,7 +68,7 @@ export function dayDigest(home: string, dir: AgentDir, since: string, until: str
       return { file, text, tooLong: text.length > MAX_FILE_CHARS };
     }),
   };
-  const errors = new Map<string, { count: number; example: string }>();
+  const errors = new Map<string, number>();
   // Filters take only literals; since and until are ISO times made here, never a person's text.
   const filter = `created_at >= '${since}' AND created_at < '${until}'`;
   for (const path of conversationThreads(dir)) {
@@ -98,8 +98,7 @@ export function dayDigest(home: string, dir: AgentDir, since: string, until: str
       if (event.subtype === 'error') {
         const error = (record ?? {}) as Partial<ErrorRecord>;
         const what = [error.stage ?? 'unknown', error.kind, error.status ? `(${error.status})` : undefined].filter(Boolean).join(' ');
-        const seen = errors.get(what);
-        errors.set(what, { count: (seen?.count ?? 0) + 1, example: seen?.example ?? String(error.error ?? '').slice(0, 200) });
+        errors.set(what, (errors.get(what) ?? 0) + 1);
       }
     }
     for (const event of inbound) {
@@ -108,7 +107,7 @@ export function dayDigest(home: string, dir: AgentDir, since: string, until: str
       if (text && !text.startsWith('/') && CORRECTION.test(text)) digest.corrections.push(text.slice(0, CORRECTION_CHARS));
     }
   }
-  digest.errors = [...errors].map(([what, { count, example }]) => ({ what, count, example }));
+  digest.errors = [...errors].map(([what, count]) => ({ what, count }));
   digest.corrections = digest.corrections.slice(-MAX_CORRECTIONS);
   return digest;
 }
@@ -125,7 +124,7 @@ export function digestText(digest: DayDigest): string {
     `- messages: ${digest.messages} in ${digest.conversations} conversation(s); answers: ${digest.replies}${decisions.length ? `; ${decisions.join(', ')}` : ''}`,
     `- commands run: ${digest.commands} (${digest.failedCommands} failed)`,
     `- model: ${usage.calls} call(s), ${usage.input_tokens} input and ${usage.output_tokens} output tokens`,
-    ...(digest.errors.length ? digest.errors.map((e) => `- error ${e.what}, ${e.count} time(s): ${e.example}`) : ['- no errors']),
+    ...(digest.errors.length ? digest.errors.map((e) => `- error ${e.what}: ${e.count} time(s)`) : ['- no errors']),
     '',
     "## The owner's corrections (their own words, in their direct chats)",
     ...(digest.corrections.length ? digest.corrections.map((text) => `- ${JSON.stringify(text)}`) : ['- none']),

@@ -6,7 +6,7 @@ import { formatAddress } from '../core/address.js';
 import { createTestHome, startFakeOpenAI, writeFakePaiConfig, type FakeLlmServer, type TestHome } from '../testing/index.js';
 import { openThread } from '../thread/index.js';
 import { evolve } from './evolver.js';
-import { dayDigest, MAX_FILE_CHARS } from './evolver-digest.js';
+import { dayDigest, digestText, MAX_FILE_CHARS } from './evolver-digest.js';
 import { sweep } from './maintainer.js';
 
 /** The reflection on a real home with the fake model server; the e2e test (src/e2e/evolver.test.ts) takes it through the chat. */
@@ -40,8 +40,13 @@ describe('the evolver', () => {
   it("digests an agent's day: counts, and of what people said only the owner's corrections", () => {
     said(admin, OWNER, 'what time is it?', 'No, I said Tuesdays', '/status');
     said(admin, PEER, "no, don't tell anyone my pin 4711");
+    const peerThread = openThread(routeMessage(admin, 'per-peer', PEER).path, { home: t.home });
+    peerThread.push({ source: 'self', type: 'record', subtype: 'error', content: JSON.stringify({ stage: 'llm', kind: 'invalid_request', status: 400, error: 'rejected: "my pin 4711"' }) });
+    peerThread.close();
     const digest = dayDigest(t.home, admin, new Date(Date.now() - 60_000).toISOString(), new Date(Date.now() + 1_000).toISOString());
-    expect(digest).toMatchObject({ messages: 4, conversations: 2, commands: 2, failedCommands: 2, corrections: ['No, I said Tuesdays'] });
+    expect(digest).toMatchObject({ messages: 4, conversations: 2, commands: 2, failedCommands: 2, corrections: ['No, I said Tuesdays'], errors: [{ what: 'llm invalid_request (400)', count: 1 }] });
+    expect(digestText(digest)).toContain('- error llm invalid_request (400): 1 time(s)');
+    expect(digestText(digest)).not.toContain('4711');
     expect(dayDigest(t.home, admin, new Date(Date.now() + 1_000).toISOString(), new Date(Date.now() + 2_000).toISOString())).toMatchObject({ messages: 0 });
   });
 
