@@ -1,7 +1,7 @@
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createTestHome, type TestHome } from '../testing/index.js';
+import { createTestHome, runTool, type TestHome } from '../testing/index.js';
 import { openThread } from '../thread/index.js';
 import type { AgentDir } from './agent-dir.js';
 import { initAgent } from './lifecycle.js';
@@ -63,6 +63,18 @@ describe('proposals', () => {
     expect(describeOutcome(outcome, t.home)).toBe(`Dropped: proposal ${proposal.code} (helper's memory/agent.md); the file is unchanged.`);
     expect(() => readFileSync(join(dir.memory, 'agent.md'))).toThrow(/ENOENT/);
     expect(proposalDecision(dir, proposal.code)?.outcome).toBe('rejected');
+  });
+
+  it('agent approvals lists a proposal, agent approve applies it, and a second decision is refused', async () => {
+    const proposal = createProposal(dir, { file: 'IDENTITY.md', summary: 'Say who asks.', text: '# helper\n\nNew.\n' });
+    const listed = await runTool('agent', ['approvals', 'helper'], t.env);
+    expect(listed.stdout).toBe(`${proposal.code}  proposal  IDENTITY.md (+1 -1)  Say who asks.  (${join(dir.root, 'proposals', `${proposal.code}.md`)})\n`);
+    const approved = await runTool('agent', ['approve', 'helper', proposal.code], t.env);
+    expect(approved).toMatchObject({ code: 0, stdout: `Applied: helper's IDENTITY.md (+1 -1 lines). The file as it was is kept in agents/helper/proposals/${proposal.code}.before.md.\n` });
+    expect(readFileSync(dir.identity, 'utf8')).toBe('# helper\n\nNew.\n');
+    const again = await runTool('agent', ['deny', 'helper', proposal.code], t.env);
+    expect(again.code).not.toBe(0);
+    expect(again.stderr).toBe(`Error: proposal ${proposal.code} was applied already, by the owner (agent approve|deny) - nothing to do\n`);
   });
 
   it('stale: a file that changed since the proposal is not overwritten', () => {
