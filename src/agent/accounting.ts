@@ -17,8 +17,8 @@ export interface CallAccount {
   peer: string;
   /** The message (or heartbeat) the calls are made for. */
   inReplyTo: number;
-  /** Pushes a record into the conversation's thread (or the heartbeats'), where the usage records go. */
-  record: (subtype: 'toolcall' | 'usage', content: ToolcallRecord | UsageRecord) => void;
+  /** Pushes a record into the conversation's thread (or the heartbeats'), where the usage records go; returns its event id. */
+  record: (subtype: 'toolcall' | 'usage', content: ToolcallRecord | UsageRecord) => number;
 }
 
 /** Records one model call's usage; `purpose` names the upkeep it was for (none: the turn's answer). */

@@ -47,6 +47,22 @@ export function approvalsDir(dir: AgentDir): string {
   return join(dir.root, 'approvals');
 }
 
+/** A new code for something the owner decides (an approval, a proposal). */
+export function newCode(): string {
+  return Array.from({ length: CODE_LENGTH }, () => CODE_ALPHABET[randomInt(CODE_ALPHABET.length)]).join('');
+}
+
+/** Writes a file unless it is there already: the first decision counts. Returns whether this one was written. */
+export function writeFirst(file: string, content: string): boolean {
+  try {
+    writeFileSync(file, content, { flag: 'wx', mode: 0o600 });
+    return true;
+  } catch (error) {
+    if (errnoCode(error) !== 'EEXIST') throw error;
+    return false;
+  }
+}
+
 /** Writes a new request. */
 export function createApproval(dir: AgentDir, request: { command: string; conversation: string; askedFor: string; timeoutSeconds: number }, now = new Date()): Approval {
   const root = approvalsDir(dir);
@@ -54,7 +70,7 @@ export function createApproval(dir: AgentDir, request: { command: string; conver
     ensureDir(root);
     removeOld(root, now);
     const approval: Approval = {
-      code: Array.from({ length: CODE_LENGTH }, () => CODE_ALPHABET[randomInt(CODE_ALPHABET.length)]).join(''),
+      code: newCode(),
       command: request.command,
       conversation: request.conversation,
       asked_for: request.askedFor,
@@ -99,12 +115,7 @@ export function decideApproval(dir: AgentDir, code: string, approved: boolean, b
   if (!approval) throw new ClawError('not_found', `no approval request ${code} for agent ${dir.id}`, { suggestion: `see the pending ones with: agent approvals ${dir.id}` });
   const before = approvalState(dir, approval, now.getTime());
   if (before.state !== 'pending') return { approval, state: before };
-  const decision: ApprovalDecision = { approved, by, at: now.toISOString() };
-  try {
-    writeFileSync(decisionFile(dir, approval.code), JSON.stringify(decision), { flag: 'wx', mode: 0o600 });
-  } catch (error) {
-    if (errnoCode(error) !== 'EEXIST') throw error; // decided meanwhile: that decision counts
-  }
+  writeFirst(decisionFile(dir, approval.code), JSON.stringify({ approved, by, at: now.toISOString() } satisfies ApprovalDecision)); // decided meanwhile: that decision counts
   return { approval, state: approvalState(dir, approval, now.getTime()) };
 }
 

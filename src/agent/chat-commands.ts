@@ -14,8 +14,8 @@ export const CHAT_COMMANDS = {
   stop: 'stop the turn running for this conversation (and what waits before this message)',
   status: 'the model, usage today and the queue',
   usage: "this conversation's usage today and in total",
-  approve: "<code>: let a command that waits for the owner's approval run (the owner's direct chat only)",
-  deny: "<code>: refuse a command that waits for the owner's approval",
+  approve: "<code>: let a command that waits for the owner's approval run, or apply a proposed change (the owner's direct chat only)",
+  deny: "<code>: refuse a command that waits for the owner's approval, or drop a proposed change",
   help: 'this list',
 } as const;
 

@@ -68,7 +68,7 @@ export async function answerChatCommand(command: ChatCommand, context: CommandCo
         return usageReply(context);
       case 'approve':
       case 'deny':
-        return approvalReply(command, context.inboxEvent, context.dir, context.policy);
+        return approvalReply(command, context.inboxEvent, context.dir, context.policy, context.home);
     }
   } catch (error) {
     // A full or read-only disk: the command waits in the inbox like any message, and is answered later.

@@ -5,7 +5,7 @@ import fc from 'fast-check';
 import { parse, stringify } from 'yaml';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatAddress } from '../core/address.js';
-import { errorFeedPath } from '../core/layout.js';
+import { feedPath } from '../core/layout.js';
 import { parseMessageContent } from '../core/message.js';
 import { createTestHome, startFakeOpenAI, threadEvents, writeFakePaiConfig, type FakeLlmServer, type LooseJson, type TestHome } from '../testing/index.js';
 import type { AgentDir } from './agent-dir.js';
@@ -154,18 +154,31 @@ describe('a heartbeat', () => {
     console.log(`one idle heartbeat without bash_exec (the owner's policy denies it): ${usage.input_tokens} input + ${usage.output_tokens} output tokens`);
   });
 
+  it("sends its commands to the warden's feed like a turn's, with their record's id and secret values removed", async () => {
+    await ownerSays('hello');
+    t.env.HEARTBEAT_TEST_TOKEN = 'hb-secret-value-123456';
+    writeFakePaiConfig(t.home, server, { modelFields: 'max_output_tokens: 50', providerFields: ', api_key_env: HEARTBEAT_TEST_TOKEN' });
+    server.enqueue({ kind: 'tool_call', name: 'bash_exec', arguments: { command: 'echo hb-secret-value-123456 | wc -c' } }, { kind: 'text', text: HEARTBEAT_OK });
+    await beat();
+    const record = heartbeatRecords().find((event) => event.subtype === 'toolcall')!;
+    expect(JSON.parse(record.content)).toMatchObject({ exit_code: 0 });
+    const feed = threadEvents(t.home, feedPath(t.home, 'toolcalls')).map((event) => JSON.parse(event.content));
+    expect(feed).toEqual([{ agent: 'helper', thread: 'heartbeat', event: record.id, command: expect.not.stringContaining('hb-secret-value'), exit_code: 0 }]);
+    expect(feed[0].command).toMatch(/^echo .+ \| wc -c$/);
+  });
+
   it("that the model refuses is recorded, goes to the maintainer's feed and fails; an outage only misses the beat", async () => {
     await ownerSays('hello');
     server.enqueue({ kind: 'error', status: 401 });
     await expect(beat()).rejects.toThrow(/^the heartbeat got no answer: the model refused the request \(401\)$/);
     const error = heartbeatRecords().find((event) => event.subtype === 'error')!;
     expect(JSON.parse(error.content)).toMatchObject({ stage: 'llm', kind: 'auth', status: 401 });
-    const feed = threadEvents(t.home, errorFeedPath(t.home)).map((event) => JSON.parse(event.content));
+    const feed = threadEvents(t.home, feedPath(t.home, 'errors')).map((event) => JSON.parse(event.content));
     expect(feed).toEqual([{ agent: 'helper', thread: 'heartbeat', stage: 'llm', kind: 'auth', status: 401, reason: 'the model refused the request (401)' }]);
 
     server.enqueue({ kind: 'error', status: 503 }, { kind: 'error', status: 503 }, { kind: 'error', status: 503 });
     await expect(beat()).rejects.toThrow(/the model is failing \(503\)/);
-    expect(threadEvents(t.home, errorFeedPath(t.home))).toHaveLength(1);
+    expect(threadEvents(t.home, feedPath(t.home, 'errors'))).toHaveLength(1);
     expect(ownerMessages()).toHaveLength(1);
   });
 });

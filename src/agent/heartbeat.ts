@@ -14,7 +14,7 @@ import { openThread, type Thread } from '../thread/index.js';
 import { loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
 import { SpendLedger } from './budget.js';
 import { identityText } from './context.js';
-import { appendToErrorFeed } from './error-feed.js';
+import { feedCopier, FeedWriter, type ErrorFeedEntry, type ToolcallFeedEntry } from './feeds.js';
 import { classifyFailure } from './failure.js';
 import { INBOX_CONSUMER } from './lifecycle.js';
 import { callModel, turnRecorder, withAgentSettings } from './model-call.js';
@@ -170,12 +170,15 @@ export async function runHeartbeat(id: string, options: HeartbeatOptions = {}): 
   const lock = tryLock(dir.heartbeatLock);
   if (!lock.acquired) return skip(`another heartbeat is under way (pid ${lock.holder.pid})`);
   const spend = new SpendLedger(dir, config.budget);
+  const feeds = new FeedWriter(home, id);
   let thread: Thread | undefined;
   try {
     thread = openThread(dir.heartbeat, { home, create: true });
-    return await beat({ home, env, now, dir, config, heartbeat, logger, spend, thread, owner, caller: options.caller }, skip);
+    const toFeed = feedCopier(feeds, logger, 'heartbeat');
+    return await beat({ home, env, now, dir, config, heartbeat, logger, spend, thread, owner, toFeed, caller: options.caller }, skip);
   } finally {
     thread?.close();
+    feeds.close();
     spend.close();
     lock.lock.release();
   }
@@ -203,6 +206,8 @@ interface Beat {
   thread: Thread;
   /** The owner's direct chat (a source address). */
   owner: string;
+  /** Its commands go to the warden's feed, an error no retry mends to the maintainer's (feeds.ts). */
+  toFeed: ReturnType<typeof feedCopier>;
   caller?: ModelCaller;
 }
 
@@ -234,7 +239,14 @@ async function beat(b: Beat, skip: (reason: string) => HeartbeatOutcome): Promis
       askedFor: b.owner,
       tellOwner: (text) => tellOwnerOf(home, dir.id, text, 'approval'),
     });
-    const onEvent = turnRecorder({ account: { record, inReplyTo: id, spend: b.spend, peer: HEARTBEAT_THREAD_ID }, redact, used: () => model, logger, where: `heartbeat ${id}` });
+    const onEvent = turnRecorder({
+      account: { record, inReplyTo: id, spend: b.spend, peer: HEARTBEAT_THREAD_ID },
+      redact,
+      used: () => model,
+      logger,
+      where: `heartbeat ${id}`,
+      ranCommand: (toolcall) => b.toFeed('toolcalls', 'toolcall', { agent: dir.id, thread: HEARTBEAT_THREAD_ID, ...toolcall } satisfies ToolcallFeedEntry),
+    });
     result = await new TurnRegistry(dir.turnProcesses).during((turnMark) =>
       callModel(
         { home, dir, config, paiConfig, env, model, caller: b.caller },
@@ -302,11 +314,7 @@ function failed(b: Beat, error: unknown, beatId: number | undefined, redact: (te
   });
   b.logger.error(`heartbeat: no answer (${failure.kind}): ${detail}`);
   if (failure.class === 'unrecoverable') {
-    try {
-      appendToErrorFeed(b.home, { agent: b.dir.id, thread: HEARTBEAT_THREAD_ID, stage: 'llm', kind: failure.kind, status: failure.status, reason: failure.reason });
-    } catch (feedError) {
-      b.logger.warn(`heartbeat: the error could not go to the maintainer's feed: ${(feedError as Error).message}`);
-    }
+    b.toFeed('errors', 'error', { agent: b.dir.id, thread: HEARTBEAT_THREAD_ID, stage: 'llm', kind: failure.kind, status: failure.status, reason: failure.reason } satisfies ErrorFeedEntry);
   }
   return new ClawError('upstream', `the heartbeat got no answer: ${failure.reason}`, {
     suggestion: failure.class === 'outage' ? 'the next heartbeat tries again' : `see: theclaw logs ${b.dir.id}, and theclaw doctor`,

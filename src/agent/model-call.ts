@@ -70,6 +70,8 @@ export interface TurnRecording {
   logger: Logger;
   /** For the log: which turn retries. */
   where: string;
+  /** Told of each command after its record: the warden's feed gets a copy (feeds.ts). */
+  ranCommand?: (toolcall: { event: number; command: string; exit_code: number }) => void;
 }
 
 /** The part of a turn's `onEvent` that records: commands with their results, usage, retries (logged). */
@@ -90,7 +92,7 @@ export function turnRecorder(recording: TurnRecording): (event: ChatEvent) => vo
       // A command may print a key it found; records are read by people and other agents.
       const output = recording.redact(event.stdout + (event.stderr ? `\n[stderr]\n${event.stderr}` : ''));
       const command = commands.get(event.id);
-      account.record('toolcall', {
+      const recordId = account.record('toolcall', {
         in_reply_to: account.inReplyTo,
         command: command?.command ?? '',
         ...(command?.comment ? { comment: command.comment } : {}),
@@ -98,6 +100,7 @@ export function turnRecorder(recording: TurnRecording): (event: ChatEvent) => vo
         output: output.length > OUTPUT_LIMIT ? `${output.slice(0, OUTPUT_LIMIT)}\n[... ${output.length - OUTPUT_LIMIT} characters more]` : output,
         duration_ms: event.duration_ms,
       });
+      recording.ranCommand?.({ event: recordId, command: recording.redact(command?.command ?? ''), exit_code: event.exit_code });
     }
     if (event.type === 'usage') recordUsage(account, recording.used(), event);
   };

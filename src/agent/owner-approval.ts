@@ -5,6 +5,8 @@ import { INBOX_FILTER } from './lifecycle.js';
 import type { AgentDir } from './agent-dir.js';
 import { createApproval, decideApproval, readApproval, waitForDecision, type Approval } from './approvals.js';
 import { chatCommandArgument, chatCommandOf } from './chat-commands.js';
+import { REPORTS_AGENT } from './identity.js';
+import { decideProposal, describeOutcome, findProposal } from './proposals.js';
 import { describeSeconds } from './turn-attempts.js';
 import { decide, isOwner, isOwnerDirectChat, type CommandRule, type Policy } from './tool-policy.js';
 
@@ -87,14 +89,21 @@ export function noticeApproval(event: ThreadEvent, dir: AgentDir, policy: Policy
   if (state.state === 'decided') logger.info(`run: approval ${code} ${state.decision.approved ? 'approved' : 'denied'} by ${state.decision.by}`);
 }
 
-/** The answer to `/approve <code>` or `/deny <code>`: what became of the request. */
-export function approvalReply(command: 'approve' | 'deny', event: ThreadEvent, dir: AgentDir, policy: Policy): string {
+/**
+ * The answer to `/approve <code>` or `/deny <code>`: what became of the request, or of the
+ * proposal (proposals.ts) — the agent's own, and in the owner's chat with the agent the system
+ * agents report to, any agent's.
+ */
+export function approvalReply(command: 'approve' | 'deny', event: ThreadEvent, dir: AgentDir, policy: Policy, home: string): string {
   if (!isOwner(policy, event.source)) return 'Only the owner can approve or deny commands.';
   if (!isOwnerDirectChat(policy, event.source)) return 'Approve or deny in your direct chat with me, not here.';
   const code = chatCommandArgument(textOf(event));
   if (code === null) return `Say which request: /${command} <code>, as in the request.`;
   const approval = readApproval(dir, code);
-  if (!approval) return `There is no request ${code}.`;
+  if (!approval) {
+    const found = findProposal(home, code, dir.id === REPORTS_AGENT ? undefined : [dir.id]);
+    return found ? describeOutcome(decideProposal(home, found.dir, found.proposal, command === 'approve', decider(event)), home) : `There is no request ${code}.`;
+  }
   // Mostly decided already, by the run that saw this message come in (noticeApproval).
   const { state } = decideApproval(dir, code, command === 'approve', decider(event));
   if (state.state === 'expired') return `Request ${approval.code} had expired; the command did not run.`;

@@ -9,10 +9,11 @@ import type { NoticeKind } from '../core/message.js';
 /**
  * Puts a message into the owner's direct chat with an agent (the one they wrote in last), for
  * `agent deliver` to send like an answer; false when the owner has no direct chat with it yet.
- * For what speaks to the owner from outside a run: the maintainer's sweep (a notice), a
- * heartbeat's finding (the agent's own words, no notice).
+ * For what speaks to the owner from outside a run: a system agent's sweep (a notice), a
+ * heartbeat's finding (the agent's own words, no notice). A message with a `key` is put there
+ * once: a sweep that tells again what it told before it crashed tells nothing.
  */
-export function tellOwnerOf(home: string, id: string, text: string, notice?: NoticeKind): boolean {
+export function tellOwnerOf(home: string, id: string, text: string, notice?: NoticeKind, key?: string): boolean {
   const dir = requireAgent(home, id);
   const config = loadAgentConfig(dir);
   const inbox = openThread(dir.inbox, { home });
@@ -27,7 +28,12 @@ export function tellOwnerOf(home: string, id: string, text: string, notice?: Not
   if (!existsSync(route.path)) return false;
   const thread = openThread(route.path, { home });
   try {
-    thread.push({ source: 'self', type: 'message', content: JSON.stringify({ text, attachments: [], reply_context: replyContextFromSource(owner), ...(notice ? { notice } : {}) }) });
+    thread.pushOnce({
+      source: 'self',
+      type: 'message',
+      content: JSON.stringify({ text, attachments: [], reply_context: replyContextFromSource(owner), ...(notice ? { notice } : {}) }),
+      idempotency_key: key,
+    });
   } finally {
     thread.close();
   }

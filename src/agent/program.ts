@@ -142,22 +142,22 @@ The agent's commands are shown as they run, on stderr.`,
   withExamples(
     program
       .command('approvals')
-      .description("commands that wait for the owner's approval (policy ask)")
+      .description("what waits for the owner's decision: commands (policy ask), and proposed changes to the agent's IDENTITY.md or memory (the evolver's)")
       .argument('<id>')
       .addOption(jsonOption())
       .action(async (id: string, options) => (await commands()).approvals(id, options)),
     ['agent approvals helper'],
   );
   for (const [verb, what] of [
-    ['approve', 'let a command that waits for approval run'],
-    ['deny', 'refuse a command that waits for approval'],
+    ['approve', 'let a command that waits for approval run, or apply a proposed change (the file as it was is kept)'],
+    ['deny', 'refuse a command that waits for approval, or drop a proposed change'],
   ] as const) {
     withExamples(
       program
         .command(verb)
         .description(what)
         .argument('<id>')
-        .argument('<code>', 'the code in the request')
+        .argument('<code>', 'the code in the request or the proposal')
         .addOption(jsonOption())
         .action(async (id: string, code: string, options) => (await commands()).decide(id, code, verb === 'approve', options)),
       [`agent ${verb} helper k3x9p`],

@@ -23,7 +23,7 @@ import { EMBEDDINGS_SOCKET_ENV, serveEmbeddings } from './memory-embedder.js';
 import { SpendLedger } from './budget.js';
 import { accountedSummariser, type CallAccount } from './accounting.js';
 import type { Summarise } from './compaction.js';
-import { appendToErrorFeed } from './error-feed.js';
+import { feedCopier, FeedWriter, type ErrorFeedEntry, type ToolcallFeedEntry } from './feeds.js';
 import { deliverHandler, INBOX_CONSUMER, OUTBOUND_CONSUMER, OUTBOUND_FILTER } from './lifecycle.js';
 import { callWithinWindow } from './overflow.js';
 import { flushMemory } from './memory-flush.js';
@@ -94,6 +94,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
   const threads = new Map<string, Thread>();
   const summary: RunSummary = { handled: 0, replied: 0, errors: 0 };
   const spend = new SpendLedger(dir, config.budget);
+  const feeds = new FeedWriter(home, id);
   let inbox: Thread | undefined;
   let inboxWatch: InboxWatch | undefined;
   let embeddings: Awaited<ReturnType<typeof serveEmbeddings>> = null;
@@ -133,6 +134,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
       tellOwner: (text) => tellOwner(text),
       spend,
       embeddingsSocket: embeddings?.socket ?? null,
+      toFeed: feedCopier(feeds, logger, 'run'),
     };
     const tellOwner = (text: string): boolean => {
       const owner = ownerDirectChat(inbox!, config.policy);
@@ -233,6 +235,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
     for (const thread of threads.values()) thread.close();
     inbox?.close();
     spend.close();
+    feeds.close();
     lock.lock.release();
   }
 }
@@ -274,6 +277,8 @@ interface TurnSettings {
   tellOwner: (text: string) => boolean;
   /** The agent's spend caps and what they count (budget.ts). */
   spend: SpendLedger;
+  /** Errors and commands go to the system agents' feeds too (feeds.ts). */
+  toFeed: ReturnType<typeof feedCopier>;
 }
 
 type Outcome = 'replied' | 'no_reply' | 'stopped' | 'error' | 'already_handled';
@@ -326,19 +331,15 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
     const record = answerUnheardVoice({ thread, inboundId, outcomeKey, replyContext: target.replyContext, paiConfig: turn.paiConfig, problem: heard?.problem, redact: turn.redact });
     logger.warn(`run: a voice message in thread ${route.threadId} (event ${inboundId}) was not transcribed: ${record.error}; the person is told`);
     if (heard?.problem === undefined) return 'no_reply'; // not set up (or told before a crash): nothing new to report
-    try {
-      const status = record.status ?? null;
-      appendToErrorFeed(turn.home, {
-        agent: dir.id,
-        thread: route.threadId,
-        stage: record.stage,
-        kind: record.kind!,
-        status,
-        reason: `a voice message could not be transcribed${status ? ` (${status})` : ''}`,
-      });
-    } catch (feedError) {
-      logger.warn(`run: the error could not go to the maintainer's feed: ${(feedError as Error).message}`);
-    }
+    const status = record.status ?? null;
+    turn.toFeed('errors', 'error', {
+      agent: dir.id,
+      thread: route.threadId,
+      stage: record.stage,
+      kind: record.kind!,
+      status,
+      reason: `a voice message could not be transcribed${status ? ` (${status})` : ''}`,
+    } satisfies ErrorFeedEntry);
     return 'error';
   }
   let attempt: Attempt | undefined;
@@ -376,6 +377,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
       used: () => used,
       logger,
       where: `thread ${route.threadId} event ${inboundId}`,
+      ranCommand: (toolcall) => turn.toFeed('toolcalls', 'toolcall', { agent: dir.id, thread: route.threadId, ...toolcall } satisfies ToolcallFeedEntry),
     });
     const asked = modelInput(dir, inbound.text, inbound.attachments, model.images);
     const turnCall: Omit<CallInput, 'system'> = {
@@ -511,18 +513,14 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
       throw outage;
     }
     logger.error(`run: no answer to thread ${route.threadId} event ${inboundId} (${failure.kind}): ${cause instanceof Error ? cause.message : String(cause)}`);
-    try {
-      appendToErrorFeed(turn.home, {
-        agent: dir.id,
-        thread: route.threadId,
-        stage: cause instanceof TurnAbandoned ? 'turn' : 'llm',
-        kind: failure.kind,
-        status: failure.status,
-        reason: failure.reason,
-      });
-    } catch (feedError) {
-      logger.warn(`run: the error could not go to the maintainer's feed: ${(feedError as Error).message}`);
-    }
+    turn.toFeed('errors', 'error', {
+      agent: dir.id,
+      thread: route.threadId,
+      stage: cause instanceof TurnAbandoned ? 'turn' : 'llm',
+      kind: failure.kind,
+      status: failure.status,
+      reason: failure.reason,
+    } satisfies ErrorFeedEntry);
     return 'error';
   } finally {
     progress?.end(answered);

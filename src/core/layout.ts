@@ -146,9 +146,14 @@ export function sharedSkillsDir(home: string): string {
   return join(home, 'skills');
 }
 
-/** `maintainer/incidents.db`: the maintainer's sweep's incidents and how far it read the error feed. */
-export function incidentsPath(home: string): string {
-  return join(home, 'maintainer', 'incidents.db');
+/** `<maintainer|warden>/incidents.db`: a system agent's sweep's incidents (theclaw/feed-sweep.ts). */
+export function incidentsPath(home: string, sweeper: 'maintainer' | 'warden'): string {
+  return join(home, sweeper, 'incidents.db');
+}
+
+/** `evolver/state.json`: until when the evolver's daily reflection has read. */
+export function evolverStatePath(home: string): string {
+  return join(home, 'evolver', 'state.json');
 }
 
 /** `service.env`: the keys `theclaw service install` hands to the daemons' units. */
@@ -188,7 +193,16 @@ export const AGENT_FILES_DIR = 'files';
 /** Where the commands of an agent's turn leave requests for the runtime: `agents/<id>/outbox/<conversation>/` (src/core/turn-outbox.ts). */
 export const AGENT_OUTBOX_DIR = 'outbox';
 
-/** The thread every agent's runtime appends its errors to, for the maintainer's sweep: `feeds/errors/`. */
-export function errorFeedPath(home: string): string {
-  return join(home, 'feeds', 'errors');
+/**
+ * The feeds: threads of the whole home that every agent's runtime appends to, so that a system
+ * agent's sweep reads what is new since its last look instead of every agent's every thread:
+ * `errors` for the maintainer, `toolcalls` for the warden, `proposals` for the evolver's
+ * proposals and what became of them.
+ */
+export const FEED_NAMES = ['errors', 'toolcalls', 'proposals'] as const;
+export type FeedName = (typeof FEED_NAMES)[number];
+
+/** A feed's thread: `feeds/<name>/`. */
+export function feedPath(home: string, name: FeedName): string {
+  return join(home, 'feeds', name);
 }

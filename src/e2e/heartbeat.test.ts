@@ -226,18 +226,18 @@ describe('heartbeats', () => {
     await s.must('notifier', ['timer', 'remove', '--id', 'hb-admin']);
     const up = JSON.parse((await s.must('theclaw', ['up', '--json'])).stdout);
     expect(up.heartbeats).toEqual({ set: ['hb-admin'], removed: [], problems: [] });
-    expect((await timers(s)).map((t) => t.id)).toEqual(['hb-admin', 'maintainer-sweep']);
+    expect((await timers(s)).map((t) => t.id)).toEqual(['evolver-daily', 'hb-admin', 'maintainer-sweep', 'warden-sweep']);
     expect(JSON.parse((await s.must('theclaw', ['up', '--json'])).stdout).heartbeats).toEqual({ set: [], removed: [], problems: [] });
 
     expect((await agent(['--off'])).stdout).toBe('removed the heartbeat of admin and its timer\n');
     expect(config().heartbeat).toBeUndefined();
-    expect((await timers(s)).map((t) => t.id)).toEqual(['maintainer-sweep']);
+    expect((await timers(s)).map((t) => t.id)).toEqual(['evolver-daily', 'maintainer-sweep', 'warden-sweep']);
     expect((await agent(['--off'])).stdout).toBe('admin had no heartbeat\n');
 
     // Taken out of the config by hand: theclaw up removes its timer.
     await s.must('agent', ['heartbeat', 'admin', '--every', '1h']);
     writeFileSync(configPath, stringify({ ...config(), heartbeat: undefined }));
     expect(JSON.parse((await s.must('theclaw', ['up', '--json'])).stdout).heartbeats).toEqual({ set: [], removed: ['hb-admin'], problems: [] });
-    expect((await timers(s)).map((t) => t.id)).toEqual(['maintainer-sweep']);
+    expect((await timers(s)).map((t) => t.id)).toEqual(['evolver-daily', 'maintainer-sweep', 'warden-sweep']);
   });
 });

@@ -43,7 +43,7 @@ notifier reload applies a change to the running daemon.`,
     program
       .command('reload')
       .description(
-        'apply the config file to the running daemon, without a restart: runs under way keep their limits, the next ones get the new (a config with a problem is refused, and the running one kept)',
+        'apply notifier/config.yaml to the running daemon, without a restart: runs under way keep their limits, the next ones get the new (a config with a problem is refused, and the running one kept)',
       )
       .addOption(jsonOption())
       .action(async (options) => (await commands()).reload(options)),

@@ -67,9 +67,44 @@ export async function reload(options: Json): Promise<void> {
 }
 
 export async function maintain(options: Json): Promise<void> {
-  const result = (await import('./maintainer.js')).sweep(resolveHome());
+  const home = resolveHome();
+  // Most sweeps find nothing new: those need not load the agent runtime the sweep uses.
+  const result = (await import('./feed-sweep.js')).hasNew(home, 'errors', 'maintainer') ? (await import('./maintainer.js')).sweep(home) : { read: 0, reported: [] };
   if (options.json) return printJson(result);
   printLines([`read ${result.read} error(s); ${result.reported.length ? `reported ${result.reported.length} new incident(s)` : 'no new incident'}`, ...result.reported.map((text) => `  ${text}`)]);
+}
+
+export async function ward(options: Json): Promise<void> {
+  const home = resolveHome();
+  const result = (await import('./feed-sweep.js')).hasNew(home, 'toolcalls', 'warden') ? (await import('./warden.js')).ward(home) : { read: 0, findings: [] };
+  if (options.json) return printJson(result);
+  const untold = result.findings.filter((finding) => !finding.told).length;
+  printLines([
+    `reviewed ${result.read} command(s); ${result.findings.length ? `found ${result.findings.length} new dangerous one(s)${untold ? `, ${untold} not told: the owner has no chat with admin yet` : ''}` : 'nothing new is dangerous'}`,
+    ...result.findings.map((finding) => `  ${finding.agent} ${finding.thread} #${finding.event}: ${finding.rules.map((rule) => rule.rule).join(', ')}: ${finding.command}`),
+  ]);
+}
+
+export async function evolve(options: Json): Promise<void> {
+  const result = await (await import('./evolver.js')).evolve(resolveHome());
+  if (!options.json) {
+    printLines([
+      result.skipped
+        ? `no reflection: ${result.skipped}`
+        : `reflected on ${result.since} to ${result.until}: ${result.usage.calls} model call(s), ${result.usage.input_tokens} in + ${result.usage.output_tokens} out tokens`,
+      ...result.agents.map(
+        (agent) =>
+          `  ${agent.agent}: ${agent.outcome}${agent.detail ? ` (${agent.detail})` : ''}${agent.proposals.map((p) => `\n    ${p.code} ${p.file}: ${p.summary}${p.told ? '' : ' (not told: the owner has no chat with it or admin yet)'}`).join('')}`,
+      ),
+    ]);
+  }
+  // A reflection the model failed makes the timer's run fail, as notifier timer list shows.
+  const failed = result.agents.filter((agent) => agent.outcome === 'failed');
+  if (failed.length)
+    throw new ClawError('io', `the reflection on ${failed.map((agent) => `${agent.agent} (${agent.detail})`).join(', ')} failed`, {
+      suggestion: 'see theclaw logs and theclaw doctor; the next reflection covers its own day',
+    });
+  if (options.json) printJson(result);
 }
 
 export async function serviceInstall(options: Json): Promise<void> {

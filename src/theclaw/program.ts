@@ -18,7 +18,8 @@ export function createTheclawProgram(): Command {
       'after',
       `
 theclaw up starts notifier (dispatch) and xgw (the gateway), creates and starts the system agents
-(admin, warden, maintainer, evolver), and routes the web chat and the terminal to admin. Everything
+(admin, warden, maintainer, evolver) with their timers (maintainer-sweep, warden-sweep,
+evolver-daily), and routes the web chat and the terminal to admin. Everything
 lives under $THECLAW_HOME (default ~/.theclaw). With no provider key the agents answer with the
 offline mock model; set OPENAI_API_KEY or ANTHROPIC_API_KEY (or a base_url in pai/config.yaml)
 before theclaw up for a real one.`,
@@ -28,7 +29,7 @@ before theclaw up for a real one.`,
   withExamples(
     program
       .command('up')
-      .description('start notifier and xgw, create and start the system agents, and print where to talk')
+      .description("start notifier and xgw, create and start the system agents, register their timers (the maintainer's and the warden's sweeps, the evolver's reflection), and print where to talk")
       .addOption(jsonOption())
       .action(async (options) => (await commands()).up(options)),
     ['theclaw up', 'OPENAI_API_KEY=sk-... theclaw up'],
@@ -114,6 +115,26 @@ before theclaw up for a real one.`,
       .addOption(jsonOption())
       .action(async (options) => (await commands()).maintain(options)),
     ['theclaw maintain', 'notifier timer list'],
+  );
+  withExamples(
+    program
+      .command('ward')
+      .description(
+        "the warden's sweep (theclaw up runs it every 30 s on the timer warden-sweep): review the commands the agents ran since the last sweep for dangerous patterns, and tell the owner of each in their chat with admin: the agent, the conversation, the command and why",
+      )
+      .addOption(jsonOption())
+      .action(async (options) => (await commands()).ward(options)),
+    ['theclaw ward', 'theclaw ward --json'],
+  );
+  withExamples(
+    program
+      .command('evolve')
+      .description(
+        "the evolver's daily reflection (theclaw up runs it at 22:00 on the timer evolver-daily): for each agent with messages since the last one, the model reads a digest of its day and may propose a new IDENTITY.md or memory/agent.md; the owner is told and decides with /approve or /deny (agent approvals lists what waits)",
+      )
+      .addOption(jsonOption())
+      .action(async (options) => (await commands()).evolve(options)),
+    ['theclaw evolve', 'agent approvals admin'],
   );
   const service = program.command('service').description('start the daemons with the system: systemd user units (Linux), launchd agents (macOS)');
   withExamples(

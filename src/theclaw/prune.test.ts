@@ -98,6 +98,21 @@ describe('theclaw prune', () => {
     }
   });
 
+  it("removes a feed's old events once its sweep has read them, not those it has yet to read", async () => {
+    const feed = openThread(join(t.home, 'feeds', 'toolcalls'), { home: t.home, create: true });
+    try {
+      feed.pushBatch(Array.from({ length: 1_300 }, (_, i) => ({ source: 'self', type: 'record', subtype: 'toolcall', content: `c${i + 1}` })));
+      feed.ack('warden', 200); // the warden has read the first 200
+    } finally {
+      feed.close();
+    }
+    const db = new Database(join(t.home, 'feeds', 'toolcalls', 'events.db'));
+    db.prepare('UPDATE events SET created_at = ?').run(new Date(Date.now() - 40 * DAY).toISOString());
+    db.close();
+
+    expect((await prune([])).events).toEqual({ threads: 1, removed: 200 });
+  });
+
   it('--dry-run says what would go and changes nothing', async () => {
     const logs = join(t.home, 'logs');
     rotatedLogs(logs, 7);

@@ -1,9 +1,10 @@
 import type Database from 'better-sqlite3';
-import { readdirSync, statSync, unlinkSync, type Dirent } from 'node:fs';
+import { existsSync, readdirSync, statSync, unlinkSync, type Dirent } from 'node:fs';
 import { join } from 'node:path';
 import { conversationThreads } from '../agent/lifecycle.js';
-import { xgwStatePath } from '../core/layout.js';
+import { FEED_NAMES, feedPath, xgwStatePath } from '../core/layout.js';
 import { openSqlite } from '../core/sqlite.js';
+import { openThread, type Thread } from '../thread/index.js';
 import { forEachAgentThread } from './agent-threads.js';
 
 /**
@@ -14,7 +15,7 @@ import { forEachAgentThread } from './agent-threads.js';
  * - xgw's delivery keys of complete deliveries older than the cut-off (a retry of a delivery
  *   comes within minutes, never after `olderThan`; incomplete ones are kept: they are work),
  *   mailbox messages that were read and are older than the cut-off, and expired pairing codes;
- * - thread events (every agent's inbox and conversations) older than the cut-off that every
+ * - thread events (every agent's inbox and conversations, and the feeds) older than the cut-off that every
  *   consumer of the thread has acknowledged, except the newest `keepEvents` of each thread, which
  *   stay as its recent history (Thread.prune): unacknowledged work is never removed;
  * - then every database's WAL is checkpointed and truncated (`wal_checkpoint(TRUNCATE)`; a
@@ -61,18 +62,27 @@ export function prune(home: string, options: PruneOptions): PruneReport {
   return { dry_run: dryRun, older_than: cutoff, rotated_logs, xgw, events, wal, freed_bytes: rotated_logs.bytes + wal.bytes };
 }
 
-/** Old, acknowledged events of every agent thread (a damaged thread is skipped: status names it). */
+/** Old, acknowledged events of every agent thread and feed (a damaged thread is skipped: status names it). */
 function pruneEvents(home: string, cutoff: string, keep: number, dryRun: boolean): PruneReport['events'] {
   const report = { threads: 0, removed: 0 };
+  const pruneThread = (thread: Thread) => {
+    const removed = thread.prune({ before: cutoff, keep, dryRun });
+    if (removed > 0) report.threads++;
+    report.removed += removed;
+  };
   forEachAgentThread(
     home,
     (dir) => [dir.inbox, ...conversationThreads(dir)],
-    ({ thread }) => {
-      const removed = thread.prune({ before: cutoff, keep, dryRun });
-      if (removed > 0) report.threads++;
-      report.removed += removed;
-    },
+    ({ thread }) => pruneThread(thread),
   );
+  for (const path of FEED_NAMES.map((name) => feedPath(home, name)).filter((path) => existsSync(join(path, 'events.db')))) {
+    const thread = openThread(path, { home });
+    try {
+      pruneThread(thread);
+    } finally {
+      thread.close();
+    }
+  }
   return report;
 }
 

@@ -1,5 +1,3 @@
-import { joinCommand } from '../core/command.js';
-import { cliPath } from '../core/package.js';
 import { existsSync, writeFileSync } from 'node:fs';
 import { dirname, relative } from 'node:path';
 import { agentDir } from '../agent/agent-dir.js';
@@ -13,9 +11,9 @@ import { waitForLock, type Lock } from '../core/lock.js';
 import { ClawError, isClawError } from '../core/errors.js';
 import { wakeNotifier } from '../thread/index.js';
 import { loadConfig as loadNotifierConfig } from '../notifier/config.js';
-import { addTimer, daemonStatus, listTimers, reloadNotifier, startDaemon } from '../notifier/control.js';
+import { daemonStatus, reloadNotifier, startDaemon } from '../notifier/control.js';
 import type { NotifierReloadResult } from '../notifier/index.js';
-import { SWEEP_TIMER_ID } from './maintainer.js';
+import { registerSystemTimers } from './system-timers.js';
 import { chooseModel, loadPaiConfig, MOCK_PROVIDER } from '../pai/models.js';
 import { DEFAULT_XGW_CONFIG, loadXgwConfig } from '../xgw/config.js';
 import { gatewayStatus, reloadGateway, startGateway } from '../xgw/control.js';
@@ -130,7 +128,7 @@ async function upLocked(home: string, env: NodeJS.ProcessEnv): Promise<Omit<UpRe
       suggestion: webchat!.problem?.fix ?? 'see: xgw config check and theclaw doctor',
     });
   }
-  await registerSweep(home);
+  await registerSystemTimers(home);
   const heartbeats = await registerHeartbeats(home, env);
   const model = agentsModel(home, env);
   const shell = defaultModel(home, env);
@@ -139,12 +137,6 @@ async function upLocked(home: string, env: NodeJS.ProcessEnv): Promise<Omit<UpRe
   const notifierStatus = started.includes('notifier') ? null : await daemonStatus(home).catch(() => null);
   const config_changed = changedConfigs(home, notifierStatus, xgw.value);
   return { home, started, created, agents, notifier: { pid: notifier.value.pid! }, xgw: xgw.value, model, heartbeats, ...(differs ? { shell_model: shell } : {}), config_changed };
-}
-
-/** The maintainer's sweep (maintainer.ts) on a timer, once: a timer of that id the owner changed stays as they left it. */
-async function registerSweep(home: string): Promise<void> {
-  if (listTimers(home).some((timer) => timer.id === SWEEP_TIMER_ID)) return;
-  await addTimer(home, SWEEP_TIMER_ID, { kind: 'every', ms: 30_000 }, joinCommand([process.execPath, cliPath('theclaw'), 'maintain']));
 }
 
 /**

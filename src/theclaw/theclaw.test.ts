@@ -146,6 +146,13 @@ describe('theclaw up, status, down', () => {
     expect(first.stdout).toContain('terminal  agent chat admin');
     expect(first.stdout).toContain('mock/echo (offline: no provider key)');
     for (const name of ['notifier', 'xgw']) expect(existsSync(join(t!.home, 'run', `${name}.pid`))).toBe(true);
+    // The system agents' work, on timers: the sweeps and the daily reflection.
+    const timers = JSON.parse((await runTool('notifier', ['timer', 'list', '--json'], t!.env)).stdout) as { id: string; command: string }[];
+    expect(timers.map((timer) => [timer.id, timer.command.split(' ').at(-1)])).toEqual([
+      ['evolver-daily', 'evolve'],
+      ['maintainer-sweep', 'maintain'],
+      ['warden-sweep', 'ward'],
+    ]);
 
     // Again: nothing is started twice, and the offline notice is said on every start.
     const second = await theclaw(['up', '--json']);

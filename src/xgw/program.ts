@@ -54,7 +54,7 @@ commands a turn runs ("running: ls -la") under the typing dots (default: on wher
     program
       .command('reload')
       .description(
-        'apply the config file to the running gateway: new channels start, removed ones stop, changed ones restart, routes and allow lists apply to the next message; the others keep running (a config with a problem is refused, and the running one kept)',
+        'apply xgw/config.yaml to the running gateway: new channels start, removed ones stop, changed ones restart, routes and allowlists apply to the next message; the others keep running (a config with a problem is refused, and the running one kept)',
       )
       .addOption(jsonOption())
       .action(async (options) => (await commands()).reload(options)),
@@ -106,7 +106,7 @@ commands a turn runs ("running: ls -la") under the typing dots (default: on wher
   withExamples(
     channel
       .command('list')
-      .description('the channels in the config file, with their settings (xgw status shows their state)')
+      .description('the channels in xgw/config.yaml, with their settings (xgw status shows their state)')
       .addOption(jsonOption())
       .action(async (options) => (await commands()).channelList(options)),
     ['xgw channel list', 'xgw channel list --json'],
@@ -138,7 +138,7 @@ commands a turn runs ("running: ls -la") under the typing dots (default: on wher
   withExamples(
     route
       .command('list')
-      .description('the routes in the config file, in order, with whether their agent exists')
+      .description('the routes in xgw/config.yaml, in order, with whether their agent exists')
       .addOption(jsonOption())
       .action(async (options) => (await commands()).routeList(options)),
     ['xgw route list'],
