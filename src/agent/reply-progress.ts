@@ -36,9 +36,10 @@ export interface ReplyProgress {
  * secrets removed and cut short. Only in the answer's own conversation, and only for a person:
  * an agent that asked has nothing to show it to; the commands only in a direct chat, where the
  * person who asked is the only one to see them. Nothing is waited for; a gateway that is down is
- * only logged.
+ * only logged. No draft is shown while `earlierWaiting` says an earlier answer of the conversation
+ * has yet to be delivered (xgw was down, the platform failing): it would show above it.
  */
-export function replyProgress(home: string, replyContext: ReplyContext | null, logger: Logger, redact: (text: string) => string): ReplyProgress {
+export function replyProgress(home: string, replyContext: ReplyContext | null, logger: Logger, redact: (text: string) => string, earlierWaiting: () => boolean = () => false): ReplyProgress {
   if (replyContext?.kind !== 'external') return { written() {}, restart() {}, running() {}, end() {} };
   const conversation = {
     channel: replyContext.channel_id,
@@ -64,7 +65,9 @@ export function replyProgress(home: string, replyContext: ReplyContext | null, l
   const showDraft = (): void => {
     due = undefined;
     if (replyTo === undefined || text.trim() === '' || SILENT_ANSWERS.some((silent) => silent.startsWith(text.trim().slice(0, silent.length)))) return;
-    if (text === shown) return;
+    // Held back behind an undelivered answer: tried again with the next of the text, or never (the
+    // answer itself then comes in its order).
+    if (text === shown || earlierWaiting()) return;
     shown = text;
     sentAt = Date.now();
     tell({ op: 'draft', ...conversation, reply_to: replyTo, text });

@@ -360,7 +360,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
       throw new TurnAbandoned('over_budget', reservation.over.reason);
     }
     attempt = beginAttempt(thread, inboundId, config.turn);
-    progress = replyProgress(turn.home, target.replyContext, logger, turn.redact);
+    progress = replyProgress(turn.home, target.replyContext, logger, turn.redact, () => thread.hasPending(OUTBOUND_CONSUMER));
     const modelTurn = { ...turn, model };
     // The model that answers (a fallback after a failover): the usage records name it.
     let used = model;

@@ -177,7 +177,11 @@ describe('the whole system under chaos', () => {
       expect(replies.map((reply) => reply.in_reply_to)).toEqual(inbound.map((event) => event.id));
     }
     expect(checks.filter((check) => check.result !== 'ok')).toEqual([]);
-    expect(checks.filter((check) => check.file.endsWith('events.db'))).toHaveLength(1 + peers.length);
+    // The inbox, each person's thread, and the warden's feed of the commands the turns ran.
+    expect(checks.filter((check) => check.file.endsWith('events.db')).map((check) => check.file)).toEqual(
+      expect.arrayContaining(['agents/admin/inbox/events.db', 'feeds/toolcalls/events.db', ...peers.map((peer) => `agents/admin/threads/peers/telegram.main.${peer}/events.db`)]),
+    );
+    expect(checks.filter((check) => check.file.endsWith('events.db'))).toHaveLength(2 + peers.length);
     expect(losses).toEqual([]);
     expect(waited).toBe('everything delivered');
   });
