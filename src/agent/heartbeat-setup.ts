@@ -107,9 +107,13 @@ export async function syncHeartbeatTimer(home: string, id: string, env: NodeJS.P
   return syncOne(home, id, await listTimers(home, env), env);
 }
 
-/** The same for every agent (`theclaw up`), with one `notifier timer list`; one agent's problem does not stop the others. */
-export async function syncAllHeartbeatTimers(home: string, env: NodeJS.ProcessEnv = process.env): Promise<TimerSync> {
-  const timers = await listTimers(home, env);
+/**
+ * The same for every agent (`theclaw up`), with one `notifier timer list` (none when the caller
+ * has the timers as notifier lists them, as `theclaw up` does: a process start less); one agent's
+ * problem does not stop the others.
+ */
+export async function syncAllHeartbeatTimers(home: string, env: NodeJS.ProcessEnv = process.env, listed?: readonly SyncedTimer[]): Promise<TimerSync> {
+  const timers = listed ?? (await listTimers(home, env));
   const sync: TimerSync = { set: [], removed: [], problems: [] };
   for (const id of listAgentIds(home)) {
     try {
@@ -123,7 +127,7 @@ export async function syncAllHeartbeatTimers(home: string, env: NodeJS.ProcessEn
   return sync;
 }
 
-async function syncOne(home: string, id: string, timers: readonly ListedTimer[], env: NodeJS.ProcessEnv): Promise<Omit<TimerSync, 'problems'>> {
+async function syncOne(home: string, id: string, timers: readonly SyncedTimer[], env: NodeJS.ProcessEnv): Promise<Omit<TimerSync, 'problems'>> {
   const heartbeat = loadAgentConfig(requireAgent(home, id)).heartbeat;
   const timerId = heartbeatTimerId(id);
   const existing = timers.find((timer) => timer.id === timerId);
@@ -136,14 +140,19 @@ async function syncOne(home: string, id: string, timers: readonly ListedTimer[],
   return { set: [timerId], removed: [] };
 }
 
+/** A timer as `notifier timer list --json` prints it. */
 interface ListedTimer {
   id: string;
+  /** As notifier formats it: `every 1800s`. */
   schedule: string;
   command: string;
   next_run_at: string | null;
   runs: number;
   last_exit: string | null;
 }
+
+/** What a heartbeat's sync reads of a listed timer. */
+export type SyncedTimer = Pick<ListedTimer, 'id' | 'schedule' | 'command'>;
 
 async function listTimers(home: string, env: NodeJS.ProcessEnv): Promise<ListedTimer[]> {
   return JSON.parse(await notifierTimer(home, ['list', '--json'], env)) as ListedTimer[];

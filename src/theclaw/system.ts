@@ -11,7 +11,7 @@ import { waitForLock, type Lock } from '../core/lock.js';
 import { ClawError, isClawError } from '../core/errors.js';
 import { wakeNotifier } from '../thread/index.js';
 import { loadConfig as loadNotifierConfig } from '../notifier/config.js';
-import { daemonStatus, reloadNotifier, startDaemon } from '../notifier/control.js';
+import { daemonStatus, listTimers, reloadNotifier, startDaemon } from '../notifier/control.js';
 import type { NotifierReloadResult } from '../notifier/index.js';
 import { registerSystemTimers } from './system-timers.js';
 import { chooseModel, loadPaiConfig, MOCK_PROVIDER } from '../pai/models.js';
@@ -146,7 +146,7 @@ async function upLocked(home: string, env: NodeJS.ProcessEnv): Promise<Omit<UpRe
 async function registerHeartbeats(home: string, env: NodeJS.ProcessEnv): Promise<UpResult['heartbeats']> {
   const { syncAllHeartbeatTimers } = await import('../agent/index.js');
   try {
-    return await syncAllHeartbeatTimers(home, env);
+    return await syncAllHeartbeatTimers(home, env, listTimers(home));
   } catch (error) {
     return { set: [], removed: [], problems: [(error as Error).message] };
   }
