@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import * as z from 'zod/mini';
 import { identify, isAlive } from './process.js';
 import { withStoragePath } from './storage-error.js';
-import { ensureDir } from './home.js';
+import { writeFileWhole } from './whole-file.js';
 
 /**
  * The processes a turn's tools start, found by a mark in their environment rather than by
@@ -129,18 +129,8 @@ export class TurnRegistry {
   private register(mark: ProcessMark): void {
     const entry: RegistryEntry = { mark, owner: identify(process.pid) };
     const file = this.fileOf(mark);
-    const temp = `${file}.tmp`;
-    withStoragePath(file, () => {
-      ensureDir(this.dir);
-      try {
-        writeFileSync(temp, JSON.stringify(entry) + '\n');
-        renameSync(temp, file);
-      } catch (error) {
-        // A full disk leaves no half-written file behind.
-        rmSync(temp, { force: true });
-        throw error;
-      }
-    });
+    // A full disk leaves no half-written file behind.
+    withStoragePath(file, () => writeFileWhole(file, JSON.stringify(entry) + '\n'));
   }
 
   private entries(): RegistryEntry[] {

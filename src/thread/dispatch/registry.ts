@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync, unlinkSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
-import { ensureDir } from '../../core/home.js';
+import { writeFileWhole } from '../../core/whole-file.js';
 import { homeRef, registryDir, resolveHomeRef } from '../../core/layout.js';
 
 /**
@@ -19,19 +19,11 @@ export function registerThread(home: string, threadPath: string): void {
   const ref = homeRef(home, threadPath);
   const file = entryPath(home, ref);
   if (existsSync(file)) return;
-  writeEntry(home, file, { path: ref, registered_at: new Date().toISOString() });
+  writeEntry(file, { path: ref, registered_at: new Date().toISOString() });
 }
 
-function writeEntry(home: string, file: string, entry: { path: string; registered_at: string }): void {
-  ensureDir(registryDir(home));
-  const temp = `${file}.${process.pid}.tmp`;
-  try {
-    writeFileSync(temp, JSON.stringify(entry) + '\n');
-    renameSync(temp, file);
-  } catch (error) {
-    rmSync(temp, { force: true });
-    throw error;
-  }
+function writeEntry(file: string, entry: { path: string; registered_at: string }): void {
+  writeFileWhole(file, JSON.stringify(entry) + '\n');
 }
 
 export function unregisterThread(home: string, threadPath: string): void {
@@ -78,7 +70,7 @@ function rewriteOldEntry(home: string, name: string, path: string, registeredAt:
     const file = entryPath(home, ref);
     const old = join(registryDir(home), name);
     if (file === old) return; // not an older version's: its name is the home's own
-    if (!existsSync(file)) writeEntry(home, file, { path: ref, registered_at: typeof registeredAt === 'string' ? registeredAt : new Date().toISOString() });
+    if (!existsSync(file)) writeEntry(file, { path: ref, registered_at: typeof registeredAt === 'string' ? registeredAt : new Date().toISOString() });
     rmSync(old, { force: true });
   } catch {
     // a read-only home: the entry stays as it was, and is resolved again next time
