@@ -204,4 +204,10 @@ describe('cmds list and --help', () => {
     expect(result.code).toBe(2);
     expect(result.stderr).toMatch(/^Error: unknown option '--bogus' - see 'cmds list --help'\n$/);
   });
+
+  it("says what was meant on the error's one line, not after a \\n", async () => {
+    const result = await cmds(['list', '--jsn']);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toBe("Error: unknown option '--jsn' (Did you mean --json?) - see 'cmds list --help'\n");
+  });
 });

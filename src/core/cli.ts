@@ -99,7 +99,8 @@ export async function runCli(program: Command, argv: string[] = process.argv): P
         process.exitCode = 2;
         return;
       }
-      reportError(usageError(error.message.replace(/^error: /, ''), helpHint(program, argv)), json);
+      // Commander puts its "(Did you mean …?)" on a line of its own; an error is one line.
+      reportError(usageError(error.message.replace(/^error: /, '').replace(/\s*\n\s*/g, ' '), helpHint(program, argv)), json);
       return;
     }
     reportError(error, json);

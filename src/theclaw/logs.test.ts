@@ -1,9 +1,11 @@
 import { spawn } from 'node:child_process';
+import { getEventListeners } from 'node:events';
 import { appendFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { agentDir, initAgent } from '../agent/index.js';
 import { cliPath } from '../core/package.js';
+import { followLogs } from './logs.js';
 import { createTestHome, runTool, waitFor, type TestHome } from '../testing/index.js';
 
 let t: TestHome;
@@ -43,6 +45,22 @@ describe('theclaw logs', () => {
     const badSince = await runTool('theclaw', ['logs', '--since', 'soon'], t.env);
     expect(badSince.code).toBe(2);
     expect(badSince.stderr).toContain('is not a duration - pass e.g. --since 10m');
+  });
+
+  it('-f keeps one abort listener however long it follows', async () => {
+    const stop = new AbortController();
+    const log = agentDir(t.home, 'helper').log;
+    let printed = 0;
+    const following = followLogs([{ name: 'helper', file: log }], () => printed++, stop.signal, 1);
+    // A line a poll at most: 30 printed lines are 30 polls or more.
+    await waitFor(() => {
+      appendFileSync(log, '[2026-11-23T10:00:09.000Z] [INFO] more\n');
+      return printed >= 30;
+    }, '30 polls');
+    expect(getEventListeners(stop.signal, 'abort').length).toBeLessThanOrEqual(1);
+    stop.abort();
+    await following;
+    expect(getEventListeners(stop.signal, 'abort')).toHaveLength(0);
   });
 
   it('-f prints what a log gains until interrupted', async () => {

@@ -66,16 +66,15 @@ export async function followLogs(sources: readonly LogSource[], print: (line: st
       partial.set(source.file, lines.pop() ?? '');
       for (const line of lines) print(`${source.name.padEnd(8)} ${line}`);
     }
+    // One listener per wait, removed after it: a listener per poll left behind would pile up.
     await new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, intervalMs);
-      signal.addEventListener(
-        'abort',
-        () => {
-          clearTimeout(timer);
-          resolve();
-        },
-        { once: true },
-      );
+      const done = () => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = setTimeout(done, intervalMs);
+      signal.addEventListener('abort', done, { once: true });
     });
   }
 }
