@@ -70,6 +70,9 @@ describe('theclaw doctor and xgw config check', () => {
   it('pass both once the tokens are set, warning both of the missing agent, and neither once it exists', async () => {
     const env = { ...t.env, ...TOKENS };
     expect((await doctorVerdict(env)).map((v) => v.severity)).toEqual(['warn']);
+    // One verdict on the configs: no "configs are valid" line under the warning.
+    const configLines = (await doctor(t.home, env, Date.now(), { offline: true })).filter((check) => check.name === 'config');
+    expect(configLines.map((check) => check.status)).toEqual(['warn']);
     expect(await configCheckVerdict(env)).toMatchObject({ code: 0, findings: [{ severity: 'warn', message: expect.stringContaining('agent ghost does not exist') }] });
     const human = await runTool('xgw', ['config', 'check'], env);
     expect(human.code).toBe(0);
@@ -77,6 +80,9 @@ describe('theclaw doctor and xgw config check', () => {
 
     expect((await runTool('agent', ['init', 'ghost'], env)).code).toBe(0);
     expect(await doctorVerdict(env)).toEqual([]);
+    expect((await doctor(t.home, env, Date.now(), { offline: true })).filter((check) => check.name === 'config')).toEqual([
+      { name: 'config', status: 'ok', detail: 'pai, notifier, xgw and agent configs are valid' },
+    ]);
     expect(await configCheckVerdict(env)).toEqual({ code: 0, findings: [] });
   });
 });

@@ -1,10 +1,11 @@
-import { existsSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmdirSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { join, relative } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import { agentDir, agentModel, agentStatus, describeShortage, identityText, INBOX_CONSUMER, INBOX_FILTER, listAgentIds, loadAgentConfig, windowShortage, type AgentConfig } from '../agent/index.js';
 import type { DaemonName } from '../core/daemon.js';
 import { daemonPidFile, xgwConfigPath } from '../core/layout.js';
-import { errnoCode, isClawError } from '../core/errors.js';
+import { ClawError, errnoCode, isClawError } from '../core/errors.js';
+import { storageError } from '../core/storage-error.js';
 import { yaml } from '../core/config.js';
 import { lockState } from '../core/lock.js';
 import { packageRoot } from '../core/package.js';
@@ -78,7 +79,11 @@ function checkNode(): Check {
 }
 
 function checkDataDirectory(home: string): Check {
-  if (!existsSync(home)) return { name: 'data directory', status: 'warn', detail: `${home} does not exist yet`, fix: 'theclaw up creates it' };
+  if (!existsSync(home)) {
+    const problem = unmakeable(home);
+    if (problem) return { name: 'data directory', status: 'fail', detail: problem.message, fix: problem.suggestion ?? 'point THECLAW_HOME at a directory on a normal disk' };
+    return { name: 'data directory', status: 'warn', detail: `${home} does not exist yet`, fix: 'theclaw up creates it' };
+  }
   const probe = join(home, `.doctor-${process.pid}`);
   try {
     writeFileSync(probe, '');
@@ -95,6 +100,24 @@ function checkDataDirectory(home: string): Check {
     return { name: 'data directory', status: 'warn', detail: `${home} is open to other users (it holds tokens and conversations)`, fix: `chmod 700 ${home}` };
   }
   return { name: 'data directory', status: 'ok', detail: `${home} is writable and private` };
+}
+
+/**
+ * Why a home that does not exist could not be made where it is (under a file, on /proc, in a
+ * directory that is not writable), as `theclaw up` would say it; null when it could. Tried with a
+ * directory made and removed at once in the nearest part of the path that exists.
+ */
+function unmakeable(home: string): ClawError | null {
+  let existing = dirname(home);
+  while (!existsSync(existing) && dirname(existing) !== existing) existing = dirname(existing);
+  const probe = join(existing, `.theclaw-doctor-${process.pid}`);
+  try {
+    mkdirSync(probe);
+    rmdirSync(probe);
+    return null;
+  } catch (error) {
+    return storageError(error, home) ?? new ClawError('io', `${home} cannot be made (${errnoCode(error) ?? (error as Error).message})`);
+  }
 }
 
 /** Every config file, each loaded the way its tool loads it. */
@@ -121,7 +144,8 @@ function checkConfigs(home: string, env: NodeJS.ProcessEnv): { checks: Check[]; 
     const config = attempt(`agent ${id}`, () => loadAgentConfig(agentDir(home, id)));
     if (config) agents.set(id, config);
   }
-  if (!checks.some((check) => check.status === 'fail')) checks.push({ name: 'config', status: 'ok', detail: 'pai, notifier, xgw and agent configs are valid' });
+  // One verdict: the ok line only when nothing above it was said of the configs.
+  if (checks.length === 0) checks.push({ name: 'config', status: 'ok', detail: 'pai, notifier, xgw and agent configs are valid' });
   // The channels theclaw up would start: the config's, or the default it writes when there is none.
   const channels = existsSync(xgwConfigPath(home)) ? (xgw?.channels ?? []) : XgwConfigSchema.parse(yaml().parse(DEFAULT_XGW_CONFIG)).channels;
   return { checks, channels, agents, ...(pai ? { pai } : {}) };

@@ -312,6 +312,26 @@ describe('theclaw doctor', () => {
       ['data directory', 'warn'],
     ]);
     expect(checks[1]!.fix).toBe('theclaw up creates it');
+    expect(readdirSync(t.home)).not.toContain('not-yet'); // doctor made nothing
+  });
+
+  it('fails a data directory that theclaw up could not make, with the reason up would give', async () => {
+    t = createTestHome();
+    const file = join(t.home, 'a-file');
+    writeFileSync(file, '');
+    for (const [home, said] of [
+      [join(file, 'home'), /a-file\/home cannot be made: a part of it is a file, not a directory$/],
+      ['/proc/theclaw-doctor-nope', /^\/proc\/theclaw-doctor-nope cannot be made: its directory takes no new entries/],
+    ] as const) {
+      const result = await runTool('theclaw', ['doctor', '--offline', '--json'], { ...t.env, THECLAW_HOME: home });
+      expect(result.code, result.stderr).toBe(1);
+      const data = (JSON.parse(result.stdout) as { checks: Check[] }).checks.find((c) => c.name === 'data directory')!;
+      expect(data.status).toBe('fail');
+      expect(data.detail).toMatch(said);
+      const up = await runTool('theclaw', ['up'], { ...t.env, THECLAW_HOME: home });
+      expect(up.code).toBe(1);
+      expect(up.stderr).toContain(data.detail);
+    }
   });
 
   it('refuses to be up without its web chat (port taken), and doctor finds it, a broken config, stale locks, a missing key and old pending events, each with its fix; a failure exits 1', async () => {
