@@ -12,6 +12,7 @@ import { TurnRegistry } from '../core/turn-processes.js';
 import { loadPaiConfig, providerSecrets, resolveModel, type ChatResult, type ModelCaller } from '../pai/index.js';
 import { openThread, type Thread } from '../thread/index.js';
 import { loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
+import { estimateTokens } from './tokens.js';
 import { SpendLedger } from './budget.js';
 import { identityText } from './context.js';
 import { feedCopier, FeedWriter, type ErrorFeedEntry, type ToolcallFeedEntry } from './feeds.js';
@@ -226,7 +227,7 @@ async function beat(b: Beat, skip: (reason: string) => HeartbeatOutcome): Promis
     const model = await resolveModel(paiConfig, heartbeat.model ? { model: heartbeat.model } : config.pai, env);
     // Reserved like a message's call (its prompt and the model's largest answer): a beat that
     // would pass a cap is not made, and nobody is told, since nobody asked.
-    const reservation = b.spend.reserve(HEARTBEAT_THREAD_ID, Math.ceil((system.length + input.length) / 4) + model.maxOutputTokens, b.now);
+    const reservation = b.spend.reserve(HEARTBEAT_THREAD_ID, estimateTokens(system, input) + model.maxOutputTokens, b.now);
     if (reservation.over) return skip(`over its budget: ${reservation.over.reason}`);
     release = reservation.release;
     const id = record('heartbeat', { model: `${model.provider}/${model.model}`, tools } satisfies HeartbeatRecord);

@@ -20,6 +20,7 @@ import { takeAttachments } from './reply-files.js';
 import { setReminders } from './reminders.js';
 import { resolveFallbacks, withFailover } from './failover.js';
 import { EMBEDDINGS_SOCKET_ENV, serveEmbeddings } from './memory-embedder.js';
+import { estimateTokens } from './tokens.js';
 import { SpendLedger } from './budget.js';
 import { accountedSummariser, type CallAccount } from './accounting.js';
 import type { Summarise } from './compaction.js';
@@ -352,7 +353,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
     if (model instanceof Error) throw model;
     // Before the model is called: a turn that kills its run is known to the next one.
     // Reserved before the call: its input and the model's largest answer, against the day's caps.
-    const reservation = turn.spend.reserve(account.peer, Math.ceil(inbound.text.length / 4) + model.maxOutputTokens);
+    const reservation = turn.spend.reserve(account.peer, estimateTokens(inbound.text) + model.maxOutputTokens);
     releaseBudget = reservation.release;
     if (reservation.over) {
       if (turn.spend.firstReport(reservation.over.cap))
