@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { replyContextFromSource } from './reply-context.js';
-import { openThread } from '../thread/index.js';
+import { openThread, type PushInput } from '../thread/index.js';
 import { loadAgentConfig, requireAgent } from './agent-dir.js';
 import { ownerDirectChat } from './owner-approval.js';
 import { routeMessage } from './router.js';
@@ -28,14 +28,19 @@ export function tellOwnerOf(home: string, id: string, text: string, notice?: Not
   if (!existsSync(route.path)) return false;
   const thread = openThread(route.path, { home });
   try {
-    thread.pushOnce({
-      source: 'self',
-      type: 'message',
-      content: JSON.stringify({ text, attachments: [], reply_context: replyContextFromSource(owner), ...(notice ? { notice } : {}) }),
-      idempotency_key: key,
-    });
+    thread.pushOnce(ownerMessage(owner, text, notice, key));
   } finally {
     thread.close();
   }
   return true;
+}
+
+/** The message that speaks to the owner in their direct chat (`owner`, its source address), sent like an answer. */
+export function ownerMessage(owner: string, text: string, notice?: NoticeKind, key?: string): PushInput {
+  return {
+    source: 'self',
+    type: 'message',
+    content: JSON.stringify({ text, attachments: [], reply_context: replyContextFromSource(owner), ...(notice ? { notice } : {}) }),
+    idempotency_key: key,
+  };
 }

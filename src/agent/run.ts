@@ -13,6 +13,7 @@ import { loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
 import { memoryFiles, ownMemoryFile, sessionFile } from './context.js';
 import { answerFailure, ModelOutage, TurnAbandoned } from './failure.js';
 import { damagedThread, describeDamage } from './damaged-thread.js';
+import { ownerMessage } from './owner-notice.js';
 import { replyProgress, type ReplyProgress } from './reply-progress.js';
 import { modelInput } from './attachments.js';
 import { answerUnheardVoice, hearVoice, unheardVoice } from './voice.js';
@@ -29,7 +30,7 @@ import { deliverHandler, INBOX_CONSUMER, OUTBOUND_CONSUMER, OUTBOUND_FILTER } fr
 import { callWithinWindow } from './overflow.js';
 import { flushMemory } from './memory-flush.js';
 import { condenseOverCap } from './memory-condense.js';
-import { answerTarget, readInbound, replyContextFromSource, type AnswerTarget } from './reply-context.js';
+import { answerTarget, readInbound, type AnswerTarget } from './reply-context.js';
 import { commandAuthorizer, noticeApproval, ownerDirectChat } from './owner-approval.js';
 import { commandRuleFor, commandsFact, offersTools } from './tool-policy.js';
 import { noteOutage } from './outage.js';
@@ -141,7 +142,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
       const owner = ownerDirectChat(inbox!, config.policy);
       if (owner === null) return false;
       const thread = openConversation(turn, threads, routeMessage(dir, config.routing.default, owner));
-      thread.push({ source: 'self', type: 'message', content: JSON.stringify({ text, attachments: [], reply_context: replyContextFromSource(owner), notice: 'approval' }) });
+      thread.push(ownerMessage(owner, text, 'approval'));
       return true;
     };
     const turns = new RunningTurns(options.signal, config.turn.timeout_seconds * 1000);
