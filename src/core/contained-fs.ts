@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, type Stats, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmdirSync, rmSync, type Stats, unlinkSync, writeSync } from 'node:fs';
 import { isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { ClawError, errnoCode } from './errors.js';
 
@@ -152,6 +152,21 @@ export function removeContained(root: string, path: string): void {
   orMissing(() => withDir(root, steps, false, (dir) => unlinkSync(at(dir, name))));
 }
 
+/** Removes a file, a link (as itself) or a directory with all in it; nothing when it is missing. */
+export function removeTreeContained(root: string, path: string): void {
+  const kind = kindContained(root, path);
+  if (kind === null) return;
+  if (kind === 'dir') {
+    const names = withDir(root, stepsOf(root, path), false, (dir) => readdirSync(`/proc/self/fd/${dir}`));
+    for (const name of names) removeTreeContained(root, join(resolve(root, path), name));
+    const steps = stepsOf(root, path);
+    const last = steps.pop()!;
+    withDir(root, steps, false, (dir) => rmdirSync(at(dir, last)));
+  } else {
+    removeContained(root, path);
+  }
+}
+
 /** A directory's plain files and directories, by name; links and other things are left out ([] when it is missing). */
 export function listContained(root: string, path: string): ContainedEntry[] {
   return (
@@ -165,11 +180,35 @@ export function listContained(root: string, path: string): ContainedEntry[] {
   );
 }
 
-/** Every plain file under a directory, as paths under it (`a/b.md`), links and dot names left out. */
+/** Every plain file under a directory, as paths under it (`a/b.md`); links (the directory's own too) and dot names left out. */
 export function listFilesContained(root: string, path: string): string[] {
-  return listContained(root, path)
+  let entries: ContainedEntry[];
+  try {
+    entries = listContained(root, path);
+  } catch (error) {
+    if (isContainedPathError(error)) return [];
+    throw error;
+  }
+  return entries
     .filter((entry) => !entry.name.startsWith('.'))
     .flatMap((entry) => (entry.kind === 'file' ? [entry.name] : listFilesContained(root, join(resolve(root, path), entry.name)).map((name) => `${entry.name}/${name}`)));
+}
+
+/** A directory held open (made if missing, no link followed): `path` names it by descriptor, whatever is renamed meanwhile, until `release`. */
+export interface HeldDir {
+  path: string;
+  release(): void;
+}
+
+/**
+ * Holds a directory open, for a library that opens files by path (SQLite): names in `path` are
+ * looked up in the held directory itself. The library follows a link in a file's own place, so
+ * the caller checks those (kindContained on `path`).
+ */
+export function holdContainedDir(root: string, path: string): HeldDir {
+  const steps = stepsOf(root, path);
+  const dir = withDir(root, steps, true, (fd) => openSync(`/proc/self/fd/${fd}`, O_RDONLY | O_DIRECTORY));
+  return { path: `/proc/self/fd/${dir}`, release: () => closeSync(dir) };
 }
 
 /** What `read` gives, or null when something on the way is missing. */
