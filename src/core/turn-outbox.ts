@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { readdirSync, renameSync, writeFileSync } from 'node:fs';
-import { readContained, removeTreeContained, statContained } from './contained-fs.js';
+import { kindContained, readContained, removeTreeContained, statContained } from './contained-fs.js';
 import { join } from 'node:path';
 import { ensureDir } from './home.js';
 import { AGENT_OUTBOX_DIR, agentRoot } from './layout.js';
@@ -79,7 +79,7 @@ export function takeRequests<T>(outbox: string, select: (name: string) => boolea
     // The outbox is the root: the sandbox may write in it, never replace it (a mount point there).
     const file = join(outbox, name);
     try {
-      const stat = statContained(outbox, file);
+      const stat = kindContained(outbox, file) === 'file' ? statContained(outbox, file) : null;
       if (!stat?.isFile() || stat.size > MAX_REQUEST_BYTES) throw new Error('not a request left by a command');
       requests.push({ name, request: parse(JSON.parse(readContained(outbox, file)?.toString('utf8') ?? '')) });
     } catch (error) {
