@@ -1,4 +1,4 @@
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -192,5 +192,40 @@ describe('the other operations', () => {
     removeContained(root, join(root, 'memory', 'none.md'));
     ensureContainedDir(root, join(root, 'memory', 'conversations', 'x'));
     expect(kindContained(root, join(root, 'memory', 'conversations', 'x'))).toBe('dir');
+  });
+});
+
+describe('against a process that swaps a directory for a link and back, again and again', () => {
+  it('never reads the link’s target nor writes through it, whichever moment the swap falls on', async () => {
+    const daily = join(root, 'memory', 'daily');
+    writeFileSync(join(daily, 'x.md'), 'inside\n');
+    const swapper = `const fs = require('node:fs');
+      const [daily, outside] = process.argv.slice(1);
+      for (let i = 0; i < 20000; i++) {
+        fs.renameSync(daily, daily + '.real');
+        fs.symlinkSync(outside, daily);
+        fs.unlinkSync(daily);
+        fs.renameSync(daily + '.real', daily);
+      }`;
+    const child = spawn(process.execPath, ['-e', swapper, daily, outside], { stdio: 'ignore' });
+    const exited = new Promise((resolve) => child.on('exit', resolve));
+    const seen = new Set<string>();
+    try {
+      for (let i = 0; i < 2000 && child.exitCode === null; i++) {
+        for (const attempt of [() => seen.add(readTextContained(root, join(daily, 'x.md'))), () => writeContained(root, join(daily, `w${i}.md`), 'written')]) {
+          try {
+            attempt();
+          } catch (error) {
+            // Refused, or missing for the moment: never anything else.
+            if (!(error instanceof ContainedPathError) && (error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+          }
+        }
+      }
+    } finally {
+      child.kill();
+      await exited;
+    }
+    expect([...seen].filter((text) => text !== 'inside\n' && text !== '')).toEqual([]);
+    expect(readdirSync(outside)).toEqual(['x.md']);
   });
 });
