@@ -12,7 +12,7 @@ import { buildSystemPrompt, memoryFiles } from './context.js';
 import { startFreshConversation } from './fresh-conversation.js';
 import { initAgent } from './lifecycle.js';
 import { MemoryIndex } from './memory-index.js';
-import { memoryFilesOf } from './memory-search.js';
+import { editMemory, memoryFilesOf } from './memory-search.js';
 import { appendNewLines, readMemoryFile, writeSummary } from './memory-store.js';
 import { decideProposal, proposedFile, createProposal } from './proposals.js';
 import { takeAttachments } from './reply-files.js';
@@ -189,6 +189,14 @@ describe('agent memory show and search (memory-search.ts, memory-index.ts)', () 
     const shown = memoryFilesOf(t.home, 'helper');
     expect(JSON.stringify(shown)).not.toContain('sk-planted');
     expect(shown).toEqual([{ path: 'memory/agent.md', text: expect.stringContaining('is a link — the runtime does not follow links') }]);
+  });
+
+  it('opens no link in the editor, and creates a missing file in place', async () => {
+    symlinkSync(secretFile, join(dir.memory, 'agent.md'));
+    await expect(editMemory(t.home, 'helper', 'memory/agent.md', { EDITOR: 'true' })).rejects.toThrow(ContainedPathError);
+    await editMemory(t.home, 'helper', 'memory/user-x.md', { EDITOR: 'true' });
+    expect(readFileSync(join(dir.memory, 'user-x.md'), 'utf8')).toBe('');
+    untouched();
   });
 
   it('indexes no memory file that is a link or lies behind one, nor one swapped for a link while it is indexed', () => {
