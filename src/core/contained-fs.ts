@@ -13,7 +13,8 @@ import { ClawError, errnoCode } from './errors.js';
  * Node has no openat(2), so each step goes through Linux's /proc/self/fd/<fd>/<name>: the
  * directory already opened (by descriptor, so a rename of it or of its parents meanwhile changes
  * nothing) and one name in it, opened with O_NOFOLLOW. A path is walked from a trusted root (the
- * agent's directory, which no sandbox can write) one component at a time, and a link anywhere
+ * agent's directory, which no sandbox can write, or a directory bound into the sandbox, a mount
+ * point there that no command can rename or replace) one component at a time, and a link anywhere
  * below the root is refused, never resolved; there is no check-then-use to race. A link in a
  * written file's own place is replaced (a rename never follows it); one in a reader's place or
  * on the way to either is an error (ContainedPathError) that callers report and go on.
