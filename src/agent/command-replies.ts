@@ -59,6 +59,7 @@ export async function answerChatCommand(command: ChatCommand, context: CommandCo
           mixedPeople: context.mixedPeople,
           summarise: context.summarise,
           redact: context.redact,
+          logger: context.logger,
         });
       case 'stop':
         return stoppedTurns(context.thread, context.inboxEvent.id) > 0 ? 'Stopped.' : 'Nothing is running.';

@@ -1,9 +1,9 @@
 import type Database from 'better-sqlite3';
-import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { ClawError, errnoCode } from '../core/errors.js';
-import { ensureDir } from '../core/home.js';
+import { ContainedPathError, holdContainedDir, type HeldDir, isContainedPathError, kindContained, listFilesContained, readContained, statContained } from '../core/contained-fs.js';
 import { openSqlite } from '../core/sqlite.js';
 import { openThread } from '../thread/index.js';
 import type { AgentDir } from './agent-dir.js';
@@ -90,7 +90,7 @@ export function conversationScope(dir: AgentDir, threadId: string): MemoryScope 
       ...(user ? withNotes(dir, user) : []),
       ...(group ? withNotes(dir, group) : []),
       relative(dir.root, thread),
-      ...listFiles(join(dir.memory, CONVERSATIONS_DIR, route.threadId)).map((file) => relative(dir.root, file)),
+      ...listFiles(dir, join(dir.memory, CONVERSATIONS_DIR, route.threadId)).map((file) => relative(dir.root, file)),
     ],
     threads: [route.threadId],
   };
@@ -103,7 +103,7 @@ export function agentScope(dir: AgentDir): MemoryScope {
 
 /** A memory file, its daily notes and its archived versions, relative to the agent's directory. */
 function withNotes(dir: AgentDir, file: string): string[] {
-  return [file, ...listFiles(dailyFolder(dir.memory, file)), ...listFiles(archiveFolder(dir.memory, file))].map((path) => relative(dir.root, path));
+  return [file, ...listFiles(dir, dailyFolder(dir.memory, file)), ...listFiles(dir, archiveFolder(dir.memory, file))].map((path) => relative(dir.root, path));
 }
 
 /** The day a daily note is of (see noteDate), null for other files. */
@@ -120,20 +120,27 @@ export class MemoryIndex {
     readonly lasting: boolean,
   ) {}
 
-  /** Opens (and creates) the agent's index, or a private copy of it where it cannot be written. */
+  /**
+   * Opens (and creates) the agent's index, or a private copy of it where it cannot be written.
+   * index/ is writable in the agent's sandbox: SQLite opens its files in the directory held by
+   * descriptor, and a link in the place of one of them is refused, before and after the open.
+   */
   static open(dir: AgentDir): MemoryIndex {
     const folder = join(dir.root, 'index');
     const file = join(folder, 'memory.db');
+    let held: HeldDir | undefined;
     try {
-      ensureDir(folder);
-      const db = openSqlite(file);
-      db.exec(SCHEMA);
-      return new MemoryIndex(db, dir, () => {}, true);
+      held = holdContainedDir(dir.root, folder);
+      const db = openIndex(held, folder);
+      const release = held.release;
+      return new MemoryIndex(db, dir, release, true);
     } catch (error) {
+      held?.release();
       if (!['EACCES', 'EROFS', 'EPERM'].includes(errnoCode(error) ?? '') && !isReadOnly(error)) throw error;
     }
     const copy = mkdtempSync(join(tmpdir(), 'theclaw-index-'));
-    if (existsSync(file)) copyFileSync(file, join(copy, 'memory.db'));
+    const bytes = readContained(dir.root, file);
+    if (bytes) writeFileSync(join(copy, 'memory.db'), bytes, { mode: 0o600 });
     const db = openSqlite(join(copy, 'memory.db'));
     db.exec(SCHEMA);
     return new MemoryIndex(db, dir, () => rmSync(copy, { recursive: true, force: true }), false);
@@ -150,12 +157,15 @@ export class MemoryIndex {
     let messages = 0;
     const known = new Map((this.db.prepare('SELECT path, signature FROM files').all() as { path: string; signature: string }[]).map((row) => [row.path, row.signature]));
     const present = new Set<string>();
-    for (const file of listFiles(this.dir.memory).filter((path) => path.endsWith('.md'))) {
+    for (const file of listFiles(this.dir, this.dir.memory).filter((path) => path.endsWith('.md'))) {
       const path = relative(this.dir.root, file);
+      // A link (or a file swapped for one meanwhile) is not indexed: it stays out, as if absent.
+      const found = unlessRefused(() => changedText(this.dir.root, file, known.get(path)));
+      if (!found) continue;
       present.add(path);
-      const signature = signatureOf([file]);
-      if (known.get(path) === signature) continue;
-      const chunks = chunkMarkdown(readFileSync(file, 'utf8'));
+      if (found.text === null) continue;
+      const { signature } = found;
+      const chunks = chunkMarkdown(found.text);
       this.db.transaction(() => {
         this.forgetFile(path);
         // A daily note carries its day, as a message its time, for a ranking by recency.
@@ -323,20 +333,43 @@ function signatureOf(files: string[]): string {
     .join(' ');
 }
 
-function listFiles(folder: string): string[] {
-  return safeList(folder).flatMap((name) => {
-    const path = join(folder, name);
-    const stat = statSync(path, { throwIfNoEntry: false });
-    if (!stat || name.startsWith('.')) return [];
-    return stat.isDirectory() ? listFiles(path) : [path];
-  });
+/** The plain files under a folder of the agent's directory; links are left out (memory/ is writable in its sandbox). */
+function listFiles(dir: AgentDir, folder: string): string[] {
+  return listFilesContained(dir.root, folder).map((name) => join(folder, name));
 }
 
-function safeList(folder: string): string[] {
+/** A memory file's signature (size and time), and its text unless the signature is `known`. */
+function changedText(root: string, file: string, known: string | undefined): { signature: string; text: string | null } {
+  const stat = statContained(root, file);
+  const signature = stat ? `${stat.size}:${stat.mtimeMs}` : '-';
+  return { signature, text: signature === known ? null : (readContained(root, file)?.toString('utf8') ?? '') };
+}
+
+function unlessRefused<T>(read: () => T): T | undefined {
   try {
-    return readdirSync(folder).sort();
-  } catch {
-    return [];
+    return read();
+  } catch (error) {
+    if (isContainedPathError(error)) return undefined;
+    throw error;
+  }
+}
+
+/** SQLite's files of the index, none of which may be a link: SQLite would follow it. */
+const INDEX_FILES = ['memory.db', 'memory.db-wal', 'memory.db-shm', 'memory.db-journal'];
+
+function openIndex(held: HeldDir, folder: string): Database.Database {
+  const refuseLinks = () => {
+    for (const name of INDEX_FILES) if (kindContained(held.path, name) === 'link') throw new ContainedPathError(join(folder, name), 'link');
+  };
+  refuseLinks();
+  const db = openSqlite(join(held.path, 'memory.db'));
+  try {
+    db.exec(SCHEMA);
+    refuseLinks();
+    return db;
+  } catch (error) {
+    db.close();
+    throw error;
   }
 }
 

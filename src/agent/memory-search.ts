@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative, resolve, sep } from 'node:path';
 import { splitCommand } from '../core/command.js';
+import { ContainedPathError, isContainedPathError, kindContained, readContained, writeContained } from '../core/contained-fs.js';
 import { ClawError, usageError } from '../core/errors.js';
 import { createLogger } from '../core/logger.js';
 import { loadAgentConfig, requireAgent } from './agent-dir.js';
@@ -52,7 +52,8 @@ export async function searchMemory(home: string, id: string, query: string, opti
 
 /**
  * The memory files a conversation sees (or the agent's own), with their text; missing ones left
- * out, and so are the daily notes and archived versions, which a search finds.
+ * out, and so are the daily notes and archived versions, which a search finds. A link in a
+ * file's place shows as why it is not read, never as its target.
  */
 export function memoryFilesOf(home: string, id: string, peer?: string): { path: string; text: string }[] {
   const dir = requireAgent(home, id);
@@ -60,8 +61,13 @@ export function memoryFilesOf(home: string, id: string, peer?: string): { path: 
   const notes = [DAILY_DIR, ARCHIVE_DIR].map((folder) => `${join('memory', folder)}${sep}`);
   return scope.files.flatMap((path) => {
     if (notes.some((folder) => path.startsWith(folder))) return [];
-    const file = join(dir.root, path);
-    return existsSync(file) ? [{ path, text: readFileSync(file, 'utf8') }] : [];
+    try {
+      const bytes = readContained(dir.root, join(dir.root, path));
+      return bytes ? [{ path, text: bytes.toString('utf8') }] : [];
+    } catch (error) {
+      if (!isContainedPathError(error)) throw error;
+      return [{ path, text: `(not shown: ${error.message} - ${error.suggestion})` }];
+    }
   });
 }
 
@@ -74,7 +80,10 @@ export async function editMemory(home: string, id: string, file = 'memory/agent.
   }
   const editor = env.VISUAL || env.EDITOR;
   if (!editor) throw usageError('no editor: neither VISUAL nor EDITOR is set', 'e.g. EDITOR=nano agent memory edit ...');
-  if (!existsSync(path)) writeFileSync(path, '', { mode: 0o600 });
+  // The editor opens it by name: a link a command left there would take it elsewhere.
+  const kind = kindContained(dir.root, path);
+  if (kind === 'link') throw new ContainedPathError(path, 'link');
+  if (kind === null) writeContained(dir.root, path, '');
   const [command, ...args] = splitCommand(editor);
   const code = await new Promise<number | null>((done, fail) => {
     const child = spawn(command, [...args, path], { stdio: 'inherit', env });
