@@ -1,10 +1,12 @@
-import type Database from 'better-sqlite3';
+import Database from 'better-sqlite3';
 import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { ClawError, errnoCode } from '../core/errors.js';
 import { ensureDir } from '../core/home.js';
+import type { Logger } from '../core/logger.js';
 import { openSqlite } from '../core/sqlite.js';
+import { isDamagedDatabase } from '../core/storage-error.js';
 import { openThread } from '../thread/index.js';
 import type { AgentDir } from './agent-dir.js';
 import { agentMemoryFile, CONVERSATIONS_DIR, memoryFiles, messageText } from './context.js';
@@ -120,12 +122,16 @@ export class MemoryIndex {
     readonly lasting: boolean,
   ) {}
 
-  /** Opens (and creates) the agent's index, or a private copy of it where it cannot be written. */
-  static open(dir: AgentDir): MemoryIndex {
+  /**
+   * Opens (and creates) the agent's index, or a private copy of it where it cannot be written.
+   * `fresh`: the index there is thrown away first (or not copied), to be built anew.
+   */
+  static open(dir: AgentDir, fresh = false): MemoryIndex {
     const folder = join(dir.root, 'index');
-    const file = join(folder, 'memory.db');
+    const file = indexFile(dir);
     try {
       ensureDir(folder);
+      if (fresh) for (const suffix of ['', '-wal', '-shm']) rmSync(`${file}${suffix}`, { force: true });
       const db = openSqlite(file);
       db.exec(SCHEMA);
       return new MemoryIndex(db, dir, () => {}, true);
@@ -133,10 +139,34 @@ export class MemoryIndex {
       if (!['EACCES', 'EROFS', 'EPERM'].includes(errnoCode(error) ?? '') && !isReadOnly(error)) throw error;
     }
     const copy = mkdtempSync(join(tmpdir(), 'theclaw-index-'));
-    if (existsSync(file)) copyFileSync(file, join(copy, 'memory.db'));
+    if (!fresh && existsSync(file)) copyFileSync(file, join(copy, 'memory.db'));
     const db = openSqlite(join(copy, 'memory.db'));
     db.exec(SCHEMA);
     return new MemoryIndex(db, dir, () => rmSync(copy, { recursive: true, force: true }), false);
+  }
+
+  /**
+   * Runs `use` on the agent's index. The index is derived data: when it turns out damaged (written
+   * over, truncated), it is thrown away with a warning in the log, and `use` runs once more on
+   * one built afresh from the memory files and threads.
+   */
+  static async using<T>(dir: AgentDir, logger: Logger, use: (index: MemoryIndex) => Promise<T>): Promise<T> {
+    const attempt = async (fresh: boolean) => {
+      const index = MemoryIndex.open(dir, fresh);
+      try {
+        return await use(index);
+      } finally {
+        index.close();
+      }
+    };
+    try {
+      return await attempt(false);
+    } catch (error) {
+      // A damaged conversation thread fails a refresh the same way, and is no reason to rebuild.
+      if (!isDamagedDatabase(error) || !isDamagedIndex(indexFile(dir))) throw error;
+      logger.warn(`memory index ${indexFile(dir)} is damaged (${(error as Error).message}): rebuilt from the memory files and threads`);
+      return await attempt(true);
+    }
   }
 
   close(): void {
@@ -337,6 +367,23 @@ function safeList(folder: string): string[] {
     return readdirSync(folder).sort();
   } catch {
     return [];
+  }
+}
+
+function indexFile(dir: AgentDir): string {
+  return join(dir.root, 'index', 'memory.db');
+}
+
+/** Whether SQLite finds the index file itself damaged, asked apart from what failed. */
+function isDamagedIndex(file: string): boolean {
+  let db: Database.Database | undefined;
+  try {
+    db = new Database(file, { readonly: true, fileMustExist: true });
+    return db.pragma('quick_check', { simple: true }) !== 'ok';
+  } catch (error) {
+    return isDamagedDatabase(error);
+  } finally {
+    db?.close();
   }
 }
 
