@@ -1,10 +1,12 @@
-import type Database from 'better-sqlite3';
+import Database from 'better-sqlite3';
 import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { ClawError, errnoCode } from '../core/errors.js';
-import { ContainedPathError, holdContainedDir, type HeldDir, isContainedPathError, kindContained, listFilesContained, readContained, statContained } from '../core/contained-fs.js';
+import { ContainedPathError, holdContainedDir, type HeldDir, isContainedPathError, kindContained, listFilesContained, readContained, removeContained, statContained } from '../core/contained-fs.js';
+import type { Logger } from '../core/logger.js';
 import { openSqlite } from '../core/sqlite.js';
+import { isDamagedDatabase } from '../core/storage-error.js';
 import { openThread } from '../thread/index.js';
 import type { AgentDir } from './agent-dir.js';
 import { agentMemoryFile, CONVERSATIONS_DIR, memoryFiles, messageText } from './context.js';
@@ -124,13 +126,15 @@ export class MemoryIndex {
    * Opens (and creates) the agent's index, or a private copy of it where it cannot be written.
    * index/ is writable in the agent's sandbox: SQLite opens its files in the directory held by
    * descriptor, and a link in the place of one of them is refused, before and after the open.
+   * `fresh`: the index there is thrown away first (or not copied), to be built anew.
    */
-  static open(dir: AgentDir): MemoryIndex {
+  static open(dir: AgentDir, fresh = false): MemoryIndex {
     const folder = join(dir.root, 'index');
-    const file = join(folder, 'memory.db');
+    const file = indexFile(dir);
     let held: HeldDir | undefined;
     try {
       held = holdContainedDir(dir.root, folder);
+      if (fresh) for (const suffix of ['', '-wal', '-shm']) removeContained(dir.root, `${file}${suffix}`);
       const db = openIndex(held, folder);
       const release = held.release;
       return new MemoryIndex(db, dir, release, true);
@@ -139,11 +143,35 @@ export class MemoryIndex {
       if (!['EACCES', 'EROFS', 'EPERM'].includes(errnoCode(error) ?? '') && !isReadOnly(error)) throw error;
     }
     const copy = mkdtempSync(join(tmpdir(), 'theclaw-index-'));
-    const bytes = readContained(dir.root, file);
+    const bytes = fresh ? null : readContained(dir.root, file);
     if (bytes) writeFileSync(join(copy, 'memory.db'), bytes, { mode: 0o600 });
     const db = openSqlite(join(copy, 'memory.db'));
     db.exec(SCHEMA);
     return new MemoryIndex(db, dir, () => rmSync(copy, { recursive: true, force: true }), false);
+  }
+
+  /**
+   * Runs `use` on the agent's index. The index is derived data: when it turns out damaged (written
+   * over, truncated), it is thrown away with a warning in the log, and `use` runs once more on
+   * one built afresh from the memory files and threads.
+   */
+  static async using<T>(dir: AgentDir, logger: Logger, use: (index: MemoryIndex) => Promise<T>): Promise<T> {
+    const attempt = async (fresh: boolean) => {
+      const index = MemoryIndex.open(dir, fresh);
+      try {
+        return await use(index);
+      } finally {
+        index.close();
+      }
+    };
+    try {
+      return await attempt(false);
+    } catch (error) {
+      // A damaged conversation thread fails a refresh the same way, and is no reason to rebuild.
+      if (!isDamagedDatabase(error) || !isDamagedIndex(indexFile(dir))) throw error;
+      logger.warn(`memory index ${indexFile(dir)} is damaged (${(error as Error).message}): rebuilt from the memory files and threads`);
+      return await attempt(true);
+    }
   }
 
   close(): void {
@@ -370,6 +398,23 @@ function openIndex(held: HeldDir, folder: string): Database.Database {
   } catch (error) {
     db.close();
     throw error;
+  }
+}
+
+function indexFile(dir: AgentDir): string {
+  return join(dir.root, 'index', 'memory.db');
+}
+
+/** Whether SQLite finds the index file itself damaged, asked apart from what failed. */
+function isDamagedIndex(file: string): boolean {
+  let db: Database.Database | undefined;
+  try {
+    db = new Database(file, { readonly: true, fileMustExist: true });
+    return db.pragma('quick_check', { simple: true }) !== 'ok';
+  } catch (error) {
+    return isDamagedDatabase(error);
+  } finally {
+    db?.close();
   }
 }
 

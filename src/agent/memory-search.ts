@@ -28,9 +28,9 @@ export async function searchMemory(home: string, id: string, query: string, opti
   const asking = inTurn !== undefined ? Number(env.THECLAW_ASKING_EVENT) : Number.NaN;
   const limit = options.limit ?? 5;
   const config = loadAgentConfig(dir);
-  const embedder = searchEmbedder(home, dir, config, env, createLogger(dir.log, { env }));
-  const index = MemoryIndex.open(dir);
-  try {
+  const logger = createLogger(dir.log, { env });
+  const embedder = searchEmbedder(home, dir, config, env, logger);
+  return MemoryIndex.using(dir, logger, async (index) => {
     index.refresh();
     // The query first: when the endpoint is down, the chunks are not tried too. A private copy
     // of the index (where it cannot be written) uses the vectors it has, and makes none.
@@ -45,9 +45,7 @@ export async function searchMemory(home: string, id: string, query: string, opti
       })
       .filter((hit) => !(hit.kind === 'message' && hit.where === inTurn && hit.at === asking))
       .slice(0, limit);
-  } finally {
-    index.close();
-  }
+  });
 }
 
 /**
