@@ -65,6 +65,8 @@ export interface SystemPromptInput {
   source: string;
   /** What the runtime facts say of the commands this message's turn may run (tool-policy.ts). */
   commands?: string;
+  /** Where its commands run and keep files (sandbox-profile.ts turnWorkdir); the agent's workdir when not given. */
+  workdir?: string;
   now?: Date;
 }
 
@@ -74,7 +76,7 @@ export interface SystemPrompt {
   truncated: MemoryTruncation[];
 }
 
-export function buildSystemPrompt({ dir, route, memory, caps, source, commands, now = new Date() }: SystemPromptInput): SystemPrompt {
+export function buildSystemPrompt({ dir, route, memory, caps, source, commands, workdir = dir.workdir, now = new Date() }: SystemPromptInput): SystemPrompt {
   const sections = [identityText(dir)];
   const truncated: MemoryTruncation[] = [];
   // A group's memory stands where a person's would: it takes the person cap.
@@ -93,7 +95,7 @@ export function buildSystemPrompt({ dir, route, memory, caps, source, commands, 
   }
   sections.push(`## Runtime
 - time: ${now.toISOString()}
-- agent: ${dir.id} (directory ${dir.root}; workdir ${dir.workdir})
+- agent: ${dir.id} (directory ${dir.root}; workdir ${workdir}${workdir === dir.workdir ? '' : ", this conversation's own"})
 - from: ${describeSource(source)}
 - thread: ${route.threadId}${privacyNote(route)}${commands ? `\n- commands: ${commands}\n- search my memory and this conversation: agent memory search ${dir.id} "<words>"; send a file with my answer: agent attach <file>` : ''}
 - memory files: agent ${memory.agent}${memory.user ? `; this person ${memory.user}` : ''}${memory.group ? `; this group ${memory.group}` : ''}${dailyNotes(dir, route, memory)}${earlierConversations(dir, route)}`);

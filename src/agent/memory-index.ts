@@ -19,7 +19,8 @@ import { DEFAULT_MEMORY_SEARCH } from './types.js';
 /**
  * Memory search: SQLite FTS5 (BM25, Porter stemming) over an agent's memory files, cut into
  * paragraphs (memory-chunks.ts), and the messages of its conversation threads. The index is
- * `index/memory.db` in the agent's directory, brought up to date by each search: a memory file
+ * `index/memory.db` in the agent's directory (a turn's commands have one of their conversation's
+ * own, which holds only what their sandbox shows them), brought up to date by each search: a memory file
  * only when its size or time changed, a thread only from its last indexed event on, and only
  * when its database changed. Where the index cannot be written (a sandbox that keeps it
  * read-only), the search works on a private copy, brought up to date there.
@@ -120,9 +121,11 @@ export class MemoryIndex {
     readonly lasting: boolean,
   ) {}
 
-  /** Opens (and creates) the agent's index, or a private copy of it where it cannot be written. */
-  static open(dir: AgentDir): MemoryIndex {
-    const folder = join(dir.root, 'index');
+  /**
+   * Opens (and creates) the agent's index — or the one in `folder`: a conversation's, in its
+   * sandbox (agent-dir.ts conversationIndexFolder) — or a private copy where it cannot be written.
+   */
+  static open(dir: AgentDir, folder = join(dir.root, 'index')): MemoryIndex {
     const file = join(folder, 'memory.db');
     try {
       ensureDir(folder);

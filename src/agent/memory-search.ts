@@ -4,7 +4,7 @@ import { join, relative, resolve, sep } from 'node:path';
 import { splitCommand } from '../core/command.js';
 import { ClawError, usageError } from '../core/errors.js';
 import { createLogger } from '../core/logger.js';
-import { loadAgentConfig, requireAgent } from './agent-dir.js';
+import { conversationIndexFolder, loadAgentConfig, requireAgent } from './agent-dir.js';
 import { searchEmbedder } from './memory-embedder.js';
 import { ARCHIVE_DIR, DAILY_DIR } from './memory-store.js';
 import { agentScope, conversationScope, MemoryIndex, type MemoryHit, type MemoryScope } from './memory-index.js';
@@ -29,7 +29,8 @@ export async function searchMemory(home: string, id: string, query: string, opti
   const limit = options.limit ?? 5;
   const config = loadAgentConfig(dir);
   const embedder = searchEmbedder(home, dir, config, env, createLogger(dir.log, { env }));
-  const index = MemoryIndex.open(dir);
+  // In a turn, the conversation's own index: its sandbox shows it no other (sandbox-profile.ts).
+  const index = inTurn !== undefined ? MemoryIndex.open(dir, conversationIndexFolder(dir, inTurn)) : MemoryIndex.open(dir);
   try {
     index.refresh();
     // The query first: when the endpoint is down, the chunks are not tried too. A private copy
