@@ -151,7 +151,10 @@ async function check(s: Scenario): Promise<void> {
         ...earlier.filter(({ n, j }) => j < i && e.writesMemory(n).some((file) => e.readsMemory(m).includes(file))).map(({ j }) => `planted-m${j}`),
       ]);
       const what = `message ${i} (${JSON.stringify(m)}) of ${JSON.stringify(s)} found ${found[i]!.join(' ')}`;
-      expect(found[i]!.filter((marker) => !allowed.has(marker)), what).toEqual([]);
+      expect(
+        found[i]!.filter((marker) => !allowed.has(marker)),
+        what,
+      ).toEqual([]);
       expect(found[i], what).toContain('agent-memory'); // the probe reads what it may
       if (e.threadReadable(m)) expect(found[i], what).toContain(`m${i}`);
     }
@@ -164,11 +167,7 @@ async function check(s: Scenario): Promise<void> {
       const places =
         kind === 'wrote'
           ? [join(workdirOf(m), `wrote-m${j}`)]
-          : [
-              join(workdirOf(m), 'planted'),
-              ...e.writesMemory(m).map((marker) => memory.get(marker)!),
-              ...(e.ownerChat(m) && s.profile === 'sandbox' ? [join(admin.skills, 'planted.md')] : []),
-            ];
+          : [join(workdirOf(m), 'planted'), ...e.writesMemory(m).map((marker) => memory.get(marker)!), ...(e.ownerChat(m) && s.profile === 'sandbox' ? [join(admin.skills, 'planted.md')] : [])];
       expect(places, `message ${j} (${JSON.stringify(m)}) of ${JSON.stringify(s)} wrote ${relative(t.home, file)}`).toContain(file);
     }
     // And it could write there.
@@ -202,7 +201,17 @@ describe.skipIf(!BWRAP)(`privacy of files: a turn's shell reads and writes only 
 
   it("does so for the issue's case: a stranger after the owner, in the owner's direct-chat mode and in a shared one", async () => {
     for (const mode of ['per-peer', 'per-agent'] as const) {
-      await check({ mode, owners: ['101'], profile: 'sandbox', messages: [{ person: '101', where: 'dm' }, { person: '102', where: 'dm' }, { person: '102', where: '-100' }, { person: '101', where: 'dm' }] });
+      await check({
+        mode,
+        owners: ['101'],
+        profile: 'sandbox',
+        messages: [
+          { person: '101', where: 'dm' },
+          { person: '102', where: 'dm' },
+          { person: '102', where: '-100' },
+          { person: '101', where: 'dm' },
+        ],
+      });
     }
   }, 120_000);
 });
