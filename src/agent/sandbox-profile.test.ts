@@ -318,6 +318,21 @@ describe.skipIf(!BWRAP)(`bash_exec in the sandbox (${NEEDS_BWRAP})`, () => {
     expect(where.stdout).toBe(`${turnWorkdir(helper, peer)}\nno-owner-workdir\n`);
   });
 
+  it("a peer's memory search finds nothing of the owner's conversation, even when it names it (THECLAW_CONVERSATION, --all)", async () => {
+    const thread = openThread(scope.thread!, { home: t.home, create: true });
+    thread.push({ source: OWNER, type: 'message', content: 'hello' }); // the asking message (THECLAW_ASKING_EVENT), which a search leaves out
+    thread.push({ source: OWNER, type: 'message', content: 'my PIN is 4321' });
+    thread.close();
+    writeFileSync(scope.ownMemory!, 'The PIN of the safe is 7788.\n');
+    // The owner's search has both: the index knows them.
+    expect((await exec('agent memory search helper PIN')).stdout).toMatch(/4321[\s\S]*7788|7788[\s\S]*4321/);
+    const peer = messageScope(helper, routeMessage(helper, 'per-peer', PEER), false);
+    for (const command of [`THECLAW_CONVERSATION=${scope.threadId} agent memory search helper PIN`, 'agent memory search helper PIN --all', 'agent memory search helper PIN']) {
+      const result = await exec(command, { scope: peer });
+      expect(result.stdout + result.stderr, command).not.toMatch(/4321|7788/);
+    }
+  });
+
   it('workspace-only: only the workdir is writable', async () => {
     const denied = await exec('touch ../memory/planted || touch ../skills/planted', { profile: 'workspace-only' });
     expect(denied.exit_code).not.toBe(0);
