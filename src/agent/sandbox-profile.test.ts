@@ -98,7 +98,9 @@ const running = (text: string) =>
 
 describe('agentSandbox', () => {
   it('is none for the profile none, and is made with the PATH bwrap is found on', () => {
-    expect(agentSandbox(t.home, helper, { profile: 'none', network: true }, env, scope)).toBeUndefined();
+    const peer = messageScope(helper, routeMessage(helper, 'per-peer', PEER), false);
+    expect(agentSandbox(t.home, helper, { profile: 'none', network: true }, env, peer)).toBeUndefined();
+    expect(existsSync(turnWorkdir(helper, peer)), "the peer's workdir, where its commands run").toBe(true);
     expect(agentSandbox(t.home, helper, { profile: 'sandbox', network: true }, { PATH: '/nowhere' }, scope)?.bwrap).toBe(existsSync('/usr/bin/bwrap') ? '/usr/bin/bwrap' : null);
   });
 
@@ -158,7 +160,7 @@ describe('agentSandbox', () => {
     expect(sandboxFact({ profile: 'sandbox', network: true }, group)).toBe("in a sandbox (writable: this conversation's own workdir and this group's memory; network on)");
   });
 
-  it('leaves out a memory file or folder that a link stands in for, and never creates a file through one', () => {
+  it('leaves out a memory file or folder that a link stands in for, never creates a file through one, and refuses a workdir that is a link', () => {
     const route = routeMessage(helper, 'per-peer', PEER);
     const secret = join(t.home, 'pai', 'config.yaml');
     symlinkSync(secret, join(helper.memory, `user-${route.peerKey}.md`));
@@ -169,6 +171,10 @@ describe('agentSandbox', () => {
     expect(binds).not.toContain(join(helper.memory, 'daily', 'agent'));
     expect(binds).toContain(join(helper.memory, 'archive', 'agent'));
     expect(readFileSync(secret, 'utf8')).toBe('default: mock/echo\n');
+    // A workdir a link stands in for is refused: the turn's commands do not run.
+    rmSync(join(helper.root, 'workdirs', route.threadId), { recursive: true });
+    symlinkSync(other.root, join(helper.root, 'workdirs', route.threadId));
+    expect(() => agentSandbox(t.home, helper, { profile: 'sandbox', network: true }, env, messageScope(helper, route, false))).toThrow(/is a link, not a folder of helper's/);
   });
 });
 

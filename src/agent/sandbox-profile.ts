@@ -1,6 +1,6 @@
 import { realpathSync, writeFileSync } from 'node:fs';
 import { delimiter, dirname, isAbsolute, join, relative } from 'node:path';
-import { errnoCode } from '../core/errors.js';
+import { ClawError, errnoCode } from '../core/errors.js';
 import { packageRoot } from '../core/package.js';
 import { withStoragePath } from '../core/storage-error.js';
 import { BASE_SANDBOX_ENV, findBwrap, type Sandbox, type SandboxBind } from '../pai/index.js';
@@ -87,18 +87,17 @@ export function turnWorkdir(dir: AgentDir, scope: Pick<TurnScope, 'threadId' | '
  * also answers `stop`) and timers, so no timer command the model wrote ever runs outside the
  * sandbox.
  *
- * Creates the conversation's outbox and workdir, and under `sandbox` the memory files it may
- * write (empty) and its index folder. Made for each turn: an agent created meanwhile can be sent
+ * Creates the turn's workdir (under every profile), the conversation's outbox, and under
+ * `sandbox` the memory files it may write (empty) and its index folder. Made for each turn: an agent created meanwhile can be sent
  * to from the next one.
  */
 export function agentSandbox(home: string, dir: AgentDir, settings: AgentConfig['sandbox'], env: NodeJS.ProcessEnv, scope: TurnScope): Sandbox | undefined {
+  const workdir = ownFolder(dir, turnWorkdir(dir, scope)); // the commands' cwd, under none too
   if (settings.profile === 'none') return undefined;
   const writes = settings.profile === 'sandbox';
-  const outbox = outboxDir(dir, scope.threadId);
-  const workdir = turnWorkdir(dir, scope);
-  for (const folder of [outbox, workdir]) withStoragePath(folder, () => ensureDir(folder));
+  const outbox = ownFolder(dir, outboxDir(dir, scope.threadId));
   const index = conversationIndexFolder(dir, scope.threadId);
-  if (writes) withStoragePath(index, () => ensureDir(index));
+  if (writes) ownFolder(dir, index);
   // Others' configs optional: an agent removed meanwhile must not fail the call.
   const others = listAgentIds(home)
     .filter((id) => id !== dir.id)
@@ -170,6 +169,15 @@ function ownBinds(dir: AgentDir, scope: TurnScope, writes: boolean): SandboxBind
   // A link planted in the agent's directory (by an older version's sandbox, or a command under
   // the profile none) would bind what it points to: such a path is left out.
   return binds.filter((bind) => isPlainInside(dir.root, bind.path));
+}
+
+/** Makes a writable folder of the turn's; one a link stands in for would bind what it points to, and is refused. */
+function ownFolder(dir: AgentDir, folder: string): string {
+  withStoragePath(folder, () => ensureDir(folder));
+  if (!isPlainInside(dir.root, folder)) {
+    throw new ClawError('invalid', `${folder} is a link, not a folder of ${dir.id}'s`, { suggestion: 'remove the link; the next turn makes the folder' });
+  }
+  return folder;
 }
 
 /** Creates an empty file where none is (never through a link: `wx` fails on anything there). */
