@@ -33,7 +33,7 @@ import { condenseOverCap } from './memory-condense.js';
 import { answerTarget, readInbound, type AnswerTarget } from './reply-context.js';
 import { commandAuthorizer, noticeApproval, ownerDirectChat } from './owner-approval.js';
 import { commandRuleFor, commandsFact, isOwnerDirectChat, offersTools } from './tool-policy.js';
-import { messageScope, sandboxFact, turnWorkdir } from './sandbox-profile.js';
+import { messageScope, sandboxFact, turnShows, turnWorkdir } from './sandbox-profile.js';
 import { noteOutage } from './outage.js';
 import { mixesPeople, routeMessage } from './router.js';
 import { chatCommandOf } from './chat-commands.js';
@@ -491,7 +491,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
 
     // Files the turn's commands attached go with the answer (taken now either way: a NO_REPLY drops them);
     // the reminders they asked for are set in this conversation's name.
-    const files = takeAttachments(turn.home, dir, route.threadId);
+    const files = takeAttachments(turn.home, dir, route.threadId, (path) => turnShows(dir, scope, path));
     const reminders = await setReminders(turn.home, dir, route.threadId, event.source, turn.env);
     for (const problem of [...files.problems, ...reminders.problems]) logger.warn(`run: ${problem}`);
     if (reminders.set.length) logger.info(`run: set reminder timer(s) ${reminders.set.join(', ')} for thread ${route.threadId}`);

@@ -13,7 +13,8 @@ import { openThread } from '../thread/index.js';
 import type { AgentDir } from './agent-dir.js';
 import { initAgent } from './lifecycle.js';
 import { routeMessage } from './router.js';
-import { agentSandbox, messageScope, sandboxFact, turnWorkdir, type TurnScope } from './sandbox-profile.js';
+import { takeAttachments } from './reply-files.js';
+import { agentSandbox, messageScope, sandboxFact, turnShows, turnWorkdir, type TurnScope } from './sandbox-profile.js';
 import { OUTBOX_ENV } from './sandbox-sends.js';
 import type { AgentConfig, SandboxProfile } from './types.js';
 
@@ -337,6 +338,22 @@ describe.skipIf(!BWRAP)(`bash_exec in the sandbox (${NEEDS_BWRAP})`, () => {
       const result = await exec(command, { scope: peer });
       expect(result.stdout + result.stderr, command).not.toMatch(/4321|7788/);
     }
+  });
+
+  it("a peer's forged attach request for the owner's memory or thread is not taken; a file of its own workdir is", async () => {
+    writeFileSync(scope.ownMemory!, 'OWNER-MEMORY\n');
+    const thread = openThread(scope.thread!, { home: t.home, create: true });
+    thread.close();
+    const peer = messageScope(helper, routeMessage(helper, 'per-peer', PEER), false);
+    const forged = [scope.ownMemory!, join(scope.thread!, 'events.db')].map((path, i) => `echo '${JSON.stringify({ path })}' > "$THECLAW_OUTBOX/attach-${i}.json"`);
+    const result = await exec([...forged, 'echo mine > note.txt', 'agent attach note.txt'].join(' && '), { scope: peer });
+    expect(result.exit_code, result.stderr).toBe(0);
+    const taken = takeAttachments(t.home, helper, peer.threadId, (path) => turnShows(helper, peer, path));
+    expect(taken.attachments.map((attachment) => attachment.name)).toEqual(['note.txt']);
+    expect(taken.problems).toEqual([
+      expect.stringMatching(/^agent attach: attach-0\.json was not taken: .*user-terminal\.local\.ann\.md is not a file of this conversation's$/),
+      expect.stringMatching(/^agent attach: attach-1\.json was not taken: .*events\.db is not a file of this conversation's$/),
+    ]);
   });
 
   it('workspace-only: only the workdir is writable', async () => {

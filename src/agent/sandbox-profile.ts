@@ -1,5 +1,5 @@
 import { realpathSync, writeFileSync } from 'node:fs';
-import { delimiter, dirname, isAbsolute, join, relative } from 'node:path';
+import { delimiter, dirname, isAbsolute, join, relative, sep } from 'node:path';
 import { ClawError, errnoCode } from '../core/errors.js';
 import { packageRoot } from '../core/package.js';
 import { withStoragePath } from '../core/storage-error.js';
@@ -169,6 +169,19 @@ function ownBinds(dir: AgentDir, scope: TurnScope, writes: boolean): SandboxBind
   // A link planted in the agent's directory (by an older version's sandbox, or a command under
   // the profile none) would bind what it points to: such a path is left out.
   return binds.filter((bind) => isPlainInside(dir.root, bind.path));
+}
+
+/**
+ * Whether a file (an existing one) is one the turn's commands were shown, and so may send with
+ * its answer (reply-files.ts): in its workdir or the agent's skills, its memory files, the files
+ * of its message — never another conversation's thread or another person's memory.
+ */
+export function turnShows(dir: AgentDir, scope: TurnScope, path: string): boolean {
+  const root = realpathSync(dir.root);
+  const real = relative(root, realpathSync(path));
+  const files = [...scope.files, scope.memory.agent, ...(scope.ownMemory ? [scope.ownMemory] : [])].map((file) => relative(dir.root, file));
+  const folders = [turnWorkdir(dir, scope), dir.skills].map((folder) => relative(dir.root, folder));
+  return files.includes(real) || folders.some((folder) => real.startsWith(`${folder}${sep}`));
 }
 
 /** Makes a writable folder of the turn's; one a link stands in for would bind what it points to, and is refused. */
