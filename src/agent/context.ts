@@ -66,6 +66,8 @@ export interface SystemPromptInput {
   source: string;
   /** What the runtime facts say of the commands this message's turn may run (tool-policy.ts). */
   commands?: string;
+  /** Where its commands run and keep files (sandbox-profile.ts turnWorkdir); the agent's workdir when not given. */
+  workdir?: string;
   now?: Date;
 }
 
@@ -77,7 +79,7 @@ export interface SystemPrompt {
   refused: ContainedPathError[];
 }
 
-export function buildSystemPrompt({ dir, route, memory, caps, source, commands, now = new Date() }: SystemPromptInput): SystemPrompt {
+export function buildSystemPrompt({ dir, route, memory, caps, source, commands, workdir = dir.workdir, now = new Date() }: SystemPromptInput): SystemPrompt {
   const sections = [identityText(dir)];
   const truncated: MemoryTruncation[] = [];
   const refused: ContainedPathError[] = [];
@@ -97,7 +99,7 @@ export function buildSystemPrompt({ dir, route, memory, caps, source, commands, 
   }
   sections.push(`## Runtime
 - time: ${now.toISOString()}
-- agent: ${dir.id} (directory ${dir.root}; workdir ${dir.workdir})
+- agent: ${dir.id} (directory ${dir.root}; workdir ${workdir}${workdir === dir.workdir ? '' : ", this conversation's own"})
 - from: ${describeSource(source)}
 - thread: ${route.threadId}${privacyNote(route)}${commands ? `\n- commands: ${commands}\n- search my memory and this conversation: agent memory search ${dir.id} "<words>"; send a file with my answer: agent attach <file>` : ''}
 - memory files: agent ${memory.agent}${memory.user ? `; this person ${memory.user}` : ''}${memory.group ? `; this group ${memory.group}` : ''}${dailyNotes(dir, route, memory)}${earlierConversations(dir, route)}`);

@@ -21,7 +21,8 @@ import { DEFAULT_MEMORY_SEARCH } from './types.js';
 /**
  * Memory search: SQLite FTS5 (BM25, Porter stemming) over an agent's memory files, cut into
  * paragraphs (memory-chunks.ts), and the messages of its conversation threads. The index is
- * `index/memory.db` in the agent's directory, brought up to date by each search: a memory file
+ * `index/memory.db` in the agent's directory (a turn's commands have one of their conversation's
+ * own, which holds only what their sandbox shows them), brought up to date by each search: a memory file
  * only when its size or time changed, a thread only from its last indexed event on, and only
  * when its database changed. Where the index cannot be written (a sandbox that keeps it
  * read-only), the search works on a private copy, brought up to date there.
@@ -123,14 +124,14 @@ export class MemoryIndex {
   ) {}
 
   /**
-   * Opens (and creates) the agent's index, or a private copy of it where it cannot be written.
-   * index/ is writable in the agent's sandbox: SQLite opens its files in the directory held by
+   * Opens (and creates) the agent's index — or the one in `folder`: a conversation's, in its
+   * sandbox (agent-dir.ts conversationIndexFolder) — or a private copy where it cannot be written.
+   * The index folder is writable in a sandbox: SQLite opens its files in the directory held by
    * descriptor, and a link in the place of one of them is refused, before and after the open.
    * `fresh`: the index there is thrown away first (or not copied), to be built anew.
    */
-  static open(dir: AgentDir, fresh = false): MemoryIndex {
-    const folder = join(dir.root, 'index');
-    const file = indexFile(dir);
+  static open(dir: AgentDir, folder = join(dir.root, 'index'), fresh = false): MemoryIndex {
+    const file = join(folder, 'memory.db');
     let held: HeldDir | undefined;
     try {
       held = holdContainedDir(dir.root, folder);
@@ -155,9 +156,10 @@ export class MemoryIndex {
    * over, truncated), it is thrown away with a warning in the log, and `use` runs once more on
    * one built afresh from the memory files and threads.
    */
-  static async using<T>(dir: AgentDir, logger: Logger, use: (index: MemoryIndex) => Promise<T>): Promise<T> {
+  static async using<T>(dir: AgentDir, logger: Logger, use: (index: MemoryIndex) => Promise<T>, folder = join(dir.root, 'index')): Promise<T> {
+    const file = join(folder, 'memory.db');
     const attempt = async (fresh: boolean) => {
-      const index = MemoryIndex.open(dir, fresh);
+      const index = MemoryIndex.open(dir, folder, fresh);
       try {
         return await use(index);
       } finally {
@@ -168,8 +170,8 @@ export class MemoryIndex {
       return await attempt(false);
     } catch (error) {
       // A damaged conversation thread fails a refresh the same way, and is no reason to rebuild.
-      if (!isDamagedDatabase(error) || !isDamagedIndex(indexFile(dir))) throw error;
-      logger.warn(`memory index ${indexFile(dir)} is damaged (${(error as Error).message}): rebuilt from the memory files and threads`);
+      if (!isDamagedDatabase(error) || !isDamagedIndex(file)) throw error;
+      logger.warn(`memory index ${file} is damaged (${(error as Error).message}): rebuilt from the memory files and threads`);
       return await attempt(true);
     }
   }
@@ -399,10 +401,6 @@ function openIndex(held: HeldDir, folder: string): Database.Database {
     db.close();
     throw error;
   }
-}
-
-function indexFile(dir: AgentDir): string {
-  return join(dir.root, 'index', 'memory.db');
 }
 
 /** Whether SQLite finds the index file itself damaged, asked apart from what failed. */

@@ -4,7 +4,7 @@ import { splitCommand } from '../core/command.js';
 import { ContainedPathError, isContainedPathError, kindContained, readContained, writeContained } from '../core/contained-fs.js';
 import { ClawError, usageError } from '../core/errors.js';
 import { createLogger } from '../core/logger.js';
-import { loadAgentConfig, requireAgent } from './agent-dir.js';
+import { conversationIndexFolder, loadAgentConfig, requireAgent } from './agent-dir.js';
 import { searchEmbedder } from './memory-embedder.js';
 import { ARCHIVE_DIR, DAILY_DIR } from './memory-store.js';
 import { agentScope, conversationScope, MemoryIndex, type MemoryHit, type MemoryScope } from './memory-index.js';
@@ -30,22 +30,29 @@ export async function searchMemory(home: string, id: string, query: string, opti
   const config = loadAgentConfig(dir);
   const logger = createLogger(dir.log, { env });
   const embedder = searchEmbedder(home, dir, config, env, logger);
-  return MemoryIndex.using(dir, logger, async (index) => {
-    index.refresh();
-    // The query first: when the endpoint is down, the chunks are not tried too. A private copy
-    // of the index (where it cannot be written) uses the vectors it has, and makes none.
-    const [vector] = (embedder && (await embedder.embed([query]))) ?? [];
-    if (embedder && vector && index.lasting) await index.embedMissing(embedder, scope);
-    return index
-      .search(query, scope, limit + 1, {
-        vector: embedder && vector ? { model: embedder.model, query: vector } : null,
-        vectorWeight: config.memory.search.vector_weight,
-        halfLifeDays: config.memory.search.half_life_days,
-        now: new Date(),
-      })
-      .filter((hit) => !(hit.kind === 'message' && hit.where === inTurn && hit.at === asking))
-      .slice(0, limit);
-  });
+  // In a turn, the conversation's own index: its sandbox shows it no other (sandbox-profile.ts).
+  const folder = inTurn !== undefined ? conversationIndexFolder(dir, inTurn) : undefined;
+  return MemoryIndex.using(
+    dir,
+    logger,
+    async (index) => {
+      index.refresh();
+      // The query first: when the endpoint is down, the chunks are not tried too. A private copy
+      // of the index (where it cannot be written) uses the vectors it has, and makes none.
+      const [vector] = (embedder && (await embedder.embed([query]))) ?? [];
+      if (embedder && vector && index.lasting) await index.embedMissing(embedder, scope);
+      return index
+        .search(query, scope, limit + 1, {
+          vector: embedder && vector ? { model: embedder.model, query: vector } : null,
+          vectorWeight: config.memory.search.vector_weight,
+          halfLifeDays: config.memory.search.half_life_days,
+          now: new Date(),
+        })
+        .filter((hit) => !(hit.kind === 'message' && hit.where === inTurn && hit.at === asking))
+        .slice(0, limit);
+    },
+    folder,
+  );
 }
 
 /**

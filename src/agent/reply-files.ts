@@ -38,9 +38,11 @@ export function queueAttachment(home: string, file: string, name: string | undef
 /**
  * Outside the sandbox, when the turn's answer is ready: the files its commands attached, stored
  * in `files/`, oldest request first; the requests are gone afterwards. A request that cannot be
- * taken is said in `problems` (for the log), never thrown: the answer goes without it.
+ * taken is said in `problems` (for the log), never thrown: the answer goes without it. `shows`
+ * (sandbox-profile.ts turnShows) keeps to the files the turn could read: a request is a file its
+ * commands wrote, and may name any path.
  */
-export function takeAttachments(home: string, dir: AgentDir, conversation: string): { attachments: Attachment[]; problems: string[] } {
+export function takeAttachments(home: string, dir: AgentDir, conversation: string, shows: (path: string) => boolean = () => true): { attachments: Attachment[]; problems: string[] } {
   const taken = takeRequests(
     outboxDir(dir, conversation),
     (name) => name.startsWith(ATTACH_PREFIX),
@@ -51,6 +53,7 @@ export function takeAttachments(home: string, dir: AgentDir, conversation: strin
   for (const { name, request } of taken.requests) {
     try {
       checkOwnFile(dir, request.path);
+      if (!shows(request.path)) throw new Error(`${request.path} is not a file of this conversation's`);
       const bytes = readContained(dir.root, request.path);
       if (!bytes || bytes.length > MAX_REPLY_FILE_BYTES) throw new Error('it changed after it was attached');
       const fileName = request.name ?? basename(request.path);
