@@ -210,6 +210,8 @@ export interface OutboundMessage {
   notice?: NoticeKind;
   /** Files the agent sends with it (after the text, each its own message where the platform needs). */
   files?: OutboundFile[];
+  /** The agent that sends it (none: the gateway, or `xgw send`): a terminal keeps its mailbox per agent. */
+  agent?: string;
 }
 
 /** A file of an answer: in the agent's `files/` (core/agent-files.ts). */
