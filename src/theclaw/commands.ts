@@ -15,11 +15,7 @@ export async function up(options: Json): Promise<void> {
   const result = await system.up(resolveHome());
   // Said on every start, not only the first: a reply from the mock must never pass for a model's.
   if (result.model.offline) process.stderr.write(`Notice: ${system.OFFLINE_NOTICE}\n`);
-  if (result.shell_model) {
-    process.stderr.write(
-      `Warning: notifier was started with another environment, so agents use ${modelLine(result.model)}, not ${modelLine(result.shell_model)} - to switch: theclaw down && theclaw up\n`,
-    );
-  }
+  warnOfShellModel(result);
   for (const changed of result.config_changed) process.stderr.write(`Warning: ${changed.message}\n`);
   // The rest of the system runs without a channel that failed; the owner has to hear of it.
   for (const channel of result.xgw.channels.filter((c) => c.state !== 'running')) {
@@ -134,6 +130,7 @@ export async function status(options: Json & { recent?: number }): Promise<void>
   const home = resolveHome();
   const { systemStatus, statusDetails } = await import('./status.js');
   const status = await systemStatus(home);
+  warnOfShellModel(status);
   const details = options.recent ? statusDetails(home, options.recent) : undefined;
   if (options.json) return printJson(details ? { ...status, details } : status);
   printLines([...formatStatus(status), ...(details ? formatDetails(details) : [])]);
@@ -224,6 +221,12 @@ export async function demo(options: Json & { real?: boolean; keep?: boolean }): 
     process.off('SIGINT', interrupt);
     process.off('SIGTERM', interrupt);
   }
+}
+
+/** Said by up and status: the agents' model is notifier's, whatever keys this shell has now. */
+function warnOfShellModel({ model, shell_model }: { model: ModelChoice; shell_model?: ModelChoice }): void {
+  if (!shell_model) return;
+  process.stderr.write(`Warning: notifier was started with another environment, so agents use ${modelLine(model)}, not ${modelLine(shell_model)} - to switch: theclaw down && theclaw up\n`);
 }
 
 function modelLine(model: ModelChoice): string {

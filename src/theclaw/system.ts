@@ -46,6 +46,12 @@ export function agentsModel(home: string, shellEnv: NodeJS.ProcessEnv): ModelCho
   return defaultModel(home, agentsEnvironment(home, shellEnv));
 }
 
+/** The model this shell's keys would give, when it is not `agents` (notifier was started with other keys). */
+export function shellModel(home: string, shellEnv: NodeJS.ProcessEnv, agents: ModelChoice): ModelChoice | undefined {
+  const shell = defaultModel(home, shellEnv);
+  return shell.provider !== agents.provider || shell.model !== agents.model ? shell : undefined;
+}
+
 export const OFFLINE_NOTICE =
   'no provider key found: agents answer with the offline mock model (canned replies) - set OPENAI_API_KEY or ANTHROPIC_API_KEY, or a provider with api, base_url and models in $THECLAW_HOME/pai/config.yaml, then run theclaw down && theclaw up';
 
@@ -131,12 +137,11 @@ async function upLocked(home: string, env: NodeJS.ProcessEnv): Promise<Omit<UpRe
   await registerSystemTimers(home);
   const heartbeats = await registerHeartbeats(home, env);
   const model = agentsModel(home, env);
-  const shell = defaultModel(home, env);
-  const differs = shell.provider !== model.provider || shell.model !== model.model;
+  const shell_model = shellModel(home, env, model);
   // A daemon started now has just loaded its file; one running already may run an older one.
   const notifierStatus = started.includes('notifier') ? null : await daemonStatus(home).catch(() => null);
   const config_changed = changedConfigs(home, notifierStatus, xgw.value);
-  return { home, started, created, agents, notifier: { pid: notifier.value.pid! }, xgw: xgw.value, model, heartbeats, ...(differs ? { shell_model: shell } : {}), config_changed };
+  return { home, started, created, agents, notifier: { pid: notifier.value.pid! }, xgw: xgw.value, model, heartbeats, ...(shell_model ? { shell_model } : {}), config_changed };
 }
 
 /**

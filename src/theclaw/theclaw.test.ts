@@ -257,7 +257,7 @@ describe('theclaw up, status, down', () => {
     );
   });
 
-  it("reports the model notifier runs agents with, not the shell's, and says how to switch", async () => {
+  it("reports the model notifier runs agents with, not the shell's, and says how to switch, in up and in status", async () => {
     home();
     expect((await theclaw(['up'])).code).toBe(0);
     const withKey = { ...t!.env, OPENAI_API_KEY: 'sk-test-not-used' };
@@ -267,7 +267,10 @@ describe('theclaw up, status, down', () => {
       'Warning: notifier was started with another environment, so agents use mock/echo (offline: no provider key), not openai/gpt-4o-mini - to switch: theclaw down && theclaw up',
     );
     expect(JSON.parse(again.stdout)).toMatchObject({ model: { provider: 'mock', offline: true }, shell_model: { provider: 'openai' } });
-    expect((JSON.parse((await theclaw(['status', '--json'], withKey)).stdout) as SystemStatus).model.provider).toBe('mock');
+    const status = await theclaw(['status', '--json'], withKey);
+    expect(JSON.parse(status.stdout)).toMatchObject({ model: { provider: 'mock', offline: true }, shell_model: { provider: 'openai' } });
+    expect(status.stderr).toContain('Warning: notifier was started with another environment, so agents use mock/echo (offline: no provider key), not openai/gpt-4o-mini');
+    expect((await theclaw(['status'])).stderr).not.toContain('Warning: notifier was started with another environment');
   });
 
   it("shows every other agent when one agent's config is broken", async () => {
