@@ -301,5 +301,11 @@ export interface ChannelAdapter {
    */
   toolProgress?(target: ConversationTarget, replyTo: string | undefined, command: string): Promise<void>;
   status(): ChannelStatus;
+  /**
+   * Asks the platform, without starting, whether the channel could start (Telegram: getMe with
+   * the token), for `theclaw doctor` while xgw is down: what it found (the bot's name), or the
+   * error `start` would fail with. Absent where nothing can be asked.
+   */
+  check?(): Promise<string>;
   stop(): Promise<void>;
 }
