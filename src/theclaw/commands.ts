@@ -12,6 +12,7 @@ interface Json {
 
 export async function up(options: Json): Promise<void> {
   const system = await import('./system.js');
+  const { talkLines } = await import('./up-summary.js');
   const result = await system.up(resolveHome());
   // Said on every start, not only the first: a reply from the mock must never pass for a model's.
   if (result.model.offline) process.stderr.write(`Notice: ${system.OFFLINE_NOTICE}\n`);
@@ -24,8 +25,6 @@ export async function up(options: Json): Promise<void> {
   for (const problem of result.heartbeats.problems) process.stderr.write(`Warning: a heartbeat timer was not set (${problem}) - see: agent heartbeat <id>\n`);
   if (options.json) return printJson(result);
   const daemon = (name: 'notifier' | 'xgw', pid: number | null) => `${result.started.includes(name) ? 'started' : 'running already'} (pid ${pid})`;
-  const webchat = result.xgw.channels.flatMap((channel) => (channel.url ? [`  web chat  ${channel.url}`, `  status    ${statusPageUrl(channel.url)}`] : []));
-  const terminal = result.xgw.channels.some((channel) => channel.type === 'terminal') ? ['  terminal  agent chat admin'] : [];
   printLines([
     `TheClaw is up (data: ${result.home})`,
     `  notifier  ${daemon('notifier', result.notifier.pid)}`,
@@ -34,7 +33,7 @@ export async function up(options: Json): Promise<void> {
     `  model     ${modelLine(result.model)}`,
     ...(result.heartbeats.set.length ? [`  heartbeats set again from the agents' configs: ${result.heartbeats.set.join(', ')}`] : []),
     ...(result.repaired.length ? [`  privacy   made ${result.repaired.length} path(s) under the home private (others could read or enter them), e.g. ${result.repaired.slice(0, 3).join(', ')}`] : []),
-    ...(webchat.length + terminal.length > 0 ? ['Talk to admin:', ...webchat, ...terminal] : ['No web chat or terminal channel is configured: see xgw config check']),
+    ...talkLines(result.talk),
     'Next: theclaw status · theclaw doctor · theclaw down',
   ]);
 }
@@ -231,13 +230,6 @@ function warnOfShellModel({ model, shell_model }: { model: ModelChoice; shell_mo
 
 function modelLine(model: ModelChoice): string {
   return model.offline ? `${model.provider}/${model.model} (offline: no provider key)` : `${model.provider}/${model.model ?? '(default)'}`;
-}
-
-/** The status page is served by the web chat at /status, behind the same token. */
-function statusPageUrl(webchatUrl: string): string {
-  const url = new URL(webchatUrl);
-  url.pathname = '/status';
-  return url.toString();
 }
 
 function clip(text: string, length: number): string {
