@@ -114,14 +114,7 @@ const LEGACY_TARGET = '';
  */
 export function agentEntry(message: OutboundMessage, home: string): Omit<MailboxEntry, 'id' | 'created_at'> {
   const files = (message.files ?? []).map((file) => ({ name: file.name, bytes: file.bytes ?? 0, ref: relative(home, file.path) }));
-  return {
-    role: 'agent',
-    text: message.text,
-    reply_to: message.replyTo ?? null,
-    ...(message.notice ? { notice: message.notice } : {}),
-    ...(files.length ? { files } : {}),
-    ...(message.agent ? { agent: message.agent } : {}),
-  };
+  return { role: 'agent', text: message.text, reply_to: message.replyTo ?? null, ...(message.notice ? { notice: message.notice } : {}), ...(files.length ? { files } : {}) };
 }
 
 const MAILBOX_COLUMNS = 'id, role, text, reply_to, created_at, notice, files, message_id, agent';

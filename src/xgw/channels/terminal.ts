@@ -41,7 +41,8 @@ export class TerminalChannel implements ChannelAdapter {
 
   async send(message: OutboundMessage, options: ChannelSendOptions = {}): Promise<{ messageIds: string[] }> {
     if (options.sent?.length) return { messageIds: [...options.sent] }; // one part, sent before
-    const entry = this.state().addToMailbox(this.id, message.peerId, agentEntry(message, this.context!.home), this.config.history_limit);
+    const kept = { ...agentEntry(message, this.context!.home), ...(message.agent !== undefined && { agent: message.agent }) };
+    const entry = this.state().addToMailbox(this.id, message.peerId, kept, this.config.history_limit);
     this.push(message.peerId, entry);
     return { messageIds: [String(entry.id)] };
   }
