@@ -118,6 +118,7 @@ async function deliverOne(home: string, dir: AgentDir, thread: Thread, event: Th
       text: content.text,
       ...(content.notice ? { notice: content.notice } : {}),
       ...(content.attachments.length ? { files: outboundFiles(dir, content.attachments) } : {}),
+      agent: dir.id,
     };
     try {
       await askXgw(home, request, 60_000);

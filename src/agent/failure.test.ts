@@ -78,7 +78,8 @@ describe('noticeText', () => {
   it('gives the defaults the issue asks for', () => {
     const config = AgentConfigSchema.parse({ agent_id: 'x' });
     expect(noticeText(config.notices.error, failure)).toBe('I could not answer: the model refused the request (401). The owner has been told.');
-    expect(config.notices.delayed_after_seconds).toBe(120);
+    expect(config.notices.delayed_after_seconds).toBe(20);
+    expect(noticeText(config.notices.delayed, classifyFailure(modelCallError({ status: 503 })))).toBe('The model is not answering right now; I will answer as soon as it is back.');
   });
 });
 
@@ -153,7 +154,7 @@ describe('answerFailure', () => {
 
   it('leaves an outage without an outcome, and tells the person once that the answer is delayed once it has waited long enough', () => {
     const outage = modelCallError({ status: 503 });
-    const early = failedMessage({ waitedSeconds: 119 });
+    const early = failedMessage({ waitedSeconds: 19 });
     expect(() => answerFailure(early, outage)).toThrow(ModelOutage);
     expect(selfEvents()).toEqual([]);
 
@@ -162,7 +163,7 @@ describe('answerFailure', () => {
     const [notice, ...rest] = selfEvents();
     expect(rest).toEqual([]);
     expect(parseMessageContent(notice!.content)).toEqual({
-      text: 'Sorry for the wait: the model is failing (503). I will answer as soon as it is back.',
+      text: 'The model is not answering right now; I will answer as soon as it is back.',
       attachments: [],
       reply_context: person,
       in_reply_to: early.inboundId,

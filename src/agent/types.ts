@@ -26,7 +26,7 @@ const memoryCap = z.int().check(z.minimum(100));
 /** What the person is told when a message gets no answer; `{reason}` says why in a few words. */
 export const DEFAULT_ERROR_NOTICE = 'I could not answer: {reason}. The owner has been told.';
 /** What the person is told once while the model is unreachable; the answer follows when it is back. */
-export const DEFAULT_DELAYED_NOTICE = 'Sorry for the wait: {reason}. I will answer as soon as it is back.';
+export const DEFAULT_DELAYED_NOTICE = 'The model is not answering right now; I will answer as soon as it is back.';
 
 const providerModel = z.string().check(z.regex(/^[^/\s]+\/\S+$/, 'must be provider/model, e.g. openai/gpt-4o-mini'));
 
@@ -132,9 +132,9 @@ export const AgentConfigSchema = z.strictObject({
       /** Once per message, when the model has been unreachable this long; the answer follows when it is back. */
       delayed: z._default(z.string().check(z.minLength(1)), DEFAULT_DELAYED_NOTICE),
       /** Seconds a message waits for an unreachable model (from its arrival) before the delayed notice. */
-      delayed_after_seconds: z._default(z.number().check(z.gte(0)), 120),
+      delayed_after_seconds: z._default(z.number().check(z.gte(0)), 20),
     }),
-    { error: DEFAULT_ERROR_NOTICE, delayed: DEFAULT_DELAYED_NOTICE, delayed_after_seconds: 120 },
+    { error: DEFAULT_ERROR_NOTICE, delayed: DEFAULT_DELAYED_NOTICE, delayed_after_seconds: 20 },
   ),
   context: z._default(
     z.strictObject({

@@ -13,7 +13,7 @@ import { lastUserText, settle, startSystem, telegramThread, until, type System, 
  * out with one "delayed" notice and then exactly one answer.
  *
  * OUTAGE_SOAK=1 (`npm run soak`) also runs the real-length case: the model down for 3 minutes
- * with the default delay (2 minutes) and notifier's default backoff (1 s doubling up to 5 min).
+ * with the default delay (20 s) and notifier's default backoff (1 s doubling up to 5 min).
  */
 const SOAK = process.env.OUTAGE_SOAK === '1';
 const REFUSED_NOTICE = 'I could not answer: the model refused the request (401). The owner has been told.';
@@ -90,7 +90,7 @@ describe('model failures, end to end', () => {
     const update = s.telegram.queueUpdate(textUpdate({ from: 5151, text: 'anyone home?' }));
 
     await until(() => s.telegram.sent.length > 0, 'the delayed notice', 20_000);
-    expect(s.telegram.sent[0]).toMatchObject({ chat_id: 5151, text: 'Sorry for the wait: the model is failing (503). I will answer as soon as it is back.' });
+    expect(s.telegram.sent[0]).toMatchObject({ chat_id: 5151, text: 'The model is not answering right now; I will answer as soon as it is back.' });
     // The runs keep failing (notifier backs off up to 1 s here), and no second notice comes.
     const failedSoFar = outageRuns(s);
     await until(() => outageRuns(s) >= failedSoFar + 2, 'two more failed runs', 20_000);
@@ -100,7 +100,7 @@ describe('model failures, end to end', () => {
     await until(() => s.telegram.sent.length >= 2, 'the answer', 20_000);
     await settle(s);
     expect(s.telegram.sent.map((sent) => [sent.chat_id, sent.text, sent.reply_parameters?.message_id])).toEqual([
-      [5151, 'Sorry for the wait: the model is failing (503). I will answer as soon as it is back.', update.message.message_id],
+      [5151, 'The model is not answering right now; I will answer as soon as it is back.', update.message.message_id],
       [5151, 'answer to: anyone home?', update.message.message_id],
     ]);
     const events = s.events(telegramThread(s.home, 5151));
@@ -126,9 +126,9 @@ describe('model failures, end to end', () => {
     console.log(
       `failures: ${JSON.stringify({ delayed_notice_at_s: noticeAt / 1000, model_back_at_s: backAt / 1000, answer_at_s: answerAt / 1000, failed_runs: runsWhileDown, sent: s.telegram.sent.map((m) => m.text) })}`,
     );
-    expect(noticeAt).toBeGreaterThanOrEqual(120_000);
+    expect(noticeAt).toBeGreaterThanOrEqual(20_000);
     expect(s.telegram.sent.map((sent) => [sent.text, sent.reply_parameters?.message_id])).toEqual([
-      ['Sorry for the wait: the model is failing (503). I will answer as soon as it is back.', update.message.message_id],
+      ['The model is not answering right now; I will answer as soon as it is back.', update.message.message_id],
       ['answer to: long outage', update.message.message_id],
     ]);
   });

@@ -53,4 +53,29 @@ describe('agent chat', () => {
     const help = await s.run('agent', ['chat', '--help']);
     expect(help.stdout).toMatch(/\/quit, \/exit or Ctrl-D leaves/);
   });
+
+  it("keeps an agent's waiting answer for the chat with that agent: not shown in another agent's chat", { timeout: 90_000 }, async () => {
+    const s = await startSystem({
+      logLevel: 'info',
+      llm: { defaultStep: (request) => ({ kind: 'text', text: `the answer to "${lastUserText(request)}"`, delayMs: lastUserText(request) === 'for admin' ? 3_000 : 0 }) },
+    });
+    system = s;
+    await s.must('agent', ['init', 'helper']);
+    await s.must('agent', ['start', 'helper']);
+    const chat = spawn(process.execPath, [cliPath('agent'), 'chat', 'admin'], { env: s.env, stdio: ['pipe', 'ignore', 'ignore'] });
+    chat.stdin.write('for admin\n');
+    await until(() => s.llm.requests.some((request) => lastUserText(request) === 'for admin'), 'the question to reach the model', 20_000);
+    chat.kill('SIGKILL');
+    await until(() => unseenAnswers(s) === 1, "admin's answer in the mailbox", 20_000);
+
+    const helper = await s.run('agent', ['chat', 'helper'], 'hello helper\n');
+    expect(helper.code, helper.stderr).toBe(0);
+    expect(helper.stdout).toBe('the answer to "hello helper"\n');
+    expect(unseenAnswers(s)).toBe(1);
+
+    const admin = await s.run('agent', ['chat', 'admin'], '');
+    expect(admin.code, admin.stderr).toBe(0);
+    expect(admin.stdout).toBe('(earlier) you: for admin\nthe answer to "for admin"\n');
+    expect(unseenAnswers(s)).toBe(0);
+  });
 });

@@ -12,14 +12,11 @@ interface Json {
 
 export async function up(options: Json): Promise<void> {
   const system = await import('./system.js');
+  const { talkLines } = await import('./up-summary.js');
   const result = await system.up(resolveHome());
   // Said on every start, not only the first: a reply from the mock must never pass for a model's.
   if (result.model.offline) process.stderr.write(`Notice: ${system.OFFLINE_NOTICE}\n`);
-  if (result.shell_model) {
-    process.stderr.write(
-      `Warning: notifier was started with another environment, so agents use ${modelLine(result.model)}, not ${modelLine(result.shell_model)} - to switch: theclaw down && theclaw up\n`,
-    );
-  }
+  warnOfShellModel(result);
   for (const changed of result.config_changed) process.stderr.write(`Warning: ${changed.message}\n`);
   // The rest of the system runs without a channel that failed; the owner has to hear of it.
   for (const channel of result.xgw.channels.filter((c) => c.state !== 'running')) {
@@ -28,8 +25,6 @@ export async function up(options: Json): Promise<void> {
   for (const problem of result.heartbeats.problems) process.stderr.write(`Warning: a heartbeat timer was not set (${problem}) - see: agent heartbeat <id>\n`);
   if (options.json) return printJson(result);
   const daemon = (name: 'notifier' | 'xgw', pid: number | null) => `${result.started.includes(name) ? 'started' : 'running already'} (pid ${pid})`;
-  const webchat = result.xgw.channels.flatMap((channel) => (channel.url ? [`  web chat  ${channel.url}`, `  status    ${statusPageUrl(channel.url)}`] : []));
-  const terminal = result.xgw.channels.some((channel) => channel.type === 'terminal') ? ['  terminal  agent chat admin'] : [];
   printLines([
     `TheClaw is up (data: ${result.home})`,
     `  notifier  ${daemon('notifier', result.notifier.pid)}`,
@@ -38,7 +33,7 @@ export async function up(options: Json): Promise<void> {
     `  model     ${modelLine(result.model)}`,
     ...(result.heartbeats.set.length ? [`  heartbeats set again from the agents' configs: ${result.heartbeats.set.join(', ')}`] : []),
     ...(result.repaired.length ? [`  privacy   made ${result.repaired.length} path(s) under the home private (others could read or enter them), e.g. ${result.repaired.slice(0, 3).join(', ')}`] : []),
-    ...(webchat.length + terminal.length > 0 ? ['Talk to admin:', ...webchat, ...terminal] : ['No web chat or terminal channel is configured: see xgw config check']),
+    ...talkLines(result.talk),
     'Next: theclaw status · theclaw doctor · theclaw down',
   ]);
 }
@@ -134,6 +129,7 @@ export async function status(options: Json & { recent?: number }): Promise<void>
   const home = resolveHome();
   const { systemStatus, statusDetails } = await import('./status.js');
   const status = await systemStatus(home);
+  warnOfShellModel(status);
   const details = options.recent ? statusDetails(home, options.recent) : undefined;
   if (options.json) return printJson(details ? { ...status, details } : status);
   printLines([...formatStatus(status), ...(details ? formatDetails(details) : [])]);
@@ -226,15 +222,14 @@ export async function demo(options: Json & { real?: boolean; keep?: boolean }): 
   }
 }
 
-function modelLine(model: ModelChoice): string {
-  return model.offline ? `${model.provider}/${model.model} (offline: no provider key)` : `${model.provider}/${model.model ?? '(default)'}`;
+/** Said by up and status: the agents' model is notifier's, whatever keys this shell has now. */
+function warnOfShellModel({ model, shell_model }: { model: ModelChoice; shell_model?: ModelChoice }): void {
+  if (!shell_model) return;
+  process.stderr.write(`Warning: notifier was started with another environment, so agents use ${modelLine(model)}, not ${modelLine(shell_model)} - to switch: theclaw down && theclaw up\n`);
 }
 
-/** The status page is served by the web chat at /status, behind the same token. */
-function statusPageUrl(webchatUrl: string): string {
-  const url = new URL(webchatUrl);
-  url.pathname = '/status';
-  return url.toString();
+function modelLine(model: ModelChoice): string {
+  return model.offline ? `${model.provider}/${model.model} (offline: no provider key)` : `${model.provider}/${model.model ?? '(default)'}`;
 }
 
 function clip(text: string, length: number): string {

@@ -16,6 +16,7 @@ import { BUILTIN_PROVIDERS, chat, chooseModel, findBwrap, keyVariables, loadPaiC
 import { openThread } from '../thread/index.js';
 import { DEFAULT_XGW_CONFIG, inspectXgwConfig, XgwConfigSchema, xgwCheckEnvironment, type ChannelConfig } from '../xgw/index.js';
 import { withDamage, type AgentDamage } from './agent-threads.js';
+import { checkChannels } from './doctor-channels.js';
 import { modelWaits, recentErrors } from './failures.js';
 import { probeDaemons, RECENT_ERRORS } from './status.js';
 import { agentsEnvironment, agentsModel } from './system.js';
@@ -24,7 +25,7 @@ export type CheckStatus = 'ok' | 'warn' | 'fail';
 
 /** One finding: what was checked, what was found, and for a problem how to fix it. */
 export interface Check {
-  name: 'node' | 'data directory' | 'config' | 'providers' | 'agents' | 'model' | 'daemons' | 'ports' | 'locks' | 'pending' | 'errors' | 'threads' | 'sandbox';
+  name: 'node' | 'data directory' | 'config' | 'providers' | 'agents' | 'model' | 'daemons' | 'channels' | 'ports' | 'locks' | 'pending' | 'errors' | 'threads' | 'sandbox';
   status: CheckStatus;
   detail: string;
   fix?: string;
@@ -61,7 +62,7 @@ export async function doctor(home: string, env: NodeJS.ProcessEnv = process.env,
   }
   checks.push(...(await checkAgentWindows(home, configs.agents, env)));
   checks.push(checkSandbox(home, configs.agents, options.bwrap !== undefined ? options.bwrap : findBwrap(agentsEnvironment(home, env))));
-  checks.push(...(await checkRuntime(home, configs.channels, now)));
+  checks.push(...(await checkRuntime(home, configs.channels, now, xgwCheckEnvironment(home, env).env, options.offline === true)));
   return checks;
 }
 
@@ -288,7 +289,7 @@ function checkFailures(home: string, subscriptions: readonly SubscriptionStatus[
   ];
 }
 
-async function checkRuntime(home: string, configured: ChannelConfig[], now: number): Promise<Check[]> {
+async function checkRuntime(home: string, configured: ChannelConfig[], now: number, xgwEnv: NodeJS.ProcessEnv, offline: boolean): Promise<Check[]> {
   const checks: Check[] = [];
   const { notifier, xgw, components } = await probeDaemons(home);
   const hung = components.filter((c) => c.running && !c.answering);
@@ -304,6 +305,7 @@ async function checkRuntime(home: string, configured: ChannelConfig[], now: numb
     );
   }
 
+  checks.push(...(await checkChannels(configured, xgw?.running ? xgw.channels : null, xgwEnv, offline)));
   for (const channel of configured) {
     if (xgw?.channels.find((c) => c.id === channel.id)?.state === 'running') continue; // ours holds its port
     if (channel.type !== 'webchat' || channel.port === 0) continue;

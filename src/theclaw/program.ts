@@ -65,9 +65,9 @@ before theclaw up for a real one.`,
     program
       .command('doctor')
       .description(
-        "check Node, the data directory, configs, provider keys, agents' model windows, the sandbox (bubblewrap) of their commands, the model (one tiny real call), ports, stale locks, old pending events, messages waiting for the model and recent errors; say how to fix each problem (exit 1 on a failure)",
+        "check Node, the data directory, configs, provider keys, agents' model windows, the sandbox (bubblewrap) of their commands, the model (one tiny real call), every channel (its state in xgw; while xgw is down, Telegram's getMe with the token), ports, stale locks, old pending events, messages waiting for the model and recent errors; say how to fix each problem (exit 1 on a failure)",
       )
-      .option('--offline', 'skip the call to the model')
+      .option('--offline', "skip the calls to the model and to the channels' platforms")
       .addOption(jsonOption())
       .action(async (options) => (await commands()).doctor(options)),
     ['theclaw doctor', 'theclaw doctor --offline', 'theclaw doctor --json'],

@@ -13,7 +13,7 @@ import type { ChannelStatus, XgwStatus } from '../xgw/index.js';
 import { forEachAgentThread, newestFirst, withDamage, type AgentDamage } from './agent-threads.js';
 import { changedConfigs, type ChangedConfig } from './config-changes.js';
 import { modelWaits, recentErrors, type ModelWait, type RecentError } from './failures.js';
-import { agentsModel, type ModelChoice } from './system.js';
+import { agentsModel, shellModel, type ModelChoice } from './system.js';
 
 export interface ComponentStatus {
   name: DaemonName;
@@ -55,6 +55,8 @@ export interface SystemStatus {
   pending: number;
   /** The model agents get when their config names none (see agentsModel). */
   model: ModelChoice;
+  /** The model this shell's keys would give, when it differs (notifier was started with other keys). */
+  shell_model?: ModelChoice;
   /** Agents whose messages wait for an unavailable model; `theclaw retry` tries again now. */
   model_waits: ModelWait[];
   /** The newest error records of every agent's conversations, newest first. */
@@ -120,6 +122,8 @@ export async function probeDaemons(home: string): Promise<{ notifier: NotifierSt
 
 /** `theclaw status`: the daemons, every agent, and what waits for delivery. One part failing never hides the others. */
 export async function systemStatus(home: string, env: NodeJS.ProcessEnv = process.env): Promise<SystemStatus> {
+  const model = agentsModel(home, env);
+  const shell_model = shellModel(home, env, model);
   const { notifier, xgw, components } = await probeDaemons(home);
   const queues = (notifier?.subscriptions ?? []).flatMap((sub): QueueStatus[] => {
     if (sub.pending === 0 && sub.failures === 0) return [];
@@ -152,7 +156,8 @@ export async function systemStatus(home: string, env: NodeJS.ProcessEnv = proces
     }),
     queues,
     pending: queues.reduce((sum, queue) => sum + queue.pending, 0),
-    model: agentsModel(home, env),
+    model,
+    ...(shell_model ? { shell_model } : {}),
     model_waits: modelWaits(home, notifier?.subscriptions ?? []),
     recent_errors: recent,
     config_changed: changedConfigs(home, notifier, xgw),

@@ -1,6 +1,6 @@
 import { existsSync, writeFileSync } from 'node:fs';
 import { dirname, relative } from 'node:path';
-import { agentDir } from '../agent/agent-dir.js';
+import { agentDir, listAgentIds } from '../agent/agent-dir.js';
 import { SYSTEM_AGENTS } from '../agent/identity.js';
 import { initAgent, startAgent } from '../agent/lifecycle.js';
 import { daemonEnvironment, daemonHolder, stopDaemonProcess, type DaemonName } from '../core/daemon.js';
@@ -19,6 +19,7 @@ import { DEFAULT_XGW_CONFIG, loadXgwConfig } from '../xgw/config.js';
 import { gatewayStatus, reloadGateway, startGateway } from '../xgw/control.js';
 import type { XgwReloadResult, XgwStatus } from '../xgw/index.js';
 import { changedConfigs, type ChangedConfig } from './config-changes.js';
+import { talkTo, type TalkTo } from './up-summary.js';
 
 /** The model agents get when their config names none, and whether it is the offline mock. */
 export interface ModelChoice {
@@ -46,6 +47,12 @@ export function agentsModel(home: string, shellEnv: NodeJS.ProcessEnv): ModelCho
   return defaultModel(home, agentsEnvironment(home, shellEnv));
 }
 
+/** The model this shell's keys would give, when it is not `agents` (notifier was started with other keys). */
+export function shellModel(home: string, shellEnv: NodeJS.ProcessEnv, agents: ModelChoice): ModelChoice | undefined {
+  const shell = defaultModel(home, shellEnv);
+  return shell.provider !== agents.provider || shell.model !== agents.model ? shell : undefined;
+}
+
 export const OFFLINE_NOTICE =
   'no provider key found: agents answer with the offline mock model (canned replies) - set OPENAI_API_KEY or ANTHROPIC_API_KEY, or a provider with api, base_url and models in $THECLAW_HOME/pai/config.yaml, then run theclaw down && theclaw up';
 
@@ -57,7 +64,10 @@ export interface UpResult {
   created: string[];
   /** Paths under the home that others could read or enter, made private by this call. */
   repaired: string[];
+  /** Every agent of the home: the system's, then the others. */
   agents: string[];
+  /** Where to talk to whom (see up-summary.ts). */
+  talk: TalkTo[];
   notifier: { pid: number };
   xgw: XgwStatus;
   /** The model the agents get (see agentsModel). */
@@ -95,14 +105,14 @@ async function upLocked(home: string, env: NodeJS.ProcessEnv): Promise<Omit<UpRe
     ensureDir(dirname(xgwConfigPath(home)));
     writeFileSync(xgwConfigPath(home), DEFAULT_XGW_CONFIG, { flag: 'wx' });
   }
-  loadXgwConfig(home);
+  const xgwConfig = loadXgwConfig(home);
   loadNotifierConfig(home);
   loadPaiConfig(home);
 
-  const agents = Object.keys(SYSTEM_AGENTS);
-  const created = agents.filter((id) => !existsSync(agentDir(home, id).config));
+  const systemAgents = Object.keys(SYSTEM_AGENTS);
+  const created = systemAgents.filter((id) => !existsSync(agentDir(home, id).config));
   for (const id of created) initAgent(home, id);
-  for (const id of agents) startAgent(home, id);
+  for (const id of systemAgents) startAgent(home, id);
 
   const started: DaemonName[] = [];
   const [notifier, xgw] = await Promise.allSettled([
@@ -131,12 +141,24 @@ async function upLocked(home: string, env: NodeJS.ProcessEnv): Promise<Omit<UpRe
   await registerSystemTimers(home);
   const heartbeats = await registerHeartbeats(home, env);
   const model = agentsModel(home, env);
-  const shell = defaultModel(home, env);
-  const differs = shell.provider !== model.provider || shell.model !== model.model;
+  const shell_model = shellModel(home, env, model);
   // A daemon started now has just loaded its file; one running already may run an older one.
   const notifierStatus = started.includes('notifier') ? null : await daemonStatus(home).catch(() => null);
   const config_changed = changedConfigs(home, notifierStatus, xgw.value);
-  return { home, started, created, agents, notifier: { pid: notifier.value.pid! }, xgw: xgw.value, model, heartbeats, ...(differs ? { shell_model: shell } : {}), config_changed };
+  const agents = [...systemAgents, ...listAgentIds(home).filter((id) => !systemAgents.includes(id))];
+  return {
+    home,
+    started,
+    created,
+    agents,
+    talk: talkTo(xgw.value, xgwConfig.channels, agents),
+    notifier: { pid: notifier.value.pid! },
+    xgw: xgw.value,
+    model,
+    heartbeats,
+    ...(shell_model ? { shell_model } : {}),
+    config_changed,
+  };
 }
 
 /**

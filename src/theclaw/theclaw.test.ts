@@ -134,6 +134,41 @@ describe('theclaw up, status, down', () => {
     expect(readdirSync(join(t!.home, 'agents', 'admin')).length).toBeGreaterThan(3); // there was something to look at
   });
 
+  it('lists every agent, each web chat under the agent its route goes to, and the status page only where it is served', async () => {
+    home();
+    writeFileSync(
+      join(t!.home, 'xgw', 'config.yaml'),
+      `channels:
+  - { id: webchat:main, type: webchat, port: 0, access: open }
+  - { id: webchat:guest, type: webchat, port: 0, access: pairing }
+  - { id: terminal:local, type: terminal, access: open }
+routes:
+  - { channel: webchat:guest, agent: helper }
+  - { channel: "*", peer: "*", agent: admin }
+`,
+    );
+    expect((await runTool('agent', ['init', 'helper'], t!.env)).code).toBe(0);
+    const up = await theclaw(['up']);
+    expect(up.code, up.stderr).toBe(0);
+    expect(up.stdout).toMatch(/agents {4}admin, warden, maintainer, evolver, helper \(created admin, warden, maintainer, evolver\)/);
+    const talk = up.stdout
+      .slice(up.stdout.indexOf('Talk to'), up.stdout.indexOf('Next:'))
+      .replace(/:\d+\//g, ':PORT/')
+      .replace(/token=[0-9a-f]+/g, 'token=T');
+    expect(talk.split('\n')).toEqual([
+      'Talk to admin:',
+      '  web chat  http://127.0.0.1:PORT/?token=T',
+      '  status    http://127.0.0.1:PORT/status?token=T',
+      '  terminal  agent chat admin',
+      'Talk to helper:',
+      '  web chat  http://127.0.0.1:PORT/?token=T',
+      '  terminal  agent chat helper',
+      '',
+    ]);
+    const statusUrl = /status {4}(\S+)/.exec(up.stdout)![1]!;
+    expect((await fetch(statusUrl)).status).toBe(200);
+  });
+
   it('starts the daemons and the system agents, routes the web chat to admin, says it is offline, and stops what it started', async () => {
     home();
     const first = await theclaw(['up']);
@@ -257,7 +292,7 @@ describe('theclaw up, status, down', () => {
     );
   });
 
-  it("reports the model notifier runs agents with, not the shell's, and says how to switch", async () => {
+  it("reports the model notifier runs agents with, not the shell's, and says how to switch, in up and in status", async () => {
     home();
     expect((await theclaw(['up'])).code).toBe(0);
     const withKey = { ...t!.env, OPENAI_API_KEY: 'sk-test-not-used' };
@@ -267,7 +302,10 @@ describe('theclaw up, status, down', () => {
       'Warning: notifier was started with another environment, so agents use mock/echo (offline: no provider key), not openai/gpt-4o-mini - to switch: theclaw down && theclaw up',
     );
     expect(JSON.parse(again.stdout)).toMatchObject({ model: { provider: 'mock', offline: true }, shell_model: { provider: 'openai' } });
-    expect((JSON.parse((await theclaw(['status', '--json'], withKey)).stdout) as SystemStatus).model.provider).toBe('mock');
+    const status = await theclaw(['status', '--json'], withKey);
+    expect(JSON.parse(status.stdout)).toMatchObject({ model: { provider: 'mock', offline: true }, shell_model: { provider: 'openai' } });
+    expect(status.stderr).toContain('Warning: notifier was started with another environment, so agents use mock/echo (offline: no provider key), not openai/gpt-4o-mini');
+    expect((await theclaw(['status'])).stderr).not.toContain('Warning: notifier was started with another environment');
   });
 
   it("shows every other agent when one agent's config is broken", async () => {

@@ -68,7 +68,7 @@ export async function runTerminalChat(options: TerminalChatOptions): Promise<voi
   try {
     await subscribe(
       socketPath(options.home, 'xgw'),
-      { op: 'chat_attach', channel } satisfies XgwRequest,
+      { op: 'chat_attach', channel, ...(options.agent !== undefined ? { agent: options.agent } : {}) } satisfies XgwRequest,
       {
         onMessage(message) {
           const entry = message as MailboxEntry;

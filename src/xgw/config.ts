@@ -3,8 +3,8 @@ import { daemonEnvironment } from '../core/daemon.js';
 import { ClawError } from '../core/errors.js';
 import { xgwConfigPath } from '../core/layout.js';
 import { describeIssue } from '../core/validate.js';
-import { agentExists } from './route.js';
-import { ChannelConfigSchema, RouteSchema, XgwConfigSchema, type ChannelConfig, type Route, type XgwConfig } from './types.js';
+import { agentExists, findRoute } from './route.js';
+import { ChannelConfigSchema, RouteSchema, XgwConfigSchema, type ChannelConfig, type Route, type WebchatChannelConfig, type XgwConfig } from './types.js';
 
 /**
  * The gateway config `theclaw up` writes when there is none: the web chat and the terminal, both
@@ -115,6 +115,20 @@ export function inspectXgwConfig(home: string, options: InspectOptions = {}): Xg
 }
 
 /** Loads the gateway config, or throws one `invalid` error that lists every problem found. */
+/** The agent a channel's messages go to when no route names their peer; none without a route. */
+export function channelAgent(routes: readonly Route[], channelId: string): string | undefined {
+  return findRoute(routes, channelId, '*')?.agent;
+}
+
+/**
+ * Whether a web chat serves the status page (others answer 403): under pairing or an allowlist its
+ * token is shared with people the owner chats with, and the page shows every conversation, so
+ * only the owner's open web chat serves it.
+ */
+export function servesStatusPage(channel: Pick<WebchatChannelConfig, 'access'>): boolean {
+  return channel.access === 'open';
+}
+
 export function loadXgwConfig(home: string): XgwConfig {
   return loadXgwConfigFile(home).config;
 }

@@ -100,6 +100,7 @@ export async function runXgw(home: string, env: NodeJS.ProcessEnv = process.env)
               text: message.text,
               notice: message.notice,
               files: message.files,
+              agent: message.agent,
             });
           case 'typing':
             gateway.typing(message.channel, { peerId: message.peer, conversationType: message.conversation_type, conversationId: message.conversation });
@@ -120,16 +121,17 @@ export async function runXgw(home: string, env: NodeJS.ProcessEnv = process.env)
               { channelId: channel.id, conversationType: 'dm', conversationId: peer, peerId: peer, messageId: message.message_id, text: message.text },
               message.agent,
             );
-            if (outcome.kind === 'accepted' && !outcome.duplicate) channel.said(peer, message.message_id, message.text);
+            const agent = outcome.kind === 'accepted' ? outcome.agent : message.agent;
+            if (outcome.kind === 'accepted' && !outcome.duplicate) channel.said(peer, agent, message.message_id, message.text);
             const notice = noticeFor(outcome);
-            if (notice) channel.notify(peer, notice);
+            if (notice) channel.notify(peer, agent, notice);
             return outcome;
           }
           case 'chat_attach': {
             const channel = terminal(message.channel);
             const peer = message.peer ?? defaultTerminalPeer();
             return new SocketStream((send, closed) => {
-              const detach = channel.attach(peer, (entry) => send(entry));
+              const detach = channel.attach(peer, message.agent, (entry) => send(entry));
               closed.addEventListener('abort', detach, { once: true });
             });
           }

@@ -42,6 +42,8 @@ export interface SendRequest {
   text: string;
   notice?: NoticeKind;
   files?: OutboundFile[];
+  /** The agent that sends it (see OutboundMessage.agent). */
+  agent?: string;
 }
 
 export interface SendResult {
@@ -566,7 +568,14 @@ export class Gateway {
     // The answer takes the place of its draft (a duplicate, above, found it replaced already).
     const draft = request.replyTo === undefined ? undefined : await this.endDraft(channel.id, target, request.replyTo);
     const { messageIds } = await channel.send(
-      { ...target, replyTo: request.replyTo, text: request.text, ...(request.notice ? { notice: request.notice } : {}), ...(request.files?.length ? { files: request.files } : {}) },
+      {
+        ...target,
+        replyTo: request.replyTo,
+        text: request.text,
+        ...(request.notice ? { notice: request.notice } : {}),
+        ...(request.files?.length ? { files: request.files } : {}),
+        ...(request.agent ? { agent: request.agent } : {}),
+      },
       { sent: earlier?.messageIds, draft, onPart: ref && ((ids) => this.recordProgress(ref, ids, false)) },
     );
     if (ref) this.recordProgress(ref, messageIds, true);

@@ -10,3 +10,4 @@ export { connectWebchat, type WebchatClient } from './channels/webchat-client.js
 export type { XgwReloadResult, XgwRequest, XgwStatus } from './protocol.js';
 export * from './types.js';
 export { startGateway, gatewayStatus, reloadGateway, describeReload } from './control.js';
+export { createChannel } from './channels/index.js';

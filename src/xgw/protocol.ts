@@ -22,6 +22,8 @@ export type XgwRequest =
       notice?: NoticeKind;
       /** Files sent with it, from the agent's `files/` (absolute paths). */
       files?: OutboundFile[];
+      /** The agent that sends it: a terminal chat shows it in that agent's chat only. */
+      agent?: string;
     }
   /** A terminal chat's message. `agent` picks the agent over the routes. Answer: InboundOutcome. */
   | { op: 'chat_message'; channel: string; peer?: string; agent?: string; message_id: string; text: string }
@@ -50,7 +52,7 @@ export type XgwRequest =
   /** Welcome the peers approved since (xgw pair approve). Answer: null. */
   | { op: 'welcome' }
   /** A terminal chat listening for replies: a stream of MailboxEntry lines. */
-  | { op: 'chat_attach'; channel: string; peer?: string };
+  | { op: 'chat_attach'; channel: string; peer?: string; agent?: string };
 
 export interface XgwStatus {
   running: boolean;

@@ -117,17 +117,24 @@ export function agentEntry(message: OutboundMessage, home: string): Omit<Mailbox
   return { role: 'agent', text: message.text, reply_to: message.replyTo ?? null, ...(message.notice ? { notice: message.notice } : {}), ...(files.length ? { files } : {}) };
 }
 
-const MAILBOX_COLUMNS = 'id, role, text, reply_to, created_at, notice, files, message_id';
+const MAILBOX_COLUMNS = 'id, role, text, reply_to, created_at, notice, files, message_id, agent';
 const PAIRING_COLUMNS = 'code, channel_id, peer_id, peer_name, created_at, expires_at';
 
-/** A mailbox row as an entry: `notice`, `files` and `message_id` only where there are. */
+/** A mailbox row as an entry: `notice`, `files`, `message_id` and `agent` only where there are. */
 function toEntry({
   notice,
   files,
   message_id,
+  agent,
   ...row
-}: Omit<MailboxEntry, 'notice' | 'files' | 'message_id'> & { notice: NoticeKind | null; files: string | null; message_id: string | null }): MailboxEntry {
-  return { ...row, ...(notice === null ? {} : { notice }), ...(files === null ? {} : { files: JSON.parse(files) as MailboxFile[] }), ...(message_id === null ? {} : { message_id }) };
+}: Omit<MailboxEntry, 'notice' | 'files' | 'message_id' | 'agent'> & { notice: NoticeKind | null; files: string | null; message_id: string | null; agent: string | null }): MailboxEntry {
+  return {
+    ...row,
+    ...(notice === null ? {} : { notice }),
+    ...(files === null ? {} : { files: JSON.parse(files) as MailboxFile[] }),
+    ...(message_id === null ? {} : { message_id }),
+    ...(agent === null ? {} : { agent }),
+  };
 }
 
 export class GatewayState {
@@ -144,7 +151,8 @@ export class GatewayState {
   /**
    * Earlier versions kept delivered keys in `delivered`, keyed by the key alone (so a key
    * suppressed deliveries to every channel). Its rows move to `deliveries` under their channel,
-   * for any conversation of it, as they applied before. Mailboxes get the `notice` column.
+   * for any conversation of it, as they applied before. Mailboxes get their later columns (`agent`
+   * null: an entry from before shows in any terminal chat of its peer, as it did).
    */
   private migrate(): void {
     this.db
@@ -153,6 +161,7 @@ export class GatewayState {
         if (!columns('mailbox').includes('notice')) this.db.exec('ALTER TABLE mailbox ADD COLUMN notice TEXT');
         if (!columns('mailbox').includes('files')) this.db.exec('ALTER TABLE mailbox ADD COLUMN files TEXT');
         if (!columns('mailbox').includes('message_id')) this.db.exec('ALTER TABLE mailbox ADD COLUMN message_id TEXT');
+        if (!columns('mailbox').includes('agent')) this.db.exec('ALTER TABLE mailbox ADD COLUMN agent TEXT');
         if (!columns('pairing_requests').includes('first_message')) this.db.exec('ALTER TABLE pairing_requests ADD COLUMN first_message TEXT');
         if (!columns('admitted').includes('welcome')) this.db.exec('ALTER TABLE admitted ADD COLUMN welcome TEXT');
         const legacy = this.db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'delivered'").get();
@@ -311,7 +320,7 @@ export class GatewayState {
       .transaction(() => {
         const created_at = new Date().toISOString();
         const id = this.db
-          .prepare('INSERT INTO mailbox (channel_id, peer_id, role, text, reply_to, created_at, notice, files, message_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id')
+          .prepare('INSERT INTO mailbox (channel_id, peer_id, role, text, reply_to, created_at, notice, files, message_id, agent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id')
           .pluck()
           .get(
             channelId,
@@ -323,6 +332,7 @@ export class GatewayState {
             entry.notice ?? null,
             entry.files?.length ? JSON.stringify(entry.files) : null,
             entry.message_id ?? null,
+            entry.agent ?? null,
           ) as number;
         this.db
           .prepare('DELETE FROM mailbox WHERE channel_id = ? AND peer_id = ? AND id <= (SELECT id FROM mailbox WHERE channel_id = ? AND peer_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)')
@@ -350,12 +360,16 @@ export class GatewayState {
     return this.db.prepare("SELECT text FROM mailbox WHERE channel_id = ? AND peer_id = ? AND role = 'user' AND message_id = ?").pluck().get(channelId, peerId, messageId) as string | undefined;
   }
 
-  /** Entries of a peer's mailbox that no live client has been shown yet (terminal chat). */
-  unseen(channelId: string, peerId: string): MailboxEntry[] {
+  /**
+   * Entries of a peer's mailbox that no live client has been shown yet (terminal chat): with
+   * `agent`, that agent's and those of no agent; without, all.
+   */
+  unseen(channelId: string, peerId: string, agent?: string): MailboxEntry[] {
+    const ofAgent = agent === undefined ? '' : 'AND (agent IS NULL OR agent = @agent)';
     return (
-      this.db.prepare(`SELECT ${MAILBOX_COLUMNS} FROM mailbox WHERE channel_id = ? AND peer_id = ? AND seen = 0 AND role != 'user' ORDER BY id`).all(channelId, peerId) as Parameters<
-        typeof toEntry
-      >[0][]
+      this.db
+        .prepare(`SELECT ${MAILBOX_COLUMNS} FROM mailbox WHERE channel_id = @channelId AND peer_id = @peerId AND seen = 0 AND role != 'user' ${ofAgent} ORDER BY id`)
+        .all({ channelId, peerId, ...(agent === undefined ? {} : { agent }) }) as Parameters<typeof toEntry>[0][]
     ).map(toEntry);
   }
 

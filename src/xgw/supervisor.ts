@@ -27,8 +27,8 @@ export class ChannelSupervisor {
   private loop: Promise<void> | undefined;
   /** While waiting to try again: why the last start failed, and when the next one is due. */
   private retry: { problem: string; fix?: string; at: number } | undefined;
-  /** A start failure that is not retried. */
-  private failure: string | undefined;
+  /** A start failure that is not retried: why, and how to fix it (the fix ends with a restart of xgw). */
+  private failure: { problem: string; fix?: string } | undefined;
   private readonly startTimeoutMs: number;
 
   constructor(
@@ -54,7 +54,10 @@ export class ChannelSupervisor {
       const seconds = Math.max(0, Math.ceil((this.retry.at - Date.now()) / 1000));
       return { ...status, state: 'error', detail: `${this.retry.problem}; trying again in ${seconds} s`, problem: { message: this.retry.problem, fix: this.retry.fix } };
     }
-    if (this.failure) return { ...status, state: 'error', detail: this.failure };
+    if (this.failure) {
+      const { problem, fix } = this.failure;
+      return { ...status, state: 'error', detail: fix ? `${problem} - ${fix}` : problem, problem: { message: problem, fix: `${fix ? `${fix}, then ` : ''}restart xgw: theclaw down && theclaw up` } };
+    }
     return status;
   }
 
@@ -80,8 +83,8 @@ export class ChannelSupervisor {
         const problem = error instanceof Error ? error.message : String(error);
         if (isClawError(error) && (error.kind === 'invalid' || error.kind === 'usage')) {
           this.retry = undefined;
-          this.failure = error.suggestion ? `${problem} - ${error.suggestion}` : problem;
-          logger.error(`${id} failed to start: ${this.failure} (not retried: fix it and restart xgw)`);
+          this.failure = { problem, ...(error.suggestion && { fix: error.suggestion }) };
+          logger.error(`${id} failed to start: ${error.suggestion ? `${problem} - ${error.suggestion}` : problem} (not retried: fix it and restart xgw)`);
           return;
         }
         const delayMs = backoffMs(attempt, { initialMs: this.options.retryDelayMs ?? 1_000, maxMs: this.options.maxRetryDelayMs ?? 60_000 });

@@ -210,6 +210,8 @@ export interface OutboundMessage {
   notice?: NoticeKind;
   /** Files the agent sends with it (after the text, each its own message where the platform needs). */
   files?: OutboundFile[];
+  /** The agent that sends it (none: the gateway, or `xgw send`): a terminal keeps its mailbox per agent. */
+  agent?: string;
 }
 
 /** A file of an answer: in the agent's `files/` (core/agent-files.ts). */
@@ -299,5 +301,11 @@ export interface ChannelAdapter {
    */
   toolProgress?(target: ConversationTarget, replyTo: string | undefined, command: string): Promise<void>;
   status(): ChannelStatus;
+  /**
+   * Asks the platform, without starting, whether the channel could start (Telegram: getMe with
+   * the token), for `theclaw doctor` while xgw is down: what it found (the bot's name), or the
+   * error `start` would fail with. Absent where nothing can be asked.
+   */
+  check?(): Promise<string>;
   stop(): Promise<void>;
 }

@@ -46,6 +46,8 @@ const asGrammySignal = (signal: AbortSignal | undefined) => signal as unknown as
 
 /** How long `stop` waits for grammY to end its poll before it cuts the connections. */
 const STOP_GRACE_MS = 5000;
+/** How long `check`'s one getMe may take. */
+const CHECK_TIMEOUT_SECONDS = 10;
 /** A file that takes longer than this to download is given up (and the person told). */
 const DOWNLOAD_TIMEOUT_MS = 60_000;
 
@@ -273,6 +275,20 @@ class TelegramChannel implements ChannelAdapter {
     this.agent = undefined;
     this.bot = undefined;
     this.polling = undefined;
+  }
+
+  /** One getMe, as `start` begins with: the bot's @name, or the error `start` would fail with. */
+  async check(): Promise<string> {
+    this.redact = createTokenRedactor(this.token);
+    const agent = this.apiRoot.startsWith('https:') ? new HttpsAgent() : new HttpAgent();
+    try {
+      const bot = new Bot(this.token, { client: { apiRoot: this.apiRoot, timeoutSeconds: CHECK_TIMEOUT_SECONDS, baseFetchConfig: { agent } } });
+      return `@${(await this.getMe(bot)).username}`;
+    } catch (error) {
+      throw this.toClawError(error, 'getMe');
+    } finally {
+      agent.destroy();
+    }
   }
 
   /** One getMe, unlike `bot.init`, which retries network errors forever. */

@@ -34,8 +34,8 @@ describe('terminal channel', () => {
   it('shows a reply to every attached terminal of the peer, and forgets a peer whose last terminal detached', async () => {
     const first: MailboxEntry[] = [];
     const second: MailboxEntry[] = [];
-    const detachFirst = channel.attach('ann', (entry) => first.push(entry));
-    const detachSecond = channel.attach('ann', (entry) => second.push(entry));
+    const detachFirst = channel.attach('ann', undefined, (entry) => first.push(entry));
+    const detachSecond = channel.attach('ann', undefined, (entry) => second.push(entry));
     expect(channel.status()).toMatchObject({ state: 'running', detail: '1 peer(s) attached' });
     await channel.send({ peerId: 'ann', conversationType: 'dm', conversationId: 'ann', text: 'hello' });
     expect([first.map((e) => e.text), second.map((e) => e.text)]).toEqual([['hello'], ['hello']]);
@@ -48,7 +48,7 @@ describe('terminal channel', () => {
 
   it('marks a notice of the agent as one, in the stream and in the mailbox, and leaves replies unmarked', async () => {
     const seen: MailboxEntry[] = [];
-    const detach = channel.attach('ann', (entry) => seen.push(entry));
+    const detach = channel.attach('ann', undefined, (entry) => seen.push(entry));
     await channel.send({ peerId: 'ann', conversationType: 'dm', conversationId: 'ann', text: 'Sorry for the wait', notice: 'delayed' });
     await channel.send({ peerId: 'ann', conversationType: 'dm', conversationId: 'ann', text: 'the answer' });
     detach();
@@ -76,12 +76,44 @@ describe('terminal channel', () => {
     expect(state.mailbox('terminal:local', 'cy')[0]).not.toHaveProperty('notice');
   });
 
+  it("keeps the mailbox per agent: an agent's reply waits for the chat with that agent, and shows in no other", async () => {
+    await channel.send({ peerId: 'dee', conversationType: 'dm', conversationId: 'dee', text: 'heartbeat of admin', agent: 'admin' });
+    await channel.send({ peerId: 'dee', conversationType: 'dm', conversationId: 'dee', text: 'from the gateway' });
+    const helper: string[] = [];
+    const detachHelper = channel.attach('dee', 'helper', (entry) => helper.push(entry.text));
+    await channel.send({ peerId: 'dee', conversationType: 'dm', conversationId: 'dee', text: 'admin again', agent: 'admin' });
+    await channel.send({ peerId: 'dee', conversationType: 'dm', conversationId: 'dee', text: 'answer of helper', agent: 'helper' });
+    detachHelper();
+    expect(helper).toEqual(['from the gateway', 'answer of helper']);
+
+    const admin: MailboxEntry[] = [];
+    channel.attach('dee', 'admin', (entry) => admin.push(entry))();
+    expect(admin.map((entry) => [entry.text, entry.agent])).toEqual([
+      ['heartbeat of admin', 'admin'],
+      ['admin again', 'admin'],
+    ]);
+  });
+
+  it('shows a reply kept before the mailbox was per agent in the next chat of its peer, whatever the agent', async () => {
+    state.close();
+    const old = new Database(join(t.home, 'xgw', 'state.db'));
+    old.exec('ALTER TABLE mailbox DROP COLUMN agent');
+    old.exec("INSERT INTO mailbox (channel_id, peer_id, role, text, reply_to, created_at) VALUES ('terminal:local', 'eve', 'agent', 'kept before', NULL, '2026-01-01T00:00:00.000Z')");
+    old.close();
+    state = new GatewayState(t.home);
+    await gatewayWith(state).startChannel(channel);
+    const seen: MailboxEntry[] = [];
+    channel.attach('eve', 'helper', (entry) => seen.push(entry))();
+    expect(seen).toEqual([expect.objectContaining({ text: 'kept before' })]);
+    expect(seen[0]).not.toHaveProperty('agent');
+  });
+
   it('keeps a reply for a detached peer and shows it once at the next attach', async () => {
     await channel.send({ peerId: 'bob', conversationType: 'dm', conversationId: 'bob', text: 'while away' });
     const seen: string[] = [];
-    channel.attach('bob', (entry) => seen.push(entry.text))();
+    channel.attach('bob', undefined, (entry) => seen.push(entry.text))();
     expect(seen).toEqual(['while away']);
-    channel.attach('bob', (entry) => seen.push(entry.text))();
+    channel.attach('bob', undefined, (entry) => seen.push(entry.text))();
     expect(seen).toEqual(['while away']);
   });
 });

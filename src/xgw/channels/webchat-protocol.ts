@@ -79,6 +79,12 @@ export interface MailboxEntry {
   files?: MailboxFile[];
   /** A person's message: the id its client gave it, which an answer's `reply_to` names. */
   message_id?: string;
+  /**
+   * A terminal's entry (a web chat keeps none): the agent it comes from or goes to, so that
+   * `agent chat <id>` shows that agent's only. None for the gateway's own (and for entries from
+   * before it was kept): those show in any chat of the peer.
+   */
+  agent?: string;
   /** Sent with an earlier answer a terminal had not seen: the text of the message it answers (not stored). */
   question?: string;
 }

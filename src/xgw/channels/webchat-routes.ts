@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import type { Duplex } from 'node:stream';
 import { isClawError } from '../../core/errors.js';
+import { servesStatusPage } from '../config.js';
 import type { ChannelContext, WebchatChannelConfig } from '../types.js';
 import { bearerToken, expireLegacyCookies, PEER_ID, readHandshake, refuse, safeEqual, unauthorized } from './webchat-http.js';
 import { WEBCHAT_PAGE } from './webchat-page.js';
@@ -67,9 +68,7 @@ export class WebchatRoutes {
       res.writeHead(426, { Upgrade: 'websocket', 'Content-Type': 'text/plain; charset=utf-8' });
       return void res.end('This address takes WebSocket connections only\n');
     }
-    if ((url.pathname === '/status' || url.pathname === '/status.json') && config.access !== 'open') {
-      // Under pairing or an allowlist the token is shared with people the owner chats with; the
-      // status page shows every conversation, so only the owner's open web chat serves it.
+    if ((url.pathname === '/status' || url.pathname === '/status.json') && !servesStatusPage(config)) {
       res.writeHead(403, { 'Content-Type': 'text/plain; charset=utf-8' });
       return void res.end(`The status page is served only by a web chat with access: open (${config.id} has access: ${config.access})\n`);
     }
