@@ -4,7 +4,7 @@ import { ClawError } from '../core/errors.js';
 import { xgwConfigPath } from '../core/layout.js';
 import { describeIssue } from '../core/validate.js';
 import { agentExists } from './route.js';
-import { ChannelConfigSchema, RouteSchema, XgwConfigSchema, type ChannelConfig, type Route, type XgwConfig } from './types.js';
+import { ChannelConfigSchema, isLoopbackHost, RouteSchema, XgwConfigSchema, type ChannelConfig, type Route, type XgwConfig } from './types.js';
 
 /**
  * The gateway config `theclaw up` writes when there is none: the web chat and the terminal, both
@@ -112,6 +112,24 @@ export function inspectXgwConfig(home: string, options: InspectOptions = {}): Xg
     ...routeFindings(home, routes),
   ];
   return { file, sha256, channels: defined(channels), schemaValid: false, findings };
+}
+
+/**
+ * The owner's own web chats (`webchat:<instance>`): those with `access: open` on loopback, whose
+ * token is the owner's alone, so every peer of theirs is the owner (the agent's tool policy reads
+ * them). None where the config is missing or does not pass its schema: nobody is taken for the
+ * owner by mistake.
+ */
+export function ownerWebchats(home: string): string[] {
+  let channels: ChannelConfig[];
+  try {
+    const file = xgwConfigPath(home);
+    const parsed = XgwConfigSchema.safeParse(parseConfigText(file, readConfigText(file)));
+    channels = parsed.success ? parsed.data.channels : [];
+  } catch {
+    return [];
+  }
+  return channels.filter((channel) => channel.type === 'webchat' && channel.access === 'open' && isLoopbackHost(channel.host)).map((channel) => channel.id);
 }
 
 /** Loads the gateway config, or throws one `invalid` error that lists every problem found. */
