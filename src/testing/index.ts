@@ -8,6 +8,8 @@ import { cliPath, packageRoot } from '../core/package.js';
 import { findBwrap } from '../pai/sandbox.js';
 import type { SessionLine } from '../pai/session.js';
 import { agentInboxPath, INBOX_CONSUMER, xgwConfigPath } from '../core/layout.js';
+import { WebchatPeers } from '../xgw/channels/webchat-peers.js';
+import { loadWebchatPeerKey } from '../xgw/channels/webchat-token.js';
 import { DEFAULT_XGW_CONFIG } from '../xgw/config.js';
 import { initThread, openThread, type Thread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
@@ -67,6 +69,15 @@ export const XGW_CONFIG_WITH_GUESTS = DEFAULT_XGW_CONFIG.replace(
   '  - { id: terminal:local',
   '  - { id: webchat:guests, type: webchat, host: 127.0.0.1, port: 18791, access: pairing }\n  - { id: terminal:local',
 );
+
+/**
+ * The credential a home's web chat `channelId` issues for the peer id `peer` (signed with its peer
+ * key, webchat-peers.ts), for a test that chats under a peer id of its choice, as a page that was
+ * issued that id does.
+ */
+export function webchatCredential(home: string, channelId: string, peer: string): string {
+  return new WebchatPeers(loadWebchatPeerKey(home, channelId), channelId).credential(peer);
+}
 
 /** Runs a built CLI (`thread`, `notifier`) with the test home's environment. */
 export function runTool(tool: (typeof TOOLS)[number], args: string[], env: NodeJS.ProcessEnv, input?: string | Buffer): Promise<RunResult> {
