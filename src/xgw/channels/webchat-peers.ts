@@ -35,8 +35,8 @@ export class WebchatPeers {
   verify(credential: string | undefined): string | undefined {
     const match = PEER_CREDENTIAL.exec(credential ?? '');
     if (!match) return undefined;
-    const [, peer, signature] = match as unknown as [string, string, string];
-    return safeEqual(signature, this.signature(peer)) ? peer : undefined;
+    const peer = match[1]!;
+    return safeEqual(match[2]!, this.signature(peer)) ? peer : undefined;
   }
 
   // The channel's id is signed too, so that one channel's credential means nothing to another.
