@@ -4,6 +4,7 @@ import { loadYamlConfig } from '../core/config.js';
 import { ClawError, usageError } from '../core/errors.js';
 import { agentInboxPath, agentRoot, agentsRoot } from '../core/layout.js';
 import { isValidId } from '../core/slug.js';
+import { ownerWebchats } from '../xgw/config.js';
 
 export { agentsRoot };
 import { AgentConfigSchema, type AgentConfig } from './types.js';
@@ -14,6 +15,8 @@ import { AgentConfigSchema, type AgentConfig } from './types.js';
  */
 export interface AgentDir {
   id: string;
+  /** The THECLAW_HOME it is in. */
+  home: string;
   root: string;
   identity: string;
   usage: string;
@@ -48,6 +51,7 @@ export function agentDir(home: string, id: string): AgentDir {
   const root = agentRoot(home, id);
   return {
     id,
+    home,
     root,
     identity: join(root, 'IDENTITY.md'),
     usage: join(root, 'USAGE.md'),
@@ -95,12 +99,13 @@ export function requireAgent(home: string, id: string): AgentDir {
   return dir;
 }
 
+/** The agent's config; its policy with the owner's own web chats, as xgw's config has them. */
 export function loadAgentConfig(dir: AgentDir): AgentConfig {
   const config = loadYamlConfig(dir.config, AgentConfigSchema);
   if (config.agent_id !== dir.id) {
     throw new ClawError('invalid', `${dir.config} says agent_id ${config.agent_id}, but the directory is ${dir.id}`, { suggestion: `set agent_id: ${dir.id}` });
   }
-  return config;
+  return { ...config, policy: { ...config.policy, ownerWebchats: ownerWebchats(dir.home) } };
 }
 
 /** Ids of every agent directory that has a config. */

@@ -5,8 +5,22 @@ import { parse, stringify } from 'yaml';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatAddress } from '../core/address.js';
 import { parseMessageContent } from '../core/message.js';
-import { BWRAP, createTestHome, NEEDS_BWRAP, runTool, startFakeOpenAI, threadEvents, waitFor, writeFakePaiConfig, type FakeLlmServer, type LooseJson, type TestHome } from '../testing/index.js';
-import { conversationWorkdir, type AgentDir } from './agent-dir.js';
+import {
+  BWRAP,
+  createTestHome,
+  NEEDS_BWRAP,
+  runTool,
+  startFakeOpenAI,
+  threadEvents,
+  waitFor,
+  writeFakePaiConfig,
+  writeXgwConfig,
+  XGW_CONFIG_WITH_GUESTS,
+  type FakeLlmServer,
+  type LooseJson,
+  type TestHome,
+} from '../testing/index.js';
+import { conversationWorkdir, loadAgentConfig, type AgentDir } from './agent-dir.js';
 import { initAgent } from './lifecycle.js';
 import { routeMessage } from './router.js';
 import { runAgent } from './run.js';
@@ -22,6 +36,10 @@ let dir: AgentDir;
 let server: FakeLlmServer;
 const user = userInfo().username;
 const owner = formatAddress({ kind: 'external', channelType: 'terminal', instance: 'local', conversationType: 'dm', conversationId: user, peerId: user });
+/** A peer of a web chat: `main` is the owner's own (open, on loopback), `guests` the README's pairing one. */
+const webchat = (instance: string, peer: string) => formatAddress({ kind: 'external', channelType: 'webchat', instance, conversationType: 'dm', conversationId: peer, peerId: peer });
+const ownerWeb = webchat('main', 'a'.repeat(32));
+const guest = webchat('guests', 'b'.repeat(32));
 const telegram = (peer: string, conversationType = 'dm') =>
   formatAddress({ kind: 'external', channelType: 'telegram', instance: 'main', conversationType, conversationId: conversationType === 'dm' ? peer : '-100', peerId: peer });
 
@@ -144,5 +162,54 @@ describe.skipIf(!BWRAP)(`the owner's approval (${NEEDS_BWRAP})`, () => {
     const late = await runTool('agent', ['approve', 'helper', approvalCode(requests()[2]!.text)!], t.env);
     expect(late.code).toBe(1);
     expect(late.stderr).toContain('expired');
+  });
+});
+
+describe('who is the owner: a person, not a channel type', () => {
+  beforeEach(() => writeXgwConfig(t.home, XGW_CONFIG_WITH_GUESTS));
+
+  it("reads the owner's own web chats from xgw's config: open on loopback, none without a config", () => {
+    expect(loadAgentConfig(dir).policy.ownerWebchats).toEqual(['webchat:main']);
+    writeXgwConfig(t.home, XGW_CONFIG_WITH_GUESTS.replace('port: 18790, access: open', 'port: 18790, access: pairing'));
+    expect(loadAgentConfig(dir).policy.ownerWebchats).toEqual([]);
+    writeXgwConfig(t.home, 'channels: [ { id: webchat:main } ]\n'); // not a config xgw runs
+    expect(loadAgentConfig(dir).policy.ownerWebchats).toEqual([]);
+  });
+
+  it("answers a guest of the README's guest web chat under the non-owner rule, unless policy.owners lists them", async () => {
+    send('hello from the owner', ownerWeb);
+    send('hello from a guest', guest);
+    expect(await run()).toMatchObject({ handled: 2, replied: 2 });
+    const bySender = (text: string) => completions().findLast((request) => JSON.stringify(request.body.messages).includes(text))!;
+    expect(offered(bySender('hello from the owner'))).toBe(true);
+    expect(offered(bySender('hello from a guest'))).toBe(false);
+
+    setPolicy({ owners: [`webchat:guests:${'b'.repeat(32)}`] });
+    send('hello again from a listed guest', guest);
+    expect(await run()).toMatchObject({ handled: 1, replied: 1 });
+    expect(offered(bySender('hello again from a listed guest'))).toBe(true);
+  });
+});
+
+describe.skipIf(!BWRAP)(`who is the owner: approvals (${NEEDS_BWRAP})`, () => {
+  beforeEach(() => writeXgwConfig(t.home, XGW_CONFIG_WITH_GUESTS));
+
+  it("asks the owner in their own web chat though a guest wrote last, and takes no guest's /approve", async () => {
+    setPolicy({ rules: [{ channel: 'telegram', bash: 'ask' }] });
+    send('hi', ownerWeb);
+    send('hi, I am a guest', guest); // wrote last: under the old rule, the request went to them
+    await run();
+    server.enqueue({ kind: 'tool_call', name: 'bash_exec', arguments: { command: 'echo approved > marker' } }, { kind: 'text', text: 'done' });
+    send('please make the marker', telegram('555'));
+    const running = run();
+    const request = await waitFor(() => replies(ownerWeb).find((reply) => reply.notice === 'approval'), "the approval request in the owner's web chat", 10_000);
+    expect(replies(guest).filter((reply) => reply.notice === 'approval')).toEqual([]);
+
+    send(`/approve ${approvalCode(request.text)}`, guest);
+    send(`/approve ${approvalCode(request.text)}`, ownerWeb);
+    expect(await running).toMatchObject({ handled: 3, replied: 3 });
+    expect(replies(guest).at(-1)!.text).toBe('Only the owner can approve or deny commands.');
+    expect(replies(ownerWeb).at(-1)!.text).toBe('Approved: echo approved > marker');
+    expect(readFileSync(join(dir.workdir, 'marker'), 'utf8')).toBe('approved\n');
   });
 });

@@ -11,7 +11,7 @@ const policy = (given: unknown = {}): Policy => PolicySchema.parse(given);
 
 describe('tool policy: who may have commands run', () => {
   it("by default runs the owner's direct chats' commands and nobody else's, and offers no tool where all is denied", () => {
-    const defaults = policy({ owners: ['telegram:main:42'] });
+    const defaults = { ...policy({ owners: ['telegram:main:42'] }), ownerWebchats: ['webchat:main'] };
     expect(commandRuleFor(defaults, external('webchat', 'dm', 'owner'))).toBe('allow');
     expect(commandRuleFor(defaults, external('terminal', 'dm', 'me', 'local'))).toBe('allow');
     expect(commandRuleFor(defaults, external('telegram', 'dm', '42'))).toBe('allow');
@@ -23,20 +23,50 @@ describe('tool policy: who may have commands run', () => {
   });
 
   it('takes the first configured rule that matches by channel, conversation and peer, before the defaults', () => {
-    const configured = policy({
-      rules: [
-        { channel: 'telegram:main', peer: '7', bash: 'ask' },
-        { channel: 'telegram', conversation: 'group', bash: { allow: ['ls'] } },
-        { channel: 'agent', peer: 'admin', bash: 'allow' },
-        { peer: 'owner', bash: { allow: ['ls', 'git status'], otherwise: 'deny' } },
-      ],
-    });
+    const configured = {
+      ...policy({
+        rules: [
+          { channel: 'telegram:main', peer: '7', bash: 'ask' },
+          { channel: 'telegram', conversation: 'group', bash: { allow: ['ls'] } },
+          { channel: 'agent', peer: 'admin', bash: 'allow' },
+          { peer: 'owner', bash: { allow: ['ls', 'git status'], otherwise: 'deny' } },
+        ],
+      }),
+      ownerWebchats: ['webchat:main'],
+    };
     expect(commandRuleFor(configured, external('telegram', 'dm', '7'))).toBe('ask');
     expect(commandRuleFor(configured, external('telegram', 'dm', '7', 'work'))).toBe('deny');
     expect(commandRuleFor(configured, external('telegram', 'group', '8'))).toEqual({ allow: ['ls'], otherwise: 'ask' });
     expect(commandRuleFor(configured, agentAsks('admin'))).toBe('allow');
     expect(commandRuleFor(configured, agentAsks('evolver'))).toBe('deny');
     expect(commandRuleFor(configured, external('webchat', 'dm', 'owner'))).toEqual({ allow: ['ls', 'git status'], otherwise: 'deny' });
+  });
+
+  it("takes the terminal and the owner's own web chat for the owner, a guest web chat's peers only where policy.owners lists them", () => {
+    const guest = external('webchat', 'dm', 'a'.repeat(32), 'guests');
+    const held = { ...policy(), ownerWebchats: ['webchat:main'] };
+    expect(isOwner(held, guest)).toBe(false);
+    expect(commandRuleFor(held, guest)).toBe('deny');
+    expect(
+      commandRuleFor(
+        {
+          ...held,
+          rules: [
+            { peer: 'owner', bash: 'allow' },
+            { peer: 'other', bash: 'ask' },
+          ],
+        },
+        guest,
+      ),
+    ).toBe('ask');
+    expect(isOwner(held, external('webchat', 'dm', 'b'.repeat(32)))).toBe(true);
+    expect(isOwner(held, external('terminal', 'dm', 'me', 'local'))).toBe(true);
+    // Without xgw's word (no config, or a policy built from the agent's config alone) no web chat is the owner's.
+    expect(isOwner(policy(), external('webchat', 'dm', 'b'.repeat(32)))).toBe(false);
+    expect(isOwner(policy(), external('terminal', 'dm', 'me', 'local'))).toBe(true);
+    const listed = { ...policy({ owners: [`webchat:guests:${'a'.repeat(32)}`] }), ownerWebchats: ['webchat:main'] };
+    expect(isOwner(listed, guest)).toBe(true);
+    expect(isOwner(listed, external('webchat', 'dm', 'c'.repeat(32), 'guests'))).toBe(false);
   });
 
   it('refuses a malformed owner or rule with the field at fault', () => {

@@ -45,8 +45,8 @@ export const DEFAULT_APPROVAL_TIMEOUT_SECONDS = 300;
 export const PolicySchema = z._default(
   z.strictObject({
     /**
-     * The owner's peers besides the web chat and the terminal, which are the owner's alone (the
-     * web chat asks for the owner's token): `<channel type>:<instance>:<peer id>`.
+     * The owner's peers besides the terminal and their own web chat (see isOwner), e.g. their
+     * Telegram id or a guest web chat's peer: `<channel type>:<instance>:<peer id>`.
      */
     owners: z._default(z.array(z.string().check(z.regex(/^[^:]+:[^:]+:.+$/, 'write <channel type>:<instance>:<peer id>, e.g. telegram:main:123456'))), []),
     rules: z._default(z.array(PolicyRuleSchema), []),
@@ -55,19 +55,27 @@ export const PolicySchema = z._default(
   }),
   { owners: [], rules: [], approval_timeout_seconds: DEFAULT_APPROVAL_TIMEOUT_SECONDS },
 );
-export type Policy = z.output<typeof PolicySchema>;
+/**
+ * The policy as the runtime holds it: the agent's config, and the web chats that are the owner's
+ * own (`webchat:<instance>`), which loadAgentConfig reads from xgw's config (ownerWebchats) —
+ * never from the agent's config or a message, so no one chatting can make themselves the owner.
+ */
+export type Policy = z.output<typeof PolicySchema> & { readonly ownerWebchats?: readonly string[] };
 
 /** After the configured rules: the owner's direct chats run commands, nobody else's do. */
 export const DEFAULT_RULES: readonly PolicyRule[] = [{ conversation: 'dm', peer: 'owner', bash: 'allow' }, { bash: 'deny' }];
 
-/** Channels whose every peer is the owner: the web chat needs the owner's token, the terminal is the owner's shell. */
-const OWNER_CHANNELS = new Set(['webchat', 'terminal']);
-
-/** Whether a source address is one of the owner's. */
+/**
+ * Whether a source address is one of the owner's: the terminal (the owner's shell, through xgw's
+ * socket), the owner's own web chat (`policy.ownerWebchats`), or a peer listed in `policy.owners`.
+ * A web chat is a channel type, not a person: a guest web chat's peers are not the owner.
+ */
 export function isOwner(policy: Policy, source: string | SourceAddress): boolean {
   const address = typeof source === 'string' ? safeParse(source) : source;
   if (address?.kind !== 'external') return false;
-  return OWNER_CHANNELS.has(address.channelType) || policy.owners.includes(`${address.channelType}:${address.instance}:${address.peerId}`);
+  if (address.channelType === 'terminal') return true;
+  if (address.channelType === 'webchat' && policy.ownerWebchats?.includes(`webchat:${address.instance}`)) return true;
+  return policy.owners.includes(`${address.channelType}:${address.instance}:${address.peerId}`);
 }
 
 /** The owner's direct chat, where approval requests can go. */

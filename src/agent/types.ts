@@ -1,6 +1,6 @@
 import * as z from 'zod/mini';
 import { parseDuration } from '../core/duration.js';
-import { PolicySchema } from './tool-policy.js';
+import { PolicySchema, type Policy } from './tool-policy.js';
 
 /**
  * An agent is a directory (`$THECLAW_HOME/agents/<id>/`): IDENTITY.md (who it is, its system
@@ -201,7 +201,8 @@ export const AgentConfigSchema = z.strictObject({
   heartbeat: z.optional(HeartbeatConfigSchema),
 });
 
-export type AgentConfig = z.output<typeof AgentConfigSchema>;
+/** An agent's config as loaded (agent-dir.ts): its policy knows the owner's web chats too. */
+export type AgentConfig = Omit<z.output<typeof AgentConfigSchema>, 'policy'> & { policy: Policy };
 
 /**
  * The kinds of conversation thread: one person's direct messages (`peer`), those of a channel or of

@@ -121,6 +121,11 @@ export function webchatTokenFile(home: string, instance: string): string {
   return join(home, 'xgw', `webchat-${instance}.token`);
 }
 
+/** `xgw/webchat-<instance>.peer-key`: the key a web chat signs the peer ids it issues with. */
+export function webchatPeerKeyFile(home: string, instance: string): string {
+  return join(home, 'xgw', `webchat-${instance}.peer-key`);
+}
+
 /** `pai/config.yaml`. */
 export function paiConfigPath(home: string): string {
   return join(home, 'pai', 'config.yaml');

@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
@@ -28,8 +27,7 @@ describe.skipIf(!BWRAP)(`approvals end to end (${NEEDS_BWRAP})`, () => {
     system = s;
     const status = await s.xgwStatus();
     const url = new URL(status.channels.find((channel) => channel.id === 'webchat:main')!.url!);
-    const peer = randomBytes(16).toString('hex');
-    const ws = new WebSocket(`ws://127.0.0.1:${url.port}/ws`, webchatProtocols(url.searchParams.get('token')!, peer), { origin: `http://127.0.0.1:${url.port}` });
+    const ws = new WebSocket(`ws://127.0.0.1:${url.port}/ws`, webchatProtocols(url.searchParams.get('token')!), { origin: `http://127.0.0.1:${url.port}` });
     const received: MailboxEntry[] = [];
     ws.on('message', (data) => {
       const message = JSON.parse(String(data)) as LooseJson;

@@ -6,7 +6,7 @@ import WebSocket from 'ws';
 import { formatAddress } from '../core/address.js';
 import { messageText } from '../agent/context.js';
 import { parseMessageContent } from '../core/message.js';
-import { expectRefused, type LooseJson } from '../testing/index.js';
+import { expectRefused, webchatCredential, type LooseJson } from '../testing/index.js';
 import { textUpdate } from '../testing/fake-telegram.js';
 import type { ThreadEvent } from '../thread/types.js';
 import { MAX_TEXT_BYTES } from '../xgw/channels/webchat-protocol.js';
@@ -53,6 +53,8 @@ describe('the web chat WebSocket', () => {
     /** Messages after the history, as they came. */
     received: LooseJson[];
     closed: Promise<number>;
+    /** The credential of a new peer id, where the server issued one. */
+    issued?: string;
   }
   let base: string;
   let token: string;
@@ -64,14 +66,16 @@ describe('the web chat WebSocket', () => {
     token = url.searchParams.get('token')!;
   });
 
-  /** Connects as the page does: the token and the peer id in the handshake. */
-  async function connect(peerId = peer): Promise<Connection> {
-    const ws = new WebSocket(`${base.replace('http', 'ws')}/ws`, webchatProtocols(token, peerId), { origin: base });
+  /** Connects as the page does: the token and the peer's credential in the handshake. */
+  async function connect(credential = webchatCredential(s.home, 'webchat:main', peer)): Promise<Connection> {
+    const ws = new WebSocket(`${base.replace('http', 'ws')}/ws`, webchatProtocols(token, credential), { origin: base });
     const received: LooseJson[] = [];
     let history = false;
+    let issued: string | undefined;
     ws.on('message', (data) => {
       const message = JSON.parse(String(data)) as LooseJson;
-      if (message.type === 'history' && !history) history = true;
+      if (message.type === 'peer') issued = message.credential;
+      else if (message.type === 'history' && !history) history = true;
       else received.push(message);
     });
     ws.on('error', () => {}); // a refused frame may reset the connection under a send
@@ -81,7 +85,7 @@ describe('the web chat WebSocket', () => {
       ws.once('unexpected-response', (_req, res) => reject(new Error(`HTTP ${res.statusCode}`)));
     });
     await until(() => history, 'the history');
-    return { ws, received, closed };
+    return { ws, received, closed, ...(issued && { issued }) };
   }
 
   const exactly = 'é'.repeat(MAX_TEXT_BYTES / 2);
@@ -127,8 +131,10 @@ describe('the web chat WebSocket', () => {
     expect(added).toHaveLength(1);
     expect(textOf(added[0]!) === exactly, 'the stored text is the text sent').toBe(true);
     connection.ws.close();
-    // A peer id that is not one a page makes (a path, say) gets no socket at all.
-    await expect(connect('..%2F..%2Fetc')).rejects.toThrow('HTTP 400');
+    // A peer id the server did not issue (a path, say) is not taken: the socket chats under a new one.
+    const stranger = await connect('..%2F..%2Fetc');
+    expect(stranger.issued).toMatch(/^[0-9a-f]{32}\.[0-9a-f]{64}$/);
+    stranger.ws.close();
     await agentIdle();
   });
 });

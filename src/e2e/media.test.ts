@@ -5,6 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { parseMessageContent } from '../core/message.js';
 import { completionRequests, transcriptionRequests, type FakeStep, type LooseJson } from '../testing/fake-llm.js';
 import { textUpdate } from '../testing/fake-telegram.js';
+import { webchatCredential } from '../testing/index.js';
 import { lastUserText, openWebchatPage, startSystem, telegramThread, until, type System } from './support.js';
 
 /**
@@ -154,17 +155,18 @@ describe('files people send', () => {
     expect(file!.file).toEqual({ kind: 'document', name: 'report.txt', bytes: Buffer.from('quarterly numbers\n') });
 
     // The web chat, as its page talks to it: the answer names the file, which that peer alone can fetch.
-    const { ws, received, base, token, peer } = await openWebchatPage(s);
+    const { ws, received, base, token, credential } = await openWebchatPage(s);
     try {
       ws.send(JSON.stringify({ type: 'message', id: 'ask-1', text: 'send me the report' }));
       const reply = await until(() => received.find((m) => m.type === 'message' && m.message.role === 'agent')?.message, 'the answer', 30_000);
       expect(reply.text).toBe('Here is the report.');
       expect(reply.files).toEqual([{ name: 'report.txt', bytes: 18, ref: expect.stringMatching(/^agents\/admin\/files\/[0-9a-f]{64}\.txt$/) }]);
       const fetchAs = (who: string) => fetch(`${base}/file?ref=${encodeURIComponent(reply.files[0].ref)}`, { headers: { Authorization: `Bearer ${token}`, 'x-xgw-peer': who } });
-      const own = await fetchAs(peer);
+      const own = await fetchAs(credential);
       expect(own.status).toBe(200);
       expect(await own.text()).toBe('quarterly numbers\n');
-      expect((await fetchAs(randomBytes(16).toString('hex'))).status).toBe(404); // another browser's chat has no such file
+      expect((await fetchAs(webchatCredential(s.home, 'webchat:main', randomBytes(16).toString('hex')))).status).toBe(404); // another browser's chat has no such file
+      expect((await fetchAs(credential.split('.')[0]!)).status).toBe(404); // the id without the server's signature is no one's
     } finally {
       ws.close();
     }

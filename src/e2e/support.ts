@@ -11,6 +11,7 @@ import { sleep } from '../core/retry.js';
 import { startFakeOpenAI, type FakeLlmOptions, type FakeLlmServer, type FakeStep, type LooseJson, type RecordedRequest } from '../testing/fake-llm.js';
 import { startFakeDiscord, type FakeDiscord } from '../testing/fake-discord.js';
 import { startFakeTelegram, type FakeTelegram } from '../testing/fake-telegram.js';
+import { webchatCredential } from '../testing/index.js';
 import { waitFor } from '../testing/wait.js';
 import { openThread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
@@ -335,23 +336,26 @@ export interface WebchatPage {
   base: string;
   token: string;
   peer: string;
+  /** What the page offers for `peer` (its PEER_HEADER). */
+  credential: string;
 }
 
 /**
- * Opens the web chat's WebSocket the way the page does: the URL's token and a fresh peer id in
- * the handshake, from the page's origin. Close `ws` when done.
+ * Opens the web chat's WebSocket the way the page does: the URL's token and the credential of a
+ * fresh peer id in the handshake, from the page's origin. Close `ws` when done.
  */
-export async function openWebchatPage(s: System): Promise<WebchatPage> {
-  const url = new URL((await s.xgwStatus()).channels.find((channel) => channel.id === 'webchat:main')!.url!);
+export async function openWebchatPage(s: System, channelId = 'webchat:main'): Promise<WebchatPage> {
+  const url = new URL((await s.xgwStatus()).channels.find((channel) => channel.id === channelId)!.url!);
   const base = `http://127.0.0.1:${url.port}`;
   const token = url.searchParams.get('token')!;
   const peer = randomBytes(16).toString('hex');
-  const ws = new WebSocket(`ws://127.0.0.1:${url.port}/ws`, webchatProtocols(token, peer), { origin: base });
+  const credential = webchatCredential(s.home, channelId, peer);
+  const ws = new WebSocket(`ws://127.0.0.1:${url.port}/ws`, webchatProtocols(token, credential), { origin: base });
   const received: LooseJson[] = [];
   ws.on('message', (data) => received.push(JSON.parse(String(data))));
   await new Promise<void>((resolve, reject) => {
     ws.once('open', () => resolve());
     ws.once('error', reject);
   });
-  return { ws, received, base, token, peer };
+  return { ws, received, base, token, peer, credential };
 }

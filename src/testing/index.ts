@@ -1,5 +1,5 @@
 import { spawn, type SpawnOptions } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, expect } from 'vitest';
@@ -7,7 +7,10 @@ import { isClawError, type ClawError, type ErrorKind } from '../core/errors.js';
 import { cliPath, packageRoot } from '../core/package.js';
 import { findBwrap } from '../pai/sandbox.js';
 import type { SessionLine } from '../pai/session.js';
-import { agentInboxPath, INBOX_CONSUMER } from '../core/layout.js';
+import { agentInboxPath, INBOX_CONSUMER, xgwConfigPath } from '../core/layout.js';
+import { WebchatPeers } from '../xgw/channels/webchat-peers.js';
+import { loadWebchatPeerKey } from '../xgw/channels/webchat-token.js';
+import { DEFAULT_XGW_CONFIG } from '../xgw/config.js';
 import { initThread, openThread, type Thread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
 export { waitFor } from './wait.js';
@@ -50,6 +53,30 @@ export interface RunResult {
   code: number | null;
   stdout: string;
   stderr: string;
+}
+
+/**
+ * Writes xgw's config into a home (by default the one `theclaw up` writes, whose open web chat
+ * `webchat:main` is the owner's own): the agent's tool policy reads the owner's web chats from it.
+ */
+export function writeXgwConfig(home: string, text = DEFAULT_XGW_CONFIG): void {
+  mkdirSync(join(home, 'xgw'), { recursive: true, mode: 0o700 });
+  writeFileSync(xgwConfigPath(home), text, { mode: 0o600 });
+}
+
+/** The config `theclaw up` writes plus the README's guest web chat (`xgw channel add webchat:guests --access pairing`). */
+export const XGW_CONFIG_WITH_GUESTS = DEFAULT_XGW_CONFIG.replace(
+  '  - { id: terminal:local',
+  '  - { id: webchat:guests, type: webchat, host: 127.0.0.1, port: 18791, access: pairing }\n  - { id: terminal:local',
+);
+
+/**
+ * The credential a home's web chat `channelId` issues for the peer id `peer` (signed with its peer
+ * key, webchat-peers.ts), for a test that chats under a peer id of its choice, as a page that was
+ * issued that id does.
+ */
+export function webchatCredential(home: string, channelId: string, peer: string): string {
+  return new WebchatPeers(loadWebchatPeerKey(home, channelId), channelId).credential(peer);
 }
 
 /** Runs a built CLI (`thread`, `notifier`) with the test home's environment. */

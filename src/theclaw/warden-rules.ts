@@ -58,7 +58,7 @@ const CREDENTIALS = [
   /(^|\/)\.docker\/config\.json$/,
   /(^|\/)\.env$/,
   /^\/etc\/(shadow|gshadow|sudoers)$/,
-  /(^|\/)webchat-[^/]*\.token$/,
+  /(^|\/)webchat-[^/]*\.(token|peer-key)$/,
   /^\/proc\/[^/]+\/environ$/,
 ];
 const STARTUP_FILES = [

@@ -2,9 +2,9 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
-import { FeedWriter, initAgent, loadAgentConfig, routeMessage, type ToolcallFeedEntry } from '../agent/index.js';
+import { agentDir, FeedWriter, initAgent, loadAgentConfig, routeMessage, type ToolcallFeedEntry } from '../agent/index.js';
 import { formatAddress } from '../core/address.js';
-import { createTestHome, type TestHome } from '../testing/index.js';
+import { createTestHome, writeXgwConfig, XGW_CONFIG_WITH_GUESTS, type TestHome } from '../testing/index.js';
 import { initThread, openThread } from '../thread/index.js';
 import { ward } from './warden.js';
 
@@ -24,6 +24,7 @@ const OWNER = formatAddress({ kind: 'external', channelType: 'webchat', instance
 /** A home with admin and the owner's web chat with it; returns the owner's thread. */
 function homeWithOwner(): { home: string; ownerThread: string } {
   t = createTestHome();
+  writeXgwConfig(t.home, XGW_CONFIG_WITH_GUESTS);
   const dir = initAgent(t.home, 'admin');
   const inbox = openThread(dir.inbox, { home: t.home });
   inbox.push({ source: OWNER, type: 'message', content: JSON.stringify({ text: 'hello' }) });
@@ -74,6 +75,21 @@ describe('theclaw ward', () => {
     ran(home, [{ event: 11, command: 'rm -rf ~', exit_code: 0 }]);
     expect(ward(home)).toEqual({ read: 1, findings: [] });
     expect(ward(home)).toEqual({ read: 0, findings: [] });
+    expect(told(home, ownerThread)).toHaveLength(1);
+  });
+
+  it("tells the owner, not a guest of the README's guest web chat who wrote to admin after them", () => {
+    const { home, ownerThread } = homeWithOwner();
+    const guest = formatAddress({ kind: 'external', channelType: 'webchat', instance: 'guests', conversationType: 'dm', conversationId: 'g1', peerId: 'g1' });
+    const dir = agentDir(home, 'admin');
+    const inbox = openThread(dir.inbox, { home });
+    inbox.push({ source: guest, type: 'message', content: JSON.stringify({ text: 'hi, I am a guest' }) });
+    inbox.close();
+    const guestThread = routeMessage(dir, loadAgentConfig(dir).routing.default, guest).path;
+    initThread(guestThread, { home }).close();
+    ran(home, [{ event: 9, command: 'rm -rf ~', exit_code: 0 }]);
+    expect(ward(home).findings.map((f) => f.told)).toEqual([true]);
+    expect(told(home, guestThread)).toEqual([]);
     expect(told(home, ownerThread)).toHaveLength(1);
   });
 

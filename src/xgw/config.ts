@@ -4,7 +4,7 @@ import { ClawError } from '../core/errors.js';
 import { xgwConfigPath } from '../core/layout.js';
 import { describeIssue } from '../core/validate.js';
 import { agentExists, findRoute } from './route.js';
-import { ChannelConfigSchema, RouteSchema, XgwConfigSchema, type ChannelConfig, type Route, type WebchatChannelConfig, type XgwConfig } from './types.js';
+import { ChannelConfigSchema, isLoopbackHost, RouteSchema, XgwConfigSchema, type ChannelConfig, type Route, type WebchatChannelConfig, type XgwConfig } from './types.js';
 
 /**
  * The gateway config `theclaw up` writes when there is none: the web chat and the terminal, both
@@ -114,7 +114,24 @@ export function inspectXgwConfig(home: string, options: InspectOptions = {}): Xg
   return { file, sha256, channels: defined(channels), schemaValid: false, findings };
 }
 
-/** Loads the gateway config, or throws one `invalid` error that lists every problem found. */
+/**
+ * The owner's own web chats (`webchat:<instance>`): those with `access: open` on loopback, whose
+ * token is the owner's alone, so every peer of theirs is the owner (the agent's tool policy reads
+ * them). None where the config is missing or does not pass its schema: nobody is taken for the
+ * owner by mistake.
+ */
+export function ownerWebchats(home: string): string[] {
+  let channels: ChannelConfig[];
+  try {
+    const file = xgwConfigPath(home);
+    const parsed = XgwConfigSchema.safeParse(parseConfigText(file, readConfigText(file)));
+    channels = parsed.success ? parsed.data.channels : [];
+  } catch {
+    return [];
+  }
+  return channels.filter((channel) => channel.type === 'webchat' && channel.access === 'open' && isLoopbackHost(channel.host)).map((channel) => channel.id);
+}
+
 /** The agent a channel's messages go to when no route names their peer; none without a route. */
 export function channelAgent(routes: readonly Route[], channelId: string): string | undefined {
   return findRoute(routes, channelId, '*')?.agent;
@@ -129,6 +146,7 @@ export function servesStatusPage(channel: Pick<WebchatChannelConfig, 'access'>):
   return channel.access === 'open';
 }
 
+/** Loads the gateway config, or throws one `invalid` error that lists every problem found. */
 export function loadXgwConfig(home: string): XgwConfig {
   return loadXgwConfigFile(home).config;
 }

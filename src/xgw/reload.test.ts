@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -68,7 +67,7 @@ function inboxTexts(agent: string): string[] {
 async function openPage(channelId = 'webchat:main') {
   const url = new URL((await status()).channels.find((channel) => channel.id === channelId)!.url!);
   const base = `http://127.0.0.1:${url.port}`;
-  const ws = new WebSocket(`ws://127.0.0.1:${url.port}/ws`, webchatProtocols(url.searchParams.get('token')!, randomBytes(16).toString('hex')), { origin: base });
+  const ws = new WebSocket(`ws://127.0.0.1:${url.port}/ws`, webchatProtocols(url.searchParams.get('token')!), { origin: base });
   const received: LooseJson[] = [];
   const page = { ws, received, closed: false };
   ws.on('message', (data) => received.push(JSON.parse(String(data))));

@@ -6,8 +6,9 @@ import type { ServerMessage } from './webchat-protocol.js';
 import { webchatProtocols } from './webchat-http.js';
 
 /**
- * A program talking to the web chat the way its page does: open `/ws` with the page's Origin,
- * offering the URL's token and a new peer id in the handshake. `theclaw demo` sends its message through
+ * A program talking to the web chat the way its page does on its first visit: open `/ws` with the
+ * page's Origin, offering the URL's token in the handshake, and chat under the peer id the server
+ * issues. `theclaw demo` sends its message through
  * it, so the demo crosses the same door a browser does.
  */
 export interface WebchatClient {
@@ -22,7 +23,7 @@ export async function connectWebchat(url: string, signal?: AbortSignal): Promise
   const page = new URL(url);
   const token = page.searchParams.get('token');
   if (!token) throw new ClawError('invalid', `the web chat URL ${page.origin} has no token`, { suggestion: 'use the URL that xgw status prints' });
-  const ws = new WebSocket(`ws://${page.host}/ws`, webchatProtocols(token, randomBytes(16).toString('hex')), { origin: page.origin });
+  const ws = new WebSocket(`ws://${page.host}/ws`, webchatProtocols(token), { origin: page.origin });
   const queue: ServerMessage[] = [];
   const waiters: (() => void)[] = [];
   let closed: Error | undefined;
@@ -36,7 +37,7 @@ export async function connectWebchat(url: string, signal?: AbortSignal): Promise
     } catch {
       return; // not the protocol: nothing a caller waits for
     }
-    if (message.type === 'typing') return; // nothing a caller waits for either
+    if (message.type === 'typing' || message.type === 'peer') return; // nothing a caller waits for either
     queue.push(message);
     wake();
   });

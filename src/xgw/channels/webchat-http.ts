@@ -12,18 +12,20 @@ export function safeEqual(a: string, b: string): boolean {
 }
 
 /**
- * How a client proves it may chat: the token and its peer id ride in the WebSocket handshake as
- * subprotocols (`xgw`, `xgw-token.<token>`, `xgw-peer.<peer>`; a browser's WebSocket can set no
+ * How a client proves it may chat: the token and its peer credential (webchat-peers.ts; none on
+ * its first visit) ride in the WebSocket handshake as subprotocols (`xgw`, `xgw-token.<token>`,
+ * `xgw-peer.<credential>`; a browser's WebSocket can set no
  * other header), and the JSON endpoints take `Authorization: Bearer <token>`. Never a cookie:
  * cookies ignore ports, so any other server on this host would receive it.
  */
 export const WEBCHAT_PROTOCOL = 'xgw';
 
-/** A peer id as the page makes one: 16 random bytes in hex, kept in its localStorage. */
+/** A peer id as the server issues one (webchat-peers.ts): 16 random bytes in hex. */
 export const PEER_ID = /^[0-9a-f]{32}$/;
 
-export function webchatProtocols(token: string, peer: string): string[] {
-  return [WEBCHAT_PROTOCOL, `xgw-token.${token}`, `xgw-peer.${peer}`];
+/** The handshake's subprotocols: with the peer's credential, or without one to be issued a new id. */
+export function webchatProtocols(token: string, credential?: string): string[] {
+  return [WEBCHAT_PROTOCOL, `xgw-token.${token}`, ...(credential === undefined ? [] : [`xgw-peer.${credential}`])];
 }
 
 /** The token and peer a handshake's `Sec-WebSocket-Protocol` header offers. */

@@ -6,7 +6,9 @@ import type { NoticeKind } from '../../core/notice.js';
  * module imports nothing but types that need no Node.
  *
  * - client → server: `{type:'message', id, text}` (id: the client's own message id)
- * - server → client: `{type:'history', messages}` once on connect (oldest first), then
+ * - server → client: `{type:'peer', credential}` first where the handshake offered no peer id this
+ *   channel issued (webchat-peers.ts: the page keeps it and offers it from then on),
+ *   `{type:'history', messages}` once on connect (oldest first), then
  *   `{type:'message', message}` as they happen, `{type:'ack', id, delivery}` for each client message,
  *   `{type:'error', id?, text}` for one that was refused, `{type:'typing'}` while the agent works
  *   on an answer, `{type:'draft', reply_to, text}` as it writes it and `{type:'tool_progress', command}`
@@ -22,7 +24,7 @@ export interface ClientMessage {
 
 /**
  * Where the page uploads a file before the message that carries it: POST, the body the file,
- * `Authorization: Bearer <token>`, the peer id in PEER_HEADER, the name (URI-encoded) in
+ * `Authorization: Bearer <token>`, the peer's credential in PEER_HEADER, the name (URI-encoded) in
  * FILE_NAME_HEADER. Answer: `{id}`, or 413 past the channel's `media.max_bytes`.
  */
 export const UPLOAD_PATH = '/upload';
@@ -37,10 +39,12 @@ export interface MailboxFile {
   ref?: string;
 }
 
-/** Where the page fetches a file the agent sent: GET with `?ref=`, the token and PEER_HEADER; only the peer's own. */
+/** Where the page fetches a file the agent sent: GET with `?ref=`, the token and the credential in PEER_HEADER; only the peer's own. */
 export const FILE_PATH = '/file';
 
 export type ServerMessage =
+  /** The id this browser chats under from now on, as `<peer id>.<signature>`: a new one, the server's own. */
+  | { type: 'peer'; credential: string }
   | { type: 'history'; messages: MailboxEntry[] }
   | { type: 'message'; message: MailboxEntry }
   | { type: 'ack'; id: string; delivery: Delivery }

@@ -5,8 +5,9 @@ import type { Duplex } from 'node:stream';
 import { isClawError } from '../../core/errors.js';
 import { servesStatusPage } from '../config.js';
 import type { ChannelContext, WebchatChannelConfig } from '../types.js';
-import { bearerToken, expireLegacyCookies, PEER_ID, readHandshake, refuse, safeEqual, unauthorized } from './webchat-http.js';
+import { bearerToken, expireLegacyCookies, readHandshake, refuse, safeEqual, unauthorized } from './webchat-http.js';
 import { WEBCHAT_PAGE } from './webchat-page.js';
+import type { WebchatPeers } from './webchat-peers.js';
 import { FILE_NAME_HEADER, FILE_PATH, PEER_HEADER, UPLOAD_PATH } from './webchat-protocol.js';
 import { STATUS_PAGE } from './webchat-status-page.js';
 import { urlHost } from './webchat-token.js';
@@ -27,6 +28,8 @@ export interface WebchatSite {
   context: ChannelContext;
   /** The channel's token (webchat-token.ts). */
   token: string;
+  /** The peer ids it issues and checks (webchat-peers.ts). */
+  peers: WebchatPeers;
   /** The pages' scripts by path (webchat-scripts.ts). */
   scripts: Record<string, string>;
   uploads: WebchatUploads;
@@ -37,7 +40,8 @@ export interface WebchatSite {
 /**
  * The web chat's HTTP side: the pages and their scripts (served to anyone: they hold no secret),
  * and, with the token, uploads, the files the agent sent a peer, the status page's data, and the
- * checks a WebSocket handshake must pass (token, origin, peer id) before it is accepted.
+ * checks a WebSocket handshake must pass (token, origin) before it is accepted, and its peer id:
+ * the one its credential names, or a new one.
  */
 export class WebchatRoutes {
   private readonly pageHost: string;
@@ -84,8 +88,12 @@ export class WebchatRoutes {
     res.end(url.pathname === '/status' ? STATUS_PAGE : WEBCHAT_PAGE);
   }
 
-  /** The peer of a WebSocket handshake that may chat; otherwise the handshake is answered with why not. */
-  admit(req: IncomingMessage, socket: Duplex): string | undefined {
+  /**
+   * The peer of a WebSocket handshake that may chat: the one its credential names, or a new one
+   * (`issued`, its credential, which the socket tells the page) where it offers none this channel
+   * issued. Otherwise the handshake is answered with why not.
+   */
+  admit(req: IncomingMessage, socket: Duplex): { peer: string; issued?: string } | undefined {
     const { config, context } = this.site;
     const url = new URL(req.url ?? '/', 'http://localhost');
     const offered = readHandshake(req.headers['sec-websocket-protocol']);
@@ -104,12 +112,19 @@ export class WebchatRoutes {
       refuse(socket, 403, 'Forbidden origin');
       return undefined;
     }
-    const peer = offered.peer;
-    if (peer === undefined || !PEER_ID.test(peer)) {
-      refuse(socket, 400, 'No peer id: reload the page');
-      return undefined;
-    }
-    return peer;
+    const peer = this.site.peers.verify(offered.peer);
+    if (peer !== undefined) return { peer };
+    // A client-chosen id (or one signed with a key since replaced) would let whoever shares the
+    // token read another's chat: it is never taken, and the browser chats under a new one.
+    if (offered.peer !== undefined) context.logger.info(`${config.id}: a page offered a peer id this channel did not issue; it gets a new one`);
+    const fresh = this.site.peers.issue();
+    return { peer: fresh.peer, issued: fresh.credential };
+  }
+
+  /** The peer whose credential a request's PEER_HEADER carries. */
+  private peerOf(req: IncomingMessage): string | undefined {
+    const header = req.headers[PEER_HEADER];
+    return this.site.peers.verify(typeof header === 'string' ? header : undefined);
   }
 
   private hasToken(candidate: string | undefined): boolean {
@@ -135,9 +150,9 @@ export class WebchatRoutes {
       });
       res.end(JSON.stringify(body));
     };
-    const peer = req.headers[PEER_HEADER];
+    const peer = this.peerOf(req);
     if (req.method !== 'POST') return json(405, { error: 'upload with POST' });
-    if (typeof peer !== 'string' || !PEER_ID.test(peer)) return json(400, { error: 'no peer id: reload the page' });
+    if (peer === undefined) return json(400, { error: 'no peer id this chat issued: reload the page' });
     let name: string;
     try {
       name = decodeURIComponent(String(req.headers[FILE_NAME_HEADER] ?? 'file'));
@@ -154,12 +169,12 @@ export class WebchatRoutes {
   /** A file the agent sent this peer (and only such a file: the mailbox says which). */
   private file(req: IncomingMessage, res: ServerResponse, ref: string): void {
     const { config, context } = this.site;
-    const peer = req.headers[PEER_HEADER];
+    const peer = this.peerOf(req);
     const refuse = (status: number, text: string) => {
       res.writeHead(status, { 'Content-Type': 'text/plain; charset=utf-8', 'Cache-Control': 'no-store' });
       res.end(`${text}\n`);
     };
-    if (typeof peer !== 'string' || !PEER_ID.test(peer) || !context.state.hasFile(config.id, peer, ref)) return void refuse(404, 'No such file in this chat');
+    if (peer === undefined || !context.state.hasFile(config.id, peer, ref)) return void refuse(404, 'No such file in this chat');
     const path = join(context.home, ref);
     let data: Buffer;
     try {

@@ -59,9 +59,9 @@ export class WebchatSockets {
     this.pinger.unref();
   }
 
-  /** Completes the handshake of a peer the HTTP checks let in. */
-  accept(req: IncomingMessage, socket: Duplex, head: Buffer, peer: string): void {
-    this.wss!.handleUpgrade(req, socket, head, (ws) => this.connected(ws, peer));
+  /** Completes the handshake of a peer the HTTP checks let in (`issued`: the credential of a new peer id, told first). */
+  accept(req: IncomingMessage, socket: Duplex, head: Buffer, peer: string, issued?: string): void {
+    this.wss!.handleUpgrade(req, socket, head, (ws) => this.connected(ws, peer, issued));
   }
 
   broadcast(peer: string, payload: ServerMessage, except?: WebSocket): void {
@@ -93,7 +93,7 @@ export class WebchatSockets {
     this.wss = undefined;
   }
 
-  private connected(ws: WebSocket, peer: string): void {
+  private connected(ws: WebSocket, peer: string, issued: string | undefined): void {
     const { channelId, logger } = this;
     let peerSockets = this.byPeer.get(peer);
     if (!peerSockets) {
@@ -128,6 +128,7 @@ export class WebchatSockets {
         })
         .finally(() => (queued -= 1));
     });
+    if (issued !== undefined) sendJson(ws, { type: 'peer', credential: issued });
     sendJson(ws, { type: 'history', messages: this.handler.history(peer) });
   }
 }

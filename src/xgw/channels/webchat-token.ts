@@ -4,12 +4,13 @@ import { dirname } from 'node:path';
 import { ClawError, errnoCode } from '../../core/errors.js';
 import { splitChannelId } from '../types.js';
 import { ensureDir } from '../../core/home.js';
-import { webchatTokenFile } from '../../core/layout.js';
+import { webchatPeerKeyFile, webchatTokenFile } from '../../core/layout.js';
 
 /**
- * A web chat's access token, kept in `$THECLAW_HOME/xgw/webchat-<instance>.token` (mode 0600):
- * created on the channel's first start, read by `xgw status` (also while the daemon is down) to
- * show the page's URL.
+ * A web chat's secrets, each 32 random bytes in hex in a file of its own (mode 0600), created on
+ * the channel's first start: its access token, `$THECLAW_HOME/xgw/webchat-<instance>.token`, read
+ * by `xgw status` (also while the daemon is down) to show the page's URL; and the key it signs
+ * the peer ids it issues with, `xgw/webchat-<instance>.peer-key` (webchat-peers.ts).
  */
 const TOKEN = /^[0-9a-f]{64}$/;
 
@@ -25,7 +26,15 @@ export function readWebchatToken(home: string, channelId: string): string | unde
 
 /** The channel's token: read from its file, or created (mode 0600) on first start. */
 export function loadWebchatToken(home: string, channelId: string): string {
-  const path = webchatTokenPath(home, channelId);
+  return loadSecret(webchatTokenPath(home, channelId));
+}
+
+/** The key the channel signs its peer ids with: read from its file, or created (mode 0600) on first start. */
+export function loadWebchatPeerKey(home: string, channelId: string): string {
+  return loadSecret(webchatPeerKeyFile(home, splitChannelId(channelId).instance));
+}
+
+function loadSecret(path: string): string {
   ensureDir(dirname(path));
   const found = readToken(path);
   if (found.token !== undefined) return found.token;
@@ -36,7 +45,7 @@ export function loadWebchatToken(home: string, channelId: string): string {
   try {
     writeFileSync(temp, token + '\n', { mode: 0o600 });
     if (found.missing) linkSync(temp, path);
-    else renameSync(temp, path); // damaged: old links stop working, the new one is in `xgw status`
+    else renameSync(temp, path); // damaged: old links (or peer ids) stop working; the new URL is in `xgw status`
     return token;
   } catch (error) {
     const theirs = errnoCode(error) === 'EEXIST' ? readToken(path).token : undefined;

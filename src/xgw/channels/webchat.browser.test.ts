@@ -99,11 +99,11 @@ function inboxEvents() {
 // Runs in the page.
 declare const localStorage: { getItem(key: string): string | null; setItem(key: string, value: string): void };
 
-/** The peer id the page gave this browser (kept in its origin's localStorage, never a cookie). */
+/** The peer id the server issued this browser (its credential kept in its origin's localStorage, never a cookie). */
 async function peerOf(page: Page): Promise<string> {
-  const peer = await page.evaluate(() => localStorage.getItem('xgw_peer'));
-  expect(peer).toMatch(/^[0-9a-f]{32}$/);
-  return peer!;
+  const credential = await waitFor(() => page.evaluate(() => localStorage.getItem('xgw_peer_credential')), 'the peer credential the server issued', 5_000);
+  expect(credential).toMatch(/^[0-9a-f]{32}\.[0-9a-f]{64}$/);
+  return credential.split('.')[0]!;
 }
 
 async function openChat(context: BrowserContext, address = url): Promise<Page> {

@@ -7,7 +7,7 @@ import WebSocket from 'ws';
 import { isClawError } from '../../core/errors.js';
 import { createLogger } from '../../core/logger.js';
 import { parseMessageContent } from '../../core/message.js';
-import { createTestHome, startedInbox, waitFor, type TestHome } from '../../testing/index.js';
+import { createTestHome, startedInbox, waitFor, webchatCredential, type TestHome } from '../../testing/index.js';
 import { openThread } from '../../thread/index.js';
 import { Gateway } from '../gateway.js';
 import { GatewayState } from '../state.js';
@@ -83,6 +83,7 @@ const newPeer = (): string => Array.from({ length: 32 }, () => '0123456789abcdef
 interface Received {
   type: string;
   id?: string;
+  credential?: string;
   text?: string;
   messages?: { id: number; role: string; text: string; reply_to: string | null }[];
   message?: { id: number; role: string; text: string; reply_to: string | null; created_at: string };
@@ -133,7 +134,7 @@ afterEach(() => {
 
 /** What the page of `h` offers in its WebSocket handshake. */
 function handshakeFor(h: Harness, peer = newPeer(), token = h.token): string[] {
-  return webchatProtocols(token, peer);
+  return webchatProtocols(token, webchatCredential(h.home, h.config.id, peer));
 }
 
 async function openPeer(h: Harness, peer: string): Promise<Client> {
@@ -253,7 +254,6 @@ describe('webchat access', () => {
     expect(await openSocket(h.port, { origin: h.origin })).toEqual({ status: 401 });
     expect(await openSocket(h.port, { cookie: `xgw_token_${h.port}=${h.token}; xgw_peer_${h.port}=${peer}`, origin: h.origin })).toEqual({ status: 401 });
     expect(await openSocket(h.port, { protocols: handshakeFor(h, peer, 'f'.repeat(64)), origin: h.origin })).toEqual({ status: 401 });
-    expect(await openSocket(h.port, { protocols: ['xgw', `xgw-token.${h.token}`], origin: h.origin })).toEqual({ status: 400 });
 
     for (const origin of [h.origin, `http://localhost:${h.port}`]) {
       const opened = await openSocket(h.port, { protocols: good, origin });
@@ -310,6 +310,52 @@ describe('webchat access', () => {
       });
       expect(reached, `connected through ${address}`).toBe(false);
     }
+  });
+});
+
+describe('webchat peer ids', () => {
+  /** A browser on its first visit: no credential, or one it was not issued; the server issues a new peer id. */
+  async function newBrowser(h: Harness, credential?: string): Promise<{ client: Client; peer: string; credential: string; history: Received }> {
+    const opened = await openSocket(h.port, { protocols: webchatProtocols(h.token, credential), origin: h.origin });
+    if (!('client' in opened)) throw new Error(`the socket was refused with ${opened.status}`);
+    const issued = (await opened.client.next('the issued peer id', (m) => m.type === 'peer')).credential!;
+    expect(issued).toMatch(/^[0-9a-f]{32}\.[0-9a-f]{64}$/);
+    const history = await opened.client.next('history', (m) => m.type === 'history');
+    return { client: opened.client, peer: issued.split('.')[0]!, credential: issued, history };
+  }
+
+  it("issues each browser a signed id: guests sharing the token who claim another's id get neither their history nor their answers", async () => {
+    const h = await startWebchat({ access: 'pairing' }); // the README's guest web chat
+    const a = await newBrowser(h);
+    a.client.send({ type: 'message', id: 'a-1', text: 'my secret plan' });
+    await a.client.next('ack', (m) => m.type === 'ack' && m.id === 'a-1');
+    const b = await newBrowser(h);
+    expect(b.peer).not.toBe(a.peer);
+
+    // B offers A's id as it is, and with B's own signature: neither is taken.
+    const claims = [await newBrowser(h, a.peer), await newBrowser(h, `${a.peer}.${b.credential.split('.')[1]}`)];
+    for (const claim of claims) {
+      expect(claim.peer).not.toBe(a.peer);
+      expect(claim.history.messages).toEqual([]);
+    }
+    const upload = await fetch(`${h.base}/upload`, { method: 'POST', headers: { Authorization: `Bearer ${h.token}`, 'x-xgw-peer': a.peer }, body: 'x' });
+    expect(upload.status).toBe(400);
+
+    // An answer to A reaches A's sockets only: each claimant's own answer, sent after A's, arrives with nothing before it.
+    await h.gateway.send({ channel: 'webchat:main', peer: a.peer, text: 'for A only' });
+    expect((await a.client.next("A's answer", (m) => m.message?.text === 'for A only')).message?.role).toBe('agent');
+    for (const claim of claims) {
+      await h.gateway.send({ channel: 'webchat:main', peer: claim.peer, text: 'yours' });
+      await claim.client.next('its own answer', (m) => m.message?.text === 'yours');
+      expect(claim.client.received.filter((m) => m.type === 'message' && m.message?.text !== 'yours')).toEqual([]);
+    }
+
+    // A, offering its credential again, chats under its id and sees its history.
+    const again = await openSocket(h.port, { protocols: webchatProtocols(h.token, a.credential), origin: h.origin });
+    if (!('client' in again)) throw new Error(`the socket was refused with ${again.status}`);
+    const history = await again.client.next('history', (m) => m.type === 'history');
+    expect(history.messages!.map((m) => m.text)).toEqual(expect.arrayContaining(['my secret plan', 'for A only']));
+    expect(again.client.received.some((m) => m.type === 'peer')).toBe(false);
   });
 });
 

@@ -6,10 +6,11 @@ import { agentEntry } from '../state.js';
 import type { ChannelAdapter, ChannelContext, ChannelSendOptions, ChannelStatus, ConversationTarget, InboundFile, OutboundMessage, WebchatChannelConfig } from '../types.js';
 import { PEER_ID, refuse } from './webchat-http.js';
 import { WebchatInbound } from './webchat-inbound.js';
+import { WebchatPeers } from './webchat-peers.js';
 import { WebchatRoutes } from './webchat-routes.js';
 import { loadPageScripts } from './webchat-scripts.js';
 import { WebchatSockets } from './webchat-sockets.js';
-import { loadWebchatToken, urlHost, webchatUrl } from './webchat-token.js';
+import { loadWebchatPeerKey, loadWebchatToken, urlHost, webchatUrl } from './webchat-token.js';
 import { WebchatUploads } from './webchat-uploads.js';
 
 /**
@@ -17,8 +18,9 @@ import { WebchatUploads } from './webchat-uploads.js';
  * in `$THECLAW_HOME/xgw/webchat-<instance>.token`). The pages themselves hold no secret and are
  * served to anyone; the page takes the token from its URL (`/?token=T`) into localStorage
  * (which, unlike a cookie, no other port of this host can read) and offers it in the WebSocket
- * handshake, with the peer id the page keeps in localStorage (see webchat-http.ts). Each browser
- * is one peer; every chat is a DM whose conversation id is the peer id. What the peer and the agent say is kept in the peer's mailbox
+ * handshake, with the peer id the server issued it and the page keeps in localStorage, signed
+ * (webchat-peers.ts: a client cannot pick its id, so people sharing the token cannot read each
+ * other's chats). Each browser is one peer; every chat is a DM whose conversation id is the peer id. What the peer and the agent say is kept in the peer's mailbox
  * (GatewayState), so a reload, or a reply that arrives while the page is closed, shows it later.
  *
  * This module is the channel's life (start, stop, status) and what the gateway asks of it; the
@@ -72,8 +74,10 @@ class WebchatChannel implements ChannelAdapter {
     this.detail = undefined;
     let sockets: WebchatSockets;
     try {
-      this.token = loadWebchatToken(this.options.home ?? context.home, config.id);
-      const routes = new WebchatRoutes({ config, context, token: this.token, scripts: loadPageScripts(), uploads: this.uploads, port: () => this.port });
+      const home = this.options.home ?? context.home;
+      this.token = loadWebchatToken(home, config.id);
+      const peers = new WebchatPeers(loadWebchatPeerKey(home, config.id), config.id);
+      const routes = new WebchatRoutes({ config, context, token: this.token, peers, scripts: loadPageScripts(), uploads: this.uploads, port: () => this.port });
       sockets = new WebchatSockets(config.id, context.logger, {
         message: (ws, peer, data, isBinary) => this.inbound.take(context, sockets, ws, peer, data, isBinary),
         history: (peer) => context.state.mailbox(config.id, peer),
@@ -84,8 +88,8 @@ class WebchatChannel implements ChannelAdapter {
       this.server = http;
       http.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
         if (!sockets.open) return refuse(socket, 503, 'The chat is stopping');
-        const peer = routes.admit(req, socket);
-        if (peer !== undefined) sockets.accept(req, socket, head, peer);
+        const admitted = routes.admit(req, socket);
+        if (admitted !== undefined) sockets.accept(req, socket, head, admitted.peer, admitted.issued);
       });
       http.on('clientError', (_error, socket) => socket.destroy());
       await new Promise<void>((resolve, reject) => {

@@ -51,16 +51,10 @@ const typing = makeTyping();
 /** The command the agent runs, under the dots (where the channel shows tool progress). */
 const progress = typing.querySelector<HTMLElement>('.progress')!;
 const token = pageToken();
-// This browser's peer id: kept by the page (localStorage is this origin's alone), never a cookie.
-const peer = ownPeerId();
-
-function ownPeerId(): string {
-  const kept = localStorage.getItem('xgw_peer');
-  if (kept && /^[0-9a-f]{32}$/.test(kept)) return kept;
-  const fresh = newId();
-  localStorage.setItem('xgw_peer', fresh);
-  return fresh;
-}
+// This browser's peer credential, issued by the server on its first connection (a `peer` message)
+// and kept by the page (localStorage is this origin's alone), never a cookie. An id the page made
+// up itself (older versions did) is not offered: the server would not take it.
+let peer = localStorage.getItem('xgw_peer_credential') ?? '';
 
 function newId(): string {
   const bytes = crypto.getRandomValues(new Uint8Array(16));
@@ -307,6 +301,10 @@ function onServerMessage(event: MessageEvent<string>): void {
     return;
   }
   switch (data.type) {
+    case 'peer':
+      peer = data.credential;
+      localStorage.setItem('xgw_peer_credential', peer);
+      return;
     case 'history':
       renderHistory(data.messages ?? []);
       return;
@@ -363,7 +361,7 @@ function connect(): void {
     return;
   }
   setStatus('connecting', attempt === 0 ? 'Connecting…' : 'Reconnecting…');
-  const socket = new WebSocket(`${location.protocol === 'https:' ? 'wss://' : 'ws://'}${location.host}/ws`, ['xgw', `xgw-token.${token}`, `xgw-peer.${peer}`]);
+  const socket = new WebSocket(`${location.protocol === 'https:' ? 'wss://' : 'ws://'}${location.host}/ws`, ['xgw', `xgw-token.${token}`, ...(peer ? [`xgw-peer.${peer}`] : [])]);
   ws = socket;
   socket.onopen = () => {
     attempt = 0;
