@@ -210,6 +210,7 @@ describe.skipIf(!BWRAP)(`who is the owner: approvals (${NEEDS_BWRAP})`, () => {
     expect(await running).toMatchObject({ handled: 3, replied: 3 });
     expect(replies(guest).at(-1)!.text).toBe('Only the owner can approve or deny commands.');
     expect(replies(ownerWeb).at(-1)!.text).toBe('Approved: echo approved > marker');
-    expect(readFileSync(join(dir.workdir, 'marker'), 'utf8')).toBe('approved\n');
+    // The command ran in the asking Telegram peer's conversation, in its own workdir.
+    expect(readFileSync(join(conversationWorkdir(dir, routeMessage(dir, 'per-peer', telegram('555')).threadId), 'marker'), 'utf8')).toBe('approved\n');
   });
 });
