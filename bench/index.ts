@@ -10,6 +10,7 @@ import { randomBytes } from 'node:crypto';
 import { webchatProtocols } from '../src/xgw/channels/webchat-http.js';
 import { initAgent, startAgent } from '../src/agent/lifecycle.js';
 import { agentSandbox } from '../src/agent/sandbox-profile.js';
+import { SANDBOX_LIMIT_DEFAULTS } from '../src/agent/types.js';
 import { killMarked, newMark, TURN_MARK } from '../src/core/turn-processes.js';
 import { bashExec, type BashExecOptions } from '../src/pai/bash-exec.js';
 import { findBwrap } from '../src/pai/sandbox.js';
@@ -499,7 +500,7 @@ async function benchSandbox(): Promise<void> {
     return;
   }
   const dir = initAgent(home, 'sandboxed');
-  const sandbox = agentSandbox(home, dir, { profile: 'sandbox', network: true }, env);
+  const sandbox = agentSandbox(home, dir, { profile: 'sandbox', network: true, limits: SANDBOX_LIMIT_DEFAULTS }, env);
   const turnMark = newMark(TURN_MARK);
   const median50 = async (options: BashExecOptions): Promise<number> => {
     const times: number[] = [];

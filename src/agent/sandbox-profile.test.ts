@@ -14,7 +14,7 @@ import type { AgentDir } from './agent-dir.js';
 import { initAgent } from './lifecycle.js';
 import { agentSandbox } from './sandbox-profile.js';
 import { OUTBOX_ENV } from './sandbox-sends.js';
-import type { AgentConfig, SandboxProfile } from './types.js';
+import { SANDBOX_LIMIT_DEFAULTS, type AgentConfig, type SandboxProfile } from './types.js';
 
 // The sandbox with the real bubblewrap: each of the model's escapes the issue lists, through
 // bashExec with the environment agent run gives it, and what the narrow path still allows.
@@ -63,7 +63,7 @@ afterEach(async () => {
 });
 
 function exec(command: string, options: { profile?: SandboxProfile; network?: boolean; turnMark?: ProcessMark; timeoutSeconds?: number } = {}) {
-  const settings: AgentConfig['sandbox'] = { profile: options.profile ?? 'sandbox', network: options.network ?? true };
+  const settings: AgentConfig['sandbox'] = { profile: options.profile ?? 'sandbox', network: options.network ?? true, limits: SANDBOX_LIMIT_DEFAULTS };
   return bashExec({ command }, { cwd: helper.workdir, env, sandbox: agentSandbox(t.home, helper, settings, env), turnMark: options.turnMark, timeoutSeconds: options.timeoutSeconds ?? 30 });
 }
 

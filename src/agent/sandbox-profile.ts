@@ -1,7 +1,7 @@
 import { delimiter, dirname, isAbsolute, join, relative } from 'node:path';
 import { packageRoot } from '../core/package.js';
 import { withStoragePath } from '../core/storage-error.js';
-import { BASE_SANDBOX_ENV, findBwrap, type Sandbox, type SandboxBind } from '../pai/index.js';
+import { BASE_SANDBOX_ENV, findBwrap, type Sandbox, type SandboxBind, type SandboxLimits } from '../pai/index.js';
 import { agentDir, listAgentIds, type AgentDir } from './agent-dir.js';
 import { forwardSends, OUTBOX_ENV, outboxDir } from './sandbox-sends.js';
 import { EMBEDDINGS_SOCKET_ENV } from './memory-embedder.js';
@@ -15,6 +15,9 @@ import { cmdsDir, sharedSkillsDir } from '../core/layout.js';
  * (THECLAW_THREAD, THECLAW_CONSUMER) nor anything else of their environment.
  */
 const AGENT_ENV = ['THECLAW_HOME', 'THECLAW_AGENT', 'THECLAW_AGENT_DIR', 'THECLAW_CONVERSATION', 'THECLAW_ASKING_EVENT', 'THECLAW_LOG_LEVEL', EMBEDDINGS_SOCKET_ENV] as const;
+
+/** The agent's `sandbox:` settings; without `limits`, its calls have none. */
+type SandboxSettings = Omit<AgentConfig['sandbox'], 'limits'> & Partial<Pick<AgentConfig['sandbox'], 'limits'>>;
 
 /**
  * The sandbox of a conversation's commands, or undefined for the profile `none`. THECLAW_HOME
@@ -39,7 +42,7 @@ const AGENT_ENV = ['THECLAW_HOME', 'THECLAW_AGENT', 'THECLAW_AGENT_DIR', 'THECLA
  * Creates the conversation's outbox. Made for each turn: an agent created meanwhile can be
  * sent to from the next one.
  */
-export function agentSandbox(home: string, dir: AgentDir, settings: AgentConfig['sandbox'], env: NodeJS.ProcessEnv): Sandbox | undefined {
+export function agentSandbox(home: string, dir: AgentDir, settings: SandboxSettings, env: NodeJS.ProcessEnv): Sandbox | undefined {
   if (settings.profile === 'none') return undefined;
   const outbox = outboxDir(dir, env.THECLAW_CONVERSATION ?? '');
   withStoragePath(outbox, () => ensureDir(outbox));
@@ -59,6 +62,7 @@ export function agentSandbox(home: string, dir: AgentDir, settings: AgentConfig[
   return {
     bwrap: findBwrap(env),
     network: settings.network,
+    limits: settings.limits && sandboxLimits(settings.limits),
     hidden: [home],
     binds: [
       ...own,
@@ -80,4 +84,8 @@ export function agentSandbox(home: string, dir: AgentDir, settings: AgentConfig[
 function isInside(dir: string, path: string): boolean {
   const rel = relative(dir, path);
   return isAbsolute(path) && rel !== '' && !rel.startsWith('..') && !isAbsolute(rel);
+}
+
+function sandboxLimits(limits: AgentConfig['sandbox']['limits']): SandboxLimits {
+  return { processes: limits.processes, memoryMb: limits.memory_mb, fileSizeMb: limits.file_size_mb, tmpMb: limits.tmp_mb, diskMb: limits.disk_mb };
 }

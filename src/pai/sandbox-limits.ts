@@ -1,0 +1,196 @@
+import { execFile } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+/**
+ * What one sandboxed call may use, and how each limit is made (none needs more than bubblewrap,
+ * util-linux's `prlimit` and coreutils' `du`):
+ *
+ * - `processes`: RLIMIT_NPROC, set inside the sandbox once bwrap made its user namespace, where the
+ *   kernel (5.14+) counts only the sandbox's own processes and threads. The kernel exempts root from
+ *   it, so when the runtime runs as root the call gets a pids cgroup of its own instead (v1 or v2).
+ * - `memoryMb`: RLIMIT_DATA, per process (heap and private writable memory). Not RLIMIT_AS: Node
+ *   (WebAssembly, so `fetch`) reserves far more address space than it uses.
+ * - `fileSizeMb`: RLIMIT_FSIZE (a bigger write gets SIGXFSZ or EFBIG).
+ * - `tmpMb`: the size of the sandbox's own tmpfs `/tmp` (bwrap 0.8+ `--size`).
+ * - `diskMb`: what the sandbox's writable binds hold together, measured with `du` every second of a
+ *   call and when it ends: over it, the call is killed or fails. A measure, not a quota: a call can
+ *   pass it by what it writes within a second.
+ */
+export interface SandboxLimits {
+  processes: number;
+  memoryMb: number;
+  fileSizeMb: number;
+  tmpMb: number;
+  diskMb: number;
+}
+
+const MB = 1024 * 1024;
+
+/** `bash -c command` under the per-process limits; run inside the sandbox, past its namespaces. */
+export function limitedBash(limits: SandboxLimits, command: string): string[] {
+  return ['prlimit', `--nproc=${limits.processes}`, `--data=${limits.memoryMb * MB}`, `--fsize=${limits.fileSizeMb * MB}`, 'bash', '-c', command];
+}
+
+/** bwrap's options that size its `/tmp`. */
+export function sizedTmp(limits: SandboxLimits | undefined): string[] {
+  return limits ? ['--size', String(limits.tmpMb * MB), '--tmpfs', '/tmp'] : ['--tmpfs', '/tmp'];
+}
+
+/** A call's own pids cgroup: bwrap is moved in before it starts, so every process of the call is in it. */
+export interface ProcessGroup {
+  /** `[file, argv]` that runs `file argv` inside the cgroup. */
+  wrap(file: string, argv: string[]): [string, string[]];
+  /** Whether a fork was refused for the limit. */
+  reached(): boolean;
+  /** Removes the cgroup; call once every process of it ended. */
+  remove(): void;
+}
+
+/** Where pids cgroups can be made (v2 with `pids` enabled, or v1's pids hierarchy), found once. */
+let pidsParent: string | null | undefined;
+
+/**
+ * The call's pids cgroup when the runtime is root (which RLIMIT_NPROC does not bind), or null
+ * when it is not or no cgroup can be made here (a container without cgroup access).
+ */
+export function processGroup(limits: SandboxLimits, name: string): ProcessGroup | null {
+  if (process.getuid?.() !== 0) return null;
+  pidsParent ??= findPidsParent();
+  if (pidsParent === null) return null;
+  const dir = join(pidsParent, name);
+  try {
+    mkdirSync(dir);
+  } catch {
+    return null;
+  }
+  const remove = () => {
+    try {
+      rmdirSync(dir);
+    } catch {
+      // still busy or already gone: an empty cgroup left behind holds nothing
+    }
+  };
+  try {
+    writeFileSync(join(dir, 'pids.max'), String(limits.processes));
+  } catch {
+    remove();
+    return null;
+  }
+  return {
+    // The shell moves itself in, then becomes bwrap: nothing forks before it is in the cgroup. It
+    // adds PWD to the environment, which bwrap, the sandbox's pid 1, is to get no more than listed.
+    wrap: (file, argv) => ['/bin/sh', ['-c', 'echo $$ > "$0" && unset PWD && exec "$@"', join(dir, 'cgroup.procs'), file, ...argv]],
+    reached: () => /^max [1-9]/m.test(readOr(join(dir, 'pids.events'))),
+    remove,
+  };
+}
+
+function findPidsParent(): string | null {
+  const candidates = [
+    // v2: a parent of our own, whose children get the pids controller.
+    { root: '/sys/fs/cgroup', ok: () => readOr('/sys/fs/cgroup/cgroup.controllers').split(' ').includes('pids'), enable: true },
+    { root: '/sys/fs/cgroup/pids', ok: () => existsSync('/sys/fs/cgroup/pids/cgroup.procs'), enable: false },
+  ];
+  for (const { root, ok, enable } of candidates) {
+    try {
+      if (!ok()) continue;
+      const parent = join(root, 'theclaw-sandbox');
+      mkdirSync(parent, { recursive: true });
+      if (enable) writeFileSync(join(parent, 'cgroup.subtree_control'), '+pids');
+      return parent;
+    } catch {
+      // not writable here
+    }
+  }
+  return null;
+}
+
+function readOr(path: string): string {
+  try {
+    return readFileSync(path, 'utf8').trim();
+  } catch {
+    return '';
+  }
+}
+
+/** Bytes the paths hold on disk together (hard links once), or null when `du` could not tell. */
+export function diskUse(paths: readonly string[]): Promise<number | null> {
+  return new Promise((resolve) => {
+    if (paths.length === 0) return resolve(0);
+    // Exits 1 when a path vanished during the walk, with the total of the rest.
+    execFile('du', ['-s', '-c', '-x', '-B1', '--', ...paths], { encoding: 'utf8', timeout: 30_000 }, (_error, stdout) => {
+      const total = /^(\d+)\s+total\s*$/m.exec(stdout ?? '')?.[1];
+      resolve(total === undefined ? null : Number(total));
+    });
+  });
+}
+
+/**
+ * Measures what `paths` hold every second while a call runs, calling `over` (once) when it is more
+ * than the disk limit; `end` measures a last time once the call is over.
+ */
+export function watchDisk(paths: readonly string[], limits: SandboxLimits, over: (bytes: number) => void): { end(): Promise<number | null> } {
+  const cap = limits.diskMb * MB;
+  let measuring: Promise<number | null> | null = null;
+  let told = false;
+  const timer = setInterval(() => {
+    measuring ??= diskUse(paths).then((bytes) => {
+      measuring = null;
+      if (bytes !== null && bytes > cap && !told) {
+        told = true;
+        over(bytes);
+      }
+      return bytes;
+    });
+  }, DISK_POLL_MS);
+  return {
+    async end() {
+      clearInterval(timer);
+      await measuring;
+      return diskUse(paths);
+    },
+  };
+}
+
+const DISK_POLL_MS = 1_000;
+
+/** What a call ended with, to name the limit it ran into. */
+export interface CallOutcome {
+  exitCode: number;
+  stderr: string;
+  /** The call's pids cgroup refused a fork. */
+  processesReached: boolean;
+}
+
+/**
+ * Lines for the call's stderr naming each limit it ran into. The kernel only says EAGAIN, ENOMEM,
+ * ENOSPC or EFBIG, so besides SIGXFSZ and the cgroup's count this reads the command's own error
+ * output for those errors' standard wording.
+ */
+export function limitsReached(limits: SandboxLimits, outcome: CallOutcome): string[] {
+  const { stderr } = outcome;
+  const lines: string[] = [];
+  const ask = (setting: string) => `or ask the owner to raise sandbox.limits.${setting} in the agent's config`;
+  if (outcome.processesReached || /(fork|spawn|clone|thread).*(Resource temporarily unavailable|EAGAIN)|EAGAIN.*(fork|spawn)/i.test(stderr)) {
+    lines.push(`the sandbox's process limit (${limits.processes} processes and threads at once) was reached - run fewer at once, ${ask('processes')}`);
+  }
+  if (/Cannot allocate memory|out of memory|memory exhausted|allocation failed|MemoryError|ENOMEM|cannot allocate/i.test(stderr)) {
+    lines.push(`the sandbox's memory limit (${limits.memoryMb} MB of data per process) was probably reached - use less at once, ${ask('memory_mb')}`);
+  }
+  if (outcome.exitCode === 128 + SIGXFSZ || /File size limit exceeded|File too large|EFBIG/i.test(stderr)) {
+    lines.push(`the sandbox's file size limit (${limits.fileSizeMb} MB) was reached - write smaller files, ${ask('file_size_mb')}`);
+  }
+  if (/No space left on device|ENOSPC/i.test(stderr)) {
+    lines.push(`a write found no space: the sandbox's /tmp holds at most ${limits.tmpMb} MB - if it was there, write in the working directory instead, ${ask('tmp_mb')}`);
+  }
+  return lines;
+}
+
+const SIGXFSZ = 25;
+
+/** The line of a call whose writable directories hold more than the disk limit, or null. */
+export function diskLimitReached(limits: SandboxLimits, bytes: number | null): string | null {
+  if (bytes === null || bytes <= limits.diskMb * MB) return null;
+  return `the sandbox's disk limit was reached: the agent's writable directories hold ${Math.ceil(bytes / MB)} MB, over ${limits.diskMb} MB - remove files there (every call fails until they are under it), or ask the owner to raise sandbox.limits.disk_mb in the agent's config`;
+}
