@@ -1,3 +1,4 @@
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -56,7 +57,9 @@ describe.skipIf(!BWRAP)(`a sandboxed call's limits (${NEEDS_BWRAP})`, () => {
     const result = await exec('for i in 1 2 3; do head -c 3M /dev/zero > /tmp/f$i || exit; done');
     expect(result.exit_code).not.toBe(0);
     expect(result.stderr).toContain('No space left on device');
-    expect(result.stderr).toContain("[bash_exec: a write found no space: the sandbox's /tmp holds at most 8 MB - if it was there, write in the working directory instead, or ask the owner to raise sandbox.limits.tmp_mb");
+    expect(result.stderr).toContain(
+      "[bash_exec: a write found no space: the sandbox's /tmp holds at most 8 MB - if it was there, write in the working directory instead, or ask the owner to raise sandbox.limits.tmp_mb",
+    );
   });
 
   it('stops a write past the file size limit (SIGXFSZ) and says which limit it was', async () => {
@@ -77,7 +80,9 @@ describe.skipIf(!BWRAP)(`a sandboxed call's limits (${NEEDS_BWRAP})`, () => {
   it('fails every call while the writable directories hold more than the disk limit, until files are removed', async () => {
     const over = await exec('for i in 1 2 3 4; do head -c 2M /dev/zero > f$i; done');
     expect(over.exit_code).toBe(1);
-    expect(over.stderr).toMatch(/\[bash_exec: the sandbox's disk limit was reached: the agent's writable directories hold \d+ MB, over 6 MB - remove files there \(every call fails until they are under it\)/);
+    expect(over.stderr).toMatch(
+      /\[bash_exec: the sandbox's disk limit was reached: the agent's writable directories hold \d+ MB, over 6 MB - remove files there \(every call fails until they are under it\)/,
+    );
     expect((await exec('true')).exit_code).toBe(1);
     const removed = await exec('rm f1 f2');
     expect(removed).toEqual({ stdout: '', stderr: '', exit_code: 0 });
@@ -90,6 +95,33 @@ describe.skipIf(!BWRAP)(`a sandboxed call's limits (${NEEDS_BWRAP})`, () => {
     expect(result.stdout).toBe('');
     expect(result.exit_code).toBe(137);
     expect(result.stderr).toMatch(/disk limit was reached.*; the command and its children were killed\]/);
+  });
+});
+
+describe.skipIf(!BWRAP)(`the process limit for a user other than root, RLIMIT_NPROC (${NEEDS_BWRAP})`, () => {
+  // Root is exempt from RLIMIT_NPROC (its calls get a pids cgroup): as root, run bwrap as nobody.
+  const asUser = process.getuid?.() === 0 ? ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups'] : [];
+  const forks = `perl -e 'my $n = 0; for (1..300) { my $p = fork(); die "fork: $! after $n\\n" unless defined $p; if (!$p) { sleep 30; exit } $n++ }'`;
+
+  it("counts only the sandbox's own processes: a user running more than the limit elsewhere still runs a call, which cannot start more than the limit", async () => {
+    const elsewhere = spawn(asUser[0] ?? 'sh', [...asUser.slice(1), ...(asUser.length ? ['sh'] : []), '-c', 'for i in $(seq 100); do sleep 30 & done; echo started; wait'], {
+      detached: true,
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
+    try {
+      await new Promise((resolve) => elsewhere.stdout.once('data', resolve));
+      const run = (command: string) =>
+        spawnSync(asUser[0] ?? BWRAP!, [...asUser.slice(1), ...(asUser.length ? [BWRAP!] : []), ...sandboxArgs({ ...sandbox, binds: [], limits }, command, '/')], {
+          encoding: 'utf8',
+          timeout: 30_000,
+        });
+      expect(run('echo ran')).toMatchObject({ stdout: 'ran\n', status: 0 });
+      const bomb = run(forks);
+      expect(bomb.stderr).toMatch(/^fork: Resource temporarily unavailable after \d+$/m);
+      expect(Number(/after (\d+)/.exec(bomb.stderr)![1])).toBeLessThan(64);
+    } finally {
+      process.kill(-elsewhere.pid!, 'SIGKILL');
+    }
   });
 });
 
@@ -113,7 +145,10 @@ describe.skipIf(!BWRAP)(`the system's Unix sockets in a sandbox without network 
     for (const path of sockets) {
       const shown = JSON.stringify(path);
       expect({ path: shown, result: await exec(connect(path)) }).toMatchObject({ path: shown, result: { stdout: 'hello\n', exit_code: 0 } });
-      expect({ path: shown, result: await exec(connect(path), { network: false }) }).toMatchObject({ path: shown, result: { stdout: expect.stringMatching(/^(ENOENT|ECONNREFUSED)\n$/), exit_code: 1 } });
+      expect({ path: shown, result: await exec(connect(path), { network: false }) }).toMatchObject({
+        path: shown,
+        result: { stdout: expect.stringMatching(/^(ENOENT|ECONNREFUSED)\n$/), exit_code: 1 },
+      });
     }
   });
 });
