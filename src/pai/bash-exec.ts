@@ -78,7 +78,7 @@ export function bashExec(args: BashExecArgs, options: BashExecOptions = {}): Pro
   // sandbox's pid 1, whose environment a command can read.
   const limits = sandbox?.limits;
   const group = limits ? processGroup(limits, callMark.value) : null;
-  const [file, argv] = sandbox ? [sandbox.bwrap!, sandboxArgs(sandbox, args.command, cwd)] : ['bash', ['-c', args.command]];
+  const [file, argv] = sandbox ? [sandbox.bwrap!, sandboxArgs(sandbox, args.command, cwd, group !== null)] : ['bash', ['-c', args.command]];
   const childEnv = sandbox ? { ...sandboxEnv(env, [...sandbox.env, TURN_MARK, CALL_MARK]), ...sandbox.setEnv } : env;
   const child = spawn(...(group?.wrap(file, argv) ?? [file, argv]), { cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: childEnv });
   const stdout = new HeadTail(limit);

@@ -1,10 +1,10 @@
-import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
+import { lstat, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 
 /**
  * What one sandboxed call may use, and how each limit is made (none needs more than bubblewrap,
- * util-linux's `prlimit` and coreutils' `du`):
+ * util-linux's `prlimit`):
  *
  * - `processes`: RLIMIT_NPROC, set inside the sandbox once bwrap made its user namespace, where the
  *   kernel (5.14+) counts only the sandbox's own processes and threads. The kernel exempts root from
@@ -13,8 +13,8 @@ import { join } from 'node:path';
  *   (WebAssembly, so `fetch`) reserves far more address space than it uses.
  * - `fileSizeMb`: RLIMIT_FSIZE (a bigger write gets SIGXFSZ or EFBIG).
  * - `tmpMb`: the size of the sandbox's own tmpfs `/tmp` (bwrap 0.8+ `--size`).
- * - `diskMb`: what the sandbox's writable binds hold together, measured with `du` every second of a
- *   call and when it ends: over it, the call is killed or fails. A measure, not a quota: a call can
+ * - `diskMb`: what the sandbox's writable binds hold together, measured every second of a call
+ *   and when it ends: over it, the call is killed or fails. A measure, not a quota: a call can
  *   pass it by what it writes within a second.
  */
 export interface SandboxLimits {
@@ -39,7 +39,7 @@ export function sizedTmp(limits: SandboxLimits | undefined): string[] {
 
 /** A call's own pids cgroup: bwrap is moved in before it starts, so every process of the call is in it. */
 export interface ProcessGroup {
-  /** `[file, argv]` that runs `file argv` inside the cgroup. */
+  /** `[file, argv]` that runs `file argv` inside the cgroup, under the limits' rlimits. */
   wrap(file: string, argv: string[]): [string, string[]];
   /** Whether a fork was refused for the limit. */
   reached(): boolean;
@@ -79,8 +79,13 @@ export function processGroup(limits: SandboxLimits, name: string): ProcessGroup 
   }
   return {
     // The shell moves itself in, then becomes bwrap: nothing forks before it is in the cgroup. It
-    // adds PWD to the environment, which bwrap, the sandbox's pid 1, is to get no more than listed.
-    wrap: (file, argv) => ['/bin/sh', ['-c', 'echo $$ > "$0" && unset PWD && exec "$@"', join(dir, 'cgroup.procs'), file, ...argv]],
+    // sets the other limits too (ulimit -d in KiB, -f in POSIX's 512-byte blocks), which saves the call
+    // prlimit's start. It adds PWD to the environment, which bwrap, the sandbox's pid 1, is to
+    // get no more than listed.
+    wrap: (file, argv) => [
+      '/bin/sh',
+      ['-c', `echo $$ > "$0" && ulimit -d ${limits.memoryMb * 1024} && ulimit -f ${limits.fileSizeMb * 2048} && unset PWD && exec "$@"`, join(dir, 'cgroup.procs'), file, ...argv],
+    ],
     reached: () => /^max [1-9]/m.test(readOr(join(dir, 'pids.events'))),
     remove,
   };
@@ -114,30 +119,41 @@ function readOr(path: string): string {
   }
 }
 
-/** Bytes the paths hold on disk together (hard links once), or null when `du` could not tell. */
-export function diskUse(paths: readonly string[]): Promise<number | null> {
-  return new Promise((resolve) => {
-    if (paths.length === 0) return resolve(0);
-    // Exits 1 when a path vanished during the walk, with the total of the rest.
-    execFile('du', ['-s', '-c', '-x', '-B1', '--', ...paths], { encoding: 'utf8', timeout: 30_000 }, (_error, stdout) => {
-      const total = /^(\d+)\s+total\s*$/m.exec(stdout ?? '')?.[1];
-      resolve(total === undefined ? null : Number(total));
-    });
-  });
+/**
+ * Bytes the paths hold on disk together, as `du -sx` counts them (each file once, however many
+ * links or paths lead to it; not into another file system mounted inside), walked in-process:
+ * starting `du` would cost a call as much as starting its bash.
+ */
+export async function diskUse(paths: readonly string[]): Promise<number> {
+  const seen = new Set<string>();
+  let total = 0;
+  const walk = async (path: string, dev: number | null): Promise<void> => {
+    const stat = await lstat(path).catch(() => null); // removed meanwhile: nothing
+    if (!stat || (dev !== null && stat.dev !== dev)) return;
+    const id = `${stat.dev}:${stat.ino}`;
+    if (seen.has(id)) return;
+    seen.add(id);
+    total += stat.blocks * 512;
+    if (!stat.isDirectory()) return;
+    const names = await readdir(path).catch(() => []);
+    await Promise.all(names.map((name) => walk(join(path, name), stat.dev)));
+  };
+  await Promise.all(paths.map((path) => walk(path, null)));
+  return total;
 }
 
 /**
  * Measures what `paths` hold every second while a call runs, calling `over` (once) when it is more
  * than the disk limit; `end` measures a last time once the call is over.
  */
-export function watchDisk(paths: readonly string[], limits: SandboxLimits, over: (bytes: number) => void): { end(): Promise<number | null> } {
+export function watchDisk(paths: readonly string[], limits: SandboxLimits, over: (bytes: number) => void): { end(): Promise<number> } {
   const cap = limits.diskMb * MB;
-  let measuring: Promise<number | null> | null = null;
+  let measuring: Promise<number> | null = null;
   let told = false;
   const timer = setInterval(() => {
     measuring ??= diskUse(paths).then((bytes) => {
       measuring = null;
-      if (bytes !== null && bytes > cap && !told) {
+      if (bytes > cap && !told) {
         told = true;
         over(bytes);
       }
@@ -190,7 +206,7 @@ export function limitsReached(limits: SandboxLimits, outcome: CallOutcome): stri
 const SIGXFSZ = 25;
 
 /** The line of a call whose writable directories hold more than the disk limit, or null. */
-export function diskLimitReached(limits: SandboxLimits, bytes: number | null): string | null {
-  if (bytes === null || bytes <= limits.diskMb * MB) return null;
+export function diskLimitReached(limits: SandboxLimits, bytes: number): string | null {
+  if (bytes <= limits.diskMb * MB) return null;
   return `the sandbox's disk limit was reached: the agent's writable directories hold ${Math.ceil(bytes / MB)} MB, over ${limits.diskMb} MB - remove files there (every call fails until they are under it), or ask the owner to raise sandbox.limits.disk_mb in the agent's config`;
 }

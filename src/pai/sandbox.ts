@@ -50,8 +50,12 @@ export const SANDBOX_MISSING = "the sandbox (bubblewrap) is not installed — ap
 /** Variables every sandboxed command gets when set: nothing a daemon keeps (tokens, sockets). */
 export const BASE_SANDBOX_ENV = ['PATH', 'HOME', 'LANG', 'LC_ALL', 'LC_CTYPE', 'TZ', 'TERM'] as const;
 
-/** The bwrap argv (without bwrap itself) that runs `bash -c command` in `sandbox`, in `cwd`. */
-export function sandboxArgs(sandbox: Sandbox, command: string, cwd: string): string[] {
+/**
+ * The bwrap argv (without bwrap itself) that runs `bash -c command` in `sandbox`, in `cwd`;
+ * `rlimitsSet` when bwrap is started under the limits' rlimits already (a root's call, whose
+ * cgroup set them: sandbox-limits.ts).
+ */
+export function sandboxArgs(sandbox: Sandbox, command: string, cwd: string, rlimitsSet = false): string[] {
   const args = ['--die-with-parent', '--unshare-pid', '--new-session', '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', ...sizedTmp(sandbox.limits)];
   if (!sandbox.network) args.push('--unshare-net');
   const hidden = sandbox.network ? sandbox.hidden : [...socketDirs(), ...sandbox.hidden];
@@ -63,7 +67,7 @@ export function sandboxArgs(sandbox: Sandbox, command: string, cwd: string): str
   }
   // Read-only once the binds have their mount points in it: nothing written there would last.
   for (const path of hidden) args.push('--remount-ro', path);
-  args.push('--chdir', cwd, '--', ...(sandbox.limits ? limitedBash(sandbox.limits, command) : ['bash', '-c', command]));
+  args.push('--chdir', cwd, '--', ...(sandbox.limits && !rlimitsSet ? limitedBash(sandbox.limits, command) : ['bash', '-c', command]));
   return args;
 }
 
