@@ -14,7 +14,7 @@ import type { AgentDir } from './agent-dir.js';
 import { initAgent } from './lifecycle.js';
 import { agentSandbox } from './sandbox-profile.js';
 import { OUTBOX_ENV } from './sandbox-sends.js';
-import { SANDBOX_LIMIT_DEFAULTS, type AgentConfig, type SandboxProfile } from './types.js';
+import { AgentConfigSchema, SANDBOX_LIMIT_DEFAULTS, type AgentConfig, type SandboxProfile } from './types.js';
 
 // The sandbox with the real bubblewrap: each of the model's escapes the issue lists, through
 // bashExec with the environment agent run gives it, and what the narrow path still allows.
@@ -88,6 +88,12 @@ describe('agentSandbox', () => {
   it('is none for the profile none, and is made with the PATH bwrap is found on', () => {
     expect(agentSandbox(t.home, helper, { profile: 'none', network: true }, env)).toBeUndefined();
     expect(agentSandbox(t.home, helper, { profile: 'sandbox', network: true }, { PATH: '/nowhere' })?.bwrap).toBe(existsSync('/usr/bin/bwrap') ? '/usr/bin/bwrap' : null);
+  });
+
+  it("runs each call under the config's sandbox.limits, the defaults for those it does not name", () => {
+    const settings = AgentConfigSchema.parse({ agent_id: 'helper', sandbox: { limits: { processes: 100, tmp_mb: 64 } } }).sandbox;
+    expect(agentSandbox(t.home, helper, settings, env)?.limits).toEqual({ processes: 100, memoryMb: 4096, fileSizeMb: 1024, tmpMb: 64, diskMb: 4096 });
+    expect(AgentConfigSchema.safeParse({ agent_id: 'helper', sandbox: { limits: { processes: 2 } } }).success).toBe(false);
   });
 
   it("hides the home and gives back the own directory (read-only but for workdir, memory, skills and the search index), the conversation's outbox, the other agents' configs, skills and the PATH entries under the home", () => {
