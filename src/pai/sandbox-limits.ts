@@ -102,7 +102,10 @@ function findPidsParent(): string | null {
       if (!ok()) continue;
       const parent = join(root, 'theclaw-sandbox');
       mkdirSync(parent, { recursive: true });
-      if (enable) writeFileSync(join(parent, 'cgroup.subtree_control'), '+pids');
+      if (enable) {
+        writeFileSync(join(root, 'cgroup.subtree_control'), '+pids');
+        writeFileSync(join(parent, 'cgroup.subtree_control'), '+pids');
+      }
       return parent;
     } catch {
       // not writable here
