@@ -1,6 +1,7 @@
 import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { lstat, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import { errnoCode } from '../core/errors.js';
 
 /**
  * What one sandboxed call may use, and how each limit is made (none needs more than bubblewrap,
@@ -43,9 +44,12 @@ export interface ProcessGroup {
   wrap(file: string, argv: string[]): [string, string[]];
   /** Whether a fork was refused for the limit. */
   reached(): boolean;
-  /** Removes the cgroup; call once every process of it ended. */
+  /** Removes the cgroup once every process of it ended (soon after the call). */
   remove(): void;
 }
+
+const REMOVE_ATTEMPTS = 100;
+const REMOVE_RETRY_MS = 100;
 
 /** Where pids cgroups can be made (v2 with `pids` enabled, or v1's pids hierarchy), found once. */
 let pidsParent: string | null | undefined;
@@ -64,11 +68,13 @@ export function processGroup(limits: SandboxLimits, name: string): ProcessGroup 
   } catch {
     return null;
   }
-  const remove = () => {
+  // The kernel may still be taking the namespace's last processes down when the call has ended:
+  // the cgroup is busy until then.
+  const remove = (attempt = 0) => {
     try {
       rmdirSync(dir);
-    } catch {
-      // still busy or already gone: an empty cgroup left behind holds nothing
+    } catch (error) {
+      if (errnoCode(error) === 'EBUSY' && attempt < REMOVE_ATTEMPTS) setTimeout(() => remove(attempt + 1), REMOVE_RETRY_MS).unref();
     }
   };
   try {
@@ -87,7 +93,7 @@ export function processGroup(limits: SandboxLimits, name: string): ProcessGroup 
       ['-c', `echo $$ > "$0" && ulimit -d ${limits.memoryMb * 1024} && ulimit -f ${limits.fileSizeMb * 2048} && unset PWD && exec "$@"`, join(dir, 'cgroup.procs'), file, ...argv],
     ],
     reached: () => /^max [1-9]/m.test(readOr(join(dir, 'pids.events'))),
-    remove,
+    remove: () => remove(),
   };
 }
 
