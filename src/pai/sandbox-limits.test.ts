@@ -1,13 +1,14 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BWRAP, NEEDS_BWRAP } from '../testing/index.js';
+import { mountTmpfs, tmpfsUnavailable } from '../testing/tmpfs.js';
 import { bashExec } from './bash-exec.js';
 import type { SandboxLimits } from './sandbox-limits.js';
-import { limitsReached } from './sandbox-limits.js';
+import { diskUseAtMost, limitsReached } from './sandbox-limits.js';
 import { sandboxArgs, type Sandbox } from './sandbox.js';
 
 // Each limit hit for real in bubblewrap, with limits small enough to reach within a second or two.
@@ -149,6 +150,38 @@ describe.skipIf(!BWRAP)(`the system's Unix sockets in a sandbox without network 
         path: shown,
         result: { stdout: expect.stringMatching(/^(ENOENT|ECONNREFUSED)\n$/), exit_code: 1 },
       });
+    }
+  });
+});
+
+describe.skipIf(tmpfsUnavailable)(`diskUseAtMost, on a file system of its own (${tmpfsUnavailable ?? 'needs root'})`, () => {
+  it('walks the paths only when their file system filled by enough to take them past the cap, or a minute went by', async () => {
+    const fs = mountTmpfs(64 * 1024 * 1024);
+    try {
+      const dir = join(fs.dir, 'agent');
+      mkdirSync(dir);
+      writeFileSync(join(dir, 'a'), Buffer.alloc(2 * 1024 * 1024, 1));
+      writeFileSync(join(dir, 'b'), Buffer.alloc(2 * 1024 * 1024, 1));
+      let clock = 1_000_000;
+      const now = () => clock;
+      const cap = 8 * 1024 * 1024;
+      const walked = await diskUseAtMost([dir], cap, now);
+      expect(walked).toBeGreaterThanOrEqual(4 * 1024 * 1024);
+      // Removed, but not walked again: the last walk stands, a bound from above.
+      rmSync(join(dir, 'b'));
+      expect(await diskUseAtMost([dir], cap, now)).toBe(walked);
+      // A minute later it is walked.
+      clock += 61_000;
+      const smaller = await diskUseAtMost([dir], cap, now);
+      expect(smaller).toBeLessThan(walked);
+      // Written elsewhere on the file system, enough to pass the cap: walked, and found under it.
+      writeFileSync(join(fs.dir, 'elsewhere'), Buffer.alloc(8 * 1024 * 1024, 1));
+      expect(await diskUseAtMost([dir], cap, now)).toBe(smaller);
+      // Written in the paths: found over it.
+      writeFileSync(join(dir, 'c'), Buffer.alloc(8 * 1024 * 1024, 1));
+      expect(await diskUseAtMost([dir], cap, now)).toBeGreaterThan(cap);
+    } finally {
+      fs.unmount();
     }
   });
 });
