@@ -9,8 +9,9 @@ import WebSocket from 'ws';
 import { randomBytes } from 'node:crypto';
 import { webchatProtocols } from '../src/xgw/channels/webchat-http.js';
 import { initAgent, startAgent } from '../src/agent/lifecycle.js';
-import { agentSandbox } from '../src/agent/sandbox-profile.js';
+import { routeMessage } from '../src/agent/router.js';
 import { SANDBOX_LIMIT_DEFAULTS } from '../src/agent/types.js';
+import { agentSandbox, messageScope, turnWorkdir } from '../src/agent/sandbox-profile.js';
 import { killMarked, newMark, TURN_MARK } from '../src/core/turn-processes.js';
 import { bashExec, type BashExecOptions } from '../src/pai/bash-exec.js';
 import { findBwrap } from '../src/pai/sandbox.js';
@@ -500,13 +501,16 @@ async function benchSandbox(): Promise<void> {
     return;
   }
   const dir = initAgent(home, 'sandboxed');
-  const sandbox = agentSandbox(home, dir, { profile: 'sandbox', network: true, limits: SANDBOX_LIMIT_DEFAULTS }, env);
+  // A peer's direct chat: the narrowest sandbox, with the most binds.
+  const route = routeMessage(dir, 'per-peer', 'external:telegram:main:dm:42:42');
+  const scope = messageScope(dir, route, false);
+  const sandbox = agentSandbox(home, dir, { profile: 'sandbox', network: true, limits: SANDBOX_LIMIT_DEFAULTS }, env, scope);
   const turnMark = newMark(TURN_MARK);
   const median50 = async (options: BashExecOptions): Promise<number> => {
     const times: number[] = [];
     for (let run = 0; run < 50; run++) {
       const started = now();
-      const result = await bashExec({ command: 'true' }, { cwd: dir.workdir, env, turnMark, ...options });
+      const result = await bashExec({ command: 'true' }, { cwd: turnWorkdir(dir, scope), env, turnMark, ...options });
       times.push(now() - started);
       if (result.exit_code !== 0) throw new Error(`bash_exec true failed: ${result.stderr}`);
     }

@@ -70,6 +70,22 @@ export function agentDir(home: string, id: string): AgentDir {
   };
 }
 
+/**
+ * `workdirs/<thread id>/`: the workdir of one conversation that is not the owner's
+ * (sandbox-profile.ts turnWorkdir), outside `workdir/`, so that neither sees the other's files.
+ */
+export function conversationWorkdir(dir: AgentDir, threadId: string): string {
+  return join(dir.root, 'workdirs', threadId);
+}
+
+/**
+ * `index/conversations/<thread id>/`: the memory search index of one conversation's commands
+ * (memory-index.ts), in their sandbox; `index/memory.db`, which holds every conversation, is not.
+ */
+export function conversationIndexFolder(dir: AgentDir, threadId: string): string {
+  return join(dir.root, 'index', 'conversations', threadId);
+}
+
 /** An existing agent's directory; a missing one is `not_found` with how to create it. */
 export function requireAgent(home: string, id: string): AgentDir {
   const dir = agentDir(home, id);

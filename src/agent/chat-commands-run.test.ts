@@ -264,6 +264,34 @@ describe('chat commands: /stop', () => {
     expect(completions()).toHaveLength(2);
   });
 
+  it("shows a person who is not the owner only their own conversation in /status: no model, no other conversation's usage, no queue", async () => {
+    const peer = formatAddress({ kind: 'external', channelType: 'telegram', instance: 'main', conversationType: 'dm', conversationId: '5151', peerId: '5151' });
+    send('hello from the owner');
+    send('hello from a peer', peer);
+    await run();
+    const ownUsage = records<UsageRecord>('usage', peer);
+    expect(ownUsage).toHaveLength(1);
+    send('/status', peer);
+    send('/status');
+    send('still here'); // waits behind both in the inbox
+    await run();
+
+    const today = new Date().toISOString().slice(0, 10);
+    const own = `1 model call, ${ownUsage[0]!.input_tokens} in + ${ownUsage[0]!.output_tokens} out tokens, $${ownUsage[0]!.cost.toFixed(4)}`;
+    const statusLines = (source?: string) =>
+      replies(source)
+        .find((reply) => reply.text.startsWith('Agent:'))!
+        .text.split('\n');
+    expect(statusLines(peer)).toEqual(['Agent: helper', `Today (${today}, UTC): this conversation ${own}`]);
+    // The owner still sees the whole agent.
+    expect(statusLines()).toEqual([
+      'Agent: helper',
+      'Model: fake/m1',
+      expect.stringMatching(new RegExp(`^Today \\(${today}, UTC\\): this conversation 1 model call, .*; all conversations 2 model calls, `)),
+      'Queue: 1 message waiting in the inbox',
+    ]);
+  });
+
   it('takes a group /stop only when it addressed the agent', async () => {
     const group = formatAddress({ kind: 'external', channelType: 'telegram', instance: 'main', conversationType: 'group', conversationId: '-100', peerId: '5' });
     const inbox = openThread(dir.inbox, { home: t.home });

@@ -12,7 +12,7 @@ export const CHAT_COMMANDS = {
   new: 'start a fresh conversation; a summary of this one is saved to memory',
   reset: 'start a fresh conversation without saving a summary',
   stop: 'stop the turn running for this conversation (and what waits before this message)',
-  status: 'the model, usage today and the queue',
+  status: "the model, usage today and the queue (to anyone but the owner: this conversation's usage today)",
   usage: "this conversation's usage today and in total",
   approve: "<code>: let a command that waits for the owner's approval run, or apply a proposed change (the owner's direct chat only)",
   deny: "<code>: refuse a command that waits for the owner's approval, or drop a proposed change",

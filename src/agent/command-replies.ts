@@ -7,7 +7,7 @@ import { chatCommandHelp, type ChatCommand } from './chat-commands.js';
 import type { Summarise } from './compaction.js';
 import { startFreshConversation } from './fresh-conversation.js';
 import { approvalReply } from './owner-approval.js';
-import type { Policy } from './tool-policy.js';
+import { isOwner, type Policy } from './tool-policy.js';
 import { conversationThreads } from './lifecycle.js';
 import type { DecisionRecord, ThreadRoute } from './types.js';
 import { describeUsage, plusUsage, threadUsage, NO_USAGE } from './usage.js';
@@ -35,7 +35,7 @@ export interface CommandContext {
   summarise: Summarise;
   redact: (text: string) => string;
   logger: Logger;
-  /** Who may `/approve` and `/deny`. */
+  /** Who may `/approve` and `/deny`, and see the whole agent in `/status`. */
   policy: Policy;
   now?: Date;
 }
@@ -59,6 +59,7 @@ export async function answerChatCommand(command: ChatCommand, context: CommandCo
           mixedPeople: context.mixedPeople,
           summarise: context.summarise,
           redact: context.redact,
+          logger: context.logger,
         });
       case 'stop':
         return stoppedTurns(context.thread, context.inboxEvent.id) > 0 ? 'Stopped.' : 'Nothing is running.';
@@ -88,10 +89,12 @@ function stoppedTurns(thread: Thread, stopInboxId: number): number {
   }).length;
 }
 
+/** The owner's status of the agent; anyone else's is of their own conversation only. */
 function statusReply(context: CommandContext): string {
   const { model, dir } = context;
   const today = todayUtc(context.now);
   const conversation = threadUsage(context.thread, today);
+  if (!isOwner(context.policy, context.inboxEvent.source)) return [`Agent: ${dir.id}`, `Today (${today}, UTC): this conversation ${describeUsage(conversation)}`].join('\n');
   const agent = conversationThreads(dir).reduce(
     (sum, path) => plusUsage(sum, path === context.route.path ? conversation : withThread(context.home, path, (thread) => threadUsage(thread, today))),
     NO_USAGE,

@@ -142,7 +142,9 @@ describe('compactIfNeeded', () => {
       const current = thread.push({ source, type: 'message', content: JSON.stringify({ text: 'now' }) });
       const base = {
         thread,
+        memoryDir: t.home,
         summaryFile: join(t.home, 'count.md'),
+        logger: { warn: () => {} },
         currentId: current,
         system: 'S',
         input: 'now',
@@ -177,7 +179,21 @@ describe('compactIfNeeded', () => {
         return `  summary ${inputs.length}  `;
       };
       // Six messages of ~140 characters (as session JSON) pass 0.2 × 1000 tokens.
-      const base = { thread, summaryFile, currentId: current, system: 'S', input: 'now', contextWindow: 1000, threshold: 0.2, recentMessages: 30, keepRecent: 2, mixedPeople: false, summarise };
+      const base = {
+        thread,
+        memoryDir: t.home,
+        summaryFile,
+        logger: { warn: () => {} },
+        currentId: current,
+        system: 'S',
+        input: 'now',
+        contextWindow: 1000,
+        threshold: 0.2,
+        recentMessages: 30,
+        keepRecent: 2,
+        mixedPeople: false,
+        summarise,
+      };
       const result = await compactIfNeeded(base);
       expect(result).toEqual({ afterId: ids[3], compacted: { from_id: ids[0], to_id: ids[3], summary_file: 'summary.md', summary_chars: 9 } });
       expect(readFileSync(summaryFile, 'utf8')).toBe('summary 1\n');
@@ -209,8 +225,52 @@ describe('writeSummary', () => {
     writeFileSync(victim, 'untouched\n');
     const file = join(dir.memory, 'thread-x.md');
     symlinkSync(victim, `${file}.${process.pid}.tmp`);
-    writeSummary(file, 'the summary');
+    writeSummary(dir.memory, file, 'the summary');
     expect(readFileSync(victim, 'utf8')).toBe('untouched\n');
     expect(readFileSync(file, 'utf8')).toBe('the summary\n');
+  });
+});
+
+describe('compactIfNeeded with a link in the summary’s place', () => {
+  it('reads it as empty (said in the log), never its target, and writes the summary in its place, never through it', async () => {
+    const secret = join(t.home, 'service.env');
+    writeFileSync(secret, 'OPENAI_API_KEY=sk-planted-secret\n');
+    const summaryFile = join(dir.memory, 'thread-linked.md');
+    symlinkSync(secret, summaryFile);
+    const thread = initThread(join(t.home, 'linked'), { home: t.home });
+    try {
+      for (let i = 0; i < 4; i++) thread.push({ source: i % 2 ? source : 'self', type: 'message', content: JSON.stringify({ text: `m${i}` }) });
+      const current = thread.push({ source, type: 'message', content: JSON.stringify({ text: 'now' }) });
+      const inputs: string[] = [];
+      const warnings: string[] = [];
+      const summarise = async (_system: string, input: string) => {
+        inputs.push(input);
+        return 'summary';
+      };
+      const args = {
+        thread,
+        memoryDir: dir.memory,
+        summaryFile,
+        logger: { warn: (line: string) => warnings.push(line) },
+        currentId: current,
+        system: 'S',
+        input: 'now',
+        contextWindow: 1_000_000,
+        threshold: 0.7,
+        recentMessages: 2,
+        keepRecent: 1,
+        mixedPeople: false,
+        summarise,
+      };
+      expect((await compactIfNeeded(args)).compacted).not.toBeNull();
+      expect(inputs.join('')).not.toContain('sk-planted-secret');
+      expect(warnings).toEqual([
+        `run: ${summaryFile} is a link — the runtime does not follow links in a sandbox-writable directory, so it is read as empty - remove it (rm ${summaryFile}) and put a plain file there`,
+      ]);
+      expect(readFileSync(secret, 'utf8')).toBe('OPENAI_API_KEY=sk-planted-secret\n');
+      expect(readFileSync(summaryFile, 'utf8')).toBe('summary\n');
+    } finally {
+      thread.close();
+    }
   });
 });

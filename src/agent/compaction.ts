@@ -1,10 +1,10 @@
-import { readFileSync } from 'node:fs';
 import { basename } from 'node:path';
 import type { Thread, ThreadEvent } from '../thread/index.js';
 import { withoutChatCommands } from './chat-commands.js';
 import { isNotice } from './failure.js';
 import { historyLines } from './context.js';
-import { writeSummary } from './memory-store.js';
+import type { Logger } from '../core/logger.js';
+import { readMemoryOrEmpty, warnRefused, writeSummary } from './memory-store.js';
 import { CHARS_PER_TOKEN, estimateTokens } from './tokens.js';
 import type { CompactionRecord } from './types.js';
 
@@ -24,8 +24,10 @@ export type Summarise = (system: string, input: string) => Promise<string>;
 
 export interface CompactionInput {
   thread: Thread;
-  /** The thread memory file. */
+  /** The agent's memory directory, and the thread memory file in it. */
+  memoryDir: string;
   summaryFile: string;
+  logger: Pick<Logger, 'warn'>;
   /** The current inbound message (not compacted: it is this call's input). */
   currentId: number;
   system: string;
@@ -101,10 +103,10 @@ export async function compactIfNeeded(args: CompactionInput): Promise<Compaction
   if (covered.length === 0) return { afterId, compacted: null };
 
   // Both settled before going on: a flush still writing when the turn has moved on would race it.
-  const [summarised] = await Promise.allSettled([summariseTurns({ previous: readSummary(args.summaryFile), turns: covered, ...args }), args.flush?.(covered)]);
+  const [summarised] = await Promise.allSettled([summariseTurns({ previous: readSummary(args.memoryDir, args.summaryFile, args.logger), turns: covered, ...args }), args.flush?.(covered)]);
   if (summarised.status === 'rejected') throw summarised.reason;
   const summary = summarised.value;
-  writeSummary(args.summaryFile, summary);
+  writeSummary(args.memoryDir, args.summaryFile, summary);
   const record: CompactionRecord = {
     from_id: covered[0]!.id,
     to_id: covered.at(-1)!.id,
@@ -147,11 +149,7 @@ export function transcriptOf(turns: readonly ThreadEvent[], mixedPeople: boolean
   return transcript.length > chars ? `[earlier turns left out]\n${transcript.slice(-chars)}` : transcript;
 }
 
-/** The summary file's text, '' when there is none. */
-export function readSummary(file: string): string {
-  try {
-    return readFileSync(file, 'utf8').trim();
-  } catch {
-    return '';
-  }
+/** The summary file's text, '' when there is none or it is refused (a link: said in the log). */
+export function readSummary(memoryDir: string, file: string, logger: Pick<Logger, 'warn'>): string {
+  return readMemoryOrEmpty(memoryDir, file, warnRefused(logger)).trim();
 }

@@ -1,12 +1,13 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseAddress } from '../core/address.js';
+import { isContainedPathError, kindContained, type ContainedPathError } from '../core/contained-fs.js';
 import { errnoCode } from '../core/errors.js';
 import type { SessionLine } from '../pai/index.js';
 import type { ThreadEvent } from '../thread/index.js';
 import type { AgentDir } from './agent-dir.js';
 import { capMemory, type MemoryTruncation } from './memory-caps.js';
-import { dailyFolder } from './memory-store.js';
+import { dailyFolder, readMemoryOrEmpty } from './memory-store.js';
 import type { MemoryLayer, ThreadRoute } from './types.js';
 
 /**
@@ -65,6 +66,8 @@ export interface SystemPromptInput {
   source: string;
   /** What the runtime facts say of the commands this message's turn may run (tool-policy.ts). */
   commands?: string;
+  /** Where its commands run and keep files (sandbox-profile.ts turnWorkdir); the agent's workdir when not given. */
+  workdir?: string;
   now?: Date;
 }
 
@@ -72,11 +75,14 @@ export interface SystemPrompt {
   text: string;
   /** The memory files that were cut to their caps. */
   truncated: MemoryTruncation[];
+  /** The memory files left out because they are links (or not plain files): a command may have planted them. */
+  refused: ContainedPathError[];
 }
 
-export function buildSystemPrompt({ dir, route, memory, caps, source, commands, now = new Date() }: SystemPromptInput): SystemPrompt {
+export function buildSystemPrompt({ dir, route, memory, caps, source, commands, workdir = dir.workdir, now = new Date() }: SystemPromptInput): SystemPrompt {
   const sections = [identityText(dir)];
   const truncated: MemoryTruncation[] = [];
+  const refused: ContainedPathError[] = [];
   // A group's memory stands where a person's would: it takes the person cap.
   const layers: [MemoryLayer, string, string | null][] = [
     ['agent', 'What I have learned (my agent memory)', memory.agent],
@@ -85,7 +91,7 @@ export function buildSystemPrompt({ dir, route, memory, caps, source, commands, 
     ['conversation', 'Summary of this conversation so far', memory.thread],
   ];
   for (const [layer, title, file] of layers) {
-    const text = file ? readOptional(file)?.trim() : undefined;
+    const text = file ? readMemoryOrEmpty(dir.root, file, (error) => refused.push(error)).trim() : undefined;
     if (!file || !text) continue;
     const capped = capMemory(layer, file, text, caps[layer]);
     if (capped.truncation) truncated.push(capped.truncation);
@@ -93,11 +99,11 @@ export function buildSystemPrompt({ dir, route, memory, caps, source, commands, 
   }
   sections.push(`## Runtime
 - time: ${now.toISOString()}
-- agent: ${dir.id} (directory ${dir.root}; workdir ${dir.workdir})
+- agent: ${dir.id} (directory ${dir.root}; workdir ${workdir}${workdir === dir.workdir ? '' : ", this conversation's own"})
 - from: ${describeSource(source)}
 - thread: ${route.threadId}${privacyNote(route)}${commands ? `\n- commands: ${commands}\n- search my memory and this conversation: agent memory search ${dir.id} "<words>"; send a file with my answer: agent attach <file>` : ''}
 - memory files: agent ${memory.agent}${memory.user ? `; this person ${memory.user}` : ''}${memory.group ? `; this group ${memory.group}` : ''}${dailyNotes(dir, route, memory)}${earlierConversations(dir, route)}`);
-  return { text: sections.join('\n\n'), truncated };
+  return { text: sections.join('\n\n'), truncated, refused };
 }
 
 /** IDENTITY.md, the part of the system prompt no cap cuts. */
@@ -109,13 +115,23 @@ export function identityText(dir: AgentDir): string {
 function dailyNotes(dir: AgentDir, route: ThreadRoute, memory: MemoryFiles): string {
   const file = ownMemoryFile(route, memory);
   const folder = file ? dailyFolder(dir.memory, file) : null;
-  return folder && existsSync(folder) ? `\n- daily notes of this ${route.kind === 'group' ? 'group' : 'person'}, one file a day (memory search finds them): ${folder}/` : '';
+  return folder && isFolder(dir, folder) ? `\n- daily notes of this ${route.kind === 'group' ? 'group' : 'person'}, one file a day (memory search finds them): ${folder}/` : '';
 }
 
 /** Where this thread's earlier conversations (before a `/new`) are summarised, if it had any. */
 function earlierConversations(dir: AgentDir, route: ThreadRoute): string {
   const folder = join(dir.memory, CONVERSATIONS_DIR, route.threadId);
-  return existsSync(folder) ? `\n- summaries of this conversation's earlier parts (before a /new): ${folder}/` : '';
+  return isFolder(dir, folder) ? `\n- summaries of this conversation's earlier parts (before a /new): ${folder}/` : '';
+}
+
+/** A folder under memory/ that is one (a link in its place or on its way is not). */
+function isFolder(dir: AgentDir, folder: string): boolean {
+  try {
+    return kindContained(dir.root, folder) === 'dir';
+  } catch (error) {
+    if (isContainedPathError(error)) return false;
+    throw error;
+  }
 }
 
 /**

@@ -1,12 +1,12 @@
-import { existsSync, renameSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
+import { kindContained, renameContained } from '../core/contained-fs.js';
+import type { Logger } from '../core/logger.js';
 import { isStorageError } from '../core/storage-error.js';
 import type { Thread } from '../thread/index.js';
 import { historyStart, readSummary, recordByKey, summariseTurns, uncompacted, type Summarise } from './compaction.js';
 import { ARCHIVE_DIR, fileStamp, writeSummary } from './memory-store.js';
 import { CONVERSATIONS_DIR } from './context.js';
 import type { ResetRecord } from './types.js';
-import { ensureDir } from '../core/home.js';
 
 /**
  * `/new` and `/reset`: a fresh conversation in the same thread. The thread is not moved (notifier's
@@ -37,6 +37,7 @@ export interface FreshConversationInput {
   /** The summariser; throws when the model cannot be used. */
   summarise: Summarise;
   redact: (text: string) => string;
+  logger: Pick<Logger, 'warn'>;
 }
 
 /** Starts the fresh conversation and returns the reply to the command. */
@@ -49,21 +50,19 @@ export async function startFreshConversation(input: FreshConversationInput): Pro
     record = { to_id: commandId, command, summary_file: null, ...(command === 'new' ? await saveSummary(input) : {}) };
     thread.push({ source: 'self', type: 'record', subtype: 'reset', content: JSON.stringify(record), idempotency_key: key });
   }
-  if (existsSync(input.summaryFile)) {
-    const archive = join(input.memoryDir, ARCHIVE_DIR);
-    ensureDir(archive);
-    renameSync(input.summaryFile, join(archive, `thread-${input.threadId}-${fileStamp(input.sentAt)}.md`));
+  // A link a command left in its place moves as itself: nothing reads through it.
+  if (kindContained(input.memoryDir, input.summaryFile) !== null) {
+    renameContained(input.memoryDir, input.summaryFile, join(input.memoryDir, ARCHIVE_DIR, `thread-${input.threadId}-${fileStamp(input.sentAt)}.md`));
   }
   return replyFor(record);
 }
 
 async function saveSummary(input: FreshConversationInput): Promise<Pick<ResetRecord, 'summary_file' | 'summary_error'>> {
-  const previous = readSummary(input.summaryFile);
+  const previous = readSummary(input.memoryDir, input.summaryFile, input.logger);
   const turns = uncompacted(input.thread, historyStart(input.thread), input.commandId).filter((event) => event.id < input.commandId);
   if (!previous && turns.length === 0) return { summary_file: null };
   const file = join(CONVERSATIONS_DIR, input.threadId, `${fileStamp(input.sentAt)}.md`);
   const path = join(input.memoryDir, file);
-  ensureDir(dirname(path));
   let summary: string;
   try {
     summary = await summariseTurns({ previous, turns, contextWindow: input.contextWindow, mixedPeople: input.mixedPeople, summarise: input.summarise });
@@ -71,10 +70,10 @@ async function saveSummary(input: FreshConversationInput): Promise<Pick<ResetRec
     if (isStorageError(error)) throw error;
     const summaryError = input.redact(error instanceof Error ? error.message : String(error));
     if (!previous) return { summary_file: null, summary_error: summaryError };
-    writeSummary(path, previous);
+    writeSummary(input.memoryDir, path, previous);
     return { summary_file: file, summary_error: summaryError };
   }
-  writeSummary(path, summary);
+  writeSummary(input.memoryDir, path, summary);
   return { summary_file: file };
 }
 

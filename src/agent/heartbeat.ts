@@ -14,7 +14,7 @@ import { openThread, type Thread } from '../thread/index.js';
 import { loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
 import { estimateTokens } from './tokens.js';
 import { SpendLedger } from './budget.js';
-import { identityText } from './context.js';
+import { agentMemoryFile, identityText } from './context.js';
 import { feedCopier, FeedWriter, type ErrorFeedEntry, type ToolcallFeedEntry } from './feeds.js';
 import { classifyFailure } from './failure.js';
 import { INBOX_CONSUMER } from './lifecycle.js';
@@ -24,6 +24,7 @@ import { tellOwnerOf } from './owner-notice.js';
 import { setReminders } from './reminders.js';
 import { takeAttachments } from './reply-files.js';
 import { commandRuleFor, commandsFact, offersTools } from './tool-policy.js';
+import { sandboxFact, type TurnScope } from './sandbox-profile.js';
 import { DEFAULT_HEARTBEAT_PROMPT, type AgentConfig, type DecisionRecord, type ErrorRecord, type HeartbeatConfig, type HeartbeatRecord } from './types.js';
 
 /**
@@ -219,7 +220,9 @@ async function beat(b: Beat, skip: (reason: string) => HeartbeatOutcome): Promis
   const redact = createRedactor(env, providerSecrets(paiConfig, env));
   const rule = commandRuleFor(config.policy, b.owner);
   const tools = offersTools(rule);
-  const { system, input } = heartbeatPrompt({ dir, heartbeat, commands: tools ? commandsFact(rule, config.sandbox) : null, lastFinding: lastFinding(thread), now: b.now });
+  // The owner's own check: their workdir, the agent's memory and skills; no person's memory, no conversation's thread.
+  const scope: TurnScope = { threadId: HEARTBEAT_THREAD_ID, thread: dir.heartbeat, memory: { agent: agentMemoryFile(dir) }, ownMemory: null, owner: true, files: [] };
+  const { system, input } = heartbeatPrompt({ dir, heartbeat, commands: tools ? commandsFact(rule, sandboxFact(config.sandbox, scope)) : null, lastFinding: lastFinding(thread), now: b.now });
   let beatId: number | undefined;
   let release = (): void => {};
   let result: ChatResult;
@@ -255,6 +258,7 @@ async function beat(b: Beat, skip: (reason: string) => HeartbeatOutcome): Promis
           input,
           system,
           tools,
+          scope,
           authorize,
           turnMark,
           onEvent,

@@ -1,6 +1,5 @@
 import { join, relative } from 'node:path';
 import type Database from 'better-sqlite3';
-import { ensureDir } from '../core/home.js';
 import { openSqlite } from '../core/sqlite.js';
 import type { AgentDir } from './agent-dir.js';
 import { capMemory } from './memory-caps.js';
@@ -59,7 +58,7 @@ export async function condenseOverCap(settings: CondenseSettings): Promise<Memor
 async function condense(settings: CondenseSettings, layer: MemoryLayer, file: string): Promise<MemoryCondenseRecord | null> {
   const { dir, thread, logger } = settings;
   const cap = settings.caps[layer];
-  const text = readMemoryFile(file).trim();
+  const text = readMemoryFile(dir.root, file).trim();
   const tokens = estimateTokens(text);
   if (tokens <= cap) return null;
   const version = memoryVersion(text);
@@ -74,13 +73,13 @@ async function condense(settings: CondenseSettings, layer: MemoryLayer, file: st
     const after = estimateTokens(condensed);
     if (!condensed) throw new Error('the summariser returned nothing');
     if (after > cap) throw new Error(`the condensed text is still about ${after} tokens, over the cap of ${cap}`);
-    if (readMemoryFile(file).trim() !== text) {
+    if (readMemoryFile(dir.root, file).trim() !== text) {
       logger.info(`run: ${name} changed while it was condensed; left as it is now`);
       return null;
     }
-    const archive = join(ensureDir(archiveFolder(dir.memory, file)), `${fileStamp((settings.now ?? new Date()).toISOString())}.md`);
-    writeSummary(archive, text);
-    writeSummary(file, condensed);
+    const archive = join(archiveFolder(dir.memory, file), `${fileStamp((settings.now ?? new Date()).toISOString())}.md`);
+    writeSummary(dir.root, archive, text);
+    writeSummary(dir.root, file, condensed);
     const record: MemoryCondenseRecord = { action: 'condense', file: name, layer, version, archive: relative(dir.root, archive), tokens_before: tokens, tokens_after: after, cap };
     thread.push({ source: 'self', type: 'record', subtype: 'memory', content: JSON.stringify(record), idempotency_key: `memory-condense:${name}:${version}` });
     logger.info(`run: condensed ${name} from about ${tokens} to ${after} tokens (cap ${cap}); the old version is ${record.archive}`);

@@ -118,7 +118,7 @@ export async function flushMemory(settings: FlushSettings, covered: readonly Thr
 
 async function askAndRecord(settings: FlushSettings, turns: readonly ThreadEvent[], key: string): Promise<MemoryFlushRecord> {
   const { dir, file } = settings;
-  const held = readMemoryFile(file).trim();
+  const held = readMemoryFile(dir.root, file).trim();
   const budget = inputBudgetChars(settings.contextWindow);
   const input = `Already in memory:\n${held ? capMemory('person', file, held, settings.cap).text : '(nothing yet)'}\n\nConversation:\n${transcriptOf(turns, settings.mixedPeople, budget)}`;
   const { facts, notes } = parseFlush(settings.redact(await settings.summarise(FLUSH_PROMPT, input)));
@@ -140,8 +140,8 @@ async function askAndRecord(settings: FlushSettings, turns: readonly ThreadEvent
 
 function apply({ dir }: FlushSettings, record: MemoryFlushRecord): void {
   const day = record.at.slice(0, 10);
-  appendNewLines(join(dir.root, record.file), record.lines, `## Noted ${day}`);
-  appendNewLines(join(dir.root, record.daily_file), record.daily_lines, `## ${record.at.slice(11, 16)} UTC`, `# ${day}`);
+  appendNewLines(dir.root, join(dir.root, record.file), record.lines, `## Noted ${day}`);
+  appendNewLines(dir.root, join(dir.root, record.daily_file), record.daily_lines, `## ${record.at.slice(11, 16)} UTC`, `# ${day}`);
 }
 
 // The last flush is among the thread's newest memory records: the others (a file condensed,

@@ -1,10 +1,12 @@
-import type Database from 'better-sqlite3';
-import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import Database from 'better-sqlite3';
+import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { ClawError, errnoCode } from '../core/errors.js';
-import { ensureDir } from '../core/home.js';
+import { ContainedPathError, holdContainedDir, type HeldDir, isContainedPathError, kindContained, listFilesContained, readContained, removeContained, statContained } from '../core/contained-fs.js';
+import type { Logger } from '../core/logger.js';
 import { openSqlite } from '../core/sqlite.js';
+import { isDamagedDatabase } from '../core/storage-error.js';
 import { openThread } from '../thread/index.js';
 import type { AgentDir } from './agent-dir.js';
 import { agentMemoryFile, CONVERSATIONS_DIR, memoryFiles, messageText } from './context.js';
@@ -19,7 +21,8 @@ import { DEFAULT_MEMORY_SEARCH } from './types.js';
 /**
  * Memory search: SQLite FTS5 (BM25, Porter stemming) over an agent's memory files, cut into
  * paragraphs (memory-chunks.ts), and the messages of its conversation threads. The index is
- * `index/memory.db` in the agent's directory, brought up to date by each search: a memory file
+ * `index/memory.db` in the agent's directory (a turn's commands have one of their conversation's
+ * own, which holds only what their sandbox shows them), brought up to date by each search: a memory file
  * only when its size or time changed, a thread only from its last indexed event on, and only
  * when its database changed. Where the index cannot be written (a sandbox that keeps it
  * read-only), the search works on a private copy, brought up to date there.
@@ -90,7 +93,7 @@ export function conversationScope(dir: AgentDir, threadId: string): MemoryScope 
       ...(user ? withNotes(dir, user) : []),
       ...(group ? withNotes(dir, group) : []),
       relative(dir.root, thread),
-      ...listFiles(join(dir.memory, CONVERSATIONS_DIR, route.threadId)).map((file) => relative(dir.root, file)),
+      ...listFiles(dir, join(dir.memory, CONVERSATIONS_DIR, route.threadId)).map((file) => relative(dir.root, file)),
     ],
     threads: [route.threadId],
   };
@@ -103,7 +106,7 @@ export function agentScope(dir: AgentDir): MemoryScope {
 
 /** A memory file, its daily notes and its archived versions, relative to the agent's directory. */
 function withNotes(dir: AgentDir, file: string): string[] {
-  return [file, ...listFiles(dailyFolder(dir.memory, file)), ...listFiles(archiveFolder(dir.memory, file))].map((path) => relative(dir.root, path));
+  return [file, ...listFiles(dir, dailyFolder(dir.memory, file)), ...listFiles(dir, archiveFolder(dir.memory, file))].map((path) => relative(dir.root, path));
 }
 
 /** The day a daily note is of (see noteDate), null for other files. */
@@ -120,23 +123,57 @@ export class MemoryIndex {
     readonly lasting: boolean,
   ) {}
 
-  /** Opens (and creates) the agent's index, or a private copy of it where it cannot be written. */
-  static open(dir: AgentDir): MemoryIndex {
-    const folder = join(dir.root, 'index');
+  /**
+   * Opens (and creates) the agent's index — or the one in `folder`: a conversation's, in its
+   * sandbox (agent-dir.ts conversationIndexFolder) — or a private copy where it cannot be written.
+   * The index folder is writable in a sandbox: SQLite opens its files in the directory held by
+   * descriptor, and a link in the place of one of them is refused, before and after the open.
+   * `fresh`: the index there is thrown away first (or not copied), to be built anew.
+   */
+  static open(dir: AgentDir, folder = join(dir.root, 'index'), fresh = false): MemoryIndex {
     const file = join(folder, 'memory.db');
+    let held: HeldDir | undefined;
     try {
-      ensureDir(folder);
-      const db = openSqlite(file);
-      db.exec(SCHEMA);
-      return new MemoryIndex(db, dir, () => {}, true);
+      held = holdContainedDir(dir.root, folder);
+      if (fresh) for (const suffix of ['', '-wal', '-shm']) removeContained(dir.root, `${file}${suffix}`);
+      const db = openIndex(held, folder);
+      const release = held.release;
+      return new MemoryIndex(db, dir, release, true);
     } catch (error) {
+      held?.release();
       if (!['EACCES', 'EROFS', 'EPERM'].includes(errnoCode(error) ?? '') && !isReadOnly(error)) throw error;
     }
     const copy = mkdtempSync(join(tmpdir(), 'theclaw-index-'));
-    if (existsSync(file)) copyFileSync(file, join(copy, 'memory.db'));
+    const bytes = fresh ? null : readContained(dir.root, file);
+    if (bytes) writeFileSync(join(copy, 'memory.db'), bytes, { mode: 0o600 });
     const db = openSqlite(join(copy, 'memory.db'));
     db.exec(SCHEMA);
     return new MemoryIndex(db, dir, () => rmSync(copy, { recursive: true, force: true }), false);
+  }
+
+  /**
+   * Runs `use` on the agent's index. The index is derived data: when it turns out damaged (written
+   * over, truncated), it is thrown away with a warning in the log, and `use` runs once more on
+   * one built afresh from the memory files and threads.
+   */
+  static async using<T>(dir: AgentDir, logger: Logger, use: (index: MemoryIndex) => Promise<T>, folder = join(dir.root, 'index')): Promise<T> {
+    const file = join(folder, 'memory.db');
+    const attempt = async (fresh: boolean) => {
+      const index = MemoryIndex.open(dir, folder, fresh);
+      try {
+        return await use(index);
+      } finally {
+        index.close();
+      }
+    };
+    try {
+      return await attempt(false);
+    } catch (error) {
+      // A damaged conversation thread fails a refresh the same way, and is no reason to rebuild.
+      if (!isDamagedDatabase(error) || !isDamagedIndex(file)) throw error;
+      logger.warn(`memory index ${file} is damaged (${(error as Error).message}): rebuilt from the memory files and threads`);
+      return await attempt(true);
+    }
   }
 
   close(): void {
@@ -150,12 +187,15 @@ export class MemoryIndex {
     let messages = 0;
     const known = new Map((this.db.prepare('SELECT path, signature FROM files').all() as { path: string; signature: string }[]).map((row) => [row.path, row.signature]));
     const present = new Set<string>();
-    for (const file of listFiles(this.dir.memory).filter((path) => path.endsWith('.md'))) {
+    for (const file of listFiles(this.dir, this.dir.memory).filter((path) => path.endsWith('.md'))) {
       const path = relative(this.dir.root, file);
+      // A link (or a file swapped for one meanwhile) is not indexed: it stays out, as if absent.
+      const found = unlessRefused(() => changedText(this.dir.root, file, known.get(path)));
+      if (!found) continue;
       present.add(path);
-      const signature = signatureOf([file]);
-      if (known.get(path) === signature) continue;
-      const chunks = chunkMarkdown(readFileSync(file, 'utf8'));
+      if (found.text === null) continue;
+      const { signature } = found;
+      const chunks = chunkMarkdown(found.text);
       this.db.transaction(() => {
         this.forgetFile(path);
         // A daily note carries its day, as a message its time, for a ranking by recency.
@@ -323,20 +363,56 @@ function signatureOf(files: string[]): string {
     .join(' ');
 }
 
-function listFiles(folder: string): string[] {
-  return safeList(folder).flatMap((name) => {
-    const path = join(folder, name);
-    const stat = statSync(path, { throwIfNoEntry: false });
-    if (!stat || name.startsWith('.')) return [];
-    return stat.isDirectory() ? listFiles(path) : [path];
-  });
+/** The plain files under a folder of the agent's directory; links are left out (memory/ is writable in its sandbox). */
+function listFiles(dir: AgentDir, folder: string): string[] {
+  return listFilesContained(dir.root, folder).map((name) => join(folder, name));
 }
 
-function safeList(folder: string): string[] {
+/** A memory file's signature (size and time), and its text unless the signature is `known`. */
+function changedText(root: string, file: string, known: string | undefined): { signature: string; text: string | null } {
+  const stat = statContained(root, file);
+  const signature = stat ? `${stat.size}:${stat.mtimeMs}` : '-';
+  return { signature, text: signature === known ? null : (readContained(root, file)?.toString('utf8') ?? '') };
+}
+
+function unlessRefused<T>(read: () => T): T | undefined {
   try {
-    return readdirSync(folder).sort();
-  } catch {
-    return [];
+    return read();
+  } catch (error) {
+    if (isContainedPathError(error)) return undefined;
+    throw error;
+  }
+}
+
+/** SQLite's files of the index, none of which may be a link: SQLite would follow it. */
+const INDEX_FILES = ['memory.db', 'memory.db-wal', 'memory.db-shm', 'memory.db-journal'];
+
+function openIndex(held: HeldDir, folder: string): Database.Database {
+  const refuseLinks = () => {
+    for (const name of INDEX_FILES) if (kindContained(held.path, name) === 'link') throw new ContainedPathError(join(folder, name), 'link');
+  };
+  refuseLinks();
+  const db = openSqlite(join(held.path, 'memory.db'));
+  try {
+    db.exec(SCHEMA);
+    refuseLinks();
+    return db;
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+}
+
+/** Whether SQLite finds the index file itself damaged, asked apart from what failed. */
+function isDamagedIndex(file: string): boolean {
+  let db: Database.Database | undefined;
+  try {
+    db = new Database(file, { readonly: true, fileMustExist: true });
+    return db.pragma('quick_check', { simple: true }) !== 'ok';
+  } catch (error) {
+    return isDamagedDatabase(error);
+  } finally {
+    db?.close();
   }
 }
 

@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { basename, join } from 'node:path';
 import fc from 'fast-check';
@@ -208,6 +208,26 @@ describe('memory search', () => {
     } finally {
       index.close();
     }
+  });
+
+  it('rebuilds a damaged index (written over with garbage) from the memory files and threads, and says so in the log', async () => {
+    const ann = converse(ANN, [{ person: 'My first car was a red Fiat.', agent: 'Noted.' }]);
+    writeFileSync(join(dir.memory, 'agent.md'), 'The owner keeps bees.\n');
+    const search = async (query: string, args: string[] = []) => {
+      const result = await runTool('agent', ['memory', 'search', 'helper', query, ...args, '--json'], t.env);
+      expect(result.code, result.stderr).toBe(0);
+      return (JSON.parse(result.stdout) as MemoryHit[]).map((hit) => hit.text);
+    };
+    expect(await search('bees')).toEqual(['The owner keeps bees.']);
+    const file = join(dir.root, 'index', 'memory.db');
+    for (const suffix of ['-wal', '-shm']) rmSync(`${file}${suffix}`, { force: true });
+    writeFileSync(file, 'a disk wrote garbage over the index. '.repeat(300));
+
+    expect(await search('bees')).toEqual(['The owner keeps bees.']);
+    expect(await search('first car', ['--peer', ann])).toEqual(['My first car was a red Fiat.']);
+    const log = readFileSync(dir.log, 'utf8');
+    expect(log).toContain(`[WARN] memory index $THECLAW_HOME/agents/helper/index/memory.db is damaged (file is not a database): rebuilt from the memory files and threads`);
+    expect(log.match(/rebuilt from the memory files/g)).toHaveLength(1); // once: the second search found it whole
   });
 
   it('in a turn searches that conversation only: --peer naming another and --all are refused there', async () => {

@@ -1,14 +1,14 @@
 import { createHash } from 'node:crypto';
-import { lstatSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
-import { ClawError, errnoCode } from '../core/errors.js';
-import { ensureDir } from '../core/home.js';
+import type { Logger } from '../core/logger.js';
+import { isContainedPathError, readTextContained, writeContained, type ContainedPathError } from '../core/contained-fs.js';
 
 /**
- * The runtime's writes to memory files: the conversation summary (compaction), the facts a flush
- * keeps (memory-flush.ts), the daily notes, a condensed file and its archived version
- * (memory-condense.ts). memory/ is writable in the agent's sandbox, so nothing here follows a
- * link a command may have left there.
+ * The runtime's reads and writes of memory files: the prompt's layers, the conversation summary
+ * (compaction), the facts a flush keeps (memory-flush.ts), the daily notes, a condensed file and
+ * its archived version (memory-condense.ts). memory/ is writable in the agent's sandbox, so each
+ * goes through core/contained-fs.ts from a root no command can replace (the agent's directory, or
+ * memory/ itself, a mount point in the sandbox) and never follows a link a command left there.
  */
 
 /** Under memory/: `daily/<memory file name>/<YYYY-MM-DD>.md`, the dated notes a flush writes. */
@@ -36,27 +36,33 @@ export function fileStamp(iso: string): string {
   return iso.replaceAll(':', '-');
 }
 
-/** A memory file's text ('' when there is none); a link or anything but a plain file is refused. */
-export function readMemoryFile(file: string): string {
-  try {
-    if (!lstatSync(file).isFile()) throw new ClawError('invalid', `${file} is not a plain file`, { suggestion: 'replace it with a Markdown file' });
-  } catch (error) {
-    if (errnoCode(error) === 'ENOENT') return '';
-    throw error;
-  }
-  return readFileSync(file, 'utf8');
+/** A memory file's text under `root` ('' when there is none); a link or anything but a plain file is refused (ContainedPathError). */
+export function readMemoryFile(root: string, file: string): string {
+  return readTextContained(root, file);
 }
 
 /**
- * Written whole or not at all: the next prompt reads it. The temp file is made anew, never opened
- * through what is there: memory/ is writable in the agent's sandbox, where a command could leave
- * a link by that name to a file outside it.
+ * A memory file's text for a reader that goes on without it (the prompt, a summary): '' when
+ * there is none, and when it is refused, which `refused` is told — never a link's target's text.
  */
-export function writeSummary(file: string, summary: string): void {
-  const temp = `${file}.${process.pid}.tmp`;
-  rmSync(temp, { force: true });
-  writeFileSync(temp, summary + '\n', { flag: 'wx', mode: 0o600 });
-  renameSync(temp, file);
+export function readMemoryOrEmpty(root: string, file: string, refused: (error: ContainedPathError) => void): string {
+  try {
+    return readTextContained(root, file);
+  } catch (error) {
+    if (!isContainedPathError(error)) throw error;
+    refused(error);
+    return '';
+  }
+}
+
+/** Says a refused memory file in the log, and what to do about it. */
+export function warnRefused(logger: Pick<Logger, 'warn'>): (error: ContainedPathError) => void {
+  return (error) => logger.warn(`run: ${error.message}, so it is read as empty - ${error.suggestion}`);
+}
+
+/** Written whole or not at all (the next prompt reads it), with its directories; a link in its place is replaced, one on its way refused. */
+export function writeSummary(root: string, file: string, summary: string): void {
+  writeContained(root, file, summary + '\n');
 }
 
 /**
@@ -64,14 +70,13 @@ export function writeSummary(file: string, summary: string): void {
  * when it is new); returns the lines added. Applying the same lines twice adds nothing: a flush
  * repeated after a crash leaves the file as one flush would.
  */
-export function appendNewLines(file: string, lines: readonly string[], heading: string, title?: string): string[] {
-  const current = readMemoryFile(file);
+export function appendNewLines(root: string, file: string, lines: readonly string[], heading: string, title?: string): string[] {
+  const current = readMemoryFile(root, file);
   const held = new Set(current.split('\n').map(normalLine));
   const fresh = lines.filter((line) => !held.has(normalLine(line)));
   if (fresh.length === 0) return [];
   const start = current.trim() || (title ?? '');
-  ensureDir(join(file, '..'));
-  writeSummary(file, `${start ? `${start}\n\n` : ''}${heading}\n${fresh.join('\n')}`);
+  writeSummary(root, file, `${start ? `${start}\n\n` : ''}${heading}\n${fresh.join('\n')}`);
   return fresh;
 }
 

@@ -3,7 +3,8 @@ import type { ProcessMark } from '../core/turn-processes.js';
 import { chat, type BashExecArgs, type ChatEvent, type ImageRef, type ModelCaller, type PaiConfig, type ResolvedModel } from '../pai/index.js';
 import type { AgentDir } from './agent-dir.js';
 import { recordUsage, type CallAccount } from './accounting.js';
-import { agentSandbox } from './sandbox-profile.js';
+import { ClawError } from '../core/errors.js';
+import { agentSandbox, turnWorkdir, type TurnScope } from './sandbox-profile.js';
 import type { AgentConfig } from './types.js';
 
 /**
@@ -31,6 +32,8 @@ export interface CallInput {
   turn?: string;
   resume?: boolean;
   tools: boolean;
+  /** What the turn's commands may see and where they run (sandbox-profile.ts); needed with `tools`. */
+  scope?: TurnScope;
   authorize?: Parameters<typeof chat>[0]['authorize'];
   env?: NodeJS.ProcessEnv;
   onEvent?: Parameters<typeof chat>[0]['onEvent'];
@@ -38,14 +41,17 @@ export interface CallInput {
 }
 
 export function callModel(settings: ModelCallSettings, input: CallInput) {
+  const { scope, ...call } = input;
+  if (input.tools && !scope) throw new ClawError('invalid', 'a model call with commands has no conversation to scope its sandbox to', { suggestion: 'this is a bug: report it' });
+  const env = input.env ?? settings.env;
   return chat({
-    ...input,
+    ...call,
     provider: settings.model.provider,
     model: settings.model.model,
     config: settings.paiConfig,
-    env: input.env ?? settings.env,
-    cwd: settings.dir.workdir,
-    sandbox: input.tools ? agentSandbox(settings.home, settings.dir, settings.config.sandbox, input.env ?? settings.env) : undefined,
+    env,
+    cwd: scope ? turnWorkdir(settings.dir, scope) : settings.dir.workdir,
+    sandbox: scope && input.tools ? agentSandbox(settings.home, settings.dir, settings.config.sandbox, env, scope) : undefined,
     maxTurns: settings.config.max_turns,
     caller: settings.caller,
     signal: settings.signal,

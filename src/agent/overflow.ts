@@ -6,6 +6,7 @@ import { compactIfNeeded, conversation, historyStart, type CompactionInput, type
 import { buildSystemPrompt, historyLines, type SystemPromptInput } from './context.js';
 import { warningRecord } from './failure.js';
 import { recordTruncations } from './memory-caps.js';
+import { warnRefused } from './memory-store.js';
 import { estimateTokens } from './tokens.js';
 import type { AgentConfig, ToolcallRecord } from './types.js';
 
@@ -65,7 +66,9 @@ async function prepare(turn: WindowedCall, overflowed: boolean): Promise<CallCon
   try {
     const result = await compactIfNeeded({
       thread,
+      memoryDir: turn.prompt.dir.memory,
       summaryFile: turn.prompt.memory.thread,
+      logger: turn.logger,
       currentId: turn.currentId,
       system: before,
       input: turn.input,
@@ -97,6 +100,7 @@ async function prepare(turn: WindowedCall, overflowed: boolean): Promise<CallCon
 
 function systemPrompt(turn: WindowedCall): string {
   const prompt = buildSystemPrompt(turn.prompt);
+  prompt.refused.forEach(warnRefused(turn.logger));
   for (const truncation of recordTruncations(turn.thread, prompt.truncated, turn.currentId)) {
     turn.logger.warn(`run: ${truncation.file} is about ${truncation.tokens} tokens, over its cap of ${truncation.cap} (context.memory_caps.${truncation.layer}); its middle is left out`);
   }

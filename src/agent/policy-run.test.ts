@@ -6,7 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatAddress } from '../core/address.js';
 import { parseMessageContent } from '../core/message.js';
 import { BWRAP, createTestHome, NEEDS_BWRAP, runTool, startFakeOpenAI, threadEvents, waitFor, writeFakePaiConfig, type FakeLlmServer, type LooseJson, type TestHome } from '../testing/index.js';
-import type { AgentDir } from './agent-dir.js';
+import { conversationWorkdir, type AgentDir } from './agent-dir.js';
 import { initAgent } from './lifecycle.js';
 import { routeMessage } from './router.js';
 import { runAgent } from './run.js';
@@ -63,7 +63,7 @@ describe('the tool policy in a run', () => {
     expect(offered(bySender('hello from a group'))).toBe(false);
     // The runtime facts say so, so that the model neither claims a shell it lacks nor is surprised.
     const system = (text: string) => JSON.stringify(bySender(text).body.messages);
-    expect(system('hello from the owner')).toContain('- commands: run in a sandbox (writable: my workdir, memory and skills; network on)');
+    expect(system('hello from the owner')).toContain("- commands: run in a sandbox (writable: my workdir, my agent memory, this person's memory and my skills; network on)");
     expect(system('hello from a stranger')).toContain("- commands: none in this conversation (the owner's policy)");
   });
 
@@ -105,7 +105,9 @@ describe.skipIf(!BWRAP)(`the owner's approval (${NEEDS_BWRAP})`, () => {
     send(`/approve ${approvalCode(request.text)}`);
     expect(await running).toMatchObject({ handled: 3, replied: 3 });
     expect(toolcalls(telegram('555'))).toMatchObject([{ command: 'echo approved > marker', exit_code: 0 }]);
-    expect(readFileSync(join(dir.workdir, 'marker'), 'utf8')).toBe('approved\n');
+    // In the stranger's conversation's own workdir, not the owner's.
+    expect(readFileSync(join(conversationWorkdir(dir, routeMessage(dir, 'per-peer', telegram('555')).threadId), 'marker'), 'utf8')).toBe('approved\n');
+    expect(existsSync(join(dir.workdir, 'marker'))).toBe(false);
     // The stranger's /approve waited behind the turn of its conversation.
     expect(replies(telegram('555')).map((reply) => reply.text)).toEqual(['done', 'Only the owner can approve or deny commands.']);
     expect(replies(owner).at(-1)!.text).toBe('Approved: echo approved > marker');

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { parse, stringify } from 'yaml';
@@ -187,18 +187,22 @@ async function check({ mode, helperMode = 'per-peer', messages }: Scenario): Pro
     for (const group of GROUPS) writeFileSync(groupFile(group), `${groupMemory(group)}\n${filler}`);
     writeFileSync(join(admin.memory, 'agent.md'), filler);
     const requests: Requests = { admin: [], helper: [], upkeep: [] };
-    // In admin's workdir: its commands run in the sandbox, where that is where they may write.
-    const asks = join(admin.workdir, 'asks');
-    const caller = fakeModel(requests, asks);
+    // In the turn's workdir: its commands run in the sandbox, where that is where they may write,
+    // and each conversation of these people has one of its own (none is the owner's).
+    const caller = fakeModel(requests, 'asks');
     const runAdmin = () => runAgent('admin', { home: t.home, env: t.env, caller });
     /** The questions admin's commands asked, sent as `agent send helper` would in that environment. */
     const sendAsked = () => {
-      if (!existsSync(asks)) return;
-      for (const line of readFileSync(asks, 'utf8').trim().split('\n')) {
-        const [agent, conversation, asking, ...question] = line.split(' ');
-        sendToAgent(t.home, 'helper', { text: question.join(' '), env: { THECLAW_AGENT: agent, THECLAW_CONVERSATION: conversation, THECLAW_ASKING_EVENT: asking } });
+      const workdirs = join(admin.root, 'workdirs');
+      for (const asks of (existsSync(workdirs) ? readdirSync(workdirs) : []).map((name) => join(workdirs, name, 'asks')).filter(existsSync)) {
+        for (const line of readFileSync(asks, 'utf8').trim().split('\n')) {
+          const [agent, conversation, asking, ...question] = line.split(' ');
+          expect(asks).toBe(join(workdirs, conversation!, 'asks'));
+          sendToAgent(t.home, 'helper', { text: question.join(' '), env: { THECLAW_AGENT: agent, THECLAW_CONVERSATION: conversation, THECLAW_ASKING_EVENT: asking } });
+        }
+        rmSync(asks);
       }
-      rmSync(asks);
+      expect(existsSync(join(admin.workdir, 'asks'))).toBe(false);
     };
     const runAll = async () => {
       await runAdmin();

@@ -1,9 +1,10 @@
 import { createHash } from 'node:crypto';
-import { copyFileSync, existsSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import * as z from 'zod/mini';
 import { ensureDir } from '../core/home.js';
+import { isContainedPathError, readTextContained, writeContained } from '../core/contained-fs.js';
 import { errnoCode } from '../core/errors.js';
 import { lineDiff } from '../core/line-diff.js';
 import { withStoragePath } from '../core/storage-error.js';
@@ -53,13 +54,16 @@ export function proposalsDir(dir: AgentDir): string {
   return join(dir.root, 'proposals');
 }
 
-/** The file's path in the agent directory, and its text ('' when it does not exist). */
+/**
+ * The file's path in the agent directory, and its text ('' when it does not exist, and when it is
+ * a link: memory/ is writable in the agent's sandbox, and the evolver's model reads this text).
+ */
 export function proposedFile(dir: AgentDir, file: ProposalFile): { path: string; text: string } {
   const path = join(dir.root, file);
   try {
-    return { path, text: readFileSync(path, 'utf8') };
+    return { path, text: readTextContained(dir.root, path) };
   } catch (error) {
-    if (errnoCode(error) === 'ENOENT') return { path, text: '' };
+    if (isContainedPathError(error)) return { path, text: '' };
     throw error;
   }
 }
@@ -182,11 +186,9 @@ export function decideProposal(home: string, dir: AgentDir, proposal: Proposal, 
   const before = join(proposalsDir(dir), `${proposal.code}.before.md`);
   if (decision.outcome === 'applied' && current.text !== proposal.text && sha256(current.text) === proposal.base_sha256) {
     withStoragePath(current.path, () => {
-      if (existsSync(current.path)) copyFileSync(current.path, before);
-      else writeFileSync(before, '', { mode: 0o600 });
-      ensureDir(join(current.path, '..'));
-      writeFileSync(`${current.path}.tmp`, proposal.text, { mode: 0o600 });
-      renameSync(`${current.path}.tmp`, current.path);
+      // The text read, not the file copied: a link a command left in its place is never followed.
+      writeFileSync(before, current.text, { mode: 0o600 });
+      writeContained(dir.root, current.path, proposal.text);
     });
   }
   const feeds = new FeedWriter(home, dir.id);

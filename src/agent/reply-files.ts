@@ -1,7 +1,7 @@
-import { lstatSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import { basename, isAbsolute, relative, resolve } from 'node:path';
 import * as z from 'zod/mini';
 import { storeFile } from '../core/agent-files.js';
+import { readContained, statContained } from '../core/contained-fs.js';
 import { ClawError } from '../core/errors.js';
 import { leaveRequest, takeRequests, turnOutbox } from '../core/turn-outbox.js';
 import { ATTACHMENT_KINDS, type Attachment, type AttachmentKind } from '../core/message.js';
@@ -13,7 +13,8 @@ import { ATTACH_PREFIX, outboxDir } from './sandbox-sends.js';
  * request in the conversation's outbox (the one place outside its own the sandbox may write),
  * and the runtime, outside the sandbox, takes the files into the answer it puts in the thread:
  * copied into the agent's `files/` (core/agent-files.ts), so what is delivered cannot change
- * after the turn. Only files in the agent's own directory are taken.
+ * after the turn. Only plain files in the agent's own directory are taken, read without following
+ * a link (core/contained-fs.ts): a command could leave one to a file outside it, or swap one in.
  */
 
 /** Largest file an answer carries (Telegram bots may send up to 50 MB). */
@@ -37,9 +38,11 @@ export function queueAttachment(home: string, file: string, name: string | undef
 /**
  * Outside the sandbox, when the turn's answer is ready: the files its commands attached, stored
  * in `files/`, oldest request first; the requests are gone afterwards. A request that cannot be
- * taken is said in `problems` (for the log), never thrown: the answer goes without it.
+ * taken is said in `problems` (for the log), never thrown: the answer goes without it. `shows`
+ * (sandbox-profile.ts turnShows) keeps to the files the turn could read: a request is a file its
+ * commands wrote, and may name any path.
  */
-export function takeAttachments(home: string, dir: AgentDir, conversation: string): { attachments: Attachment[]; problems: string[] } {
+export function takeAttachments(home: string, dir: AgentDir, conversation: string, shows: (path: string) => boolean = () => true): { attachments: Attachment[]; problems: string[] } {
   const taken = takeRequests(
     outboxDir(dir, conversation),
     (name) => name.startsWith(ATTACH_PREFIX),
@@ -50,7 +53,9 @@ export function takeAttachments(home: string, dir: AgentDir, conversation: strin
   for (const { name, request } of taken.requests) {
     try {
       checkOwnFile(dir, request.path);
-      const bytes = readFileSync(request.path);
+      if (!shows(request.path)) throw new Error(`${request.path} is not a file of this conversation's`);
+      const bytes = readContained(dir.root, request.path);
+      if (!bytes || bytes.length > MAX_REPLY_FILE_BYTES) throw new Error('it changed after it was attached');
       const fileName = request.name ?? basename(request.path);
       const mime = mimeOf(fileName);
       attachments.push({ type: kindOf(mime), path: storeFile(home, dir.id, bytes, { name: fileName, mime_type: mime }), name: fileName, mime_type: mime, bytes: bytes.length });
@@ -61,20 +66,15 @@ export function takeAttachments(home: string, dir: AgentDir, conversation: strin
   return { attachments, problems };
 }
 
-/** A regular file, inside the agent's directory (after links), not too large. */
+/** A plain file inside the agent's directory, with no link on its way (ContainedPathError), not too large. */
 function checkOwnFile(dir: AgentDir, path: string): void {
-  let real: string;
-  try {
-    if (!lstatSync(path).isFile() && !statSync(path).isFile()) throw new Error('not a file');
-    real = realpathSync(path);
-  } catch {
-    throw new ClawError('not_found', `${path} is not a file`, { suggestion: 'write the file in the workdir first, then attach it' });
-  }
-  const inside = relative(realpathSync(dir.root), real);
-  if (inside === '' || inside.startsWith('..') || isAbsolute(inside)) {
+  const inside = relative(dir.root, path);
+  if (!isAbsolute(path) || inside === '' || inside.startsWith('..') || isAbsolute(inside)) {
     throw new ClawError('usage', `${path} is outside the agent's directory`, { suggestion: `copy it into ${dir.workdir} first` });
   }
-  if (statSync(real).size > MAX_REPLY_FILE_BYTES) throw new ClawError('usage', `${path} is larger than ${MAX_REPLY_FILE_BYTES / 1024 / 1024} MB`, { suggestion: 'send a smaller file, or a link' });
+  const stat = statContained(dir.root, path);
+  if (!stat?.isFile()) throw new ClawError('not_found', `${path} is not a file`, { suggestion: 'write the file in the workdir first, then attach it' });
+  if (stat.size > MAX_REPLY_FILE_BYTES) throw new ClawError('usage', `${path} is larger than ${MAX_REPLY_FILE_BYTES / 1024 / 1024} MB`, { suggestion: 'send a smaller file, or a link' });
 }
 
 const MIME_TYPES: Record<string, string> = {

@@ -18,8 +18,10 @@ import {
   runTool,
   startFakeOpenAI,
   writeFakePaiConfig,
+  conversationOf,
   type FakeLlmOptions,
   type FakeLlmServer,
+  type FakeStep,
   type LooseJson,
   type TestHome,
 } from '../testing/index.js';
@@ -401,19 +403,21 @@ describe('agent run: a conversation is a conversation', () => {
 
 describe('agent run: concurrency and order', () => {
   it('handles different threads at once', async () => {
-    const server = await fakeServer({ defaultDelayMs: 500 });
-    // A first, quick run loads the provider code, which the first call of a process pays for.
-    server.enqueue({ kind: 'text', text: 'warm', delayMs: 0 });
-    send('warm up', terminal('p0'));
-    await run();
+    const server = await fakeServer();
+    // Each call is answered only once all three are at the server together (or, one at a time, after
+    // the wait gives up): counted at the server, not timed, so a loaded machine cannot fail it. The
+    // calls start apart by however long each conversation takes to prepare: pai waits for them.
+    writeFakePaiConfig(t.home, server, { timeoutSeconds: 30 });
+    const together: FakeStep = async (request) => {
+      await waitFor(() => server.maxInFlight === 3, 'three calls at the model at once', 10_000).catch(() => {});
+      return { kind: 'text', text: `echo: ${conversationOf(request).at(-1)}` };
+    };
+    server.enqueue(together, together, together);
     for (const peer of ['p1', 'p2', 'p3']) send(`hello from ${peer}`, terminal(peer));
-    const started = Date.now();
     expect(await run()).toEqual({ handled: 3, replied: 3, errors: 0 });
-    const elapsed = Date.now() - started;
-    expect(elapsed).toBeGreaterThanOrEqual(500);
-    expect(elapsed).toBeLessThan(1_200);
+    expect(server.maxInFlight).toBe(3);
     for (const peer of ['p1', 'p2', 'p3']) expect(replies(threadOf(terminal(peer)).path).map((r) => r.content.text)).toEqual([`echo: hello from ${peer}`]);
-    expect(completions(server)).toHaveLength(4);
+    expect(completions(server)).toHaveLength(3);
   });
 
   it('answers messages that arrive while it runs in the same run, each conversation still in order, up to its batch size', async () => {

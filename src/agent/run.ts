@@ -15,7 +15,7 @@ import { answerFailure, ModelOutage, TurnAbandoned } from './failure.js';
 import { damagedThread, describeDamage } from './damaged-thread.js';
 import { ownerMessage } from './owner-notice.js';
 import { replyProgress, type ReplyProgress } from './reply-progress.js';
-import { modelInput } from './attachments.js';
+import { modelInput, ownFile } from './attachments.js';
 import { answerUnheardVoice, hearVoice, unheardVoice } from './voice.js';
 import { takeAttachments } from './reply-files.js';
 import { setReminders } from './reminders.js';
@@ -32,7 +32,8 @@ import { flushMemory } from './memory-flush.js';
 import { condenseOverCap } from './memory-condense.js';
 import { answerTarget, readInbound, type AnswerTarget } from './reply-context.js';
 import { commandAuthorizer, noticeApproval, ownerDirectChat } from './owner-approval.js';
-import { commandRuleFor, commandsFact, offersTools } from './tool-policy.js';
+import { commandRuleFor, commandsFact, isOwnerDirectChat, offersTools } from './tool-policy.js';
+import { messageScope, sandboxFact, turnShows, turnWorkdir } from './sandbox-profile.js';
 import { noteOutage } from './outage.js';
 import { mixesPeople, routeMessage } from './router.js';
 import { chatCommandOf } from './chat-commands.js';
@@ -373,6 +374,10 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
     // Who may have what run here (tool-policy.ts): a conversation whose rule denies every command
     // is answered without the tool.
     const rule = commandRuleFor(config.policy, event.source);
+    // What its commands may see (sandbox-profile.ts): this conversation's own, and the files this
+    // message carries; the owner's files only in the owner's direct chat (a group reads the answer).
+    const carried = inbound.attachments.flatMap((attachment) => ownFile(dir, attachment) ?? []);
+    const scope = messageScope(dir, route, isOwnerDirectChat(config.policy, event.source), carried);
     const recordEvent = turnRecorder({
       account,
       redact: turn.redact,
@@ -388,6 +393,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
       sessionFile: session,
       turn: turnName,
       tools: offersTools(rule),
+      scope,
       authorize: commandAuthorizer(rule, { dir, policy: config.policy, logger, conversation: route.threadId, askedFor: event.source, tellOwner: turn.tellOwner }),
       // What `agent send` and `cmds` run through bash_exec need to know about the asker; the
       // asking event is the message that an answer to `agent send` will be passed on to.
@@ -418,7 +424,15 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
         thread,
         currentId: inboundId,
         input: asked.text,
-        prompt: { dir, route, memory, caps: config.context.memory_caps, source: event.source, commands: commandsFact(rule, config.sandbox) },
+        prompt: {
+          dir,
+          route,
+          memory,
+          caps: config.context.memory_caps,
+          source: event.source,
+          workdir: turnWorkdir(dir, scope),
+          commands: commandsFact(rule, sandboxFact(config.sandbox, scope)),
+        },
         settings: config.context,
         contextWindow: model.contextWindow,
         mixedPeople,
@@ -477,7 +491,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
 
     // Files the turn's commands attached go with the answer (taken now either way: a NO_REPLY drops them);
     // the reminders they asked for are set in this conversation's name.
-    const files = takeAttachments(turn.home, dir, route.threadId);
+    const files = takeAttachments(turn.home, dir, route.threadId, (path) => turnShows(dir, scope, path));
     const reminders = await setReminders(turn.home, dir, route.threadId, event.source, turn.env);
     for (const problem of [...files.problems, ...reminders.problems]) logger.warn(`run: ${problem}`);
     if (reminders.set.length) logger.info(`run: set reminder timer(s) ${reminders.set.join(', ')} for thread ${route.threadId}`);

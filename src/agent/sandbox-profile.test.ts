@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { homedir } from 'node:os';
 import { basename, dirname, isAbsolute, join, relative, sep } from 'node:path';
@@ -12,17 +12,24 @@ import { BWRAP, createTestHome, NEEDS_BWRAP, threadEvents, waitFor, type TestHom
 import { openThread } from '../thread/index.js';
 import type { AgentDir } from './agent-dir.js';
 import { initAgent } from './lifecycle.js';
-import { agentSandbox } from './sandbox-profile.js';
+import { routeMessage } from './router.js';
+import { takeAttachments } from './reply-files.js';
+import { agentSandbox, messageScope, sandboxFact, turnShows, turnWorkdir, type TurnScope } from './sandbox-profile.js';
 import { OUTBOX_ENV } from './sandbox-sends.js';
 import { AgentConfigSchema, SANDBOX_LIMIT_DEFAULTS, type AgentConfig, type SandboxProfile } from './types.js';
 
 // The sandbox with the real bubblewrap: each of the model's escapes the issue lists, through
 // bashExec with the environment agent run gives it, and what the narrow path still allows.
 
+const OWNER = 'external:terminal:local:dm:ann:ann';
+const PEER = 'external:telegram:main:dm:5151:5151';
+
 let t: TestHome;
 let helper: AgentDir;
 let other: AgentDir;
 let env: NodeJS.ProcessEnv;
+/** The owner's direct chat at the terminal: the conversation the commands run for, unless a test says otherwise. */
+let scope: TurnScope;
 let listener: Server | undefined;
 const marks: ProcessMark[] = [];
 
@@ -42,6 +49,7 @@ beforeEach(() => {
   const thread = openThread(join(other.threads, 'main', 'secret'), { home: t.home, create: true });
   thread.push({ source: 'self', type: 'message', content: 'A CONVERSATION OF OTHER' });
   thread.close();
+  scope = messageScope(helper, routeMessage(helper, 'per-peer', OWNER), true);
   // What agent run passes (run.ts), on top of a daemon's own environment.
   env = {
     ...t.env,
@@ -50,7 +58,7 @@ beforeEach(() => {
     THECLAW_CONSUMER: 'inbox',
     THECLAW_AGENT: 'helper',
     THECLAW_AGENT_DIR: helper.root,
-    THECLAW_CONVERSATION: 'c1',
+    THECLAW_CONVERSATION: scope.threadId,
     THECLAW_ASKING_EVENT: '1',
   };
 });
@@ -62,9 +70,14 @@ afterEach(async () => {
   t.cleanup();
 });
 
-function exec(command: string, options: { profile?: SandboxProfile; network?: boolean; turnMark?: ProcessMark; timeoutSeconds?: number } = {}) {
+function exec(command: string, options: { profile?: SandboxProfile; network?: boolean; turnMark?: ProcessMark; timeoutSeconds?: number; scope?: TurnScope } = {}) {
   const settings: AgentConfig['sandbox'] = { profile: options.profile ?? 'sandbox', network: options.network ?? true, limits: SANDBOX_LIMIT_DEFAULTS };
-  return bashExec({ command }, { cwd: helper.workdir, env, sandbox: agentSandbox(t.home, helper, settings, env), turnMark: options.turnMark, timeoutSeconds: options.timeoutSeconds ?? 30 });
+  const turn = options.scope ?? scope;
+  const turnEnv = { ...env, THECLAW_CONVERSATION: turn.threadId };
+  return bashExec(
+    { command },
+    { cwd: turnWorkdir(helper, turn), env: turnEnv, sandbox: agentSandbox(t.home, helper, settings, turnEnv, turn), turnMark: options.turnMark, timeoutSeconds: options.timeoutSeconds ?? 30 },
+  );
 }
 
 const names = (text: string) =>
@@ -86,40 +99,89 @@ const running = (text: string) =>
 
 describe('agentSandbox', () => {
   it('is none for the profile none, and is made with the PATH bwrap is found on', () => {
-    expect(agentSandbox(t.home, helper, { profile: 'none', network: true }, env)).toBeUndefined();
-    expect(agentSandbox(t.home, helper, { profile: 'sandbox', network: true }, { PATH: '/nowhere' })?.bwrap).toBe(existsSync('/usr/bin/bwrap') ? '/usr/bin/bwrap' : null);
+    const peer = messageScope(helper, routeMessage(helper, 'per-peer', PEER), false);
+    expect(agentSandbox(t.home, helper, { profile: 'none', network: true }, env, peer)).toBeUndefined();
+    expect(existsSync(turnWorkdir(helper, peer)), "the peer's workdir, where its commands run").toBe(true);
+    expect(agentSandbox(t.home, helper, { profile: 'sandbox', network: true }, { PATH: '/nowhere' }, scope)?.bwrap).toBe(existsSync('/usr/bin/bwrap') ? '/usr/bin/bwrap' : null);
   });
 
   it("runs each call under the config's sandbox.limits, the defaults for those it does not name", () => {
     const settings = AgentConfigSchema.parse({ agent_id: 'helper', sandbox: { limits: { processes: 100, tmp_mb: 64 } } }).sandbox;
-    expect(agentSandbox(t.home, helper, settings, env)?.limits).toEqual({ processes: 100, memoryMb: 4096, fileSizeMb: 1024, tmpMb: 64, diskMb: 4096 });
+    expect(agentSandbox(t.home, helper, settings, env, scope)?.limits).toEqual({ processes: 100, memoryMb: 4096, fileSizeMb: 1024, tmpMb: 64, diskMb: 4096 });
     expect(AgentConfigSchema.safeParse({ agent_id: 'helper', sandbox: { limits: { processes: 2 } } }).success).toBe(false);
   });
 
-  it("hides the home and gives back the own directory (read-only but for workdir, memory, skills and the search index), the conversation's outbox, the other agents' configs, skills and the PATH entries under the home", () => {
-    const sandbox = agentSandbox(t.home, helper, { profile: 'sandbox', network: false }, env)!;
-    const outbox = join(helper.root, 'outbox', 'c1');
+  it("hides the home and gives a peer's conversation back only its own: the agent's memory and skills read-only, its person's memory, summaries and thread, a workdir and index of its own, its outbox; the other agents' configs, skills and the PATH entries under the home", () => {
+    const route = routeMessage(helper, 'per-peer', PEER);
+    const peer = messageScope(helper, route, false, [join(helper.root, 'files', 'abc.pdf')]);
+    const sandbox = agentSandbox(t.home, helper, { profile: 'sandbox', network: false }, env, peer)!;
+    const outbox = join(helper.root, 'outbox', route.threadId);
+    const workdir = join(helper.root, 'workdirs', route.threadId);
+    const index = join(helper.root, 'index', 'conversations', route.threadId);
+    const person = join(helper.memory, `user-${route.peerKey}.md`);
     expect(sandbox).toMatchObject({ network: false, hidden: [t.home], setEnv: { THECLAW_OUTBOX: outbox } });
-    expect(existsSync(outbox)).toBe(true);
+    for (const made of [outbox, workdir, index, person]) expect(existsSync(made), made).toBe(true);
+    const read = (path: string) => ({ path, writable: false, optional: true });
     expect(sandbox.binds).toEqual([
-      { path: helper.root, writable: false },
-      { path: helper.workdir, writable: true, optional: false },
-      { path: helper.memory, writable: true, optional: true },
-      { path: helper.skills, writable: true, optional: true },
-      { path: join(helper.root, 'index'), writable: true, optional: true },
+      read(helper.config),
+      read(helper.identity),
+      read(helper.usage),
+      read(helper.skills),
+      read(join(helper.memory, 'agent.md')),
+      read(join(helper.memory, 'daily', 'agent')),
+      read(join(helper.memory, 'archive', 'agent')),
+      { path: person, writable: true },
+      read(join(helper.memory, 'daily', `user-${route.peerKey}`)),
+      read(join(helper.memory, 'archive', `user-${route.peerKey}`)),
+      read(join(helper.memory, `thread-${route.threadId}.md`)),
+      read(join(helper.memory, 'conversations', route.threadId)),
+      read(route.path),
+      read(join(helper.root, 'files', 'abc.pdf')),
+      { path: workdir, writable: true },
+      { path: index, writable: true },
       { path: outbox, writable: true },
-      { path: other.config, writable: false, optional: true },
-      { path: join(t.home, 'skills'), writable: false, optional: true },
-      { path: join(t.home, 'cmds'), writable: false, optional: true },
-      { path: join(t.home, '.bin'), writable: false, optional: true },
+      read(other.config),
+      read(join(t.home, 'skills')),
+      read(join(t.home, 'cmds')),
+      read(join(t.home, '.bin')),
       { path: packageRoot(), writable: false },
     ]);
-    const workspace = agentSandbox(t.home, helper, { profile: 'workspace-only', network: true }, env)!;
-    expect(workspace.binds.slice(0, 3)).toEqual([
-      { path: helper.root, writable: false },
-      { path: helper.workdir, writable: true, optional: false },
-      { path: outbox, writable: true },
+    expect(turnWorkdir(helper, peer)).toBe(workdir);
+    expect(sandboxFact({ profile: 'sandbox', network: false }, peer)).toBe("in a sandbox (writable: this conversation's own workdir and this person's memory; no network)");
+  });
+
+  it("gives the owner's conversations the agent's workdir, memory and skills writable; workspace-only only a workdir", () => {
+    const writable = (sandbox: ReturnType<typeof agentSandbox>) => sandbox!.binds.filter((bind) => bind.writable).map((bind) => relative(helper.root, bind.path));
+    expect(writable(agentSandbox(t.home, helper, { profile: 'sandbox', network: true }, env, scope))).toEqual([
+      'skills',
+      'memory/agent.md',
+      'memory/user-terminal.local.ann.md',
+      'workdir',
+      `index/conversations/${scope.threadId}`,
+      `outbox/${scope.threadId}`,
     ]);
+    expect(sandboxFact({ profile: 'sandbox', network: true }, scope)).toBe("in a sandbox (writable: my workdir, my agent memory, this person's memory and my skills; network on)");
+    expect(writable(agentSandbox(t.home, helper, { profile: 'workspace-only', network: true }, env, scope))).toEqual(['workdir', `outbox/${scope.threadId}`]);
+    const group = messageScope(helper, routeMessage(helper, 'per-peer', 'external:telegram:main:group:-100:5151'), false);
+    expect(writable(agentSandbox(t.home, helper, { profile: 'workspace-only', network: true }, env, group))).toEqual([`workdirs/${group.threadId}`, `outbox/${group.threadId}`]);
+    expect(sandboxFact({ profile: 'sandbox', network: true }, group)).toBe("in a sandbox (writable: this conversation's own workdir and this group's memory; network on)");
+  });
+
+  it('leaves out a memory file or folder that a link stands in for, never creates a file through one, and refuses a workdir that is a link', () => {
+    const route = routeMessage(helper, 'per-peer', PEER);
+    const secret = join(t.home, 'pai', 'config.yaml');
+    symlinkSync(secret, join(helper.memory, `user-${route.peerKey}.md`));
+    mkdirSync(join(helper.memory, 'daily'));
+    symlinkSync(other.threads, join(helper.memory, 'daily', 'agent'));
+    const binds = agentSandbox(t.home, helper, { profile: 'sandbox', network: true }, env, messageScope(helper, route, false))!.binds.map((bind) => bind.path);
+    expect(binds).not.toContain(join(helper.memory, `user-${route.peerKey}.md`));
+    expect(binds).not.toContain(join(helper.memory, 'daily', 'agent'));
+    expect(binds).toContain(join(helper.memory, 'archive', 'agent'));
+    expect(readFileSync(secret, 'utf8')).toBe('default: mock/echo\n');
+    // A workdir a link stands in for is refused: the turn's commands do not run.
+    rmSync(join(helper.root, 'workdirs', route.threadId), { recursive: true });
+    symlinkSync(other.root, join(helper.root, 'workdirs', route.threadId));
+    expect(() => agentSandbox(t.home, helper, { profile: 'sandbox', network: true }, env, messageScope(helper, route, false))).toThrow(/is a link, not a folder of helper's/);
   });
 });
 
@@ -186,9 +248,9 @@ describe.skipIf(!BWRAP)(`bash_exec in the sandbox (${NEEDS_BWRAP})`, () => {
     expect(result).toMatchObject({ exit_code: 0, stdout: 'queued: it goes to other when this command ends\n' });
     const [message, ...more] = threadEvents(t.home, other.inbox);
     expect(more).toEqual([]);
-    expect(message).toMatchObject({ source: 'internal:dm:c1:helper', type: 'message' });
-    expect(parseMessageContent(message!.content)).toMatchObject({ text: 'hi', reply_context: { kind: 'internal', agent_id: 'helper', conversation_id: 'c1', asking_event_id: 1 } });
-    expect(readdirSync(join(helper.root, 'outbox', 'c1'))).toEqual([]);
+    expect(message).toMatchObject({ source: `internal:dm:${scope.threadId}:helper`, type: 'message' });
+    expect(parseMessageContent(message!.content)).toMatchObject({ text: 'hi', reply_context: { kind: 'internal', agent_id: 'helper', conversation_id: scope.threadId, asking_event_id: 1 } });
+    expect(readdirSync(join(helper.root, 'outbox', scope.threadId))).toEqual([]);
   });
 
   it("thread peek reads the agent's own threads from inside, what a writer holds open included, and cannot write them", async () => {
@@ -249,6 +311,57 @@ describe.skipIf(!BWRAP)(`bash_exec in the sandbox (${NEEDS_BWRAP})`, () => {
     expect((await exec('cat /tmp/scratch')).exit_code, "each call's /tmp is its own").not.toBe(0);
   });
 
+  it("a peer's commands append to their own memory file, but cannot swap it for a link, move or remove it, nor write the agent's memory or a new memory file", async () => {
+    const peer = messageScope(helper, routeMessage(helper, 'per-peer', PEER), false);
+    const own = peer.ownMemory!;
+    const secret = join(t.home, 'pai', 'config.yaml');
+    writeFileSync(peer.memory.agent, 'I keep notes short.\n');
+    expect(await exec(`echo likes tea >> ${own}`, { scope: peer })).toMatchObject({ exit_code: 0 });
+    for (const command of [`ln -sf ${secret} ${own}`, `mv ${own} ${own}.old`, `rm -f ${own}`, `echo planted >> ${peer.memory.agent}`, `echo planted > ${join(helper.memory, 'new.md')}`]) {
+      const result = await exec(command, { scope: peer });
+      expect(result.exit_code, command).not.toBe(0);
+    }
+    expect(lstatSync(own).isFile()).toBe(true);
+    expect(readFileSync(own, 'utf8')).toBe('likes tea\n');
+    expect(readFileSync(peer.memory.agent, 'utf8')).toBe('I keep notes short.\n');
+    expect(existsSync(join(helper.memory, 'new.md'))).toBe(false);
+    // Its working directory is its own: the owner's workdir is not there.
+    writeFileSync(join(helper.workdir, 'owner-notes.txt'), 'OWNER-FILE');
+    const where = await exec(`pwd; ls ${helper.workdir} || echo no-owner-workdir`, { scope: peer });
+    expect(where.stdout).toBe(`${turnWorkdir(helper, peer)}\nno-owner-workdir\n`);
+  });
+
+  it("a peer's memory search finds nothing of the owner's conversation, even when it names it (THECLAW_CONVERSATION, --all)", async () => {
+    const thread = openThread(scope.thread!, { home: t.home, create: true });
+    thread.push({ source: OWNER, type: 'message', content: 'hello' }); // the asking message (THECLAW_ASKING_EVENT), which a search leaves out
+    thread.push({ source: OWNER, type: 'message', content: 'my PIN is 4321' });
+    thread.close();
+    writeFileSync(scope.ownMemory!, 'The PIN of the safe is 7788.\n');
+    // The owner's search has both: the index knows them.
+    expect((await exec('agent memory search helper PIN')).stdout).toMatch(/4321[\s\S]*7788|7788[\s\S]*4321/);
+    const peer = messageScope(helper, routeMessage(helper, 'per-peer', PEER), false);
+    for (const command of [`THECLAW_CONVERSATION=${scope.threadId} agent memory search helper PIN`, 'agent memory search helper PIN --all', 'agent memory search helper PIN']) {
+      const result = await exec(command, { scope: peer });
+      expect(result.stdout + result.stderr, command).not.toMatch(/4321|7788/);
+    }
+  });
+
+  it("a peer's forged attach request for the owner's memory or thread is not taken; a file of its own workdir is", async () => {
+    writeFileSync(scope.ownMemory!, 'OWNER-MEMORY\n');
+    const thread = openThread(scope.thread!, { home: t.home, create: true });
+    thread.close();
+    const peer = messageScope(helper, routeMessage(helper, 'per-peer', PEER), false);
+    const forged = [scope.ownMemory!, join(scope.thread!, 'events.db')].map((path, i) => `echo '${JSON.stringify({ path })}' > "$THECLAW_OUTBOX/attach-${i}.json"`);
+    const result = await exec([...forged, 'echo mine > note.txt', 'agent attach note.txt'].join(' && '), { scope: peer });
+    expect(result.exit_code, result.stderr).toBe(0);
+    const taken = takeAttachments(t.home, helper, peer.threadId, (path) => turnShows(helper, peer, path));
+    expect(taken.attachments.map((attachment) => attachment.name)).toEqual(['note.txt']);
+    expect(taken.problems).toEqual([
+      expect.stringMatching(/^agent attach: attach-0\.json was not taken: .*user-terminal\.local\.ann\.md is not a file of this conversation's$/),
+      expect.stringMatching(/^agent attach: attach-1\.json was not taken: .*events\.db is not a file of this conversation's$/),
+    ]);
+  });
+
   it('workspace-only: only the workdir is writable', async () => {
     const denied = await exec('touch ../memory/planted || touch ../skills/planted', { profile: 'workspace-only' });
     expect(denied.exit_code).not.toBe(0);
@@ -293,8 +406,8 @@ describe.skipIf(!BWRAP)(`bash_exec in the sandbox (${NEEDS_BWRAP})`, () => {
     await waitFor(() => running(`sleep ${tag}.`).length === 0, 'no sleep of the call left', 2_000);
   });
 
-  it("cannot write into the agent's own threads (thread push is refused, nothing is added), which the runtime writes", async () => {
-    const path = join(helper.threads, 'main', 'mine');
+  it("cannot write into the conversation's own thread (thread push is refused, nothing is added), which the runtime writes", async () => {
+    const path = scope.thread!;
     const thread = openThread(path, { home: t.home, create: true });
     thread.push({ source: 'self', type: 'message', content: 'MY OWN' });
     thread.close();

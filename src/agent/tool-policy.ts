@@ -91,14 +91,11 @@ export function offersTools(rule: CommandRule): boolean {
 
 /**
  * The runtime fact about commands, so that the model neither claims a shell it lacks nor is
- * surprised by a refusal: where they run, and what the policy makes of them here.
+ * surprised by a refusal: where they run (sandbox-profile.ts sandboxFact), and what the policy
+ * makes of them here.
  */
-export function commandsFact(rule: CommandRule, sandbox: { profile: string; network: boolean }): string {
+export function commandsFact(rule: CommandRule, where: string): string {
   if (rule === 'deny') return "none in this conversation (the owner's policy): I answer without running anything";
-  const where =
-    sandbox.profile === 'none'
-      ? 'as my owner'
-      : `in a sandbox (writable: ${sandbox.profile === 'sandbox' ? 'my workdir, memory and skills' : 'my workdir'}; ${sandbox.network ? 'network on' : 'no network'})`;
   return rule === 'allow' ? `run ${where}` : `run ${where}; some need the owner's approval first, and a refused one exits 126`;
 }
 

@@ -201,8 +201,8 @@ export const AgentConfigSchema = z.strictObject({
   ),
   /**
    * Where bash_exec runs the model's commands (sandbox-profile.ts): `sandbox` (bubblewrap: the
-   * system read-only, the rest of THECLAW_HOME hidden, the agent's workdir, memory and skills
-   * writable), `workspace-only` (only its workdir writable), or `none` (as the daemons' user, with
+   * system read-only, THECLAW_HOME hidden but what the turn's conversation may see, its workdir
+   * and memory writable), `workspace-only` (only its workdir writable), or `none` (as the daemons' user, with
    * their files; doctor warns). `network: false` leaves the commands without any network, loopback
    * included, nor the system's Unix sockets (/run). `limits`: what each call may use
    * (pai/sandbox-limits.ts); none under `none`.

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { lstatSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { readdirSync, renameSync, writeFileSync } from 'node:fs';
+import { kindContained, readContained, removeTreeContained, statContained } from './contained-fs.js';
 import { join } from 'node:path';
 import { ensureDir } from './home.js';
 import { AGENT_OUTBOX_DIR, agentRoot } from './layout.js';
@@ -75,15 +76,20 @@ export function takeRequests<T>(outbox: string, select: (name: string) => boolea
   const requests: { name: string; request: T }[] = [];
   const problems: string[] = [];
   for (const name of names) {
+    // The outbox is the root: the sandbox may write in it, never replace it (a mount point there).
     const file = join(outbox, name);
     try {
-      const stat = lstatSync(file);
-      if (!stat.isFile() || stat.size > MAX_REQUEST_BYTES) throw new Error('not a request left by a command');
-      requests.push({ name, request: parse(JSON.parse(readFileSync(file, 'utf8'))) });
+      const stat = kindContained(outbox, file) === 'file' ? statContained(outbox, file) : null;
+      if (!stat?.isFile() || stat.size > MAX_REQUEST_BYTES) throw new Error('not a request left by a command');
+      requests.push({ name, request: parse(JSON.parse(readContained(outbox, file)?.toString('utf8') ?? '')) });
     } catch (error) {
       problems.push(`${name} was not taken: ${(error as Error).message}`);
     } finally {
-      rmSync(file, { force: true, recursive: true });
+      try {
+        removeTreeContained(outbox, file);
+      } catch (error) {
+        problems.push(`${name} could not be removed: ${(error as Error).message}`);
+      }
     }
   }
   return { requests, problems };

@@ -66,7 +66,7 @@ function formatTimers(timers: TimerJson[]): string[] {
 }
 
 export async function timerAdd(options: Json & { id: string; cron?: string; every?: string; at?: string; in?: string; command?: string; message?: string }): Promise<void> {
-  const at = options.in === undefined ? options.at : new Date(Date.now() + parseDuration(options.in)).toISOString();
+  const at = options.in === undefined ? options.at : new Date(Date.now() + parseDuration(options.in, '--in')).toISOString();
   if (options.in !== undefined && options.at !== undefined) throw usageError('give --in or --at, not both', 'leave one out');
   const schedule = parseSchedule({ cron: options.cron, every: options.every, at });
   // In an agent's turn a timer is the conversation's reminder, set by the runtime once the command ends.

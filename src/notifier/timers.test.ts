@@ -12,7 +12,7 @@ describe('timer schedules', () => {
     expect(parseDuration('1h30m')).toBe(5_400_000);
     expect(parseDuration('2d')).toBe(172_800_000);
     expect(parseDuration('1500ms')).toBe(1_500);
-    for (const bad of ['', '10', '5 m', 'm5', '1x', '500ms', '1s;rm']) {
+    for (const bad of ['', '10', '5 m', 'm5', '1x', '500ms', '1s;rm', '36501d', '99999999999999999999999d']) {
       expect(() => parseDuration(bad), bad).toThrow();
       try {
         parseDuration(bad);
@@ -183,5 +183,23 @@ describe('notifier timer (CLI and daemon)', () => {
     expect(JSON.parse(remove.stdout)).toEqual({ error: 'no timer ghost', suggestion: 'see the timers with: notifier timer list' });
     const human = await runTool('notifier', ['timer', 'list'], t.env);
     expect(human.stdout).toMatch(/^timers:\n {2}dup: cron 0 9 \* \* 1-5, next \S+, runs 0: true\n$/);
+  });
+
+  it('refuses a duration past what a timer can wait (or a Date can hold) as a usage error naming the flag and the limit', async () => {
+    for (const [flag, duration] of [
+      ['--in', '99999999999d'],
+      ['--in', '36501d'],
+      ['--every', '99999999999d'],
+    ] as const) {
+      const add = await runTool('notifier', ['timer', 'add', '--id', 'far', flag, duration, '--command', 'true'], t.env);
+      expect(add.code, add.stderr).toBe(2);
+      expect(add.stderr).toBe(`Error: ${flag} duration ${duration} is longer than 36500d (100 years) - use 36500d or less\n`);
+    }
+    const json = await runTool('notifier', ['timer', 'add', '--id', 'far', '--in', '99999999999d', '--command', 'true', '--json'], t.env);
+    expect(json.code).toBe(2);
+    expect(JSON.parse(json.stdout)).toEqual({ error: '--in duration 99999999999d is longer than 36500d (100 years)', suggestion: 'use 36500d or less' });
+    expect((await runTool('notifier', ['timer', 'list', '--json'], t.env)).stdout.trim()).toBe('[]');
+    // The limit itself is taken.
+    expect((await runTool('notifier', ['timer', 'add', '--id', 'far', '--in', '36500d', '--command', 'true'], t.env)).code).toBe(0);
   });
 });

@@ -53,7 +53,7 @@ export function parseSchedule(spec: { cron?: string; every?: string; at?: string
     }
     return { kind: 'cron', expr: spec.cron };
   }
-  if (spec.every !== undefined) return { kind: 'every', ms: parseDuration(spec.every) };
+  if (spec.every !== undefined) return { kind: 'every', ms: parseDuration(spec.every, '--every') };
   const time = new Date(spec.at!);
   if (Number.isNaN(time.getTime())) throw usageError(`invalid time ${JSON.stringify(spec.at)}`, 'give an ISO-8601 time such as 2026-12-01T09:00:00Z');
   return { kind: 'at', time };

@@ -103,6 +103,13 @@ export interface FakeLlmServer {
   requests: RecordedRequest[];
   /** Queue responses; each completion request takes the next step; when the queue is empty the default step is used. */
   enqueue(...steps: FakeStep[]): void;
+  /**
+   * Completion requests received and not answered yet (nor left by their client): how many calls
+   * a client has at the model at once, counted rather than timed.
+   */
+  readonly inFlight: number;
+  /** The most completion requests in flight at once so far. */
+  readonly maxInFlight: number;
   /** Stops the server, ending hanging requests and open connections. */
   close(): Promise<void>;
 }
@@ -304,6 +311,8 @@ async function startFakeServer(protocol: Protocol, options: FakeLlmOptions): Pro
   const sockets = new Set<Socket>();
   const pendingDelays = new Set<() => void>();
   let counter = 0;
+  let inFlight = 0;
+  let maxInFlight = 0;
   let closing: Promise<void> | undefined;
 
   const sleep = (ms: number) =>
@@ -349,6 +358,9 @@ async function startFakeServer(protocol: Protocol, options: FakeLlmOptions): Pro
     const tokens = Math.ceil(record.bytes / 4);
     if (options.contextWindow !== undefined && tokens > options.contextWindow) return sendJson(res, 400, protocol.overflowBody(tokens, options.contextWindow));
 
+    inFlight++;
+    maxInFlight = Math.max(maxInFlight, inFlight);
+    res.on('close', () => inFlight--);
     let step = queue.shift() ?? options.defaultStep ?? { kind: 'text', text: `echo: ${protocol.lastUserText(record.body)}` };
     while (typeof step === 'function') step = await step(record);
     const fixed: FixedStep = step;
@@ -397,6 +409,12 @@ async function startFakeServer(protocol: Protocol, options: FakeLlmOptions): Pro
     url: `http://127.0.0.1:${port}${protocol.urlSuffix}`,
     requests,
     enqueue: (...steps) => void queue.push(...steps),
+    get inFlight() {
+      return inFlight;
+    },
+    get maxInFlight() {
+      return maxInFlight;
+    },
     close() {
       closing ??= new Promise<void>((resolve) => {
         server.close(() => resolve());

@@ -15,6 +15,7 @@ import { loadConfig as loadNotifierConfig, type SubscriptionStatus } from '../no
 import { BUILTIN_PROVIDERS, chat, chooseModel, findBwrap, keyVariables, loadPaiConfig, MOCK_PROVIDER, providerSecrets, sandboxProblem, type PaiConfig } from '../pai/index.js';
 import { openThread } from '../thread/index.js';
 import { DEFAULT_XGW_CONFIG, inspectXgwConfig, XgwConfigSchema, xgwCheckEnvironment, type ChannelConfig } from '../xgw/index.js';
+import { withDamage, type AgentDamage } from './agent-threads.js';
 import { modelWaits, recentErrors } from './failures.js';
 import { probeDaemons, RECENT_ERRORS } from './status.js';
 import { agentsEnvironment, agentsModel } from './system.js';
@@ -263,9 +264,9 @@ async function checkModel(home: string, config: PaiConfig, shellEnv: NodeJS.Proc
 }
 
 /** Messages waiting for an unavailable model, and error records of the last day. */
-function checkFailures(home: string, subscriptions: readonly SubscriptionStatus[], now: number): Check[] {
+function checkFailures(home: string, subscriptions: readonly SubscriptionStatus[], now: number, damaged: AgentDamage[]): Check[] {
   const waits = modelWaits(home, subscriptions);
-  const errors = recentErrors(home, RECENT_ERRORS).filter((e) => now - Date.parse(e.created_at) < RECENT_ERROR_MS);
+  const errors = recentErrors(home, RECENT_ERRORS, damaged).filter((e) => now - Date.parse(e.created_at) < RECENT_ERROR_MS);
   const newest = errors[0];
   return [
     waits.length === 0
@@ -355,15 +356,16 @@ async function checkRuntime(home: string, configured: ChannelConfig[], now: numb
       ? { name: 'pending', status: 'ok', detail: 'no event has waited more than a minute' }
       : { name: 'pending', status: 'warn', detail: `events waiting more than a minute: ${late.join('; ')}`, fix: [...fixes].join('; ') },
   );
-  checks.push(...checkFailures(home, subscriptions, now), checkThreads(home));
+  const damaged: AgentDamage[] = [];
+  checks.push(...checkFailures(home, subscriptions, now, damaged), checkThreads(home, damaged));
   return checks;
 }
 
-/** Damaged conversation threads: each stops its own conversation until it is moved away. */
-function checkThreads(home: string): Check {
+/** Damaged conversation threads (with those the checks before met): each stops its own conversation until it is moved away. */
+function checkThreads(home: string, found: readonly AgentDamage[]): Check {
   const damaged = listAgentIds(home).flatMap((id) => {
     try {
-      return agentStatus(home, id).damaged.map((d) => ({ ...d, agent: id }));
+      return withDamage(agentStatus(home, id), found).damaged.map((d) => ({ ...d, agent: id }));
     } catch {
       return []; // a broken agent is the config check's finding
     }

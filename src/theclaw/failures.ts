@@ -4,7 +4,7 @@ import { conversationThreads, INBOX_CONSUMER } from '../agent/lifecycle.js';
 import { readOutage } from '../agent/outage.js';
 import type { ErrorRecord } from '../agent/index.js';
 import type { SubscriptionStatus } from '../notifier/index.js';
-import { forEachAgentThread, newestFirst } from './agent-threads.js';
+import { forEachAgentThread, newestFirst, type AgentDamage } from './agent-threads.js';
 
 /**
  * What went wrong lately, for `theclaw status` and `doctor`: agents whose messages wait for an
@@ -49,24 +49,32 @@ export function modelWaits(home: string, subscriptions: readonly SubscriptionSta
   });
 }
 
-/** The newest `limit` error records over every conversation of every agent, newest first. */
-export function recentErrors(home: string, limit: number): RecentError[] {
+/**
+ * The newest `limit` error records over every conversation of every agent, newest first. A damaged
+ * conversation is left out and added to `damaged`.
+ */
+export function recentErrors(home: string, limit: number, damaged?: AgentDamage[]): RecentError[] {
   const found: RecentError[] = [];
-  forEachAgentThread(home, conversationThreads, ({ agent, dir, path, thread }) => {
-    for (const event of thread.peek({ filter: "type = 'record' AND subtype = 'error'", last: limit })) {
-      const record = parseRecord(event.content);
-      found.push({
-        agent,
-        thread: relative(dir.root, path),
-        id: event.id,
-        created_at: event.created_at,
-        stage: record.stage ?? 'unknown',
-        kind: record.kind ?? null,
-        status: record.status ?? null,
-        error: firstLine(record.error ?? event.content),
-      });
-    }
-  });
+  forEachAgentThread(
+    home,
+    conversationThreads,
+    ({ agent, dir, path, thread }) => {
+      for (const event of thread.peek({ filter: "type = 'record' AND subtype = 'error'", last: limit })) {
+        const record = parseRecord(event.content);
+        found.push({
+          agent,
+          thread: relative(dir.root, path),
+          id: event.id,
+          created_at: event.created_at,
+          stage: record.stage ?? 'unknown',
+          kind: record.kind ?? null,
+          status: record.status ?? null,
+          error: firstLine(record.error ?? event.content),
+        });
+      }
+    },
+    damaged,
+  );
   return found.sort((a, b) => newestFirst(a.created_at, b.created_at)).slice(0, limit);
 }
 

@@ -10,7 +10,7 @@ import type { NotifierStatus } from '../notifier/index.js';
 import type { ThreadEvent } from '../thread/index.js';
 import { gatewayStatus } from '../xgw/control.js';
 import type { ChannelStatus, XgwStatus } from '../xgw/index.js';
-import { forEachAgentThread, newestFirst } from './agent-threads.js';
+import { forEachAgentThread, newestFirst, withDamage, type AgentDamage } from './agent-threads.js';
 import { changedConfigs, type ChangedConfig } from './config-changes.js';
 import { modelWaits, recentErrors, type ModelWait, type RecentError } from './failures.js';
 import { agentsModel, type ModelChoice } from './system.js';
@@ -135,6 +135,9 @@ export async function systemStatus(home: string, env: NodeJS.ProcessEnv = proces
       },
     ];
   });
+  // Read first: a conversation found damaged here is named under its agent below.
+  const damaged: AgentDamage[] = [];
+  const recent = recentErrors(home, RECENT_ERRORS, damaged);
   return {
     home,
     checked_at: new Date().toISOString(),
@@ -142,7 +145,7 @@ export async function systemStatus(home: string, env: NodeJS.ProcessEnv = proces
     channels: xgw?.channels ?? [],
     agents: listAgentIds(home).map((id) => {
       try {
-        return agentStatus(home, id);
+        return withDamage(agentStatus(home, id), damaged);
       } catch (error) {
         return { id, error: formatError(error).replace(/^Error: /, '') };
       }
@@ -151,7 +154,7 @@ export async function systemStatus(home: string, env: NodeJS.ProcessEnv = proces
     pending: queues.reduce((sum, queue) => sum + queue.pending, 0),
     model: agentsModel(home, env),
     model_waits: modelWaits(home, notifier?.subscriptions ?? []),
-    recent_errors: recentErrors(home, RECENT_ERRORS),
+    recent_errors: recent,
     config_changed: changedConfigs(home, notifier, xgw),
   };
 }

@@ -509,7 +509,7 @@ export class Gateway {
    */
   toolProgress(channelId: string, target: ConversationTarget, replyTo: string | undefined, command: string): void {
     const channel = this.channels.get(channelId);
-    const config = this.options.config.channels.find((c) => c.id === channelId);
+    const config = this.config.channels.find((c) => c.id === channelId);
     if (!channel?.toolProgress || this.stopping || !config || !showsToolProgress(config)) return;
     if (replyTo !== undefined && this.drafts.get(streamKey(channelId, target, replyTo))?.ended) return;
     channel

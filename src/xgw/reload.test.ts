@@ -3,9 +3,11 @@ import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+import { parseAddress, type ExternalAddress } from '../core/address.js';
 import { parseMessageContent } from '../core/message.js';
 import { createTestHome, runTool, startedInbox, startFakeTelegram, textUpdate, threadEvents, waitFor, type FakeTelegram, type LooseJson, type TestHome } from '../testing/index.js';
 import { webchatProtocols } from './channels/webchat-http.js';
+import { askXgw } from './client.js';
 import type { XgwReloadResult, XgwStatus } from './protocol.js';
 
 // `xgw reload` and the config commands against the real daemon (`xgw start`) and the real CLIs
@@ -84,6 +86,27 @@ async function say(page: Awaited<ReturnType<typeof openPage>>, id: string, text:
   await waitFor(() => page.received.some((m) => m.type === 'ack' && m.id === id), `the ack of ${id}`);
 }
 
+/** A page on `channelId` that said something, and the conversation it said it in (from admin's inbox). */
+async function pageInConversation(channelId: string, text: string) {
+  const page = await openPage(channelId);
+  await say(page, `said-${text}`, text);
+  await waitFor(() => inboxTexts('admin').includes(text), `${text} at admin`);
+  const event = threadEvents(t.home, join(t.home, 'agents', 'admin', 'inbox')).find((e) => parseMessageContent(e.content).text === text)!;
+  const address = parseAddress(event.source) as ExternalAddress;
+  const conversation = { channel: channelId, peer: address.peerId, conversation_type: address.conversationType, conversation: address.conversationId };
+  let markers = 0;
+  /** Asks xgw to show `command` as a turn's tool progress; returns the commands the page was shown by then. */
+  const progress = async (command: string): Promise<string[]> => {
+    await askXgw(t.home, { op: 'tool_progress', ...conversation, reply_to: `said-${text}`, command });
+    // A socket keeps the order it is sent in: once a draft sent after it arrives, so has the progress.
+    const marker = `marker-${++markers}`;
+    await askXgw(t.home, { op: 'draft', ...conversation, reply_to: marker, text: marker });
+    await waitFor(() => page.received.some((m) => m.type === 'draft' && m.reply_to === marker), `the draft ${marker}`);
+    return page.received.filter((m) => m.type === 'tool_progress').map((m) => m.command as string);
+  };
+  return { page, progress };
+}
+
 /** Telegram's calls that only a start of the channel makes (a restart would make them again). */
 const startCalls = () => telegram.calls.filter((call) => call.method === 'getMe' || call.method === 'deleteWebhook').length;
 
@@ -154,6 +177,24 @@ routes:
     expect((await status()).channels.map((channel) => channel.id)).toEqual(['webchat:main', 'telegram:main']);
     await expect(fetch(new URL('/', guests.url!))).rejects.toThrow(); // nothing listens there any more
     page.ws.close();
+  });
+
+  it('shows tool progress by the config in force: none once a reload turns show_tool_progress off, and in a web chat a reload added', async () => {
+    await must(['start']);
+    const before = await pageInConversation('webchat:main', 'before');
+    expect(await before.progress('ls before')).toEqual(['ls before']);
+    before.page.ws.close();
+
+    writeFileSync(configFile(), readFileSync(configFile(), 'utf8').replace('access: open }   # the page', 'access: open, show_tool_progress: false }   # the page'));
+    await must(['reload']);
+    const off = await pageInConversation('webchat:main', 'off');
+    expect(await off.progress('ls off')).toEqual([]);
+    off.page.ws.close();
+
+    await must(['channel', 'add', 'webchat:added', '--port', '0', '--access', 'open']);
+    const added = await pageInConversation('webchat:added', 'added');
+    expect(await added.progress('ls added')).toEqual(['ls added']);
+    added.page.ws.close();
   });
 
   it('refuses a config with a problem with the message of xgw config check, and runs on with the old one', async () => {
