@@ -10,6 +10,7 @@ import { randomBytes } from 'node:crypto';
 import { webchatProtocols } from '../src/xgw/channels/webchat-http.js';
 import { initAgent, startAgent } from '../src/agent/lifecycle.js';
 import { routeMessage } from '../src/agent/router.js';
+import { SANDBOX_LIMIT_DEFAULTS } from '../src/agent/types.js';
 import { agentSandbox, messageScope, turnWorkdir } from '../src/agent/sandbox-profile.js';
 import { killMarked, newMark, TURN_MARK } from '../src/core/turn-processes.js';
 import { bashExec, type BashExecOptions } from '../src/pai/bash-exec.js';
@@ -503,7 +504,7 @@ async function benchSandbox(): Promise<void> {
   // A peer's direct chat: the narrowest sandbox, with the most binds.
   const route = routeMessage(dir, 'per-peer', 'external:telegram:main:dm:42:42');
   const scope = messageScope(dir, route, false);
-  const sandbox = agentSandbox(home, dir, { profile: 'sandbox', network: true }, env, scope);
+  const sandbox = agentSandbox(home, dir, { profile: 'sandbox', network: true, limits: SANDBOX_LIMIT_DEFAULTS }, env, scope);
   const turnMark = newMark(TURN_MARK);
   const median50 = async (options: BashExecOptions): Promise<number> => {
     const times: number[] = [];

@@ -16,7 +16,7 @@ import { routeMessage } from './router.js';
 import { takeAttachments } from './reply-files.js';
 import { agentSandbox, messageScope, sandboxFact, turnShows, turnWorkdir, type TurnScope } from './sandbox-profile.js';
 import { OUTBOX_ENV } from './sandbox-sends.js';
-import type { AgentConfig, SandboxProfile } from './types.js';
+import { AgentConfigSchema, SANDBOX_LIMIT_DEFAULTS, type AgentConfig, type SandboxProfile } from './types.js';
 
 // The sandbox with the real bubblewrap: each of the model's escapes the issue lists, through
 // bashExec with the environment agent run gives it, and what the narrow path still allows.
@@ -71,7 +71,7 @@ afterEach(async () => {
 });
 
 function exec(command: string, options: { profile?: SandboxProfile; network?: boolean; turnMark?: ProcessMark; timeoutSeconds?: number; scope?: TurnScope } = {}) {
-  const settings: AgentConfig['sandbox'] = { profile: options.profile ?? 'sandbox', network: options.network ?? true };
+  const settings: AgentConfig['sandbox'] = { profile: options.profile ?? 'sandbox', network: options.network ?? true, limits: SANDBOX_LIMIT_DEFAULTS };
   const turn = options.scope ?? scope;
   const turnEnv = { ...env, THECLAW_CONVERSATION: turn.threadId };
   return bashExec(
@@ -103,6 +103,12 @@ describe('agentSandbox', () => {
     expect(agentSandbox(t.home, helper, { profile: 'none', network: true }, env, peer)).toBeUndefined();
     expect(existsSync(turnWorkdir(helper, peer)), "the peer's workdir, where its commands run").toBe(true);
     expect(agentSandbox(t.home, helper, { profile: 'sandbox', network: true }, { PATH: '/nowhere' }, scope)?.bwrap).toBe(existsSync('/usr/bin/bwrap') ? '/usr/bin/bwrap' : null);
+  });
+
+  it("runs each call under the config's sandbox.limits, the defaults for those it does not name", () => {
+    const settings = AgentConfigSchema.parse({ agent_id: 'helper', sandbox: { limits: { processes: 100, tmp_mb: 64 } } }).sandbox;
+    expect(agentSandbox(t.home, helper, settings, env, scope)?.limits).toEqual({ processes: 100, memoryMb: 4096, fileSizeMb: 1024, tmpMb: 64, diskMb: 4096 });
+    expect(AgentConfigSchema.safeParse({ agent_id: 'helper', sandbox: { limits: { processes: 2 } } }).success).toBe(false);
   });
 
   it("hides the home and gives a peer's conversation back only its own: the agent's memory and skills read-only, its person's memory, summaries and thread, a workdir and index of its own, its outbox; the other agents' configs, skills and the PATH entries under the home", () => {

@@ -3,7 +3,7 @@ import { delimiter, dirname, isAbsolute, join, relative, sep } from 'node:path';
 import { ClawError, errnoCode } from '../core/errors.js';
 import { packageRoot } from '../core/package.js';
 import { withStoragePath } from '../core/storage-error.js';
-import { BASE_SANDBOX_ENV, findBwrap, type Sandbox, type SandboxBind } from '../pai/index.js';
+import { BASE_SANDBOX_ENV, findBwrap, type Sandbox, type SandboxBind, type SandboxLimits } from '../pai/index.js';
 import { agentDir, conversationIndexFolder, conversationWorkdir, listAgentIds, type AgentDir } from './agent-dir.js';
 import { CONVERSATIONS_DIR, memoryFiles, ownMemoryFile, type MemoryFiles } from './context.js';
 import { archiveFolder, dailyFolder } from './memory-store.js';
@@ -19,6 +19,9 @@ import { cmdsDir, sharedSkillsDir } from '../core/layout.js';
  * (THECLAW_THREAD, THECLAW_CONSUMER) nor anything else of their environment.
  */
 const AGENT_ENV = ['THECLAW_HOME', 'THECLAW_AGENT', 'THECLAW_AGENT_DIR', 'THECLAW_CONVERSATION', 'THECLAW_ASKING_EVENT', 'THECLAW_LOG_LEVEL', EMBEDDINGS_SOCKET_ENV] as const;
+
+/** The agent's `sandbox:` settings; without `limits`, its calls have none. */
+type SandboxSettings = Omit<AgentConfig['sandbox'], 'limits'> & Partial<Pick<AgentConfig['sandbox'], 'limits'>>;
 
 /**
  * What one turn's sandbox is made for: a conversation (or a heartbeat), and whether it is the
@@ -91,7 +94,7 @@ export function turnWorkdir(dir: AgentDir, scope: Pick<TurnScope, 'threadId' | '
  * `sandbox` the memory files it may write (empty) and its index folder. Made for each turn: an agent created meanwhile can be sent
  * to from the next one.
  */
-export function agentSandbox(home: string, dir: AgentDir, settings: AgentConfig['sandbox'], env: NodeJS.ProcessEnv, scope: TurnScope): Sandbox | undefined {
+export function agentSandbox(home: string, dir: AgentDir, settings: SandboxSettings, env: NodeJS.ProcessEnv, scope: TurnScope): Sandbox | undefined {
   const workdir = ownFolder(dir, turnWorkdir(dir, scope)); // the commands' cwd, under none too
   if (settings.profile === 'none') return undefined;
   const writes = settings.profile === 'sandbox';
@@ -109,6 +112,7 @@ export function agentSandbox(home: string, dir: AgentDir, settings: AgentConfig[
   return {
     bwrap: findBwrap(env),
     network: settings.network,
+    limits: settings.limits && sandboxLimits(settings.limits),
     hidden: [home],
     binds: [
       ...ownBinds(dir, scope, writes),
@@ -134,7 +138,7 @@ export function agentSandbox(home: string, dir: AgentDir, settings: AgentConfig[
  * What the runtime facts say of where the commands run and what they may change there
  * (tool-policy.ts commandsFact).
  */
-export function sandboxFact(settings: AgentConfig['sandbox'], scope: Pick<TurnScope, 'owner' | 'ownMemory' | 'memory'>): string {
+export function sandboxFact(settings: SandboxSettings, scope: Pick<TurnScope, 'owner' | 'ownMemory' | 'memory'>): string {
   if (settings.profile === 'none') return 'as my owner';
   const own = scope.ownMemory === null ? [] : [`this ${scope.ownMemory === scope.memory.group ? 'group' : 'person'}'s memory`];
   const workdir = scope.owner ? 'my workdir' : "this conversation's own workdir";
@@ -221,4 +225,8 @@ function listed(parts: string[]): string {
 function isInside(dir: string, path: string): boolean {
   const rel = relative(dir, path);
   return isAbsolute(path) && rel !== '' && !rel.startsWith('..') && !isAbsolute(rel);
+}
+
+function sandboxLimits(limits: AgentConfig['sandbox']['limits']): SandboxLimits {
+  return { processes: limits.processes, memoryMb: limits.memory_mb, fileSizeMb: limits.file_size_mb, tmpMb: limits.tmp_mb, diskMb: limits.disk_mb };
 }

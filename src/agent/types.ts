@@ -67,6 +67,26 @@ export const HeartbeatConfigSchema = z.strictObject({
 });
 export type HeartbeatConfig = z.output<typeof HeartbeatConfigSchema>;
 
+/** What each sandboxed call may use unless the agent's config says otherwise. */
+export const SANDBOX_LIMIT_DEFAULTS = { processes: 512, memory_mb: 4096, file_size_mb: 1024, tmp_mb: 512, disk_mb: 4096 };
+
+/** Per call; each limit's mechanism is in pai/sandbox-limits.ts. */
+const SandboxLimitsSchema = z._default(
+  z.strictObject({
+    /** Processes and threads running at once. */
+    processes: z._default(z.int().check(z.minimum(16)), SANDBOX_LIMIT_DEFAULTS.processes),
+    /** Data (heap and private writable memory) of each process. */
+    memory_mb: z._default(z.int().check(z.minimum(64)), SANDBOX_LIMIT_DEFAULTS.memory_mb),
+    /** The largest file a command may write. */
+    file_size_mb: z._default(z.int().check(z.positive()), SANDBOX_LIMIT_DEFAULTS.file_size_mb),
+    /** The sandbox's own /tmp (in memory). */
+    tmp_mb: z._default(z.int().check(z.positive()), SANDBOX_LIMIT_DEFAULTS.tmp_mb),
+    /** What the agent's writable directories hold together. */
+    disk_mb: z._default(z.int().check(z.positive()), SANDBOX_LIMIT_DEFAULTS.disk_mb),
+  }),
+  SANDBOX_LIMIT_DEFAULTS,
+);
+
 export const AgentConfigSchema = z.strictObject({
   agent_id: z.string(),
   kind: z._default(z.enum(['system', 'user']), 'user'),
@@ -184,14 +204,16 @@ export const AgentConfigSchema = z.strictObject({
    * system read-only, THECLAW_HOME hidden but what the turn's conversation may see, its workdir
    * and memory writable), `workspace-only` (only its workdir writable), or `none` (as the daemons' user, with
    * their files; doctor warns). `network: false` leaves the commands without any network, loopback
-   * included.
+   * included, nor the system's Unix sockets (/run). `limits`: what each call may use
+   * (pai/sandbox-limits.ts); none under `none`.
    */
   sandbox: z._default(
     z.strictObject({
       profile: z._default(z.enum(SANDBOX_PROFILES), 'sandbox'),
       network: z._default(z.boolean(), true),
+      limits: SandboxLimitsSchema,
     }),
-    { profile: 'sandbox', network: true },
+    { profile: 'sandbox', network: true, limits: SANDBOX_LIMIT_DEFAULTS },
   ),
   /** Who may have the agent run what, and the owner's approvals (tool-policy.ts). */
   policy: PolicySchema,

@@ -4,6 +4,7 @@ import { killGroup, watchGroup } from '../core/process.js';
 import { withoutSecrets } from '../core/secrets.js';
 import { CALL_MARK, killMarked, markedEnv, newMark, TURN_MARK, type ProcessMark } from '../core/turn-processes.js';
 import { SANDBOX_MISSING, sandboxArgs, sandboxEnv, type Sandbox } from './sandbox.js';
+import { diskLimitReached, limitsReached, processGroup, watchDisk } from './sandbox-limits.js';
 import type { BashExecArgs, BashExecResult } from './types.js';
 
 /**
@@ -75,15 +76,28 @@ export function bashExec(args: BashExecArgs, options: BashExecOptions = {}): Pro
   const env = markedEnv(withoutSecrets(options.env ?? process.env, options.secretNames), ...marks);
   // In a sandbox only its listed variables (and the marks) are passed, to bwrap as well: it is the
   // sandbox's pid 1, whose environment a command can read.
-  const [file, argv, childEnv] = sandbox
-    ? [sandbox.bwrap!, sandboxArgs(sandbox, args.command, cwd), { ...sandboxEnv(env, [...sandbox.env, TURN_MARK, CALL_MARK]), ...sandbox.setEnv }]
-    : ['bash', ['-c', args.command], env];
-  const child = spawn(file, argv, { cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: childEnv });
+  const limits = sandbox?.limits;
+  const group = limits ? processGroup(limits, callMark.value) : null;
+  const [file, argv] = sandbox ? [sandbox.bwrap!, sandboxArgs(sandbox, args.command, cwd, group !== null)] : ['bash', ['-c', args.command]];
+  const childEnv = sandbox ? { ...sandboxEnv(env, [...sandbox.env, TURN_MARK, CALL_MARK]), ...sandbox.setEnv } : env;
+  const child = spawn(...(group?.wrap(file, argv) ?? [file, argv]), { cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: childEnv });
   const stdout = new HeadTail(limit);
   const stderr = new HeadTail(limit);
   child.stdout!.on('data', (chunk: Buffer) => stdout.push(chunk));
   child.stderr!.on('data', (chunk: Buffer) => stderr.push(chunk));
   const watch = child.pid === undefined ? null : watchGroup(child.pid, { timeoutMs, graceMs: KILL_GRACE_MS, signal: options.signal });
+  // Over the disk limit the call is killed at once: it would go on filling the disk until its timeout.
+  let overDisk = false;
+  const disk = limits
+    ? watchDisk(
+        sandbox.binds.filter((bind) => bind.writable).map((bind) => bind.path),
+        limits,
+        () => {
+          overDisk = true;
+          if (child.pid !== undefined) killGroup(child.pid, 'SIGKILL');
+        },
+      )
+    : null;
 
   let pipeTimer: NodeJS.Timeout | undefined;
   child.on('exit', () => {
@@ -103,13 +117,19 @@ export function bashExec(args: BashExecArgs, options: BashExecOptions = {}): Pro
         if (child.pid !== undefined) killGroup(child.pid, 'SIGKILL');
         await killMarked(callMark);
       }
-      for (const problem of sandbox?.afterCall?.() ?? []) stderr.push(Buffer.from(`\n[bash_exec: ${problem}]`));
+      const exitCode = code ?? 128 + signalNumber(signal);
+      const reached = limits ? limitsReached(limits, { exitCode, stderr: stderr.toString(), processesReached: group?.reached() ?? false }) : [];
+      group?.remove();
+      const overDiskLine = limits && disk ? diskLimitReached(limits, await disk.end()) : null;
+      if (overDiskLine) reached.push(overDisk ? `${overDiskLine}; the command and its children were killed` : overDiskLine);
+      for (const problem of [...reached, ...(sandbox?.afterCall?.() ?? [])]) stderr.push(Buffer.from(`\n[bash_exec: ${problem}]`));
       const killedFor = watch?.killedFor === 'timeout' ? `timed out after ${timeoutMs / 1000} s` : watch?.killedFor;
       if (killedFor) stderr.push(Buffer.from(`\n[bash_exec: ${killedFor}; the command and its children were killed]`));
       resolve({
         stdout: stdout.toString(),
         stderr: stderr.toString(),
-        exit_code: killedFor ? 124 : (code ?? 128 + signalNumber(signal)),
+        // Over the disk limit a call fails, whatever the command said: so do the next until it is under.
+        exit_code: killedFor ? 124 : overDiskLine && exitCode === 0 ? 1 : exitCode,
       });
     });
   });

@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process';
-import { accessSync, constants } from 'node:fs';
+import { accessSync, constants, lstatSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
+import { limitedBash, sizedTmp, type SandboxLimits } from './sandbox-limits.js';
 
 /**
  * Where bash_exec's commands run when a sandbox is asked for: bubblewrap (`bwrap`) with the whole
@@ -8,7 +9,10 @@ import { delimiter, join } from 'node:path';
  * (writable or not), its own `/tmp`, `/proc` and PID namespace (every process of the call ends
  * with it: when the command exits, bwrap's init exits and the kernel kills the rest of the
  * namespace, `setsid` and `nohup` included), a new session (no TIOCSTI into a terminal), and
- * optionally no network (its own network namespace: not even the host's loopback).
+ * optionally no network (its own network namespace: not even the host's loopback, nor abstract
+ * Unix sockets; the directories of the system's socket files, `/run` and `/var/run`, are hidden
+ * then too: a Unix socket on the file system is reachable from any network namespace). With
+ * `limits`, each call runs under them (sandbox-limits.ts).
  *
  * Which paths are hidden and bound is the caller's business (an agent's profile, see
  * agent/sandbox-profile.ts); this module only turns them into bwrap's argv.
@@ -23,6 +27,8 @@ export interface Sandbox {
   binds: readonly SandboxBind[];
   /** The only variables the command gets (with the process marks); every other is dropped. */
   env: readonly string[];
+  /** What each call may use (sandbox-limits.ts); without them, as much as the user may. */
+  limits?: SandboxLimits;
   /** Variables set in the sandbox besides those kept (where a narrow path leads). */
   setEnv?: Readonly<Record<string, string>>;
   /**
@@ -44,21 +50,45 @@ export const SANDBOX_MISSING = "the sandbox (bubblewrap) is not installed — ap
 /** Variables every sandboxed command gets when set: nothing a daemon keeps (tokens, sockets). */
 export const BASE_SANDBOX_ENV = ['PATH', 'HOME', 'LANG', 'LC_ALL', 'LC_CTYPE', 'TZ', 'TERM'] as const;
 
-/** The bwrap argv (without bwrap itself) that runs `bash -c command` in `sandbox`, in `cwd`. */
-export function sandboxArgs(sandbox: Sandbox, command: string, cwd: string): string[] {
-  const args = ['--die-with-parent', '--unshare-pid', '--new-session', '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp'];
+/**
+ * The bwrap argv (without bwrap itself) that runs `bash -c command` in `sandbox`, in `cwd`;
+ * `rlimitsSet` when bwrap is started under the limits' rlimits already (a root's call, whose
+ * cgroup set them: sandbox-limits.ts).
+ */
+export function sandboxArgs(sandbox: Sandbox, command: string, cwd: string, rlimitsSet = false): string[] {
+  const args = ['--die-with-parent', '--unshare-pid', '--new-session', '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', ...sizedTmp(sandbox.limits)];
   if (!sandbox.network) args.push('--unshare-net');
+  const hidden = sandbox.network ? sandbox.hidden : [...socketDirs(), ...sandbox.hidden];
   // Shorter first: a hidden directory inside another (a home under /tmp) is mounted after it.
-  for (const path of [...sandbox.hidden].sort((a, b) => a.length - b.length)) args.push('--tmpfs', path);
+  for (const path of [...hidden].sort((a, b) => a.length - b.length)) args.push('--tmpfs', path);
   for (const bind of sandbox.binds) {
     const option = `${bind.writable ? '--bind' : '--ro-bind'}${bind.optional ? '-try' : ''}`;
     args.push(option, bind.path, bind.path);
   }
   // Read-only once the binds have their mount points in it: nothing written there would last.
-  for (const path of sandbox.hidden) args.push('--remount-ro', path);
-  args.push('--chdir', cwd, '--', 'bash', '-c', command);
+  for (const path of hidden) args.push('--remount-ro', path);
+  args.push('--chdir', cwd, '--', ...(sandbox.limits && !rlimitsSet ? limitedBash(sandbox.limits, command) : ['bash', '-c', command]));
   return args;
 }
+
+/**
+ * Where the system keeps its Unix sockets (docker's, PostgreSQL's, D-Bus's, the user's session's
+ * under /run/user, ssh and gpg agents there): the directories of `/run` and `/var/run` that are
+ * not links to another (Debian's /var/run is one to /run). The sandbox's own /tmp and /dev already
+ * hold none of the host's (`/tmp/.X11-unix`, `/dev/log`).
+ */
+function socketDirs(): string[] {
+  socketDirsFound ??= ['/run', '/var/run'].filter((path) => {
+    try {
+      return lstatSync(path).isDirectory();
+    } catch {
+      return false;
+    }
+  });
+  return socketDirsFound;
+}
+
+let socketDirsFound: string[] | undefined;
 
 /**
  * Only the listed variables of `env`. bwrap itself gets no more than this either: it is pid 1 of
@@ -87,10 +117,12 @@ export function findBwrap(env: NodeJS.ProcessEnv = process.env): string | null {
 
 /**
  * Why bwrap cannot make a sandbox here (it is installed, but e.g. unprivileged user namespaces
- * are off), or null when it can: one call of `true` with the options every call uses.
+ * are off, or it is older than 0.8 and cannot size /tmp, or `prlimit` is missing), or null when it
+ * can: one call of `true` with the options every call uses.
  */
 export function sandboxProblem(bwrap: string): string | null {
-  const probe: Sandbox = { bwrap, network: false, hidden: [], binds: [], env: [] };
+  const limits = { processes: 64, memoryMb: 256, fileSizeMb: 1, tmpMb: 1, diskMb: 1 };
+  const probe: Sandbox = { bwrap, network: false, hidden: [], binds: [], env: [], limits };
   const result = spawnSync(bwrap, sandboxArgs(probe, 'true', '/'), { encoding: 'utf8', env: { PATH: process.env.PATH }, timeout: 10_000 });
   if (result.status === 0) return null;
   return (result.error?.message ?? result.stderr.trim()) || `bwrap exited with ${result.status ?? result.signal}`;
