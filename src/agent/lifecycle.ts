@@ -2,7 +2,7 @@ import { existsSync, readdirSync, renameSync, statSync, writeFileSync } from 'no
 import { yaml } from '../core/config.js';
 import { join } from 'node:path';
 import { joinCommand } from '../core/command.js';
-import { ClawError } from '../core/errors.js';
+import { ClawError, usageError } from '../core/errors.js';
 import { readLockHolder } from '../core/lock.js';
 import { validate } from '../core/validate.js';
 import { createLogger } from '../core/logger.js';
@@ -17,6 +17,7 @@ import { damagedThread, describeDamage, type DamagedThread } from './damaged-thr
 import { agentModel, describeShortage, windowShortage } from './window-check.js';
 import { ensureDir } from '../core/home.js';
 import { INBOX_CONSUMER } from '../core/layout.js';
+import { PEER_KEYWORDS } from './tool-policy.js';
 
 export { INBOX_CONSUMER };
 export const OUTBOUND_CONSUMER = 'outbound';
@@ -98,6 +99,10 @@ export async function createAgent(home: string, id: string, options: InitOptions
 /** The directory of an agent about to be created; refused when a finished agent is there. */
 function newAgentDir(home: string, id: string): AgentDir {
   const dir = agentDir(home, id);
+  // A policy rule's `peer` names an agent by its id: one named `owner` or `other` would be read as the keyword.
+  if ((PEER_KEYWORDS as readonly string[]).includes(id)) {
+    throw usageError(`the agent id ${id} is reserved: policy rules use it as a keyword for peers`, 'choose another id');
+  }
   if (existsSync(dir.config)) {
     throw new ClawError('conflict', `agent ${id} exists already (${dir.root})`, { suggestion: `use it, or remove it first with: rm -rf ${dir.root}` });
   }
