@@ -83,6 +83,10 @@ export function initAgent(home: string, id: string, options: InitOptions = {}): 
  * for its identity and memory (window-check.ts) — a model too small is refused, nothing created.
  */
 export async function createAgent(home: string, id: string, options: InitOptions = {}, env: NodeJS.ProcessEnv = process.env): Promise<AgentDir> {
+  // A policy rule's `peer` names an agent by its id: one named `owner` or `other` would be read as the keyword.
+  if ((PEER_KEYWORDS as readonly string[]).includes(id)) {
+    throw usageError(`the agent id ${id} is reserved: policy rules use it as a keyword for peers`, 'choose another id');
+  }
   const dir = newAgentDir(home, id);
   const config = validate(AgentConfigSchema, { agent_id: id, pai: paiChoice(options) }, { what: 'agent options', kind: 'usage', suggestion: 'give --provider and --model non-empty values' });
   const model = await agentModel(home, config, env);
@@ -99,10 +103,6 @@ export async function createAgent(home: string, id: string, options: InitOptions
 /** The directory of an agent about to be created; refused when a finished agent is there. */
 function newAgentDir(home: string, id: string): AgentDir {
   const dir = agentDir(home, id);
-  // A policy rule's `peer` names an agent by its id: one named `owner` or `other` would be read as the keyword.
-  if ((PEER_KEYWORDS as readonly string[]).includes(id)) {
-    throw usageError(`the agent id ${id} is reserved: policy rules use it as a keyword for peers`, 'choose another id');
-  }
   if (existsSync(dir.config)) {
     throw new ClawError('conflict', `agent ${id} exists already (${dir.root})`, { suggestion: `use it, or remove it first with: rm -rf ${dir.root}` });
   }
