@@ -96,7 +96,7 @@ describe('the tool policy in a run', () => {
     expect(await run()).toMatchObject({ handled: 1, replied: 1 });
     const calls = toolcalls(owner);
     expect(calls.map((call) => call.exit_code)).toEqual([126, 0]);
-    expect(calls[0]!.output).toContain("the command is 161 KB, over the policy's limit of 16 KB for reading a command: it did not run. Split it into shorter commands");
+    expect(calls[0]!.output).toContain("the command is 161 KB, over the policy's limit of 8 KB for reading a command: it did not run. Split it into shorter commands");
     expect(calls[1]!.output).toBe('short\n');
   });
 });

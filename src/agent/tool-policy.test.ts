@@ -159,18 +159,20 @@ describe('tool policy: which commands', () => {
     expect(decide({ allow: ['ls'], otherwise: 'ask' }, '~/bin/ls')).toBe('ask');
   });
 
-  it('refuses a line over the limit unread with a message saying how to split it, and reads one deeply nested without failing', () => {
+  it('refuses a line over the limit unread with a message saying how to split it, and one nested too deep or with too many substitutions as unreadable', () => {
     const rule = { allow: ['echo'], otherwise: 'deny' as const };
     const long = `echo ${'a'.repeat(MAX_READ_LINE_BYTES)}`;
     expect(decide(rule, long)).toBe('deny');
     expect(overReadLimit(rule, long)).toBe(
-      "the command is 17 KB, over the policy's limit of 16 KB for reading a command: it did not run. Split it into shorter commands (write a long file in parts, appending with >>), or run a script file.",
+      "the command is 9 KB, over the policy's limit of 8 KB for reading a command: it did not run. Split it into shorter commands (write a long file in parts, appending with >>), or run a script file.",
     );
     expect(overReadLimit(rule, 'echo a')).toBeNull();
     expect(overReadLimit('allow', long)).toBeNull(); // nothing is read under a rule without patterns
     expect(decide(rule, `echo ${'a'.repeat(MAX_READ_LINE_BYTES - 5)}`)).toBe('allow');
-    const deep = `${'echo a && '.repeat(MAX_READ_LINE_BYTES / 10 - 1)}echo a`;
-    expect(decide(rule, deep)).not.toBe('deny');
+    expect(decide(rule, `${'echo a && '.repeat(MAX_READ_LINE_BYTES / 10 - 1)}echo a`)).toBe('allow');
+    for (const line of [`${'( '.repeat(101)}echo a${' )'.repeat(101)}`, 'echo $(echo a) '.repeat(101)]) expect(commandsOf(line)).toBeNull();
+    expect(commandsOf(`${'( '.repeat(100)}echo a${' )'.repeat(100)}`)).toEqual([['echo', 'a']]);
+    expect(decide(rule, 'echo $(echo a) '.repeat(100))).toBe('allow');
   });
 
   const allowed = ['ls', 'cat', 'grep', 'echo', 'wc', 'true', 'printf', 'test'];

@@ -110,10 +110,11 @@ export function commandsFact(rule: CommandRule, sandbox: { profile: string; netw
 
 /**
  * The longest command line a rule of patterns reads, in bytes. The parser's time grows with the
- * square of a line's length (a 160 KB line took 11-14 s), and the run waits for it; a script
- * file, or a long file written in parts, stays under it.
+ * square of a line's length (a 160 KB line took 11-14 s; one at this limit takes under half a
+ * second, see bench `policy`), and the turn waits for it; a script file, or a long file written
+ * in parts, stays under it.
  */
-export const MAX_READ_LINE_BYTES = 16 * 1024;
+export const MAX_READ_LINE_BYTES = 8 * 1024;
 
 /** Why `line` is refused unread under `rule`, for the model; null when it is read. */
 export function overReadLimit(rule: CommandRule, line: string): string | null {
