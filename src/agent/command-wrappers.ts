@@ -59,6 +59,33 @@ const WRAPPERS: Record<string, Wrapper> = {
   ksh: SHELL,
 };
 
+/**
+ * Programs that run a command given in their words by rules not read here (`watch -n1 cmd`, `su
+ * -c cmd`, `flock file cmd`, `ssh host cmd`): what they run is unreadable.
+ */
+const OPAQUE = new Set([
+  'watch',
+  'flock',
+  'su',
+  'runuser',
+  'setpriv',
+  'unshare',
+  'nsenter',
+  'chrt',
+  'taskset',
+  'prlimit',
+  'numactl',
+  'systemd-run',
+  'firejail',
+  'strace',
+  'ltrace',
+  'parallel',
+  'script',
+  'ssh',
+  'pkexec',
+  'bwrap',
+]);
+
 /** A command a command runs: its words from `start` to before `end`, or shell code to read. */
 export type Run = { start: number; end: number } | { script: string };
 
@@ -77,6 +104,7 @@ export function runsOf(words: readonly string[], literal: number, start: number,
   if (name === 'eval') return end > literal ? null : [{ script: words.slice(start + 1, end).join(' ') }];
   if (name === 'trap') return trapRuns(words, literal, start, end);
   if (name === 'find') return findRuns(words, literal, start, end);
+  if (OPAQUE.has(name)) return null;
   const wrapper = WRAPPERS[name];
   if (wrapper === undefined) return [];
   let i = start + 1;
