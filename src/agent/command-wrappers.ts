@@ -125,11 +125,18 @@ export function runsOf(words: readonly string[], literal: number, start: number,
   }
   if (wrapper.assignments && i < end && (i >= literal || /^[A-Za-z_][A-Za-z0-9_]*=/.test(words[i]!))) return null;
   i += wrapper.operands ?? 0;
-  if (i >= end) return [];
+  // `sh -c` without its code (`xargs sh -c`) takes it from elsewhere.
+  if (i >= end) return script ? null : [];
   if (i >= literal) return null;
   if (script) return [{ script: words[i]! }];
+  // xargs adds words from its input: a wrapper it runs finds its command there.
+  if (name === 'xargs' && runsOthers(programName(words[i]!))) return null;
   // A shell without -c runs a file or its input: the policy has only the shell's own name to go by.
   return wrapper === SHELL ? [] : [{ start: i, end }];
+}
+
+function runsOthers(name: string): boolean {
+  return name in WRAPPERS || OPAQUE.has(name) || ['eval', 'trap', 'find'].includes(name);
 }
 
 /** How an option word reads: a flag, an option whose value is the next word, or null if unknown. */

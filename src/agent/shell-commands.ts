@@ -71,7 +71,8 @@ function readRuns(command: ShellCommand, run: Run, depth: number, found: string[
     return true;
   }
   const { words, literal, expands } = command;
-  if (run.start >= literal || hidesCode(words.slice(run.start, run.end), expands.slice(run.start, run.end))) return false;
+  // `find -exec {} ;` runs the files it finds.
+  if (run.start >= literal || words[run.start] === '{}' || hidesCode(words.slice(run.start, run.end), expands.slice(run.start, run.end))) return false;
   found.push(words.slice(run.start, Math.min(run.end, literal)));
   const runs = runsOf(words, literal, run.start, run.end);
   return runs?.every((inner) => readRuns(command, inner, depth, found)) === true;

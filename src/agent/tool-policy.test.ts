@@ -142,7 +142,19 @@ describe('tool policy: which commands', () => {
     }
     // What cannot be read is asked about: a computed word where a wrapper finds its command, an
     // option it does not know (it may take a value), an environment that may change what runs.
-    for (const line of ['env A=1 curl x', 'sudo -Z rm x', 'eval "$x"', 'sh -c "$x"', 'timeout "$t" rm x', 'find . $x', 'watch -n1 curl x', "su -c 'rm x' root"]) {
+    for (const line of [
+      'env A=1 curl x',
+      'sudo -Z rm x',
+      'eval "$x"',
+      'sh -c "$x"',
+      'timeout "$t" rm x',
+      'find . $x',
+      'watch -n1 curl x',
+      "su -c 'rm x' root",
+      'echo curl x | xargs env',
+      "echo 'rm x' | xargs sh -c",
+      "find . -exec {} ';'",
+    ]) {
       expect(decide(rule, line), line).toBe('ask');
     }
     for (const line of ['command -v curl', 'xargs', 'bash script.sh', 'find . -name rm', 'trap - EXIT']) {
