@@ -88,7 +88,7 @@ function readLine(line: string): { commands: ShellCommand[]; unreadable: boolean
   if (nestingDepth(line) > MAX_NESTING || substitutionCount(line) > MAX_SUBSTITUTIONS) return null;
   let script: unknown;
   try {
-    script = parse(line, { mode: 'bash' });
+    script = parse(line, { mode: 'bash', insertLOC: true });
   } catch {
     return null;
   }
@@ -111,6 +111,7 @@ function readLine(line: string): { commands: ShellCommand[]; unreadable: boolean
       if (/\$\(|`/.test(record.text) && record.expansion.some((part: { type?: unknown }) => part.type === 'ParameterExpansion')) unreadable = true;
       if (!record.expansion.every((part: Expansion) => part.type !== 'ParameterExpansion' || isPlainParameter(record.text as string, part))) unreadable = true;
     }
+    if (misquoted(line, record)) unreadable = true;
     if (record.type === 'Command') {
       const command = readCommand(record, within);
       commands.push(command);
@@ -161,6 +162,23 @@ function nestingDepth(line: string): number {
     else if ((char === ')' || char === '}') && depth > 0) depth--;
   }
   return deepest;
+}
+
+/**
+ * Whether the parser may have removed a word's quotes otherwise than bash (it reads `\\\'` as
+ * `'`, bash as `\'`), so that a name or the code given to `eval` is not what runs: a quoted or
+ * escaped literal word must read the same with shell quoting (shlex), and a substitution's
+ * words, whose place in the line the parser does not give, must have no backslash.
+ */
+function misquoted(line: string, record: Node): boolean {
+  if (record.type === 'CommandExpansion') return typeof record.command !== 'string' || record.command.includes('\\');
+  if (record.type !== 'Word' || record.expansion !== undefined || typeof record.text !== 'string') return false;
+  const { start, end } = (record.loc ?? {}) as { start?: { char?: unknown }; end?: { char?: unknown } };
+  if (typeof start?.char !== 'number' || typeof end?.char !== 'number') return /['"\\]/.test(record.text);
+  const raw = line.slice(start.char, end.char + 1);
+  if (!/['"\\]/.test(raw)) return false;
+  const words = roughWords(raw);
+  return words.length !== 1 || words[0] !== record.text;
 }
 
 type Expansion = { type?: unknown; loc?: { start?: unknown; end?: unknown } };

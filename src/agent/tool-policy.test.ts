@@ -162,6 +162,16 @@ describe('tool policy: which commands', () => {
     }
   });
 
+  it('asks about a line whose quotes the parser removes otherwise than bash, rather than read code bash does not run', () => {
+    // Bash runs `eval 'command rm'` here; the parser read the word as `eval 'eval '''command` (fast-check found it).
+    const line = String.raw`eval 'eval '\''eval '\''\'\'''\''command rm'\''\'\'''\'''\'''`;
+    expect(commandsOf(line)).toBeNull();
+    expect(decide({ deny: ['rm'], otherwise: 'allow' }, line)).toBe('ask');
+    // It reads `\\\'` as `'` and `"a\\b"` with a backspace; a substitution's words cannot be checked.
+    for (const text of [String.raw`echo \\\'`, String.raw`echo "a\\b"`, String.raw`echo $(printf 'a\n')`]) expect(commandsOf(text), text).toBeNull();
+    expect(commandsOf(String.raw`echo 'it'\''s' "a b" a\ b`)).toEqual([['echo', "it's", 'a b', 'a b']]);
+  });
+
   it("matches a program named by its path by its name, and one outside the system's bin folders no more than otherwise", () => {
     const rule = { allow: ['ls'], otherwise: 'deny' as const };
     expect(decide(rule, '/usr/bin/ls -l')).toBe('allow');
