@@ -50,6 +50,7 @@ const WRAPPERS: Record<string, Wrapper> = {
   },
   doas: { flags: 'ns', valued: 'u', inert: 'C' },
   busybox: {},
+  coproc: {},
   toybox: {},
   time: { flags: 'pv', valued: 'fo' },
   sh: SHELL,
@@ -63,28 +64,11 @@ const WRAPPERS: Record<string, Wrapper> = {
  * Programs that run a command given in their words by rules not read here (`watch -n1 cmd`, `su
  * -c cmd`, `flock file cmd`, `ssh host cmd`): what they run is unreadable.
  */
-const OPAQUE = new Set([
-  'watch',
-  'flock',
-  'su',
-  'runuser',
-  'setpriv',
-  'unshare',
-  'nsenter',
-  'chrt',
-  'taskset',
-  'prlimit',
-  'numactl',
-  'systemd-run',
-  'firejail',
-  'strace',
-  'ltrace',
-  'parallel',
-  'script',
-  'ssh',
-  'pkexec',
-  'bwrap',
-]);
+const OPAQUE = new Set(
+  'watch flock su runuser setpriv unshare nsenter chrt taskset prlimit numactl systemd-run firejail strace ltrace parallel script ssh pkexec bwrap unbuffer xvfb-run dbus-run-session valgrind fakeroot faketime torsocks proxychains proxychains4 sg docker podman kubectl'.split(
+    ' ',
+  ),
+);
 
 /** A command a command runs: its words from `start` to before `end`, or shell code to read. */
 export type Run = { start: number; end: number } | { script: string };
@@ -123,6 +107,7 @@ export function runsOf(words: readonly string[], literal: number, start: number,
     if (option === 'script') script = true;
     if (option === 'valued') i++;
   }
+  if (name === 'env' && words[i] === '-') i++; // the old spelling of -i
   if (wrapper.assignments && i < end && (i >= literal || /^[A-Za-z_][A-Za-z0-9_]*=/.test(words[i]!))) return null;
   i += wrapper.operands ?? 0;
   // `sh -c` without its code (`xargs sh -c`) takes it from elsewhere.

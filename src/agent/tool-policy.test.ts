@@ -137,6 +137,8 @@ describe('tool policy: which commands', () => {
       'bash -ec "echo a; rm x"',
       "find . -name '*.o' -exec rm {} ';'",
       "trap 'rm x' EXIT",
+      'env - curl x',
+      'coproc curl x',
     ]) {
       expect(decide(rule, line), line).toBe('deny');
     }
