@@ -105,7 +105,8 @@ export function runsOf(words: readonly string[], literal: number, start: number,
     if (option === null) return null;
     if (option === 'inert') return [];
     if (option === 'script') script = true;
-    if (option === 'valued') i++;
+    // A computed value may split into more words (`sudo -u $u rm` with u='x curl').
+    if (option === 'valued' && ++i >= literal) return null;
   }
   if (name === 'env' && words[i] === '-') i++; // the old spelling of -i
   if (wrapper.assignments && i < end && (i >= literal || /^[A-Za-z_][A-Za-z0-9_]*=/.test(words[i]!))) return null;

@@ -150,6 +150,7 @@ describe('tool policy: which commands', () => {
       'eval "$x"',
       'sh -c "$x"',
       'timeout "$t" rm x',
+      'sudo -u $u rm x',
       'find . $x',
       'watch -n1 curl x',
       "su -c 'rm x' root",
