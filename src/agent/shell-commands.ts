@@ -45,27 +45,31 @@ export function shellCommands(line: string): ShellCommand[] | null {
  * what it cannot read.
  */
 export function commandsOf(line: string): string[][] | null {
-  return commandsWithin(line, 0);
+  return commandsWithin(line, 0, { scripts: MAX_SCRIPTS });
 }
 
-/** How deep `eval` and `sh -c` are read within each other before the line counts as unreadable. */
+/**
+ * How deep `eval` and `sh -c` are read within each other, and how many of them a line may have
+ * (the parser starts anew for each, a millisecond or more), before the line counts as unreadable.
+ */
 const MAX_SCRIPT_DEPTH = 8;
+const MAX_SCRIPTS = 100;
 
-function commandsWithin(line: string, depth: number): string[][] | null {
-  const read = depth > MAX_SCRIPT_DEPTH ? null : readLine(line);
+function commandsWithin(line: string, depth: number, budget: { scripts: number }): string[][] | null {
+  const read = depth > MAX_SCRIPT_DEPTH || budget.scripts-- < 0 ? null : readLine(line);
   if (read === null || read.unreadable) return null;
   const found: string[][] = [];
   for (const command of read.commands) {
     if (command.computed) return null;
-    if (command.words.length > 0 && !readRuns(command, { start: 0, end: command.words.length }, depth, found)) return null;
+    if (command.words.length > 0 && !readRuns(command, { start: 0, end: command.words.length }, depth, budget, found)) return null;
   }
   return found;
 }
 
 /** Adds the words of the run and of all it runs to `found`; false when some cannot be read. */
-function readRuns(command: ShellCommand, run: Run, depth: number, found: string[][]): boolean {
+function readRuns(command: ShellCommand, run: Run, depth: number, budget: { scripts: number }, found: string[][]): boolean {
   if ('script' in run) {
-    const inner = commandsWithin(run.script, depth + 1);
+    const inner = commandsWithin(run.script, depth + 1, budget);
     if (inner === null) return false;
     for (const words of inner) found.push(words);
     return true;
@@ -75,7 +79,7 @@ function readRuns(command: ShellCommand, run: Run, depth: number, found: string[
   if (run.start >= literal || words[run.start] === '{}' || hidesCode(words.slice(run.start, run.end), expands.slice(run.start, run.end))) return false;
   found.push(words.slice(run.start, Math.min(run.end, literal)));
   const runs = runsOf(words, literal, run.start, run.end);
-  return runs?.every((inner) => readRuns(command, inner, depth, found)) === true;
+  return runs?.every((inner) => readRuns(command, inner, depth, budget, found)) === true;
 }
 
 type Node = Record<string, unknown>;

@@ -198,6 +198,8 @@ describe('tool policy: which commands', () => {
     for (const line of [`${'( '.repeat(101)}echo a${' )'.repeat(101)}`, 'echo $(echo a) '.repeat(101)]) expect(commandsOf(line)).toBeNull();
     expect(commandsOf(`${'( '.repeat(100)}echo a${' )'.repeat(100)}`)).toEqual([['echo', 'a']]);
     expect(decide(rule, 'echo $(echo a) '.repeat(100))).toBe('allow');
+    expect(commandsOf('eval echo; '.repeat(100))).toHaveLength(200);
+    expect(commandsOf('eval echo; '.repeat(101))).toBeNull();
   });
 
   const allowed = ['ls', 'cat', 'grep', 'echo', 'wc', 'true', 'printf', 'test'];
