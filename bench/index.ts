@@ -12,6 +12,7 @@ import { initAgent, startAgent } from '../src/agent/lifecycle.js';
 import { routeMessage } from '../src/agent/router.js';
 import { SANDBOX_LIMIT_DEFAULTS } from '../src/agent/types.js';
 import { agentSandbox, messageScope, turnWorkdir } from '../src/agent/sandbox-profile.js';
+import { decide, MAX_READ_LINE_BYTES } from '../src/agent/tool-policy.js';
 import { killMarked, newMark, TURN_MARK } from '../src/core/turn-processes.js';
 import { bashExec, type BashExecOptions } from '../src/pai/bash-exec.js';
 import { findBwrap } from '../src/pai/sandbox.js';
@@ -526,6 +527,28 @@ async function benchSandbox(): Promise<void> {
   }
 }
 
+/**
+ * How long the tool policy holds a bash_exec call to read its line under a rule of patterns: the
+ * slowest of four shapes at the reading limit (one long word, a heredoc, a list of 4000 commands,
+ * the 100 command substitutions a line may have, and more words; the parser's time grows with the
+ * square of the length), and a 160 KB line, which took 11-14 s to read before the limit (14 s of
+ * CPU here) and is now refused unread.
+ */
+function benchPolicy(): void {
+  const rule = { allow: ['echo', 'cat'], otherwise: 'ask' as const };
+  const fill = (unit: string, head = '', tail = '') => head + unit.repeat(Math.floor((MAX_READ_LINE_BYTES - head.length - tail.length) / unit.length)) + tail;
+  const timed = (line: string) => {
+    const started = now();
+    decide(rule, line);
+    return now() - started;
+  };
+  timed('echo $(cat x); echo a'); // loads the parser
+  const slowest = Math.max(...[fill('a', 'echo '), fill('line of text\n', "cat <<'EOF'\n", 'EOF\n'), fill('a;'), fill(' a', 'echo $(a); '.repeat(100))].map(timed));
+  record(`policy: deciding a command line at the ${MAX_READ_LINE_BYTES / 1024} KB reading limit, slowest of 4 shapes`, slowest, 'ms', { atMost: 1000 });
+  const long = `echo ${'a'.repeat(160 * 1024)}`;
+  record('policy: deciding a 160 KB command line (refused unread), median of 3', median([timed(long), timed(long), timed(long)]), 'ms', { atMost: 10 });
+}
+
 // `BENCH_ONLY=pipeline npm run bench` runs the benchmarks whose name contains the word.
 const benches: [string, () => unknown][] = [
   ['theclaw', benchTheclaw],
@@ -541,6 +564,7 @@ const benches: [string, () => unknown][] = [
   ['cli', benchCli],
   ['notifier-dispatch', benchDispatch],
   ['sandbox', benchSandbox],
+  ['policy', benchPolicy],
 ];
 try {
   for (const [name, bench] of benches) if (!process.env.BENCH_ONLY || name.includes(process.env.BENCH_ONLY)) await bench();

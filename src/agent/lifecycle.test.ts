@@ -99,6 +99,13 @@ describe('agent init', () => {
     expect(existsSync(join(t.home, 'agents')) ? (await agent(['list', '--json'])).stdout : '[]\n').toBe('[]\n');
   });
 
+  it.each([['owner'], ['other']])("refuses %s, a policy rule's peer keyword, as an agent id (exit 2)", async (id) => {
+    const result = await agent(['init', id]);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toBe(`Error: the agent id ${id} is reserved: policy rules use it as a keyword for peers - choose another id\n`);
+    expect(existsSync(root(id))).toBe(false);
+  });
+
   it('gives admin the admin identity and usage, as a system agent', async () => {
     await ok(['init', 'admin']);
     expect(readFileSync(join(root('admin'), 'IDENTITY.md'), 'utf8')).toBe(SYSTEM_AGENTS.admin.identity);

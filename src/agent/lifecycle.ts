@@ -2,7 +2,7 @@ import { existsSync, readdirSync, renameSync, statSync, writeFileSync } from 'no
 import { yaml } from '../core/config.js';
 import { join } from 'node:path';
 import { joinCommand } from '../core/command.js';
-import { ClawError } from '../core/errors.js';
+import { ClawError, usageError } from '../core/errors.js';
 import { readLockHolder } from '../core/lock.js';
 import { validate } from '../core/validate.js';
 import { createLogger } from '../core/logger.js';
@@ -17,6 +17,7 @@ import { damagedThread, describeDamage, type DamagedThread } from './damaged-thr
 import { agentModel, describeShortage, windowShortage } from './window-check.js';
 import { ensureDir } from '../core/home.js';
 import { INBOX_CONSUMER } from '../core/layout.js';
+import { PEER_KEYWORDS } from './tool-policy.js';
 
 export { INBOX_CONSUMER };
 export const OUTBOUND_CONSUMER = 'outbound';
@@ -82,6 +83,10 @@ export function initAgent(home: string, id: string, options: InitOptions = {}): 
  * for its identity and memory (window-check.ts) — a model too small is refused, nothing created.
  */
 export async function createAgent(home: string, id: string, options: InitOptions = {}, env: NodeJS.ProcessEnv = process.env): Promise<AgentDir> {
+  // A policy rule's `peer` names an agent by its id: one named `owner` or `other` would be read as the keyword.
+  if ((PEER_KEYWORDS as readonly string[]).includes(id)) {
+    throw usageError(`the agent id ${id} is reserved: policy rules use it as a keyword for peers`, 'choose another id');
+  }
   const dir = newAgentDir(home, id);
   const config = validate(AgentConfigSchema, { agent_id: id, pai: paiChoice(options) }, { what: 'agent options', kind: 'usage', suggestion: 'give --provider and --model non-empty values' });
   const model = await agentModel(home, config, env);

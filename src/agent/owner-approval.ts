@@ -8,7 +8,7 @@ import { chatCommandArgument, chatCommandOf } from './chat-commands.js';
 import { REPORTS_AGENT } from './identity.js';
 import { decideProposal, describeOutcome, findProposal } from './proposals.js';
 import { describeSeconds } from './turn-attempts.js';
-import { decide, isOwner, isOwnerDirectChat, type CommandRule, type Policy } from './tool-policy.js';
+import { decide, isOwner, isOwnerDirectChat, overReadLimit, type CommandRule, type Policy } from './tool-policy.js';
 
 /**
  * Where the policy (tool-policy.ts) meets a turn and a chat: what bash_exec is told before a
@@ -31,6 +31,11 @@ export interface AskSettings {
 /** bash_exec's `authorize` under a rule: null runs the command; a text is why it does not run. */
 export function commandAuthorizer(rule: CommandRule, settings: AskSettings): (command: string, signal?: AbortSignal) => Promise<string | null> {
   return async (command, signal) => {
+    const tooLong = overReadLimit(rule, command);
+    if (tooLong !== null) {
+      settings.logger.info(`run: the policy refused a command of ${Buffer.byteLength(command)} bytes in ${settings.conversation} unread`);
+      return tooLong;
+    }
     const decision = decide(rule, command);
     if (decision === 'allow') return null;
     if (decision === 'deny') {

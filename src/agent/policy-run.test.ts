@@ -102,6 +102,21 @@ describe('the tool policy in a run', () => {
     expect(calls[1]!.output).toContain("denied by the owner's policy for this conversation: it did not run");
     expect(existsSync(marker)).toBe(false);
   });
+
+  it('refuses a command line over the reading limit at once, telling the model to split it, and goes on with the next', async () => {
+    setPolicy({ rules: [{ peer: 'owner', bash: { allow: ['echo'], otherwise: 'deny' } }] }, 'none');
+    server.enqueue(
+      { kind: 'tool_call', name: 'bash_exec', arguments: { command: `echo ${'a'.repeat(160 * 1024)}` } },
+      { kind: 'tool_call', name: 'bash_exec', arguments: { command: 'echo short' } },
+      { kind: 'text', text: 'done' },
+    );
+    send('write a long line');
+    expect(await run()).toMatchObject({ handled: 1, replied: 1 });
+    const calls = toolcalls(owner);
+    expect(calls.map((call) => call.exit_code)).toEqual([126, 0]);
+    expect(calls[0]!.output).toContain("the command is 161 KB, over the policy's limit of 8 KB for reading a command: it did not run. Split it into shorter commands");
+    expect(calls[1]!.output).toBe('short\n');
+  });
 });
 
 describe.skipIf(!BWRAP)(`the owner's approval (${NEEDS_BWRAP})`, () => {

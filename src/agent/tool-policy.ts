@@ -1,5 +1,7 @@
+import { posix } from 'node:path';
 import * as z from 'zod/mini';
 import { parseAddress, type SourceAddress } from '../core/address.js';
+import { programName } from './command-wrappers.js';
 import { commandsOf } from './shell-commands.js';
 
 /**
@@ -13,11 +15,12 @@ import { commandsOf } from './shell-commands.js';
  * - `ask`: the owner is asked in their own chat (approvals.ts); the command runs once approved.
  *
  * A rule may decide by command instead: `{ allow: [...], ask: [...], deny: [...], otherwise }`,
- * where a pattern is a program's name and, optionally, its first arguments (`git status`). A
- * command line gets the strictest decision among the commands it runs (shell-commands.ts); one
- * that cannot be read (a name computed at run time) is asked about, or denied where `otherwise`
- * is `deny`. Patterns name programs, not what they do: a program that runs others (`env`,
- * `xargs`, `find -exec`, `sh -c`) runs whatever it is given.
+ * where a pattern is a program's name and, optionally, its first arguments (`git status`); the
+ * longest pattern a command starts with decides it. A command line gets the strictest decision
+ * among the commands it runs (shell-commands.ts), what wrappers run included (`sudo rm`, `sh -c
+ * 'curl x'`: command-wrappers.ts); one that cannot be read (a name computed at run time) is
+ * asked about, or denied where `otherwise` is `deny`. A program that runs what it is given in
+ * other ways (`bash script.sh`, `make`, `python -c`) still runs anything.
  */
 export const TOOL_DECISIONS = ['allow', 'ask', 'deny'] as const;
 export type ToolDecision = (typeof TOOL_DECISIONS)[number];
@@ -29,12 +32,15 @@ const Patterns = z.optional(z.array(z.string().check(z.regex(/\S/, 'a pattern na
 const CommandRuleSchema = z.union([z.enum(TOOL_DECISIONS), z.strictObject({ allow: Patterns, ask: Patterns, deny: Patterns, otherwise: z._default(z.enum(TOOL_DECISIONS), 'ask') })]);
 export type CommandRule = z.output<typeof CommandRuleSchema>;
 
+/** The `peer` keywords of a rule: no agent may have these ids (`agent init` refuses them). */
+export const PEER_KEYWORDS = ['owner', 'other'] as const;
+
 const PolicyRuleSchema = z.strictObject({
   /** A channel type (`telegram`), one channel (`telegram:main`), or `agent` for other agents. */
   channel: z.optional(z.string()),
   /** `dm`, `group`, or another conversation type. */
   conversation: z.optional(z.string()),
-  /** `owner`, `other`, or one sender's id (a peer id, or an agent id). */
+  /** `owner`, `other` (PEER_KEYWORDS), or one sender's id (a peer id, or an agent id). */
   peer: z.optional(z.string()),
   bash: CommandRuleSchema,
 });
@@ -107,21 +113,55 @@ export function commandsFact(rule: CommandRule, where: string): string {
   return rule === 'allow' ? `run ${where}` : `run ${where}; some need the owner's approval first, and a refused one exits 126`;
 }
 
-/** The decision for one command line. */
+/**
+ * The longest command line a rule of patterns reads, in bytes. The parser's time grows with the
+ * square of a line's length (a 160 KB line took 11-14 s; one at this limit takes under half a
+ * second, see bench `policy`), and the turn waits for it; a script file, or a long file written
+ * in parts, stays under it.
+ */
+export const MAX_READ_LINE_BYTES = 8 * 1024;
+
+/** Why `line` is refused unread under `rule`, for the model; null when it is read. */
+export function overReadLimit(rule: CommandRule, line: string): string | null {
+  if (typeof rule === 'string') return null;
+  const bytes = Buffer.byteLength(line);
+  if (bytes <= MAX_READ_LINE_BYTES) return null;
+  return `the command is ${Math.ceil(bytes / 1024)} KB, over the policy's limit of ${MAX_READ_LINE_BYTES / 1024} KB for reading a command: it did not run. Split it into shorter commands (write a long file in parts, appending with >>), or run a script file.`;
+}
+
+/** The decision for one command line (a line over MAX_READ_LINE_BYTES is denied unread). */
 export function decide(rule: CommandRule, line: string): ToolDecision {
   if (typeof rule === 'string') return rule;
+  if (overReadLimit(rule, line) !== null) return 'deny';
   const commands = commandsOf(line);
   if (commands === null || commands.length === 0) return strictest(rule.otherwise, 'ask');
   return commands.map((words) => decideOne(rule, words)).reduce(strictest);
 }
 
+/**
+ * One command's decision: that of the longest pattern it starts with (`git push` over `git`),
+ * the strictest among equally long ones. A program is matched by its name however its path is
+ * written (`/usr/bin/../bin/curl` is `curl`); one outside the system's bin folders (`./ls`) may
+ * be anything, and gets at least the rule's `otherwise`.
+ */
 function decideOne(rule: Exclude<CommandRule, string>, words: string[]): ToolDecision {
-  const listed = (patterns: string[] | undefined) => (patterns ?? []).some((pattern) => startsWith(words, pattern.trim().split(/\s+/)));
-  if (listed(rule.deny)) return 'deny';
-  if (listed(rule.allow)) return 'allow';
-  if (listed(rule.ask)) return 'ask';
-  return rule.otherwise;
+  const [program = '', ...args] = words;
+  const named = [programName(program), ...args];
+  let best: { length: number; decision: ToolDecision } | null = null;
+  for (const decision of TOOL_DECISIONS) {
+    for (const pattern of rule[decision] ?? []) {
+      const [name = '', ...rest] = pattern.trim().split(/\s+/);
+      if (!startsWith(named, [programName(name), ...rest])) continue;
+      const length = rest.length + 1;
+      if (best === null || length > best.length || (length === best.length && STRICTNESS[decision] > STRICTNESS[best.decision])) best = { length, decision };
+    }
+  }
+  const decision = best?.decision ?? rule.otherwise;
+  return program.includes('/') && !SYSTEM_PROGRAM.test(posix.normalize(program)) ? strictest(decision, rule.otherwise) : decision;
 }
+
+/** A path to a program the system installed, not one a command may have written. */
+const SYSTEM_PROGRAM = /^\/(usr\/(local\/)?)?s?bin\/[^/]+$/;
 
 function startsWith(words: string[], pattern: string[]): boolean {
   return pattern.length <= words.length && pattern.every((word, i) => words[i] === word);
@@ -135,7 +175,8 @@ function matches(policy: Policy, rule: PolicyRule, address: Exclude<SourceAddres
   if (address.kind === 'internal') {
     if (rule.channel !== undefined && rule.channel !== 'agent') return false;
     if (rule.conversation !== undefined && rule.conversation !== address.conversationType) return false;
-    return rule.peer === undefined || rule.peer === 'other' || rule.peer === address.agentId;
+    // Another agent is never the owner, whatever its id.
+    return rule.peer === undefined || rule.peer === 'other' || (rule.peer !== 'owner' && rule.peer === address.agentId);
   }
   if (rule.channel !== undefined && rule.channel !== address.channelType && rule.channel !== `${address.channelType}:${address.instance}`) return false;
   if (rule.conversation !== undefined && rule.conversation !== address.conversationType) return false;

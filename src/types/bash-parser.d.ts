@@ -4,5 +4,6 @@ declare module '@ericcornelissen/bash-parser' {
     type: string;
     [key: string]: unknown;
   }
-  export default function parse(source: string, options?: { mode?: 'bash' | 'posix' }): BashNode;
+  /** `insertLOC`: each node gets `loc: { start: { char }, end: { char } }`, offsets in the source (not in a substitution's). */
+  export default function parse(source: string, options?: { mode?: 'bash' | 'posix'; insertLOC?: boolean }): BashNode;
 }
