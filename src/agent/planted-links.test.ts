@@ -1,4 +1,4 @@
-import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -286,14 +286,17 @@ describe('agent attach (reply-files.ts) and the outbox (core/turn-outbox.ts)', (
   });
 });
 
-describe('a sandboxed turn plants the links (real bubblewrap)', () => {
-  it.skipIf(!BWRAP)(`never puts the linked secret into a later model request, and /new writes nothing through a linked folder (${NEEDS_BWRAP})`, async () => {
+// Since a turn's sandbox binds the memory files one by one (sandbox-profile.ts), even the owner's
+// turn cannot put a link in their place: a bound file is a mount point, and memory/ itself is
+// read-only. The readers' and writers' own refusal is tested above with links planted outside.
+describe('a sandboxed turn tries to plant the links (real bubblewrap)', () => {
+  it.skipIf(!BWRAP)(`cannot, and the secret reaches no later model request; /new writes nothing outside (${NEEDS_BWRAP})`, async () => {
     const plant = [
       'ln -sf "$THECLAW_HOME/service.env" "$THECLAW_AGENT_DIR/memory/agent.md"',
       'rm -rf "$THECLAW_AGENT_DIR/memory/conversations"',
       `ln -s ${JSON.stringify(outside)} "$THECLAW_AGENT_DIR/memory/conversations"`,
       'ls -l "$THECLAW_AGENT_DIR/memory"',
-    ].join(' && ');
+    ].join('; ');
     const server = await startFakeOpenAI({
       defaultStep: (request) => {
         const messages: LooseJson[] = request.body?.messages ?? [];
@@ -311,15 +314,14 @@ describe('a sandboxed turn plants the links (real bubblewrap)', () => {
         expect(await runAgent('helper', { home: t.home, env: t.env })).toMatchObject({ handled: 1 });
       }
       const replies = threadEvents(t.home, routeMessage(dir, 'per-peer', owner).path, "type = 'message' AND source = 'self'").map((event) => JSON.parse(event.content).text as string);
-      expect(replies[0]).toBe('planted: true');
-      expect(replies[2]).toContain('is a link — the runtime does not follow links in a sandbox-writable directory');
+      expect(replies[0]).toBe('planted: false');
+      for (const name of ['agent.md', 'conversations']) expect(existsSync(join(dir.memory, name)) && lstatSync(join(dir.memory, name)).isSymbolicLink(), name).toBe(false);
       const requests = completionRequests(server);
       expect(requests.length).toBeGreaterThanOrEqual(3);
       for (const request of requests) expect(JSON.stringify(request.body)).not.toContain('sk-planted');
       const asked = requests.find((request) => Array.isArray(request.body.tools) && JSON.stringify(request.body.messages).includes('what do you remember?'))!;
       expect(systemPromptOf(asked)).not.toContain('What I have learned');
       expect(readdirSync(outside)).toEqual([]);
-      expect(readFileSync(join(dir.logs, 'agent.log'), 'utf8')).toContain('$THECLAW_HOME/agents/helper/memory/agent.md is a link');
     } finally {
       await server.close();
     }
