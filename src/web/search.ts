@@ -32,10 +32,7 @@ export async function searchWeb(query: string, options: SearchOptions, context: 
   let body: unknown;
   try {
     const response = await request(url, { headers, signal: options.signal ? AbortSignal.any([options.signal, timeout]) : timeout });
-    if (response.statusCode !== 200) {
-      await response.body.dump();
-      throw refusal(search, response.statusCode);
-    }
+    if (response.statusCode !== 200) throw refusal(search, response.statusCode, await errorDetail(response.body));
     body = await response.body.json();
   } catch (error) {
     if (error instanceof ClawError) throw error;
@@ -87,16 +84,27 @@ function endpoint(root: string, path: string): URL {
   return new URL(path, root.endsWith('/') ? root : `${root}/`);
 }
 
-function refusal(search: SearchConfig, status: number): ClawError {
+/** Brave's `error.detail`, when its error body has one. */
+async function errorDetail(body: { text(): Promise<string> }): Promise<string | undefined> {
+  try {
+    const detail = (JSON.parse(await body.text()) as { error?: { detail?: unknown } }).error?.detail;
+    return typeof detail === 'string' ? detail.slice(0, 200) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function refusal(search: SearchConfig, status: number, detail: string | undefined): ClawError {
+  // Brave answers a wrong key with 422 SUBSCRIPTION_TOKEN_INVALID, not 401.
   const why =
-    status === 401 || status === 403
+    status === 401 || status === 403 || (status === 422 && search.provider === 'brave' && /token/i.test(detail ?? ''))
       ? search.provider === 'brave'
         ? { message: 'refused the key', suggestion: `check ${search.api_key_env ?? DEFAULT_BRAVE_KEY_ENV} (a Brave Search API subscription token)` }
         : { message: 'refused the JSON API', suggestion: "enable it in SearXNG's settings.yml: search: formats: [html, json]" }
       : status === 429
         ? { message: 'is rate limiting this key', suggestion: 'wait a little, or raise the plan' }
         : { message: `answered ${status}`, suggestion: 'try again later, or check search.api_root in web/config.yaml' };
-  return new ClawError('upstream', `the search provider ${search.provider} ${why.message}`, { status, suggestion: why.suggestion });
+  return new ClawError('upstream', `the search provider ${search.provider} ${why.message}${detail ? ` (${detail})` : ''}`, { status, suggestion: why.suggestion });
 }
 
 // The providers' answers, as much of them as a result needs; anything else in them is ignored.
