@@ -6,7 +6,7 @@ const commands = () => import('./commands.js');
 
 /** The `web` CLI's definition; cmds indexes it too, so it is built without running. */
 export function createWebProgram(): Command {
-  const program = createProgram('web', 'Read web pages and search the web: a page as readable Markdown, search results from the provider the owner chose.')
+  const program = createProgram('web', "The web for a model: a page's main content as Markdown (web fetch) and results from the owner's search provider (web search).")
     .version('0.1.0')
     .addHelpText(
       'after',
