@@ -105,6 +105,7 @@ describe('agentSandbox', () => {
       { path: other.config, writable: false, optional: true },
       { path: join(t.home, 'skills'), writable: false, optional: true },
       { path: join(t.home, 'cmds'), writable: false, optional: true },
+      { path: join(t.home, 'web', 'config.yaml'), writable: false, optional: true },
       { path: join(t.home, '.bin'), writable: false, optional: true },
       { path: packageRoot(), writable: false },
     ]);
