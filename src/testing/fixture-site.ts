@@ -118,7 +118,7 @@ function serve(req: IncomingMessage, res: ServerResponse): void {
       send('text/html; charset=utf-8', articleHtml());
       break;
     case '/article-200k':
-      send('text/html; charset=utf-8', articleHtml(850));
+      send('text/html; charset=utf-8', articleHtml(1110));
       break;
     case '/redirect':
       res.writeHead(302, { location: url.searchParams.get('to') ?? '/article' });
