@@ -107,7 +107,7 @@ function refuseUnless(verdict: Verdict, url: URL | string): void {
 }
 
 /**
- * A `lookup` for `net.connect` (and so for an undici Agent's `connect`) that resolves every
+ * A `lookup` for `net.connect` (so for http.request, or an undici Agent's `connect`) that resolves every
  * address of the name, refuses the name if any of them is refused, and hands over only checked
  * addresses: the connection goes to what was checked.
  */

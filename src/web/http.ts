@@ -1,11 +1,15 @@
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import type { LookupFunction } from 'node:net';
 import { brotliDecompressSync, gunzipSync, inflateRawSync, inflateSync } from 'node:zlib';
-import { Agent, type Dispatcher, request } from 'undici';
 import { ClawError, errnoCode, isClawError } from '../core/errors.js';
 import { checkUrl, guardedLookup, type AddressGuard } from './guard.js';
 
 /**
  * One guarded HTTP GET, redirects followed by hand so that each hop's URL goes through the guard
- * like the first (and each connection through its lookup). The body is capped before and after
+ * like the first (and each connection through its lookup). Node's own http/https client rather
+ * than undici: the same `lookup` seam, and loading undici cost every `web fetch` more start-up
+ * time than the fetch itself (the bench's figure). The body is capped before and after
  * decompression: a small gzip bomb is refused as surely as a large page.
  */
 
@@ -36,14 +40,14 @@ const HEADERS = {
 export async function getGuarded(start: string, guard: AddressGuard, limits: HttpLimits): Promise<HttpResponse> {
   const timeout = AbortSignal.timeout(limits.timeoutMs);
   const signal = limits.signal ? AbortSignal.any([limits.signal, timeout]) : timeout;
-  const dispatcher = new Agent({ connect: { lookup: guardedLookup(guard) } });
+  const lookup = guardedLookup(guard);
   let url = checkUrl(start, guard);
   try {
     for (let hop = 0; ; hop++) {
-      const response = await request(url, { dispatcher, method: 'GET', headers: HEADERS, signal });
+      const response = await get(url, lookup, signal);
       const location = response.headers.location;
-      if (REDIRECTS.has(response.statusCode) && typeof location === 'string') {
-        await response.body.dump();
+      if (REDIRECTS.has(response.statusCode ?? 0) && typeof location === 'string') {
+        response.resume();
         if (hop === MAX_REDIRECTS)
           throw new ClawError('upstream', `${start} redirects more than ${MAX_REDIRECTS} times`, { suggestion: 'open the last address it names yourself, or give up on this page' });
         url = checkUrl(new URL(location, url).href, guard);
@@ -52,27 +56,35 @@ export async function getGuarded(start: string, guard: AddressGuard, limits: Htt
       const [mediaType = '', ...parameters] = String(response.headers['content-type'] ?? '').split(';');
       const charset = parameters.map((p) => /^\s*charset\s*=\s*"?([^";\s]+)/i.exec(p)?.[1]).find(Boolean);
       const body = decompress(await readCapped(response, url, limits.maxBytes), String(response.headers['content-encoding'] ?? ''), url, limits.maxBytes);
-      return { url, status: response.statusCode, mediaType: mediaType.trim().toLowerCase(), charset, body };
+      return { url, status: response.statusCode ?? 0, mediaType: mediaType.trim().toLowerCase(), charset, body };
     }
   } catch (error) {
     throw describeFailure(error, url, limits, timeout);
-  } finally {
-    void dispatcher.close().catch(() => {});
   }
 }
 
-async function readCapped(response: Dispatcher.ResponseData, url: URL, maxBytes: number): Promise<Buffer> {
+/** The response's head; a new connection each time (agent: false), so each one goes through `lookup`. */
+function get(url: URL, lookup: LookupFunction, signal: AbortSignal): Promise<IncomingMessage> {
+  const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
+  return new Promise((resolve, reject) => {
+    const request = send(url, { method: 'GET', headers: HEADERS, lookup, signal, agent: false }, resolve);
+    request.on('error', reject);
+    request.end();
+  });
+}
+
+async function readCapped(response: IncomingMessage, url: URL, maxBytes: number): Promise<Buffer> {
   const declared = Number(response.headers['content-length']);
   if (declared > maxBytes) {
-    response.body.destroy();
+    response.destroy();
     throw tooLarge(url, maxBytes);
   }
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of response.body) {
+  for await (const chunk of response) {
     size += (chunk as Buffer).length;
     if (size > maxBytes) {
-      response.body.destroy();
+      response.destroy();
       throw tooLarge(url, maxBytes);
     }
     chunks.push(chunk as Buffer);
@@ -130,7 +142,7 @@ function describeFailure(error: unknown, url: URL, limits: HttpLimits, timeout: 
   });
 }
 
-/** The guard's error, which undici may hand over as the cause of its own. */
+/** The guard's error, which the client may hand over as the cause of its own. */
 function findClawError(error: unknown): ClawError | undefined {
   for (let at = error, depth = 0; at && depth < 4; at = (at as { cause?: unknown }).cause, depth++) if (isClawError(at)) return at;
   return undefined;

@@ -1,4 +1,3 @@
-import { request } from 'undici';
 import * as z from 'zod/mini';
 import { ClawError } from '../core/errors.js';
 import { webConfigPath } from '../core/layout.js';
@@ -31,9 +30,9 @@ export async function searchWeb(query: string, options: SearchOptions, context: 
   const timeout = AbortSignal.timeout((options.timeoutSeconds ?? TIMEOUT_SECONDS) * 1000);
   let body: unknown;
   try {
-    const response = await request(url, { headers, signal: options.signal ? AbortSignal.any([options.signal, timeout]) : timeout });
-    if (response.statusCode !== 200) throw refusal(search, response.statusCode, await errorDetail(response.body));
-    body = await response.body.json();
+    const response = await fetch(url, { headers, signal: options.signal ? AbortSignal.any([options.signal, timeout]) : timeout });
+    if (response.status !== 200) throw refusal(search, response.status, await errorDetail(response));
+    body = await response.json();
   } catch (error) {
     if (error instanceof ClawError) throw error;
     if (options.signal?.aborted) throw new ClawError('aborted', 'the search was stopped', { cause: error });
