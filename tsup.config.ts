@@ -21,6 +21,8 @@ export default defineConfig([
       'agent/cli': 'src/agent/cli.ts',
       'cmds/index': 'src/cmds/index.ts',
       'cmds/cli': 'src/cmds/cli.ts',
+      'web/index': 'src/web/index.ts',
+      'web/cli': 'src/web/cli.ts',
       'theclaw/index': 'src/theclaw/index.ts',
       'theclaw/cli': 'src/theclaw/cli.ts',
     },

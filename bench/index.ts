@@ -29,6 +29,7 @@ import { cliPath, packageRoot } from '../src/core/package.js';
 import { initThread } from '../src/thread/index.js';
 import { estimateTokens, startFakeOpenAI } from '../src/testing/fake-llm.js';
 import { startFakeTelegram } from '../src/testing/fake-telegram.js';
+import { startFixtureSite } from '../src/testing/fixture-site.js';
 
 interface Figure {
   name: string;
@@ -549,6 +550,22 @@ function benchPolicy(): void {
   record('policy: deciding a 160 KB command line (refused unread), median of 3', median([timed(long), timed(long), timed(long)]), 'ms', { atMost: 10 });
 }
 
+/** `web fetch` of a 200 KB article from a loopback site: the whole command an agent runs, start-up included, never from the cache. */
+async function benchWebFetch(): Promise<void> {
+  const site = await startFixtureSite();
+  try {
+    mkdirSync(join(home, 'web'), { recursive: true });
+    writeFileSync(join(home, 'web', 'config.yaml'), 'allow_private: ["127.0.0.1"]\n');
+    const argv = [process.execPath, cliPath('web'), 'fetch', site.url('/article-200k'), '--fresh'];
+    await runAsync(argv); // warms the file system cache
+    const times: number[] = [];
+    for (let i = 0; i < 15; i++) times.push(await runAsync(argv));
+    record('web fetch: a 200 KB article from a loopback site (CLI wall, p50)', median(times), 'ms', { atMost: 150 });
+  } finally {
+    await site.close();
+  }
+}
+
 // `BENCH_ONLY=pipeline npm run bench` runs the benchmarks whose name contains the word.
 const benches: [string, () => unknown][] = [
   ['theclaw', benchTheclaw],
@@ -565,6 +582,7 @@ const benches: [string, () => unknown][] = [
   ['notifier-dispatch', benchDispatch],
   ['sandbox', benchSandbox],
   ['policy', benchPolicy],
+  ['web-fetch', benchWebFetch],
 ];
 try {
   for (const [name, bench] of benches) if (!process.env.BENCH_ONLY || name.includes(process.env.BENCH_ONLY)) await bench();

@@ -11,7 +11,7 @@ import { forwardSends, OUTBOX_ENV, outboxDir } from './sandbox-sends.js';
 import { EMBEDDINGS_SOCKET_ENV } from './memory-embedder.js';
 import type { AgentConfig, ThreadRoute } from './types.js';
 import { ensureDir } from '../core/home.js';
-import { cmdsDir, sharedSkillsDir } from '../core/layout.js';
+import { cmdsDir, sharedSkillsDir, webConfigPath } from '../core/layout.js';
 
 /**
  * The variables of agent run a sandboxed command gets besides the base ones: what `agent send`
@@ -81,8 +81,9 @@ export function turnWorkdir(dir: AgentDir, scope: Pick<TurnScope, 'threadId' | '
  * rename or unlink over a mount point fails (EBUSY), so it cannot be swapped for a link either.
  *
  * The narrow path the project's CLIs need: `cmds` reads `skills/` and its PATH index (`cmds/`)
- * of the home; `thread peek` reads the conversation's thread (through a private copy); `agent
- * memory search` gets embeddings from the run's socket (memory-embedder.ts); `agent send`,
+ * of the home; `web` its config (`web/config.yaml`, read-only); `thread peek` reads the
+ * conversation's thread (through a private copy); `agent memory search` gets embeddings from the
+ * run's socket (memory-embedder.ts); `agent send`,
  * `agent attach` and `notifier timer add --message` leave their requests in the conversation's
  * outbox (core/turn-outbox.ts), which the runtime carries out after the call or the turn, in
  * the name of the conversation (sandbox-sends.ts, reply-files.ts, reminders.ts). Not reachable:
@@ -122,6 +123,8 @@ export function agentSandbox(home: string, dir: AgentDir, settings: SandboxSetti
       ...others,
       { path: sharedSkillsDir(home), writable: false, optional: true },
       { path: cmdsDir(home), writable: false, optional: true },
+      // web fetch's allow_private and the search provider (no secrets: a key stays in its variable).
+      { path: webConfigPath(home), writable: false, optional: true },
       ...path.map((entry) => ({ path: entry, writable: false, optional: true })),
       ...embeddings,
       // TheClaw itself, read-only, wherever it is installed: under /tmp (a clone there) it would
