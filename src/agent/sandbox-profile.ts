@@ -5,6 +5,7 @@ import { BASE_SANDBOX_ENV, findBwrap, type Sandbox, type SandboxBind } from '../
 import { agentDir, listAgentIds, type AgentDir } from './agent-dir.js';
 import { forwardSends, OUTBOX_ENV, outboxDir } from './sandbox-sends.js';
 import { EMBEDDINGS_SOCKET_ENV } from './memory-embedder.js';
+import { BROWSER_SOCKET_ENV } from '../browser/index.js';
 import type { AgentConfig } from './types.js';
 import { ensureDir } from '../core/home.js';
 import { cmdsDir, sharedSkillsDir } from '../core/layout.js';
@@ -14,7 +15,7 @@ import { cmdsDir, sharedSkillsDir } from '../core/layout.js';
  * and `cmds` need to know about the asking agent (run.ts sets them). Never the daemons' own
  * (THECLAW_THREAD, THECLAW_CONSUMER) nor anything else of their environment.
  */
-const AGENT_ENV = ['THECLAW_HOME', 'THECLAW_AGENT', 'THECLAW_AGENT_DIR', 'THECLAW_CONVERSATION', 'THECLAW_ASKING_EVENT', 'THECLAW_LOG_LEVEL', EMBEDDINGS_SOCKET_ENV] as const;
+const AGENT_ENV = ['THECLAW_HOME', 'THECLAW_AGENT', 'THECLAW_AGENT_DIR', 'THECLAW_CONVERSATION', 'THECLAW_ASKING_EVENT', 'THECLAW_LOG_LEVEL', EMBEDDINGS_SOCKET_ENV, BROWSER_SOCKET_ENV] as const;
 
 /**
  * The sandbox of a conversation's commands, or undefined for the profile `none`. THECLAW_HOME
@@ -56,6 +57,8 @@ export function agentSandbox(home: string, dir: AgentDir, settings: AgentConfig[
   const path = (env.PATH ?? '').split(delimiter).filter((entry) => isInside(home, entry));
   // The run's embeddings socket for memory search, in a directory of its own (connecting needs no write).
   const embeddings = env[EMBEDDINGS_SOCKET_ENV] ? [{ path: dirname(env[EMBEDDINGS_SOCKET_ENV]), writable: false, optional: true }] : [];
+  // The run's door to this agent's browser (browser/proxy.ts), likewise.
+  const browser = env[BROWSER_SOCKET_ENV] ? [{ path: dirname(env[BROWSER_SOCKET_ENV]), writable: false, optional: true }] : [];
   return {
     bwrap: findBwrap(env),
     network: settings.network,
@@ -67,6 +70,7 @@ export function agentSandbox(home: string, dir: AgentDir, settings: AgentConfig[
       { path: cmdsDir(home), writable: false, optional: true },
       ...path.map((entry) => ({ path: entry, writable: false, optional: true })),
       ...embeddings,
+      ...browser,
       // TheClaw itself, read-only, wherever it is installed: under /tmp (a clone there) it would
       // be behind the sandbox's own /tmp, and the commands could not run `agent send` or `cmds`.
       { path: packageRoot(), writable: false },
