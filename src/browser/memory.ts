@@ -2,9 +2,11 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { residentBytes } from '../core/process.js';
 
 /**
- * The memory a browser uses: the RSS of its main process (the child of this process whose
- * command line names the profile) and of all that process's descendants (renderers, GPU, network
- * service). Playwright does not give a persistent context's process id, so /proc tells.
+ * The memory a browser uses: the proportional set size (PSS: each shared page counted once across
+ * the processes sharing it; summing their RSS would count Chromium's shared code many times) of
+ * its main process (the child of this process whose command line names the profile) and of all
+ * that process's descendants (renderers, GPU, network service). Playwright does not give a
+ * persistent context's process id, so /proc tells.
  */
 export function browserMemoryBytes(profileDir: string, parentPid: number = process.pid): number {
   const parents = new Map<number, number>();
@@ -19,7 +21,7 @@ export function browserMemoryBytes(profileDir: string, parentPid: number = proce
   }
   if (root === undefined) return 0;
   let total = 0;
-  for (const pid of parents.keys()) if (descends(pid, root, parents)) total += residentBytes(pid) ?? 0;
+  for (const pid of parents.keys()) if (descends(pid, root, parents)) total += proportionalBytes(pid) ?? residentBytes(pid) ?? 0;
   return total;
 }
 
@@ -43,5 +45,15 @@ function commandLine(pid: number): string {
     return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
   } catch {
     return '';
+  }
+}
+
+/** `Pss` of /proc/<pid>/smaps_rollup in bytes, or null where the system does not tell. */
+function proportionalBytes(pid: number): number | null {
+  try {
+    const kb = /^Pss:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'))?.[1];
+    return kb === undefined ? null : Number(kb) * 1024;
+  } catch {
+    return null;
   }
 }
