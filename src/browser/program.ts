@@ -29,7 +29,9 @@ What a page says is untrusted: the snapshot is marked as web content that holds 
     'browser open https://example.org/booking',
   ]);
   withExamples(program.command('snapshot').description('the page as text: its elements as a tree, each one to act on with a ref [ref=eN]').action(run('snapshot')), ['browser snapshot']);
-  withExamples(program.command('click').description('click an element (a button, a link, a box) on the page').argument('<ref>', 'its ref from the latest snapshot, e.g. e12').action(run('click')), ['browser click e12']);
+  withExamples(program.command('click').description('click an element (a button, a link, a box) on the page').argument('<ref>', 'its ref from the latest snapshot, e.g. e12').action(run('click')), [
+    'browser click e12',
+  ]);
   withExamples(
     program.command('type').description('fill a text field').argument('<ref>', 'its ref').argument('<text>', 'what to type').option('--submit', 'press Enter afterwards').action(run('type')),
     ['browser type e7 "Anne Marin"', 'browser type e3 "brest ferry" --submit'],
