@@ -23,6 +23,8 @@ export default defineConfig([
       'cmds/cli': 'src/cmds/cli.ts',
       'web/index': 'src/web/index.ts',
       'web/cli': 'src/web/cli.ts',
+      'browser/index': 'src/browser/index.ts',
+      'browser/cli': 'src/browser/cli.ts',
       'theclaw/index': 'src/theclaw/index.ts',
       'theclaw/cli': 'src/theclaw/cli.ts',
     },

@@ -30,6 +30,10 @@ import { initThread } from '../src/thread/index.js';
 import { estimateTokens, startFakeOpenAI } from '../src/testing/fake-llm.js';
 import { startFakeTelegram } from '../src/testing/fake-telegram.js';
 import { startFixtureSite } from '../src/testing/fixture-site.js';
+import { startFormSite } from '../src/testing/form-site.js';
+import { askAgentBrowser, browserProfileDir } from '../src/browser/index.js';
+import { browserMemoryBytes } from '../src/browser/memory.js';
+import { daemonHolder, stopDaemonProcess } from '../src/core/daemon.js';
 
 interface Figure {
   name: string;
@@ -566,6 +570,48 @@ async function benchWebFetch(): Promise<void> {
   }
 }
 
+/**
+ * `browser`, through the service's socket (what each command costs besides the CLI's start):
+ * a cold open (service and Chromium started) to the first snapshot; a warm click to the next
+ * snapshot (median of 10); the memory of an idle browser's processes, and the service's RSS once its
+ * idle close has ended the browser.
+ */
+async function benchBrowser(): Promise<void> {
+  const site = await startFormSite();
+  const agentHome = join(home, 'agents', 'admin');
+  mkdirSync(agentHome, { recursive: true });
+  writeFileSync(join(agentHome, 'config.yaml'), '{}\n');
+  mkdirSync(join(home, 'web'), { recursive: true });
+  writeFileSync(join(home, 'web', 'config.yaml'), 'allow_private: ["127.0.0.1"]\n');
+  const ask = (command: Parameters<typeof askAgentBrowser>[2]) => askAgentBrowser(home, 'admin', command, env);
+  try {
+    const started = now();
+    await ask({ name: 'open', url: site.url('/form') });
+    const first = await ask({ name: 'snapshot' });
+    record('browser: cold open -> first snapshot (service and Chromium started)', now() - started, 'ms', { atMost: 2000 });
+    let snapshot = first.text;
+    const times: number[] = [];
+    for (let i = 0; i < 10; i++) {
+      const ref = /textbox "Your name"[^\n]*\[ref=((?:f\d+)?e\d+)\]/.exec(snapshot)![1]!;
+      const clicked = now();
+      await ask({ name: 'click', ref });
+      snapshot = (await ask({ name: 'snapshot' })).text;
+      times.push(now() - clicked);
+    }
+    record('browser: warm click -> snapshot (median of 10)', median(times), 'ms', { atMost: 150 });
+    const service = daemonHolder(home, 'browser')!.pid;
+    const profile = browserProfileDir(home, 'admin');
+    record("browser: memory of an idle browser (PSS of Chromium's processes)", browserMemoryBytes(profile, service) / 1048576, 'MB', { atMost: 600 });
+    writeFileSync(join(agentHome, 'config.yaml'), 'browser: { idle_minutes: 0.02 }\n');
+    await ask({ name: 'snapshot' });
+    await waitUntil(() => browserMemoryBytes(profile, service) === 0, 30_000);
+    record('browser: RSS of the service after the idle close (no Chromium left)', rssMb(service), 'MB', { atMost: 200 });
+  } finally {
+    await stopDaemonProcess(home, 'browser');
+    await site.close();
+  }
+}
+
 // `BENCH_ONLY=pipeline npm run bench` runs the benchmarks whose name contains the word.
 const benches: [string, () => unknown][] = [
   ['theclaw', benchTheclaw],
@@ -583,6 +629,7 @@ const benches: [string, () => unknown][] = [
   ['sandbox', benchSandbox],
   ['policy', benchPolicy],
   ['web-fetch', benchWebFetch],
+  ['browser', benchBrowser],
 ];
 try {
   for (const [name, bench] of benches) if (!process.env.BENCH_ONLY || name.includes(process.env.BENCH_ONLY)) await bench();
