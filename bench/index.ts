@@ -29,6 +29,11 @@ import { cliPath, packageRoot } from '../src/core/package.js';
 import { initThread } from '../src/thread/index.js';
 import { estimateTokens, startFakeOpenAI } from '../src/testing/fake-llm.js';
 import { startFakeTelegram } from '../src/testing/fake-telegram.js';
+import { startFixtureSite } from '../src/testing/fixture-site.js';
+import { startFormSite } from '../src/testing/form-site.js';
+import { askAgentBrowser, browserProfileDir } from '../src/browser/index.js';
+import { browserMemoryBytes } from '../src/browser/memory.js';
+import { daemonHolder, stopDaemonProcess } from '../src/core/daemon.js';
 
 interface Figure {
   name: string;
@@ -549,6 +554,64 @@ function benchPolicy(): void {
   record('policy: deciding a 160 KB command line (refused unread), median of 3', median([timed(long), timed(long), timed(long)]), 'ms', { atMost: 10 });
 }
 
+/** `web fetch` of a 200 KB article from a loopback site: the whole command an agent runs, start-up included, never from the cache. */
+async function benchWebFetch(): Promise<void> {
+  const site = await startFixtureSite();
+  try {
+    mkdirSync(join(home, 'web'), { recursive: true });
+    writeFileSync(join(home, 'web', 'config.yaml'), 'allow_private: ["127.0.0.1"]\n');
+    const argv = [process.execPath, cliPath('web'), 'fetch', site.url('/article-200k'), '--fresh'];
+    await runAsync(argv); // warms the file system cache
+    const times: number[] = [];
+    for (let i = 0; i < 15; i++) times.push(await runAsync(argv));
+    record('web fetch: a 200 KB article from a loopback site (CLI wall, p50)', median(times), 'ms', { atMost: 150 });
+  } finally {
+    await site.close();
+  }
+}
+
+/**
+ * `browser`, through the service's socket (what each command costs besides the CLI's start):
+ * a cold open (service and Chromium started) to the first snapshot; a warm click to the next
+ * snapshot (median of 10); the memory of an idle browser's processes, and the service's RSS once its
+ * idle close has ended the browser.
+ */
+async function benchBrowser(): Promise<void> {
+  const site = await startFormSite();
+  const agentHome = join(home, 'agents', 'admin');
+  mkdirSync(agentHome, { recursive: true });
+  writeFileSync(join(agentHome, 'config.yaml'), '{}\n');
+  mkdirSync(join(home, 'web'), { recursive: true });
+  writeFileSync(join(home, 'web', 'config.yaml'), 'allow_private: ["127.0.0.1"]\n');
+  const ask = (command: Parameters<typeof askAgentBrowser>[2]) => askAgentBrowser(home, 'admin', command, env);
+  try {
+    const started = now();
+    await ask({ name: 'open', url: site.url('/form') });
+    const first = await ask({ name: 'snapshot' });
+    record('browser: cold open -> first snapshot (service and Chromium started)', now() - started, 'ms', { atMost: 2000 });
+    let snapshot = first.text;
+    const times: number[] = [];
+    for (let i = 0; i < 10; i++) {
+      const ref = /textbox "Your name"[^\n]*\[ref=((?:f\d+)?e\d+)\]/.exec(snapshot)![1]!;
+      const clicked = now();
+      await ask({ name: 'click', ref });
+      snapshot = (await ask({ name: 'snapshot' })).text;
+      times.push(now() - clicked);
+    }
+    record('browser: warm click -> snapshot (median of 10)', median(times), 'ms', { atMost: 150 });
+    const service = daemonHolder(home, 'browser')!.pid;
+    const profile = browserProfileDir(home, 'admin');
+    record("browser: memory of an idle browser (PSS of Chromium's processes)", browserMemoryBytes(profile, service) / 1048576, 'MB', { atMost: 600 });
+    writeFileSync(join(agentHome, 'config.yaml'), 'browser: { idle_minutes: 0.02 }\n');
+    await ask({ name: 'snapshot' });
+    await waitUntil(() => browserMemoryBytes(profile, service) === 0, 30_000);
+    record('browser: RSS of the service after the idle close (no Chromium left)', rssMb(service), 'MB', { atMost: 200 });
+  } finally {
+    await stopDaemonProcess(home, 'browser');
+    await site.close();
+  }
+}
+
 // `BENCH_ONLY=pipeline npm run bench` runs the benchmarks whose name contains the word.
 const benches: [string, () => unknown][] = [
   ['theclaw', benchTheclaw],
@@ -565,6 +628,8 @@ const benches: [string, () => unknown][] = [
   ['notifier-dispatch', benchDispatch],
   ['sandbox', benchSandbox],
   ['policy', benchPolicy],
+  ['web-fetch', benchWebFetch],
+  ['browser', benchBrowser],
 ];
 try {
   for (const [name, bench] of benches) if (!process.env.BENCH_ONLY || name.includes(process.env.BENCH_ONLY)) await bench();

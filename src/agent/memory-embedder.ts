@@ -1,8 +1,6 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFileSync, rmSync } from 'node:fs';
 import * as z from 'zod/mini';
-import { listenSocket, request } from '../core/ipc.js';
+import { listenPrivateSocket, request } from '../core/ipc.js';
 import type { Logger } from '../core/logger.js';
 import { validate } from '../core/validate.js';
 import { writeFileWhole } from '../core/whole-file.js';
@@ -142,23 +140,10 @@ function socketEmbedder(model: string, socket: string): MemoryEmbedder {
 export async function serveEmbeddings(home: string, dir: AgentDir, config: AgentConfig, env: NodeJS.ProcessEnv, logger: Logger): Promise<{ socket: string; close: () => Promise<void> } | null> {
   const model = config.memory.embeddings?.model;
   if (!model) return null;
-  // Short and private (0700): a socket's path has at most 107 bytes, and an agent's directory can be deep.
-  const folder = mkdtempSync(join(tmpdir(), 'theclaw-embed-'));
-  const socket = join(folder, 'embed.sock');
   const embedder = paiEmbedder(home, dir, model, env, logger);
-  const server = await listenSocket(socket, async (raw): Promise<EmbedReply> => {
+  return listenPrivateSocket('embed', async (raw): Promise<EmbedReply> => {
     const { texts } = validate(EmbedRequestSchema, raw, { what: 'embeddings request', kind: 'usage', suggestion: `send {"texts": [...]} with 1 to ${EMBED_BATCH} texts` });
     const vectors = await embedder.embed(texts.map((text) => text.slice(0, EMBED_CHARS)));
     return { vectors: vectors?.map((vector) => toBlob(vector).toString('base64')) ?? null };
   });
-  return {
-    socket,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => {
-          rmSync(folder, { recursive: true, force: true });
-          resolve();
-        });
-      }),
-  };
 }

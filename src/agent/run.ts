@@ -21,6 +21,7 @@ import { takeAttachments } from './reply-files.js';
 import { setReminders } from './reminders.js';
 import { resolveFallbacks, withFailover } from './failover.js';
 import { EMBEDDINGS_SOCKET_ENV, serveEmbeddings } from './memory-embedder.js';
+import { BROWSER_SOCKET_ENV, serveBrowserProxy } from '../browser/index.js';
 import { estimateTokens } from './tokens.js';
 import { SpendLedger } from './budget.js';
 import { accountedSummariser, type CallAccount } from './accounting.js';
@@ -101,6 +102,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
   let inbox: Thread | undefined;
   let inboxWatch: InboxWatch | undefined;
   let embeddings: Awaited<ReturnType<typeof serveEmbeddings>> = null;
+  let browser: Awaited<ReturnType<typeof serveBrowserProxy>> | null = null;
   try {
     // A model that cannot be resolved (unknown provider, no key) is a configuration error: each
     // message gets it as its error record, as the spec says of unrecoverable errors.
@@ -123,6 +125,11 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
       logger.warn(`run: memory search in this run's turns is by words only: no embeddings socket (${(error as Error).message})`);
       return null;
     });
+    // `browser` in the turns' commands reaches this agent's browser, and no other, through it (browser/proxy.ts).
+    browser = await serveBrowserProxy(home, dir.id, env).catch((error: unknown) => {
+      logger.warn(`run: no browser in this run's turns: no browser socket (${(error as Error).message})`);
+      return null;
+    });
     const turn: TurnSettings = {
       home,
       dir,
@@ -137,6 +144,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
       tellOwner: (text) => tellOwner(text),
       spend,
       embeddingsSocket: embeddings?.socket ?? null,
+      browserSocket: browser?.socket ?? null,
       toFeed: feedCopier(feeds, logger, 'run'),
     };
     const tellOwner = (text: string): boolean => {
@@ -235,6 +243,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
   } finally {
     inboxWatch?.close();
     await embeddings?.close();
+    await browser?.close();
     for (const thread of threads.values()) thread.close();
     inbox?.close();
     spend.close();
@@ -262,6 +271,8 @@ interface TurnSettings {
   home: string;
   /** Where the turns' memory searches get embeddings (memory-embedder.ts); null: none. */
   embeddingsSocket: string | null;
+  /** Where the turns' `browser` commands reach the agent's browser (browser/proxy.ts); null: none. */
+  browserSocket: string | null;
   dir: AgentDir;
   config: AgentConfig;
   paiConfig: PaiConfig;
@@ -405,6 +416,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
         THECLAW_CONVERSATION: route.threadId,
         THECLAW_ASKING_EVENT: String(target.eventId ?? inboundId),
         ...(turn.embeddingsSocket ? { [EMBEDDINGS_SOCKET_ENV]: turn.embeddingsSocket } : {}),
+        ...(turn.browserSocket ? { [BROWSER_SOCKET_ENV]: turn.browserSocket } : {}),
       },
       onEvent(chatEvent) {
         if (chatEvent.type === 'delta') progress?.written(chatEvent.text);

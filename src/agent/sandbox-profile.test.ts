@@ -143,6 +143,7 @@ describe('agentSandbox', () => {
       read(other.config),
       read(join(t.home, 'skills')),
       read(join(t.home, 'cmds')),
+      read(join(t.home, 'web', 'config.yaml')),
       read(join(t.home, '.bin')),
       { path: packageRoot(), writable: false },
     ]);

@@ -9,16 +9,17 @@ import { CONVERSATIONS_DIR, memoryFiles, ownMemoryFile, type MemoryFiles } from 
 import { archiveFolder, dailyFolder } from './memory-store.js';
 import { forwardSends, OUTBOX_ENV, outboxDir } from './sandbox-sends.js';
 import { EMBEDDINGS_SOCKET_ENV } from './memory-embedder.js';
+import { BROWSER_SOCKET_ENV } from '../browser/index.js';
 import type { AgentConfig, ThreadRoute } from './types.js';
 import { ensureDir } from '../core/home.js';
-import { cmdsDir, sharedSkillsDir } from '../core/layout.js';
+import { cmdsDir, sharedSkillsDir, webConfigPath } from '../core/layout.js';
 
 /**
  * The variables of agent run a sandboxed command gets besides the base ones: what `agent send`
  * and `cmds` need to know about the asking agent (run.ts sets them). Never the daemons' own
  * (THECLAW_THREAD, THECLAW_CONSUMER) nor anything else of their environment.
  */
-const AGENT_ENV = ['THECLAW_HOME', 'THECLAW_AGENT', 'THECLAW_AGENT_DIR', 'THECLAW_CONVERSATION', 'THECLAW_ASKING_EVENT', 'THECLAW_LOG_LEVEL', EMBEDDINGS_SOCKET_ENV] as const;
+const AGENT_ENV = ['THECLAW_HOME', 'THECLAW_AGENT', 'THECLAW_AGENT_DIR', 'THECLAW_CONVERSATION', 'THECLAW_ASKING_EVENT', 'THECLAW_LOG_LEVEL', EMBEDDINGS_SOCKET_ENV, BROWSER_SOCKET_ENV] as const;
 
 /** The agent's `sandbox:` settings; without `limits`, its calls have none. */
 type SandboxSettings = Omit<AgentConfig['sandbox'], 'limits'> & Partial<Pick<AgentConfig['sandbox'], 'limits'>>;
@@ -81,8 +82,9 @@ export function turnWorkdir(dir: AgentDir, scope: Pick<TurnScope, 'threadId' | '
  * rename or unlink over a mount point fails (EBUSY), so it cannot be swapped for a link either.
  *
  * The narrow path the project's CLIs need: `cmds` reads `skills/` and its PATH index (`cmds/`)
- * of the home; `thread peek` reads the conversation's thread (through a private copy); `agent
- * memory search` gets embeddings from the run's socket (memory-embedder.ts); `agent send`,
+ * of the home; `web` its config (`web/config.yaml`, read-only); `thread peek` reads the
+ * conversation's thread (through a private copy); `agent memory search` gets embeddings from the
+ * run's socket (memory-embedder.ts); `agent send`,
  * `agent attach` and `notifier timer add --message` leave their requests in the conversation's
  * outbox (core/turn-outbox.ts), which the runtime carries out after the call or the turn, in
  * the name of the conversation (sandbox-sends.ts, reply-files.ts, reminders.ts). Not reachable:
@@ -109,6 +111,8 @@ export function agentSandbox(home: string, dir: AgentDir, settings: SandboxSetti
   const path = (env.PATH ?? '').split(delimiter).filter((entry) => isInside(home, entry));
   // The run's embeddings socket for memory search, in a directory of its own (connecting needs no write).
   const embeddings = env[EMBEDDINGS_SOCKET_ENV] ? [{ path: dirname(env[EMBEDDINGS_SOCKET_ENV]), writable: false, optional: true }] : [];
+  // The run's door to this agent's browser (browser/proxy.ts), likewise.
+  const browser = env[BROWSER_SOCKET_ENV] ? [{ path: dirname(env[BROWSER_SOCKET_ENV]), writable: false, optional: true }] : [];
   return {
     bwrap: findBwrap(env),
     network: settings.network,
@@ -122,8 +126,11 @@ export function agentSandbox(home: string, dir: AgentDir, settings: SandboxSetti
       ...others,
       { path: sharedSkillsDir(home), writable: false, optional: true },
       { path: cmdsDir(home), writable: false, optional: true },
+      // web fetch's allow_private and the search provider (no secrets: a key stays in its variable).
+      { path: webConfigPath(home), writable: false, optional: true },
       ...path.map((entry) => ({ path: entry, writable: false, optional: true })),
       ...embeddings,
+      ...browser,
       // TheClaw itself, read-only, wherever it is installed: under /tmp (a clone there) it would
       // be behind the sandbox's own /tmp, and the commands could not run `agent send` or `cmds`.
       { path: packageRoot(), writable: false },

@@ -1,5 +1,6 @@
 import * as z from 'zod/mini';
 import { parseDuration } from '../core/duration.js';
+import { BrowserLimitsSchema, DEFAULT_BROWSER_LIMITS } from '../browser/index.js';
 import { PolicySchema, type Policy } from './tool-policy.js';
 
 /**
@@ -217,6 +218,8 @@ export const AgentConfigSchema = z.strictObject({
   ),
   /** Who may have the agent run what, and the owner's approvals (tool-policy.ts). */
   policy: PolicySchema,
+  /** The agent's browser (`browser` in its commands): idle time, pages, memory, navigation timeout. */
+  browser: z._default(BrowserLimitsSchema, DEFAULT_BROWSER_LIMITS),
   /** Tool rounds per message. */
   max_turns: z._default(z.int().check(z.positive()), 20),
   /** None by default: set with `agent heartbeat <id> --every 30m`. */

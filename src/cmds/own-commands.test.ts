@@ -1,6 +1,7 @@
 import { type Command, Option } from 'commander';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createProgram, withExamples } from '../core/cli.js';
+import { createTestHome, runTool, type TestHome } from '../testing/index.js';
 import { formatInfo } from './format.js';
 import { indexProgram, loadOwnCommands } from './own-commands.js';
 
@@ -85,5 +86,22 @@ describe("TheClaw's own commands", () => {
       expect(command.description, command.name).not.toBe('');
       if (command.subcommands.length === 0) expect(command.examples.length, command.name).toBeGreaterThan(0);
     }
+  });
+});
+
+describe('cmds find, for the web tool', () => {
+  let test: TestHome;
+  beforeAll(() => {
+    test = createTestHome();
+  });
+  afterAll(() => test.cleanup());
+
+  it.each([
+    ['read a web page', 'web fetch'],
+    ['search the web', 'web search'],
+  ])('ranks the command that does it first for %j, among every command, skill and executable', async (query, command) => {
+    const result = await runTool('cmds', ['find', query, '--json'], test.env);
+    expect(result.code, result.stderr).toBe(0);
+    expect((JSON.parse(result.stdout) as { name: string }[])[0]?.name).toBe(command);
   });
 });

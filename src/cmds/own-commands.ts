@@ -18,6 +18,8 @@ export const THECLAW_PROGRAMS: readonly ProgramFactory[] = [
   async () => (await import('../xgw/program.js')).createXgwProgram(),
   async () => (await import('../agent/program.js')).createAgentProgram(),
   async () => (await import('./program.js')).createCmdsProgram(),
+  async () => (await import('../web/program.js')).createWebProgram(),
+  async () => (await import('../browser/program.js')).createBrowserProgram(),
   async () => (await import('../theclaw/program.js')).createTheclawProgram(),
 ];
 

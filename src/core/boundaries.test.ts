@@ -9,8 +9,8 @@ import { describe, expect, it } from 'vitest';
  * and dynamic `import()`):
  *
  * - Direction. A tool imports only the tools below it (MAY_IMPORT): core ← thread ← notifier;
- *   core ← pai; core, thread ← xgw; core, thread, pai, xgw ← agent; theclaw on top of all. cmds
- *   needs only core, and every tool's program.ts (below).
+ *   core ← pai; core, thread ← xgw; core, thread, pai, xgw, browser ← agent; theclaw on top of all. cmds
+ *   needs only core, and every tool's program.ts (below); web needs only core; browser needs core and web (its SSRF guard).
  * - Doors. Another tool is reached through its `index.ts`, which exports all that other tools use
  *   of it. Core is the exception: the shared kernel of small, independent modules (errors,
  *   address, logger, sqlite, …), any of which may be imported directly, so that each CLI loads
@@ -35,7 +35,7 @@ import { describe, expect, it } from 'vitest';
  * what only looks like an import inside a comment or a string.
  */
 
-const TOOLS = ['core', 'thread', 'notifier', 'pai', 'cmds', 'xgw', 'agent', 'theclaw'] as const;
+const TOOLS = ['core', 'thread', 'notifier', 'pai', 'cmds', 'web', 'browser', 'xgw', 'agent', 'theclaw'] as const;
 type Tool = (typeof TOOLS)[number];
 
 /** The tools each tool may import besides itself. */
@@ -45,9 +45,11 @@ const MAY_IMPORT: Record<Tool, readonly Tool[]> = {
   notifier: ['core', 'thread'],
   pai: ['core'],
   cmds: ['core'],
+  web: ['core'],
+  browser: ['core', 'web'],
   xgw: ['core', 'thread'],
-  agent: ['core', 'thread', 'pai', 'xgw'],
-  theclaw: ['core', 'thread', 'notifier', 'pai', 'cmds', 'xgw', 'agent'],
+  agent: ['core', 'thread', 'pai', 'xgw', 'browser'],
+  theclaw: ['core', 'thread', 'notifier', 'pai', 'cmds', 'web', 'browser', 'xgw', 'agent'],
 };
 
 /** Modules other tools may import besides index.ts (see above), with the fast path each keeps fast. */

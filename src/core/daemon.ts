@@ -15,7 +15,7 @@ import { sleep } from './retry.js';
  * by nature); started in the background as `<name> start --foreground`; stopped over the socket
  * or by SIGTERM.
  */
-export type DaemonName = 'notifier' | 'xgw';
+export type DaemonName = 'notifier' | 'xgw' | 'browser';
 
 const START_TIMEOUT_MS = 10_000;
 const STOP_TIMEOUT_MS = 10_000;

@@ -1,6 +1,7 @@
-import { chmodSync, unlinkSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, unlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { connect, createServer, type Server, type Socket } from 'node:net';
-import { dirname } from 'node:path';
+import { dirname, join } from 'node:path';
 import { ClawError, errnoCode, errorToJson } from './errors.js';
 import { storageError } from './storage-error.js';
 import { ensureDir } from './home.js';
@@ -43,6 +44,27 @@ export async function listenSocket(path: string, handle: Handler): Promise<Serve
   });
   chmodSync(path, 0o600);
   return server;
+}
+
+/**
+ * A socket for one run's sandboxed commands (the embeddings, the browser): `<name>.sock` in a
+ * private temp directory of its own, which the sandbox binds; `close` removes both. Short: a
+ * socket's path has at most 107 bytes, and an agent's directory can be deep.
+ */
+export async function listenPrivateSocket(name: string, handle: Handler): Promise<{ socket: string; close: () => Promise<void> }> {
+  const folder = mkdtempSync(join(tmpdir(), `theclaw-${name}-`));
+  const socket = join(folder, `${name}.sock`);
+  const server = await listenSocket(socket, handle);
+  return {
+    socket,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => {
+          rmSync(folder, { recursive: true, force: true });
+          resolve();
+        });
+      }),
+  };
 }
 
 function serve(socket: Socket, handle: Handler): void {

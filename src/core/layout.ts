@@ -146,6 +146,16 @@ export function pathIndexPath(home: string): string {
   return join(cmdsDir(home), 'path-index.json');
 }
 
+/** `web/config.yaml`: the web tool's config (allowed private hosts, the search provider); no secrets, readable in a sandbox. */
+export function webConfigPath(home: string): string {
+  return join(home, 'web', 'config.yaml');
+}
+
+/** `web/cache/`: `web fetch`'s cache outside a turn (a turn's is in its agent's workdir). */
+export function webCacheDir(home: string): string {
+  return join(home, 'web', 'cache');
+}
+
 /** `skills/`: the skills every agent shares (written by the user only). */
 export function sharedSkillsDir(home: string): string {
   return join(home, 'skills');

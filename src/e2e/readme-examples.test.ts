@@ -9,6 +9,7 @@ import { packageRoot } from '../core/package.js';
 import { loadConfig as loadNotifierConfig } from '../notifier/index.js';
 import { loadPaiConfig } from '../pai/index.js';
 import { loadXgwConfig } from '../xgw/index.js';
+import { loadWebConfig } from '../web/index.js';
 import { startFakeOpenAI, type FakeLlmServer } from '../testing/fake-llm.js';
 import { startFakeTelegram, type FakeTelegram } from '../testing/fake-telegram.js';
 import { checkCommandLine } from '../testing/command-line-check.js';
@@ -208,6 +209,7 @@ const CONFIG_FILES: { file: string; load(home: string): unknown }[] = [
   { file: 'notifier/config.yaml', load: loadNotifierConfig },
   { file: 'xgw/config.yaml', load: loadXgwConfig },
   { file: 'agents/helper/config.yaml', load: (home) => loadAgentConfig(agentDir(home, 'helper')) },
+  { file: 'web/config.yaml', load: loadWebConfig },
 ];
 
 /** `undefined` when one of the tools accepts `text` as its config; otherwise what each says. */

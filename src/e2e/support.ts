@@ -27,7 +27,7 @@ import { webchatProtocols } from '../xgw/channels/webchat-http.js';
  * Discord). Used by the end-to-end tests and
  * by `npm run bench`, so it imports nothing from vitest.
  */
-export const SYSTEM_TOOLS = ['thread', 'notifier', 'cmds', 'pai', 'xgw', 'agent', 'theclaw'] as const;
+export const SYSTEM_TOOLS = ['thread', 'notifier', 'cmds', 'pai', 'xgw', 'agent', 'theclaw', 'web', 'browser'] as const;
 export type SystemTool = (typeof SYSTEM_TOOLS)[number];
 
 export interface SystemOptions {

@@ -27,7 +27,7 @@ export const NEEDS_BWRAP = `needs bubblewrap${BWRAP ? '' : ': not installed, apt
  * child processes with their output, and bounded waits. Tests run against `dist/` (built by
  * `npm test` first), because that is what a user runs.
  */
-export const TOOLS = ['thread', 'notifier', 'cmds', 'pai', 'xgw', 'agent', 'theclaw'] as const;
+export const TOOLS = ['thread', 'notifier', 'cmds', 'pai', 'xgw', 'agent', 'theclaw', 'web', 'browser'] as const;
 
 /** What gives the processes a model (provider keys, pai's mock script): removed for tests of the offline mock. */
 export const PROVIDER_KEYS = ['OPENAI_API_KEY', 'ANTHROPIC_API_KEY', 'GEMINI_API_KEY', 'MISTRAL_API_KEY', 'GROQ_API_KEY', 'OPENROUTER_API_KEY', 'XAI_API_KEY', 'DEEPSEEK_API_KEY', 'PAI_MOCK_SCRIPT'];

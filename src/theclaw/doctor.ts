@@ -14,6 +14,7 @@ import { createRedactor } from '../core/secrets.js';
 import { loadConfig as loadNotifierConfig, type SubscriptionStatus } from '../notifier/index.js';
 import { BUILTIN_PROVIDERS, chat, chooseModel, findBwrap, keyVariables, loadPaiConfig, MOCK_PROVIDER, providerSecrets, sandboxProblem, type PaiConfig } from '../pai/index.js';
 import { openThread } from '../thread/index.js';
+import { checkSearchProvider } from '../web/index.js';
 import { DEFAULT_XGW_CONFIG, inspectXgwConfig, XgwConfigSchema, xgwCheckEnvironment, type ChannelConfig } from '../xgw/index.js';
 import { withDamage, type AgentDamage } from './agent-threads.js';
 import { checkChannels } from './doctor-channels.js';
@@ -25,7 +26,7 @@ export type CheckStatus = 'ok' | 'warn' | 'fail';
 
 /** One finding: what was checked, what was found, and for a problem how to fix it. */
 export interface Check {
-  name: 'node' | 'data directory' | 'config' | 'providers' | 'agents' | 'model' | 'daemons' | 'channels' | 'ports' | 'locks' | 'pending' | 'errors' | 'threads' | 'sandbox';
+  name: 'node' | 'data directory' | 'config' | 'providers' | 'agents' | 'model' | 'search' | 'daemons' | 'channels' | 'ports' | 'locks' | 'pending' | 'errors' | 'threads' | 'sandbox';
   status: CheckStatus;
   detail: string;
   fix?: string;
@@ -60,6 +61,7 @@ export async function doctor(home: string, env: NodeJS.ProcessEnv = process.env,
     // A missing key is reported above; the offline mock needs no check.
     if (!options.offline && providers.status === 'ok') checks.push(await checkModel(home, configs.pai, env));
   }
+  checks.push(...(await checkSearch(home, env, options.offline ?? false)));
   checks.push(...(await checkAgentWindows(home, configs.agents, env)));
   checks.push(checkSandbox(home, configs.agents, options.bwrap !== undefined ? options.bwrap : findBwrap(agentsEnvironment(home, env))));
   checks.push(...(await checkRuntime(home, configs.channels, now, xgwCheckEnvironment(home, env).env, options.offline === true)));
@@ -182,6 +184,12 @@ function checkProviders(config: PaiConfig, env: NodeJS.ProcessEnv): Check {
     };
   }
   return { name: 'providers', status: 'ok', detail: `usable: ${[...usable].sort().join(', ')}; agents use ${chosen}` };
+}
+
+/** The web search provider, when web/config.yaml names one: its key, and one tiny query unless offline. */
+async function checkSearch(home: string, env: NodeJS.ProcessEnv, offline: boolean): Promise<Check[]> {
+  const health = await checkSearchProvider({ home, env }, offline);
+  return health ? [{ name: 'search', ...health }] : [];
 }
 
 /** Every agent's model has room for its identity and memory caps (agent/window-check.ts). */

@@ -1,0 +1,5 @@
+export { askAgentBrowser, ensureBrowserService, sendCommand } from './client.js';
+export { serveBrowserProxy } from './proxy.js';
+export { browserProfileDir, loadBrowserLimits } from './limits.js';
+export { createBrowserProgram } from './program.js';
+export * from './types.js';

@@ -1,0 +1,115 @@
+import { existsSync } from 'node:fs';
+import { runDaemon } from '../core/daemon.js';
+import { ClawError } from '../core/errors.js';
+import { daemonLogFile, agentRoot } from '../core/layout.js';
+import { createLogger, type Logger } from '../core/logger.js';
+import { validate } from '../core/validate.js';
+import { createAddressGuard, loadWebConfig } from '../web/index.js';
+import { browserProfileDir, loadBrowserLimits } from './limits.js';
+import { browserMemoryBytes } from './memory.js';
+import { AgentBrowser } from './session.js';
+import { DEFAULT_BROWSER_LIMITS, ServiceRequestSchema, type BrowserCommand, type BrowserLimits, type BrowserReply } from './types.js';
+
+/**
+ * The browser service (`browser start`): one per home, outside every sandbox, holding one
+ * Chromium per agent. Its control socket is in the home's run/ directory, which no sandbox sees;
+ * a turn reaches it only through its run's proxy (proxy.ts), which names the turn's own agent.
+ * Each agent's commands run one at a time. A browser closes after `idle_minutes` without a
+ * command, and is closed when its memory passes `max_memory_mb` (the next command starts it
+ * again); the service itself stops once it has had no browser open for the default idle time.
+ */
+
+const MEMORY_CHECK_MS = 15_000;
+
+interface Held {
+  browser: AgentBrowser;
+  limits: BrowserLimits;
+  /** The commands so far, one after another. */
+  queue: Promise<unknown>;
+  idle?: NodeJS.Timeout;
+  /** Said with the next reply: why the browser was restarted meanwhile. */
+  note?: string;
+}
+
+export async function serveBrowsers(home: string): Promise<void> {
+  await runDaemon(home, 'browser', async () => {
+    const logger = createLogger(daemonLogFile(home, 'browser'));
+    const held = new Map<string, Held>();
+    let emptyTimer: NodeJS.Timeout | undefined;
+    const stopWhenEmpty = () => {
+      clearTimeout(emptyTimer);
+      if ([...held.values()].some((entry) => entry.browser.running)) return;
+      emptyTimer = setTimeout(() => process.kill(process.pid, 'SIGTERM'), DEFAULT_BROWSER_LIMITS.idle_minutes * 60_000);
+    };
+    const memoryCheck = setInterval(() => checkMemory(held, logger), MEMORY_CHECK_MS);
+    memoryCheck.unref();
+    return {
+      async handle(raw) {
+        const { agent, command } = validate(ServiceRequestSchema, raw, { what: 'browser request', kind: 'usage', suggestion: 'send {"op":"command","agent":<id>,"command":{...}}' });
+        if (!existsSync(agentRoot(home, agent))) throw new ClawError('not_found', `there is no agent ${agent}`, { suggestion: 'name one of the agents (theclaw status lists them)' });
+        clearTimeout(emptyTimer);
+        const entry = heldFor(home, agent, held);
+        entry.limits = loadBrowserLimits(home, agent);
+        const reply = entry.queue.then(() => runOne(entry, command, logger, agent));
+        entry.queue = reply.catch(() => {});
+        try {
+          return await reply;
+        } finally {
+          clearTimeout(entry.idle);
+          if (entry.browser.running) {
+            entry.idle = setTimeout(() => {
+              logger.info(`closing ${agent}'s browser after ${entry.limits.idle_minutes} min idle`);
+              void entry.browser.close().then(stopWhenEmpty);
+            }, entry.limits.idle_minutes * 60_000);
+          }
+          stopWhenEmpty();
+        }
+      },
+      listening: stopWhenEmpty,
+      async shutdown() {
+        clearInterval(memoryCheck);
+        clearTimeout(emptyTimer);
+        for (const entry of held.values()) clearTimeout(entry.idle);
+        await Promise.all([...held.values()].map((entry) => entry.browser.close()));
+        logger.info('browser service stopped');
+      },
+    };
+  });
+}
+
+function heldFor(home: string, agent: string, held: Map<string, Held>): Held {
+  let entry = held.get(agent);
+  if (!entry) {
+    const created: Held = { limits: DEFAULT_BROWSER_LIMITS, queue: Promise.resolve(), browser: undefined as unknown as AgentBrowser };
+    // The web tool's allow_private, read at each request: a change applies without a restart.
+    created.browser = new AgentBrowser(
+      browserProfileDir(home, agent),
+      () => created.limits,
+      () => createAddressGuard(loadWebConfig(home).allow_private),
+    );
+    held.set(agent, created);
+    entry = created;
+  }
+  return entry;
+}
+
+async function runOne(entry: Held, command: BrowserCommand, logger: Logger, agent: string): Promise<BrowserReply> {
+  logger.debug(`${agent}: ${command.name}`);
+  const reply = await entry.browser.run(command);
+  if (!entry.note) return reply;
+  const note = entry.note;
+  entry.note = undefined;
+  return { ...reply, text: `${note}\n${reply.text}` };
+}
+
+/** Closes the browsers over their memory cap; the next command starts a fresh one, and says so. */
+function checkMemory(held: Map<string, Held>, logger: Logger): void {
+  for (const [agent, entry] of held) {
+    if (!entry.browser.running) continue;
+    const used = browserMemoryBytes(entry.browser.profileDir);
+    if (used <= entry.limits.max_memory_mb * 1024 * 1024) continue;
+    logger.warn(`${agent}'s browser uses ${Math.round(used / 1048576)} MB, over its ${entry.limits.max_memory_mb} MB: restarting it`);
+    entry.note = `[The browser was restarted: it used ${Math.round(used / 1048576)} MB, over its limit of ${entry.limits.max_memory_mb} MB. Its pages were closed.]`;
+    entry.queue = entry.queue.then(() => entry.browser.close());
+  }
+}

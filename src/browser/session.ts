@@ -1,0 +1,216 @@
+import { chromium, type BrowserContext, type Locator, type Page } from 'playwright-core';
+import { ClawError } from '../core/errors.js';
+import { ensureDir } from '../core/home.js';
+import { checkUrl, untrustedHeader, type AddressGuard } from '../web/index.js';
+import { guardContext } from './request-guard.js';
+import type { BrowserCommand, BrowserLimits, BrowserReply } from './types.js';
+
+/** Debian's chromium; the flags keep it from calling home (updates, sync, background fetches). */
+export const CHROMIUM = '/usr/bin/chromium';
+const CHROMIUM_ARGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--disable-default-apps',
+];
+
+/** How long an action (a click, typing) waits for its element. */
+const ACTION_TIMEOUT_MS = 5_000;
+/** A snapshot is cut here: a huge page must not fill the model's context. */
+const MAX_SNAPSHOT_CHARS = 40_000;
+
+/**
+ * One agent's browser: a headless Chromium with a persistent profile, started by the first
+ * command. Refs (`[ref=eN]`) are those of Playwright's aria snapshot in its "ai" mode; each page
+ * remembers the refs of its latest snapshot, forgotten when the page navigates, so that a ref
+ * from an older snapshot is refused at once with what to do rather than waited for.
+ */
+export class AgentBrowser {
+  private context: BrowserContext | null = null;
+  private current: Page | null = null;
+  private readonly refs = new WeakMap<Page, Set<string>>();
+  /** The latest refusal of the request guard per URL, to say why a navigation failed. */
+  private readonly refusals = new Map<string, string>();
+
+  constructor(
+    readonly profileDir: string,
+    private readonly limits: () => BrowserLimits,
+    private readonly guard: () => AddressGuard,
+  ) {}
+
+  get running(): boolean {
+    return this.context !== null;
+  }
+
+  async run(command: BrowserCommand): Promise<BrowserReply> {
+    if (command.name === 'close') {
+      const was = this.running;
+      await this.close();
+      return { text: was ? 'Closed the browser (its profile stays: cookies and logins are kept).' : 'The browser was not open.' };
+    }
+    if (command.name === 'open') return this.open(command.url, command.new_tab ?? false);
+    const page = await this.page();
+    switch (command.name) {
+      case 'snapshot':
+        return { text: await this.snapshot(page) };
+      case 'click':
+        await (await this.locate(page, command.ref)).click({ timeout: ACTION_TIMEOUT_MS });
+        return this.after(page, `Clicked ${command.ref}.`);
+      case 'type': {
+        const target = await this.locate(page, command.ref);
+        await target.fill(command.text, { timeout: ACTION_TIMEOUT_MS });
+        if (command.submit) await target.press('Enter', { timeout: ACTION_TIMEOUT_MS });
+        return this.after(page, `Typed into ${command.ref}${command.submit ? ' and submitted' : ''}.`);
+      }
+      case 'select':
+        await (await this.locate(page, command.ref)).selectOption(command.value, { timeout: ACTION_TIMEOUT_MS });
+        return this.after(page, `Selected ${JSON.stringify(command.value)} in ${command.ref}.`);
+      case 'press':
+        await page.keyboard.press(command.key);
+        return this.after(page, `Pressed ${command.key}.`);
+      case 'wait':
+        if (command.text !== undefined) await page.getByText(command.text).first().waitFor({ timeout: this.navigationTimeoutMs() });
+        else await page.waitForTimeout(command.ms ?? 1_000);
+        return this.after(page, command.text !== undefined ? `${JSON.stringify(command.text)} is on the page.` : `Waited ${command.ms ?? 1_000} ms.`);
+      case 'back':
+        if ((await page.goBack()) === null) throw new ClawError('usage', 'there is no earlier page in this tab', { suggestion: 'open a URL with: browser open <url>' });
+        return this.after(page, 'Went back.');
+      case 'tabs':
+        return { text: await this.tabs(command.select) };
+      case 'screenshot':
+        return { text: `Screenshot of ${page.url()}.`, file: { base64: (await page.screenshot({ fullPage: command.full ?? false, type: 'png' })).toString('base64'), extension: 'png' } };
+      case 'pdf':
+        return { text: `PDF of ${page.url()}.`, file: { base64: (await page.pdf()).toString('base64'), extension: 'pdf' } };
+    }
+  }
+
+  async close(): Promise<void> {
+    const context = this.context;
+    this.context = null;
+    this.current = null;
+    await context?.close().catch(() => {});
+  }
+
+  private navigationTimeoutMs(): number {
+    return this.limits().navigation_timeout_seconds * 1000;
+  }
+
+  private async start(): Promise<BrowserContext> {
+    if (this.context) return this.context;
+    ensureDir(this.profileDir);
+    const context = await chromium.launchPersistentContext(this.profileDir, {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: CHROMIUM_ARGS,
+      viewport: { width: 1280, height: 800 },
+      acceptDownloads: false,
+      // A service worker's requests would not pass through the route below.
+      serviceWorkers: 'block',
+    });
+    context.setDefaultNavigationTimeout(this.navigationTimeoutMs());
+    await guardContext(context, this.guard, (url, reason) => {
+      this.refusals.set(url, reason);
+      if (this.refusals.size > 100) this.refusals.delete(this.refusals.keys().next().value!);
+    });
+    // A page a site opens (target=_blank, window.open) becomes the current one, within max_pages.
+    context.on('page', (page) => {
+      if (context.pages().length > this.limits().max_pages) void page.close();
+      else this.watch(page);
+    });
+    context.on('close', () => {
+      if (this.context === context) {
+        this.context = null;
+        this.current = null;
+      }
+    });
+    this.context = context;
+    for (const page of context.pages()) this.watch(page);
+    return context;
+  }
+
+  private watch(page: Page): void {
+    this.current = page;
+    page.on('framenavigated', (frame) => {
+      if (frame === page.mainFrame()) this.refs.delete(page);
+    });
+    page.on('close', () => {
+      if (this.current === page) this.current = this.context?.pages().at(-1) ?? null;
+    });
+  }
+
+  private async page(): Promise<Page> {
+    if (this.current && !this.current.isClosed()) return this.current;
+    const context = await this.start();
+    return this.current && !this.current.isClosed() ? this.current : context.newPage();
+  }
+
+  private async open(text: string, newTab: boolean): Promise<BrowserReply> {
+    const url = checkUrl(text, this.guard()); // other schemes, and refused literal addresses, before anything starts
+    const context = await this.start();
+    let page: Page;
+    if (newTab) {
+      if (context.pages().length >= this.limits().max_pages) {
+        throw new ClawError('usage', `this browser has ${context.pages().length} tabs open, its limit`, { suggestion: 'open the page in the current tab (without --new-tab), or close the browser' });
+      }
+      page = await context.newPage();
+      this.current = page;
+    } else page = await this.page();
+    this.refusals.delete(url.href);
+    try {
+      await page.goto(url.href, { waitUntil: 'domcontentloaded' });
+    } catch (error) {
+      const refusal = this.refusals.get(url.href);
+      if (refusal) {
+        throw new ClawError('usage', `refused to open ${url.host}: ${refusal}`, {
+          suggestion: 'only public addresses are opened; the owner can allow a private host or network in $THECLAW_HOME/web/config.yaml (allow_private)',
+        });
+      }
+      throw new ClawError('upstream', `could not open ${url.href}: ${firstLine(error)}`, { suggestion: 'check the URL, or try again later' });
+    }
+    return this.after(page, `Opened ${page.url()}.`);
+  }
+
+  /** The page as text: a header marking it as untrusted, then the aria snapshot with refs. */
+  private async snapshot(page: Page): Promise<string> {
+    const tree = await page.ariaSnapshot({ mode: 'ai', timeout: this.navigationTimeoutMs() });
+    this.refs.set(page, new Set(Array.from(tree.matchAll(/\[ref=((?:f\d+)?e\d+)\]/g), (match) => match[1]!)));
+    const cut = tree.length > MAX_SNAPSHOT_CHARS ? `${tree.slice(0, MAX_SNAPSHOT_CHARS)}\n[... ${tree.length - MAX_SNAPSHOT_CHARS} more characters cut]` : tree;
+    return `${untrustedHeader(page.url())}\nTitle: ${await page.title()}\n${cut}\n`;
+  }
+
+  private async locate(page: Page, ref: string): Promise<Locator> {
+    const stale = () => new ClawError('usage', `ref ${ref} is not on the page any more`, { suggestion: 'take a new snapshot (browser snapshot)' });
+    if (!this.refs.get(page)?.has(ref)) throw stale();
+    const locator = page.getByRef(ref);
+    if ((await locator.count()) === 0) throw stale();
+    return locator;
+  }
+
+  /** What an action says: itself, and where the page is now. */
+  private async after(page: Page, done: string): Promise<BrowserReply> {
+    await page.waitForLoadState('domcontentloaded', { timeout: this.navigationTimeoutMs() }).catch(() => {});
+    const title = await page.title().catch(() => '');
+    return { text: `${done} Now at ${page.url()}${title ? ` (${JSON.stringify(title)})` : ''}. Take a snapshot (browser snapshot) to read it and find the refs to act on.` };
+  }
+
+  private async tabs(select: number | undefined): Promise<string> {
+    const context = await this.start();
+    const pages = context.pages();
+    if (select !== undefined) {
+      const page = pages[select];
+      if (!page) throw new ClawError('usage', `there is no tab ${select}`, { suggestion: `choose one of 0..${pages.length - 1} (browser tabs)` });
+      this.current = page;
+      await page.bringToFront();
+    }
+    const lines = await Promise.all(pages.map(async (page, index) => `${page === this.current ? '*' : ' '} ${index} ${page.url()} ${JSON.stringify(await page.title().catch(() => ''))}`));
+    return `${lines.join('\n')}\n`;
+  }
+}
+
+function firstLine(error: unknown): string {
+  return String((error as Error).message ?? error).split('\n')[0]!;
+}

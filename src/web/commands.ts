@@ -1,0 +1,34 @@
+import { printJson } from '../core/cli.js';
+import { resolveHome } from '../core/home.js';
+import { fetchPage } from './fetch.js';
+import { formatPage, formatResults, untrustedHeader } from './format.js';
+import { searchWeb } from './search.js';
+
+/** The CLI's commands: flags in, library call, output out. Errors are thrown to runCli. */
+
+interface FetchFlags {
+  maxChars?: number;
+  raw?: boolean;
+  fresh?: boolean;
+  timeout?: number;
+  maxBytes?: number;
+  json?: boolean;
+}
+
+export async function fetch(url: string, flags: FetchFlags): Promise<void> {
+  const page = await fetchPage(
+    url,
+    { maxChars: flags.maxChars, raw: flags.raw, fresh: flags.fresh, timeoutSeconds: flags.timeout, maxBytes: flags.maxBytes },
+    { home: resolveHome(), env: process.env },
+  );
+  if (flags.json) return printJson({ ...page, notice: untrustedHeader(page.final_url) });
+  // --raw is the body as it came, for a pipe; the reader's output is for a model, and marked.
+  process.stdout.write(flags.raw ? page.text : formatPage(page));
+}
+
+export async function search(query: string[], flags: { count?: number; json?: boolean }): Promise<void> {
+  const text = query.join(' ');
+  const results = await searchWeb(text, { count: flags.count }, { home: resolveHome(), env: process.env });
+  if (flags.json) return printJson(results);
+  process.stdout.write(formatResults(text, results));
+}
