@@ -108,8 +108,12 @@ function openStream(socket: Socket, stream: SocketStream): void {
   const send = (message: unknown) => {
     if (!socket.destroyed) socket.write(JSON.stringify(message) + '\n');
   };
+  // The acceptance and what the stream sends at once (a backlog) in one write: a client that
+  // reads them apart could end before the backlog came, which the server took as shown.
+  socket.cork();
   send({ ok: true, stream: true });
   stream.open(send, closed.signal);
+  process.nextTick(() => socket.uncork());
 }
 
 /**
