@@ -30,6 +30,15 @@ function runningCheck(channel: ChannelConfig, status: ChannelStatus | undefined)
     case 'starting':
       return { name: 'channels', status: 'warn', detail: `${id} is starting`, fix: 'wait a moment, then theclaw doctor again' };
     case 'error':
+      // Without a problem, xgw retries it by itself (a polling conflict while a restart's old poll
+      // ends, a network error): a warning now, not a channel that cannot run.
+      if (!status.problem)
+        return {
+          name: 'channels',
+          status: 'warn',
+          detail: `${id} is not running, and xgw is retrying it: ${status.detail ?? 'its start failed'}`,
+          fix: 'wait a moment, then theclaw doctor again; if it stays, see theclaw logs xgw',
+        };
       return {
         name: 'channels',
         status: 'fail',
