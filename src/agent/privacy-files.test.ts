@@ -1,5 +1,6 @@
 import { lstatSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { basename, join, relative } from 'node:path';
+import { packageRoot } from '../core/package.js';
 import fc from 'fast-check';
 import { parse, stringify } from 'yaml';
 import { describe, expect, it } from 'vitest';
@@ -13,6 +14,10 @@ import { initAgent } from './lifecycle.js';
 import { routeMessage } from './router.js';
 import { runAgent } from './run.js';
 import { ROUTING_MODES, type RoutingMode } from './types.js';
+
+// TheClaw itself is bound into the sandbox; in a clone under /tmp (as CI's may be) its sources,
+// this test's markers among them, are under /tmp too: not a conversation's files.
+const SKIP_PACKAGE = packageRoot().startsWith('/tmp/') ? `--exclude-dir=${basename(packageRoot())} ` : '';
 
 // The privacy property of issue 10 (privacy.test.ts), extended to files (issue 20 §2): what a
 // turn's shell can read and write. For random conversations — the owner's direct chat, other
@@ -121,7 +126,7 @@ async function check(s: Scenario): Promise<void> {
       const index = /<<m(\d+)>>/.exec(last.content)![1]!;
       // Markers shown as [[…]] and written as <<$P-m…>>: the records of the command and its output hold none to find.
       const probe = [
-        `grep -raoh '<<[a-z0-9-]*>>' "$THECLAW_HOME" /tmp 2>/dev/null | sort -u | tr '<>' '[]'`,
+        `grep -raoh ${SKIP_PACKAGE}'<<[a-z0-9-]*>>' "$THECLAW_HOME" /tmp 2>/dev/null | sort -u | tr '<>' '[]'`,
         `W=wrote P=planted`,
         `echo "<<$W-m${index}>>" > "wrote-m${index}"`,
         `for path in ${targets.map((path) => `'${path}'`).join(' ')}; do echo "<<$P-m${index}>>" >> "$path"; done 2>/dev/null`,
