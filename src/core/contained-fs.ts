@@ -263,7 +263,9 @@ function openAt(dir: number, name: string, flags: number, path: string, mode?: n
     const code = errnoCode(error);
     if (code !== 'ELOOP' && code !== 'ENOTDIR') throw error;
     const stat = lstatAt(dir, name);
-    if (stat?.isSymbolicLink()) throw new ContainedPathError(path, 'link');
+    // ELOOP under O_NOFOLLOW: a link stood there. ENOTDIR with a folder or nothing there now: the
+    // open met a link that was swapped out meanwhile. Only a plain file is what ENOTDIR says.
+    if (code === 'ELOOP' || stat?.isSymbolicLink() || ((flags & O_DIRECTORY) !== 0 && !stat?.isFile() && (stat === undefined || stat.isDirectory()))) throw new ContainedPathError(path, 'link');
     if (stat && !stat.isDirectory() && !stat.isFile()) throw new ContainedPathError(path, 'not_plain');
     throw error;
   }
