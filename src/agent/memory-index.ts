@@ -170,7 +170,7 @@ export class MemoryIndex {
       return await attempt(false);
     } catch (error) {
       // A damaged conversation thread fails a refresh the same way, and is no reason to rebuild.
-      if (!isDamagedDatabase(error) || !isDamagedIndex(file)) throw error;
+      if (!isDamagedDatabase(error) || !isDamagedIndex(dir.root, file)) throw error;
       logger.warn(`memory index ${file} is damaged (${(error as Error).message}): rebuilt from the memory files and threads`);
       return await attempt(true);
     }
@@ -403,10 +403,14 @@ function openIndex(held: HeldDir, folder: string): Database.Database {
   }
 }
 
-/** Whether SQLite finds the index file itself damaged, asked apart from what failed. */
-function isDamagedIndex(file: string): boolean {
+/**
+ * Whether SQLite finds the index file itself damaged, asked apart from what failed. Only a plain
+ * file: the index folder is sandbox-writable, and a link there is not opened (contained-fs.ts).
+ */
+function isDamagedIndex(root: string, file: string): boolean {
   let db: Database.Database | undefined;
   try {
+    if (kindContained(root, file) !== 'file') return false;
     db = new Database(file, { readonly: true, fileMustExist: true });
     return db.pragma('quick_check', { simple: true }) !== 'ok';
   } catch (error) {
