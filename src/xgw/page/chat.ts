@@ -237,6 +237,10 @@ function shownImage(ref: string, name: string, type: string): HTMLImageElement {
   const image = document.createElement('img');
   image.className = 'image';
   image.alt = name;
+  // It takes its height when it loads: a thread read at the bottom (before that height) stays there.
+  image.addEventListener('load', () => {
+    if (log.scrollHeight - log.scrollTop - log.clientHeight < image.height + 80) scrollDown();
+  });
   void fetchFile(ref).then(
     async (response) => {
       if (!response.ok) return void image.remove();
