@@ -10,6 +10,7 @@ import { archiveFolder, dailyFolder } from './memory-store.js';
 import { forwardSends, OUTBOX_ENV, outboxDir } from './sandbox-sends.js';
 import { EMBEDDINGS_SOCKET_ENV } from './memory-embedder.js';
 import { BROWSER_SOCKET_ENV } from '../browser/index.js';
+import { WEB_SEARCH_SOCKET_ENV } from '../web/search-door.js';
 import type { AgentConfig, ThreadRoute } from './types.js';
 import { ensureDir } from '../core/home.js';
 import { cmdsDir, sharedSkillsDir, webConfigPath } from '../core/layout.js';
@@ -19,7 +20,17 @@ import { cmdsDir, sharedSkillsDir, webConfigPath } from '../core/layout.js';
  * and `cmds` need to know about the asking agent (run.ts sets them). Never the daemons' own
  * (THECLAW_THREAD, THECLAW_CONSUMER) nor anything else of their environment.
  */
-const AGENT_ENV = ['THECLAW_HOME', 'THECLAW_AGENT', 'THECLAW_AGENT_DIR', 'THECLAW_CONVERSATION', 'THECLAW_ASKING_EVENT', 'THECLAW_LOG_LEVEL', EMBEDDINGS_SOCKET_ENV, BROWSER_SOCKET_ENV] as const;
+const AGENT_ENV = [
+  'THECLAW_HOME',
+  'THECLAW_AGENT',
+  'THECLAW_AGENT_DIR',
+  'THECLAW_CONVERSATION',
+  'THECLAW_ASKING_EVENT',
+  'THECLAW_LOG_LEVEL',
+  EMBEDDINGS_SOCKET_ENV,
+  BROWSER_SOCKET_ENV,
+  WEB_SEARCH_SOCKET_ENV,
+] as const;
 
 /** The agent's `sandbox:` settings; without `limits`, its calls have none. */
 type SandboxSettings = Omit<AgentConfig['sandbox'], 'limits'> & Partial<Pick<AgentConfig['sandbox'], 'limits'>>;
@@ -113,6 +124,8 @@ export function agentSandbox(home: string, dir: AgentDir, settings: SandboxSetti
   const embeddings = env[EMBEDDINGS_SOCKET_ENV] ? [{ path: dirname(env[EMBEDDINGS_SOCKET_ENV]), writable: false, optional: true }] : [];
   // The run's door to this agent's browser (browser/proxy.ts), likewise.
   const browser = env[BROWSER_SOCKET_ENV] ? [{ path: dirname(env[BROWSER_SOCKET_ENV]), writable: false, optional: true }] : [];
+  // The run's search with the owner's key (web/search-door.ts), likewise.
+  const search = env[WEB_SEARCH_SOCKET_ENV] ? [{ path: dirname(env[WEB_SEARCH_SOCKET_ENV]), writable: false, optional: true }] : [];
   return {
     bwrap: findBwrap(env),
     network: settings.network,
@@ -131,6 +144,7 @@ export function agentSandbox(home: string, dir: AgentDir, settings: SandboxSetti
       ...path.map((entry) => ({ path: entry, writable: false, optional: true })),
       ...embeddings,
       ...browser,
+      ...search,
       // TheClaw itself, read-only, wherever it is installed: under /tmp (a clone there) it would
       // be behind the sandbox's own /tmp, and the commands could not run `agent send` or `cmds`.
       { path: packageRoot(), writable: false },
