@@ -8,6 +8,7 @@ import { agentDir, conversationIndexFolder, conversationWorkdir, listAgentIds, t
 import { CONVERSATIONS_DIR, memoryFiles, ownMemoryFile, type MemoryFiles } from './context.js';
 import { archiveFolder, dailyFolder } from './memory-store.js';
 import { forwardSends, OUTBOX_ENV, outboxDir } from './sandbox-sends.js';
+import { manageDoor } from './manage-door.js';
 import { EMBEDDINGS_SOCKET_ENV } from './memory-embedder.js';
 import { BROWSER_SOCKET_ENV } from '../browser/index.js';
 import type { AgentConfig, ThreadRoute } from './types.js';
@@ -113,6 +114,8 @@ export function agentSandbox(home: string, dir: AgentDir, settings: SandboxSetti
   const embeddings = env[EMBEDDINGS_SOCKET_ENV] ? [{ path: dirname(env[EMBEDDINGS_SOCKET_ENV]), writable: false, optional: true }] : [];
   // The run's door to this agent's browser (browser/proxy.ts), likewise.
   const browser = env[BROWSER_SOCKET_ENV] ? [{ path: dirname(env[BROWSER_SOCKET_ENV]), writable: false, optional: true }] : [];
+  // Management requests (agent init, xgw route add…): the owner's direct chat, not a heartbeat.
+  const manage = manageDoor({ home, dir, outbox, ownerChat: scope.owner && scope.thread !== dir.heartbeat, env });
   return {
     bwrap: findBwrap(env),
     network: settings.network,
@@ -124,6 +127,7 @@ export function agentSandbox(home: string, dir: AgentDir, settings: SandboxSetti
       ...(writes ? [{ path: index, writable: true }] : []),
       { path: outbox, writable: true },
       ...others,
+      ...manage.binds,
       { path: sharedSkillsDir(home), writable: false, optional: true },
       { path: cmdsDir(home), writable: false, optional: true },
       // web fetch's allow_private and the search provider (no secrets: a key stays in its variable).
@@ -138,6 +142,7 @@ export function agentSandbox(home: string, dir: AgentDir, settings: SandboxSetti
     env: [...BASE_SANDBOX_ENV, ...AGENT_ENV],
     setEnv: { [OUTBOX_ENV]: outbox },
     afterCall: () => forwardSends(home, outbox, env),
+    serveCall: manage.serveCall,
   };
 }
 
