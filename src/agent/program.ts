@@ -100,7 +100,7 @@ the model (/help lists what they do); any other /word goes to the model as text.
       .option('--text <text>', 'the new identity (default: stdin)')
       .addOption(jsonOption())
       .action(async (id: string, options) => (await commands()).identitySet(id, options)),
-    ['agent identity set helper --text "# helper\n\nI keep the garden notes."', 'agent identity set helper < identity.md'],
+    ['agent identity set helper --text "I am helper: I keep the garden notes."', 'cat identity.md | agent identity set helper'],
   );
   const memory = program.command('memory').description("an agent's memory: search it, show it, edit it");
   withExamples(
