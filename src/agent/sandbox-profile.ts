@@ -89,7 +89,9 @@ export function turnWorkdir(dir: AgentDir, scope: Pick<TurnScope, 'threadId' | '
  * `agent attach` and `notifier timer add --message` leave their requests in the conversation's
  * outbox (core/turn-outbox.ts), which the runtime carries out after the call or the turn, in
  * the name of the conversation (sandbox-sends.ts, reply-files.ts, reminders.ts). Not reachable:
- * the other agents' directories but their configs (for `agent send`), and notifier's socket (it
+ * the other agents' directories but their configs (for `agent send`) and, where the turn may
+ * manage agents, their IDENTITY.md and USAGE.md (manage-door.ts, which also carries out the
+ * management commands' requests while each call runs), and notifier's socket (it
  * also answers `stop`) and timers, so no timer command the model wrote ever runs outside the
  * sandbox.
  *
