@@ -70,6 +70,12 @@ describe("the runtime's management door", () => {
     expect(result.stderr).toMatch(/^Error: the request is not one the runtime takes: agent: must be an agent id/);
   });
 
+  it("runs xgw's own command for a pairing code, whose answer the model sees as it is", async () => {
+    const result = await carryOut(turn, { action: 'pair_approve', code: 'K7M2QX9P' });
+    expect(result).toMatchObject({ exit_code: 1, stdout: '' });
+    expect(result.stderr).toMatch(/^Error: no pending pairing request with code K7M2QX9P - /);
+  });
+
   it('makes a command line of the parsed fields only, values after -- where they could look like flags', () => {
     expect(commandLine({ action: 'agent_config_set', agent: 'gardener', key: 'notices.error', value: '-oops', json: true }).args).toEqual([
       'config',
