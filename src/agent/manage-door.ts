@@ -75,12 +75,15 @@ function openDoor(turn: DoorTurn): CallService {
     }
     busy = true;
     serving = (async () => {
-      do {
-        again = false;
-        await serveWaiting(turn);
-      } while (again);
-      busy = false;
-    })();
+      try {
+        do {
+          again = false;
+          await serveWaiting(turn);
+        } while (again);
+      } finally {
+        busy = false;
+      }
+    })().catch(() => {}); // an outbox gone meanwhile: the command finds no result and gives up
   };
   let watcher: FSWatcher | undefined;
   try {
@@ -102,7 +105,13 @@ function openDoor(turn: DoorTurn): CallService {
         (name) => name.startsWith(MANAGE_PREFIX),
         () => null,
       );
-      for (const name of safeList(turn.outbox).filter((entry) => entry.startsWith(RESULT_PREFIX))) removeTreeContained(turn.outbox, join(turn.outbox, name));
+      for (const name of safeList(turn.outbox).filter((entry) => entry.startsWith(RESULT_PREFIX))) {
+        try {
+          removeTreeContained(turn.outbox, join(turn.outbox, name));
+        } catch {
+          // Closing never fails the call; a result left is dropped at the next call's end.
+        }
+      }
     },
   };
 }
