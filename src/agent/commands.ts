@@ -105,10 +105,12 @@ export async function send(id: string, options: Json & { text: string; source?: 
     else printLines([`queued: it goes to ${id} when this command ends`]);
     return;
   }
-  const { sendToAgent } = await import('./send.js');
+  const { defaultSource, sendToAgent, whereAnswerGoes } = await import('./send.js');
   const eventId = sendToAgent(resolveHome(), id, options);
-  if (options.json) printJson({ id: eventId });
-  else printLines([String(eventId)]);
+  if (options.json) return printJson({ id: eventId });
+  printLines([String(eventId)]);
+  // stdout stays the event id alone, for scripts.
+  process.stderr.write(`${whereAnswerGoes(id, options.source ?? defaultSource(process.env))}\n`);
 }
 
 export async function attach(file: string, options: Json & { name?: string }): Promise<void> {
@@ -184,19 +186,32 @@ export async function memorySearch(id: string, query: string, options: Json & { 
   const { searchMemory } = await import('./memory-search.js');
   const hits = await searchMemory(resolveHome(), id, query, options);
   if (options.json) return printJson(hits);
+  if (hits.length === 0) return printLines([await nothingFound(id, query, options)]);
   printLines(
-    hits.length
-      ? hits.flatMap((hit) => [
-          hit.kind === 'memory' ? `${hit.where}:${hit.at}` : `${hit.where} #${hit.at} ${hit.time ?? ''} ${hit.from === 'me' ? 'me' : `from ${hit.from}`}`,
-          ...hit.text.split('\n').map((line) => `  ${line}`),
-        ])
-      : ['nothing found'],
+    hits.flatMap((hit) => [
+      hit.kind === 'memory' ? `${hit.where}:${hit.at}` : `${hit.where} #${hit.at} ${hit.time ?? ''} ${hit.from === 'me' ? 'me' : `from ${hit.from}`}`,
+      ...hit.text.split('\n').map((line) => `  ${line}`),
+    ]),
   );
+}
+
+/** An empty search of the agent's memory says so, and whether every conversation's would find something. */
+async function nothingFound(id: string, query: string, options: { peer?: string; all?: boolean }): Promise<string> {
+  const inTurn = process.env.THECLAW_AGENT === id;
+  if (options.all || options.peer !== undefined || inTurn) return 'nothing found';
+  const { searchMemory } = await import('./memory-search.js');
+  const elsewhere = await searchMemory(resolveHome(), id, query, { all: true, limit: 1 });
+  return elsewhere.length ? "nothing in the agent's memory; --all searches every conversation, and finds something there" : 'nothing found';
 }
 
 export async function memoryShow(id: string, options: { peer?: string }): Promise<void> {
   const { memoryFilesOf } = await import('./memory-search.js');
-  printLines(memoryFilesOf(resolveHome(), id, options.peer).flatMap(({ path, text }) => [`== ${path}`, text.trimEnd(), '']));
+  const files = memoryFilesOf(resolveHome(), id, options.peer).filter(({ text }) => text.trim() !== '');
+  if (files.length === 0) {
+    const whose = options.peer === undefined ? `${id}'s memory` : `${id}'s memory of ${options.peer}`;
+    return printLines([`${whose} is empty: the agent writes what it learns there as it talks; agent memory edit ${id} writes it yourself`]);
+  }
+  printLines(files.flatMap(({ path, text }) => [`== ${path}`, text.trimEnd(), '']));
 }
 
 export async function memoryEdit(id: string, options: { file?: string }): Promise<void> {
