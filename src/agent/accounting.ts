@@ -1,6 +1,5 @@
 import type { ChatEvent, ChatResult, ResolvedModel } from '../pai/index.js';
 import type { SpendLedger } from './budget.js';
-import type { Summarise } from './compaction.js';
 import { estimateTokens } from './tokens.js';
 import type { ToolcallRecord, UpkeepPurpose, UsageRecord } from './types.js';
 
@@ -37,6 +36,9 @@ export function recordUsage(account: CallAccount, model: Pick<ResolvedModel, 'pr
   };
   account.record('usage', record);
 }
+
+/** A call that summarises `input` under the instructions `system` (compaction, memory upkeep). */
+export type Summarise = (system: string, input: string) => Promise<string>;
 
 /** An upkeep call not made: it would pass a spend cap. Its caller's fallback applies, as for a failed call. */
 export class UpkeepSkipped extends Error {}

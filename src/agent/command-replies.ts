@@ -4,7 +4,7 @@ import type { ResolvedModel } from '../pai/index.js';
 import { openThread, type Thread, type ThreadEvent } from '../thread/index.js';
 import type { AgentDir } from './agent-dir.js';
 import { chatCommandHelp, type ChatCommand } from './chat-commands.js';
-import type { Summarise } from './compaction.js';
+import type { Summarise } from './accounting.js';
 import { startFreshConversation } from './fresh-conversation.js';
 import { approvalReply } from './owner-approval.js';
 import { isOwner, type Policy } from './tool-policy.js';

@@ -2,6 +2,7 @@ import { basename } from 'node:path';
 import type { Thread, ThreadEvent } from '../thread/index.js';
 import { withoutChatCommands } from './chat-commands.js';
 import { isNotice } from './failure.js';
+import type { Summarise } from './accounting.js';
 import { historyLines } from './context.js';
 import type { Logger } from '../core/logger.js';
 import { readMemoryOrEmpty, warnRefused, writeSummary } from './memory-store.js';
@@ -19,8 +20,6 @@ export const SUMMARISER_PROMPT = `You compress conversations for an assistant's 
 Write a concise Markdown summary of the conversation below, merged with the earlier summary if one is given.
 Keep every fact, name, number, preference, decision, promise and open task; drop greetings and chatter.
 Write in the third person about the user ("the user said ..."). Output only the summary.`;
-
-export type Summarise = (system: string, input: string) => Promise<string>;
 
 export interface CompactionInput {
   thread: Thread;
