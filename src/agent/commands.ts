@@ -151,7 +151,7 @@ export async function deliver(options: Json & { thread?: string; consumer: strin
 }
 
 export async function memorySearch(id: string, query: string, options: Json & { peer?: string; all?: boolean; limit: number }): Promise<void> {
-  const { searchMemory } = await import('./memory-search.js');
+  const { searchMemory } = await import('./memory/memory-search.js');
   const hits = await searchMemory(resolveHome(), id, query, options);
   if (options.json) return printJson(hits);
   printLines(
@@ -165,12 +165,12 @@ export async function memorySearch(id: string, query: string, options: Json & { 
 }
 
 export async function memoryShow(id: string, options: { peer?: string }): Promise<void> {
-  const { memoryFilesOf } = await import('./memory-search.js');
+  const { memoryFilesOf } = await import('./memory/memory-search.js');
   printLines(memoryFilesOf(resolveHome(), id, options.peer).flatMap(({ path, text }) => [`== ${path}`, text.trimEnd(), '']));
 }
 
 export async function memoryEdit(id: string, options: { file?: string }): Promise<void> {
-  const { editMemory } = await import('./memory-search.js');
+  const { editMemory } = await import('./memory/memory-search.js');
   await editMemory(resolveHome(), id, options.file);
 }
 

@@ -19,7 +19,7 @@ import { initThread, type ThreadEvent } from '../thread/index.js';
 import type { AgentDir } from './agent-dir.js';
 import { compactIfNeeded, SUMMARISER_PROMPT } from './compaction.js';
 import { FLUSH_PROMPT } from './memory-flush.js';
-import { writeSummary } from './memory-store.js';
+import { writeSummary } from './memory/memory-store.js';
 import { initAgent } from './lifecycle.js';
 import { routeMessage } from './router.js';
 import { runAgent } from './run.js';

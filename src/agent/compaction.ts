@@ -5,7 +5,7 @@ import { isNotice } from './failure.js';
 import type { Summarise } from './accounting.js';
 import { historyLines } from './context.js';
 import type { Logger } from '../core/logger.js';
-import { readMemoryOrEmpty, warnRefused, writeSummary } from './memory-store.js';
+import { readMemoryOrEmpty, warnRefused, writeSummary } from './memory/memory-store.js';
 import { CHARS_PER_TOKEN, estimateTokens } from './tokens.js';
 import type { CompactionRecord } from './types.js';
 

@@ -4,8 +4,8 @@ import type { Thread, ThreadEvent } from '../thread/index.js';
 import type { AgentDir } from './agent-dir.js';
 import { inputBudgetChars, recordByKey, transcriptOf } from './compaction.js';
 import type { Summarise } from './accounting.js';
-import { capMemory } from './memory-caps.js';
-import { appendNewLines, dailyFolder, readMemoryFile } from './memory-store.js';
+import { capMemory } from './memory/memory-caps.js';
+import { appendNewLines, dailyFolder, readMemoryFile } from './memory/memory-store.js';
 import { warningRecord } from './failure.js';
 import type { MemoryFlushRecord } from './types.js';
 

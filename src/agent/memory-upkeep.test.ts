@@ -25,7 +25,7 @@ import { SUMMARISER_PROMPT } from './compaction.js';
 import { initAgent } from './lifecycle.js';
 import { CONDENSE_PROMPT } from './memory-condense.js';
 import { FLUSH_PROMPT, flushMemory, parseFlush } from './memory-flush.js';
-import { searchMemory } from './memory-search.js';
+import { searchMemory } from './memory/memory-search.js';
 import { routeMessage } from './router.js';
 import { runAgent } from './run.js';
 import { sendToAgent } from './send.js';

@@ -6,8 +6,8 @@ import { compactIfNeeded, conversation, historyStart, type CompactionInput } fro
 import type { Summarise } from './accounting.js';
 import { buildSystemPrompt, historyLines, type SystemPromptInput } from './context.js';
 import { warningRecord } from './failure.js';
-import { recordTruncations } from './memory-caps.js';
-import { warnRefused } from './memory-store.js';
+import { recordTruncations } from './memory/memory-caps.js';
+import { warnRefused } from './memory/memory-store.js';
 import { estimateTokens } from './tokens.js';
 import type { AgentConfig, ToolcallRecord } from './types.js';
 

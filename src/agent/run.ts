@@ -20,7 +20,7 @@ import { answerUnheardVoice, hearVoice, unheardVoice } from './voice.js';
 import { takeAttachments } from './reply-files.js';
 import { setReminders } from './reminders.js';
 import { resolveFallbacks, withFailover } from './failover.js';
-import { EMBEDDINGS_SOCKET_ENV, serveEmbeddings } from './memory-embedder.js';
+import { EMBEDDINGS_SOCKET_ENV, serveEmbeddings } from './memory/memory-embedder.js';
 import { BROWSER_SOCKET_ENV, serveBrowserProxy } from '../browser/index.js';
 import { estimateTokens } from './tokens.js';
 import { SpendLedger } from './budget.js';

@@ -1,7 +1,7 @@
-import type { Thread } from '../thread/index.js';
+import type { Thread } from '../../thread/index.js';
 import { memoryVersion } from './memory-store.js';
-import { CHARS_PER_TOKEN, estimateTokens } from './tokens.js';
-import type { ErrorRecord, MemoryLayer } from './types.js';
+import { CHARS_PER_TOKEN, estimateTokens } from '../tokens.js';
+import type { ErrorRecord, MemoryLayer } from '../types.js';
 
 /**
  * Memory files grow — the agent appends notes, the summariser rewrites the conversation summary —

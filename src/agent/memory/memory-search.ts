@@ -1,10 +1,10 @@
 import { spawn } from 'node:child_process';
 import { join, relative, resolve, sep } from 'node:path';
-import { splitCommand } from '../core/command.js';
-import { ContainedPathError, isContainedPathError, kindContained, readContained, writeContained } from '../core/contained-fs.js';
-import { ClawError, usageError } from '../core/errors.js';
-import { createLogger } from '../core/logger.js';
-import { conversationIndexFolder, loadAgentConfig, requireAgent } from './agent-dir.js';
+import { splitCommand } from '../../core/command.js';
+import { ContainedPathError, isContainedPathError, kindContained, readContained, writeContained } from '../../core/contained-fs.js';
+import { ClawError, usageError } from '../../core/errors.js';
+import { createLogger } from '../../core/logger.js';
+import { conversationIndexFolder, loadAgentConfig, requireAgent } from '../agent-dir.js';
 import { searchEmbedder } from './memory-embedder.js';
 import { ARCHIVE_DIR, DAILY_DIR } from './memory-store.js';
 import { agentScope, conversationScope, MemoryIndex, type MemoryHit, type MemoryScope } from './memory-index.js';

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { capMemory } from './memory-caps.js';
-import { estimateTokens } from './tokens.js';
+import { estimateTokens } from '../tokens.js';
 
 const FILE = '/home/someone/.theclaw/agents/helper/memory/user-telegram.main.12345.md';
 const text = fc.oneof(

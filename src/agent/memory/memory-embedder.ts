@@ -1,13 +1,13 @@
 import { readFileSync, rmSync } from 'node:fs';
 import * as z from 'zod/mini';
-import { listenPrivateSocket, request } from '../core/ipc.js';
-import type { Logger } from '../core/logger.js';
-import { validate } from '../core/validate.js';
-import { writeFileWhole } from '../core/whole-file.js';
-import type { PaiConfig } from '../pai/index.js';
-import type { AgentDir } from './agent-dir.js';
+import { listenPrivateSocket, request } from '../../core/ipc.js';
+import type { Logger } from '../../core/logger.js';
+import { validate } from '../../core/validate.js';
+import { writeFileWhole } from '../../core/whole-file.js';
+import type { PaiConfig } from '../../pai/index.js';
+import type { AgentDir } from '../agent-dir.js';
 import { fromBlob, toBlob } from './memory-ranking.js';
-import type { AgentConfig } from './types.js';
+import type { AgentConfig } from '../types.js';
 
 /**
  * Where memory search gets its embeddings (memory.embeddings in the agent's config). Never a
@@ -63,7 +63,7 @@ export function paiEmbedder(home: string, dir: AgentDir, model: string, env: Nod
       if (outage && now() < outage.retry_at) return null;
       try {
         // Loaded here: a search by words alone never needs pai.
-        const { embed, loadPaiConfig, resolveEmbeddingModel } = await import('../pai/index.js');
+        const { embed, loadPaiConfig, resolveEmbeddingModel } = await import('../../pai/index.js');
         const paiConfig = loadPaiConfig(home);
         const config: PaiConfig = {
           ...paiConfig,

@@ -2,21 +2,21 @@ import Database from 'better-sqlite3';
 import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
-import { ClawError, errnoCode } from '../core/errors.js';
-import { ContainedPathError, holdContainedDir, type HeldDir, isContainedPathError, kindContained, listFilesContained, readContained, removeContained, statContained } from '../core/contained-fs.js';
-import type { Logger } from '../core/logger.js';
-import { openSqlite } from '../core/sqlite.js';
-import { isDamagedDatabase } from '../core/storage-error.js';
-import { openThread } from '../thread/index.js';
-import type { AgentDir } from './agent-dir.js';
-import { agentMemoryFile, CONVERSATIONS_DIR, memoryFiles, messageText } from './context.js';
+import { ClawError, errnoCode } from '../../core/errors.js';
+import { ContainedPathError, holdContainedDir, type HeldDir, isContainedPathError, kindContained, listFilesContained, readContained, removeContained, statContained } from '../../core/contained-fs.js';
+import type { Logger } from '../../core/logger.js';
+import { openSqlite } from '../../core/sqlite.js';
+import { isDamagedDatabase } from '../../core/storage-error.js';
+import { openThread } from '../../thread/index.js';
+import type { AgentDir } from '../agent-dir.js';
+import { agentMemoryFile, CONVERSATIONS_DIR, memoryFiles, messageText } from '../context.js';
 import { archiveFolder, dailyFolder } from './memory-store.js';
 import { chunkMarkdown } from './memory-chunks.js';
 import { EMBED_BATCH, EMBED_CHARS, type MemoryEmbedder } from './memory-embedder.js';
 import { cosine, fromBlob, noteDate, rank, toBlob, type Candidate, type RankSettings } from './memory-ranking.js';
-import { conversationThreads } from './lifecycle.js';
-import { threadById, threadIdOfPath } from './router.js';
-import { DEFAULT_MEMORY_SEARCH } from './types.js';
+import { conversationThreads } from '../lifecycle.js';
+import { threadById, threadIdOfPath } from '../router.js';
+import { DEFAULT_MEMORY_SEARCH } from '../types.js';
 
 /**
  * Memory search: SQLite FTS5 (BM25, Porter stemming) over an agent's memory files, cut into

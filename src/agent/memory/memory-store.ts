@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { basename, join } from 'node:path';
-import type { Logger } from '../core/logger.js';
-import { isContainedPathError, readTextContained, writeContained, type ContainedPathError } from '../core/contained-fs.js';
+import type { Logger } from '../../core/logger.js';
+import { isContainedPathError, readTextContained, writeContained, type ContainedPathError } from '../../core/contained-fs.js';
 
 /**
  * The runtime's reads and writes of memory files: the prompt's layers, the conversation summary

@@ -4,7 +4,7 @@ import { userInfo } from 'node:os';
 import { basename, join } from 'node:path';
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { formatAddress } from '../core/address.js';
+import { formatAddress } from '../../core/address.js';
 import { parse, stringify } from 'yaml';
 import {
   BWRAP,
@@ -19,21 +19,21 @@ import {
   type FakeLlmServer,
   type LooseJson,
   type TestHome,
-} from '../testing/index.js';
-import { evalHistory, FACTS, type EvalFact } from '../testing/memory-eval.js';
-import { createLogger } from '../core/logger.js';
-import { request } from '../core/ipc.js';
+} from '../../testing/index.js';
+import { evalHistory, FACTS, type EvalFact } from '../../testing/memory-eval.js';
+import { createLogger } from '../../core/logger.js';
+import { request } from '../../core/ipc.js';
 import { EMBEDDINGS_SOCKET_ENV, paiEmbedder, serveEmbeddings } from './memory-embedder.js';
-import { loadAgentConfig } from './agent-dir.js';
-import { openThread } from '../thread/index.js';
-import type { AgentDir } from './agent-dir.js';
-import { initAgent } from './lifecycle.js';
+import { loadAgentConfig } from '../agent-dir.js';
+import { openThread } from '../../thread/index.js';
+import type { AgentDir } from '../agent-dir.js';
+import { initAgent } from '../lifecycle.js';
 import { chunkMarkdown } from './memory-chunks.js';
 import { conversationScope, ftsQuery, MemoryIndex, type MemoryHit } from './memory-index.js';
 import { searchMemory } from './memory-search.js';
-import { routeMessage } from './router.js';
-import { runAgent } from './run.js';
-import { sendToAgent } from './send.js';
+import { routeMessage } from '../router.js';
+import { runAgent } from '../run.js';
+import { sendToAgent } from '../send.js';
 
 let t: TestHome;
 let dir: AgentDir;

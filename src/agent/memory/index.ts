@@ -1,0 +1,7 @@
+/**
+ * The memory room: the agent's Markdown memory on disk (daily notes, archive, the versions of a
+ * file), its caps in the prompt, and the search index over memory and conversations (chunks,
+ * embeddings, ranking). It stands on src/agent's shared modules alone: nothing here knows of a turn,
+ * a reply or a policy.
+ */
+export {};
