@@ -4,13 +4,13 @@ import type { ResolvedModel } from '../pai/index.js';
 import { openThread, type Thread, type ThreadEvent } from '../thread/index.js';
 import type { AgentDir } from './agent-dir.js';
 import { chatCommandHelp, type ChatCommand } from './chat-commands.js';
-import type { Summarise } from './accounting.js';
+import type { Summarise } from './accounting/accounting.js';
 import { startFreshConversation } from './fresh-conversation.js';
 import { approvalReply } from './owner-approval.js';
 import { isOwner, type Policy } from './tool-policy.js';
 import { conversationThreads } from './lifecycle.js';
 import type { DecisionRecord, ThreadRoute } from './types.js';
-import { describeUsage, plusUsage, threadUsage, NO_USAGE } from './usage.js';
+import { describeUsage, plusUsage, threadUsage, NO_USAGE } from './accounting/usage.js';
 
 /**
  * The answers to chat commands (chat-commands.ts), made by the runtime without the model. Each

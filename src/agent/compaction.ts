@@ -2,7 +2,7 @@ import { basename } from 'node:path';
 import type { Thread, ThreadEvent } from '../thread/index.js';
 import { withoutChatCommands } from './chat-commands.js';
 import { isNotice } from './failure.js';
-import type { Summarise } from './accounting.js';
+import type { Summarise } from './accounting/accounting.js';
 import { historyLines } from './context.js';
 import type { Logger } from '../core/logger.js';
 import { readMemoryOrEmpty, warnRefused, writeSummary } from './memory/memory-store.js';

@@ -3,7 +3,7 @@ import type { NoticeKind, ReplyContext } from '../core/message.js';
 import { ModelCallError } from '../pai/index.js';
 import type { PushInput, Thread, ThreadEvent } from '../thread/index.js';
 import type { AgentConfig, ErrorRecord } from './types.js';
-import { UpkeepSkipped } from './accounting.js';
+import { UpkeepSkipped } from './accounting/accounting.js';
 
 /**
  * What becomes of a message whose model call failed for good (pai has retried what it retries).

@@ -4,7 +4,7 @@ import type { Logger } from '../core/logger.js';
 import { isStorageError } from '../core/storage-error.js';
 import type { Thread } from '../thread/index.js';
 import { historyStart, readSummary, recordByKey, summariseTurns, uncompacted } from './compaction.js';
-import type { Summarise } from './accounting.js';
+import type { Summarise } from './accounting/accounting.js';
 import { ARCHIVE_DIR, fileStamp, writeSummary } from './memory/memory-store.js';
 import { CONVERSATIONS_DIR } from './context.js';
 import type { ResetRecord } from './types.js';

@@ -8,7 +8,7 @@ import { listAgentIds, loadAgentConfig, requireAgent } from './agent-dir.js';
 import { heartbeatCommand, heartbeatTimerId, inboxState, refuseInTurn } from './heartbeat.js';
 import { notifierTimer } from './notifier-timers.js';
 import { HeartbeatConfigSchema, type DecisionRecord, type HeartbeatConfig } from './types.js';
-import { usageOfRecord } from './usage.js';
+import { usageOfRecord } from './accounting/usage.js';
 
 export { DEFAULT_HEARTBEAT_PROMPT } from './types.js';
 

@@ -13,9 +13,9 @@ import { loadPaiConfig, providerSecrets, resolveModel, type ChatResult, type Mod
 import { openThread, type Thread } from '../thread/index.js';
 import { loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
 import { estimateTokens } from './tokens.js';
-import { SpendLedger } from './budget.js';
+import { SpendLedger } from './accounting/budget.js';
 import { agentMemoryFile, identityText } from './context.js';
-import { feedCopier, FeedWriter, type ErrorFeedEntry, type ToolcallFeedEntry } from './feeds.js';
+import { feedCopier, FeedWriter, type ErrorFeedEntry, type ToolcallFeedEntry } from './accounting/feeds.js';
 import { classifyFailure } from './failure.js';
 import { INBOX_CONSUMER } from './lifecycle.js';
 import { callModel, turnRecorder, withAgentSettings } from './model-call.js';

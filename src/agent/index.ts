@@ -10,9 +10,9 @@ export { identityText } from './context.js';
 export { agentModel, describeShortage, windowShortage } from './window-check.js';
 export { describeDamage } from './damaged-thread.js';
 export { readOutage } from './outage.js';
-export { NO_USAGE, plusUsage, usageOfRecord } from './usage.js';
+export { NO_USAGE, plusUsage, usageOfRecord } from './accounting/usage.js';
 export * from './types.js';
-export { FeedWriter, ErrorFeedEntrySchema, ToolcallFeedEntrySchema, type ErrorFeedEntry, type ToolcallFeedEntry } from './feeds.js';
+export { FeedWriter, ErrorFeedEntrySchema, ToolcallFeedEntrySchema, type ErrorFeedEntry, type ToolcallFeedEntry } from './accounting/feeds.js';
 export { tellOwnerOf } from './owner-notice.js';
 export { runHeartbeat, heartbeatTimerId, HEARTBEAT_THREAD_ID, type HeartbeatOutcome } from './heartbeat.js';
 export { setHeartbeat, removeHeartbeat, showHeartbeat, syncAllHeartbeatTimers, type HeartbeatView } from './heartbeat-setup.js';
@@ -20,4 +20,4 @@ export { shellCommands, roughCommands, type ShellCommand } from './shell-command
 export { isOwnerDirectChat } from './tool-policy.js';
 export { classifyFailure } from './failure.js';
 export { createProposal, pendingProposals, proposedFile, PROPOSAL_FILES, type Proposal, type ProposalFile } from './proposals.js';
-export type { UsageTotals } from './usage.js';
+export type { UsageTotals } from './accounting/usage.js';

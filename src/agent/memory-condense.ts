@@ -7,7 +7,7 @@ import { archiveFolder, fileStamp, memoryVersion, readMemoryFile, writeSummary }
 import { CHARS_PER_TOKEN, estimateTokens } from './tokens.js';
 import { inputBudgetChars } from './compaction.js';
 import { warningRecord } from './failure.js';
-import { UpkeepSkipped } from './accounting.js';
+import { UpkeepSkipped } from './accounting/accounting.js';
 import type { UpkeepSettings } from './memory-flush.js';
 import type { MemoryCondenseRecord, MemoryLayer } from './types.js';
 

@@ -3,7 +3,7 @@ import type { Logger } from '../core/logger.js';
 import type { Thread, ThreadEvent } from '../thread/index.js';
 import type { AgentDir } from './agent-dir.js';
 import { inputBudgetChars, recordByKey, transcriptOf } from './compaction.js';
-import type { Summarise } from './accounting.js';
+import type { Summarise } from './accounting/accounting.js';
 import { capMemory } from './memory/memory-caps.js';
 import { appendNewLines, dailyFolder, readMemoryFile } from './memory/memory-store.js';
 import { warningRecord } from './failure.js';

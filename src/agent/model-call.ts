@@ -2,7 +2,7 @@ import type { Logger } from '../core/logger.js';
 import type { ProcessMark } from '../core/turn-processes.js';
 import { chat, type BashExecArgs, type ChatEvent, type ImageRef, type ModelCaller, type PaiConfig, type ResolvedModel } from '../pai/index.js';
 import type { AgentDir } from './agent-dir.js';
-import { recordUsage, type CallAccount } from './accounting.js';
+import { recordUsage, type CallAccount } from './accounting/accounting.js';
 import { ClawError } from '../core/errors.js';
 import { agentSandbox, turnWorkdir, type TurnScope } from './sandbox-profile.js';
 import type { AgentConfig } from './types.js';

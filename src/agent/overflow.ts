@@ -3,7 +3,7 @@ import { isStorageError } from '../core/storage-error.js';
 import { ModelCallError, type ChatResult, type SessionLine } from '../pai/index.js';
 import type { Thread, ThreadEvent } from '../thread/index.js';
 import { compactIfNeeded, conversation, historyStart, type CompactionInput } from './compaction.js';
-import type { Summarise } from './accounting.js';
+import type { Summarise } from './accounting/accounting.js';
 import { buildSystemPrompt, historyLines, type SystemPromptInput } from './context.js';
 import { warningRecord } from './failure.js';
 import { recordTruncations } from './memory/memory-caps.js';

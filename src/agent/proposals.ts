@@ -10,7 +10,7 @@ import { lineDiff } from '../core/line-diff.js';
 import { withStoragePath } from '../core/storage-error.js';
 import { agentDir, listAgentIds, type AgentDir } from './agent-dir.js';
 import { newCode, writeFirst } from './approvals.js';
-import { FeedWriter } from './feeds.js';
+import { FeedWriter } from './accounting/feeds.js';
 
 /**
  * Proposed changes to an agent's own files (the evolver's daily reflection makes them), which

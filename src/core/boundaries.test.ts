@@ -64,7 +64,7 @@ const LIGHT_DOORS: Record<string, string> = {
   'agent/agent-dir.ts': "an agent's directory and config, for theclaw up, status and prune, without the agent runtime",
   'agent/lifecycle.ts': 'creating, starting and inspecting agents, for theclaw up, status and prune',
   'agent/identity.ts': 'the system agents, for theclaw up',
-  'agent/usage.ts': 'the usage records, for theclaw status',
+  'agent/accounting/usage.ts': 'the usage records, for theclaw status',
   'agent/outage.ts': "an agent's model outage, for theclaw status",
   'agent/damaged-thread.ts': 'describing a damaged thread, for theclaw commands (loaded by every one)',
 };
@@ -145,9 +145,9 @@ function boundaryViolations(files: ReadonlyMap<string, string>): string[] {
     }
   }
   for (const door of Object.keys(LIGHT_DOORS)) {
-    const [tool, module] = door.split('/');
+    const [tool, ...module] = door.split('/');
     const index = files.get(`src/${tool}/index.ts`);
-    const reexported = index !== undefined && importsOf(index).some(({ specifier }) => specifier === `./${module!.replace(/\.ts$/, '.js')}`);
+    const reexported = index !== undefined && importsOf(index).some(({ specifier }) => specifier === `./${module.join('/').replace(/\.ts$/, '.js')}`);
     if (!reexported) found.push(`src/${tool}/index.ts: does not re-export the light door ${door} - export what other tools use of it`);
   }
   return found;

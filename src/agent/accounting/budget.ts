@@ -1,7 +1,7 @@
 import type Database from 'better-sqlite3';
-import { openSqlite } from '../core/sqlite.js';
-import type { AgentDir } from './agent-dir.js';
-import type { AgentConfig } from './types.js';
+import { openSqlite } from '../../core/sqlite.js';
+import type { AgentDir } from '../agent-dir.js';
+import type { AgentConfig } from '../types.js';
 
 /**
  * Spend caps: tokens an agent may use in a day, in all and per person (or conversation), from

@@ -1,7 +1,7 @@
-import type { ChatEvent, ChatResult, ResolvedModel } from '../pai/index.js';
+import type { ChatEvent, ChatResult, ResolvedModel } from '../../pai/index.js';
 import type { SpendLedger } from './budget.js';
-import { estimateTokens } from './tokens.js';
-import type { ToolcallRecord, UpkeepPurpose, UsageRecord } from './types.js';
+import { estimateTokens } from '../tokens.js';
+import type { ToolcallRecord, UpkeepPurpose, UsageRecord } from '../types.js';
 
 /**
  * Every model call of a turn is counted the same way: the turn's own calls and the runtime's

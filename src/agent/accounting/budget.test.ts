@@ -4,17 +4,17 @@ import Database from 'better-sqlite3';
 import { userInfo } from 'node:os';
 import { parse, stringify } from 'yaml';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { formatAddress } from '../core/address.js';
-import { parseMessageContent } from '../core/message.js';
-import { completionRequests, createTestHome, startFakeOpenAI, systemPromptOf, threadEvents, writeFakePaiConfig, type FakeLlmServer, type TestHome } from '../testing/index.js';
-import { SUMMARISER_PROMPT } from './compaction.js';
-import { CONDENSE_PROMPT } from './memory-condense.js';
-import { FLUSH_PROMPT } from './memory-flush.js';
-import type { AgentDir } from './agent-dir.js';
-import { initAgent } from './lifecycle.js';
-import { routeMessage } from './router.js';
-import { runAgent } from './run.js';
-import { sendToAgent } from './send.js';
+import { formatAddress } from '../../core/address.js';
+import { parseMessageContent } from '../../core/message.js';
+import { completionRequests, createTestHome, startFakeOpenAI, systemPromptOf, threadEvents, writeFakePaiConfig, type FakeLlmServer, type TestHome } from '../../testing/index.js';
+import { SUMMARISER_PROMPT } from '../compaction.js';
+import { CONDENSE_PROMPT } from '../memory-condense.js';
+import { FLUSH_PROMPT } from '../memory-flush.js';
+import type { AgentDir } from '../agent-dir.js';
+import { initAgent } from '../lifecycle.js';
+import { routeMessage } from '../router.js';
+import { runAgent } from '../run.js';
+import { sendToAgent } from '../send.js';
 
 // Spend caps in `agent run`, against a loopback server speaking the OpenAI wire protocol: each
 // call reports 450 tokens; the model's largest answer is 50, so a call reserves about 55.

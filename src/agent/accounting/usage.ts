@@ -1,5 +1,5 @@
-import type { Thread } from '../thread/index.js';
-import type { UsageRecord } from './types.js';
+import type { Thread } from '../../thread/index.js';
+import type { UsageRecord } from '../types.js';
 
 /** Model calls of a thread summed up, from its `record/usage` events. */
 export interface UsageTotals {

@@ -1,8 +1,8 @@
 import * as z from 'zod/mini';
-import { formatAddress } from '../core/address.js';
-import { feedPath, type FeedName } from '../core/layout.js';
-import type { Logger } from '../core/logger.js';
-import { openThread, type Thread } from '../thread/index.js';
+import { formatAddress } from '../../core/address.js';
+import { feedPath, type FeedName } from '../../core/layout.js';
+import type { Logger } from '../../core/logger.js';
+import { openThread, type Thread } from '../../thread/index.js';
 
 /** One error of an agent, as the maintainer's feed has it (see theclaw/maintainer.ts). */
 export const ErrorFeedEntrySchema = z.object({
