@@ -7,7 +7,7 @@ import { chatCommandHelp, type ChatCommand } from './chat-commands.js';
 import type { Summarise } from './accounting/accounting.js';
 import { startFreshConversation } from './fresh-conversation.js';
 import { approvalReply } from './owner-approval.js';
-import { isOwner, type Policy } from './tool-policy.js';
+import { isOwner, type Policy } from './policy/tool-policy.js';
 import { conversationThreads } from './lifecycle.js';
 import type { DecisionRecord, ThreadRoute } from './types.js';
 import { describeUsage, plusUsage, threadUsage, NO_USAGE } from './accounting/usage.js';

@@ -69,7 +69,7 @@ export async function send(id: string, options: Json & { text: string; source?: 
   // Inside an agent's sandbox (sandbox-sends.ts OUTBOX_ENV), the message is pushed once the command has ended.
   const outbox = process.env.THECLAW_OUTBOX;
   if (outbox) {
-    const { queueSend } = await import('./sandbox-sends.js');
+    const { queueSend } = await import('./policy/sandbox-sends.js');
     queueSend(resolveHome(), id, options, outbox);
     if (options.json) printJson({ queued: true });
     else printLines([`queued: it goes to ${id} when this command ends`]);
@@ -93,7 +93,7 @@ export async function chat(id: string): Promise<void> {
 }
 
 export async function approvals(id: string, options: Json): Promise<void> {
-  const [{ pendingApprovals }, { pendingProposals }, { requireAgent }] = await Promise.all([import('./approvals.js'), import('./proposals.js'), import('./agent-dir.js')]);
+  const [{ pendingApprovals }, { pendingProposals }, { requireAgent }] = await Promise.all([import('./policy/approvals.js'), import('./policy/proposals.js'), import('./agent-dir.js')]);
   const dir = requireAgent(resolveHome(), id);
   const pending = pendingApprovals(dir);
   const proposals = pendingProposals(dir).map(({ text: _, ...proposal }) => ({ ...proposal, path: join(dir.root, 'proposals', `${proposal.code}.md`) }));
@@ -107,8 +107,8 @@ export async function approvals(id: string, options: Json): Promise<void> {
 
 export async function decide(id: string, code: string, approved: boolean, options: Json): Promise<void> {
   const [{ decideApproval, readApproval }, { decideProposal, describeOutcome, readProposal }, { requireAgent }] = await Promise.all([
-    import('./approvals.js'),
-    import('./proposals.js'),
+    import('./policy/approvals.js'),
+    import('./policy/proposals.js'),
     import('./agent-dir.js'),
   ]);
   const home = resolveHome();

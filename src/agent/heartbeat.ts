@@ -23,8 +23,8 @@ import { commandAuthorizer, ownerDirectChat } from './owner-approval.js';
 import { tellOwnerOf } from './owner-notice.js';
 import { setReminders } from './reminders.js';
 import { takeAttachments } from './reply-files.js';
-import { commandRuleFor, commandsFact, offersTools } from './tool-policy.js';
-import { sandboxFact, type TurnScope } from './sandbox-profile.js';
+import { commandRuleFor, commandsFact, offersTools } from './policy/tool-policy.js';
+import { sandboxFact, type TurnScope } from './policy/sandbox-profile.js';
 import { DEFAULT_HEARTBEAT_PROMPT, type AgentConfig, type DecisionRecord, type ErrorRecord, type HeartbeatConfig, type HeartbeatRecord } from './types.js';
 
 /**

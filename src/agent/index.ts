@@ -16,8 +16,8 @@ export { FeedWriter, ErrorFeedEntrySchema, ToolcallFeedEntrySchema, type ErrorFe
 export { tellOwnerOf } from './owner-notice.js';
 export { runHeartbeat, heartbeatTimerId, HEARTBEAT_THREAD_ID, type HeartbeatOutcome } from './heartbeat.js';
 export { setHeartbeat, removeHeartbeat, showHeartbeat, syncAllHeartbeatTimers, type HeartbeatView } from './heartbeat-setup.js';
-export { shellCommands, roughCommands, type ShellCommand } from './shell-commands.js';
-export { isOwnerDirectChat } from './tool-policy.js';
+export { shellCommands, roughCommands, type ShellCommand } from './policy/shell-commands.js';
+export { isOwnerDirectChat } from './policy/tool-policy.js';
 export { classifyFailure } from './failure.js';
-export { createProposal, pendingProposals, proposedFile, PROPOSAL_FILES, type Proposal, type ProposalFile } from './proposals.js';
+export { createProposal, pendingProposals, proposedFile, PROPOSAL_FILES, type Proposal, type ProposalFile } from './policy/proposals.js';
 export type { UsageTotals } from './accounting/usage.js';

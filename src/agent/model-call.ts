@@ -4,7 +4,7 @@ import { chat, type BashExecArgs, type ChatEvent, type ImageRef, type ModelCalle
 import type { AgentDir } from './agent-dir.js';
 import { recordUsage, type CallAccount } from './accounting/accounting.js';
 import { ClawError } from '../core/errors.js';
-import { agentSandbox, turnWorkdir, type TurnScope } from './sandbox-profile.js';
+import { agentSandbox, turnWorkdir, type TurnScope } from './policy/sandbox-profile.js';
 import type { AgentConfig } from './types.js';
 
 /**

@@ -5,7 +5,7 @@ import { cliPath } from '../core/package.js';
 import { takeRequests, TIMER_PREFIX } from '../core/turn-outbox.js';
 import type { AgentDir } from './agent-dir.js';
 import { notifierTimer } from './notifier-timers.js';
-import { outboxDir } from './sandbox-sends.js';
+import { outboxDir } from './policy/sandbox-sends.js';
 
 /**
  * Reminders an agent sets for a conversation: `notifier timer add --message` in a turn's

@@ -6,7 +6,7 @@ import { ClawError } from '../core/errors.js';
 import { leaveRequest, takeRequests, turnOutbox } from '../core/turn-outbox.js';
 import { ATTACHMENT_KINDS, type Attachment, type AttachmentKind } from '../core/message.js';
 import { agentDir, type AgentDir } from './agent-dir.js';
-import { ATTACH_PREFIX, outboxDir } from './sandbox-sends.js';
+import { ATTACH_PREFIX, outboxDir } from './policy/sandbox-sends.js';
 
 /**
  * Files an agent sends with its answer: `agent attach <file>` in a turn's command leaves a

@@ -4,4 +4,4 @@
  * upkeep summariser that reserves before it calls, and the feeds the evolver reads (tool calls,
  * errors). It imports no other room.
  */
-export {};
+export { FeedWriter } from './feeds.js';

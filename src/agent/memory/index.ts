@@ -4,4 +4,5 @@
  * embeddings, ranking). It stands on src/agent's shared modules alone: nothing here knows of a turn,
  * a reply or a policy.
  */
-export {};
+export { EMBEDDINGS_SOCKET_ENV } from './memory-embedder.js';
+export { archiveFolder, dailyFolder } from './memory-store.js';

@@ -1,13 +1,13 @@
 import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { bashExec } from '../pai/index.js';
-import { startFakeBrave, startFakeSearxng, type FakeSearchServer } from '../testing/fake-search.js';
-import { ARTICLE_FACT, startFixtureSite, type FixtureSite } from '../testing/fixture-site.js';
-import { BWRAP, createTestHome, NEEDS_BWRAP, type TestHome } from '../testing/index.js';
-import type { AgentDir } from './agent-dir.js';
-import { initAgent } from './lifecycle.js';
-import { routeMessage } from './router.js';
+import { bashExec } from '../../pai/index.js';
+import { startFakeBrave, startFakeSearxng, type FakeSearchServer } from '../../testing/fake-search.js';
+import { ARTICLE_FACT, startFixtureSite, type FixtureSite } from '../../testing/fixture-site.js';
+import { BWRAP, createTestHome, NEEDS_BWRAP, type TestHome } from '../../testing/index.js';
+import type { AgentDir } from '../agent-dir.js';
+import { initAgent } from '../lifecycle.js';
+import { routeMessage } from '../router.js';
 import { agentSandbox, messageScope } from './sandbox-profile.js';
 
 // `web` from an agent's default sandbox (real bubblewrap, network on as agents have it by

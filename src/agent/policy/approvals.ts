@@ -2,10 +2,10 @@ import { randomInt } from 'node:crypto';
 import { readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as z from 'zod/mini';
-import { ClawError, errnoCode } from '../core/errors.js';
-import { withStoragePath } from '../core/storage-error.js';
-import type { AgentDir } from './agent-dir.js';
-import { ensureDir } from '../core/home.js';
+import { ClawError, errnoCode } from '../../core/errors.js';
+import { withStoragePath } from '../../core/storage-error.js';
+import type { AgentDir } from '../agent-dir.js';
+import { ensureDir } from '../../core/home.js';
 
 /**
  * Approval requests (policy `ask`, tool-policy.ts): a command that runs only once the owner

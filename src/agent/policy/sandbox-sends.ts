@@ -1,8 +1,8 @@
 import * as z from 'zod/mini';
-import { ClawError } from '../core/errors.js';
-import { leaveRequest, OUTBOX_ENV, outboxIn, takeRequests, TIMER_PREFIX } from '../core/turn-outbox.js';
-import { requireAgent, type AgentDir } from './agent-dir.js';
-import { sendToAgent, type SendOptions } from './send.js';
+import { ClawError } from '../../core/errors.js';
+import { leaveRequest, OUTBOX_ENV, outboxIn, takeRequests, TIMER_PREFIX } from '../../core/turn-outbox.js';
+import { requireAgent, type AgentDir } from '../agent-dir.js';
+import { sendToAgent, type SendOptions } from '../send.js';
 
 /**
  * `agent send` from inside a sandbox. Another agent's inbox is out of reach there (a command

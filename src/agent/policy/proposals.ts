@@ -3,14 +3,14 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import * as z from 'zod/mini';
-import { ensureDir } from '../core/home.js';
-import { isContainedPathError, readTextContained, writeContained } from '../core/contained-fs.js';
-import { errnoCode } from '../core/errors.js';
-import { lineDiff } from '../core/line-diff.js';
-import { withStoragePath } from '../core/storage-error.js';
-import { agentDir, listAgentIds, type AgentDir } from './agent-dir.js';
+import { ensureDir } from '../../core/home.js';
+import { isContainedPathError, readTextContained, writeContained } from '../../core/contained-fs.js';
+import { errnoCode } from '../../core/errors.js';
+import { lineDiff } from '../../core/line-diff.js';
+import { withStoragePath } from '../../core/storage-error.js';
+import { agentDir, listAgentIds, type AgentDir } from '../agent-dir.js';
 import { newCode, writeFirst } from './approvals.js';
-import { FeedWriter } from './accounting/feeds.js';
+import { FeedWriter } from '../accounting/index.js';
 
 /**
  * Proposed changes to an agent's own files (the evolver's daily reflection makes them), which

@@ -1,6 +1,6 @@
 import { posix } from 'node:path';
 import * as z from 'zod/mini';
-import { parseAddress, type SourceAddress } from '../core/address.js';
+import { parseAddress, type SourceAddress } from '../../core/address.js';
 import { programName } from './command-wrappers.js';
 import { commandsOf } from './shell-commands.js';
 

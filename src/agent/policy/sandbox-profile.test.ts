@@ -4,19 +4,19 @@ import { createServer, type Server } from 'node:net';
 import { homedir } from 'node:os';
 import { basename, dirname, isAbsolute, join, relative, sep } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { parseMessageContent } from '../core/message.js';
-import { packageRoot } from '../core/package.js';
-import { CALL_MARK, findMarked, killMarked, newMark, TURN_MARK, type ProcessMark } from '../core/turn-processes.js';
-import { BASE_SANDBOX_ENV, bashExec } from '../pai/index.js';
-import { BWRAP, createTestHome, NEEDS_BWRAP, threadEvents, waitFor, type TestHome } from '../testing/index.js';
-import { openThread } from '../thread/index.js';
-import type { AgentDir } from './agent-dir.js';
-import { initAgent } from './lifecycle.js';
-import { routeMessage } from './router.js';
-import { takeAttachments } from './reply-files.js';
+import { parseMessageContent } from '../../core/message.js';
+import { packageRoot } from '../../core/package.js';
+import { CALL_MARK, findMarked, killMarked, newMark, TURN_MARK, type ProcessMark } from '../../core/turn-processes.js';
+import { BASE_SANDBOX_ENV, bashExec } from '../../pai/index.js';
+import { BWRAP, createTestHome, NEEDS_BWRAP, threadEvents, waitFor, type TestHome } from '../../testing/index.js';
+import { openThread } from '../../thread/index.js';
+import type { AgentDir } from '../agent-dir.js';
+import { initAgent } from '../lifecycle.js';
+import { routeMessage } from '../router.js';
+import { takeAttachments } from '../reply-files.js';
 import { agentSandbox, messageScope, sandboxFact, turnShows, turnWorkdir, type TurnScope } from './sandbox-profile.js';
 import { OUTBOX_ENV } from './sandbox-sends.js';
-import { AgentConfigSchema, SANDBOX_LIMIT_DEFAULTS, type AgentConfig, type SandboxProfile } from './types.js';
+import { AgentConfigSchema, SANDBOX_LIMIT_DEFAULTS, type AgentConfig, type SandboxProfile } from '../types.js';
 
 // The sandbox with the real bubblewrap: each of the model's escapes the issue lists, through
 // bashExec with the environment agent run gives it, and what the narrow path still allows.

@@ -1,10 +1,10 @@
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createTestHome, runTool, type TestHome } from '../testing/index.js';
-import { openThread } from '../thread/index.js';
-import type { AgentDir } from './agent-dir.js';
-import { initAgent } from './lifecycle.js';
+import { createTestHome, runTool, type TestHome } from '../../testing/index.js';
+import { openThread } from '../../thread/index.js';
+import type { AgentDir } from '../agent-dir.js';
+import { initAgent } from '../lifecycle.js';
 import { createProposal, decideProposal, describeOutcome, findProposal, pendingProposals, proposalDecision, readProposal } from './proposals.js';
 
 let t: TestHome;

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { formatAddress } from '../core/address.js';
+import { formatAddress } from '../../core/address.js';
 import { commandsOf } from './shell-commands.js';
 import { commandRuleFor, decide, isOwner, MAX_READ_LINE_BYTES, offersTools, overReadLimit, PolicySchema, type Policy } from './tool-policy.js';
 

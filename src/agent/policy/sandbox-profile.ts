@@ -1,18 +1,18 @@
 import { realpathSync, writeFileSync } from 'node:fs';
 import { delimiter, dirname, isAbsolute, join, relative, sep } from 'node:path';
-import { ClawError, errnoCode } from '../core/errors.js';
-import { packageRoot } from '../core/package.js';
-import { withStoragePath } from '../core/storage-error.js';
-import { BASE_SANDBOX_ENV, findBwrap, type Sandbox, type SandboxBind, type SandboxLimits } from '../pai/index.js';
-import { agentDir, conversationIndexFolder, conversationWorkdir, listAgentIds, type AgentDir } from './agent-dir.js';
-import { CONVERSATIONS_DIR, memoryFiles, ownMemoryFile, type MemoryFiles } from './context.js';
-import { archiveFolder, dailyFolder } from './memory/memory-store.js';
+import { ClawError, errnoCode } from '../../core/errors.js';
+import { packageRoot } from '../../core/package.js';
+import { withStoragePath } from '../../core/storage-error.js';
+import { BASE_SANDBOX_ENV, findBwrap, type Sandbox, type SandboxBind, type SandboxLimits } from '../../pai/index.js';
+import { agentDir, conversationIndexFolder, conversationWorkdir, listAgentIds, type AgentDir } from '../agent-dir.js';
+import { CONVERSATIONS_DIR, memoryFiles, ownMemoryFile, type MemoryFiles } from '../context.js';
+import { archiveFolder, dailyFolder } from '../memory/index.js';
 import { forwardSends, OUTBOX_ENV, outboxDir } from './sandbox-sends.js';
-import { EMBEDDINGS_SOCKET_ENV } from './memory/memory-embedder.js';
-import { BROWSER_SOCKET_ENV } from '../browser/index.js';
-import type { AgentConfig, ThreadRoute } from './types.js';
-import { ensureDir } from '../core/home.js';
-import { cmdsDir, sharedSkillsDir, webConfigPath } from '../core/layout.js';
+import { EMBEDDINGS_SOCKET_ENV } from '../memory/index.js';
+import { BROWSER_SOCKET_ENV } from '../../browser/index.js';
+import type { AgentConfig, ThreadRoute } from '../types.js';
+import { ensureDir } from '../../core/home.js';
+import { cmdsDir, sharedSkillsDir, webConfigPath } from '../../core/layout.js';
 
 /**
  * The variables of agent run a sandboxed command gets besides the base ones: what `agent send`

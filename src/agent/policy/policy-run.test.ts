@@ -3,8 +3,8 @@ import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { formatAddress } from '../core/address.js';
-import { parseMessageContent } from '../core/message.js';
+import { formatAddress } from '../../core/address.js';
+import { parseMessageContent } from '../../core/message.js';
 import {
   BWRAP,
   createTestHome,
@@ -19,13 +19,13 @@ import {
   type FakeLlmServer,
   type LooseJson,
   type TestHome,
-} from '../testing/index.js';
-import { conversationWorkdir, loadAgentConfig, type AgentDir } from './agent-dir.js';
-import { initAgent } from './lifecycle.js';
-import { routeMessage } from './router.js';
-import { runAgent } from './run.js';
-import { sendToAgent } from './send.js';
-import type { ToolcallRecord } from './types.js';
+} from '../../testing/index.js';
+import { conversationWorkdir, loadAgentConfig, type AgentDir } from '../agent-dir.js';
+import { initAgent } from '../lifecycle.js';
+import { routeMessage } from '../router.js';
+import { runAgent } from '../run.js';
+import { sendToAgent } from '../send.js';
+import type { ToolcallRecord } from '../types.js';
 
 // The tool policy in `agent run`, against a loopback server speaking the OpenAI wire protocol:
 // who gets bash_exec, which commands run, and the owner's approval, decided from the chat while

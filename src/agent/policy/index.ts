@@ -1,0 +1,7 @@
+/**
+ * The policy room: what a tool call may do and who decides. The tool policy and the shell command
+ * rules it reads (wrappers, names), the bubblewrap profile a turn runs in and the sends a sandbox
+ * queues, and the owner's decisions on record (approvals, the evolver's proposals). It may use
+ * memory (the profile binds memory folders) and accounting (proposals write a feed).
+ */
+export {};
