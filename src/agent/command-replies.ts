@@ -5,7 +5,7 @@ import { openThread, type Thread, type ThreadEvent } from '../thread/index.js';
 import type { AgentDir } from './agent-dir.js';
 import { chatCommandHelp, type ChatCommand } from './chat-commands.js';
 import type { Summarise } from './accounting/accounting.js';
-import { startFreshConversation } from './fresh-conversation.js';
+import { startFreshConversation } from './turn/fresh-conversation.js';
 import { approvalReply } from './owner-approval.js';
 import { isOwner, type Policy } from './policy/tool-policy.js';
 import { conversationThreads } from './lifecycle.js';

@@ -4,12 +4,12 @@ export { initAgent, startAgent, stopAgent, agentStatus, listAgents, conversation
 export { sendToAgent, chatWithAgent, defaultSource } from './send.js';
 export { agentDir, requireAgent, loadAgentConfig, listAgentIds, type AgentDir } from './agent-dir.js';
 export { routeMessage, threadById } from './router.js';
-export { compactIfNeeded, SUMMARISER_PROMPT } from './compaction.js';
+export { compactIfNeeded, SUMMARISER_PROMPT } from './turn/compaction.js';
 export { SYSTEM_AGENTS, isSystemAgentId, REPORTS_AGENT } from './identity.js';
 export { identityText } from './context.js';
 export { agentModel, describeShortage, windowShortage } from './window-check.js';
 export { describeDamage } from './damaged-thread.js';
-export { readOutage } from './outage.js';
+export { readOutage } from './turn/outage.js';
 export { NO_USAGE, plusUsage, usageOfRecord } from './accounting/usage.js';
 export * from './types.js';
 export { FeedWriter, ErrorFeedEntrySchema, ToolcallFeedEntrySchema, type ErrorFeedEntry, type ToolcallFeedEntry } from './accounting/feeds.js';
@@ -18,6 +18,6 @@ export { runHeartbeat, heartbeatTimerId, HEARTBEAT_THREAD_ID, type HeartbeatOutc
 export { setHeartbeat, removeHeartbeat, showHeartbeat, syncAllHeartbeatTimers, type HeartbeatView } from './heartbeat-setup.js';
 export { shellCommands, roughCommands, type ShellCommand } from './policy/shell-commands.js';
 export { isOwnerDirectChat } from './policy/tool-policy.js';
-export { classifyFailure } from './failure.js';
+export { classifyFailure } from './turn/failure.js';
 export { createProposal, pendingProposals, proposedFile, PROPOSAL_FILES, type Proposal, type ProposalFile } from './policy/proposals.js';
 export type { UsageTotals } from './accounting/usage.js';

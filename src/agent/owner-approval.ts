@@ -7,7 +7,7 @@ import { createApproval, decideApproval, readApproval, waitForDecision, type App
 import { chatCommandArgument, chatCommandOf } from './chat-commands.js';
 import { REPORTS_AGENT } from './identity.js';
 import { decideProposal, describeOutcome, findProposal } from './policy/proposals.js';
-import { describeSeconds } from './turn-attempts.js';
+import { describeSeconds } from './turn/turn-attempts.js';
 import { decide, isOwner, isOwnerDirectChat, overReadLimit, type CommandRule, type Policy } from './policy/tool-policy.js';
 
 /**

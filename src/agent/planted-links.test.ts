@@ -9,7 +9,7 @@ import { BWRAP, completionRequests, createTestHome, NEEDS_BWRAP, startFakeOpenAI
 import { openThread } from '../thread/index.js';
 import type { AgentDir } from './agent-dir.js';
 import { buildSystemPrompt, memoryFiles } from './context.js';
-import { startFreshConversation } from './fresh-conversation.js';
+import { startFreshConversation } from './turn/fresh-conversation.js';
 import { initAgent } from './lifecycle.js';
 import { MemoryIndex } from './memory/memory-index.js';
 import { editMemory, memoryFilesOf } from './memory/memory-search.js';

@@ -4,7 +4,7 @@ import { ModelCallError, transcribe, type PaiConfig } from '../pai/index.js';
 import type { Thread } from '../thread/index.js';
 import type { AgentDir } from './agent-dir.js';
 import { ownFile } from './attachments.js';
-import { noticeEvent } from './failure.js';
+import { noticeEvent } from './turn/failure.js';
 import type { ErrorRecord } from './types.js';
 
 /**

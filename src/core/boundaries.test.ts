@@ -65,7 +65,7 @@ const LIGHT_DOORS: Record<string, string> = {
   'agent/lifecycle.ts': 'creating, starting and inspecting agents, for theclaw up, status and prune',
   'agent/identity.ts': 'the system agents, for theclaw up',
   'agent/accounting/usage.ts': 'the usage records, for theclaw status',
-  'agent/outage.ts': "an agent's model outage, for theclaw status",
+  'agent/turn/outage.ts': "an agent's model outage, for theclaw status",
   'agent/damaged-thread.ts': 'describing a damaged thread, for theclaw commands (loaded by every one)',
 };
 

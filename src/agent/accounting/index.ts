@@ -4,4 +4,5 @@
  * upkeep summariser that reserves before it calls, and the feeds the evolver reads (tool calls,
  * errors). It imports no other room.
  */
+export { type CallAccount, recordUsage, type Summarise, UpkeepSkipped } from './accounting.js';
 export { FeedWriter } from './feeds.js';

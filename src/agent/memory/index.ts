@@ -4,5 +4,6 @@
  * embeddings, ranking). It stands on src/agent's shared modules alone: nothing here knows of a turn,
  * a reply or a policy.
  */
+export { capMemory, recordTruncations } from './memory-caps.js';
 export { EMBEDDINGS_SOCKET_ENV } from './memory-embedder.js';
-export { archiveFolder, dailyFolder } from './memory-store.js';
+export { appendNewLines, ARCHIVE_DIR, archiveFolder, dailyFolder, fileStamp, memoryVersion, readMemoryFile, readMemoryOrEmpty, warnRefused, writeSummary } from './memory-store.js';

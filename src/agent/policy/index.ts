@@ -4,4 +4,4 @@
  * queues, and the owner's decisions on record (approvals, the evolver's proposals). It may use
  * memory (the profile binds memory folders) and accounting (proposals write a feed).
  */
-export {};
+export { agentSandbox, type TurnScope, turnWorkdir } from './sandbox-profile.js';

@@ -1,11 +1,11 @@
-import type { Logger } from '../core/logger.js';
-import type { ProcessMark } from '../core/turn-processes.js';
-import { chat, type BashExecArgs, type ChatEvent, type ImageRef, type ModelCaller, type PaiConfig, type ResolvedModel } from '../pai/index.js';
-import type { AgentDir } from './agent-dir.js';
-import { recordUsage, type CallAccount } from './accounting/accounting.js';
-import { ClawError } from '../core/errors.js';
-import { agentSandbox, turnWorkdir, type TurnScope } from './policy/sandbox-profile.js';
-import type { AgentConfig } from './types.js';
+import type { Logger } from '../../core/logger.js';
+import type { ProcessMark } from '../../core/turn-processes.js';
+import { chat, type BashExecArgs, type ChatEvent, type ImageRef, type ModelCaller, type PaiConfig, type ResolvedModel } from '../../pai/index.js';
+import type { AgentDir } from '../agent-dir.js';
+import { recordUsage, type CallAccount } from '../accounting/index.js';
+import { ClawError } from '../../core/errors.js';
+import { agentSandbox, turnWorkdir, type TurnScope } from '../policy/index.js';
+import type { AgentConfig } from '../types.js';
 
 /**
  * One pai turn of the agent's — a message's (run.ts) or a heartbeat's (heartbeat.ts): the

@@ -3,9 +3,9 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { parse, stringify } from 'yaml';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { formatAddress } from '../core/address.js';
-import { createLogger } from '../core/logger.js';
-import { parseMessageContent } from '../core/message.js';
+import { formatAddress } from '../../core/address.js';
+import { createLogger } from '../../core/logger.js';
+import { parseMessageContent } from '../../core/message.js';
 import {
   completionRequests,
   conversationOf,
@@ -18,18 +18,18 @@ import {
   type FakeStep,
   type RecordedRequest,
   type TestHome,
-} from '../testing/index.js';
-import { initThread } from '../thread/index.js';
-import type { AgentDir } from './agent-dir.js';
+} from '../../testing/index.js';
+import { initThread } from '../../thread/index.js';
+import type { AgentDir } from '../agent-dir.js';
 import { SUMMARISER_PROMPT } from './compaction.js';
-import { initAgent } from './lifecycle.js';
+import { initAgent } from '../lifecycle.js';
 import { CONDENSE_PROMPT } from './memory-condense.js';
 import { FLUSH_PROMPT, flushMemory, parseFlush } from './memory-flush.js';
-import { searchMemory } from './memory/memory-search.js';
-import { routeMessage } from './router.js';
-import { runAgent } from './run.js';
-import { sendToAgent } from './send.js';
-import type { CompactionRecord, ErrorRecord, MemoryCondenseRecord, MemoryFlushRecord, RoutingMode } from './types.js';
+import { searchMemory } from '../memory/memory-search.js';
+import { routeMessage } from '../router.js';
+import { runAgent } from '../run.js';
+import { sendToAgent } from '../send.js';
+import type { CompactionRecord, ErrorRecord, MemoryCondenseRecord, MemoryFlushRecord, RoutingMode } from '../types.js';
 
 // Memory upkeep through the run loop, against the fake model: the flush before a compaction
 // (facts to the person's or group's file, notes to its daily notes), and a memory file over its

@@ -1,15 +1,15 @@
 import { join, relative } from 'node:path';
 import type Database from 'better-sqlite3';
-import { openSqlite } from '../core/sqlite.js';
-import type { AgentDir } from './agent-dir.js';
-import { capMemory } from './memory/memory-caps.js';
-import { archiveFolder, fileStamp, memoryVersion, readMemoryFile, writeSummary } from './memory/memory-store.js';
-import { CHARS_PER_TOKEN, estimateTokens } from './tokens.js';
+import { openSqlite } from '../../core/sqlite.js';
+import type { AgentDir } from '../agent-dir.js';
+import { capMemory } from '../memory/index.js';
+import { archiveFolder, fileStamp, memoryVersion, readMemoryFile, writeSummary } from '../memory/index.js';
+import { CHARS_PER_TOKEN, estimateTokens } from '../tokens.js';
 import { inputBudgetChars } from './compaction.js';
 import { warningRecord } from './failure.js';
-import { UpkeepSkipped } from './accounting/accounting.js';
+import { UpkeepSkipped } from '../accounting/index.js';
 import type { UpkeepSettings } from './memory-flush.js';
-import type { MemoryCondenseRecord, MemoryLayer } from './types.js';
+import type { MemoryCondenseRecord, MemoryLayer } from '../types.js';
 
 /**
  * Person- and agent-level compaction: a memory file (agent.md, user-*.md, group-*.md) past its

@@ -3,14 +3,14 @@ import { parse, stringify } from 'yaml';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { formatAddress } from '../core/address.js';
-import { ensureDir } from '../core/home.js';
-import { createTestHome, startFakeOpenAI, threadEvents, type FakeLlmOptions, type FakeLlmServer, type LooseJson, type TestHome } from '../testing/index.js';
-import type { AgentDir } from './agent-dir.js';
-import { initAgent } from './lifecycle.js';
-import { routeMessage } from './router.js';
-import { runAgent } from './run.js';
-import { sendToAgent } from './send.js';
+import { formatAddress } from '../../core/address.js';
+import { ensureDir } from '../../core/home.js';
+import { createTestHome, startFakeOpenAI, threadEvents, type FakeLlmOptions, type FakeLlmServer, type LooseJson, type TestHome } from '../../testing/index.js';
+import type { AgentDir } from '../agent-dir.js';
+import { initAgent } from '../lifecycle.js';
+import { routeMessage } from '../router.js';
+import { runAgent } from '../run.js';
+import { sendToAgent } from '../send.js';
 
 // Failover in `agent run` against two loopback servers speaking the OpenAI wire protocol: the
 // agent's model unreachable (500, 429), its fallback answering.

@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { useTestThread } from '../testing/index.js';
+import { useTestThread } from '../../testing/index.js';
 import { TurnAbandoned } from './failure.js';
 import { beginAttempt, overTurnLimit, unfinishedTurn } from './turn-attempts.js';
 

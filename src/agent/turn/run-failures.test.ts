@@ -1,19 +1,19 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
-import { formatAddress } from '../core/address.js';
-import { parseMessageContent } from '../core/message.js';
-import { createLogger } from '../core/logger.js';
-import { createTestHome, runTool, startFakeOpenAI, threadEvents, writeFakePaiConfig, type FakeLlmServer, type LooseJson, type TestHome } from '../testing/index.js';
-import { lastUserText } from '../e2e/support.js';
-import { openThread } from '../thread/index.js';
-import type { AgentDir } from './agent-dir.js';
+import { formatAddress } from '../../core/address.js';
+import { parseMessageContent } from '../../core/message.js';
+import { createLogger } from '../../core/logger.js';
+import { createTestHome, runTool, startFakeOpenAI, threadEvents, writeFakePaiConfig, type FakeLlmServer, type LooseJson, type TestHome } from '../../testing/index.js';
+import { lastUserText } from '../../e2e/support.js';
+import { openThread } from '../../thread/index.js';
+import type { AgentDir } from '../agent-dir.js';
 import { ModelOutage } from './failure.js';
-import { initAgent } from './lifecycle.js';
+import { initAgent } from '../lifecycle.js';
 import { noteOutage, readOutage } from './outage.js';
-import { routeMessage } from './router.js';
-import { runAgent } from './run.js';
-import { sendToAgent } from './send.js';
+import { routeMessage } from '../router.js';
+import { runAgent } from '../run.js';
+import { sendToAgent } from '../send.js';
 
 // `agent run` when the model fails, against a loopback server speaking the OpenAI wire protocol:
 // what waits, what is told, what the run reports (see failure.ts and outage.ts).

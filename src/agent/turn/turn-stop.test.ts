@@ -1,10 +1,10 @@
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { formatAddress } from '../core/address.js';
-import { createLogger } from '../core/logger.js';
-import { createTestHome, waitFor, type TestHome } from '../testing/index.js';
-import { openThread, type Thread } from '../thread/index.js';
-import { watchInbox } from './inbox-watch.js';
+import { formatAddress } from '../../core/address.js';
+import { createLogger } from '../../core/logger.js';
+import { createTestHome, waitFor, type TestHome } from '../../testing/index.js';
+import { openThread, type Thread } from '../../thread/index.js';
+import { watchInbox } from '../inbox-watch.js';
 import { noticeStop, RunningTurns } from './turn-stop.js';
 
 describe('RunningTurns', () => {

@@ -1,7 +1,7 @@
 import { existsSync, readFileSync, rmSync } from 'node:fs';
-import { writeFileWhole } from '../core/whole-file.js';
-import type { Logger } from '../core/logger.js';
-import type { AgentDir } from './agent-dir.js';
+import { writeFileWhole } from '../../core/whole-file.js';
+import type { Logger } from '../../core/logger.js';
+import type { AgentDir } from '../agent-dir.js';
 import type { ModelOutage } from './failure.js';
 
 /**

@@ -2,7 +2,7 @@ import { appendFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { parseMessageContent } from '../core/message.js';
+import { parseMessageContent } from '../../core/message.js';
 import {
   completionRequests,
   conversationOf,
@@ -16,17 +16,17 @@ import {
   type LooseJson,
   type RecordedRequest,
   type TestHome,
-} from '../testing/index.js';
-import { openThread } from '../thread/index.js';
-import type { AgentDir } from './agent-dir.js';
+} from '../../testing/index.js';
+import { openThread } from '../../thread/index.js';
+import type { AgentDir } from '../agent-dir.js';
 import { SUMMARISER_PROMPT } from './compaction.js';
 import { CONDENSE_PROMPT } from './memory-condense.js';
 import { FLUSH_PROMPT } from './memory-flush.js';
-import { initAgent } from './lifecycle.js';
-import { routeMessage } from './router.js';
-import { runAgent } from './run.js';
-import { defaultSource, sendToAgent } from './send.js';
-import type { ErrorRecord } from './types.js';
+import { initAgent } from '../lifecycle.js';
+import { routeMessage } from '../router.js';
+import { runAgent } from '../run.js';
+import { defaultSource, sendToAgent } from '../send.js';
+import type { ErrorRecord } from '../types.js';
 
 // A provider whose real window (the fake's contextWindow) is smaller than the agent believes (the
 // pai config's context_window): the agent's own estimate never triggers compaction, so every

@@ -1,15 +1,15 @@
-import type { Logger } from '../core/logger.js';
-import { isStorageError } from '../core/storage-error.js';
-import { ModelCallError, type ChatResult, type SessionLine } from '../pai/index.js';
-import type { Thread, ThreadEvent } from '../thread/index.js';
+import type { Logger } from '../../core/logger.js';
+import { isStorageError } from '../../core/storage-error.js';
+import { ModelCallError, type ChatResult, type SessionLine } from '../../pai/index.js';
+import type { Thread, ThreadEvent } from '../../thread/index.js';
 import { compactIfNeeded, conversation, historyStart, type CompactionInput } from './compaction.js';
-import type { Summarise } from './accounting/accounting.js';
-import { buildSystemPrompt, historyLines, type SystemPromptInput } from './context.js';
+import type { Summarise } from '../accounting/index.js';
+import { buildSystemPrompt, historyLines, type SystemPromptInput } from '../context.js';
 import { warningRecord } from './failure.js';
-import { recordTruncations } from './memory/memory-caps.js';
-import { warnRefused } from './memory/memory-store.js';
-import { estimateTokens } from './tokens.js';
-import type { AgentConfig, ToolcallRecord } from './types.js';
+import { recordTruncations } from '../memory/index.js';
+import { warnRefused } from '../memory/index.js';
+import { estimateTokens } from '../tokens.js';
+import type { AgentConfig, ToolcallRecord } from '../types.js';
 
 /**
  * The context of one message and the model call with it, so that no context is too long to answer:

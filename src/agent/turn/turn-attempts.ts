@@ -1,7 +1,7 @@
-import { readSession, type SessionLine } from '../pai/index.js';
-import type { Thread } from '../thread/index.js';
+import { readSession, type SessionLine } from '../../pai/index.js';
+import type { Thread } from '../../thread/index.js';
 import { TurnAbandoned } from './failure.js';
-import type { AgentConfig, AttemptRecord } from './types.js';
+import type { AgentConfig, AttemptRecord } from '../types.js';
 
 /**
  * The turns of one message that never finished. Each turn that calls the model is recorded as an

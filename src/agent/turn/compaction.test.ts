@@ -2,7 +2,7 @@ import { existsSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { parseMessageContent } from '../core/message.js';
+import { parseMessageContent } from '../../core/message.js';
 import {
   completionRequests,
   conversationOf,
@@ -14,17 +14,17 @@ import {
   type FakeLlmServer,
   type RecordedRequest,
   type TestHome,
-} from '../testing/index.js';
-import { initThread, type ThreadEvent } from '../thread/index.js';
-import type { AgentDir } from './agent-dir.js';
+} from '../../testing/index.js';
+import { initThread, type ThreadEvent } from '../../thread/index.js';
+import type { AgentDir } from '../agent-dir.js';
 import { compactIfNeeded, SUMMARISER_PROMPT } from './compaction.js';
 import { FLUSH_PROMPT } from './memory-flush.js';
-import { writeSummary } from './memory/memory-store.js';
-import { initAgent } from './lifecycle.js';
-import { routeMessage } from './router.js';
-import { runAgent } from './run.js';
-import { defaultSource, sendToAgent } from './send.js';
-import type { CompactionRecord } from './types.js';
+import { writeSummary } from '../memory/memory-store.js';
+import { initAgent } from '../lifecycle.js';
+import { routeMessage } from '../router.js';
+import { runAgent } from '../run.js';
+import { defaultSource, sendToAgent } from '../send.js';
+import type { CompactionRecord } from '../types.js';
 
 // Compaction through the whole run loop, against the fake server, whose default step echoes the
 // last user message: for the summarising call that is the summariser's input, so the "summary"

@@ -1,13 +1,13 @@
 import { basename } from 'node:path';
-import type { Thread, ThreadEvent } from '../thread/index.js';
-import { withoutChatCommands } from './chat-commands.js';
+import type { Thread, ThreadEvent } from '../../thread/index.js';
+import { withoutChatCommands } from '../chat-commands.js';
 import { isNotice } from './failure.js';
-import type { Summarise } from './accounting/accounting.js';
-import { historyLines } from './context.js';
-import type { Logger } from '../core/logger.js';
-import { readMemoryOrEmpty, warnRefused, writeSummary } from './memory/memory-store.js';
-import { CHARS_PER_TOKEN, estimateTokens } from './tokens.js';
-import type { CompactionRecord } from './types.js';
+import type { Summarise } from '../accounting/index.js';
+import { historyLines } from '../context.js';
+import type { Logger } from '../../core/logger.js';
+import { readMemoryOrEmpty, warnRefused, writeSummary } from '../memory/index.js';
+import { CHARS_PER_TOKEN, estimateTokens } from '../tokens.js';
+import type { CompactionRecord } from '../types.js';
 
 /**
  * Compaction, its own module so the strategy can change: when a thread's context grows past a

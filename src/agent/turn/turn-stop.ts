@@ -1,6 +1,6 @@
-import type { Logger } from '../core/logger.js';
-import type { ThreadEvent } from '../thread/index.js';
-import { chatCommandOf } from './chat-commands.js';
+import type { Logger } from '../../core/logger.js';
+import type { ThreadEvent } from '../../thread/index.js';
+import { chatCommandOf } from '../chat-commands.js';
 
 /**
  * `/stop` while a turn runs. The `/stop` waits in the inbox behind the run that holds the run

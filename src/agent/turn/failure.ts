@@ -1,9 +1,9 @@
-import { ClawError, isClawError } from '../core/errors.js';
-import type { NoticeKind, ReplyContext } from '../core/message.js';
-import { ModelCallError } from '../pai/index.js';
-import type { PushInput, Thread, ThreadEvent } from '../thread/index.js';
-import type { AgentConfig, ErrorRecord } from './types.js';
-import { UpkeepSkipped } from './accounting/accounting.js';
+import { ClawError, isClawError } from '../../core/errors.js';
+import type { NoticeKind, ReplyContext } from '../../core/message.js';
+import { ModelCallError } from '../../pai/index.js';
+import type { PushInput, Thread, ThreadEvent } from '../../thread/index.js';
+import type { AgentConfig, ErrorRecord } from '../types.js';
+import { UpkeepSkipped } from '../accounting/index.js';
 
 /**
  * What becomes of a message whose model call failed for good (pai has retried what it retries).

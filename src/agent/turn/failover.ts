@@ -1,5 +1,5 @@
-import type { Logger } from '../core/logger.js';
-import { resolveModel, type PaiConfig, type ResolvedModel } from '../pai/index.js';
+import type { Logger } from '../../core/logger.js';
+import { resolveModel, type PaiConfig, type ResolvedModel } from '../../pai/index.js';
 import { classifyFailure } from './failure.js';
 
 /**

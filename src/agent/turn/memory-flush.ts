@@ -1,13 +1,13 @@
 import { join, relative } from 'node:path';
-import type { Logger } from '../core/logger.js';
-import type { Thread, ThreadEvent } from '../thread/index.js';
-import type { AgentDir } from './agent-dir.js';
+import type { Logger } from '../../core/logger.js';
+import type { Thread, ThreadEvent } from '../../thread/index.js';
+import type { AgentDir } from '../agent-dir.js';
 import { inputBudgetChars, recordByKey, transcriptOf } from './compaction.js';
-import type { Summarise } from './accounting/accounting.js';
-import { capMemory } from './memory/memory-caps.js';
-import { appendNewLines, dailyFolder, readMemoryFile } from './memory/memory-store.js';
+import type { Summarise } from '../accounting/index.js';
+import { capMemory } from '../memory/index.js';
+import { appendNewLines, dailyFolder, readMemoryFile } from '../memory/index.js';
 import { warningRecord } from './failure.js';
-import type { MemoryFlushRecord } from './types.js';
+import type { MemoryFlushRecord } from '../types.js';
 
 /**
  * The memory flush: before a compaction folds older turns into the conversation's summary, one

@@ -1,13 +1,13 @@
 import { join } from 'node:path';
-import { kindContained, renameContained } from '../core/contained-fs.js';
-import type { Logger } from '../core/logger.js';
-import { isStorageError } from '../core/storage-error.js';
-import type { Thread } from '../thread/index.js';
+import { kindContained, renameContained } from '../../core/contained-fs.js';
+import type { Logger } from '../../core/logger.js';
+import { isStorageError } from '../../core/storage-error.js';
+import type { Thread } from '../../thread/index.js';
 import { historyStart, readSummary, recordByKey, summariseTurns, uncompacted } from './compaction.js';
-import type { Summarise } from './accounting/accounting.js';
-import { ARCHIVE_DIR, fileStamp, writeSummary } from './memory/memory-store.js';
-import { CONVERSATIONS_DIR } from './context.js';
-import type { ResetRecord } from './types.js';
+import type { Summarise } from '../accounting/index.js';
+import { ARCHIVE_DIR, fileStamp, writeSummary } from '../memory/index.js';
+import { CONVERSATIONS_DIR } from '../context.js';
+import type { ResetRecord } from '../types.js';
 
 /**
  * `/new` and `/reset`: a fresh conversation in the same thread. The thread is not moved (notifier's

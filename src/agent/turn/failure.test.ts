@@ -1,13 +1,13 @@
 import fc from 'fast-check';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ClawError } from '../core/errors.js';
-import { parseMessageContent, type ReplyContext } from '../core/message.js';
-import { classify, ModelCallError } from '../pai/index.js';
-import { createTestHome, type TestHome } from '../testing/index.js';
-import { openThread, type Thread, type ThreadEvent } from '../thread/index.js';
+import { ClawError } from '../../core/errors.js';
+import { parseMessageContent, type ReplyContext } from '../../core/message.js';
+import { classify, ModelCallError } from '../../pai/index.js';
+import { createTestHome, type TestHome } from '../../testing/index.js';
+import { openThread, type Thread, type ThreadEvent } from '../../thread/index.js';
 import { answerFailure, classifyFailure, isNotice, ModelOutage, noticeText, type FailedMessage } from './failure.js';
-import { AgentConfigSchema, type AgentConfig } from './types.js';
+import { AgentConfigSchema, type AgentConfig } from '../types.js';
 
 // The failure policy: which failures the person is told of at once and which wait for the model,
 // what the notices say, and what answerFailure stores in a real thread.

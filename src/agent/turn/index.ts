@@ -1,0 +1,7 @@
+/**
+ * The turn room: one model turn and what keeps it going. The model call, compaction and a fresh
+ * conversation's summary, the memory flush and condensing that upkeep runs, context overflow, how a
+ * failure is told and retried (failure, failover, outage), a turn's attempts and its /stop. It may
+ * use memory, accounting and policy; no room below it knows of a turn.
+ */
+export {};
