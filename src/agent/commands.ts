@@ -82,7 +82,7 @@ export async function send(id: string, options: Json & { text: string; source?: 
 }
 
 export async function attach(file: string, options: Json & { name?: string }): Promise<void> {
-  const path = (await import('./reply-files.js')).queueAttachment(resolveHome(), file, options.name);
+  const path = (await import('./delivery/reply-files.js')).queueAttachment(resolveHome(), file, options.name);
   if (options.json) printJson({ attached: path });
   else printLines([`attached: ${path} goes with this turn's answer`]);
 }
@@ -142,7 +142,7 @@ export async function run(id: string, options: Json): Promise<void> {
 }
 
 export async function deliver(options: Json & { thread?: string; consumer: string }): Promise<void> {
-  const { deliverReplies } = await import('./deliver.js');
+  const { deliverReplies } = await import('./delivery/deliver.js');
   const summary = await deliverReplies(options);
   // Exit 1 leaves the failed reply unacknowledged for notifier's next, backed-off try; under
   // --json the error object is then stdout's only document.

@@ -22,7 +22,7 @@ import { callModel, turnRecorder, withAgentSettings } from './turn/model-call.js
 import { commandAuthorizer, ownerDirectChat } from './owner-approval.js';
 import { tellOwnerOf } from './owner-notice.js';
 import { setReminders } from './reminders.js';
-import { takeAttachments } from './reply-files.js';
+import { takeAttachments } from './delivery/reply-files.js';
 import { commandRuleFor, commandsFact, offersTools } from './policy/tool-policy.js';
 import { sandboxFact, type TurnScope } from './policy/sandbox-profile.js';
 import { DEFAULT_HEARTBEAT_PROMPT, type AgentConfig, type DecisionRecord, type ErrorRecord, type HeartbeatConfig, type HeartbeatRecord } from './types.js';

@@ -15,7 +15,7 @@ import { MemoryIndex } from './memory/memory-index.js';
 import { editMemory, memoryFilesOf } from './memory/memory-search.js';
 import { appendNewLines, readMemoryFile, writeSummary } from './memory/memory-store.js';
 import { decideProposal, proposedFile, createProposal } from './policy/proposals.js';
-import { takeAttachments } from './reply-files.js';
+import { takeAttachments } from './delivery/reply-files.js';
 import { routeMessage } from './router.js';
 import { runAgent } from './run.js';
 import { ATTACH_PREFIX, outboxDir } from './policy/sandbox-sends.js';

@@ -9,7 +9,7 @@ import type { ModelCaller, ModelRequest } from '../pai/index.js';
 import { createTestHome, threadEvents, type TestHome } from '../testing/index.js';
 import { openThread } from '../thread/index.js';
 import { SUMMARISER_PROMPT } from './turn/compaction.js';
-import { deliverReplies } from './deliver.js';
+import { deliverReplies } from './delivery/deliver.js';
 import { conversationThreads, initAgent } from './lifecycle.js';
 import { CONDENSE_PROMPT } from './turn/memory-condense.js';
 import { FLUSH_PROMPT } from './turn/memory-flush.js';

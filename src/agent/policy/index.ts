@@ -5,3 +5,4 @@
  * memory (the profile binds memory folders) and accounting (proposals write a feed).
  */
 export { agentSandbox, type TurnScope, turnWorkdir } from './sandbox-profile.js';
+export { ATTACH_PREFIX, outboxDir } from './sandbox-sends.js';

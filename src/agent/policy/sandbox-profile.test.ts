@@ -13,7 +13,7 @@ import { openThread } from '../../thread/index.js';
 import type { AgentDir } from '../agent-dir.js';
 import { initAgent } from '../lifecycle.js';
 import { routeMessage } from '../router.js';
-import { takeAttachments } from '../reply-files.js';
+import { takeAttachments } from '../delivery/reply-files.js';
 import { agentSandbox, messageScope, sandboxFact, turnShows, turnWorkdir, type TurnScope } from './sandbox-profile.js';
 import { OUTBOX_ENV } from './sandbox-sends.js';
 import { AgentConfigSchema, SANDBOX_LIMIT_DEFAULTS, type AgentConfig, type SandboxProfile } from '../types.js';

@@ -4,4 +4,4 @@
  * failure is told and retried (failure, failover, outage), a turn's attempts and its /stop. It may
  * use memory, accounting and policy; no room below it knows of a turn.
  */
-export {};
+export { noticeEvent } from './failure.js';

@@ -1,7 +1,7 @@
 import { isAbsolute, join, relative } from 'node:path';
-import type { Attachment } from '../core/message.js';
-import type { ImageRef } from '../pai/index.js';
-import type { AgentDir } from './agent-dir.js';
+import type { Attachment } from '../../core/message.js';
+import type { ImageRef } from '../../pai/index.js';
+import type { AgentDir } from '../agent-dir.js';
 
 /** What the model is given of a message: its text, and its files. */
 export interface ModelInput {

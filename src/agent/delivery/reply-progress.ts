@@ -1,7 +1,7 @@
-import type { Logger } from '../core/logger.js';
-import type { ReplyContext } from '../core/message.js';
-import { askXgw } from '../xgw/client.js';
-import type { XgwRequest } from '../xgw/index.js';
+import type { Logger } from '../../core/logger.js';
+import type { ReplyContext } from '../../core/message.js';
+import { askXgw } from '../../xgw/client.js';
+import type { XgwRequest } from '../../xgw/index.js';
 
 /** How often a running turn tells xgw again; Telegram shows "typing…" for 5 s after each. */
 export const TYPING_EVERY_MS = 4_000;

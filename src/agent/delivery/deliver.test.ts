@@ -5,18 +5,18 @@ import { createServer } from 'node:net';
 import { join, relative } from 'node:path';
 import { parse, stringify } from 'yaml';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { formatAddress } from '../core/address.js';
-import { socketPath } from '../core/home.js';
-import { parseMessageContent } from '../core/message.js';
-import { threadEvents, createTestHome, runTool, startFakeOpenAI, writeFakePaiConfig, type FakeLlmServer, type TestHome } from '../testing/index.js';
-import { openThread, type ThreadEvent } from '../thread/index.js';
-import { GatewayState } from '../xgw/index.js';
-import type { AgentDir } from './agent-dir.js';
-import { initAgent, OUTBOUND_FILTER, deliverHandler } from './lifecycle.js';
-import { routeMessage } from './router.js';
-import { runAgent } from './run.js';
-import { sendToAgent } from './send.js';
-import type { ErrorRecord } from './types.js';
+import { formatAddress } from '../../core/address.js';
+import { socketPath } from '../../core/home.js';
+import { parseMessageContent } from '../../core/message.js';
+import { threadEvents, createTestHome, runTool, startFakeOpenAI, writeFakePaiConfig, type FakeLlmServer, type TestHome } from '../../testing/index.js';
+import { openThread, type ThreadEvent } from '../../thread/index.js';
+import { GatewayState } from '../../xgw/index.js';
+import type { AgentDir } from '../agent-dir.js';
+import { initAgent, OUTBOUND_FILTER, deliverHandler } from '../lifecycle.js';
+import { routeMessage } from '../router.js';
+import { runAgent } from '../run.js';
+import { sendToAgent } from '../send.js';
+import type { ErrorRecord } from '../types.js';
 
 // `agent deliver` (the real CLI) against a real xgw daemon with a terminal channel; replies are
 // read back from the terminal peer's mailbox in xgw's state.

@@ -1,20 +1,20 @@
 import { existsSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
 import type Database from 'better-sqlite3';
-import { formatAddress } from '../core/address.js';
-import { ClawError, isClawError } from '../core/errors.js';
-import { resolveHome } from '../core/home.js';
-import { homeRef, resolveHomeRef } from '../core/layout.js';
-import { createLogger } from '../core/logger.js';
-import { ATTACHMENT_KINDS, parseMessageContent, type Attachment, type ReplyContext } from '../core/message.js';
-import { openSqlite } from '../core/sqlite.js';
-import { isStorageError } from '../core/storage-error.js';
-import { openThread, type Thread, type ThreadEvent } from '../thread/index.js';
-import { askXgw, isXgwUnavailable } from '../xgw/client.js';
-import type { OutboundFile, XgwRequest } from '../xgw/index.js';
-import { agentDir, loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
-import { ANSWER_CONVERSATION } from './router.js';
-import type { ErrorRecord } from './types.js';
+import { formatAddress } from '../../core/address.js';
+import { ClawError, isClawError } from '../../core/errors.js';
+import { resolveHome } from '../../core/home.js';
+import { homeRef, resolveHomeRef } from '../../core/layout.js';
+import { createLogger } from '../../core/logger.js';
+import { ATTACHMENT_KINDS, parseMessageContent, type Attachment, type ReplyContext } from '../../core/message.js';
+import { openSqlite } from '../../core/sqlite.js';
+import { isStorageError } from '../../core/storage-error.js';
+import { openThread, type Thread, type ThreadEvent } from '../../thread/index.js';
+import { askXgw, isXgwUnavailable } from '../../xgw/client.js';
+import type { OutboundFile, XgwRequest } from '../../xgw/index.js';
+import { agentDir, loadAgentConfig, requireAgent, type AgentDir } from '../agent-dir.js';
+import { ANSWER_CONVERSATION } from '../router.js';
+import type { ErrorRecord } from '../types.js';
 
 /**
  * `agent deliver --consumer C`: started by notifier when a conversation thread (THECLAW_THREAD, or

@@ -1,12 +1,12 @@
 import { basename, isAbsolute, relative, resolve } from 'node:path';
 import * as z from 'zod/mini';
-import { storeFile } from '../core/agent-files.js';
-import { readContained, statContained } from '../core/contained-fs.js';
-import { ClawError } from '../core/errors.js';
-import { leaveRequest, takeRequests, turnOutbox } from '../core/turn-outbox.js';
-import { ATTACHMENT_KINDS, type Attachment, type AttachmentKind } from '../core/message.js';
-import { agentDir, type AgentDir } from './agent-dir.js';
-import { ATTACH_PREFIX, outboxDir } from './policy/sandbox-sends.js';
+import { storeFile } from '../../core/agent-files.js';
+import { readContained, statContained } from '../../core/contained-fs.js';
+import { ClawError } from '../../core/errors.js';
+import { leaveRequest, takeRequests, turnOutbox } from '../../core/turn-outbox.js';
+import { ATTACHMENT_KINDS, type Attachment, type AttachmentKind } from '../../core/message.js';
+import { agentDir, type AgentDir } from '../agent-dir.js';
+import { ATTACH_PREFIX, outboxDir } from '../policy/index.js';
 
 /**
  * Files an agent sends with its answer: `agent attach <file>` in a turn's command leaves a

@@ -1,11 +1,11 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { formatMessageContent, parseMessageContent, type Attachment } from '../core/message.js';
-import { PaiConfigSchema } from '../pai/index.js';
-import { startFakeOpenAI, transcriptionRequests, type FakeLlmServer } from '../testing/fake-llm.js';
-import { createTestHome, type TestHome } from '../testing/index.js';
-import { agentDir } from './agent-dir.js';
+import { formatMessageContent, parseMessageContent, type Attachment } from '../../core/message.js';
+import { PaiConfigSchema } from '../../pai/index.js';
+import { startFakeOpenAI, transcriptionRequests, type FakeLlmServer } from '../../testing/fake-llm.js';
+import { createTestHome, type TestHome } from '../../testing/index.js';
+import { agentDir } from '../agent-dir.js';
 import { hearVoice } from './voice.js';
 
 /** The runtime's transcription of voice messages, against the fake OpenAI server. */

@@ -1,11 +1,11 @@
-import { ClawError } from '../core/errors.js';
-import { formatMessageContent, parseMessageContent, type Attachment, type MessageContent, type ReplyContext } from '../core/message.js';
-import { ModelCallError, transcribe, type PaiConfig } from '../pai/index.js';
-import type { Thread } from '../thread/index.js';
-import type { AgentDir } from './agent-dir.js';
+import { ClawError } from '../../core/errors.js';
+import { formatMessageContent, parseMessageContent, type Attachment, type MessageContent, type ReplyContext } from '../../core/message.js';
+import { ModelCallError, transcribe, type PaiConfig } from '../../pai/index.js';
+import type { Thread } from '../../thread/index.js';
+import type { AgentDir } from '../agent-dir.js';
 import { ownFile } from './attachments.js';
-import { noticeEvent } from './turn/failure.js';
-import type { ErrorRecord } from './types.js';
+import { noticeEvent } from '../turn/index.js';
+import type { ErrorRecord } from '../types.js';
 
 /**
  * Voice messages. xgw stores them as `voice` files like any other (it has no provider keys); the

@@ -1,14 +1,14 @@
 import type { Server } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { socketPath } from '../core/home.js';
-import { listenSocket } from '../core/ipc.js';
-import { createLogger } from '../core/logger.js';
-import type { ReplyContext } from '../core/message.js';
-import { createRedactor } from '../core/secrets.js';
-import { createTestHome, type TestHome } from '../testing/index.js';
-import { waitFor } from '../testing/wait.js';
-import type { XgwRequest } from '../xgw/index.js';
+import { socketPath } from '../../core/home.js';
+import { listenSocket } from '../../core/ipc.js';
+import { createLogger } from '../../core/logger.js';
+import type { ReplyContext } from '../../core/message.js';
+import { createRedactor } from '../../core/secrets.js';
+import { createTestHome, type TestHome } from '../../testing/index.js';
+import { waitFor } from '../../testing/wait.js';
+import type { XgwRequest } from '../../xgw/index.js';
 import { DRAFT_AFTER_MS, replyProgress, shownCommand } from './reply-progress.js';
 
 describe('the command a person is shown while it runs', () => {
