@@ -19,8 +19,8 @@ import { feedCopier, FeedWriter, type ErrorFeedEntry, type ToolcallFeedEntry } f
 import { classifyFailure } from './turn/failure.js';
 import { INBOX_CONSUMER } from './lifecycle.js';
 import { callModel, turnRecorder, withAgentSettings } from './turn/model-call.js';
-import { commandAuthorizer, ownerDirectChat } from './owner-approval.js';
-import { tellOwnerOf } from './owner-notice.js';
+import { commandAuthorizer, ownerDirectChat } from './conversation/owner-approval.js';
+import { tellOwnerOf } from './conversation/owner-notice.js';
 import { setReminders } from './reminders.js';
 import { takeAttachments } from './delivery/reply-files.js';
 import { commandRuleFor, commandsFact, offersTools } from './policy/tool-policy.js';

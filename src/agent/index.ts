@@ -13,7 +13,7 @@ export { readOutage } from './turn/outage.js';
 export { NO_USAGE, plusUsage, usageOfRecord } from './accounting/usage.js';
 export * from './types.js';
 export { FeedWriter, ErrorFeedEntrySchema, ToolcallFeedEntrySchema, type ErrorFeedEntry, type ToolcallFeedEntry } from './accounting/feeds.js';
-export { tellOwnerOf } from './owner-notice.js';
+export { tellOwnerOf } from './conversation/owner-notice.js';
 export { runHeartbeat, heartbeatTimerId, HEARTBEAT_THREAD_ID, type HeartbeatOutcome } from './heartbeat.js';
 export { setHeartbeat, removeHeartbeat, showHeartbeat, syncAllHeartbeatTimers, type HeartbeatView } from './heartbeat-setup.js';
 export { shellCommands, roughCommands, type ShellCommand } from './policy/shell-commands.js';

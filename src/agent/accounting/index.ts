@@ -6,3 +6,4 @@
  */
 export { type CallAccount, recordUsage, type Summarise, UpkeepSkipped } from './accounting.js';
 export { FeedWriter } from './feeds.js';
+export { describeUsage, NO_USAGE, plusUsage, threadUsage } from './usage.js';

@@ -4,5 +4,8 @@
  * queues, and the owner's decisions on record (approvals, the evolver's proposals). It may use
  * memory (the profile binds memory folders) and accounting (proposals write a feed).
  */
+export { type Approval, createApproval, decideApproval, readApproval, waitForDecision } from './approvals.js';
+export { decideProposal, describeOutcome, findProposal } from './proposals.js';
 export { agentSandbox, type TurnScope, turnWorkdir } from './sandbox-profile.js';
 export { ATTACH_PREFIX, outboxDir } from './sandbox-sends.js';
+export { type CommandRule, decide, isOwner, isOwnerDirectChat, overReadLimit, type Policy } from './tool-policy.js';

@@ -5,3 +5,5 @@
  * use memory, accounting and policy; no room below it knows of a turn.
  */
 export { noticeEvent } from './failure.js';
+export { startFreshConversation } from './fresh-conversation.js';
+export { describeSeconds } from './turn-attempts.js';

@@ -1,10 +1,10 @@
 import { existsSync } from 'node:fs';
 import { replyContextFromSource } from './reply-context.js';
-import { openThread, type PushInput } from '../thread/index.js';
-import { loadAgentConfig, requireAgent } from './agent-dir.js';
+import { openThread, type PushInput } from '../../thread/index.js';
+import { loadAgentConfig, requireAgent } from '../agent-dir.js';
 import { ownerDirectChat } from './owner-approval.js';
-import { routeMessage } from './router.js';
-import type { NoticeKind } from '../core/message.js';
+import { routeMessage } from '../router.js';
+import type { NoticeKind } from '../../core/message.js';
 
 /**
  * Puts a message into the owner's direct chat with an agent (the one they wrote in last), for

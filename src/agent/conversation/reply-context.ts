@@ -1,8 +1,8 @@
-import { parseAddress } from '../core/address.js';
-import { parseMessageContent, type Attachment, type ReplyContext } from '../core/message.js';
-import type { Thread, ThreadEvent } from '../thread/index.js';
-import { messageText } from './context.js';
-import { ANSWER_CONVERSATION } from './router.js';
+import { parseAddress } from '../../core/address.js';
+import { parseMessageContent, type Attachment, type ReplyContext } from '../../core/message.js';
+import type { Thread, ThreadEvent } from '../../thread/index.js';
+import { messageText } from '../context.js';
+import { ANSWER_CONVERSATION } from '../router.js';
 
 /**
  * Where an answer goes. A person's (or an agent's) message is answered where it came from. Another
