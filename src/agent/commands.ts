@@ -3,7 +3,7 @@ import { printJson, printLines } from '../core/cli.js';
 import { describeDamage } from './damaged-thread.js';
 import { ClawError, usageError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
-import type { HeartbeatView } from './heartbeat-setup.js';
+import type { HeartbeatView } from './proactive/heartbeat-setup.js';
 import type { AgentStatus } from './lifecycle.js';
 
 // Each command loads only its own modules: `run` and `deliver` are started by notifier for every
@@ -34,7 +34,7 @@ async function heartbeatTimer(home: string, id: string): Promise<string | null> 
   const { loadAgentConfig, requireAgent } = await import('./agent-dir.js');
   if (!loadAgentConfig(requireAgent(home, id)).heartbeat) return null;
   try {
-    await (await import('./heartbeat-setup.js')).syncHeartbeatTimer(home, id);
+    await (await import('./proactive/heartbeat-setup.js')).syncHeartbeatTimer(home, id);
     return null;
   } catch (error) {
     return `the heartbeat's timer was not set: ${(error as Error).message} - theclaw up sets it again`;
@@ -181,13 +181,13 @@ export async function heartbeat(id: string, options: Json & { every?: string; pr
     throw usageError('--off, --now and the settings (--every, --prompt, --model, --active-hours) go one at a time', `e.g. agent heartbeat ${id} --every 30m, then agent heartbeat ${id} --now`);
   }
   if (options.now) {
-    const outcome = await (await import('./heartbeat.js')).runHeartbeat(id);
+    const outcome = await (await import('./proactive/heartbeat.js')).runHeartbeat(id);
     if (options.json) return printJson(outcome);
     if (outcome.outcome === 'skipped') return printLines([`skipped: ${outcome.reason}`]);
     if (outcome.outcome === 'ok') return printLines([`nothing to report (${outcome.tokens} tokens)`]);
     return printLines([`told the owner (${outcome.tokens} tokens): ${outcome.text}`]);
   }
-  const setup = await import('./heartbeat-setup.js');
+  const setup = await import('./proactive/heartbeat-setup.js');
   if (options.off) {
     const removed = await setup.removeHeartbeat(home, id);
     if (options.json) return printJson({ agent: id, removed });

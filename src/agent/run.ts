@@ -18,7 +18,7 @@ import { replyProgress, type ReplyProgress } from './delivery/reply-progress.js'
 import { modelInput, ownFile } from './delivery/attachments.js';
 import { answerUnheardVoice, hearVoice, unheardVoice } from './delivery/voice.js';
 import { takeAttachments } from './delivery/reply-files.js';
-import { setReminders } from './reminders.js';
+import { setReminders } from './proactive/reminders.js';
 import { resolveFallbacks, withFailover } from './turn/failover.js';
 import { EMBEDDINGS_SOCKET_ENV, serveEmbeddings } from './memory/memory-embedder.js';
 import { BROWSER_SOCKET_ENV, serveBrowserProxy } from '../browser/index.js';

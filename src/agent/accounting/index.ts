@@ -5,5 +5,6 @@
  * errors). It imports no other room.
  */
 export { type CallAccount, recordUsage, type Summarise, UpkeepSkipped } from './accounting.js';
-export { FeedWriter } from './feeds.js';
-export { describeUsage, NO_USAGE, plusUsage, threadUsage } from './usage.js';
+export { SpendLedger } from './budget.js';
+export { type ErrorFeedEntry, feedCopier, FeedWriter, type ToolcallFeedEntry } from './feeds.js';
+export { describeUsage, NO_USAGE, plusUsage, threadUsage, usageOfRecord } from './usage.js';

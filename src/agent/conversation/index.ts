@@ -3,4 +3,5 @@
  * of a conversation's messages, chat commands' replies, and asking and telling the owner (owner
  * approval, owner notices). It may use turn, policy, accounting and memory.
  */
-export {};
+export { commandAuthorizer, ownerDirectChat } from './owner-approval.js';
+export { tellOwnerOf } from './owner-notice.js';

@@ -3,4 +3,4 @@
  * apart (attachments, voice) and sending the answer back (deliver, reply files, typing progress). It
  * may use turn (a failure's notice) and policy (the sandbox's queued sends).
  */
-export {};
+export { takeAttachments } from './reply-files.js';

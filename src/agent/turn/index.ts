@@ -4,6 +4,7 @@
  * failure is told and retried (failure, failover, outage), a turn's attempts and its /stop. It may
  * use memory, accounting and policy; no room below it knows of a turn.
  */
-export { noticeEvent } from './failure.js';
+export { classifyFailure, noticeEvent } from './failure.js';
 export { startFreshConversation } from './fresh-conversation.js';
+export { callModel, turnRecorder, withAgentSettings } from './model-call.js';
 export { describeSeconds } from './turn-attempts.js';

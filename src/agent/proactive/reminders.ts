@@ -1,11 +1,11 @@
 import { createHash } from 'node:crypto';
 import * as z from 'zod/mini';
-import { joinCommand } from '../core/command.js';
-import { cliPath } from '../core/package.js';
-import { takeRequests, TIMER_PREFIX } from '../core/turn-outbox.js';
-import type { AgentDir } from './agent-dir.js';
+import { joinCommand } from '../../core/command.js';
+import { cliPath } from '../../core/package.js';
+import { takeRequests, TIMER_PREFIX } from '../../core/turn-outbox.js';
+import type { AgentDir } from '../agent-dir.js';
 import { notifierTimer } from './notifier-timers.js';
-import { outboxDir } from './policy/sandbox-sends.js';
+import { outboxDir } from '../policy/index.js';
 
 /**
  * Reminders an agent sets for a conversation: `notifier timer add --message` in a turn's

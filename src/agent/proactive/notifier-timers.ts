@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { ClawError } from '../core/errors.js';
-import { cliPath } from '../core/package.js';
+import { ClawError } from '../../core/errors.js';
+import { cliPath } from '../../core/package.js';
 
 /**
  * `notifier timer …` as a process: the agent tool does not import notifier (the tools'

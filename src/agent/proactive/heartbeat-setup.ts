@@ -1,16 +1,16 @@
-import { setYamlConfigKey } from '../core/config.js';
-import { parseDuration } from '../core/duration.js';
-import { ClawError, isClawError, usageError } from '../core/errors.js';
-import { validate } from '../core/validate.js';
-import { loadPaiConfig, resolveModel } from '../pai/index.js';
-import { openThread } from '../thread/index.js';
-import { listAgentIds, loadAgentConfig, requireAgent } from './agent-dir.js';
+import { setYamlConfigKey } from '../../core/config.js';
+import { parseDuration } from '../../core/duration.js';
+import { ClawError, isClawError, usageError } from '../../core/errors.js';
+import { validate } from '../../core/validate.js';
+import { loadPaiConfig, resolveModel } from '../../pai/index.js';
+import { openThread } from '../../thread/index.js';
+import { listAgentIds, loadAgentConfig, requireAgent } from '../agent-dir.js';
 import { heartbeatCommand, heartbeatTimerId, inboxState, refuseInTurn } from './heartbeat.js';
 import { notifierTimer } from './notifier-timers.js';
-import { HeartbeatConfigSchema, type DecisionRecord, type HeartbeatConfig } from './types.js';
-import { usageOfRecord } from './accounting/usage.js';
+import { HeartbeatConfigSchema, type DecisionRecord, type HeartbeatConfig } from '../types.js';
+import { usageOfRecord } from '../accounting/index.js';
 
-export { DEFAULT_HEARTBEAT_PROMPT } from './types.js';
+export { DEFAULT_HEARTBEAT_PROMPT } from '../types.js';
 
 /**
  * `agent heartbeat <id>`: the heartbeat is stored in the agent's config.yaml (`heartbeat:`) and

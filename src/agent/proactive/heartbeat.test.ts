@@ -4,16 +4,16 @@ import { userInfo } from 'node:os';
 import fc from 'fast-check';
 import { parse, stringify } from 'yaml';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { formatAddress } from '../core/address.js';
-import { feedPath } from '../core/layout.js';
-import { parseMessageContent } from '../core/message.js';
-import { createTestHome, startFakeOpenAI, threadEvents, writeFakePaiConfig, type FakeLlmServer, type LooseJson, type TestHome } from '../testing/index.js';
-import type { AgentDir } from './agent-dir.js';
+import { formatAddress } from '../../core/address.js';
+import { feedPath } from '../../core/layout.js';
+import { parseMessageContent } from '../../core/message.js';
+import { createTestHome, startFakeOpenAI, threadEvents, writeFakePaiConfig, type FakeLlmServer, type LooseJson, type TestHome } from '../../testing/index.js';
+import type { AgentDir } from '../agent-dir.js';
 import { ACK_MAX_CHARS, HEARTBEAT_OK, heartbeatFinding, runHeartbeat, withinActiveHours } from './heartbeat.js';
-import { initAgent, startAgent, stopAgent } from './lifecycle.js';
-import { routeMessage } from './router.js';
-import { runAgent } from './run.js';
-import { sendToAgent } from './send.js';
+import { initAgent, startAgent, stopAgent } from '../lifecycle.js';
+import { routeMessage } from '../router.js';
+import { runAgent } from '../run.js';
+import { sendToAgent } from '../send.js';
 
 // A heartbeat against a loopback server speaking the OpenAI wire protocol, in a real agent
 // directory whose owner has a direct chat (the terminal) with it.
