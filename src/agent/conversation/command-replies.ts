@@ -4,13 +4,12 @@ import type { ResolvedModel } from '../../pai/index.js';
 import { openThread, type Thread, type ThreadEvent } from '../../thread/index.js';
 import type { AgentDir } from '../agent-dir.js';
 import { chatCommandHelp, type ChatCommand } from '../chat-commands.js';
-import type { Summarise } from '../accounting/index.js';
+import { type Summarise, describeUsage, plusUsage, threadUsage, NO_USAGE } from '../accounting/index.js';
 import { startFreshConversation } from '../turn/index.js';
 import { approvalReply } from './owner-approval.js';
 import { isOwner, type Policy } from '../policy/index.js';
 import { conversationThreads } from '../lifecycle.js';
 import type { DecisionRecord, ThreadRoute } from '../types.js';
-import { describeUsage, plusUsage, threadUsage, NO_USAGE } from '../accounting/index.js';
 
 /**
  * The answers to chat commands (chat-commands.ts), made by the runtime without the model. Each

@@ -3,12 +3,25 @@ import { parseMessageContent } from '../../core/message.js';
 import type { Thread, ThreadEvent } from '../../thread/index.js';
 import { INBOX_FILTER } from '../lifecycle.js';
 import type { AgentDir } from '../agent-dir.js';
-import { createApproval, decideApproval, readApproval, waitForDecision, type Approval } from '../policy/index.js';
+import {
+  createApproval,
+  decideApproval,
+  readApproval,
+  waitForDecision,
+  type Approval,
+  decideProposal,
+  describeOutcome,
+  findProposal,
+  decide,
+  isOwner,
+  isOwnerDirectChat,
+  overReadLimit,
+  type CommandRule,
+  type Policy,
+} from '../policy/index.js';
 import { chatCommandArgument, chatCommandOf } from '../chat-commands.js';
 import { REPORTS_AGENT } from '../identity.js';
-import { decideProposal, describeOutcome, findProposal } from '../policy/index.js';
 import { describeSeconds } from '../turn/index.js';
-import { decide, isOwner, isOwnerDirectChat, overReadLimit, type CommandRule, type Policy } from '../policy/index.js';
 
 /**
  * Where the policy (tool-policy.ts) meets a turn and a chat: what bash_exec is told before a

@@ -13,18 +13,14 @@ import { loadPaiConfig, providerSecrets, resolveModel, type ChatResult, type Mod
 import { openThread, type Thread } from '../../thread/index.js';
 import { loadAgentConfig, requireAgent, type AgentDir } from '../agent-dir.js';
 import { estimateTokens } from '../tokens.js';
-import { SpendLedger } from '../accounting/index.js';
+import { SpendLedger, feedCopier, FeedWriter, type ErrorFeedEntry, type ToolcallFeedEntry } from '../accounting/index.js';
 import { agentMemoryFile, identityText } from '../context.js';
-import { feedCopier, FeedWriter, type ErrorFeedEntry, type ToolcallFeedEntry } from '../accounting/index.js';
-import { classifyFailure } from '../turn/index.js';
+import { classifyFailure, callModel, turnRecorder, withAgentSettings } from '../turn/index.js';
 import { INBOX_CONSUMER } from '../lifecycle.js';
-import { callModel, turnRecorder, withAgentSettings } from '../turn/index.js';
-import { commandAuthorizer, ownerDirectChat } from '../conversation/index.js';
-import { tellOwnerOf } from '../conversation/index.js';
+import { commandAuthorizer, ownerDirectChat, tellOwnerOf } from '../conversation/index.js';
 import { setReminders } from './reminders.js';
 import { takeAttachments } from '../delivery/index.js';
-import { commandRuleFor, commandsFact, offersTools } from '../policy/index.js';
-import { sandboxFact, type TurnScope } from '../policy/index.js';
+import { commandRuleFor, commandsFact, offersTools, sandboxFact, type TurnScope } from '../policy/index.js';
 import { DEFAULT_HEARTBEAT_PROMPT, type AgentConfig, type DecisionRecord, type ErrorRecord, type HeartbeatConfig, type HeartbeatRecord } from '../types.js';
 
 /**

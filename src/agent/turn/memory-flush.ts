@@ -4,8 +4,7 @@ import type { Thread, ThreadEvent } from '../../thread/index.js';
 import type { AgentDir } from '../agent-dir.js';
 import { inputBudgetChars, recordByKey, transcriptOf } from './compaction.js';
 import type { Summarise } from '../accounting/index.js';
-import { capMemory } from '../memory/index.js';
-import { appendNewLines, dailyFolder, readMemoryFile } from '../memory/index.js';
+import { capMemory, appendNewLines, dailyFolder, readMemoryFile } from '../memory/index.js';
 import { warningRecord } from './failure.js';
 import type { MemoryFlushRecord } from '../types.js';
 

@@ -6,8 +6,7 @@ import { compactIfNeeded, conversation, historyStart, type CompactionInput } fro
 import type { Summarise } from '../accounting/index.js';
 import { buildSystemPrompt, historyLines, type SystemPromptInput } from '../context.js';
 import { warningRecord } from './failure.js';
-import { recordTruncations } from '../memory/index.js';
-import { warnRefused } from '../memory/index.js';
+import { recordTruncations, warnRefused } from '../memory/index.js';
 import { estimateTokens } from '../tokens.js';
 import type { AgentConfig, ToolcallRecord } from '../types.js';
 
