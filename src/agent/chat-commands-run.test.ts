@@ -8,7 +8,7 @@ import { isAlive } from '../core/process.js';
 import { createTestHome, startFakeOpenAI, threadEvents, waitFor, writeFakePaiConfig, type FakeLlmServer, type LooseJson, type RecordedRequest, type TestHome } from '../testing/index.js';
 import { openThread } from '../thread/index.js';
 import type { AgentDir } from './agent-dir.js';
-import { SUMMARISER_PROMPT } from './compaction.js';
+import { SUMMARISER_PROMPT } from './turn/compaction.js';
 import { initAgent } from './lifecycle.js';
 import { routeMessage } from './router.js';
 import { runAgent } from './run.js';

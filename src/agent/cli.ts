@@ -8,5 +8,5 @@ await main(createAgentProgram, () => {
     ({ warmAgentRuns }) => warmAgentRuns(),
     () => {},
   );
-  import('./deliver.js').catch(() => {});
+  import('./delivery/deliver.js').catch(() => {});
 });

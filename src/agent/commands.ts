@@ -4,7 +4,7 @@ import type { ManageRequest } from '../core/manage-requests.js';
 import { describeDamage } from './damaged-thread.js';
 import { ClawError, usageError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
-import type { HeartbeatView } from './heartbeat-setup.js';
+import type { HeartbeatView } from './proactive/heartbeat-setup.js';
 import type { AgentStatus } from './lifecycle.js';
 
 // Each command loads only its own modules: `run` and `deliver` are started by notifier for every
@@ -46,7 +46,7 @@ async function heartbeatTimer(home: string, id: string): Promise<string | null> 
   const { loadAgentConfig, requireAgent } = await import('./agent-dir.js');
   if (!loadAgentConfig(requireAgent(home, id)).heartbeat) return null;
   try {
-    await (await import('./heartbeat-setup.js')).syncHeartbeatTimer(home, id);
+    await (await import('./proactive/heartbeat-setup.js')).syncHeartbeatTimer(home, id);
     return null;
   } catch (error) {
     return `the heartbeat's timer was not set: ${(error as Error).message} - theclaw up sets it again`;
@@ -99,7 +99,7 @@ export async function send(id: string, options: Json & { text: string; source?: 
   // Inside an agent's sandbox (sandbox-sends.ts OUTBOX_ENV), the message is pushed once the command has ended.
   const outbox = process.env.THECLAW_OUTBOX;
   if (outbox) {
-    const { queueSend } = await import('./sandbox-sends.js');
+    const { queueSend } = await import('./policy/sandbox-sends.js');
     queueSend(resolveHome(), id, options, outbox);
     if (options.json) printJson({ queued: true });
     else printLines([`queued: it goes to ${id} when this command ends`]);
@@ -114,7 +114,7 @@ export async function send(id: string, options: Json & { text: string; source?: 
 }
 
 export async function attach(file: string, options: Json & { name?: string }): Promise<void> {
-  const path = (await import('./reply-files.js')).queueAttachment(resolveHome(), file, options.name);
+  const path = (await import('./delivery/reply-files.js')).queueAttachment(resolveHome(), file, options.name);
   if (options.json) printJson({ attached: path });
   else printLines([`attached: ${path} goes with this turn's answer`]);
 }
@@ -125,7 +125,7 @@ export async function chat(id: string): Promise<void> {
 }
 
 export async function approvals(id: string, options: Json): Promise<void> {
-  const [{ pendingApprovals }, { pendingProposals }, { requireAgent }] = await Promise.all([import('./approvals.js'), import('./proposals.js'), import('./agent-dir.js')]);
+  const [{ pendingApprovals }, { pendingProposals }, { requireAgent }] = await Promise.all([import('./policy/approvals.js'), import('./policy/proposals.js'), import('./agent-dir.js')]);
   const dir = requireAgent(resolveHome(), id);
   const pending = pendingApprovals(dir);
   const proposals = pendingProposals(dir).map(({ text: _, ...proposal }) => ({ ...proposal, path: join(dir.root, 'proposals', `${proposal.code}.md`) }));
@@ -139,8 +139,8 @@ export async function approvals(id: string, options: Json): Promise<void> {
 
 export async function decide(id: string, code: string, approved: boolean, options: Json): Promise<void> {
   const [{ decideApproval, readApproval }, { decideProposal, describeOutcome, readProposal }, { requireAgent }] = await Promise.all([
-    import('./approvals.js'),
-    import('./proposals.js'),
+    import('./policy/approvals.js'),
+    import('./policy/proposals.js'),
     import('./agent-dir.js'),
   ]);
   const home = resolveHome();
@@ -174,7 +174,7 @@ export async function run(id: string, options: Json): Promise<void> {
 }
 
 export async function deliver(options: Json & { thread?: string; consumer: string }): Promise<void> {
-  const { deliverReplies } = await import('./deliver.js');
+  const { deliverReplies } = await import('./delivery/deliver.js');
   const summary = await deliverReplies(options);
   // Exit 1 leaves the failed reply unacknowledged for notifier's next, backed-off try; under
   // --json the error object is then stdout's only document.
@@ -183,7 +183,7 @@ export async function deliver(options: Json & { thread?: string; consumer: strin
 }
 
 export async function memorySearch(id: string, query: string, options: Json & { peer?: string; all?: boolean; limit: number }): Promise<void> {
-  const { searchMemory } = await import('./memory-search.js');
+  const { searchMemory } = await import('./memory/memory-search.js');
   const hits = await searchMemory(resolveHome(), id, query, options);
   if (options.json) return printJson(hits);
   if (hits.length === 0) return printLines([await nothingFound(id, query, options)]);
@@ -199,13 +199,13 @@ export async function memorySearch(id: string, query: string, options: Json & { 
 async function nothingFound(id: string, query: string, options: { peer?: string; all?: boolean }): Promise<string> {
   const inTurn = process.env.THECLAW_AGENT === id;
   if (options.all || options.peer !== undefined || inTurn) return 'nothing found';
-  const { searchMemory } = await import('./memory-search.js');
+  const { searchMemory } = await import('./memory/memory-search.js');
   const elsewhere = await searchMemory(resolveHome(), id, query, { all: true, limit: 1 });
   return elsewhere.length ? "nothing in the agent's memory; --all searches every conversation, and finds something there" : 'nothing found';
 }
 
 export async function memoryShow(id: string, options: { peer?: string }): Promise<void> {
-  const { memoryFilesOf } = await import('./memory-search.js');
+  const { memoryFilesOf } = await import('./memory/memory-search.js');
   const files = memoryFilesOf(resolveHome(), id, options.peer).filter(({ text }) => text.trim() !== '');
   if (files.length === 0) {
     const whose = options.peer === undefined ? `${id}'s memory` : `${id}'s memory of ${options.peer}`;
@@ -215,7 +215,7 @@ export async function memoryShow(id: string, options: { peer?: string }): Promis
 }
 
 export async function memoryEdit(id: string, options: { file?: string }): Promise<void> {
-  const { editMemory } = await import('./memory-search.js');
+  const { editMemory } = await import('./memory/memory-search.js');
   await editMemory(resolveHome(), id, options.file);
 }
 
@@ -226,13 +226,13 @@ export async function heartbeat(id: string, options: Json & { every?: string; pr
     throw usageError('--off, --now and the settings (--every, --prompt, --model, --active-hours) go one at a time', `e.g. agent heartbeat ${id} --every 30m, then agent heartbeat ${id} --now`);
   }
   if (options.now) {
-    const outcome = await (await import('./heartbeat.js')).runHeartbeat(id);
+    const outcome = await (await import('./proactive/heartbeat.js')).runHeartbeat(id);
     if (options.json) return printJson(outcome);
     if (outcome.outcome === 'skipped') return printLines([`skipped: ${outcome.reason}`]);
     if (outcome.outcome === 'ok') return printLines([`nothing to report (${outcome.tokens} tokens)`]);
     return printLines([`told the owner (${outcome.tokens} tokens): ${outcome.text}`]);
   }
-  const setup = await import('./heartbeat-setup.js');
+  const setup = await import('./proactive/heartbeat-setup.js');
   if (options.off) {
     const removed = await setup.removeHeartbeat(home, id);
     if (options.json) return printJson({ agent: id, removed });

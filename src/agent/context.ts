@@ -6,8 +6,8 @@ import { errnoCode } from '../core/errors.js';
 import type { SessionLine } from '../pai/index.js';
 import type { ThreadEvent } from '../thread/index.js';
 import type { AgentDir } from './agent-dir.js';
-import { capMemory, type MemoryTruncation } from './memory-caps.js';
-import { dailyFolder, readMemoryOrEmpty } from './memory-store.js';
+import { capMemory, type MemoryTruncation } from './memory/memory-caps.js';
+import { dailyFolder, readMemoryOrEmpty } from './memory/memory-store.js';
 import type { MemoryLayer, ThreadRoute } from './types.js';
 
 /**

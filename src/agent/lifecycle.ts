@@ -17,7 +17,7 @@ import { damagedThread, describeDamage, type DamagedThread } from './damaged-thr
 import { agentModel, describeShortage, windowShortage } from './window-check.js';
 import { ensureDir } from '../core/home.js';
 import { INBOX_CONSUMER } from '../core/layout.js';
-import { PEER_KEYWORDS } from './tool-policy.js';
+import { PEER_KEYWORDS } from './policy/tool-policy.js';
 
 export { INBOX_CONSUMER };
 export const OUTBOUND_CONSUMER = 'outbound';

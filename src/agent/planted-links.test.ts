@@ -9,16 +9,16 @@ import { BWRAP, completionRequests, createTestHome, NEEDS_BWRAP, startFakeOpenAI
 import { openThread } from '../thread/index.js';
 import type { AgentDir } from './agent-dir.js';
 import { buildSystemPrompt, memoryFiles } from './context.js';
-import { startFreshConversation } from './fresh-conversation.js';
+import { startFreshConversation } from './turn/fresh-conversation.js';
 import { initAgent } from './lifecycle.js';
-import { MemoryIndex } from './memory-index.js';
-import { editMemory, memoryFilesOf } from './memory-search.js';
-import { appendNewLines, readMemoryFile, writeSummary } from './memory-store.js';
-import { decideProposal, proposedFile, createProposal } from './proposals.js';
-import { takeAttachments } from './reply-files.js';
+import { MemoryIndex } from './memory/memory-index.js';
+import { editMemory, memoryFilesOf } from './memory/memory-search.js';
+import { appendNewLines, readMemoryFile, writeSummary } from './memory/memory-store.js';
+import { decideProposal, proposedFile, createProposal } from './policy/proposals.js';
+import { takeAttachments } from './delivery/reply-files.js';
 import { routeMessage } from './router.js';
 import { runAgent } from './run.js';
-import { ATTACH_PREFIX, outboxDir } from './sandbox-sends.js';
+import { ATTACH_PREFIX, outboxDir } from './policy/sandbox-sends.js';
 import { sendToAgent } from './send.js';
 
 // Every reader and writer of the runtime in a directory the agent's sandbox can write, each with

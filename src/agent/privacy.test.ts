@@ -8,11 +8,11 @@ import { formatMessageContent, parseMessageContent, type ExternalReplyContext } 
 import type { ModelCaller, ModelRequest } from '../pai/index.js';
 import { createTestHome, threadEvents, type TestHome } from '../testing/index.js';
 import { openThread } from '../thread/index.js';
-import { SUMMARISER_PROMPT } from './compaction.js';
-import { deliverReplies } from './deliver.js';
+import { SUMMARISER_PROMPT } from './turn/compaction.js';
+import { deliverReplies } from './delivery/deliver.js';
 import { conversationThreads, initAgent } from './lifecycle.js';
-import { CONDENSE_PROMPT } from './memory-condense.js';
-import { FLUSH_PROMPT } from './memory-flush.js';
+import { CONDENSE_PROMPT } from './turn/memory-condense.js';
+import { FLUSH_PROMPT } from './turn/memory-flush.js';
 import { routeMessage } from './router.js';
 import { runAgent } from './run.js';
 import { sendToAgent } from './send.js';

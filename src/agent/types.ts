@@ -1,8 +1,8 @@
 import * as z from 'zod/mini';
 import { parseDuration } from '../core/duration.js';
 import { BrowserLimitsSchema, DEFAULT_BROWSER_LIMITS } from '../browser/index.js';
-import { ManageConfigSchema } from './manage-policy.js';
-import { PolicySchema, type Policy } from './tool-policy.js';
+import { ManageConfigSchema } from './policy/manage-policy.js';
+import { PolicySchema, type Policy } from './policy/tool-policy.js';
 
 /**
  * An agent is a directory (`$THECLAW_HOME/agents/<id>/`): IDENTITY.md (who it is, its system

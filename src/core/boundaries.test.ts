@@ -65,10 +65,84 @@ const LIGHT_DOORS: Record<string, string> = {
   'agent/agent-dir.ts': "an agent's directory and config, for theclaw up, status and prune, without the agent runtime",
   'agent/lifecycle.ts': 'creating, starting and inspecting agents, for theclaw up, status and prune',
   'agent/identity.ts': 'the system agents, for theclaw up',
-  'agent/usage.ts': 'the usage records, for theclaw status',
-  'agent/outage.ts': "an agent's model outage, for theclaw status",
+  'agent/accounting/usage.ts': 'the usage records, for theclaw status',
+  'agent/turn/outage.ts': "an agent's model outage, for theclaw status",
   'agent/damaged-thread.ts': 'describing a damaged thread, for theclaw commands (loaded by every one)',
 };
+
+/**
+ * The rooms of src/agent, each a subfolder with one concern (its index.ts says which). A room's
+ * module reaches another room only through that room's index.ts, and only a room it may use
+ * (ROOM_MAY_IMPORT, which has no circle: each room uses only rooms listed before it). The modules
+ * at src/agent's top level are the tool's faces (index, cli, program, commands, run) and the
+ * vocabulary every room shares (types, agent-dir, router, context, …): a room imports them
+ * directly, and they import a room's module directly, so that a fast path loads only what it
+ * needs. No module in src/agent is part of an import circle (agentCircles).
+ */
+const ROOMS = ['memory', 'accounting', 'policy', 'turn', 'delivery', 'conversation', 'proactive'] as const;
+type Room = (typeof ROOMS)[number];
+
+/** The rooms each room of src/agent may import besides itself. */
+const ROOM_MAY_IMPORT: Record<Room, readonly Room[]> = {
+  memory: [],
+  accounting: [],
+  policy: ['memory', 'accounting'],
+  turn: ['memory', 'accounting', 'policy'],
+  delivery: ['policy', 'turn'],
+  conversation: ['memory', 'accounting', 'policy', 'turn'],
+  proactive: ['memory', 'accounting', 'policy', 'turn', 'delivery', 'conversation'],
+};
+
+/** The room of src/agent a path lies in (`agent/turn/x.ts`, `src/agent/turn/x.ts`), if any. */
+function roomOf(path: string): string | undefined {
+  const parts = path.replace(/^src\//, '').split('/');
+  return parts[0] === 'agent' && parts.length > 2 ? parts[1] : undefined;
+}
+
+/** The imports among `files` that break the rooms of src/agent: one line each, as boundaryViolations. */
+function roomViolations(files: ReadonlyMap<string, string>): string[] {
+  const found: string[] = [];
+  for (const file of files.keys()) {
+    const room = roomOf(file);
+    if (room !== undefined && !isRoom(room)) found.push(`${file}: src/agent/${room} is no known room - add it to ROOMS and ROOM_MAY_IMPORT in src/core/boundaries.test.ts`);
+  }
+  for (const { file, line, specifier, target, module } of crossings(files)) {
+    const room = roomOf(file);
+    const other = roomOf(module);
+    if (target !== 'agent' || room === undefined || other === undefined || room === other || file.endsWith('.test.ts') || !isRoom(room)) continue;
+    const at = `${file}:${line} imports '${specifier}'`;
+    if (!isRoom(other) || !ROOM_MAY_IMPORT[room].includes(other)) {
+      found.push(`${at}: the ${room} room may not use ${other} (${room} may use ${ROOM_MAY_IMPORT[room].join(', ') || 'no other room'})`);
+    } else if (module !== `agent/${other}/index.ts`) {
+      found.push(`${at}: another room's inside - import it from src/agent/${other}/index.ts (export it there)`);
+    }
+  }
+  return found;
+}
+
+/** The import circles among the modules of src/agent (tests left out), each as its modules in order. */
+function agentCircles(files: ReadonlyMap<string, string>): string[][] {
+  const edges = new Map<string, string[]>();
+  for (const { file, module } of crossings(files)) {
+    if (!file.startsWith('src/agent/') || file.endsWith('.test.ts') || !module.startsWith('agent/')) continue;
+    edges.set(file, [...(edges.get(file) ?? []), `src/${module}`]);
+  }
+  const circles: string[][] = [];
+  const done = new Set<string>();
+  const walk = (node: string, path: string[]): void => {
+    const at = path.indexOf(node);
+    if (at >= 0) return void circles.push(path.slice(at));
+    if (done.has(node)) return;
+    for (const next of edges.get(node) ?? []) walk(next, [...path, node]);
+    done.add(node);
+  };
+  for (const node of edges.keys()) walk(node, []);
+  return circles;
+}
+
+function isRoom(dir: string): dir is Room {
+  return (ROOMS as readonly string[]).includes(dir);
+}
 
 const TEST_SUPPORT = ['testing', 'e2e'];
 const DECLARATIONS = ['types'];
@@ -146,9 +220,9 @@ function boundaryViolations(files: ReadonlyMap<string, string>): string[] {
     }
   }
   for (const door of Object.keys(LIGHT_DOORS)) {
-    const [tool, module] = door.split('/');
+    const [tool, ...module] = door.split('/');
     const index = files.get(`src/${tool}/index.ts`);
-    const reexported = index !== undefined && importsOf(index).some(({ specifier }) => specifier === `./${module!.replace(/\.ts$/, '.js')}`);
+    const reexported = index !== undefined && importsOf(index).some(({ specifier }) => specifier === `./${module.join('/').replace(/\.ts$/, '.js')}`);
     if (!reexported) found.push(`src/${tool}/index.ts: does not re-export the light door ${door} - export what other tools use of it`);
   }
   return found;
@@ -265,5 +339,47 @@ describe('the tool boundaries', () => {
 
   it('name only light doors that another tool imports directly', () => {
     expect(unusedDoors(sourceFiles()), 'remove these from LIGHT_DOORS in src/core/boundaries.test.ts').toEqual([]);
+  });
+});
+
+describe('the rooms of src/agent', () => {
+  const check = (file: string, source: string) => roomViolations(new Map([[file, source]]));
+
+  it('lets a room use a room below it through its index.ts, and the top level both ways', () => {
+    expect(check('src/agent/turn/x.ts', "import { a } from '../memory/index.js';\nimport { b } from '../types.js';\nimport { c } from './y.js';")).toEqual([]);
+    expect(check('src/agent/run.ts', "import { a } from './turn/compaction.js';")).toEqual([]);
+  });
+
+  it("names an import of a room above, of another room's inside and of an unknown room", () => {
+    expect(check('src/agent/memory/x.ts', "import { a } from '../turn/index.js';")).toEqual([
+      "src/agent/memory/x.ts:1 imports '../turn/index.js': the memory room may not use turn (memory may use no other room)",
+    ]);
+    expect(check('src/agent/turn/x.ts', "import { a } from '../memory/memory-store.js';")).toEqual([
+      "src/agent/turn/x.ts:1 imports '../memory/memory-store.js': another room's inside - import it from src/agent/memory/index.ts (export it there)",
+    ]);
+    expect(check('src/agent/attic/x.ts', '')).toHaveLength(1);
+  });
+
+  it('finds an import circle', () => {
+    const files = new Map([
+      ['src/agent/a.ts', "import { b } from './turn/b.js';"],
+      ['src/agent/turn/b.ts', "import { a } from '../a.js';"],
+    ]);
+    expect(agentCircles(files)).toEqual([['src/agent/a.ts', 'src/agent/turn/b.ts']]);
+  });
+
+  it('list in ROOM_MAY_IMPORT only rooms listed before, so that the rooms have no circle', () => {
+    for (const [at, room] of ROOMS.entries())
+      expect(
+        ROOM_MAY_IMPORT[room].every((other) => ROOMS.indexOf(other) < at),
+        room,
+      ).toBe(true);
+  });
+
+  it('hold for every import in src/agent, which has no import circle', () => {
+    const files = sourceFiles();
+    const found = roomViolations(files);
+    expect(found, `${found.length} imports break the rooms:\n${found.join('\n')}\n`).toEqual([]);
+    expect(agentCircles(files).map((circle) => circle.join(' -> '))).toEqual([]);
   });
 });

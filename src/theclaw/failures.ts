@@ -1,7 +1,7 @@
 import { relative } from 'node:path';
 import { agentDir, listAgentIds } from '../agent/agent-dir.js';
 import { conversationThreads, INBOX_CONSUMER } from '../agent/lifecycle.js';
-import { readOutage } from '../agent/outage.js';
+import { readOutage } from '../agent/turn/outage.js';
 import type { ErrorRecord } from '../agent/index.js';
 import type { SubscriptionStatus } from '../notifier/index.js';
 import { forEachAgentThread, newestFirst, type AgentDamage } from './agent-threads.js';

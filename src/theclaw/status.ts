@@ -1,7 +1,7 @@
 import { relative } from 'node:path';
 import { listAgentIds } from '../agent/agent-dir.js';
 import { agentStatus, conversationThreads, type AgentStatus } from '../agent/lifecycle.js';
-import { NO_USAGE, plusUsage, usageOfRecord } from '../agent/usage.js';
+import { NO_USAGE, plusUsage, usageOfRecord } from '../agent/accounting/usage.js';
 import { daemonHolder, type DaemonName } from '../core/daemon.js';
 import { formatError } from '../core/errors.js';
 import { residentBytes } from '../core/process.js';

@@ -1,0 +1,140 @@
+import { isStorageError } from '../../core/storage-error.js';
+import type { Logger } from '../../core/logger.js';
+import type { ResolvedModel } from '../../pai/index.js';
+import { openThread, type Thread, type ThreadEvent } from '../../thread/index.js';
+import type { AgentDir } from '../agent-dir.js';
+import { chatCommandHelp, type ChatCommand } from '../chat-commands.js';
+import { type Summarise, describeUsage, plusUsage, threadUsage, NO_USAGE } from '../accounting/index.js';
+import { startFreshConversation } from '../turn/index.js';
+import { approvalReply } from './owner-approval.js';
+import { isOwner, type Policy } from '../policy/index.js';
+import { conversationThreads } from '../lifecycle.js';
+import type { DecisionRecord, ThreadRoute } from '../types.js';
+
+/**
+ * The answers to chat commands (chat-commands.ts), made by the runtime without the model. Each
+ * returns the reply's text; a failure other than the disk's is the reply too, so that the person
+ * always hears back.
+ */
+export interface CommandContext {
+  home: string;
+  dir: AgentDir;
+  route: ThreadRoute;
+  thread: Thread;
+  /** The command's inbox event. */
+  inboxEvent: ThreadEvent;
+  /** The command's event in the conversation thread. */
+  commandId: number;
+  /** The thread's running summary file. */
+  summaryFile: string;
+  /** The agent's model, or why it cannot be used. */
+  model: ResolvedModel | Error;
+  mixedPeople: boolean;
+  /** The summariser for `/new`; throws when the model cannot be used. */
+  summarise: Summarise;
+  redact: (text: string) => string;
+  logger: Logger;
+  /** Who may `/approve` and `/deny`, and see the whole agent in `/status`. */
+  policy: Policy;
+  now?: Date;
+}
+
+export async function answerChatCommand(command: ChatCommand, context: CommandContext): Promise<string> {
+  try {
+    switch (command) {
+      case 'help':
+        return chatCommandHelp();
+      case 'new':
+      case 'reset':
+        return await startFreshConversation({
+          command,
+          thread: context.thread,
+          threadId: context.route.threadId,
+          memoryDir: context.dir.memory,
+          summaryFile: context.summaryFile,
+          commandId: context.commandId,
+          sentAt: context.inboxEvent.created_at,
+          contextWindow: context.model instanceof Error ? 0 : context.model.contextWindow,
+          mixedPeople: context.mixedPeople,
+          summarise: context.summarise,
+          redact: context.redact,
+          logger: context.logger,
+        });
+      case 'stop':
+        return stoppedTurns(context.thread, context.inboxEvent.id) > 0 ? 'Stopped.' : 'Nothing is running.';
+      case 'status':
+        return statusReply(context);
+      case 'usage':
+        return usageReply(context);
+      case 'approve':
+      case 'deny':
+        return approvalReply(command, context.inboxEvent, context.dir, context.policy, context.home);
+    }
+  } catch (error) {
+    // A full or read-only disk: the command waits in the inbox like any message, and is answered later.
+    if (isStorageError(error)) throw error;
+    const message = context.redact(error instanceof Error ? error.message : String(error));
+    context.logger.error(`run: /${command} in thread ${context.route.threadId} failed: ${message}`);
+    return `Error: /${command} failed: ${message} - see the agent log (${context.dir.log})`;
+  }
+}
+
+/** How many turns of the thread the `/stop` with this inbox id ended (see turn-stop.ts). */
+function stoppedTurns(thread: Thread, stopInboxId: number): number {
+  // The turns it ended are the ones just before it in this thread.
+  return thread.peek({ filter: "type = 'record' AND subtype = 'decision'", last: 100 }).filter((event) => {
+    const decision = JSON.parse(event.content) as DecisionRecord;
+    return decision.decision === 'stopped' && decision.stopped_by_inbox_id === stopInboxId;
+  }).length;
+}
+
+/** The owner's status of the agent; anyone else's is of their own conversation only. */
+function statusReply(context: CommandContext): string {
+  const { model, dir } = context;
+  const today = todayUtc(context.now);
+  const conversation = threadUsage(context.thread, today);
+  if (!isOwner(context.policy, context.inboxEvent.source)) return [`Agent: ${dir.id}`, `Today (${today}, UTC): this conversation ${describeUsage(conversation)}`].join('\n');
+  const agent = conversationThreads(dir).reduce(
+    (sum, path) => plusUsage(sum, path === context.route.path ? conversation : withThread(context.home, path, (thread) => threadUsage(thread, today))),
+    NO_USAGE,
+  );
+  return [
+    `Agent: ${dir.id}`,
+    `Model: ${model instanceof Error ? `not available (${context.redact(model.message)})` : `${model.provider}/${model.model}`}`,
+    `Today (${today}, UTC): this conversation ${describeUsage(conversation)}; all conversations ${describeUsage(agent)}`,
+    `Queue: ${plural(waitingAfter(context), 'message')} waiting in the inbox`,
+  ].join('\n');
+}
+
+function usageReply(context: CommandContext): string {
+  const today = todayUtc(context.now);
+  // The upkeep (summaries, memory writes) is in the figures; said apart when there was any.
+  const upkeep = threadUsage(context.thread, undefined, true);
+  return [
+    `This conversation today (${today}, UTC): ${describeUsage(threadUsage(context.thread, today))}`,
+    `In total: ${describeUsage(threadUsage(context.thread))}`,
+    ...(upkeep.calls > 0 ? [`Of these in total, summaries and memory upkeep: ${describeUsage(upkeep)}`] : []),
+  ].join('\n');
+}
+
+/** Inbox messages after this command: waiting for this run or the next. */
+function waitingAfter(context: CommandContext): number {
+  return withThread(context.home, context.dir.inbox, (inbox) => inbox.peek({ afterId: context.inboxEvent.id, filter: "type = 'message'", limit: 100_000 }).length);
+}
+
+function withThread<T>(home: string, path: string, read: (thread: Thread) => T): T {
+  const thread = openThread(path, { home });
+  try {
+    return read(thread);
+  } finally {
+    thread.close();
+  }
+}
+
+function todayUtc(now = new Date()): string {
+  return now.toISOString().slice(0, 10);
+}
+
+function plural(count: number, noun: string): string {
+  return `${count} ${noun}${count === 1 ? '' : 's'}`;
+}

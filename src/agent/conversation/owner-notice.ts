@@ -1,0 +1,46 @@
+import { existsSync } from 'node:fs';
+import { replyContextFromSource } from './reply-context.js';
+import { openThread, type PushInput } from '../../thread/index.js';
+import { loadAgentConfig, requireAgent } from '../agent-dir.js';
+import { ownerDirectChat } from './owner-approval.js';
+import { routeMessage } from '../router.js';
+import type { NoticeKind } from '../../core/message.js';
+
+/**
+ * Puts a message into the owner's direct chat with an agent (the one they wrote in last), for
+ * `agent deliver` to send like an answer; false when the owner has no direct chat with it yet.
+ * For what speaks to the owner from outside a run: a system agent's sweep (a notice), a
+ * heartbeat's finding (the agent's own words, no notice). A message with a `key` is put there
+ * once: a sweep that tells again what it told before it crashed tells nothing.
+ */
+export function tellOwnerOf(home: string, id: string, text: string, notice?: NoticeKind, key?: string): boolean {
+  const dir = requireAgent(home, id);
+  const config = loadAgentConfig(dir);
+  const inbox = openThread(dir.inbox, { home });
+  let owner: string | null;
+  try {
+    owner = ownerDirectChat(inbox, config.policy);
+  } finally {
+    inbox.close();
+  }
+  if (owner === null) return false;
+  const route = routeMessage(dir, config.routing.default, owner);
+  if (!existsSync(route.path)) return false;
+  const thread = openThread(route.path, { home });
+  try {
+    thread.pushOnce(ownerMessage(owner, text, notice, key));
+  } finally {
+    thread.close();
+  }
+  return true;
+}
+
+/** The message that speaks to the owner in their direct chat (`owner`, its source address), sent like an answer. */
+export function ownerMessage(owner: string, text: string, notice?: NoticeKind, key?: string): PushInput {
+  return {
+    source: 'self',
+    type: 'message',
+    content: JSON.stringify({ text, attachments: [], reply_context: replyContextFromSource(owner), ...(notice ? { notice } : {}) }),
+    idempotency_key: key,
+  };
+}

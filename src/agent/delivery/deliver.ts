@@ -1,0 +1,240 @@
+import { existsSync } from 'node:fs';
+import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
+import type Database from 'better-sqlite3';
+import { formatAddress } from '../../core/address.js';
+import { ClawError, isClawError } from '../../core/errors.js';
+import { resolveHome } from '../../core/home.js';
+import { homeRef, resolveHomeRef } from '../../core/layout.js';
+import { createLogger } from '../../core/logger.js';
+import { ATTACHMENT_KINDS, parseMessageContent, type Attachment, type ReplyContext } from '../../core/message.js';
+import { openSqlite } from '../../core/sqlite.js';
+import { isStorageError } from '../../core/storage-error.js';
+import { openThread, type Thread, type ThreadEvent } from '../../thread/index.js';
+import { askXgw, isXgwUnavailable } from '../../xgw/client.js';
+import type { OutboundFile, XgwRequest } from '../../xgw/index.js';
+import { agentDir, loadAgentConfig, requireAgent, type AgentDir } from '../agent-dir.js';
+import { ANSWER_CONVERSATION } from '../router.js';
+import type { ErrorRecord } from '../types.js';
+
+/**
+ * `agent deliver --consumer C`: started by notifier when a conversation thread (THECLAW_THREAD, or
+ * `--thread`) has replies (`source = self` messages) to deliver. External replies go through the
+ * xgw daemon with the idempotency key `<thread>#<event id>@<created_at>`, the thread relative to
+ * the home (a retried delivery is not sent twice;
+ * the time tells apart the events of a thread made anew where a damaged one was moved away);
+ * internal ones are pushed into the asking agent's inbox. A failure is not acknowledged: the
+ * run ends with exit 1 and notifier retries with backoff. The attempt count is kept on disk;
+ * past `deliver.max_attempts` an error record is written and the reply is skipped. Only a
+ * delivery that was tried and failed is an attempt: while xgw is down, restarting or its channel
+ * not up, the reply waits (exit 1, retried with backoff) however long that takes, so that a
+ * gateway restart never costs a reply.
+ */
+export interface DeliverOptions {
+  /** Default: THECLAW_THREAD of `env`. */
+  thread?: string;
+  consumer: string;
+  home?: string;
+  env?: NodeJS.ProcessEnv;
+}
+
+export interface DeliverSummary {
+  delivered: number;
+  skipped: number;
+  /** A reply that could not be delivered now; it stays for the next dispatch. */
+  failed: boolean;
+}
+
+export async function deliverReplies(options: DeliverOptions): Promise<DeliverSummary> {
+  const env = options.env ?? process.env;
+  const home = options.home ?? resolveHome(env);
+  const path = threadToDeliver(home, options.thread ?? env.THECLAW_THREAD);
+  const dir = agentOfThread(home, path);
+  // Read only when a delivery fails: the config is not needed on the common path, and every
+  // reply pays this process's start-up.
+  const maxAttempts = () => loadAgentConfig(dir).deliver.max_attempts;
+  const logger = createLogger(dir.log, { env });
+  const thread = openThread(path, { home });
+  const ref = homeRef(home, path);
+  const attempts = new AttemptStore(dir);
+  const summary: DeliverSummary = { delivered: 0, skipped: 0, failed: false };
+  try {
+    for (const event of thread.pop(options.consumer, { limit: 100 })) {
+      try {
+        const waiting = await deliverOne(home, dir, thread, event);
+        if (waiting) {
+          logger.warn(`deliver: event ${event.id} of ${ref} waits: ${waiting} (not counted as an attempt)`);
+          summary.failed = true;
+          break; // in order: later replies wait for this one
+        }
+        summary.delivered++;
+      } catch (error) {
+        const message = error instanceof Error ? error.message : String(error);
+        if (isStorageError(error)) {
+          // A full or read-only disk (here or the gateway's) is no fault of the reply: it does not
+          // use up an attempt, so waiting for the disk can never make a reply be given up.
+          logger.warn(`deliver: event ${event.id} of ${ref} waits for the disk: ${message}`);
+          summary.failed = true;
+          break;
+        }
+        const count = attempts.fail(ref, event.id, message);
+        const limit = maxAttempts();
+        if (count < limit && !isClawError(error, 'invalid')) {
+          logger.warn(`deliver: event ${event.id} of ${ref} failed (attempt ${count} of ${limit}): ${message}`);
+          summary.failed = true;
+          break; // in order: later replies wait for this one
+        }
+        const record: ErrorRecord = { stage: 'deliver', event_id: event.id, error: `not delivered after ${count} attempt(s): ${message}` };
+        thread.push({ source: 'self', type: 'record', subtype: 'error', content: JSON.stringify(record) });
+        logger.error(`deliver: gave up on event ${event.id} of ${ref}: ${message}`);
+        summary.skipped++;
+      }
+      thread.ack(options.consumer, event.id);
+      attempts.forget(ref, event.id);
+    }
+    return summary;
+  } finally {
+    thread.close();
+    attempts.close();
+  }
+}
+
+/**
+ * Delivers one reply. Returns null once it is delivered (or has nowhere to go), or why it cannot
+ * be tried now (xgw is unavailable); a delivery that was tried and failed is thrown.
+ */
+async function deliverOne(home: string, dir: AgentDir, thread: Thread, event: ThreadEvent): Promise<string | null> {
+  const content = parseMessageContent(event.content);
+  const context: ReplyContext | undefined = content.reply_context;
+  if (!context) return null; // kept in the thread on purpose (see run.ts): nothing to deliver
+  if (context.kind === 'external') {
+    const request: XgwRequest = {
+      op: 'send',
+      channel: context.channel_id,
+      peer: context.peer_id,
+      conversation_type: context.conversation_type,
+      conversation: context.conversation_id,
+      reply_to: context.message_id,
+      idempotency_key: deliveryKey(home, thread, event),
+      text: content.text,
+      ...(content.notice ? { notice: content.notice } : {}),
+      ...(content.attachments.length ? { files: outboundFiles(dir, content.attachments) } : {}),
+      agent: dir.id,
+    };
+    try {
+      await askXgw(home, request, 60_000);
+    } catch (error) {
+      if (isXgwUnavailable(error)) return (error as Error).message;
+      throw error;
+    }
+    return null;
+  }
+  // An answer for another agent: into its inbox, from us, marked as an answer so that it goes
+  // back into the conversation that asked (router.ts).
+  const target = agentDir(home, context.agent_id);
+  const inbox = openThread(target.inbox, { home });
+  try {
+    inbox.push({
+      source: formatAddress({ kind: 'internal', conversationType: ANSWER_CONVERSATION, conversationId: context.conversation_id, agentId: dir.id }),
+      type: 'message',
+      content: JSON.stringify({
+        text: content.text,
+        attachments: [],
+        reply_context: {
+          kind: 'internal',
+          conversation_type: ANSWER_CONVERSATION,
+          conversation_id: context.conversation_id,
+          agent_id: dir.id,
+          // The asker passes the answer on to the message that asked (reply-context.ts).
+          ...(context.asking_event_id ? { asking_event_id: context.asking_event_id } : {}),
+        },
+        in_reply_to: event.id,
+      }),
+      idempotency_key: `${dir.id}:${deliveryKey(home, thread, event)}`,
+    });
+  } finally {
+    inbox.close();
+  }
+  return null;
+}
+
+/** Names one reply for good: ids start again at 1 in a thread made anew at the same path. */
+function deliveryKey(home: string, thread: Thread, event: ThreadEvent): string {
+  return `${homeRef(home, thread.path)}#${event.id}@${event.created_at}`;
+}
+
+/**
+ * The thread to deliver from: `--thread` (relative to the working directory, as a path given on
+ * the command line is) or THECLAW_THREAD. An older handler names it by its absolute path, which
+ * may be the home's before a move or a copy: it is found in this home (layout.ts resolveHomeRef).
+ */
+function threadToDeliver(home: string, given: string | undefined): string {
+  if (!given) throw new ClawError('usage', 'no thread to deliver from', { suggestion: 'pass --thread <home>/agents/<id>/threads/peers/<name> (notifier sets THECLAW_THREAD)' });
+  return resolveHomeRef(home, resolve(given));
+}
+
+/** The agent a thread belongs to: `<home>/agents/<id>/threads/<group>/<leaf>` or `.../threads/main`. */
+function agentOfThread(home: string, threadPath: string): AgentDir {
+  let at = dirname(threadPath);
+  if (basename(at) !== 'threads') at = dirname(at);
+  if (basename(at) !== 'threads') {
+    throw new ClawError('usage', `${threadPath} is not a conversation thread of an agent`, { suggestion: 'pass --thread <home>/agents/<id>/threads/peers/<name>' });
+  }
+  return requireAgent(home, basename(dirname(at)));
+}
+
+/** Delivery attempts, on disk so that they survive the short-lived deliver processes. */
+class AttemptStore {
+  private opened: Database.Database | undefined;
+
+  constructor(private readonly dir: AgentDir) {}
+
+  /** Opened on first use: most deliveries succeed at once and never need it. */
+  private get db(): Database.Database {
+    if (!this.opened) {
+      this.opened = openSqlite(this.dir.state);
+      this.opened.exec('CREATE TABLE IF NOT EXISTS delivery_attempts (thread TEXT NOT NULL, event_id INTEGER NOT NULL, attempts INTEGER NOT NULL, last_error TEXT, PRIMARY KEY (thread, event_id))');
+    }
+    return this.opened;
+  }
+
+  /** Counts one more failure; returns the count. */
+  fail(thread: string, eventId: number, error: string): number {
+    return this.db
+      .prepare(
+        `INSERT INTO delivery_attempts VALUES (?, ?, 1, ?) ON CONFLICT (thread, event_id)
+         DO UPDATE SET attempts = attempts + 1, last_error = excluded.last_error RETURNING attempts`,
+      )
+      .pluck()
+      .get(thread, eventId, error.slice(0, 1000)) as number;
+  }
+
+  forget(thread: string, eventId: number): void {
+    // A reply that never failed has no row; a store not opened yet holds none of this process's.
+    if (!this.opened && !existsSync(this.dir.state)) return;
+    // Also the row an older version kept under the thread's absolute path, wherever the home was then.
+    this.db
+      .prepare("DELETE FROM delivery_attempts WHERE event_id = @eventId AND (thread = @thread OR (substr(thread, 1, 1) = '/' AND substr(thread, -length(@thread) - 1) = '/' || @thread))")
+      .run({ thread, eventId });
+  }
+
+  close(): void {
+    this.opened?.close();
+  }
+}
+
+/** The answer's files as xgw sends them: those in the agent's `files/` (reply-files.ts put them there). */
+function outboundFiles(dir: AgentDir, attachments: readonly Attachment[]): OutboundFile[] {
+  return attachments.flatMap((attachment) => {
+    if (attachment.path === undefined || isAbsolute(attachment.path) || attachment.path.split('/').includes('..')) return [];
+    const kind = ATTACHMENT_KINDS.find((k) => k === attachment.type) ?? 'document';
+    return [
+      {
+        kind,
+        path: join(dir.root, attachment.path),
+        name: attachment.name ?? attachment.path.split('/').at(-1)!,
+        ...(attachment.mime_type ? { mime_type: attachment.mime_type } : {}),
+        ...(attachment.bytes !== undefined ? { bytes: attachment.bytes } : {}),
+      },
+    ];
+  });
+}
