@@ -1,8 +1,5 @@
-import { readdirSync, readFileSync } from 'node:fs';
-import { dirname, join, relative, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
+import { importedPath, importsOf, sourceFiles } from '../testing/source-imports.js';
 
 /**
  * The tool boundaries, checked on every import under src/ (static, `import type`, `export … from`
@@ -30,9 +27,8 @@ import { describe, expect, it } from 'vitest';
  * - src/testing and src/e2e are test support: they may import anything, and only tests (and each
  *   other) import them. src/types holds declarations for untyped packages.
  *
- * Imports are read with TypeScript's own scanner (`preProcessFile`) rather than a regex: it takes
- * multi-line and type-only imports, `export … from` and `import()` in any expression, and skips
- * what only looks like an import inside a comment or a string.
+ * Imports are read as testing/source-imports.ts reads them; core/cycles.test.ts checks that they
+ * run in no circle.
  */
 
 const TOOLS = ['core', 'thread', 'notifier', 'pai', 'cmds', 'web', 'browser', 'xgw', 'agent', 'theclaw'] as const;
@@ -72,20 +68,6 @@ const LIGHT_DOORS: Record<string, string> = {
 const TEST_SUPPORT = ['testing', 'e2e'];
 const DECLARATIONS = ['types'];
 
-interface Import {
-  specifier: string;
-  line: number;
-  dynamic: boolean;
-}
-
-/** Every module specifier `source` imports or re-exports, with its line (1-based). */
-function importsOf(source: string): Import[] {
-  return ts.preProcessFile(source, true, true).importedFiles.map((file) => {
-    const before = source.slice(0, file.pos);
-    return { specifier: file.fileName, line: before.split('\n').length, dynamic: /\bimport\s*\(\s*$/.test(before) };
-  });
-}
-
 interface Crossing {
   /** The importing file, `src/<dir>/…`. */
   file: string;
@@ -102,8 +84,8 @@ interface Crossing {
 function crossings(files: ReadonlyMap<string, string>): Crossing[] {
   return [...files].flatMap(([file, source]) =>
     importsOf(source).flatMap(({ specifier, line, dynamic }) => {
-      const [top, target, ...rest] = join(dirname(file), specifier).replace(/\.js$/, '.ts').split('/');
-      if (!specifier.startsWith('.') || top !== 'src' || target === undefined) return [];
+      const [top, target, ...rest] = (importedPath(file, specifier) ?? '').split('/');
+      if (top !== 'src' || target === undefined) return [];
       return [{ file, dir: file.split('/')[1]!, line, specifier, dynamic, target, module: `${target}/${rest.join('/')}` }];
     }),
   );
@@ -165,18 +147,6 @@ function unusedDoors(files: ReadonlyMap<string, string>): string[] {
 
 function isTool(dir: string): dir is Tool {
   return (TOOLS as readonly string[]).includes(dir);
-}
-
-const ROOT = resolve(fileURLToPath(new URL('.', import.meta.url)), '../..');
-
-function sourceFiles(): Map<string, string> {
-  const files = new Map<string, string>();
-  for (const entry of readdirSync(join(ROOT, 'src'), { recursive: true, withFileTypes: true })) {
-    if (!entry.isFile() || !entry.name.endsWith('.ts')) continue;
-    const path = join(entry.parentPath, entry.name);
-    files.set(relative(ROOT, path), readFileSync(path, 'utf8'));
-  }
-  return files;
 }
 
 describe('importsOf', () => {
