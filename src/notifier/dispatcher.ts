@@ -6,7 +6,8 @@ import { backoffMs } from '../core/retry.js';
 import { listThreads, openThread, startHandler, unregisterThread, type ConsumerInfo, type Thread } from '../thread/index.js';
 import type { NotifierConfig } from './config.js';
 import type { RunLimit } from './run-limit.js';
-import { describeOutcome, formatRun, succeeded, type CommandLauncher, type RunOutcome } from './run.js';
+import type { CommandLauncher } from './launcher.js';
+import { describeOutcome, formatRun, succeeded, type RunOutcome } from './run.js';
 
 const REGISTRY_REREAD_MS = 1_000;
 /**
