@@ -12,13 +12,12 @@ import { agentExists, findRoute, requireAgentId } from './route.js';
 import { settleWithin } from './settle.js';
 import { ChannelSupervisor, type SupervisorOptions } from './supervisor.js';
 import { MAX_CODES_PER_PEER, MAX_PENDING_PAIRINGS, PAIRING_TTL_WHEN_FULL_MS, type DeliveryProgress, type DeliveryRef, type GatewayState } from './state.js';
+import type { ChannelAdapter, ChannelContext } from './channel.js';
 import {
   showsToolProgress,
   splitChannelId,
   type ConversationTarget,
-  type ChannelAdapter,
   type ChannelConfig,
-  type ChannelContext,
   type ChannelStatus,
   type InboundMessage,
   type InboundOutcome,

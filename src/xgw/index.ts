@@ -9,5 +9,6 @@ export { askXgw, isXgwUnavailable } from './client.js';
 export { connectWebchat, type WebchatClient } from './channels/webchat-client.js';
 export type { XgwReloadResult, XgwRequest, XgwStatus } from './protocol.js';
 export * from './types.js';
+export type { ChannelAdapter, ChannelContext } from './channel.js';
 export { startGateway, gatewayStatus, reloadGateway, describeReload } from './control.js';
 export { createChannel } from './channels/index.js';

@@ -10,18 +10,8 @@ import { sendInParts } from './send-parts.js';
 import { hintFor, suggestionFor } from './telegram-errors.js';
 import { createTokenRedactor } from './token-redactor.js';
 import { toInboundMessage } from './telegram-inbound.js';
-import type {
-  ChannelAdapter,
-  ChannelContext,
-  ChannelSendOptions,
-  ChannelStatus,
-  ConversationTarget,
-  InboundFile,
-  InboundMessage,
-  InboundOutcome,
-  OutboundMessage,
-  TelegramChannelConfig,
-} from '../types.js';
+import type { ChannelAdapter, ChannelContext } from '../channel.js';
+import type { ChannelSendOptions, ChannelStatus, ConversationTarget, InboundFile, InboundMessage, InboundOutcome, OutboundMessage, TelegramChannelConfig } from '../types.js';
 
 /** Telegram's limit for the text of one message, in UTF-16 code units. */
 export const TELEGRAM_TEXT_LIMIT = 4096;
