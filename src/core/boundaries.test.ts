@@ -7,7 +7,8 @@ import { importedPath, importsOf, sourceFiles } from '../testing/source-imports.
  *
  * - Direction. A tool imports only the tools below it (MAY_IMPORT): core ← thread ← notifier;
  *   core ← pai; core, thread ← xgw; core, thread, pai, xgw, browser ← agent; theclaw on top of all. cmds
- *   needs only core, and every tool's program.ts (below); web needs only core; browser needs core and web (its SSRF guard).
+ *   needs only core: it reads the tools' commands from own-commands.json (below), never their code;
+ *   web needs only core; browser needs core and web (its SSRF guard).
  * - Doors. Another tool is reached through its `index.ts`, which exports all that other tools use
  *   of it. Core is the exception: the shared kernel of small, independent modules (errors,
  *   address, logger, sqlite, …), any of which may be imported directly, so that each CLI loads
@@ -17,8 +18,9 @@ import { importedPath, importsOf, sourceFiles } from '../testing/source-imports.
  *   path that must start fast needs a small part of a tool (agent deliver, on every reply, needs
  *   xgw's client but not its gateway), it imports that module directly; each such module is
  *   named below with the path it keeps fast, and is re-exported by its tool's index.ts as well.
- * - `program.ts` is each tool's command line, a door for cmds alone: cmds indexes every tool's
- *   commands from their definitions (cmds/own-commands.ts). A program imports only core
+ * - `program.ts` is each tool's command line, and no door: `npm run usage` (scripts/usage.ts)
+ *   indexes every tool's commands from their definitions (testing/programs.ts) into the
+ *   src/cmds/own-commands.json that cmds reads. A program imports only core
  *   statically (its commands load when an action runs), so building all seven stays cheap.
  * - Entry points (`cli.ts`, notifier's `runner.ts`) are not exempt; they need no exemption.
  * - Tests (`*.test.ts`) are held to the same rules, except that a test reaches into its own tool
@@ -112,17 +114,16 @@ function boundaryViolations(files: ReadonlyMap<string, string>): string[] {
     if (!isTool(dir)) continue;
     const at = `${file}:${line} imports '${specifier}'`;
     if (file === `src/${dir}/program.ts` && !dynamic && target !== 'core') {
-      found.push(`${at}: a program.ts imports only core statically (cmds builds every program) - import it in the action`);
+      found.push(`${at}: a program.ts imports only core statically (the usage script and the reference tests build every program) - import it in the action`);
     }
     if (TEST_SUPPORT.includes(target)) {
       if (!file.endsWith('.test.ts')) found.push(`${at}: src/${target} is test support, for tests only`);
       continue;
     }
     if (target === dir || !isTool(target)) continue;
-    const programDoor = dir === 'cmds' && module === `${target}/program.ts`;
-    if (!programDoor && !MAY_IMPORT[dir].includes(target)) {
+    if (!MAY_IMPORT[dir].includes(target)) {
       found.push(`${at}: ${dir} may not depend on ${target} (${dir} may import ${MAY_IMPORT[dir].join(', ') || 'no other tool'})`);
-    } else if (target !== 'core' && module !== `${target}/index.ts` && !programDoor && !(module in LIGHT_DOORS)) {
+    } else if (target !== 'core' && module !== `${target}/index.ts` && !(module in LIGHT_DOORS)) {
       found.push(`${at}: another tool's inside - import it from src/${target}/index.ts (export it there)`);
     }
   }
@@ -212,8 +213,10 @@ describe('boundaryViolations', () => {
     expect(check('src/testing/x.ts', "import { runAgent } from '../agent/run.js';")).toEqual([]);
   });
 
-  it('lets cmds build every program through its program.ts, which imports only core statically', () => {
-    expect(check('src/cmds/x.ts', "const p = () => import('../theclaw/program.js');")).toEqual([]);
+  it('keeps every program.ts, even from cmds, and has it import only core statically', () => {
+    expect(check('src/cmds/x.ts', "const p = () => import('../theclaw/program.js');")).toEqual([
+      "src/cmds/x.ts:1 imports '../theclaw/program.js': cmds may not depend on theclaw (cmds may import core)",
+    ]);
     expect(check('src/agent/x.ts', "import { createXgwProgram } from '../xgw/program.js';")).toHaveLength(1);
     expect(check('src/xgw/program.ts', "import { a } from '../core/cli.js';\nconst commands = () => import('./commands.js');")).toEqual([]);
     expect(check('src/xgw/program.ts', "import { a } from './commands.js';\nimport { b } from '../thread/index.js';")).toHaveLength(2);
