@@ -1,4 +1,5 @@
-export { Gateway, type SendRequest, type SendResult, type GatewayOptions } from './gateway.js';
+export { Gateway, type GatewayOptions } from './gateway.js';
+export type { SendRequest, SendResult } from './delivery.js';
 export { noticeFor } from './notices.js';
 export { runXgw } from './daemon.js';
 export { DEFAULT_XGW_CONFIG, loadXgwConfig, checkConfig, inspectXgwConfig, describeFindings, xgwCheckEnvironment, type ConfigFinding, type XgwConfigReport } from './config.js';
