@@ -1,3 +1,4 @@
+// Over 400 lines: one class, the loop that hands thread events to their subscribers, with the slot and file-identity bookkeeping only it uses.
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { agentOfPath } from '../core/layout.js';

@@ -1,3 +1,4 @@
+// Over 400 lines: one function per check, run in a row by doctor(); checks that grew a module of their own are apart (doctor-channels.ts).
 import { existsSync, mkdirSync, readFileSync, rmdirSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, join, relative } from 'node:path';

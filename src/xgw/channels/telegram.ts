@@ -1,3 +1,4 @@
+// Over 400 lines: one adapter class around one grammY Bot (poll, send, drafts, downloads, check); its message parsing and error hints are apart (telegram-inbound.ts, telegram-errors.ts).
 import { Agent as HttpAgent } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
 import { Bot, GrammyError, HttpError, InputFile } from 'grammy';
