@@ -1,6 +1,6 @@
 import { ClawError, usageError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
-import { loadOwnCommands, type ProgramFactory } from './own-commands.js';
+import { loadOwnCommands } from './own-commands.js';
 import { loadPathIndex, type DescriptionReader } from './path.js';
 import { normalizeQuery, rankEntries, type Match } from './rank.js';
 import { loadSkills, readSkillBody, skillRoots } from './skills.js';
@@ -13,8 +13,6 @@ import type { CatalogOptions, Entry, EntryJson, Executable, Info, OwnCommand, Sk
 
 /** Seams for tests; the CLI uses the defaults. */
 export interface CatalogSeams {
-  /** Default: all of TheClaw's programs (own-commands.ts). */
-  programs?: readonly ProgramFactory[];
   /** Default: apropos. */
   readDescriptions?: DescriptionReader;
 }
@@ -54,7 +52,8 @@ function readExecutables(options: LoadOptions, { home, warn }: Resolved, own: re
 
 export async function loadCatalog(options: LoadOptions = {}): Promise<Catalog> {
   const resolved = resolveOptions(options);
-  const [own, skills] = await Promise.all([loadOwnCommands(options.programs), readSkills(options, resolved)]);
+  const own = loadOwnCommands();
+  const skills = await readSkills(options, resolved);
   return { own, skills, executables: readExecutables(options, resolved, own) };
 }
 
@@ -117,7 +116,7 @@ export async function describeEntry(name: string, options: LoadOptions = {}): Pr
   const wanted = normalizeQuery(name);
   if (wanted === '') throw usageError('no name given', 'pass a command, subcommand or skill name, e.g. cmds info thread push');
   const resolved = resolveOptions(options);
-  const own = await loadOwnCommands(options.programs);
+  const own = loadOwnCommands();
   const command = own.find((entry) => entry.name.toLowerCase() === wanted);
   if (command) return { kind: 'theclaw', command };
   const skill = (await readSkills(options, resolved)).find((entry) => entry.name.toLowerCase() === wanted);

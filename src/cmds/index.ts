@@ -16,7 +16,7 @@ export {
   type LoadOptions,
 } from './catalog.js';
 export { formatFind, formatInfo, formatList, truncateLine, type TextMode } from './format.js';
-export { indexProgram, loadOwnCommands, THECLAW_PROGRAMS, type ProgramFactory } from './own-commands.js';
+export { indexProgram, loadOwnCommands, renderOwnCommands } from './own-commands.js';
 export { aproposDescriptions, loadPathIndex, parseApropos, pathDirs, type DescriptionReader } from './path.js';
 export { compareEntries, matchEntry, normalizeQuery, queryWords, rankEntries, stem, tokenize, type Match, type Tier } from './rank.js';
 export { loadSkills, parseSkill, skillRoots, type ParsedSkill } from './skills.js';

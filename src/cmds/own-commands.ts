@@ -1,32 +1,23 @@
 import type { Argument, Command, Option } from 'commander';
 import { examplesOf } from '../core/cli.js';
 import { visibleSubcommands } from '../core/reference.js';
+import ownCommands from './own-commands.json' with { type: 'json' };
 import type { OwnCommand } from './types.js';
 
-/** Builds a tool's commander program without running it. */
-export type ProgramFactory = () => Command | Promise<Command>;
-
 /**
- * TheClaw's CLIs as cmds indexes them: one line per tool. Each `program.ts` imports only commander
- * and core/cli (its command implementations load lazily when an action runs), so building every
- * program here costs a few milliseconds and never opens SQLite or an LLM client.
+ * TheClaw's CLIs as cmds indexes them, from their commander definitions: written by `npm run usage`
+ * (scripts/usage.ts) into own-commands.json, which the build bundles into cmds. So cmds knows
+ * every tool's commands without importing any tool; cmds/usage.test.ts holds the file to the
+ * programs (stale: run npm run usage).
  */
-export const THECLAW_PROGRAMS: readonly ProgramFactory[] = [
-  async () => (await import('../thread/program.js')).createThreadProgram(),
-  async () => (await import('../notifier/program.js')).createNotifierProgram(),
-  async () => (await import('../pai/program.js')).createPaiProgram(),
-  async () => (await import('../xgw/program.js')).createXgwProgram(),
-  async () => (await import('../agent/program.js')).createAgentProgram(),
-  async () => (await import('./program.js')).createCmdsProgram(),
-  async () => (await import('../web/program.js')).createWebProgram(),
-  async () => (await import('../browser/program.js')).createBrowserProgram(),
-  async () => (await import('../theclaw/program.js')).createTheclawProgram(),
-];
+export function loadOwnCommands(): OwnCommand[] {
+  // Our own generated file, checked against the programs by a test: no schema to hold it to.
+  return ownCommands as OwnCommand[];
+}
 
-/** Builds the programs of `factories` (default: all of TheClaw's) and indexes them. */
-export async function loadOwnCommands(factories: readonly ProgramFactory[] = THECLAW_PROGRAMS): Promise<OwnCommand[]> {
-  const programs = await Promise.all(factories.map((factory) => factory()));
-  return programs.flatMap((program) => indexProgram(program));
+/** The text of own-commands.json for `programs`, the tools' programs in the order cmds lists them. */
+export function renderOwnCommands(programs: readonly Command[]): string {
+  return `${JSON.stringify(programs.flatMap(indexProgram), null, 2)}\n`;
 }
 
 /** One entry for the program and one per (nested) subcommand, parents first. Hidden ones are left out. */

@@ -5,7 +5,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { binNames } from '../core/package.js';
 import { referencePath, renderUsage, usagePath } from '../core/usage.js';
 import { checkCommandLine } from '../testing/command-line-check.js';
-import { indexProgram, THECLAW_PROGRAMS } from './own-commands.js';
+import { buildPrograms, THECLAW_PROGRAMS } from '../testing/programs.js';
+import { indexProgram, loadOwnCommands } from './own-commands.js';
 
 // Another HOME and THECLAW_HOME than `npm run usage` had: the reference must not depend on them.
 const root = mkdtempSync(join(tmpdir(), 'theclaw-usage-'));
@@ -30,7 +31,7 @@ describe.each(binNames())('%s USAGE.md', (tool) => {
   it('has a section for every command the program defines', async () => {
     const programs = await Promise.all(THECLAW_PROGRAMS.map((factory) => factory()));
     const program = programs.find((candidate) => candidate.name() === tool);
-    expect(program, `${tool} has no program in THECLAW_PROGRAMS - add its factory to src/cmds/own-commands.ts`).toBeDefined();
+    expect(program, `${tool} has no program in THECLAW_PROGRAMS - add its factory to src/testing/programs.ts`).toBeDefined();
     const headings = new Set(
       checkedIn(tool)
         .match(/^#{1,2} .+$/gm)
@@ -53,5 +54,12 @@ describe.each(binNames())('%s USAGE.md', (tool) => {
       }
     }
     expect(refused, `examples in src/${tool}/program.ts that the program refuses`).toEqual([]);
+  });
+});
+
+describe('own-commands.json', () => {
+  it("is the index of every tool's program, which cmds reads in their stead", async () => {
+    const programs = await buildPrograms();
+    expect(loadOwnCommands(), 'src/cmds/own-commands.json is stale - run npm run usage').toEqual(programs.flatMap(indexProgram));
   });
 });

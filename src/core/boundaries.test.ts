@@ -1,8 +1,5 @@
-import { readdirSync, readFileSync } from 'node:fs';
-import { dirname, join, relative, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
+import { importedPath, importsOf, sourceFiles } from '../testing/source-imports.js';
 
 /**
  * The tool boundaries, checked on every import under src/ (static, `import type`, `export … from`
@@ -10,7 +7,8 @@ import { describe, expect, it } from 'vitest';
  *
  * - Direction. A tool imports only the tools below it (MAY_IMPORT): core ← thread ← notifier;
  *   core ← pai; core, thread ← xgw; core, thread, pai, xgw, web, browser ← agent; theclaw on top of all. cmds
- *   needs only core, and every tool's program.ts (below); web needs only core; browser needs core and web (its SSRF guard).
+ *   needs only core: it reads the tools' commands from own-commands.json (below), never their code;
+ *   web needs only core; browser needs core and web (its SSRF guard).
  * - Doors. Another tool is reached through its `index.ts`, which exports all that other tools use
  *   of it. Core is the exception: the shared kernel of small, independent modules (errors,
  *   address, logger, sqlite, …), any of which may be imported directly, so that each CLI loads
@@ -20,8 +18,9 @@ import { describe, expect, it } from 'vitest';
  *   path that must start fast needs a small part of a tool (agent deliver, on every reply, needs
  *   xgw's client but not its gateway), it imports that module directly; each such module is
  *   named below with the path it keeps fast, and is re-exported by its tool's index.ts as well.
- * - `program.ts` is each tool's command line, a door for cmds alone: cmds indexes every tool's
- *   commands from their definitions (cmds/own-commands.ts). A program imports only core
+ * - `program.ts` is each tool's command line, and no door: `npm run usage` (scripts/usage.ts)
+ *   indexes every tool's commands from their definitions (testing/programs.ts) into the
+ *   src/cmds/own-commands.json that cmds reads. A program imports only core
  *   statically (its commands load when an action runs), so building all seven stays cheap.
  * - Entry points (`cli.ts`, notifier's `runner.ts`) are not exempt; they need no exemption.
  * - Tests (`*.test.ts`) are held to the same rules, except that a test reaches into its own tool
@@ -30,9 +29,8 @@ import { describe, expect, it } from 'vitest';
  * - src/testing and src/e2e are test support: they may import anything, and only tests (and each
  *   other) import them. src/types holds declarations for untyped packages.
  *
- * Imports are read with TypeScript's own scanner (`preProcessFile`) rather than a regex: it takes
- * multi-line and type-only imports, `export … from` and `import()` in any expression, and skips
- * what only looks like an import inside a comment or a string.
+ * Imports are read as testing/source-imports.ts reads them; core/cycles.test.ts checks that they
+ * run in no circle.
  */
 
 const TOOLS = ['core', 'thread', 'notifier', 'pai', 'cmds', 'web', 'browser', 'xgw', 'agent', 'theclaw'] as const;
@@ -147,20 +145,6 @@ function isRoom(dir: string): dir is Room {
 const TEST_SUPPORT = ['testing', 'e2e'];
 const DECLARATIONS = ['types'];
 
-interface Import {
-  specifier: string;
-  line: number;
-  dynamic: boolean;
-}
-
-/** Every module specifier `source` imports or re-exports, with its line (1-based). */
-function importsOf(source: string): Import[] {
-  return ts.preProcessFile(source, true, true).importedFiles.map((file) => {
-    const before = source.slice(0, file.pos);
-    return { specifier: file.fileName, line: before.split('\n').length, dynamic: /\bimport\s*\(\s*$/.test(before) };
-  });
-}
-
 interface Crossing {
   /** The importing file, `src/<dir>/…`. */
   file: string;
@@ -177,8 +161,8 @@ interface Crossing {
 function crossings(files: ReadonlyMap<string, string>): Crossing[] {
   return [...files].flatMap(([file, source]) =>
     importsOf(source).flatMap(({ specifier, line, dynamic }) => {
-      const [top, target, ...rest] = join(dirname(file), specifier).replace(/\.js$/, '.ts').split('/');
-      if (!specifier.startsWith('.') || top !== 'src' || target === undefined) return [];
+      const [top, target, ...rest] = (importedPath(file, specifier) ?? '').split('/');
+      if (top !== 'src' || target === undefined) return [];
       return [{ file, dir: file.split('/')[1]!, line, specifier, dynamic, target, module: `${target}/${rest.join('/')}` }];
     }),
   );
@@ -205,17 +189,16 @@ function boundaryViolations(files: ReadonlyMap<string, string>): string[] {
     if (!isTool(dir)) continue;
     const at = `${file}:${line} imports '${specifier}'`;
     if (file === `src/${dir}/program.ts` && !dynamic && target !== 'core') {
-      found.push(`${at}: a program.ts imports only core statically (cmds builds every program) - import it in the action`);
+      found.push(`${at}: a program.ts imports only core statically (the usage script and the reference tests build every program) - import it in the action`);
     }
     if (TEST_SUPPORT.includes(target)) {
       if (!file.endsWith('.test.ts')) found.push(`${at}: src/${target} is test support, for tests only`);
       continue;
     }
     if (target === dir || !isTool(target)) continue;
-    const programDoor = dir === 'cmds' && module === `${target}/program.ts`;
-    if (!programDoor && !MAY_IMPORT[dir].includes(target)) {
+    if (!MAY_IMPORT[dir].includes(target)) {
       found.push(`${at}: ${dir} may not depend on ${target} (${dir} may import ${MAY_IMPORT[dir].join(', ') || 'no other tool'})`);
-    } else if (target !== 'core' && module !== `${target}/index.ts` && !programDoor && !(module in LIGHT_DOORS)) {
+    } else if (target !== 'core' && module !== `${target}/index.ts` && !(module in LIGHT_DOORS)) {
       found.push(`${at}: another tool's inside - import it from src/${target}/index.ts (export it there)`);
     }
   }
@@ -240,18 +223,6 @@ function unusedDoors(files: ReadonlyMap<string, string>): string[] {
 
 function isTool(dir: string): dir is Tool {
   return (TOOLS as readonly string[]).includes(dir);
-}
-
-const ROOT = resolve(fileURLToPath(new URL('.', import.meta.url)), '../..');
-
-function sourceFiles(): Map<string, string> {
-  const files = new Map<string, string>();
-  for (const entry of readdirSync(join(ROOT, 'src'), { recursive: true, withFileTypes: true })) {
-    if (!entry.isFile() || !entry.name.endsWith('.ts')) continue;
-    const path = join(entry.parentPath, entry.name);
-    files.set(relative(ROOT, path), readFileSync(path, 'utf8'));
-  }
-  return files;
 }
 
 describe('importsOf', () => {
@@ -317,8 +288,10 @@ describe('boundaryViolations', () => {
     expect(check('src/testing/x.ts', "import { runAgent } from '../agent/run.js';")).toEqual([]);
   });
 
-  it('lets cmds build every program through its program.ts, which imports only core statically', () => {
-    expect(check('src/cmds/x.ts', "const p = () => import('../theclaw/program.js');")).toEqual([]);
+  it('keeps every program.ts, even from cmds, and has it import only core statically', () => {
+    expect(check('src/cmds/x.ts', "const p = () => import('../theclaw/program.js');")).toEqual([
+      "src/cmds/x.ts:1 imports '../theclaw/program.js': cmds may not depend on theclaw (cmds may import core)",
+    ]);
     expect(check('src/agent/x.ts', "import { createXgwProgram } from '../xgw/program.js';")).toHaveLength(1);
     expect(check('src/xgw/program.ts', "import { a } from '../core/cli.js';\nconst commands = () => import('./commands.js');")).toEqual([]);
     expect(check('src/xgw/program.ts', "import { a } from './commands.js';\nimport { b } from '../thread/index.js';")).toHaveLength(2);

@@ -3,7 +3,7 @@ import { closeSync, openSync, readFileSync } from 'node:fs';
 import { ClawError, errnoCode, isClawError } from './errors.js';
 import { ensureDir, socketPath } from './home.js';
 import { listenSocket, request, type Handler } from './ipc.js';
-import { daemonLogFile, daemonPidFile, daemonStderrFile, runDir } from './layout.js';
+import { daemonLogFile, daemonPidFile, daemonStderrFile, runDir, type DaemonName } from './layout.js';
 import { readLockHolder, tryLock, type LockHolder } from './lock.js';
 import { cliPath } from './package.js';
 import { isAlive, processEnvironment } from './process.js';
@@ -15,7 +15,7 @@ import { sleep } from './retry.js';
  * by nature); started in the background as `<name> start --foreground`; stopped over the socket
  * or by SIGTERM.
  */
-export type DaemonName = 'notifier' | 'xgw' | 'browser';
+export type { DaemonName } from './layout.js';
 
 const START_TIMEOUT_MS = 10_000;
 const STOP_TIMEOUT_MS = 10_000;

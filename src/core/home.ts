@@ -2,9 +2,8 @@ import { createHash } from 'node:crypto';
 import { lstatSync, mkdirSync, statSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import type { DaemonName } from './daemon.js';
 import { ClawError, errnoCode } from './errors.js';
-import { daemonSocketFile } from './layout.js';
+import { daemonSocketFile, type DaemonName } from './layout.js';
 
 /**
  * The data root every tool shares: `$THECLAW_HOME`, default `~/.theclaw`. Resolved to an

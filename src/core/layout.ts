@@ -1,6 +1,5 @@
 import { existsSync } from 'node:fs';
 import { isAbsolute, join, relative, resolve, sep } from 'node:path';
-import type { DaemonName } from './daemon.js';
 
 /**
  * The layout of `$THECLAW_HOME` in one place: every path of the home a tool keeps there, the parts
@@ -58,6 +57,9 @@ export function runDir(home: string): string {
 export function logsDir(home: string): string {
   return join(home, 'logs');
 }
+
+/** A resident daemon of a home (core/daemon.ts runs them); its files are named after it. */
+export type DaemonName = 'notifier' | 'xgw' | 'browser';
 
 /** `run/<name>.pid`: the pid-aware lock that makes a daemon one per home. */
 export function daemonPidFile(home: string, name: DaemonName): string {

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { TYPING_EVERY_MS } from '../agent/delivery/reply-progress.js';
 import type { FakeStep } from '../testing/fake-llm.js';
 import { textUpdate } from '../testing/fake-telegram.js';
-import { TYPING_INTERVAL_MS } from '../xgw/gateway.js';
+import { TYPING_INTERVAL_MS } from '../xgw/delivery.js';
 import { lastUserText, startSystem, until, type System } from './support.js';
 
 /**

@@ -1,3 +1,4 @@
+// Over 400 lines: one class, the loop that hands thread events to their subscribers, with the slot and file-identity bookkeeping only it uses.
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { agentOfPath } from '../core/layout.js';
@@ -6,7 +7,8 @@ import { backoffMs } from '../core/retry.js';
 import { listThreads, openThread, startHandler, unregisterThread, type ConsumerInfo, type Thread } from '../thread/index.js';
 import type { NotifierConfig } from './config.js';
 import type { RunLimit } from './run-limit.js';
-import { describeOutcome, formatRun, succeeded, type CommandLauncher, type RunOutcome } from './run.js';
+import type { CommandLauncher } from './launcher.js';
+import { describeOutcome, formatRun, succeeded, type RunOutcome } from './run.js';
 
 const REGISTRY_REREAD_MS = 1_000;
 /**

@@ -1,6 +1,7 @@
 import type { Logger } from '../core/logger.js';
 import type { RunLimit } from './run-limit.js';
-import { describeOutcome, formatRun, type CommandLauncher } from './run.js';
+import type { CommandLauncher } from './launcher.js';
+import { describeOutcome, formatRun } from './run.js';
 import { dueAt, nextRunAt, type TimerStore } from './timers.js';
 
 export interface SchedulerOptions {

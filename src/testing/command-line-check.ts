@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { split } from 'shlex';
-import { THECLAW_PROGRAMS } from '../cmds/own-commands.js';
+import { THECLAW_PROGRAMS } from './programs.js';
 
 /**
  * Whether an example command line of TheClaw's tools is one its program accepts: the subcommand

@@ -1,3 +1,4 @@
+// Over 400 lines: the REST calls and the gateway WebSocket TheClaw uses, faked in one server whose state (sent messages, sessions, scripted errors) they share.
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';

@@ -1,3 +1,4 @@
+// Over 400 lines: one fake of the model APIs that a test starts as one server (chat in OpenAI's and Anthropic's wire formats, embeddings, audio), its parts sharing the request log and the scripted steps.
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { writeFileSync } from 'node:fs';

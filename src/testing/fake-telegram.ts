@@ -1,3 +1,4 @@
+// Over 400 lines: the Bot API methods TheClaw calls, faked in one server whose state (updates, sent messages, files, scripted errors) they all share.
 import { randomBytes, randomInt } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';

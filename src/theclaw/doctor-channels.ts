@@ -1,6 +1,6 @@
 import { formatError, isClawError } from '../core/errors.js';
 import { createChannel, type ChannelConfig, type ChannelStatus } from '../xgw/index.js';
-import type { Check } from './doctor.js';
+import type { Check } from './doctor-check.js';
 
 /**
  * `theclaw doctor`'s look at every configured channel. While xgw runs it knows each channel's

@@ -1,3 +1,4 @@
+// Over 400 lines: one function per check, run in a row by doctor(); checks that grew a module of their own are apart (doctor-channels.ts).
 import { existsSync, mkdirSync, readFileSync, rmdirSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, join, relative } from 'node:path';
@@ -18,19 +19,12 @@ import { checkSearchProvider } from '../web/index.js';
 import { DEFAULT_XGW_CONFIG, inspectXgwConfig, XgwConfigSchema, xgwCheckEnvironment, type ChannelConfig } from '../xgw/index.js';
 import { withDamage, type AgentDamage } from './agent-threads.js';
 import { checkChannels } from './doctor-channels.js';
+import type { Check } from './doctor-check.js';
 import { modelWaits, recentErrors } from './failures.js';
 import { probeDaemons, RECENT_ERRORS } from './status.js';
 import { agentsEnvironment, agentsModel } from './system.js';
 
-export type CheckStatus = 'ok' | 'warn' | 'fail';
-
-/** One finding: what was checked, what was found, and for a problem how to fix it. */
-export interface Check {
-  name: 'node' | 'data directory' | 'config' | 'providers' | 'agents' | 'model' | 'search' | 'daemons' | 'channels' | 'ports' | 'locks' | 'pending' | 'errors' | 'threads' | 'sandbox';
-  status: CheckStatus;
-  detail: string;
-  fix?: string;
-}
+export type { Check, CheckStatus } from './doctor-check.js';
 
 /** Events waiting longer than this are reported: a healthy system hands them on in seconds. */
 export const STALE_PENDING_MS = 60_000;

@@ -1,3 +1,4 @@
+// Over 400 lines: the Thread class is the one reader and writer of a thread's SQLite file; its filter language is apart (filter.ts).
 import type Database from 'better-sqlite3';
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';

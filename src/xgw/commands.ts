@@ -10,7 +10,7 @@ import { askXgw, isXgwUnavailable } from './client.js';
 import { describeReload, gatewayStatus, reloadGateway, startGateway } from './control.js';
 import { configError, describeFindings, inspectXgwConfig, isFailure, xgwCheckEnvironment } from './config.js';
 import { runXgw } from './daemon.js';
-import type { SendRequest } from './gateway.js';
+import type { SendRequest } from './delivery.js';
 import { addChannel, addRoute, removeChannel, removeRoute, type ChannelSettings, type EditResult } from './config-edit.js';
 import { agentExists, requireAgentId } from './route.js';
 import type { ChannelConfig, Route, XgwConfig } from './types.js';

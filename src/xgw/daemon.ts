@@ -12,7 +12,7 @@ import { wakeNotifier } from '../thread/index.js';
 import { GatewayState } from './state.js';
 import { createSystemStatusSource } from './system-status.js';
 import type { XgwReloadResult, XgwRequest, XgwStatus } from './protocol.js';
-import type { ChannelAdapter } from './types.js';
+import type { ChannelAdapter } from './channel.js';
 
 /** How long `status` with `wait_ms` may wait for channels still in their first start. */
 const MAX_STATUS_WAIT_MS = 10_000;

@@ -13,7 +13,8 @@ import { Gateway } from './gateway.js';
 import { deliveryOf, noticeFor } from './notices.js';
 import { findRoute } from './route.js';
 import { GatewayState, MAX_CODES_PER_PEER, PAIRING_TTL_MS, PAIRING_TTL_WHEN_FULL_MS, type PairingRequest } from './state.js';
-import { XgwConfigSchema, type ChannelAdapter, type InboundMessage, type OutboundMessage } from './types.js';
+import type { ChannelAdapter } from './channel.js';
+import { XgwConfigSchema, type InboundMessage, type OutboundMessage } from './types.js';
 
 let t: TestHome;
 let state: GatewayState;

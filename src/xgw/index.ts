@@ -1,4 +1,5 @@
-export { Gateway, type SendRequest, type SendResult, type GatewayOptions } from './gateway.js';
+export { Gateway, type GatewayOptions } from './gateway.js';
+export type { SendRequest, SendResult } from './delivery.js';
 export { noticeFor } from './notices.js';
 export { runXgw } from './daemon.js';
 export { DEFAULT_XGW_CONFIG, loadXgwConfig, checkConfig, inspectXgwConfig, describeFindings, xgwCheckEnvironment, type ConfigFinding, type XgwConfigReport } from './config.js';
@@ -9,5 +10,6 @@ export { askXgw, isXgwUnavailable } from './client.js';
 export { connectWebchat, type WebchatClient } from './channels/webchat-client.js';
 export type { XgwReloadResult, XgwRequest, XgwStatus } from './protocol.js';
 export * from './types.js';
+export type { ChannelAdapter, ChannelContext } from './channel.js';
 export { startGateway, gatewayStatus, reloadGateway, describeReload } from './control.js';
 export { createChannel } from './channels/index.js';

@@ -1,7 +1,8 @@
 import type { NoticeKind } from '../core/message.js';
 import type { InboundOutcome, ChannelStatus, OutboundFile, Route } from './types.js';
 import type { MailboxEntry } from './state.js';
-import type { ConfigChanges, SendResult } from './gateway.js';
+import type { SendResult } from './delivery.js';
+import type { ConfigChanges } from './gateway.js';
 import type { ConfigFinding } from './config.js';
 
 /** What the xgw control socket accepts, one JSON object per connection (`ping`/`stop` too). */

@@ -1,3 +1,4 @@
+// Over 400 lines: the gateway's one SQLite file, its schema and its queries side by side.
 import { randomInt } from 'node:crypto';
 import { dirname, relative } from 'node:path';
 import type Database from 'better-sqlite3';

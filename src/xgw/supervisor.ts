@@ -1,7 +1,8 @@
 import { ClawError, isClawError } from '../core/errors.js';
 import { backoffMs, sleep } from '../core/retry.js';
 import { settleWithin } from './settle.js';
-import type { ChannelAdapter, ChannelContext, ChannelStatus } from './types.js';
+import type { ChannelAdapter, ChannelContext } from './channel.js';
+import type { ChannelStatus } from './types.js';
 
 export interface SupervisorOptions {
   /** How long one start may take before it is cancelled and counted as failed. Default: 5000 (5 s). */

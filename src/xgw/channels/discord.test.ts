@@ -10,7 +10,8 @@ import { createTestHome, exitAfterDone, startedInbox, rejection, startFakeDiscor
 import { openThread } from '../../thread/index.js';
 import { Gateway } from '../gateway.js';
 import { GatewayState } from '../state.js';
-import { XgwConfigSchema, type ChannelAdapter, type DiscordChannelConfig } from '../types.js';
+import type { ChannelAdapter } from '../channel.js';
+import { XgwConfigSchema, type DiscordChannelConfig } from '../types.js';
 import { createDiscordChannel } from './discord.js';
 
 /**

@@ -21,7 +21,8 @@ import { gatewayCloseError, suggestionFor } from './discord-errors.js';
 import { receiveWithRetries } from './inbound-retry.js';
 import { sendInParts } from './send-parts.js';
 import { createTokenRedactor } from './token-redactor.js';
-import type { ChannelAdapter, ChannelContext, ChannelSendOptions, ChannelStatus, ConversationTarget, DiscordChannelConfig, InboundFile, OutboundMessage } from '../types.js';
+import type { ChannelAdapter, ChannelContext } from '../channel.js';
+import type { ChannelSendOptions, ChannelStatus, ConversationTarget, DiscordChannelConfig, InboundFile, OutboundMessage } from '../types.js';
 
 /** Discord's limit for the text of one message. */
 export const DISCORD_TEXT_LIMIT = 2000;

@@ -1,6 +1,7 @@
 import { isClawError, type ErrorKind } from '../../core/errors.js';
 import { backoffMs, sleep } from '../../core/retry.js';
-import type { ChannelContext, InboundMessage, InboundOutcome } from '../types.js';
+import type { ChannelContext } from '../channel.js';
+import type { InboundMessage, InboundOutcome } from '../types.js';
 
 const RECEIVE_ATTEMPTS = 3;
 /** Gateway failures that a second try cannot fix. */

@@ -1,4 +1,5 @@
-import type { ChannelAdapter, ChannelConfig } from '../types.js';
+import type { ChannelAdapter } from '../channel.js';
+import type { ChannelConfig } from '../types.js';
 import { TerminalChannel } from './terminal.js';
 
 /**

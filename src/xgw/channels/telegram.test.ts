@@ -11,7 +11,8 @@ import { openThread } from '../../thread/index.js';
 import { Gateway } from '../gateway.js';
 import { GatewayState } from '../state.js';
 import type { SupervisorOptions } from '../supervisor.js';
-import { XgwConfigSchema, type ChannelAdapter, type TelegramChannelConfig } from '../types.js';
+import type { ChannelAdapter } from '../channel.js';
+import { XgwConfigSchema, type TelegramChannelConfig } from '../types.js';
 import { createTelegramChannel } from './telegram.js';
 
 /**

@@ -1,3 +1,4 @@
+// Over 400 lines: one adapter class around one grammY Bot (poll, send, drafts, downloads, check); its message parsing and error hints are apart (telegram-inbound.ts, telegram-errors.ts).
 import { Agent as HttpAgent } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
 import { Bot, GrammyError, HttpError, InputFile } from 'grammy';
@@ -10,18 +11,8 @@ import { sendInParts } from './send-parts.js';
 import { hintFor, suggestionFor } from './telegram-errors.js';
 import { createTokenRedactor } from './token-redactor.js';
 import { toInboundMessage } from './telegram-inbound.js';
-import type {
-  ChannelAdapter,
-  ChannelContext,
-  ChannelSendOptions,
-  ChannelStatus,
-  ConversationTarget,
-  InboundFile,
-  InboundMessage,
-  InboundOutcome,
-  OutboundMessage,
-  TelegramChannelConfig,
-} from '../types.js';
+import type { ChannelAdapter, ChannelContext } from '../channel.js';
+import type { ChannelSendOptions, ChannelStatus, ConversationTarget, InboundFile, InboundMessage, InboundOutcome, OutboundMessage, TelegramChannelConfig } from '../types.js';
 
 /** Telegram's limit for the text of one message, in UTF-16 code units. */
 export const TELEGRAM_TEXT_LIMIT = 4096;

@@ -1,7 +1,8 @@
 import { userInfo } from 'node:os';
 import { ClawError } from '../../core/errors.js';
 import { agentEntry, type MailboxEntry } from '../state.js';
-import type { ChannelAdapter, ChannelContext, ChannelSendOptions, ChannelStatus, OutboundMessage, TerminalChannelConfig } from '../types.js';
+import type { ChannelAdapter, ChannelContext } from '../channel.js';
+import type { ChannelSendOptions, ChannelStatus, OutboundMessage, TerminalChannelConfig } from '../types.js';
 
 type Listener = (entry: MailboxEntry) => void;
 

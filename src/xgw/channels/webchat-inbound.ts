@@ -1,7 +1,8 @@
 import type { RawData, WebSocket } from 'ws';
 import * as z from 'zod/mini';
 import { deliveryOf, notPassedOn } from '../notices.js';
-import type { ChannelContext, InboundOutcome, WebchatChannelConfig } from '../types.js';
+import type { ChannelContext } from '../channel.js';
+import type { InboundOutcome, WebchatChannelConfig } from '../types.js';
 import { MAX_TEXT_BYTES, type ClientMessage, type Delivery } from './webchat-protocol.js';
 import { sendJson, type WebchatSockets } from './webchat-sockets.js';
 import type { WebchatUploads } from './webchat-uploads.js';

@@ -11,7 +11,8 @@ import { createTestHome, startedInbox, waitFor, webchatCredential, type TestHome
 import { openThread } from '../../thread/index.js';
 import { Gateway } from '../gateway.js';
 import { GatewayState } from '../state.js';
-import { showsToolProgress, XgwConfigSchema, type ChannelContext, type WebchatChannelConfig } from '../types.js';
+import type { ChannelContext } from '../channel.js';
+import { showsToolProgress, XgwConfigSchema, type WebchatChannelConfig } from '../types.js';
 import { webchatProtocols } from './webchat-http.js';
 import { webchatTokenPath } from './webchat-token.js';
 import { createWebchatChannel } from './webchat.js';

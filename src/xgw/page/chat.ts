@@ -1,3 +1,4 @@
+// Over 400 lines: the web chat page's one script, bundled alone for the browser (tsconfig.page.json); its wire format is apart (channels/webchat-protocol.ts).
 import type { ClientMessage, Delivery, MailboxEntry, MailboxFile, ServerMessage } from '../channels/webchat-protocol.js';
 import { FILE_NAME_HEADER, FILE_PATH, INLINE_IMAGE_TYPES, MAX_TEXT_BYTES, PEER_HEADER, UPLOAD_PATH } from '../channels/webchat-protocol.js';
 import { byId, pageToken } from './token.js';

@@ -1,0 +1,120 @@
+import { encodeSegment, formatAddress } from '../core/address.js';
+import { storeFile } from '../core/agent-files.js';
+import { ClawError, isClawError } from '../core/errors.js';
+import { agentInboxPath, INBOX_CONSUMER } from '../core/layout.js';
+import type { Logger } from '../core/logger.js';
+import { formatMessageContent, type Attachment } from '../core/message.js';
+import { MAX_CONTENT_BYTES, openThread } from '../thread/index.js';
+import type { ChannelAdapter } from './channel.js';
+import type { GatewayState } from './state.js';
+import { splitChannelId, type ChannelConfig, type InboundMessage, type InboundOutcome } from './types.js';
+
+/**
+ * A message access.ts let through, into its agent's inbox: its files stored within the channel's
+ * `media` limits, its content with the reply context, and the push, keyed by the platform's
+ * message id so that a message the platform delivers twice reaches the agent once.
+ */
+export class Inbound {
+  /** Conversations told that their agent is stopped, until a message finds it started again. */
+  private readonly toldStopped = new Set<string>();
+
+  constructor(
+    private readonly home: string,
+    private readonly state: GatewayState,
+    private readonly logger: Logger,
+    /** The running adapter of a channel, which downloads the message's files. */
+    private readonly adapter: (channelId: string) => ChannelAdapter | undefined,
+  ) {}
+
+  /** Pushes `message` from `channel` into `agent`'s inbox, or says why not (what it holds is refused). */
+  async push(channel: ChannelConfig, message: InboundMessage, agent: string): Promise<InboundOutcome> {
+    const { logger, home } = this;
+    if (message.unsupported) {
+      logger.info(`${channel.id}: ${JSON.stringify(message.peerId)} sent ${message.unsupported}, which no agent takes yet`);
+      return { kind: 'unsupported', what: message.unsupported };
+    }
+    const attachments = message.files?.length ? await this.storeFiles(channel, message, agent) : [];
+    if (!Array.isArray(attachments)) return attachments;
+    const { type: channelType, instance } = splitChannelId(channel.id);
+    const source = formatAddress({
+      kind: 'external',
+      channelType,
+      instance,
+      conversationType: message.conversationType,
+      conversationId: message.conversationId,
+      peerId: message.peerId,
+    });
+    const content = formatMessageContent({
+      text: message.text,
+      attachments,
+      reply_context: {
+        kind: 'external',
+        channel_id: channel.id,
+        conversation_type: message.conversationType,
+        conversation_id: message.conversationId,
+        peer_id: message.peerId,
+        message_id: message.messageId,
+      },
+      ...(message.addressed !== undefined && { addressed: message.addressed }),
+    });
+    // Refused whole rather than stored cut: a platform (or a client) may send more than a thread takes.
+    if (Buffer.byteLength(content) > MAX_CONTENT_BYTES) {
+      logger.warn(
+        `${channel.id}: refused message ${JSON.stringify(message.messageId)} from ${JSON.stringify(message.peerId)}: ${Buffer.byteLength(content)} bytes, more than the ${MAX_CONTENT_BYTES} an inbox event holds`,
+      );
+      return { kind: 'refused', reason: 'too_long', limit_bytes: MAX_CONTENT_BYTES };
+    }
+    const thread = openThread(agentInboxPath(home, agent), { home });
+    try {
+      // The channel id has exactly one ':' (see its schema); the other segments are encoded.
+      const key = `${channel.id}:${encodeSegment(message.conversationId)}:${encodeSegment(message.messageId)}`;
+      const { id: eventId, duplicate } = thread.pushOnce({ source, type: 'message', content, idempotency_key: key });
+      const agentStopped = thread.consumer(INBOX_CONSUMER)?.subscribed !== true;
+      const conversation = `${agent}:${channel.id}:${encodeSegment(message.conversationId)}`;
+      const addressed = message.conversationType === 'dm' || message.addressed === true;
+      const notify = agentStopped && addressed && !duplicate && !this.toldStopped.has(conversation);
+      if (notify) this.toldStopped.add(conversation);
+      if (!agentStopped) this.toldStopped.delete(conversation);
+      logger.info(`${channel.id}: ${duplicate ? 'duplicate of' : 'pushed'} event ${eventId} from ${JSON.stringify(message.peerId)} to ${agent}${agentStopped ? ' (stopped: it waits)' : ''}`);
+      return { kind: 'accepted', agent, eventId, duplicate, agentStopped, notify };
+    } finally {
+      thread.close();
+    }
+  }
+
+  /**
+   * Downloads the message's files into the agent's `files/` (see files.ts), within the channel's
+   * `media` limits: a file too large, past the peer's quota of the day, or that cannot be fetched
+   * is the message's outcome (the person is told), and nothing of the message reaches the agent.
+   */
+  private async storeFiles(channel: ChannelConfig, message: InboundMessage, agent: string): Promise<Attachment[] | InboundOutcome> {
+    const { state, logger, home } = this;
+    const { max_bytes: maxBytes, peer_daily_bytes: quota } = channel.media;
+    const adapter = this.adapter(channel.id);
+    const day = new Date().toISOString().slice(0, 10);
+    const attachments: Attachment[] = [];
+    for (const file of message.files ?? []) {
+      const refused = (reason: 'file_too_large' | 'over_quota'): InboundOutcome => {
+        logger.info(`${channel.id}: refused a file from ${JSON.stringify(message.peerId)}: ${reason === 'file_too_large' ? `more than ${maxBytes} bytes` : `past the ${quota} bytes a day`}`);
+        return { kind: 'refused', reason, limit_bytes: reason === 'file_too_large' ? maxBytes : quota };
+      };
+      if ((file.bytes ?? 0) > maxBytes) return refused('file_too_large');
+      const used = state.mediaUsed(channel.id, message.peerId, day);
+      if (used + (file.bytes ?? 0) > quota) return refused('over_quota');
+      let bytes: Buffer;
+      try {
+        if (!adapter?.download) throw new ClawError('io', `${channel.id} cannot download files`);
+        bytes = await adapter.download(file, maxBytes);
+      } catch (error) {
+        if (isClawError(error, 'usage')) return refused('file_too_large');
+        logger.warn(`${channel.id}: could not fetch a file from ${JSON.stringify(message.peerId)}: ${error instanceof Error ? error.message : String(error)}`);
+        return { kind: 'file_failed' };
+      }
+      if (used + bytes.length > quota) return refused('over_quota');
+      const path = storeFile(home, agent, bytes, file);
+      state.recordMediaUse(channel.id, message.peerId, day, bytes.length);
+      attachments.push({ type: file.kind, path, bytes: bytes.length, ...(file.mime_type ? { mime_type: file.mime_type } : {}), ...(file.name ? { name: file.name } : {}) });
+    }
+    return attachments;
+  }
+}
