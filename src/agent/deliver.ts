@@ -14,6 +14,7 @@ import { askXgw, isXgwUnavailable } from '../xgw/client.js';
 import type { OutboundFile, XgwRequest } from '../xgw/index.js';
 import { agentDir, loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
 import { recordGivenUp } from './given-up.js';
+import { deliverTaskResult, TASK_CONVERSATION } from './tasks.js';
 import { ANSWER_CONVERSATION } from './router.js';
 import type { ErrorRecord } from './types.js';
 
@@ -129,6 +130,10 @@ export async function deliverOne(home: string, dir: AgentDir, thread: Thread, ev
       if (isXgwUnavailable(error)) return (error as Error).message;
       throw error;
     }
+    return null;
+  }
+  if (context.conversation_type === TASK_CONVERSATION) {
+    await deliverTaskResult(home, dir, context.agent_id, context.conversation_id, content);
     return null;
   }
   // An answer for another agent: into its inbox, from us, marked as an answer so that it goes

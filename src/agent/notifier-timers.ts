@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { promisify } from 'node:util';
 import { ClawError } from '../core/errors.js';
 import { cliPath } from '../core/package.js';
@@ -12,13 +12,27 @@ import { cliPath } from '../core/package.js';
  */
 export async function notifierTimer(home: string, args: string[], env: NodeJS.ProcessEnv): Promise<string> {
   try {
-    const { stdout } = await promisify(execFile)(process.execPath, [cliPath('notifier'), 'timer', ...args], {
-      env: { ...env, THECLAW_HOME: home, THECLAW_OUTBOX: '', THECLAW_AGENT: '', THECLAW_CONVERSATION: '' },
-      timeout: 10_000,
-    });
+    const { stdout } = await promisify(execFile)(process.execPath, [cliPath('notifier'), 'timer', ...args], timerOptions(home, env));
     return stdout;
   } catch (error) {
-    const detail = (error as { stderr?: string }).stderr?.trim() || (error as Error).message;
-    throw new ClawError('io', `notifier timer ${args[0]}: ${detail.replace(/^Error: /, '')}`, { suggestion: 'see: notifier timer list, and theclaw doctor', cause: error });
+    throw timerError(args, error);
   }
+}
+
+/** The same, blocking: for a step that cannot wait (a sandboxed call's `afterCall`). */
+export function notifierTimerSync(home: string, args: string[], env: NodeJS.ProcessEnv): string {
+  try {
+    return execFileSync(process.execPath, [cliPath('notifier'), 'timer', ...args], { ...timerOptions(home, env), encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  } catch (error) {
+    throw timerError(args, error);
+  }
+}
+
+function timerOptions(home: string, env: NodeJS.ProcessEnv) {
+  return { env: { ...env, THECLAW_HOME: home, THECLAW_OUTBOX: '', THECLAW_AGENT: '', THECLAW_CONVERSATION: '' }, timeout: 10_000 };
+}
+
+function timerError(args: string[], error: unknown): ClawError {
+  const detail = String((error as { stderr?: string | Buffer }).stderr ?? '').trim() || (error as Error).message;
+  return new ClawError('io', `notifier timer ${args[0]}: ${detail.replace(/^Error: /, '')}`, { suggestion: 'see: notifier timer list, and theclaw doctor', cause: error });
 }

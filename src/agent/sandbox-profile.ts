@@ -8,6 +8,7 @@ import { agentDir, conversationIndexFolder, conversationWorkdir, listAgentIds, t
 import { CONVERSATIONS_DIR, memoryFiles, ownMemoryFile, type MemoryFiles } from './context.js';
 import { archiveFolder, dailyFolder } from './memory-store.js';
 import { forwardSends, OUTBOX_ENV, outboxDir } from './sandbox-sends.js';
+import { startRequestedTasks } from './tasks.js';
 import { EMBEDDINGS_SOCKET_ENV } from './memory-embedder.js';
 import { BROWSER_SOCKET_ENV } from '../browser/index.js';
 import type { AgentConfig, ThreadRoute } from './types.js';
@@ -137,7 +138,7 @@ export function agentSandbox(home: string, dir: AgentDir, settings: SandboxSetti
     ],
     env: [...BASE_SANDBOX_ENV, ...AGENT_ENV],
     setEnv: { [OUTBOX_ENV]: outbox },
-    afterCall: () => forwardSends(home, outbox, env),
+    afterCall: () => [...forwardSends(home, outbox, env), ...startRequestedTasks(home, outbox, env)],
   };
 }
 
