@@ -16,8 +16,8 @@ An agent is a directory, $THECLAW_HOME/agents/<id>/: IDENTITY.md (its system pro
 It is not a process: once started, notifier runs \`agent run <id>\` when its inbox has messages and
 \`agent deliver\` when a conversation has replies to send.
 
-In any chat, /new, /reset, /stop, /status, /usage and /help are answered by the runtime without
-the model (/help lists what they do); any other /word goes to the model as text.`,
+In any chat, /new, /reset, /stop, /status, /usage, /tasks and /help are answered by the runtime
+without the model (/help lists what they do); any other /word goes to the model as text.`,
     );
   withExamples(program, ['agent init helper', 'agent start helper', 'agent chat helper', 'agent status --json']);
 

@@ -3,7 +3,7 @@ import { dirname, relative } from 'node:path';
 import { agentDir, listAgentIds } from '../agent/agent-dir.js';
 import { SYSTEM_AGENTS } from '../agent/identity.js';
 import { initAgent, startAgent } from '../agent/lifecycle.js';
-import { resendGivenUp, type ResentReply } from '../agent/resend.js';
+import { resendGivenUp, type ResentReply } from '../agent/index.js';
 import { daemonEnvironment, daemonHolder, stopDaemonProcess, type DaemonName } from '../core/daemon.js';
 import { ensureDir } from '../core/home.js';
 import { runDir, upLockPath, xgwConfigPath } from '../core/layout.js';
