@@ -205,7 +205,7 @@ async function endTask(home: string, asker: AgentDir, id: string, state: Exclude
     inbox.close();
   }
   const ended = withTasks(asker, (store) => store.end(id, state));
-  if (ended && state !== 'timed_out') await removeWatchdog(home, asker.id, id, env);
+  if (ended) await removeWatchdog(home, asker.id, id, env);
   return ended;
 }
 
@@ -217,7 +217,7 @@ function watchdogId(asker: string, id: string): string {
 
 async function removeWatchdog(home: string, asker: string, id: string, env: NodeJS.ProcessEnv): Promise<void> {
   try {
-    await notifierTimer(home, ['remove', watchdogId(asker, id)], env);
+    await notifierTimer(home, ['remove', '--id', watchdogId(asker, id)], env);
   } catch {
     // It fires into an ended task, which is nothing.
   }
