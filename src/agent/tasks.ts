@@ -105,6 +105,9 @@ export function startTask(home: string, turn: AskingTurn, request: TaskRequest, 
     if (store.running() >= limits.max_running) {
       throw new ClawError('conflict', `${asker.id} has ${limits.max_running} tasks running already (tasks.max_running)`, { suggestion: 'wait for one to finish, or stop one: /tasks stop <id>' });
     }
+    // The timer first: a task that cannot be given a time limit is not started.
+    const expire = joinCommand([process.execPath, cliPath('agent'), 'tasks', asker.id, '--expire', request.id]);
+    notifierTimerSync(home, ['add', '--id', watchdogId(asker.id, request.id), '--in', `${Math.ceil(limits.timeout_seconds)}s`, '--command', expire], env);
     const added = {
       id: request.id,
       target: target.id,
@@ -127,8 +130,6 @@ export function startTask(home: string, turn: AskingTurn, request: TaskRequest, 
   } finally {
     inbox.close();
   }
-  const expire = joinCommand([process.execPath, cliPath('agent'), 'tasks', asker.id, '--expire', row.id]);
-  notifierTimerSync(home, ['add', '--id', watchdogId(asker.id, row.id), '--in', `${Math.ceil(limits.timeout_seconds)}s`, '--command', expire], env);
   return row;
 }
 
