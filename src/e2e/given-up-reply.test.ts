@@ -25,7 +25,7 @@ const echo: FakeStep = (request) => ({ kind: 'text', text: `echo: ${lastUserText
 const retry = async (s: System) => (JSON.parse((await s.must('theclaw', ['retry', '--json'])).stdout) as { resent: ResentReply[] }).resent;
 
 describe('a reply delivery gave up on', () => {
-  it('is reported to the owner once by the sweep while xgw is down, and theclaw retry sends it once xgw is back', { timeout: 90_000 }, async () => {
+  it('is reported to the owner once by the sweep while xgw is down, and theclaw retry sends it once xgw is back', { timeout: 180_000 }, async () => {
     const s = await startSystem({ llm: { defaultStep: echo } });
     system = s;
     const { ws, received, peer } = await openWebchatPage(s);

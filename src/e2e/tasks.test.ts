@@ -48,7 +48,7 @@ function scriptedModels() {
 }
 
 describe('background tasks', () => {
-  it('answers "started" at once, lists the task running, survives a SIGKILLed notifier, then tells the result once', { timeout: 120_000 }, async () => {
+  it('answers "started" at once, lists the task running, survives a SIGKILLed notifier, then tells the result once', { timeout: 240_000 }, async () => {
     const models = scriptedModels();
     const s = await startSystem({ llm: { defaultStep: models.step } });
     system = s;
