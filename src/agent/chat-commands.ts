@@ -16,6 +16,7 @@ export const CHAT_COMMANDS = {
   usage: "this conversation's usage today and in total",
   approve: "<code>: let a command that waits for the owner's approval run, or apply a proposed change (the owner's direct chat only)",
   deny: "<code>: refuse a command that waits for the owner's approval, or drop a proposed change",
+  tasks: "this conversation's background tasks (agent delegate); /tasks stop <id> stops one",
   help: 'this list',
 } as const;
 

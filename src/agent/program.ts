@@ -2,6 +2,7 @@ import { Option, type Command } from 'commander';
 import { createProgram, positiveInt, jsonOption, withExamples } from '../core/cli.js';
 
 const commands = () => import('./commands.js');
+const taskCommands = () => import('./task-commands.js');
 
 /** The `agent` CLI's definition; `cmds` reads it too, so it is built without running. */
 export function createAgentProgram(): Command {
@@ -15,8 +16,8 @@ An agent is a directory, $THECLAW_HOME/agents/<id>/: IDENTITY.md (its system pro
 It is not a process: once started, notifier runs \`agent run <id>\` when its inbox has messages and
 \`agent deliver\` when a conversation has replies to send.
 
-In any chat, /new, /reset, /stop, /status, /usage and /help are answered by the runtime without
-the model (/help lists what they do); any other /word goes to the model as text.`,
+In any chat, /new, /reset, /stop, /status, /usage, /tasks and /help are answered by the runtime
+without the model (/help lists what they do); any other /word goes to the model as text.`,
     );
   withExamples(program, ['agent init helper', 'agent start helper', 'agent chat helper', 'agent status --json']);
 
@@ -101,6 +102,30 @@ the model (/help lists what they do); any other /word goes to the model as text.
       .addOption(jsonOption())
       .action(async (id: string, options) => (await commands()).identitySet(id, options)),
     ['agent identity set helper --text "I am helper: I keep the garden notes."', 'cat identity.md | agent identity set helper'],
+  );
+  withExamples(
+    program
+      .command('delegate')
+      .description(
+        "start a background task from an agent's turn and return at once with its id: the agent (or itself, `self`, in a fresh conversation) works on it in a conversation of its own, and the result comes back into this conversation as a message from the task",
+      )
+      .argument('<agent>', 'the agent that does it, or self')
+      .requiredOption('--task <text>', 'what to do')
+      .option('--label <label>', 'a short name, shown in /tasks')
+      .addOption(jsonOption())
+      .action(async (agent: string, options) => (await taskCommands()).delegate(agent, options)),
+    ['agent delegate helper --task "research flights to Lisbon in May" --label flights', 'agent delegate self --task "summarise the long report in workdir/report.md"'],
+  );
+  withExamples(
+    program
+      .command('tasks')
+      .description("an agent's running and recent background tasks (agent delegate); --stop ends one (its result, if it comes, is dropped)")
+      .argument('<agent>')
+      .option('--stop <task>', 'stop this task')
+      .addOption(new Option('--expire <task>', 'end the task as timed out (its timer runs this)').hideHelp())
+      .addOption(jsonOption())
+      .action(async (agent: string, options) => (await taskCommands()).tasks(agent, options)),
+    ['agent tasks admin', 'agent tasks admin --stop t-1a2b3c4d'],
   );
   const memory = program.command('memory').description("an agent's memory: search it, show it, edit it");
   withExamples(

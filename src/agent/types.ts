@@ -143,6 +143,18 @@ export const AgentConfigSchema = z.strictObject({
   /** A reply that cannot be delivered this many times is recorded as an error and skipped. */
   deliver: z._default(z.strictObject({ max_attempts: z._default(z.int().check(z.positive(), z.maximum(100)), 3) }), { max_attempts: 3 }),
   /**
+   * Background tasks it starts (`agent delegate`, tasks.ts): at most `max_running` at once;
+   * `max_depth` 1: a task may not start another; each given up after `timeout_seconds`.
+   */
+  tasks: z._default(
+    z.strictObject({
+      max_running: z._default(z.int().check(z.positive(), z.maximum(50)), 3),
+      max_depth: z._default(z.int().check(z.positive(), z.maximum(5)), 1),
+      timeout_seconds: z._default(z.number().check(z.positive()), 1800),
+    }),
+    { max_running: 3, max_depth: 1, timeout_seconds: 1800 },
+  ),
+  /**
    * What the person is told when the model fails (src/agent/failure.ts). `{reason}` (a few words
    * of ours, never the provider's text, e.g. "the model refused the request (401)") and `{status}`
    * (the HTTP status, or nothing) are filled in.

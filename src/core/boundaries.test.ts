@@ -75,7 +75,7 @@ const LIGHT_DOORS: Record<string, string> = {
  * at src/agent's top level are the tool's faces (index, cli, program, commands, run) and the
  * vocabulary every room shares (types, agent-dir, router, context, …): a room imports them
  * directly, and they import a room's module directly, so that a fast path loads only what it
- * needs. No module in src/agent is part of an import circle (agentCircles).
+ * needs. No module in src/agent is part of an import circle: cycles.test.ts checks all of src/.
  */
 const ROOMS = ['memory', 'accounting', 'policy', 'turn', 'delivery', 'conversation', 'proactive'] as const;
 type Room = (typeof ROOMS)[number];
@@ -86,7 +86,7 @@ const ROOM_MAY_IMPORT: Record<Room, readonly Room[]> = {
   accounting: [],
   policy: ['memory', 'accounting'],
   turn: ['memory', 'accounting', 'policy'],
-  delivery: ['policy', 'turn'],
+  delivery: ['accounting', 'policy', 'turn'],
   conversation: ['memory', 'accounting', 'policy', 'turn'],
   proactive: ['memory', 'accounting', 'policy', 'turn', 'delivery', 'conversation'],
 };
@@ -116,26 +116,6 @@ function roomViolations(files: ReadonlyMap<string, string>): string[] {
     }
   }
   return found;
-}
-
-/** The import circles among the modules of src/agent (tests left out), each as its modules in order. */
-function agentCircles(files: ReadonlyMap<string, string>): string[][] {
-  const edges = new Map<string, string[]>();
-  for (const { file, module } of crossings(files)) {
-    if (!file.startsWith('src/agent/') || file.endsWith('.test.ts') || !module.startsWith('agent/')) continue;
-    edges.set(file, [...(edges.get(file) ?? []), `src/${module}`]);
-  }
-  const circles: string[][] = [];
-  const done = new Set<string>();
-  const walk = (node: string, path: string[]): void => {
-    const at = path.indexOf(node);
-    if (at >= 0) return void circles.push(path.slice(at));
-    if (done.has(node)) return;
-    for (const next of edges.get(node) ?? []) walk(next, [...path, node]);
-    done.add(node);
-  };
-  for (const node of edges.keys()) walk(node, []);
-  return circles;
 }
 
 function isRoom(dir: string): dir is Room {
@@ -333,14 +313,6 @@ describe('the rooms of src/agent', () => {
     expect(check('src/agent/attic/x.ts', '')).toHaveLength(1);
   });
 
-  it('finds an import circle', () => {
-    const files = new Map([
-      ['src/agent/a.ts', "import { b } from './turn/b.js';"],
-      ['src/agent/turn/b.ts', "import { a } from '../a.js';"],
-    ]);
-    expect(agentCircles(files)).toEqual([['src/agent/a.ts', 'src/agent/turn/b.ts']]);
-  });
-
   it('list in ROOM_MAY_IMPORT only rooms listed before, so that the rooms have no circle', () => {
     for (const [at, room] of ROOMS.entries())
       expect(
@@ -349,10 +321,9 @@ describe('the rooms of src/agent', () => {
       ).toBe(true);
   });
 
-  it('hold for every import in src/agent, which has no import circle', () => {
+  it('hold for every import in src/agent', () => {
     const files = sourceFiles();
     const found = roomViolations(files);
     expect(found, `${found.length} imports break the rooms:\n${found.join('\n')}\n`).toEqual([]);
-    expect(agentCircles(files).map((circle) => circle.join(' -> '))).toEqual([]);
   });
 });

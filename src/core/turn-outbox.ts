@@ -48,6 +48,9 @@ export function leaveRequest(outbox: string, prefix: string, body: object): stri
 /** Requests for a timer (notifier timer add --message in a turn), for the runtime to set. */
 export const TIMER_PREFIX = 'timer-';
 
+/** Requests for a background task (agent delegate in a turn), for the runtime to start. */
+export const TASK_PREFIX = 'task-';
+
 /** A reminder a turn asked for: its id, one schedule (as `notifier timer add` takes it) and the message. */
 export interface TimerRequest {
   id: string;

@@ -136,16 +136,18 @@ export async function status(options: Json & { recent?: number }): Promise<void>
 }
 
 export async function retry(options: Json): Promise<void> {
-  const woken = await (await import('./system.js')).retry(resolveHome());
-  if (options.json) return printJson({ woken });
-  printLines(
-    woken.length
+  const { woken, resent } = await (await import('./system.js')).retry(resolveHome());
+  if (options.json) return printJson({ woken, resent });
+  printLines([
+    ...(woken.length
       ? [
           `woke notifier: ${woken.length} handler(s) waiting out a backoff run now`,
           ...woken.map((w) => `  ${w.thread} (${w.consumer}): ${w.failures} failure(s)${w.last_error ? `: ${w.last_error}` : ''}`),
         ]
-      : ['woke notifier: nothing was waiting out a backoff'],
-  );
+      : ['woke notifier: nothing was waiting out a backoff']),
+    ...(resent.length ? [`replies delivery had given up on: ${resent.length}`] : []),
+    ...resent.map((r) => `  ${r.agent} ${r.thread} event ${r.event_id}: ${r.outcome === 'sent' ? 'sent again' : r.outcome === 'gone' ? 'no longer in its thread' : `still not delivered: ${r.error}`}`),
+  ]);
 }
 
 export async function logs(component: string | undefined, options: { lines: number; since?: string; follow?: boolean }): Promise<void> {

@@ -33,6 +33,10 @@ export function sweep(home: string): SweepResult {
 
 /** What the owner reads: what happened, where, since when, and what to do. */
 export function reportText(entry: ErrorFeedEntry, at: string): string {
+  if (entry.stage === 'deliver') {
+    const refused = entry.status === null ? '' : ` (the channel answered ${entry.status})`;
+    return `maintainer: ${entry.agent} could not deliver a reply (conversation ${entry.thread}): ${entry.reason}${refused}. To send it again once the channel takes it, run: theclaw retry. See: theclaw logs ${entry.agent} --since 1h. (first at ${at.slice(11, 19)} UTC; I report this once while it goes on.)`;
+  }
   const fix =
     entry.kind === 'auth'
       ? 'Check the provider key (its variable in the environment of theclaw up, or pai/config.yaml), then run: theclaw doctor.'

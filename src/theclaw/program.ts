@@ -76,7 +76,7 @@ before theclaw up for a real one.`,
     program
       .command('retry')
       .description(
-        'run now what waits out a backoff after failing: messages waiting for the model (once it is back) and replies waiting for a channel; otherwise notifier retries them with backoff, up to backoff.max_seconds (5 minutes) apart',
+        'run now what waits out a backoff after failing: messages waiting for the model (once it is back) and replies waiting for a channel; and send again the replies delivery gave up on (deliver.max_attempts); otherwise notifier retries them with backoff, up to backoff.max_seconds (5 minutes) apart',
       )
       .addOption(jsonOption())
       .action(async (options) => (await commands()).retry(options)),

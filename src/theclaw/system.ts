@@ -3,6 +3,7 @@ import { dirname, relative } from 'node:path';
 import { agentDir, listAgentIds } from '../agent/agent-dir.js';
 import { SYSTEM_AGENTS } from '../agent/identity.js';
 import { initAgent, startAgent } from '../agent/lifecycle.js';
+import { resendGivenUp, type ResentReply } from '../agent/index.js';
 import { daemonEnvironment, daemonHolder, stopDaemonProcess, type DaemonName } from '../core/daemon.js';
 import { ensureDir } from '../core/home.js';
 import { runDir, upLockPath, xgwConfigPath } from '../core/layout.js';
@@ -183,16 +184,24 @@ export interface WokenSubscription {
   last_error: string | null;
 }
 
+export interface RetryResult {
+  woken: WokenSubscription[];
+  /** Replies delivery had given up on (`deliver.max_attempts`), sent again now. */
+  resent: ResentReply[];
+}
+
 /**
  * `theclaw retry`: every handler waiting out a backoff (messages waiting for the model, replies
  * waiting for a channel) runs now instead of when its backoff ends, which after a long outage is
- * minutes away. Failure counts stay, so a handler that fails again backs off further.
+ * minutes away. Failure counts stay, so a handler that fails again backs off further. Replies
+ * delivery gave up on are sent again (the maintainer tells the owner of them, naming this).
  */
-export async function retry(home: string): Promise<WokenSubscription[]> {
+export async function retry(home: string): Promise<RetryResult> {
   if (!daemonHolder(home, 'notifier')) throw new ClawError('conflict', 'notifier is not running, so nothing is retried', { suggestion: 'theclaw up starts it, and it runs what waits' });
   const { subscriptions } = await daemonStatus(home);
   await wakeNotifier(home);
-  return subscriptions.filter((sub) => sub.retry_at !== null).map((sub) => ({ thread: relative(home, sub.thread), consumer: sub.consumer, failures: sub.failures, last_error: sub.last_error }));
+  const woken = subscriptions.filter((sub) => sub.retry_at !== null).map((sub) => ({ thread: relative(home, sub.thread), consumer: sub.consumer, failures: sub.failures, last_error: sub.last_error }));
+  return { woken, resent: await resendGivenUp(home) };
 }
 
 /** What `theclaw reload` did with one daemon. */

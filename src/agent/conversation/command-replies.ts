@@ -1,3 +1,4 @@
+import { parseMessageContent } from '../../core/message.js';
 import { isStorageError } from '../../core/storage-error.js';
 import type { Logger } from '../../core/logger.js';
 import type { ResolvedModel } from '../../pai/index.js';
@@ -7,6 +8,7 @@ import { chatCommandHelp, type ChatCommand } from '../chat-commands.js';
 import { type Summarise, describeUsage, plusUsage, threadUsage, NO_USAGE } from '../accounting/index.js';
 import { startFreshConversation } from '../turn/index.js';
 import { approvalReply } from './owner-approval.js';
+import { tasksReply } from '../tasks.js';
 import { isOwner, type Policy } from '../policy/index.js';
 import { conversationThreads } from '../lifecycle.js';
 import type { DecisionRecord, ThreadRoute } from '../types.js';
@@ -69,6 +71,10 @@ export async function answerChatCommand(command: ChatCommand, context: CommandCo
       case 'approve':
       case 'deny':
         return approvalReply(command, context.inboxEvent, context.dir, context.policy, context.home);
+      case 'tasks': {
+        const [, argument = null, id = null] = parseMessageContent(context.inboxEvent.content).text.trim().split(/\s+/);
+        return await tasksReply(context.home, context.dir, context.route.threadId, argument, id);
+      }
     }
   } catch (error) {
     // A full or read-only disk: the command waits in the inbox like any message, and is answered later.

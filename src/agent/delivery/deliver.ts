@@ -13,6 +13,8 @@ import { openThread, type Thread, type ThreadEvent } from '../../thread/index.js
 import { askXgw, isXgwUnavailable } from '../../xgw/client.js';
 import type { OutboundFile, XgwRequest } from '../../xgw/index.js';
 import { agentDir, loadAgentConfig, requireAgent, type AgentDir } from '../agent-dir.js';
+import { recordGivenUp } from './given-up.js';
+import { deliverTaskResult, TASK_CONVERSATION } from '../tasks.js';
 import { ANSWER_CONVERSATION } from '../router.js';
 import type { ErrorRecord } from '../types.js';
 
@@ -24,7 +26,8 @@ import type { ErrorRecord } from '../types.js';
  * the time tells apart the events of a thread made anew where a damaged one was moved away);
  * internal ones are pushed into the asking agent's inbox. A failure is not acknowledged: the
  * run ends with exit 1 and notifier retries with backoff. The attempt count is kept on disk;
- * past `deliver.max_attempts` an error record is written and the reply is skipped. Only a
+ * past `deliver.max_attempts` an error record is written, the maintainer is told (given-up.ts:
+ * `theclaw retry` sends it again) and the reply is skipped. Only a
  * delivery that was tried and failed is an attempt: while xgw is down, restarting or its channel
  * not up, the reply waits (exit 1, retried with backoff) however long that takes, so that a
  * gateway restart never costs a reply.
@@ -85,6 +88,7 @@ export async function deliverReplies(options: DeliverOptions): Promise<DeliverSu
         }
         const record: ErrorRecord = { stage: 'deliver', event_id: event.id, error: `not delivered after ${count} attempt(s): ${message}` };
         thread.push({ source: 'self', type: 'record', subtype: 'error', content: JSON.stringify(record) });
+        recordGivenUp(home, dir, ref, event.id, count, error);
         logger.error(`deliver: gave up on event ${event.id} of ${ref}: ${message}`);
         summary.skipped++;
       }
@@ -102,7 +106,7 @@ export async function deliverReplies(options: DeliverOptions): Promise<DeliverSu
  * Delivers one reply. Returns null once it is delivered (or has nowhere to go), or why it cannot
  * be tried now (xgw is unavailable); a delivery that was tried and failed is thrown.
  */
-async function deliverOne(home: string, dir: AgentDir, thread: Thread, event: ThreadEvent): Promise<string | null> {
+export async function deliverOne(home: string, dir: AgentDir, thread: Thread, event: ThreadEvent): Promise<string | null> {
   const content = parseMessageContent(event.content);
   const context: ReplyContext | undefined = content.reply_context;
   if (!context) return null; // kept in the thread on purpose (see run.ts): nothing to deliver
@@ -126,6 +130,10 @@ async function deliverOne(home: string, dir: AgentDir, thread: Thread, event: Th
       if (isXgwUnavailable(error)) return (error as Error).message;
       throw error;
     }
+    return null;
+  }
+  if (context.conversation_type === TASK_CONVERSATION) {
+    await deliverTaskResult(home, dir, context.agent_id, context.conversation_id, content);
     return null;
   }
   // An answer for another agent: into its inbox, from us, marked as an answer so that it goes

@@ -9,6 +9,7 @@ import { CONVERSATIONS_DIR, memoryFiles, ownMemoryFile, type MemoryFiles } from 
 import { archiveFolder, dailyFolder, EMBEDDINGS_SOCKET_ENV } from '../memory/index.js';
 import { forwardSends, OUTBOX_ENV, outboxDir } from './sandbox-sends.js';
 import { manageDoor } from './manage-door.js';
+import { startRequestedTasks } from '../tasks.js';
 import { BROWSER_SOCKET_ENV } from '../../browser/index.js';
 import { WEB_SEARCH_SOCKET_ENV } from '../../web/search-door.js';
 import type { AgentConfig, ThreadRoute } from '../types.js';
@@ -156,7 +157,7 @@ export function agentSandbox(home: string, dir: AgentDir, settings: SandboxSetti
     ],
     env: [...BASE_SANDBOX_ENV, ...AGENT_ENV],
     setEnv: { [OUTBOX_ENV]: outbox },
-    afterCall: () => forwardSends(home, outbox, env),
+    afterCall: () => [...forwardSends(home, outbox, env), ...startRequestedTasks(home, outbox, env)],
     serveCall: manage.serveCall,
   };
 }

@@ -1,6 +1,6 @@
 import * as z from 'zod/mini';
 import { ClawError } from '../../core/errors.js';
-import { leaveRequest, OUTBOX_ENV, outboxIn, takeRequests, TIMER_PREFIX } from '../../core/turn-outbox.js';
+import { leaveRequest, OUTBOX_ENV, outboxIn, takeRequests, TASK_PREFIX, TIMER_PREFIX } from '../../core/turn-outbox.js';
 import { requireAgent, type AgentDir } from '../agent-dir.js';
 import { sendToAgent, type SendOptions } from '../send.js';
 
@@ -42,10 +42,11 @@ export function queueSend(home: string, id: string, options: Pick<SendOptions, '
  * outbox. Returns what could not be sent, for the command's result.
  */
 export function forwardSends(home: string, outbox: string, env: NodeJS.ProcessEnv): string[] {
-  // Attachments (reply-files.ts) wait for the turn's answer, timers for its end (reminders.ts).
+  // Attachments (reply-files.ts) wait for the turn's answer, timers for its end (reminders.ts);
+  // tasks are started by tasks.ts.
   const taken = takeRequests(
     outbox,
-    (name) => !name.startsWith(ATTACH_PREFIX) && !name.startsWith(TIMER_PREFIX),
+    (name) => !name.startsWith(ATTACH_PREFIX) && !name.startsWith(TIMER_PREFIX) && !name.startsWith(TASK_PREFIX),
     (json) => SendRequestSchema.parse(json),
   );
   const problems = taken.problems.map((problem) => `agent send: ${problem}`);

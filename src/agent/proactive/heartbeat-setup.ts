@@ -6,7 +6,7 @@ import { loadPaiConfig, resolveModel } from '../../pai/index.js';
 import { openThread } from '../../thread/index.js';
 import { listAgentIds, loadAgentConfig, requireAgent } from '../agent-dir.js';
 import { heartbeatCommand, heartbeatTimerId, inboxState, refuseInTurn } from './heartbeat.js';
-import { notifierTimer } from './notifier-timers.js';
+import { notifierTimer } from '../notifier-timers.js';
 import { HeartbeatConfigSchema, type DecisionRecord, type HeartbeatConfig } from '../types.js';
 import { usageOfRecord } from '../accounting/index.js';
 

@@ -4,7 +4,7 @@ import { joinCommand } from '../../core/command.js';
 import { cliPath } from '../../core/package.js';
 import { takeRequests, TIMER_PREFIX } from '../../core/turn-outbox.js';
 import type { AgentDir } from '../agent-dir.js';
-import { notifierTimer } from './notifier-timers.js';
+import { notifierTimer } from '../notifier-timers.js';
 import { outboxDir } from '../policy/index.js';
 
 /**
