@@ -2,6 +2,7 @@ import { describeDamage } from '../agent/damaged-thread.js';
 import { printJson, printLines } from '../core/cli.js';
 import { ClawError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
+import { withStoredSecrets } from '../core/secrets-file.js';
 import type { Check } from './doctor.js';
 import type { StatusDetails, SystemStatus } from './status.js';
 import type { ModelChoice } from './system.js';
@@ -128,7 +129,7 @@ export async function down(options: Json): Promise<void> {
 export async function status(options: Json & { recent?: number }): Promise<void> {
   const home = resolveHome();
   const { systemStatus, statusDetails } = await import('./status.js');
-  const status = await systemStatus(home);
+  const status = await systemStatus(home, withStoredSecrets(home, process.env));
   warnOfShellModel(status);
   const details = options.recent ? statusDetails(home, options.recent) : undefined;
   if (options.json) return printJson(details ? { ...status, details } : status);
@@ -175,7 +176,8 @@ export async function prune(options: Json & { olderThan: number; keepLogs: numbe
 }
 
 export async function doctor(options: Json & { offline?: boolean }): Promise<void> {
-  const checks = await (await import('./doctor.js')).doctor(resolveHome(), process.env, Date.now(), { offline: options.offline });
+  const home = resolveHome();
+  const checks = await (await import('./doctor.js')).doctor(home, withStoredSecrets(home, process.env), Date.now(), { offline: options.offline });
   const failed = checks.filter((check) => check.status === 'fail');
   if (options.json) {
     printJson({ ok: failed.length === 0, checks });
