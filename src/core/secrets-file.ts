@@ -19,7 +19,8 @@ export function readSecretsFile(home: string): Record<string, string> {
   try {
     text = readFileSync(secretsEnvPath(home), 'utf8');
   } catch (error) {
-    if (errnoCode(error) === 'ENOENT') return {};
+    // No file, or no home yet (or one that cannot be: doctor says why): nothing stored.
+    if (errnoCode(error) === 'ENOENT' || errnoCode(error) === 'ENOTDIR') return {};
     throw error;
   }
   const values: Record<string, string> = {};

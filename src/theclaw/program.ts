@@ -1,7 +1,9 @@
 import type { Command } from 'commander';
 import { createProgram, jsonOption, positiveInt, withExamples } from '../core/cli.js';
 import { usageError } from '../core/errors.js';
-import { SETUP_PROVIDERS } from './setup-types.js';
+
+/** The providers `theclaw setup` offers (setup.ts says how each is set up); here, since cmds reads this file without the rest. */
+export const SETUP_PROVIDERS = ['openai', 'anthropic', 'openrouter', 'ollama', 'openai-compatible', 'mock'] as const;
 
 const commands = () => import('./commands.js');
 

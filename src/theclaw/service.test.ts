@@ -4,17 +4,10 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { splitCommand } from '../core/command.js';
 import { cliPath } from '../core/package.js';
-import { createTestHome, expectClawError, runTool, waitFor, type TestHome } from '../testing/index.js';
+import { commandRuns, createTestHome, expectClawError, runTool, waitFor, type TestHome } from '../testing/index.js';
 import { installService, launchdPlists, systemdUnits } from './service.js';
 
-const hasSystemdAnalyze = (() => {
-  try {
-    execFileSync('systemd-analyze', ['--version'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-})();
+const hasSystemdAnalyze = commandRuns('systemd-analyze', ['--version']);
 
 let t: TestHome | undefined;
 afterEach(() => t?.cleanup());

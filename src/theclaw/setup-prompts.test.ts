@@ -4,26 +4,19 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { joinCommand } from '../core/command.js';
 import { cliPath } from '../core/package.js';
-import { createTestHome, PROVIDER_KEYS, startFakeOpenAI, waitFor, type FakeLlmServer, type TestHome } from '../testing/index.js';
+import { commandRuns, createTestHome, PROVIDER_KEYS, startFakeOpenAI, waitFor, type FakeLlmServer, type TestHome } from '../testing/index.js';
 
 /**
  * `theclaw setup` on a real terminal: tmux gives it a pseudo-terminal, the test types into it
  * (send-keys) and reads the screen (capture-pane), as a person would.
  */
-const hasTmux = (() => {
-  try {
-    execFileSync('tmux', ['-V'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-})();
+const hasTmux = commandRuns('tmux', ['-V']);
 
 let t: TestHome | undefined;
 let llm: FakeLlmServer | undefined;
 let socket: string | undefined;
 afterEach(async () => {
-  if (socket) execFileSync('tmux', ['-L', socket, 'kill-server'], { stdio: 'ignore' });
+  if (socket) commandRuns('tmux', ['-L', socket, 'kill-server']); // ends the session's setup too, wherever the test stopped
   await llm?.close();
   t?.cleanup();
   t = llm = socket = undefined;

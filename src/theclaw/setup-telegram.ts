@@ -5,8 +5,7 @@ import { ClawError } from '../core/errors.js';
 import { secretsEnvPath } from '../core/layout.js';
 import { storeSecret } from '../core/secrets-file.js';
 import { sleep } from '../core/retry.js';
-import { addChannel, addRoute } from '../xgw/config-edit.js';
-import { loadXgwConfig } from '../xgw/config.js';
+import { addChannel, addRoute, loadXgwConfig } from '../xgw/index.js';
 
 /**
  * `theclaw setup`'s Telegram step: the BotFather token checked with getMe and kept in

@@ -1,5 +1,6 @@
-/** The providers `theclaw setup` offers (its flags' and prompts' choice; setup.ts says how each is set up). */
-export const SETUP_PROVIDERS = ['openai', 'anthropic', 'openrouter', 'ollama', 'openai-compatible', 'mock'] as const;
+import { SETUP_PROVIDERS } from './program.js';
+
+export { SETUP_PROVIDERS };
 export type SetupProvider = (typeof SETUP_PROVIDERS)[number];
 
 export function isSetupProvider(name: string): name is SetupProvider {

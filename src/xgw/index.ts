@@ -11,3 +11,4 @@ export type { XgwReloadResult, XgwRequest, XgwStatus } from './protocol.js';
 export * from './types.js';
 export { startGateway, gatewayStatus, reloadGateway, describeReload } from './control.js';
 export { createChannel } from './channels/index.js';
+export { addChannel, addRoute } from './config-edit.js';
