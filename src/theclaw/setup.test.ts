@@ -136,6 +136,19 @@ describe('theclaw setup --telegram-token-stdin', () => {
     expect(stdout + stderr).not.toContain(telegram.token);
   });
 
+  it('run again with the channel configured, a new token replaces the old one and nothing else changes, with no wait', async () => {
+    t = homeWithoutKeys();
+    telegram = await startFakeTelegram();
+    expect((await runTool('xgw', ['channel', 'add', 'telegram:main', '--api-root', telegram.apiRoot], t.env)).code).toBe(0);
+    const xgw = readFileSync(join(t.home, 'xgw', 'config.yaml'), 'utf8');
+    const result = await runTool('theclaw', ['setup', '--telegram-token-stdin', '--telegram-api-root', telegram.apiRoot, '--telegram-wait-seconds', '1'], t.env, telegram.token);
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stdout).toContain('telegram:main was configured already: only its token changed');
+    expect(result.stderr).not.toContain('Now send /start');
+    expect(readFileSync(join(t.home, 'xgw', 'config.yaml'), 'utf8')).toBe(xgw);
+    expect(readFileSync(join(t.home, 'secrets.env'), 'utf8')).toContain(`TELEGRAM_BOT_TOKEN=${telegram.token}`);
+  });
+
   it('a token Telegram refuses is said so, and nothing is written', async () => {
     t = homeWithoutKeys();
     telegram = await startFakeTelegram();
