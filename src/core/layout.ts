@@ -173,9 +173,9 @@ export function evolverStatePath(home: string): string {
   return join(home, 'evolver', 'state.json');
 }
 
-/** `service.env`: the keys `theclaw service install` hands to the daemons' units. */
-export function serviceEnvPath(home: string): string {
-  return join(home, 'service.env');
+/** `secrets.env`: provider keys and bot tokens (core/secrets-file.ts), 0600, never in a YAML file. */
+export function secretsEnvPath(home: string): string {
+  return join(home, 'secrets.env');
 }
 
 // --- agents/ and feeds/

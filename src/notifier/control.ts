@@ -1,5 +1,6 @@
 import { askDaemon, daemonHolder, startDaemonProcess, stopDaemonProcess } from '../core/daemon.js';
 import { ClawError, isClawError } from '../core/errors.js';
+import { withStoredSecrets } from '../core/secrets-file.js';
 import { socketPath } from '../core/home.js';
 import { notify } from '../core/ipc.js';
 import { listThreads, openThread, type Thread } from '../thread/index.js';
@@ -9,13 +10,13 @@ import { TimerStore, timerToJson, type Schedule, type TimerJson } from './timers
 import type { NotifierReloadResult, NotifierRequest, NotifierStatus } from './types.js';
 
 /**
- * Starts the daemon in the background with `env` (which its handlers inherit); returns once it
- * answers. The config is read here first, so that a bad one is reported as itself (file, key,
+ * Starts the daemon in the background with `env` and the keys of secrets.env (which its handlers
+ * inherit); returns once it answers. The config is read here first, so that a bad one is reported as itself (file, key,
  * fix) rather than as a daemon that died.
  */
 export function startDaemon(home: string, env: NodeJS.ProcessEnv = process.env): Promise<{ pid: number }> {
   loadConfig(home);
-  return startDaemonProcess(home, 'notifier', env);
+  return startDaemonProcess(home, 'notifier', withStoredSecrets(home, env));
 }
 
 /** Stops the daemon; false if it was not running. Running handlers finish their batch. */

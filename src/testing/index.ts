@@ -1,4 +1,4 @@
-import { spawn, type SpawnOptions } from 'node:child_process';
+import { execFileSync, spawn, type SpawnOptions } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,6 +20,16 @@ export { waitFor } from './wait.js';
  * they skip, and say so in their name.
  */
 export const BWRAP = findBwrap();
+
+/** Whether `file args` runs and exits 0 here: for tests of a tool that may not be installed (tmux, systemd-analyze). */
+export function commandRuns(file: string, args: string[]): boolean {
+  try {
+    execFileSync(file, args, { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
 export const NEEDS_BWRAP = `needs bubblewrap${BWRAP ? '' : ': not installed, apt-get install bubblewrap'}`;
 
 /**

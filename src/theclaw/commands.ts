@@ -1,13 +1,48 @@
 import { describeDamage } from '../agent/damaged-thread.js';
-import { printJson, printLines } from '../core/cli.js';
-import { ClawError } from '../core/errors.js';
+import { printJson, printLines, readStdin } from '../core/cli.js';
+import { ClawError, usageError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
+import { withStoredSecrets } from '../core/secrets-file.js';
 import type { Check } from './doctor.js';
 import type { StatusDetails, SystemStatus } from './status.js';
 import type { ModelChoice } from './system.js';
+import { isSetupProvider, SETUP_PROVIDERS, type SetupFlags, type SetupProvider } from './setup-types.js';
 
 interface Json {
   json?: boolean;
+}
+
+export async function setup(options: SetupFlags): Promise<void> {
+  const home = resolveHome();
+  const asked = !options.yes && !options.provider && !options.apiKeyStdin && !options.telegramTokenStdin;
+  if (asked && process.stdin.isTTY && process.stdout.isTTY) return (await import('./setup-prompts.js')).setupInteractively(home, options, () => up({}));
+  if (!options.provider && !options.telegramTokenStdin) {
+    throw usageError('nothing to set up', 'pass --provider (with --api-key-stdin), or --telegram-token-stdin; or run theclaw setup on a terminal to be asked');
+  }
+  if (options.provider && !isSetupProvider(options.provider)) throw usageError(`unknown provider ${JSON.stringify(options.provider)}`, `use one of: ${SETUP_PROVIDERS.join(', ')}`);
+  if (options.apiKeyStdin && !options.provider) throw usageError('--api-key-stdin needs --provider', 'say whose key it is, e.g. --provider openai');
+  const lines =
+    options.apiKeyStdin || options.telegramTokenStdin
+      ? (await readStdin(usageError('stdin is a terminal', 'pipe the key or token in, or run theclaw setup without flags to be asked with hidden input'))).toString('utf8').split(/\r?\n/)
+      : [];
+  const apiKey = options.apiKeyStdin ? lines.shift()?.trim() : undefined;
+  const token = options.telegramTokenStdin ? lines.shift()?.trim() : undefined;
+  if (options.apiKeyStdin && !apiKey) throw usageError('no API key on stdin', 'pipe it in: printf \'%s\\n\' "$KEY" | theclaw setup --provider P --api-key-stdin');
+  if (options.telegramTokenStdin && !token) throw usageError('no Telegram bot token on stdin', 'pipe it in (after the API key, on its own line, when both are given)');
+  const { setupModel } = await import('./setup.js');
+  const { setupTelegram } = await import('./setup-telegram.js');
+  const model = options.provider ? await setupModel(home, { provider: options.provider as SetupProvider, baseUrl: options.baseUrl, model: options.model, apiKey, env: process.env }) : undefined;
+  const telegram = token
+    ? await setupTelegram(home, token, {
+        apiRoot: options.telegramApiRoot,
+        waitSeconds: options.telegramWaitSeconds,
+        onWaiting: (bot) => process.stderr.write(`Now send /start to @${bot} in Telegram: the first person to message it becomes its owner (waiting ${options.telegramWaitSeconds} s)\n`),
+      })
+    : undefined;
+  const { setupSummary } = await import('./setup-summary.js');
+  const summary = setupSummary(home, model, telegram);
+  if (options.json) return printJson({ ...(model && { model }), ...(telegram && { telegram }), next: summary.next });
+  printLines(summary.lines);
 }
 
 export async function up(options: Json): Promise<void> {
@@ -128,7 +163,7 @@ export async function down(options: Json): Promise<void> {
 export async function status(options: Json & { recent?: number }): Promise<void> {
   const home = resolveHome();
   const { systemStatus, statusDetails } = await import('./status.js');
-  const status = await systemStatus(home);
+  const status = await systemStatus(home, withStoredSecrets(home, process.env));
   warnOfShellModel(status);
   const details = options.recent ? statusDetails(home, options.recent) : undefined;
   if (options.json) return printJson(details ? { ...status, details } : status);
@@ -177,7 +212,8 @@ export async function prune(options: Json & { olderThan: number; keepLogs: numbe
 }
 
 export async function doctor(options: Json & { offline?: boolean }): Promise<void> {
-  const checks = await (await import('./doctor.js')).doctor(resolveHome(), process.env, Date.now(), { offline: options.offline });
+  const home = resolveHome();
+  const checks = await (await import('./doctor.js')).doctor(home, withStoredSecrets(home, process.env), Date.now(), { offline: options.offline });
   const failed = checks.filter((check) => check.status === 'fail');
   if (options.json) {
     printJson({ ok: failed.length === 0, checks });

@@ -236,6 +236,19 @@ function checkSandbox(home: string, agents: Map<string, AgentConfig>, bwrap: str
   return { name: 'sandbox', status: 'ok', detail: `every agent's commands run in bubblewrap (${bwrap})` };
 }
 
+/** One tiny real call to `choice`, no retries, a short timeout (doctor's model check, setup's key check). */
+export async function callModelOnce(home: string, config: PaiConfig, choice: { provider: string; model?: string }, env: NodeJS.ProcessEnv): Promise<void> {
+  await chat({
+    input: MODEL_CHECK.input,
+    system: MODEL_CHECK.system,
+    tools: false,
+    ...choice,
+    config: { ...config, retry: { ...config.retry, max_attempts: 1 }, timeout_seconds: Math.min(config.timeout_seconds, MODEL_CHECK.timeoutSeconds) },
+    env,
+    home,
+  });
+}
+
 /** One tiny real call to the model agents use, with the environment they get. */
 async function checkModel(home: string, config: PaiConfig, shellEnv: NodeJS.ProcessEnv): Promise<Check> {
   const env = agentsEnvironment(home, shellEnv);
@@ -244,16 +257,7 @@ async function checkModel(home: string, config: PaiConfig, shellEnv: NodeJS.Proc
   if (provider === MOCK_PROVIDER) return { name: 'model', status: 'ok', detail: `${name} is the offline mock: nothing to call` };
   const started = Date.now();
   try {
-    await chat({
-      input: MODEL_CHECK.input,
-      system: MODEL_CHECK.system,
-      tools: false,
-      provider,
-      model: model ?? undefined,
-      config: { ...config, retry: { ...config.retry, max_attempts: 1 }, timeout_seconds: Math.min(config.timeout_seconds, MODEL_CHECK.timeoutSeconds) },
-      env,
-      home,
-    });
+    await callModelOnce(home, config, { provider, model: model ?? undefined }, env);
     return { name: 'model', status: 'ok', detail: `${name} answered in ${Date.now() - started} ms` };
   } catch (error) {
     const redact = createRedactor(env, providerSecrets(config, env));

@@ -2,6 +2,9 @@ import type { Command } from 'commander';
 import { createProgram, jsonOption, positiveInt, withExamples } from '../core/cli.js';
 import { usageError } from '../core/errors.js';
 
+/** The providers `theclaw setup` offers (setup.ts says how each is set up); here, since cmds reads this file without the rest. */
+export const SETUP_PROVIDERS = ['openai', 'anthropic', 'openrouter', 'ollama', 'openai-compatible', 'mock'] as const;
+
 const commands = () => import('./commands.js');
 
 function days(value: string): number {
@@ -21,11 +24,35 @@ theclaw up starts notifier (dispatch) and xgw (the gateway), creates and starts 
 (admin, warden, maintainer, evolver) with their timers (maintainer-sweep, warden-sweep,
 evolver-daily), and routes the web chat and the terminal to admin. Everything
 lives under $THECLAW_HOME (default ~/.theclaw). With no provider key the agents answer with the
-offline mock model; set OPENAI_API_KEY or ANTHROPIC_API_KEY (or a base_url in pai/config.yaml)
-before theclaw up for a real one.`,
+offline mock model; theclaw setup chooses a real one (or set OPENAI_API_KEY or ANTHROPIC_API_KEY,
+or a base_url in pai/config.yaml, before theclaw up).`,
     );
-  withExamples(program, ['theclaw demo', 'theclaw up', 'theclaw status', 'theclaw doctor', 'theclaw retry', 'theclaw down']);
+  withExamples(program, ['theclaw demo', 'theclaw setup', 'theclaw up', 'theclaw status', 'theclaw doctor', 'theclaw retry', 'theclaw down']);
 
+  withExamples(
+    program
+      .command('setup')
+      .description(
+        'set TheClaw up without editing YAML: the model (provider, key, model; the key is checked with one tiny call, then kept in $THECLAW_HOME/secrets.env, 0600) and optionally Telegram (the bot token checked with getMe; the first person to message the bot becomes its owner). With no flags on a terminal it asks; run again, it changes only what you give',
+      )
+      .option('--provider <name>', `the model's provider: ${SETUP_PROVIDERS.join(', ')}`)
+      .option('--base-url <url>', "the server's URL up to /v1 (openai-compatible; Ollama default http://127.0.0.1:11434/v1; a proxy for the others)")
+      .option('--model <id>', "the default model (default: the provider's usual one, or the first the server lists)")
+      .option('--api-key-stdin', 'read the API key from stdin (the first line), so it is in no process list or shell history')
+      .option('--telegram-token-stdin', "read the Telegram bot token from stdin (the next line), check it, and wait for the owner's first message to the bot")
+      .option('--telegram-wait-seconds <n>', "how long to wait for the owner's message", positiveInt('--telegram-wait-seconds'), 300)
+      .option('--telegram-api-root <url>', 'the Bot API root (a proxy, or a fake in tests)')
+      .option('--yes', 'ask nothing: what is not given by a flag keeps its value (fails where something is needed)')
+      .addOption(jsonOption())
+      .action(async (options) => (await commands()).setup(options)),
+    [
+      'theclaw setup',
+      'printf \'%s\\n\' "$KEY" | theclaw setup --provider openai --api-key-stdin',
+      'theclaw setup --provider ollama --model llama3.2',
+      'theclaw setup --provider openai-compatible --base-url http://127.0.0.1:8000/v1 --model qwen3',
+      'printf \'%s\\n\' "$BOT_TOKEN" | theclaw setup --telegram-token-stdin',
+    ],
+  );
   withExamples(
     program
       .command('up')

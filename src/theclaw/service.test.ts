@@ -4,17 +4,10 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { splitCommand } from '../core/command.js';
 import { cliPath } from '../core/package.js';
-import { createTestHome, expectClawError, runTool, waitFor, type TestHome } from '../testing/index.js';
+import { commandRuns, createTestHome, expectClawError, runTool, waitFor, type TestHome } from '../testing/index.js';
 import { installService, launchdPlists, systemdUnits } from './service.js';
 
-const hasSystemdAnalyze = (() => {
-  try {
-    execFileSync('systemd-analyze', ['--version'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-})();
+const hasSystemdAnalyze = commandRuns('systemd-analyze', ['--version']);
 
 let t: TestHome | undefined;
 afterEach(() => t?.cleanup());
@@ -28,13 +21,13 @@ describe('theclaw service install', () => {
     expect(result.code, result.stderr).toBe(0);
     const installed = JSON.parse(result.stdout) as { written: string[]; env_file: string; next: string[] };
     const units = ['notifier', 'xgw'].map((daemon) => join(config, 'systemd', 'user', `theclaw-${daemon}.service`));
-    expect(installed.written).toEqual([...units, join(t.home, 'service.env')]);
+    expect(installed.written).toEqual([...units, join(t.home, 'secrets.env')]);
     expect(statSync(installed.env_file).mode & 0o777).toBe(0o600);
     expect(installed.next).toContain('systemctl --user enable --now theclaw-notifier.service theclaw-xgw.service');
     for (const [index, daemon] of ['notifier', 'xgw'].entries()) {
       const text = readFileSync(units[index]!, 'utf8');
       expect(text).toContain(`Environment="THECLAW_HOME=${t.home}"`);
-      expect(text).toContain(`EnvironmentFile=-${t.home}/service.env`);
+      expect(text).toContain(`EnvironmentFile=-${t.home}/secrets.env`);
       expect(splitCommand(/^ExecStart=(.*)$/m.exec(text)![1]!)).toEqual([process.execPath, cliPath(daemon), 'start', '--foreground']);
       expect(text).toMatch(/^Restart=on-failure$/m);
       expect(text).toMatch(/^WantedBy=default\.target$/m);

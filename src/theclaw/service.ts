@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { joinCommand } from '../core/command.js';
 import { ClawError } from '../core/errors.js';
 import { ensureDir } from '../core/home.js';
-import { logsDir, serviceEnvPath } from '../core/layout.js';
+import { logsDir, secretsEnvPath } from '../core/layout.js';
+import { SECRETS_HEADER } from '../core/secrets-file.js';
 import { cliPath } from '../core/package.js';
 
 /**
@@ -13,7 +14,7 @@ import { cliPath } from '../core/package.js';
  * starts it again, and starts both at boot. systemd user units on Linux; on macOS the launchd
  * plists are printed, for the owner to load. The agents need nothing of their own: notifier runs
  * them. The environment of a service is not the shell's, so provider keys and bot tokens go in
- * an env file the units read (kept 0600, never written with a value by us).
+ * secrets.env, which the units read (0600; `theclaw setup` writes the keys into it).
  */
 export const DAEMONS = ['notifier', 'xgw'] as const;
 type Daemon = (typeof DAEMONS)[number];
@@ -33,7 +34,7 @@ function systemdUserDir(env: NodeJS.ProcessEnv): string {
 
 export function systemdUnits(home: string, env: NodeJS.ProcessEnv = process.env): ServiceFiles {
   const dir = systemdUserDir(env);
-  const envFile = serviceEnvPath(home);
+  const envFile = secretsEnvPath(home);
   const units = DAEMONS.map((daemon) => {
     const name = `theclaw-${daemon}.service`;
     const text = `# Written by theclaw service install; theclaw service uninstall removes it.
@@ -46,7 +47,7 @@ Type=simple
 Environment=${systemdQuote(`THECLAW_HOME=${home}`)}
 # The PATH of the shell that installed it: the agents' commands (agent, cmds, thread...) are found on it.
 Environment=${systemdQuote(`PATH=${env.PATH ?? '/usr/local/bin:/usr/bin:/bin'}`)}
-# Provider keys and bot tokens (OPENAI_API_KEY=..., TELEGRAM_BOT_TOKEN=...): this file, 0600.
+# Provider keys and bot tokens (OPENAI_API_KEY=..., TELEGRAM_BOT_TOKEN=...): secrets.env, 0600, which theclaw setup writes.
 EnvironmentFile=-${envFile}
 ExecStart=${joinCommand([process.execPath, cliPath(daemon), 'start', '--foreground'])}
 # A crash is followed by a start; a stop (theclaw down, systemctl --user stop) is not.
@@ -124,7 +125,7 @@ export function installService(home: string, env: NodeJS.ProcessEnv = process.en
     written.push(unit.path);
   }
   if (!existsSync(files.envFile)) {
-    writeFileSync(files.envFile, '# Read by the theclaw services: provider keys and bot tokens, one NAME=value per line.\n', { mode: 0o600 });
+    writeFileSync(files.envFile, `${SECRETS_HEADER}\n`, { mode: 0o600 });
     written.push(files.envFile);
   }
   const names = files.units.map((unit) => unit.name).join(' ');
@@ -133,7 +134,7 @@ export function installService(home: string, env: NodeJS.ProcessEnv = process.en
     written,
     env_file: files.envFile,
     next: [
-      `put your keys and tokens in ${files.envFile} (e.g. OPENAI_API_KEY=..., TELEGRAM_BOT_TOKEN=...)`,
+      `put your keys and tokens in ${files.envFile} (theclaw setup does, or by hand: OPENAI_API_KEY=..., TELEGRAM_BOT_TOKEN=...)`,
       'theclaw down   # the services start the daemons from now on',
       'systemctl --user daemon-reload',
       `systemctl --user enable --now ${names}`,

@@ -8,6 +8,7 @@ import { daemonEnvironment, daemonHolder, stopDaemonProcess, type DaemonName } f
 import { ensureDir } from '../core/home.js';
 import { runDir, upLockPath, xgwConfigPath } from '../core/layout.js';
 import { repairPermissions } from '../core/private-home.js';
+import { withStoredSecrets } from '../core/secrets-file.js';
 import { waitForLock, type Lock } from '../core/lock.js';
 import { ClawError, isClawError } from '../core/errors.js';
 import { wakeNotifier } from '../thread/index.js';
@@ -85,11 +86,13 @@ export interface UpResult {
  * `theclaw up`: every config is checked before anything starts, so a mistake is reported whole
  * rather than as a half-started system. Then the system agents that are missing are created and
  * all of them started (subscribing is idempotent), and the two daemons are started side by side;
- * if one of them fails, the other is stopped again when this call started it. Daemons get `env`,
- * so the provider keys of this shell reach the agents' runs.
+ * if one of them fails, the other is stopped again when this call started it. Daemons get `env`
+ * and secrets.env, so the provider keys of this shell and of that file reach the agents' runs.
  */
-export async function up(home: string, env: NodeJS.ProcessEnv = process.env): Promise<UpResult> {
+export async function up(home: string, shellEnv: NodeJS.ProcessEnv = process.env): Promise<UpResult> {
   ensureDir(home);
+  // The keys of secrets.env count as the shell's: the daemons started get them too.
+  const env = withStoredSecrets(home, shellEnv);
   const repaired = repairPermissions(home);
   // Two `up`s at once would each start a daemon, one of them fail on the other's, and stop what
   // it had started while the other says "up": they take turns instead.

@@ -1,4 +1,5 @@
 import { daemonHolder, startDaemonProcess } from '../core/daemon.js';
+import { withStoredSecrets } from '../core/secrets-file.js';
 import { readWebchatToken, webchatUrl } from './channels/webchat-token.js';
 import { askXgw } from './client.js';
 import { loadXgwConfig, loadXgwConfigFile, xgwCheckEnvironment } from './config.js';
@@ -12,7 +13,8 @@ const START_WAIT_MS = 8_000;
  * Starts the gateway daemon and returns its status once every channel has made its first start
  * attempt, so that what is printed (a web chat URL, a channel that failed) is already true.
  */
-export async function startGateway(home: string, env: NodeJS.ProcessEnv = process.env): Promise<XgwStatus> {
+export async function startGateway(home: string, shellEnv: NodeJS.ProcessEnv = process.env): Promise<XgwStatus> {
+  const env = withStoredSecrets(home, shellEnv); // the bot tokens of secrets.env
   loadXgwConfigFile(home, { environment: xgwCheckEnvironment(home, env) }); // precise config errors here (those of xgw config check), not in a log
   await startDaemonProcess(home, 'xgw', env);
   // The socket answers before channels are up: wait for their first start attempts.

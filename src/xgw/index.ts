@@ -13,3 +13,4 @@ export * from './types.js';
 export type { ChannelAdapter, ChannelContext } from './channel.js';
 export { startGateway, gatewayStatus, reloadGateway, describeReload } from './control.js';
 export { createChannel } from './channels/index.js';
+export { addChannel, addRoute } from './config-edit.js';
