@@ -224,8 +224,9 @@ describe('notifier dispatch', () => {
     }, 'three failures');
     expect(failing.last_error).toMatch(/exited 1: failing on purpose/);
     expect(failing.retry_at).not.toBeNull();
-    const human = await runTool('notifier', ['status'], t.env);
-    expect(human.stdout).toMatch(/worker: failing \(\d+x, retry at .*\)/);
+    // A second status read comes later: the retry (at most 1 s away) may be running by then, which
+    // status shows as running with the last error. Between two runs it says failing.
+    await waitFor(async () => /worker: failing \(\d+x, retry at .*\)/.test((await runTool('notifier', ['status'], t.env)).stdout), 'the human status to show the failures');
     const log = readFileSync(join(t.home, 'logs', 'notifier.log'), 'utf8');
     // Backoff: the delay each failure sets grows (0.2 s, 0.4 s, 0.8 s, with ±20% jitter). Read from
     // what the daemon decided, not from when handlers ended, which a loaded machine shifts.
