@@ -7,7 +7,7 @@ import { joinCommand } from '../core/command.js';
 import { cliPath } from '../core/package.js';
 import { isAlive } from '../core/process.js';
 import { createTestHome, fixture, run, runTool, waitFor, type TestHome } from '../testing/index.js';
-import { openThread } from '../thread/index.js';
+import { initThread, openThread } from '../thread/index.js';
 import type { NotifierStatus } from './types.js';
 
 // These tests run the real daemon (`notifier start`), real thread CLIs and real handler processes
@@ -23,7 +23,7 @@ beforeEach(async () => {
   writeFileSync(join(t.home, 'notifier', 'config.yaml'), 'sweep_interval_seconds: 0.5\nhandler_timeout_seconds: 20\nbackoff: { initial_seconds: 0.2, max_seconds: 1 }\n');
   threadDir = join(t.home, 'work thread');
   seen = join(t.home, 'seen.txt');
-  expect((await runTool('thread', ['init', threadDir], t.env)).code).toBe(0);
+  initThread(threadDir, { home: t.home }).close(); // in-process: these tests are about the daemon, not `thread init`
 });
 
 afterEach(async () => {
