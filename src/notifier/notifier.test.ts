@@ -335,10 +335,8 @@ describe('notifier dispatch', () => {
     const spans = join(t.home, 'spans.txt');
     const threads = range(6).map((i) => join(t.home, `agents`, `agent${i}`, 'inbox'));
     for (const dir of threads) {
-      expect((await runTool('thread', ['init', dir], t.env)).code).toBe(0);
-      const handler = joinCommand([process.execPath, fixture('handler.mjs'), seen, '--delay-ms', '300', '--span-file', spans]);
-      expect((await runTool('thread', ['subscribe', '--thread', dir, '--consumer', 'worker', '--handler', handler], t.env)).code).toBe(0);
-      const thread = openThread(dir, { home: t.home });
+      const thread = openThread(dir, { home: t.home, create: true });
+      thread.subscribe({ consumer: 'worker', handler: joinCommand([process.execPath, fixture('handler.mjs'), seen, '--delay-ms', '300', '--span-file', spans]) });
       thread.push({ source: 'self', type: 'message', content: 'work' });
       thread.close();
     }
