@@ -1,5 +1,6 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { closest, distance } from 'fastest-levenshtein';
 import { loadYamlConfig } from '../core/config.js';
 import { ClawError, usageError } from '../core/errors.js';
 import { agentInboxPath, agentRoot, agentsRoot } from '../core/layout.js';
@@ -90,13 +91,28 @@ export function conversationIndexFolder(dir: AgentDir, threadId: string): string
   return join(dir.root, 'index', 'conversations', threadId);
 }
 
-/** An existing agent's directory; a missing one is `not_found` with how to create it. */
+/**
+ * An existing agent's directory. A missing one is `not_found`, suggesting the agent whose id is a
+ * likely typo of it, else how to create it, and naming the data directory looked in: a shell
+ * without THECLAW_HOME silently looks in ~/.theclaw.
+ */
 export function requireAgent(home: string, id: string): AgentDir {
   const dir = agentDir(home, id);
   if (!existsSync(dir.config)) {
-    throw new ClawError('not_found', `there is no agent ${id}`, { suggestion: `create it with: agent init ${id} (agent list shows the agents)` });
+    const near = nearestAgent(home, id);
+    const listed = `agent list shows the agents in ${home}`;
+    throw new ClawError('not_found', `there is no agent ${id}`, { suggestion: near ? `did you mean ${near}? (${listed})` : `create it with: agent init ${id} (${listed})` });
   }
   return dir;
+}
+
+/** The existing agent an id is most likely a typo of: at most 2 edits away, and fewer than half its letters. */
+function nearestAgent(home: string, id: string): string | undefined {
+  const ids = listAgentIds(home);
+  if (ids.length === 0) return undefined;
+  const near = closest(id, ids);
+  const edits = distance(id, near);
+  return edits <= 2 && edits * 2 < Math.max(id.length, near.length) ? near : undefined;
 }
 
 /** The agent's config; its policy with the owner's own web chats, as xgw's config has them. */

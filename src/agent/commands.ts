@@ -1,5 +1,6 @@
 import { join } from 'node:path';
-import { printJson, printLines } from '../core/cli.js';
+import { printJson, printLines, readStdin } from '../core/cli.js';
+import type { ManageRequest } from '../core/manage-requests.js';
 import { describeDamage } from './damaged-thread.js';
 import { ClawError, usageError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
@@ -14,13 +15,24 @@ interface Json {
   json?: boolean;
 }
 
+/**
+ * In a sandboxed turn the runtime carries a management command out (core/manage-requests.ts),
+ * and this prints its result: true then. Loaded only there, off the path of `run` and `deliver`.
+ */
+async function relayed(request: ManageRequest): Promise<boolean> {
+  return Boolean(process.env.THECLAW_OUTBOX) && (await import('../core/manage-requests.js')).relayInTurn(request);
+}
+
 export async function init(id: string, options: Json & { kind?: 'system' | 'user'; provider?: string; model?: string }): Promise<void> {
+  // In a turn, a user agent only.
+  if (await relayed({ action: 'agent_init', agent: id, provider: options.provider, model: options.model, json: options.json })) return;
   const dir = await (await lifecycle()).createAgent(resolveHome(), id, options);
   if (options.json) printJson({ id, path: dir.root });
   else printLines([`created agent ${id} in ${dir.root}`, `next: edit ${dir.identity}, then: agent start ${id}`]);
 }
 
 export async function start(id: string, options: Json): Promise<void> {
+  if (await relayed({ action: 'agent_start', agent: id, json: options.json })) return;
   const home = resolveHome();
   (await lifecycle()).startAgent(home, id);
   const heartbeat = await heartbeatTimer(home, id);
@@ -42,12 +54,14 @@ async function heartbeatTimer(home: string, id: string): Promise<string | null> 
 }
 
 export async function stop(id: string, options: Json): Promise<void> {
+  if (await relayed({ action: 'agent_stop', agent: id, json: options.json })) return;
   const was = (await lifecycle()).stopAgent(resolveHome(), id);
   if (options.json) printJson({ id, started: false, was_started: was });
   else printLines([was ? `stopped ${id} (its messages wait until: agent start ${id})` : `${id} was not started`]);
 }
 
 export async function status(id: string | undefined, options: Json): Promise<void> {
+  if (await relayed({ action: 'agent_status', agent: id, json: options.json })) return;
   const home = resolveHome();
   const { agentStatus, listAgents } = await lifecycle();
   const rows = id ? [agentStatus(home, id)] : listAgents(home);
@@ -56,6 +70,7 @@ export async function status(id: string | undefined, options: Json): Promise<voi
 }
 
 export async function list(options: Json): Promise<void> {
+  if (await relayed({ action: 'agent_list', json: options.json })) return;
   const rows = (await lifecycle()).listAgents(resolveHome());
   if (options.json) return printJson(rows.map(({ id, kind, started, model }) => ({ id, kind, started, model })));
   printLines(rows.length ? rows.map((a) => `${a.id}  ${a.kind}  ${a.started ? 'started' : 'stopped'}  ${a.model}`) : ['no agents yet: agent init <id>']);
@@ -63,6 +78,21 @@ export async function list(options: Json): Promise<void> {
 
 function describe(a: AgentStatus): string {
   return `${a.id}  ${a.kind}  ${a.started ? 'started' : 'stopped'}${a.running ? ' (running)' : ''}  pending ${a.pending}  undelivered ${a.undelivered}  threads ${a.threads}  last activity ${a.last_activity ?? 'never'}  model ${a.model}`;
+}
+
+export async function configSet(id: string, key: string, value: string, options: Json): Promise<void> {
+  if (await relayed({ action: 'agent_config_set', agent: id, key, value, json: options.json })) return;
+  const stored = (await import('./agent-settings.js')).setConfigKey(resolveHome(), id, key, value);
+  if (options.json) printJson({ id, key, value: stored });
+  else printLines([`set ${key} of ${id} to ${JSON.stringify(stored)} (the next turn uses it)`]);
+}
+
+export async function identitySet(id: string, options: Json & { text?: string }): Promise<void> {
+  const text = options.text ?? (await readStdin(usageError('no identity', 'pass it with --text or on stdin'))).toString('utf8');
+  if (await relayed({ action: 'agent_identity_set', agent: id, text, json: options.json })) return;
+  const dir = await (await import('./agent-settings.js')).setIdentity(resolveHome(), id, text);
+  if (options.json) printJson({ id, path: dir.identity });
+  else printLines([`replaced ${dir.identity} (the next turn uses it)`]);
 }
 
 export async function send(id: string, options: Json & { text: string; source?: string; idempotencyKey?: string }): Promise<void> {
@@ -75,10 +105,12 @@ export async function send(id: string, options: Json & { text: string; source?: 
     else printLines([`queued: it goes to ${id} when this command ends`]);
     return;
   }
-  const { sendToAgent } = await import('./send.js');
+  const { defaultSource, sendToAgent, whereAnswerGoes } = await import('./send.js');
   const eventId = sendToAgent(resolveHome(), id, options);
-  if (options.json) printJson({ id: eventId });
-  else printLines([String(eventId)]);
+  if (options.json) return printJson({ id: eventId });
+  printLines([String(eventId)]);
+  // stdout stays the event id alone, for scripts.
+  process.stderr.write(`${whereAnswerGoes(id, options.source ?? defaultSource(process.env))}\n`);
 }
 
 export async function attach(file: string, options: Json & { name?: string }): Promise<void> {
@@ -154,19 +186,32 @@ export async function memorySearch(id: string, query: string, options: Json & { 
   const { searchMemory } = await import('./memory-search.js');
   const hits = await searchMemory(resolveHome(), id, query, options);
   if (options.json) return printJson(hits);
+  if (hits.length === 0) return printLines([await nothingFound(id, query, options)]);
   printLines(
-    hits.length
-      ? hits.flatMap((hit) => [
-          hit.kind === 'memory' ? `${hit.where}:${hit.at}` : `${hit.where} #${hit.at} ${hit.time ?? ''} ${hit.from === 'me' ? 'me' : `from ${hit.from}`}`,
-          ...hit.text.split('\n').map((line) => `  ${line}`),
-        ])
-      : ['nothing found'],
+    hits.flatMap((hit) => [
+      hit.kind === 'memory' ? `${hit.where}:${hit.at}` : `${hit.where} #${hit.at} ${hit.time ?? ''} ${hit.from === 'me' ? 'me' : `from ${hit.from}`}`,
+      ...hit.text.split('\n').map((line) => `  ${line}`),
+    ]),
   );
+}
+
+/** An empty search of the agent's memory says so, and whether every conversation's would find something. */
+async function nothingFound(id: string, query: string, options: { peer?: string; all?: boolean }): Promise<string> {
+  const inTurn = process.env.THECLAW_AGENT === id;
+  if (options.all || options.peer !== undefined || inTurn) return 'nothing found';
+  const { searchMemory } = await import('./memory-search.js');
+  const elsewhere = await searchMemory(resolveHome(), id, query, { all: true, limit: 1 });
+  return elsewhere.length ? "nothing in the agent's memory; --all searches every conversation, and finds something there" : 'nothing found';
 }
 
 export async function memoryShow(id: string, options: { peer?: string }): Promise<void> {
   const { memoryFilesOf } = await import('./memory-search.js');
-  printLines(memoryFilesOf(resolveHome(), id, options.peer).flatMap(({ path, text }) => [`== ${path}`, text.trimEnd(), '']));
+  const files = memoryFilesOf(resolveHome(), id, options.peer).filter(({ text }) => text.trim() !== '');
+  if (files.length === 0) {
+    const whose = options.peer === undefined ? `${id}'s memory` : `${id}'s memory of ${options.peer}`;
+    return printLines([`${whose} is empty: the agent writes what it learns there as it talks; agent memory edit ${id} writes it yourself`]);
+  }
+  printLines(files.flatMap(({ path, text }) => [`== ${path}`, text.trimEnd(), '']));
 }
 
 export async function memoryEdit(id: string, options: { file?: string }): Promise<void> {

@@ -201,7 +201,12 @@ describe('agent start, stop, status, list', () => {
 
     const missing = await agent(['status', 'nobody']);
     expect(missing.code).toBe(1);
-    expect(missing.stderr).toBe('Error: there is no agent nobody - create it with: agent init nobody (agent list shows the agents)\n');
+    expect(missing.stderr).toBe(`Error: there is no agent nobody - create it with: agent init nobody (agent list shows the agents in ${t.home})\n`);
+    const typo = await agent(['status', 'helpr']);
+    expect(typo.code).toBe(1);
+    expect(typo.stderr).toBe(`Error: there is no agent helpr - did you mean helper? (agent list shows the agents in ${t.home})\n`);
+    // Too far from every agent to be a typo of one.
+    expect((await agent(['status', 'hx'])).stderr).toMatch(/^Error: there is no agent hx - create it with: agent init hx /);
     const missingJson = await agent(['status', 'nobody', '--json']);
     expect(missingJson.code).toBe(1);
     expect(JSON.parse(missingJson.stdout)).toMatchObject({ error: 'there is no agent nobody' });
@@ -212,9 +217,14 @@ describe('agent start, stop, status, list', () => {
 describe('agent send', () => {
   it('pushes as the terminal user by default, as --source, and as the calling agent inside bash_exec', async () => {
     await ok(['init', 'helper']);
-    expect(await ok(['send', 'helper', '--text', 'from the terminal'])).toBe('1\n');
-    expect(JSON.parse(await ok(['send', 'helper', '--text', 'from telegram', '--source', 'external:telegram:main:dm:42:42', '--json']))).toEqual({ id: 2 });
-    await ok(['send', 'helper', '--text', 'from an agent'], { ...t.env, THECLAW_AGENT: 'other', THECLAW_CONVERSATION: 't' });
+    const fromTerminal = await agent(['send', 'helper', '--text', 'from the terminal']);
+    // stdout is the event id alone, for scripts; stderr says where the answer will appear.
+    expect(fromTerminal).toMatchObject({ code: 0, stdout: '1\n', stderr: 'the answer appears in the terminal chat: agent chat helper\n' });
+    const fromTelegram = await agent(['send', 'helper', '--text', 'from telegram', '--source', 'external:telegram:main:dm:42:42', '--json']);
+    expect(fromTelegram.stderr).toBe('');
+    expect(JSON.parse(fromTelegram.stdout)).toEqual({ id: 2 });
+    const fromAgent = await agent(['send', 'helper', '--text', 'from an agent'], { ...t.env, THECLAW_AGENT: 'other', THECLAW_CONVERSATION: 't' });
+    expect(fromAgent.stderr).toBe("the answer comes back to agent other's conversation t\n");
 
     const [terminal, telegram, internal] = inboxEvents('helper');
     const terminalSource = formatAddress({ kind: 'external', channelType: 'terminal', instance: 'local', conversationType: 'dm', conversationId: user, peerId: user });

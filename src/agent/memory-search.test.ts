@@ -243,7 +243,12 @@ describe('memory search', () => {
   });
 
   it('agent memory search, show and edit from the command line', async () => {
+    const empty = await runTool('agent', ['memory', 'show', 'helper'], t.env);
+    expect(empty).toMatchObject({ code: 0, stdout: "helper's memory is empty: the agent writes what it learns there as it talks; agent memory edit helper writes it yourself\n" });
     const ann = converse(ANN, [{ person: 'My first car was a red Fiat.', agent: 'Noted.' }]);
+    // Only in a conversation: the agent's memory has nothing, and says that --all would find it.
+    expect((await runTool('agent', ['memory', 'search', 'helper', 'first car'], t.env)).stdout).toBe("nothing in the agent's memory; --all searches every conversation, and finds something there\n");
+    expect((await runTool('agent', ['memory', 'search', 'helper', 'sailing boat'], t.env)).stdout).toBe('nothing found\n');
     const search = await runTool('agent', ['memory', 'search', 'helper', 'first car', '--peer', ann, '--json'], t.env);
     expect(search.code, search.stderr).toBe(0);
     expect(JSON.parse(search.stdout)).toEqual([expect.objectContaining({ kind: 'message', where: ann, from: ANN, text: 'My first car was a red Fiat.' })]);

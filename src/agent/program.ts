@@ -79,6 +79,29 @@ the model (/help lists what they do); any other /word goes to the model as text.
       .action(async (id: string, options) => (await commands()).send(id, options)),
     ['agent send helper --text "summarise today\'s mail"'],
   );
+  const config = program.command('config').description("an agent's config.yaml");
+  withExamples(
+    config
+      .command('set')
+      .description('set one key of the config (a dotted path; the value is read as YAML); the whole config is checked first, and a change it refuses is not written')
+      .argument('<id>')
+      .argument('<key>', 'e.g. pai.model, context.recent_messages')
+      .argument('<value>', 'e.g. gpt-4o-mini, 40, true, [openai/gpt-4o-mini]')
+      .addOption(jsonOption())
+      .action(async (id: string, key: string, value: string, options) => (await commands()).configSet(id, key, value, options)),
+    ['agent config set helper pai.model gpt-4o-mini', 'agent config set helper context.recent_messages 40'],
+  );
+  const identity = program.command('identity').description("an agent's IDENTITY.md, its system prompt");
+  withExamples(
+    identity
+      .command('set')
+      .description("replace IDENTITY.md (refused if the agent's model has no room for it)")
+      .argument('<id>')
+      .option('--text <text>', 'the new identity (default: stdin)')
+      .addOption(jsonOption())
+      .action(async (id: string, options) => (await commands()).identitySet(id, options)),
+    ['agent identity set helper --text "I am helper: I keep the garden notes."', 'cat identity.md | agent identity set helper'],
+  );
   const memory = program.command('memory').description("an agent's memory: search it, show it, edit it");
   withExamples(
     memory

@@ -22,6 +22,7 @@ import { setReminders } from './reminders.js';
 import { resolveFallbacks, withFailover } from './failover.js';
 import { EMBEDDINGS_SOCKET_ENV, serveEmbeddings } from './memory-embedder.js';
 import { BROWSER_SOCKET_ENV, serveBrowserProxy } from '../browser/index.js';
+import { serveWebSearch, WEB_SEARCH_SOCKET_ENV } from '../web/search-door.js';
 import { estimateTokens } from './tokens.js';
 import { SpendLedger } from './budget.js';
 import { accountedSummariser, type CallAccount } from './accounting.js';
@@ -103,6 +104,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
   let inboxWatch: InboxWatch | undefined;
   let embeddings: Awaited<ReturnType<typeof serveEmbeddings>> = null;
   let browser: Awaited<ReturnType<typeof serveBrowserProxy>> | null = null;
+  let search: Awaited<ReturnType<typeof serveWebSearch>> | null = null;
   try {
     // A model that cannot be resolved (unknown provider, no key) is a configuration error: each
     // message gets it as its error record, as the spec says of unrecoverable errors.
@@ -130,6 +132,11 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
       logger.warn(`run: no browser in this run's turns: no browser socket (${(error as Error).message})`);
       return null;
     });
+    // `web search` in the turns' commands searches through it, with the provider's key kept out here (web/search-door.ts).
+    search = await serveWebSearch(home, env).catch((error: unknown) => {
+      logger.warn(`run: web search in this run's turns goes without the owner's key: no search socket (${(error as Error).message})`);
+      return null;
+    });
     const turn: TurnSettings = {
       home,
       dir,
@@ -145,6 +152,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
       spend,
       embeddingsSocket: embeddings?.socket ?? null,
       browserSocket: browser?.socket ?? null,
+      searchSocket: search?.socket ?? null,
       toFeed: feedCopier(feeds, logger, 'run'),
     };
     const tellOwner = (text: string): boolean => {
@@ -244,6 +252,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
     inboxWatch?.close();
     await embeddings?.close();
     await browser?.close();
+    await search?.close();
     for (const thread of threads.values()) thread.close();
     inbox?.close();
     spend.close();
@@ -273,6 +282,8 @@ interface TurnSettings {
   embeddingsSocket: string | null;
   /** Where the turns' `browser` commands reach the agent's browser (browser/proxy.ts); null: none. */
   browserSocket: string | null;
+  /** Where the turns' `web search` commands search with the owner's key (web/search-door.ts); null: none. */
+  searchSocket: string | null;
   dir: AgentDir;
   config: AgentConfig;
   paiConfig: PaiConfig;
@@ -417,6 +428,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
         THECLAW_ASKING_EVENT: String(target.eventId ?? inboundId),
         ...(turn.embeddingsSocket ? { [EMBEDDINGS_SOCKET_ENV]: turn.embeddingsSocket } : {}),
         ...(turn.browserSocket ? { [BROWSER_SOCKET_ENV]: turn.browserSocket } : {}),
+        ...(turn.searchSocket ? { [WEB_SEARCH_SOCKET_ENV]: turn.searchSocket } : {}),
       },
       onEvent(chatEvent) {
         if (chatEvent.type === 'delta') progress?.written(chatEvent.text);

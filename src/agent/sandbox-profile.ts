@@ -8,8 +8,10 @@ import { agentDir, conversationIndexFolder, conversationWorkdir, listAgentIds, t
 import { CONVERSATIONS_DIR, memoryFiles, ownMemoryFile, type MemoryFiles } from './context.js';
 import { archiveFolder, dailyFolder } from './memory-store.js';
 import { forwardSends, OUTBOX_ENV, outboxDir } from './sandbox-sends.js';
+import { manageDoor } from './manage-door.js';
 import { EMBEDDINGS_SOCKET_ENV } from './memory-embedder.js';
 import { BROWSER_SOCKET_ENV } from '../browser/index.js';
+import { WEB_SEARCH_SOCKET_ENV } from '../web/search-door.js';
 import type { AgentConfig, ThreadRoute } from './types.js';
 import { ensureDir } from '../core/home.js';
 import { cmdsDir, sharedSkillsDir, webConfigPath } from '../core/layout.js';
@@ -19,7 +21,17 @@ import { cmdsDir, sharedSkillsDir, webConfigPath } from '../core/layout.js';
  * and `cmds` need to know about the asking agent (run.ts sets them). Never the daemons' own
  * (THECLAW_THREAD, THECLAW_CONSUMER) nor anything else of their environment.
  */
-const AGENT_ENV = ['THECLAW_HOME', 'THECLAW_AGENT', 'THECLAW_AGENT_DIR', 'THECLAW_CONVERSATION', 'THECLAW_ASKING_EVENT', 'THECLAW_LOG_LEVEL', EMBEDDINGS_SOCKET_ENV, BROWSER_SOCKET_ENV] as const;
+const AGENT_ENV = [
+  'THECLAW_HOME',
+  'THECLAW_AGENT',
+  'THECLAW_AGENT_DIR',
+  'THECLAW_CONVERSATION',
+  'THECLAW_ASKING_EVENT',
+  'THECLAW_LOG_LEVEL',
+  EMBEDDINGS_SOCKET_ENV,
+  BROWSER_SOCKET_ENV,
+  WEB_SEARCH_SOCKET_ENV,
+] as const;
 
 /** The agent's `sandbox:` settings; without `limits`, its calls have none. */
 type SandboxSettings = Omit<AgentConfig['sandbox'], 'limits'> & Partial<Pick<AgentConfig['sandbox'], 'limits'>>;
@@ -88,7 +100,9 @@ export function turnWorkdir(dir: AgentDir, scope: Pick<TurnScope, 'threadId' | '
  * `agent attach` and `notifier timer add --message` leave their requests in the conversation's
  * outbox (core/turn-outbox.ts), which the runtime carries out after the call or the turn, in
  * the name of the conversation (sandbox-sends.ts, reply-files.ts, reminders.ts). Not reachable:
- * the other agents' directories but their configs (for `agent send`), and notifier's socket (it
+ * the other agents' directories but their configs (for `agent send`) and, where the turn may
+ * manage agents, their IDENTITY.md and USAGE.md (manage-door.ts, which also carries out the
+ * management commands' requests while each call runs), and notifier's socket (it
  * also answers `stop`) and timers, so no timer command the model wrote ever runs outside the
  * sandbox.
  *
@@ -113,6 +127,10 @@ export function agentSandbox(home: string, dir: AgentDir, settings: SandboxSetti
   const embeddings = env[EMBEDDINGS_SOCKET_ENV] ? [{ path: dirname(env[EMBEDDINGS_SOCKET_ENV]), writable: false, optional: true }] : [];
   // The run's door to this agent's browser (browser/proxy.ts), likewise.
   const browser = env[BROWSER_SOCKET_ENV] ? [{ path: dirname(env[BROWSER_SOCKET_ENV]), writable: false, optional: true }] : [];
+  // The run's search with the owner's key (web/search-door.ts), likewise.
+  const search = env[WEB_SEARCH_SOCKET_ENV] ? [{ path: dirname(env[WEB_SEARCH_SOCKET_ENV]), writable: false, optional: true }] : [];
+  // Management requests (agent init, xgw route add…): the owner's direct chat, not a heartbeat.
+  const manage = manageDoor({ home, dir, outbox, ownerChat: scope.owner && scope.thread !== dir.heartbeat, env });
   return {
     bwrap: findBwrap(env),
     network: settings.network,
@@ -124,6 +142,7 @@ export function agentSandbox(home: string, dir: AgentDir, settings: SandboxSetti
       ...(writes ? [{ path: index, writable: true }] : []),
       { path: outbox, writable: true },
       ...others,
+      ...manage.binds,
       { path: sharedSkillsDir(home), writable: false, optional: true },
       { path: cmdsDir(home), writable: false, optional: true },
       // web fetch's allow_private and the search provider (no secrets: a key stays in its variable).
@@ -131,6 +150,7 @@ export function agentSandbox(home: string, dir: AgentDir, settings: SandboxSetti
       ...path.map((entry) => ({ path: entry, writable: false, optional: true })),
       ...embeddings,
       ...browser,
+      ...search,
       // TheClaw itself, read-only, wherever it is installed: under /tmp (a clone there) it would
       // be behind the sandbox's own /tmp, and the commands could not run `agent send` or `cmds`.
       { path: packageRoot(), writable: false },
@@ -138,6 +158,7 @@ export function agentSandbox(home: string, dir: AgentDir, settings: SandboxSetti
     env: [...BASE_SANDBOX_ENV, ...AGENT_ENV],
     setEnv: { [OUTBOX_ENV]: outbox },
     afterCall: () => forwardSends(home, outbox, env),
+    serveCall: manage.serveCall,
   };
 }
 

@@ -22,6 +22,19 @@ export function defaultSource(env: NodeJS.ProcessEnv): string {
 }
 
 /**
+ * Where the answer to a message `agent send` pushed as `source` will appear, for the person who
+ * sent it: the terminal's chat with that agent (which shows an answer that came while it was
+ * closed), the channel conversation named, or the asking agent's conversation.
+ */
+export function whereAnswerGoes(id: string, source: string): string {
+  const address = parseAddress(source);
+  if (address.kind === 'external' && address.channelType === 'terminal') return `the answer appears in the terminal chat: agent chat ${id}`;
+  if (address.kind === 'external') return `the answer goes to ${address.channelType}:${address.instance}, ${address.conversationType} ${address.conversationId}`;
+  if (address.kind === 'internal') return `the answer comes back to agent ${address.agentId}'s conversation ${address.conversationId}`;
+  return `the answer stays in ${id}'s own thread`;
+}
+
+/**
  * The message a question from inside an agent's bash_exec is asked for (THECLAW_ASKING_EVENT, set
  * by agent run), when the question comes from that agent's conversation: the answer is passed on
  * to that message, not to whoever wrote in the conversation last.

@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { formatAddress } from '../core/address.js';
 import { commandsOf } from './shell-commands.js';
-import { commandRuleFor, decide, isOwner, MAX_READ_LINE_BYTES, offersTools, overReadLimit, PolicySchema, type Policy } from './tool-policy.js';
+import { commandRuleFor, decide, isOwner, MAX_READ_LINE_BYTES, offersTools, overReadLimit, PolicySchema, TOOL_DECISIONS, type Policy } from './tool-policy.js';
 
 const external = (channelType: string, conversationType: string, peerId: string, instance = 'main') =>
   formatAddress({ kind: 'external', channelType, instance, conversationType, conversationId: conversationType === 'dm' ? peerId : 'g1', peerId });
@@ -302,6 +302,32 @@ describe('tool policy: which commands', () => {
       fc.property(lines([...allowed, 'rm', 'curl', '/usr/bin/rm'], true), (text) => {
         fc.pre(/\b(rm|curl)\b/.test(text));
         expect(decide(rule, text), text).not.toBe('allow');
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('reads a last word `*` of a pattern as "with any arguments": `web *` is `web`, `git push *` is `git push`', () => {
+    const webOnly = { allow: ['web *'], otherwise: 'deny' as const };
+    expect(decide(webOnly, 'web fetch http://127.0.0.1/')).toBe('allow');
+    expect(decide(webOnly, 'web')).toBe('allow');
+    expect(decide(webOnly, 'ls')).toBe('deny');
+    expect(decide(webOnly, 'web fetch x | sh')).toBe('deny');
+    expect(decide({ allow: ['git'], deny: ['git push *'], otherwise: 'ask' }, 'git push origin')).toBe('deny');
+    expect(decide({ allow: ['git'], deny: ['git push *'], otherwise: 'ask' }, 'git pull')).toBe('allow');
+  });
+
+  it('decides every line alike whether its patterns end in ` *` or not (property)', () => {
+    const words = ['git', 'push', 'status', 'web', 'fetch', 'ls', '-l', 'x'];
+    const pattern = fc.array(fc.constantFrom(...words), { minLength: 1, maxLength: 3 }).map((w) => w.join(' '));
+    const patterns = fc.array(fc.tuple(pattern, fc.boolean()), { maxLength: 4 });
+    const rule = fc.record({ allow: patterns, ask: patterns, deny: patterns, otherwise: fc.constantFrom(...TOOL_DECISIONS) });
+    const line = fc.array(fc.array(fc.constantFrom(...words, '*'), { minLength: 1, maxLength: 4 }), { minLength: 1, maxLength: 3 }).map((commands) => commands.map((c) => c.join(' ')).join(' && '));
+    fc.assert(
+      fc.property(rule, line, ({ allow, ask, deny, otherwise }, text) => {
+        const bare = { allow: allow.map(([p]) => p), ask: ask.map(([p]) => p), deny: deny.map(([p]) => p), otherwise };
+        const starred = { allow: allow.map(([p, star]) => (star ? `${p} *` : p)), ask: ask.map(([p, star]) => (star ? `${p} *` : p)), deny: deny.map(([p, star]) => (star ? `${p} *` : p)), otherwise };
+        expect(decide(starred, text), text).toBe(decide(bare, text));
       }),
       { numRuns: 300 },
     );

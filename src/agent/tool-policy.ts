@@ -15,7 +15,8 @@ import { commandsOf } from './shell-commands.js';
  * - `ask`: the owner is asked in their own chat (approvals.ts); the command runs once approved.
  *
  * A rule may decide by command instead: `{ allow: [...], ask: [...], deny: [...], otherwise }`,
- * where a pattern is a program's name and, optionally, its first arguments (`git status`); the
+ * where a pattern is a program's name and, optionally, its first arguments (`git status`; a last
+ * word `*` adds nothing: `web *` is `web`); the
  * longest pattern a command starts with decides it. A command line gets the strictest decision
  * among the commands it runs (shell-commands.ts), what wrappers run included (`sudo rm`, `sh -c
  * 'curl x'`: command-wrappers.ts); one that cannot be read (a name computed at run time) is
@@ -150,7 +151,7 @@ function decideOne(rule: Exclude<CommandRule, string>, words: string[]): ToolDec
   let best: { length: number; decision: ToolDecision } | null = null;
   for (const decision of TOOL_DECISIONS) {
     for (const pattern of rule[decision] ?? []) {
-      const [name = '', ...rest] = pattern.trim().split(/\s+/);
+      const [name = '', ...rest] = patternWords(pattern);
       if (!startsWith(named, [programName(name), ...rest])) continue;
       const length = rest.length + 1;
       if (best === null || length > best.length || (length === best.length && STRICTNESS[decision] > STRICTNESS[best.decision])) best = { length, decision };
@@ -158,6 +159,16 @@ function decideOne(rule: Exclude<CommandRule, string>, words: string[]): ToolDec
   }
   const decision = best?.decision ?? rule.otherwise;
   return program.includes('/') && !SYSTEM_PROGRAM.test(posix.normalize(program)) ? strictest(decision, rule.otherwise) : decision;
+}
+
+/**
+ * A pattern's words. A last word `*` means "with any arguments", which a pattern means anyway
+ * (`web *` is `web`, `git push *` is `git push`): people write it, and it must not be taken as a
+ * literal `*` argument that no command has, which would leave the command to `otherwise`.
+ */
+export function patternWords(pattern: string): string[] {
+  const words = pattern.trim().split(/\s+/);
+  return words.length > 1 && words.at(-1) === '*' ? words.slice(0, -1) : words;
 }
 
 /** A path to a program the system installed, not one a command may have written. */

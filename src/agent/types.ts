@@ -1,6 +1,7 @@
 import * as z from 'zod/mini';
 import { parseDuration } from '../core/duration.js';
 import { BrowserLimitsSchema, DEFAULT_BROWSER_LIMITS } from '../browser/index.js';
+import { ManageConfigSchema } from './manage-policy.js';
 import { PolicySchema, type Policy } from './tool-policy.js';
 
 /**
@@ -218,6 +219,8 @@ export const AgentConfigSchema = z.strictObject({
   ),
   /** Who may have the agent run what, and the owner's approvals (tool-policy.ts). */
   policy: PolicySchema,
+  /** What the agent may manage from the owner's direct chat (manage-policy.ts); absent: admin's defaults for admin, nothing for others. */
+  manage: z.optional(ManageConfigSchema),
   /** The agent's browser (`browser` in its commands): idle time, pages, memory, navigation timeout. */
   browser: z._default(BrowserLimitsSchema, DEFAULT_BROWSER_LIMITS),
   /** Tool rounds per message. */

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { binNames } from '../core/package.js';
-import { renderUsage, usagePath } from '../core/usage.js';
+import { referencePath, renderUsage, usagePath } from '../core/usage.js';
 import { checkCommandLine } from '../testing/command-line-check.js';
 import { indexProgram, THECLAW_PROGRAMS } from './own-commands.js';
 
@@ -14,8 +14,8 @@ mkdirSync(home);
 const env = { ...process.env, HOME: home, THECLAW_HOME: join(root, 'claw') };
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
-function checkedIn(tool: string): string {
-  return existsSync(usagePath(tool)) ? readFileSync(usagePath(tool), 'utf8') : '';
+function checkedIn(tool: string, path = usagePath(tool)): string {
+  return existsSync(path) ? readFileSync(path, 'utf8') : '';
 }
 
 describe.each(binNames())('%s USAGE.md', (tool) => {
@@ -24,6 +24,7 @@ describe.each(binNames())('%s USAGE.md', (tool) => {
     expect(existsSync(env.THECLAW_HOME), 'THECLAW_HOME was created').toBe(false);
     expect(readdirSync(home), 'files were written to HOME').toEqual([]);
     expect(checkedIn(tool), `USAGE.md of ${tool} is stale - run npm run usage`).toBe(rendered);
+    expect(checkedIn(tool, referencePath(tool)), `docs/reference/${tool}.md is stale - run npm run usage`).toBe(rendered);
   });
 
   it('has a section for every command the program defines', async () => {

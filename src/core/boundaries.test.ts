@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
  * and dynamic `import()`):
  *
  * - Direction. A tool imports only the tools below it (MAY_IMPORT): core ← thread ← notifier;
- *   core ← pai; core, thread ← xgw; core, thread, pai, xgw, browser ← agent; theclaw on top of all. cmds
+ *   core ← pai; core, thread ← xgw; core, thread, pai, xgw, web, browser ← agent; theclaw on top of all. cmds
  *   needs only core, and every tool's program.ts (below); web needs only core; browser needs core and web (its SSRF guard).
  * - Doors. Another tool is reached through its `index.ts`, which exports all that other tools use
  *   of it. Core is the exception: the shared kernel of small, independent modules (errors,
@@ -48,7 +48,7 @@ const MAY_IMPORT: Record<Tool, readonly Tool[]> = {
   web: ['core'],
   browser: ['core', 'web'],
   xgw: ['core', 'thread'],
-  agent: ['core', 'thread', 'pai', 'xgw', 'browser'],
+  agent: ['core', 'thread', 'pai', 'xgw', 'web', 'browser'],
   theclaw: ['core', 'thread', 'notifier', 'pai', 'cmds', 'web', 'browser', 'xgw', 'agent'],
 };
 
@@ -61,6 +61,7 @@ const LIGHT_DOORS: Record<string, string> = {
   'xgw/config.ts': "the gateway's config, for theclaw up",
   'notifier/control.ts': 'starting and reloading notifier and asking its status, for theclaw up, reload and status',
   'notifier/config.ts': "notifier's config, for theclaw up",
+  'web/search-door.ts': "the search a run serves its turns, for every agent run, without web fetch's reader",
   'agent/agent-dir.ts': "an agent's directory and config, for theclaw up, status and prune, without the agent runtime",
   'agent/lifecycle.ts': 'creating, starting and inspecting agents, for theclaw up, status and prune',
   'agent/identity.ts': 'the system agents, for theclaw up',

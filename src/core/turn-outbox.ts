@@ -36,12 +36,13 @@ export function turnOutbox(env: NodeJS.ProcessEnv = process.env): string | null 
   return agentOutboxPath(env.THECLAW_HOME, env.THECLAW_AGENT, env.THECLAW_CONVERSATION);
 }
 
-/** Leaves a request whole or not at all: `<prefix><time>-<random>.json`, oldest first by name. */
-export function leaveRequest(outbox: string, prefix: string, body: object): void {
+/** Leaves a request whole or not at all: `<prefix><time>-<random>.json`, oldest first by name; returns that name without `.json`. */
+export function leaveRequest(outbox: string, prefix: string, body: object): string {
   ensureDir(outbox);
   const name = `${prefix}${Date.now()}-${randomBytes(4).toString('hex')}`;
   writeFileSync(join(outbox, `${name}.tmp`), JSON.stringify(body));
   renameSync(join(outbox, `${name}.tmp`), join(outbox, `${name}.json`));
+  return name;
 }
 
 /** Requests for a timer (notifier timer add --message in a turn), for the runtime to set. */

@@ -12,6 +12,11 @@ export function usagePath(tool: string): string {
   return join(packageRoot(), 'src', tool, 'USAGE.md');
 }
 
+/** The same text as the reader's reference, `docs/reference/<tool>.md`, beside the guide; written and compared with USAGE.md. */
+export function referencePath(tool: string): string {
+  return join(packageRoot(), 'docs', 'reference', `${tool}.md`);
+}
+
 /** The USAGE.md `tool` should have, from its built CLI run with `env` (default: this process's). */
 export function renderUsage(tool: string, env: NodeJS.ProcessEnv = process.env): string {
   const reference = execFileSync(process.execPath, [cliPath(tool), '--help', '--verbose'], { env, encoding: 'utf8' });

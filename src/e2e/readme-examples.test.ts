@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -18,10 +18,10 @@ import { type ExampleBlock, type ExampleCommand, extractExamples } from '../test
 
 /**
  * A README example that fails as written is a failing test. Every command of every `sh` block of
- * README.md runs as a reader would type it, against the built tools (dist/) on PATH: the blocks of
- * one section in order, in one THECLAW_HOME of their own (an `export` or `cd` holds for the
+ * README.md and of the guide's chapters (docs/guide/*.md) runs as a reader would type it, against
+ * the built tools (dist/) on PATH: the blocks of one section in order, in one THECLAW_HOME of their own (an `export` or `cd` holds for the
  * commands after it), the sections side by side. A command passes when it exits 0 within
- * COMMAND_TIMEOUT_MS. What a block cannot do here is marked in the README (see
+ * COMMAND_TIMEOUT_MS. What a block cannot do here is marked in its document (see
  * src/testing/readme-examples.ts) and counted, never run; a marked command of TheClaw's tools must
  * still be one its program accepts. Every `yaml` block must be a config that a tool's loader accepts
  * as written: pai's, notifier's, xgw's or an agent's (a part of one, such as a policy, given the
@@ -33,17 +33,29 @@ import { type ExampleBlock, type ExampleCommand, extractExamples } from '../test
  * so that no test run collides with another on 18790).
  */
 
-const README = join(packageRoot(), 'README.md');
+/** The documents whose examples run, relative to the package root: the README, then the guide in order. */
+const DOCUMENTS = [
+  'README.md',
+  ...readdirSync(join(packageRoot(), 'docs', 'guide'))
+    .filter((name) => name.endsWith('.md'))
+    .sort()
+    .map((name) => `docs/guide/${name}`),
+];
 const COMMAND_TIMEOUT_MS = 20_000;
 
 /**
  * What a section's examples take for granted, done in its home before them: a section that talks to
- * the running system assumes the quick start's `theclaw up`.
+ * the running system assumes the quick start's `theclaw up`. Keyed by sectionKey.
  */
 const GIVEN: Record<string, string[]> = {
-  '`agent` — the agent runtime': ['theclaw up'],
-  Heartbeats: ['theclaw up'],
+  'docs/guide/03-agents.md: `agent` — the agent runtime': ['theclaw up'],
+  'docs/guide/03-agents.md: Heartbeats': ['theclaw up'],
 };
+
+/** An example block with the document it is in. */
+interface DocumentBlock extends ExampleBlock {
+  file: string;
+}
 
 interface Outcome {
   command: ExampleCommand;
@@ -54,11 +66,13 @@ interface Outcome {
   stderr: string;
 }
 
-const examples = extractExamples(readFileSync(README, 'utf8'));
+const examples: DocumentBlock[] = DOCUMENTS.flatMap((file) => extractExamples(readFileSync(join(packageRoot(), file), 'utf8')).map((block) => ({ ...block, file })));
 const blocks = examples.filter((block) => block.language === 'shell');
 const configs = examples.filter((block) => block.language === 'yaml');
-const sections = new Map<string, ExampleBlock[]>();
-for (const block of blocks) sections.set(block.section, [...(sections.get(block.section) ?? []), block]);
+/** A section is a heading of one document: two documents may have headings alike. */
+const sectionKey = (block: DocumentBlock) => `${block.file}: ${block.section}`;
+const sections = new Map<string, DocumentBlock[]>();
+for (const block of blocks) sections.set(sectionKey(block), [...(sections.get(sectionKey(block)) ?? []), block]);
 const counts = { ran: 0, configs: 0, notRun: [] as string[] };
 
 let llm: FakeLlmServer;
@@ -87,18 +101,18 @@ describe.concurrent('README examples', () => {
     for (const block of configs) {
       const [example] = block.commands;
       if (example!.notRun) {
-        counts.notRun.push(`README.md:${block.line} yaml (${example!.notRun})`);
+        counts.notRun.push(`${block.file}:${block.line} yaml (${example!.notRun})`);
         continue;
       }
       counts.configs++;
       const problems = configProblems(example!.text);
-      if (problems) failures.push(`${where(block.section, block.line)}: the yaml block is no config that a tool accepts:\n  ${problems.join('\n  ')}`);
+      if (problems) failures.push(`${where(block, block.line)}: the yaml block is no config that a tool accepts:\n  ${problems.join('\n  ')}`);
     }
     if (failures.length > 0) throw new Error(`${failures.length} config example(s) are refused as written:\n\n${failures.join('\n\n')}`);
   });
 
   for (const [section, sectionBlocks] of sections) {
-    it(`${section} (README.md:${sectionBlocks[0]!.line})`, { timeout: 120_000 }, async () => {
+    it(`${sectionBlocks[0]!.section} (${sectionBlocks[0]!.file}:${sectionBlocks[0]!.line})`, { timeout: 120_000 }, async () => {
       const failures = await runSection(section, sectionBlocks);
       if (failures.length > 0) throw new Error(`${failures.length} example(s) failed as written:\n\n${failures.join('\n\n')}`);
     });
@@ -106,26 +120,26 @@ describe.concurrent('README examples', () => {
 });
 
 /** Runs a section's examples in a home of their own; returns a description of each command that failed. */
-async function runSection(section: string, sectionBlocks: ExampleBlock[]): Promise<string[]> {
+async function runSection(section: string, sectionBlocks: DocumentBlock[]): Promise<string[]> {
   const home = readerHome();
   const failures: string[] = [];
   const run = (text: string) => runCommand(home, { line: 0, text });
   try {
     for (const text of GIVEN[section] ?? []) {
       const given = await run(text);
-      if (given.code !== 0) return [`${where(section, sectionBlocks[0]!.line)}: what the section takes for granted failed: ${describeOutcome(given)}`];
+      if (given.code !== 0) return [`${where(sectionBlocks[0]!, sectionBlocks[0]!.line)}: what the section takes for granted failed: ${describeOutcome(given)}`];
     }
     for (const block of sectionBlocks) {
       for (const command of block.commands) {
         if (command.notRun) {
-          counts.notRun.push(`README.md:${command.line} ${firstLine(command.text)} (${command.notRun})`);
+          counts.notRun.push(`${block.file}:${command.line} ${firstLine(command.text)} (${command.notRun})`);
           const problem = await checkCommandLine(command.text);
-          if (problem) failures.push(`${where(section, command.line)}: \`${command.text}\` (not run) is refused by its program: ${problem}`);
+          if (problem) failures.push(`${where(block, command.line)}: \`${command.text}\` (not run) is refused by its program: ${problem}`);
           continue;
         }
         const outcome = await runCommand(home, command);
         counts.ran++;
-        if (outcome.code !== 0 || outcome.timedOut) failures.push(`${where(section, command.line)}: ${describeOutcome(outcome)}`);
+        if (outcome.code !== 0 || outcome.timedOut) failures.push(`${where(block, command.line)}: ${describeOutcome(outcome)}`);
       }
     }
     return failures;
@@ -234,8 +248,8 @@ function configProblems(text: string): string[] | undefined {
   }
 }
 
-function where(section: string, line: number): string {
-  return `README.md:${line} (section "${section}")`;
+function where(block: DocumentBlock, line: number): string {
+  return `${block.file}:${line} (section "${block.section}")`;
 }
 
 function firstLine(text: string): string {
@@ -249,7 +263,7 @@ function describeOutcome(outcome: Outcome): string {
     `\`${outcome.command.text}\` ${how} after ${(outcome.ms / 1000).toFixed(1)} s`,
     `  stdout: ${indent(outcome.stdout) || '(empty)'}`,
     `  stderr: ${indent(outcome.stderr) || '(empty)'}`,
-    '  (fix the README or the code; if it cannot run in a test, mark it before its block: <!-- example: not run `<command>` (why) -->;',
+    '  (fix the document or the code; if it cannot run in a test, mark it before its block: <!-- example: not run `<command>` (why) -->;',
     '  if it needs what the reader did before, e.g. theclaw up, add that to GIVEN in src/e2e/readme-examples.test.ts)',
   ].join('\n');
 }

@@ -80,6 +80,7 @@ export function bashExec(args: BashExecArgs, options: BashExecOptions = {}): Pro
   const group = limits ? processGroup(limits, callMark.value) : null;
   const [file, argv] = sandbox ? [sandbox.bwrap!, sandboxArgs(sandbox, args.command, cwd, group !== null)] : ['bash', ['-c', args.command]];
   const childEnv = sandbox ? { ...sandboxEnv(env, [...sandbox.env, TURN_MARK, CALL_MARK]), ...sandbox.setEnv } : env;
+  const service = sandbox?.serveCall?.();
   const child = spawn(...(group?.wrap(file, argv) ?? [file, argv]), { cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: childEnv });
   const stdout = new HeadTail(limit);
   const stderr = new HeadTail(limit);
@@ -122,6 +123,7 @@ export function bashExec(args: BashExecArgs, options: BashExecOptions = {}): Pro
       group?.remove();
       const overDiskLine = limits && disk ? diskLimitReached(limits, await disk.end()) : null;
       if (overDiskLine) reached.push(overDisk ? `${overDiskLine}; the command and its children were killed` : overDiskLine);
+      await service?.close();
       for (const problem of [...reached, ...(sandbox?.afterCall?.() ?? [])]) stderr.push(Buffer.from(`\n[bash_exec: ${problem}]`));
       const killedFor = watch?.killedFor === 'timeout' ? `timed out after ${timeoutMs / 1000} s` : watch?.killedFor;
       if (killedFor) stderr.push(Buffer.from(`\n[bash_exec: ${killedFor}; the command and its children were killed]`));

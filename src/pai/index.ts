@@ -5,7 +5,7 @@ export { loadPaiConfig, resolveModel, chooseModel, providerSecrets, MOCK_PROVIDE
 export { preloadProvider } from './pi.js';
 export { keyVariables } from './key-ring.js';
 export { embed, resolveEmbeddingModel, type EmbeddingModel, type EmbedOptions } from './embeddings.js';
-export { BASE_SANDBOX_ENV, findBwrap, sandboxProblem, type Sandbox, type SandboxBind } from './sandbox.js';
+export { BASE_SANDBOX_ENV, findBwrap, sandboxProblem, type CallService, type Sandbox, type SandboxBind } from './sandbox.js';
 export type { SandboxLimits } from './sandbox-limits.js';
 export { readSession, appendSession, SessionLineSchema, type ImageRef, type SessionLine } from './session.js';
 export { transcribe, transcriptionModel, type AudioFile, type TranscribeOptions, type TranscriptionModel } from './transcribe.js';

@@ -24,7 +24,14 @@ order: one refused (401/403) or rate limited (429) is set aside and the call goe
 With no default, pai uses the first server the config describes (api, base_url and models), else
 the first provider whose key is set, else the offline mock.
 Voice messages are transcribed with transcription: { model: openai/whisper-1 } (any provider
-with an OpenAI-compatible /audio/transcriptions; none: they get a notice).`,
+with an OpenAI-compatible /audio/transcriptions; none: they get a notice).
+The offline mock echoes what it is told, or follows a script: PAI_MOCK_SCRIPT=<file>, or
+mock: { script: <file> } in the config (relative to $THECLAW_HOME/pai/), a YAML list of steps:
+  - { bash: "ls /tmp", comment: "look around" }   # a tool call (where tools are offered)
+  - { text: "done" }                              # a reply
+The n-th reply of a conversation is step n (counting the replies already in its history, tool
+calls included), so a script goes on across turns and processes; /reset in a chat (or a new
+--session) starts a conversation over, and with it the script. Past the last step it echoes.`,
     );
   withExamples(program, ['pai chat "hi"', 'pai chat --session ./s.jsonl --system "Be brief." "what is in /tmp?"', 'pai model resolve --json']);
 

@@ -36,6 +36,17 @@ export interface Sandbox {
    * result is returned; what it returns is added to the call's stderr (what went wrong there).
    */
   afterCall?: () => string[];
+  /**
+   * Started outside the sandbox as each call starts, and closed once every process of it has
+   * ended, before afterCall: what the call's commands ask the runtime while they run (a door
+   * they knock on through a bound directory, agent/manage-door.ts).
+   */
+  serveCall?: () => CallService;
+}
+
+/** What serveCall started; `close` resolves once it is done with the call. */
+export interface CallService {
+  close(): Promise<void>;
 }
 
 export interface SandboxBind {

@@ -2,7 +2,7 @@ import { printJson } from '../core/cli.js';
 import { resolveHome } from '../core/home.js';
 import { fetchPage } from './fetch.js';
 import { formatPage, formatResults, untrustedHeader } from './format.js';
-import { searchWeb } from './search.js';
+import { searchFromHere } from './search-door.js';
 
 /** The CLI's commands: flags in, library call, output out. Errors are thrown to runCli. */
 
@@ -28,7 +28,7 @@ export async function fetch(url: string, flags: FetchFlags): Promise<void> {
 
 export async function search(query: string[], flags: { count?: number; json?: boolean }): Promise<void> {
   const text = query.join(' ');
-  const results = await searchWeb(text, { count: flags.count }, { home: resolveHome(), env: process.env });
+  const results = await searchFromHere(text, { count: flags.count }, { home: resolveHome(), env: process.env });
   if (flags.json) return printJson(results);
   process.stdout.write(formatResults(text, results));
 }

@@ -4,7 +4,9 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startFakeBrave, startFakeSearxng, type FakeSearchServer } from '../testing/fake-search.js';
 import { createTestHome, expectRefused, rejection, runTool, type TestHome } from '../testing/index.js';
+import { request } from '../core/ipc.js';
 import { searchWeb } from './search.js';
+import { searchFromHere, serveWebSearch, WEB_SEARCH_SOCKET_ENV } from './search-door.js';
 import { checkSearchProvider } from './search-check.js';
 
 const KEY = 'BSA-test-key-0123456789';
@@ -90,6 +92,21 @@ describe('checkSearchProvider', () => {
     expect(await checkSearchProvider({ home, env: { BRAVE_API_KEY: KEY } }, false)).toMatchObject({ status: 'ok', detail: expect.stringMatching(/^brave answered a search in \d+ ms$/) });
     expect(brave.requests.at(-1)!.url).toBe('/res/v1/web/search?q=theclaw&count=1');
     expect(await checkSearchProvider({ home, env: {} }, true)).toMatchObject({ status: 'fail', detail: 'brave: the search provider brave has no key: BRAVE_API_KEY is not set' });
+  });
+});
+
+describe("web search from a turn, through its run's socket", () => {
+  it('searches with the key of the run, the caller having none, and refuses a request of another shape', async () => {
+    configure(home, `{ provider: brave, api_root: "${brave.apiRoot}" }`);
+    const door = await serveWebSearch(home, { BRAVE_API_KEY: KEY });
+    try {
+      const results = await searchFromHere('brest ferry', { count: 1 }, { home, env: { [WEB_SEARCH_SOCKET_ENV]: door.socket } });
+      expect(results.map((result) => result.url)).toEqual(['https://ferries.example/brest']);
+      expect(brave.requests.at(-1)!.headers['x-subscription-token']).toBe(KEY);
+      expect(await rejection(request(door.socket, { op: 'search', query: 'x', api_key_env: 'HOME' }))).toMatchObject({ kind: 'usage', message: expect.stringMatching(/^invalid search request/) });
+    } finally {
+      await door.close();
+    }
   });
 });
 

@@ -73,7 +73,7 @@ export function braveKey(search: SearchConfig, env: NodeJS.ProcessEnv): string {
   const key = env[variable]?.trim();
   if (!key) {
     throw new ClawError('invalid', `the search provider brave has no key: ${variable} is not set`, {
-      suggestion: `export ${variable}=... (a Brave Search API key) where web search runs; an agent's sandbox never gets keys, so search from a turn needs a keyless provider (searxng)`,
+      suggestion: `export ${variable}=... (a Brave Search API key) where web search runs (for an agent's turns: where notifier starts, which runs the agent; the key stays outside the sandbox)`,
     });
   }
   return key;

@@ -35,6 +35,7 @@ export function isXgwUnavailable(error: unknown): boolean {
  */
 export function xgwUnavailable(home: string, error: unknown): unknown {
   if (!isClawError(error, 'not_found') && !isClawError(error, 'timeout')) return error;
-  if (!daemonHolder(home, 'xgw')) return new ClawError('io', 'xgw is not running', { suggestion: 'start it with xgw start', cause: error });
+  // Named with the data directory: a shell without THECLAW_HOME looks in ~/.theclaw, maybe not the running system's.
+  if (!daemonHolder(home, 'xgw')) return new ClawError('io', 'xgw is not running', { suggestion: `start TheClaw with theclaw up (data directory ${home})`, cause: error });
   return new ClawError('io', 'xgw is starting or not answering', { suggestion: `wait a moment, or see ${daemonLogFile(home, 'xgw')}`, cause: error });
 }

@@ -4,6 +4,7 @@ import { stopDaemonProcess } from '../core/daemon.js';
 import { daemonLogFile, xgwConfigPath } from '../core/layout.js';
 import { ClawError, usageError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
+import { relayInTurn } from '../core/manage-requests.js';
 import { runTerminalChat } from './chat-client.js';
 import { askXgw, isXgwUnavailable } from './client.js';
 import { describeReload, gatewayStatus, reloadGateway, startGateway } from './control.js';
@@ -121,11 +122,14 @@ export async function channelRemove(id: string, options: EditFlags): Promise<voi
 }
 
 export async function routeAdd(options: EditFlags & Route): Promise<void> {
+  // In a sandboxed turn the runtime does it (core/manage-requests.ts).
+  if (await relayInTurn({ action: 'route_add', channel: options.channel, peer: options.peer, agent: options.agent, no_reload: options.reload === false || undefined, json: options.json })) return;
   const result = await addRoute(resolveHome(), { channel: options.channel, peer: options.peer, agent: requireAgentId(options.agent) }, { noReload: options.reload === false });
   printEdit(result, options, `added the route of channel ${options.channel} and peer ${options.peer} to ${options.agent} in ${result.file}`);
 }
 
 export async function routeRemove(options: EditFlags & Pick<Route, 'channel' | 'peer'>): Promise<void> {
+  if (await relayInTurn({ action: 'route_remove', channel: options.channel, peer: options.peer, no_reload: options.reload === false || undefined, json: options.json })) return;
   const result = await removeRoute(resolveHome(), { channel: options.channel, peer: options.peer }, { noReload: options.reload === false });
   const agents = result.entries.map((entry) => (entry as Route).agent).join(', ');
   printEdit(result, options, `removed the route of channel ${options.channel} and peer ${options.peer} (to ${agents}) from ${result.file}`);
@@ -216,6 +220,7 @@ export function pairList(options: Json): void {
 }
 
 export async function pairApprove(code: string, options: Json): Promise<void> {
+  if (await relayInTurn({ action: 'pair_approve', code, json: options.json })) return;
   const home = resolveHome();
   const approved = withState(home, (state) => state.approvePairing(code));
   if (!approved) throw new ClawError('not_found', `no pending pairing request with code ${code}`, { suggestion: 'see the waiting requests with: xgw pair list (codes expire after an hour)' });

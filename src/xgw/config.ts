@@ -10,7 +10,7 @@ import { ChannelConfigSchema, isLoopbackHost, RouteSchema, XgwConfigSchema, type
  * The gateway config `theclaw up` writes when there is none: the web chat and the terminal, both
  * to admin. An edit by `xgw channel|route add` on a home without a config starts from it too.
  */
-export const DEFAULT_XGW_CONFIG = `# Written by theclaw up. Reference: the xgw section of TheClaw's README.
+export const DEFAULT_XGW_CONFIG = `# Written by theclaw up. Reference: TheClaw's docs/guide/02-channels.md and 07-configuration.md.
 channels:
   - { id: webchat:main, type: webchat, host: 127.0.0.1, port: 18790, access: open }   # the token in the URL guards it
   - { id: terminal:local, type: terminal, access: open }

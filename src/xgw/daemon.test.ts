@@ -148,7 +148,7 @@ routes:
   it('exits 1 with the standard message when xgw send finds no daemon', async () => {
     const result = await xgw(['send', '--channel', 'terminal:local', '--peer', user, '--text', 'hi']);
     expect(result.code).toBe(1);
-    expect(result.stderr).toBe('Error: xgw is not running - start it with xgw start\n');
+    expect(result.stderr).toBe(`Error: xgw is not running - start TheClaw with theclaw up (data directory ${t.home})\n`);
     const usage = await xgw(['send', '--channel', 'terminal:local', '--text', 'hi']);
     expect(usage.code).toBe(2);
     const empty = await xgw(['send', '--channel', 'terminal:local', '--peer', user, '--text', '  ']);

@@ -113,7 +113,12 @@ const LEGACY_TARGET = '';
  * their path relative to `home` (the home can move).
  */
 export function agentEntry(message: OutboundMessage, home: string): Omit<MailboxEntry, 'id' | 'created_at'> {
-  const files = (message.files ?? []).map((file) => ({ name: file.name, bytes: file.bytes ?? 0, ref: relative(home, file.path) }));
+  const files = (message.files ?? []).map((file) => ({
+    name: file.name,
+    bytes: file.bytes ?? 0,
+    ref: relative(home, file.path),
+    ...(file.kind === 'image' && file.mime_type ? { image: file.mime_type } : {}),
+  }));
   return { role: 'agent', text: message.text, reply_to: message.replyTo ?? null, ...(message.notice ? { notice: message.notice } : {}), ...(files.length ? { files } : {}) };
 }
 

@@ -115,6 +115,7 @@ button.attach svg { width: 20px; height: 20px; }
 .file + .file { margin-top: .15rem; }
 button.file { font: inherit; font-size: .85rem; color: inherit; background: none; cursor: pointer; text-align: left; }
 button.file:hover { text-decoration: underline; }
+.bubble img.image { display: block; max-width: 100%; max-height: 60vh; border-radius: 12px; margin-bottom: .35rem; }
 .hint { text-align: center; color: var(--muted); font-size: .72rem; padding: 0 1rem .5rem; margin-top: -.2rem; }
 @media (pointer: coarse), (max-width: 520px) { .hint { display: none; } }
 @media (max-width: 520px) { .title p { display: none; } #thread { padding: .75rem .65rem 1rem; } .row { max-width: 86%; } }

@@ -37,7 +37,12 @@ export interface MailboxFile {
   bytes: number;
   /** A file the agent sent: where it is, relative to THECLAW_HOME (GET FILE_PATH?ref=… fetches it). */
   ref?: string;
+  /** An image the agent sent (a screenshot): its type, and the page shows it (INLINE_IMAGE_TYPES). */
+  image?: string;
 }
+
+/** The images a page shows in the message (raster only: an SVG is a document of its own); others are only named. */
+export const INLINE_IMAGE_TYPES: readonly string[] = ['image/png', 'image/jpeg', 'image/gif', 'image/webp'];
 
 /** Where the page fetches a file the agent sent: GET with `?ref=`, the token and the credential in PEER_HEADER; only the peer's own. */
 export const FILE_PATH = '/file';

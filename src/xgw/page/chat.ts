@@ -1,5 +1,5 @@
 import type { ClientMessage, Delivery, MailboxEntry, MailboxFile, ServerMessage } from '../channels/webchat-protocol.js';
-import { FILE_NAME_HEADER, FILE_PATH, MAX_TEXT_BYTES, PEER_HEADER, UPLOAD_PATH } from '../channels/webchat-protocol.js';
+import { FILE_NAME_HEADER, FILE_PATH, INLINE_IMAGE_TYPES, MAX_TEXT_BYTES, PEER_HEADER, UPLOAD_PATH } from '../channels/webchat-protocol.js';
 import { byId, pageToken } from './token.js';
 
 /**
@@ -109,6 +109,7 @@ function addRow(role: Role, text: string, createdAt: string | null, extraClass =
       chip.setAttribute('type', 'button');
       chip.title = 'Download';
       chip.addEventListener('click', () => download(ref, file.name));
+      if (file.image && INLINE_IMAGE_TYPES.includes(file.image)) bubble.append(shownImage(ref, file.name, file.image));
     }
     bubble.append(chip);
   }
@@ -223,9 +224,36 @@ function transmit(p: Pending): void {
   if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(message));
 }
 
-/** Fetches a file the agent sent (the token is a header, so not a plain link) and saves it. */
+/** A file the agent sent, fetched with the token (a header, so not a plain link). */
+function fetchFile(ref: string): Promise<Response> {
+  return fetch(`${FILE_PATH}?ref=${encodeURIComponent(ref)}`, { headers: { Authorization: `Bearer ${token}`, [PEER_HEADER]: peer } });
+}
+
+/**
+ * An image the agent sent, shown in its message: fetched as any file, then given its image type
+ * (the server sends every file as application/octet-stream, nosniff).
+ */
+function shownImage(ref: string, name: string, type: string): HTMLImageElement {
+  const image = document.createElement('img');
+  image.className = 'image';
+  image.alt = name;
+  // It takes its height when it loads: a thread read at the bottom (before that height) stays there.
+  image.addEventListener('load', () => {
+    if (log.scrollHeight - log.scrollTop - log.clientHeight < image.height + 80) scrollDown();
+  });
+  void fetchFile(ref).then(
+    async (response) => {
+      if (!response.ok) return void image.remove();
+      image.src = URL.createObjectURL(new Blob([await response.arrayBuffer()], { type }));
+    },
+    () => image.remove(),
+  );
+  return image;
+}
+
+/** Fetches a file the agent sent and saves it. */
 async function download(ref: string, name: string): Promise<void> {
-  const response = await fetch(`${FILE_PATH}?ref=${encodeURIComponent(ref)}`, { headers: { Authorization: `Bearer ${token}`, [PEER_HEADER]: peer } });
+  const response = await fetchFile(ref);
   if (!response.ok) {
     notice(`${name} could not be downloaded: ${(await response.text()).trim() || `HTTP ${response.status}`}`);
     return;
