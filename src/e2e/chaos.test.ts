@@ -15,7 +15,7 @@ import { agentStatus, echoToolStep, startSystem, telegramThread, until, type Sys
 
 /**
  * Chaos: the whole system up (real notifier, xgw, agent processes; a fake OpenAI model that
- * answers in 50-500 ms, one bash_exec round per message; a fake Telegram), 10 peers send 200
+ * answers in 50-500 ms, one bash_exec round per message; a fake Telegram), 10 peers send 60
  * messages while a killer SIGKILLs a random `agent run`, `agent deliver`, notifier or xgw
  * process every 200-500 ms and a supervisor starts the daemons again. Then every message has
  * one reply, in its peer's chat, quoting it, in order; every inbox and thread holds each message
@@ -33,7 +33,7 @@ import { agentStatus, echoToolStep, startSystem, telegramThread, until, type Sys
 const SOAK = process.env.CHAOS_SOAK === '1';
 const STRICT = process.env.CHAOS_STRICT === '1';
 const envNumber = (name: string, fallback: number) => (process.env[name] ? Number(process.env[name]) : fallback);
-const MESSAGES = envNumber('CHAOS_MESSAGES', SOAK ? 2_000 : 120);
+const MESSAGES = envNumber('CHAOS_MESSAGES', SOAK ? 2_000 : 60);
 const PEERS = envNumber('CHAOS_PEERS', 10);
 const SEND_INTERVAL_MS = envNumber('CHAOS_SEND_INTERVAL_MS', SOAK ? 250 : 75);
 const KILL_AFTER_SENT_MS = envNumber('CHAOS_KILL_AFTER_SENT_MS', SOAK ? 120_000 : 20_000);
@@ -76,12 +76,14 @@ describe('the whole system under chaos', () => {
     const supervisors = new Map(DAEMONS.map((name) => [name, new Supervisor({ home: s.home, name, start: () => s.run(name, ['start']) })]));
     stoppers.push(() => killer.stop(), ...[...supervisors.values()].map((supervisor) => () => supervisor.stop()));
 
-    // 10 peers, each with its own numbered messages, in a random interleaving.
+    // 10 peers, each with its own numbered messages (at least one: every peer's thread is checked), in a random interleaving.
     const peers = Array.from({ length: PEERS }, (_, i) => 7001 + i);
+    const randomPeer = () => peers[Math.floor(Math.random() * peers.length)]!;
+    const senders = shuffle([...peers, ...Array.from({ length: MESSAGES - PEERS }, randomPeer)]);
     const counters = new Map<number, number>();
     const messages: Sent[] = [];
     for (let i = 0; i < MESSAGES; i++) {
-      const peer = peers[Math.floor(Math.random() * peers.length)]!;
+      const peer = senders[i]!;
       const n = (counters.get(peer) ?? 0) + 1;
       counters.set(peer, n);
       const text = `p${peer}-m${n}`;
@@ -204,6 +206,15 @@ describe("the chaos test's killer", () => {
     expect(findVictims('/nonexistent/theclaw-home')).toEqual([]);
   });
 });
+
+/** Fisher-Yates, in place. */
+function shuffle<T>(items: T[]): T[] {
+  for (let i = items.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [items[i], items[j]] = [items[j]!, items[i]!];
+  }
+  return items;
+}
 
 const repliesTo = (sent: FakeSentMessage[], message: Sent) => sent.filter((reply) => Number(reply.chat_id) === message.peer && reply.reply_parameters?.message_id === message.messageId);
 
