@@ -91,6 +91,20 @@ describe.skipIf(!hasChromium)('browser', { timeout: 120_000 }, () => {
     expect(readFileSync(out).subarray(1, 4).toString()).toBe('PNG');
   });
 
+  it('shows in theclaw status (agent, pages, memory) and is stopped by theclaw down', async () => {
+    await ok('open', site.url('/form'));
+    const status = await runTool('theclaw', ['status', '--json'], test.env);
+    expect(JSON.parse(status.stdout).browser).toMatchObject({
+      pid: daemonHolder(test.home, 'browser')!.pid,
+      answering: true,
+      browsers: [{ agent: 'admin', pages: 1, memory_bytes: expect.any(Number) }],
+    });
+    expect((await runTool('theclaw', ['status'], test.env)).stdout).toMatch(/^browser +running +pid \d+ .* 1 browser\(s\) open\n +admin +1 page\(s\) +\d+ MB$/m);
+    const down = await runTool('theclaw', ['down'], test.env);
+    expect(down.stdout).toBe('stopped browser\n');
+    expect(daemonHolder(test.home, 'browser')).toBeNull();
+  });
+
   it("closes the agent's browser after its idle time, and on browser close", async () => {
     // Read at each command: closed 1.2 s after this one.
     writeFileSync(join(test.home, 'agents', 'admin', 'config.yaml'), 'browser:\n  idle_minutes: 0.02\n');
