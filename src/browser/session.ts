@@ -57,6 +57,8 @@ export class AgentBrowser {
       await this.close();
       return { text: was ? 'Closed the browser (its profile stays: cookies and logins are kept).' : 'The browser was not open.' };
     }
+    // The agent's limits are read at each command: a changed navigation timeout applies to a running browser too.
+    this.context?.setDefaultNavigationTimeout(this.navigationTimeoutMs());
     if (command.name === 'open') return this.open(command.url, command.new_tab ?? false);
     const page = await this.page();
     switch (command.name) {
