@@ -91,6 +91,47 @@ describe.skipIf(!hasChromium)('browser', { timeout: 120_000 }, () => {
     expect(readFileSync(out).subarray(1, 4).toString()).toBe('PNG');
   });
 
+  it("keeps to the agent's limits: no tab past max_pages, and a navigation given up after navigation_timeout_seconds", async () => {
+    writeFileSync(join(test.home, 'agents', 'admin', 'config.yaml'), 'browser: { max_pages: 1, navigation_timeout_seconds: 2 }\n');
+    try {
+      await ok('open', site.url('/form'));
+      expectRefused(await browser('open', site.url('/other'), '--new-tab'), 2, /^Error: this browser has 1 tabs open, its limit - open the page in the current tab/m);
+      const started = Date.now();
+      expectRefused(await browser('open', site.url('/hang')), 1, /^Error: could not open http:\/\/127\.0\.0\.1:\d+\/hang: .*Timeout 2000ms exceeded/m);
+      expect(Date.now() - started).toBeLessThan(60_000);
+    } finally {
+      writeFileSync(join(test.home, 'agents', 'admin', 'config.yaml'), '{}\n');
+    }
+  });
+
+  it('restarts a browser over its memory cap, and its next command says so', async () => {
+    writeFileSync(join(test.home, 'agents', 'admin', 'config.yaml'), 'browser: { max_memory_mb: 64 }\n');
+    try {
+      await ok('open', site.url('/form'));
+      const service = daemonHolder(test.home, 'browser')!.pid;
+      const profile = browserProfileDir(test.home, 'admin');
+      // The service looks every 15 s; Chromium with a page is far over 64 MB.
+      await waitFor(() => browserMemoryBytes(profile, service) === 0, 'the browser closed over its memory cap', 60_000);
+      expect(await ok('open', site.url('/form'))).toMatch(/^\[The browser was restarted: it used \d+ MB, over its limit of 64 MB\. Its pages were closed\.\]\nOpened /);
+    } finally {
+      writeFileSync(join(test.home, 'agents', 'admin', 'config.yaml'), '{}\n');
+    }
+  });
+
+  it('shows in theclaw status (agent, pages, memory) and is stopped by theclaw down', async () => {
+    await ok('open', site.url('/form'));
+    const status = await runTool('theclaw', ['status', '--json'], test.env);
+    expect(JSON.parse(status.stdout).browser).toMatchObject({
+      pid: daemonHolder(test.home, 'browser')!.pid,
+      answering: true,
+      browsers: [{ agent: 'admin', pages: 1, memory_bytes: expect.any(Number) }],
+    });
+    expect((await runTool('theclaw', ['status'], test.env)).stdout).toMatch(/^browser +running +pid \d+ .* 1 browser\(s\) open\n +admin +1 page\(s\) +\d+ MB$/m);
+    const down = await runTool('theclaw', ['down'], test.env);
+    expect(down.stdout).toBe('stopped browser\n');
+    expect(daemonHolder(test.home, 'browser')).toBeNull();
+  });
+
   it("closes the agent's browser after its idle time, and on browser close", async () => {
     // Read at each command: closed 1.2 s after this one.
     writeFileSync(join(test.home, 'agents', 'admin', 'config.yaml'), 'browser:\n  idle_minutes: 0.02\n');

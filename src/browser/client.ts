@@ -1,7 +1,7 @@
 import { ClawError, isClawError } from '../core/errors.js';
 import { askDaemon, daemonHolder, startDaemonProcess } from '../core/daemon.js';
 import { request } from '../core/ipc.js';
-import { BROWSER_SOCKET_ENV, type BrowserCommand, type BrowserReply } from './types.js';
+import { BROWSER_SOCKET_ENV, type BrowserCommand, type BrowserReply, type RunningBrowser } from './types.js';
 
 /** A command may take a cold start and a slow navigation; the service's own timeouts come first. */
 const COMMAND_TIMEOUT_MS = 10 * 60_000;
@@ -44,4 +44,12 @@ export async function sendCommand(command: BrowserCommand, options: { home: stri
     return request<BrowserReply>(socket, { op: 'command', command }, { timeoutMs: COMMAND_TIMEOUT_MS });
   }
   return askAgentBrowser(options.home, options.agent ?? options.env.THECLAW_AGENT ?? 'admin', command, options.env);
+}
+
+/** The home's browser service and its open browsers, for `theclaw status`; null when it is not running. */
+export async function browserServiceStatus(home: string): Promise<{ pid: number; browsers: RunningBrowser[] } | null> {
+  const holder = daemonHolder(home, 'browser');
+  if (!holder) return null;
+  const { browsers } = await askDaemon<{ browsers: RunningBrowser[] }>(home, 'browser', { op: 'status' }, 5_000);
+  return { pid: holder.pid, browsers };
 }

@@ -1,5 +1,5 @@
-export { askAgentBrowser, ensureBrowserService, sendCommand } from './client.js';
+export { askAgentBrowser, browserServiceStatus, ensureBrowserService, sendCommand } from './client.js';
 export { serveBrowserProxy } from './proxy.js';
-export { browserProfileDir, loadBrowserLimits } from './limits.js';
+export { browserProfileDir, CHROMIUM, loadBrowserLimits } from './limits.js';
 export { createBrowserProgram } from './program.js';
 export * from './types.js';

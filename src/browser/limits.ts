@@ -4,6 +4,9 @@ import { loadYamlConfig } from '../core/config.js';
 import { agentRoot } from '../core/layout.js';
 import { BrowserLimitsSchema, DEFAULT_BROWSER_LIMITS, type BrowserLimits } from './types.js';
 
+/** Debian's chromium, which every agent's browser runs. */
+export const CHROMIUM = '/usr/bin/chromium';
+
 /** An agent's Chromium profile: `agents/<id>/browser/profile`. */
 export function browserProfileDir(home: string, agent: string): string {
   return join(agentRoot(home, agent), 'browser', 'profile');

@@ -8,7 +8,7 @@ import { createAddressGuard, loadWebConfig } from '../web/index.js';
 import { browserProfileDir, loadBrowserLimits } from './limits.js';
 import { browserMemoryBytes } from './memory.js';
 import { AgentBrowser } from './session.js';
-import { DEFAULT_BROWSER_LIMITS, ServiceRequestSchema, type BrowserCommand, type BrowserLimits, type BrowserReply } from './types.js';
+import { DEFAULT_BROWSER_LIMITS, ServiceRequestSchema, type BrowserCommand, type BrowserLimits, type BrowserReply, type RunningBrowser } from './types.js';
 
 /**
  * The browser service (`browser start`): one per home, outside every sandbox, holding one
@@ -20,6 +20,11 @@ import { DEFAULT_BROWSER_LIMITS, ServiceRequestSchema, type BrowserCommand, type
  */
 
 const MEMORY_CHECK_MS = 15_000;
+/**
+ * A service whose home was removed (a test's temporary home, a reset) has no one to serve and no
+ * socket to be stopped through: it stops itself, its browsers with it, rather than running on.
+ */
+const HOME_CHECK_MS = 2_000;
 
 interface Held {
   browser: AgentBrowser;
@@ -43,8 +48,11 @@ export async function serveBrowsers(home: string): Promise<void> {
     };
     const memoryCheck = setInterval(() => checkMemory(held, logger), MEMORY_CHECK_MS);
     memoryCheck.unref();
+    const homeCheck = setInterval(() => existsSync(home) || process.kill(process.pid, 'SIGTERM'), HOME_CHECK_MS);
+    homeCheck.unref();
     return {
       async handle(raw) {
+        if ((raw as { op?: unknown } | null)?.op === 'status') return { browsers: runningBrowsers(held) };
         const { agent, command } = validate(ServiceRequestSchema, raw, { what: 'browser request', kind: 'usage', suggestion: 'send {"op":"command","agent":<id>,"command":{...}}' });
         if (!existsSync(agentRoot(home, agent))) throw new ClawError('not_found', `there is no agent ${agent}`, { suggestion: 'name one of the agents (theclaw status lists them)' });
         clearTimeout(emptyTimer);
@@ -68,6 +76,7 @@ export async function serveBrowsers(home: string): Promise<void> {
       listening: stopWhenEmpty,
       async shutdown() {
         clearInterval(memoryCheck);
+        clearInterval(homeCheck);
         clearTimeout(emptyTimer);
         for (const entry of held.values()) clearTimeout(entry.idle);
         await Promise.all([...held.values()].map((entry) => entry.browser.close()));
@@ -100,6 +109,10 @@ async function runOne(entry: Held, command: BrowserCommand, logger: Logger, agen
   const note = entry.note;
   entry.note = undefined;
   return { ...reply, text: `${note}\n${reply.text}` };
+}
+
+function runningBrowsers(held: Map<string, Held>): RunningBrowser[] {
+  return [...held].filter(([, entry]) => entry.browser.running).map(([agent, entry]) => ({ agent, pages: entry.browser.pages, memory_bytes: browserMemoryBytes(entry.browser.profileDir) }));
 }
 
 /** Closes the browsers over their memory cap; the next command starts a fresh one, and says so. */

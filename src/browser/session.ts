@@ -2,11 +2,11 @@ import { chromium, type BrowserContext, type Locator, type Page } from 'playwrig
 import { ClawError } from '../core/errors.js';
 import { ensureDir } from '../core/home.js';
 import { checkUrl, untrustedHeader, type AddressGuard } from '../web/index.js';
+import { CHROMIUM } from './limits.js';
 import { guardContext } from './request-guard.js';
 import type { BrowserCommand, BrowserLimits, BrowserReply } from './types.js';
 
-/** Debian's chromium; the flags keep it from calling home (updates, sync, background fetches). */
-export const CHROMIUM = '/usr/bin/chromium';
+// The flags keep Debian's chromium from calling home (updates, sync, background fetches).
 const CHROMIUM_ARGS = [
   '--no-sandbox',
   '--disable-gpu',
@@ -46,12 +46,19 @@ export class AgentBrowser {
     return this.context !== null;
   }
 
+  /** Open pages (tabs); 0 when the browser is closed. */
+  get pages(): number {
+    return this.context?.pages().length ?? 0;
+  }
+
   async run(command: BrowserCommand): Promise<BrowserReply> {
     if (command.name === 'close') {
       const was = this.running;
       await this.close();
       return { text: was ? 'Closed the browser (its profile stays: cookies and logins are kept).' : 'The browser was not open.' };
     }
+    // The agent's limits are read at each command: a changed navigation timeout applies to a running browser too.
+    this.context?.setDefaultNavigationTimeout(this.navigationTimeoutMs());
     if (command.name === 'open') return this.open(command.url, command.new_tab ?? false);
     const page = await this.page();
     switch (command.name) {

@@ -33,6 +33,14 @@ export const ServiceRequestSchema = z.strictObject({
 });
 export type ServiceRequest = z.output<typeof ServiceRequestSchema>;
 
+/** A running browser, as the service's `status` tells `theclaw status`. */
+export interface RunningBrowser {
+  agent: string;
+  pages: number;
+  /** PSS of Chromium's processes (memory.ts). */
+  memory_bytes: number;
+}
+
 /** What a command answers: text for the model, and for screenshot/pdf the file's bytes (base64). */
 export interface BrowserReply {
   text: string;

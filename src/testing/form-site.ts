@@ -10,6 +10,7 @@ import type { AddressInfo } from 'node:net';
  *   /book       answers "Booked <name> at <slot>" and records the body in `posts`
  *   /other      another page (refs of /form are stale there)
  *   /leak       a page whose image, frame and fetch go to the 127.0.0.2 listener
+ *   /hang       never answers (a navigation that times out)
  */
 export interface FormSite {
   url(path: string): string;
@@ -77,6 +78,7 @@ async function answer(req: IncomingMessage, res: ServerResponse, posts: Record<s
     return html(`<!doctype html><title>Booked</title><p>Booked ${escapeHtml(fields.name ?? '')} at ${escapeHtml(fields.slot ?? '')}</p>`);
   }
   if (path === '/other') return html('<!doctype html><title>Other</title><p>Another page</p><a href="/form">Back to the form</a>');
+  if (path === '/hang') return; // held open until the site closes
   if (path === '/leak') {
     return html(`<!doctype html><title>Leak</title><p>A page that asks the internal network</p>
 <img src="${refusedOrigin}/pixel.png"><iframe src="${refusedOrigin}/frame"></iframe>

@@ -157,7 +157,7 @@ export async function serviceUninstall(options: Json): Promise<void> {
 export async function down(options: Json): Promise<void> {
   const stopped = await (await import('./system.js')).down(resolveHome());
   if (options.json) return printJson({ stopped });
-  printLines([stopped.length ? `stopped ${stopped.join(' and ')}` : 'nothing was running']);
+  printLines([stopped.length ? `stopped ${stopped.length > 1 ? `${stopped.slice(0, -1).join(', ')} and ${stopped.at(-1)}` : stopped[0]}` : 'nothing was running']);
 }
 
 export async function status(options: Json & { recent?: number }): Promise<void> {
@@ -281,6 +281,12 @@ function formatStatus(s: SystemStatus): string[] {
       (c) =>
         `${c.name.padEnd(9)} ${!c.running ? 'stopped' : !c.answering ? `running  pid ${c.pid}  NOT ANSWERING (see logs/${c.name}.log)` : `running  pid ${c.pid}  up ${duration(c.uptime_seconds ?? 0)}${mb(c.rss_bytes)}`}`,
     ),
+    ...(s.browser
+      ? [
+          `${'browser'.padEnd(9)} running  pid ${s.browser.pid}${s.browser.answering ? '' : '  NOT ANSWERING (see logs/browser.log)'}${mb(s.browser.rss_bytes)}  ${s.browser.browsers.length} browser(s) open`,
+          ...s.browser.browsers.map((b) => `  ${b.agent.padEnd(11)} ${b.pages} page(s)${mb(b.memory_bytes)}`),
+        ]
+      : []),
     ...s.config_changed.map((changed) => `${'config'.padEnd(9)} ${changed.message}`),
     ...s.channels.map((c) => `  ${c.id}: ${c.state}${c.detail ? ` (${c.detail})` : ''}${c.url ? `  ${c.url}` : ''}`),
     s.agents.length ? 'agents:' : 'agents: none yet (theclaw up creates the system agents)',

@@ -16,6 +16,7 @@ import { loadConfig as loadNotifierConfig, type SubscriptionStatus } from '../no
 import { BUILTIN_PROVIDERS, chat, chooseModel, findBwrap, keyVariables, loadPaiConfig, MOCK_PROVIDER, providerSecrets, sandboxProblem, type PaiConfig } from '../pai/index.js';
 import { openThread } from '../thread/index.js';
 import { checkSearchProvider } from '../web/index.js';
+import { CHROMIUM } from '../browser/index.js';
 import { DEFAULT_XGW_CONFIG, inspectXgwConfig, XgwConfigSchema, xgwCheckEnvironment, type ChannelConfig } from '../xgw/index.js';
 import { withDamage, type AgentDamage } from './agent-threads.js';
 import { checkChannels } from './doctor-channels.js';
@@ -38,6 +39,8 @@ export interface DoctorOptions {
   offline?: boolean;
   /** Seam for tests: bubblewrap's path, null where it is missing. Default: found on the agents' PATH. */
   bwrap?: string | null;
+  /** Seam for tests: chromium's path, null where it is missing. Default: CHROMIUM when it is there. */
+  chromium?: string | null;
 }
 
 /**
@@ -58,6 +61,7 @@ export async function doctor(home: string, env: NodeJS.ProcessEnv = process.env,
   checks.push(...(await checkSearch(home, env, options.offline ?? false)));
   checks.push(...(await checkAgentWindows(home, configs.agents, env)));
   checks.push(checkSandbox(home, configs.agents, options.bwrap !== undefined ? options.bwrap : findBwrap(agentsEnvironment(home, env))));
+  checks.push(checkBrowser(options.chromium !== undefined ? options.chromium : existsSync(CHROMIUM) ? CHROMIUM : null));
   checks.push(...(await checkRuntime(home, configs.channels, now, xgwCheckEnvironment(home, env).env, options.offline === true)));
   return checks;
 }
@@ -204,6 +208,14 @@ async function checkAgentWindows(home: string, agents: Map<string, AgentConfig>,
   }
   if (checks.length === 0 && agents.size > 0) checks.push({ name: 'agents', status: 'ok', detail: "every agent's model has room for its identity and memory caps" });
   return checks;
+}
+
+/** Chromium, which the agents' `browser` runs: optional, so its absence is a warning. */
+function checkBrowser(chromium: string | null): Check {
+  if (chromium === null) {
+    return { name: 'browser', status: 'warn', detail: `chromium is not installed (${CHROMIUM}): an agent's browser commands fail`, fix: 'apt-get install chromium' };
+  }
+  return { name: 'browser', status: 'ok', detail: `agents' browsers run ${chromium}` };
 }
 
 /**

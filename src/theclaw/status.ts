@@ -2,6 +2,7 @@ import { relative } from 'node:path';
 import { listAgentIds } from '../agent/agent-dir.js';
 import { agentStatus, conversationThreads, type AgentStatus } from '../agent/lifecycle.js';
 import { NO_USAGE, plusUsage, usageOfRecord } from '../agent/accounting/usage.js';
+import { browserServiceStatus, type RunningBrowser } from '../browser/index.js';
 import { daemonHolder, type DaemonName } from '../core/daemon.js';
 import { formatError } from '../core/errors.js';
 import { residentBytes } from '../core/process.js';
@@ -63,6 +64,16 @@ export interface SystemStatus {
   recent_errors: RecentError[];
   /** Running daemons whose config file changed since they loaded it: `theclaw reload` applies it. */
   config_changed: ChangedConfig[];
+  /** The browser service, when it runs (started by an agent's first `browser` command): its open browsers. */
+  browser?: BrowserServiceStatus;
+}
+
+export interface BrowserServiceStatus {
+  pid: number;
+  /** False when it runs but its socket did not answer. */
+  answering: boolean;
+  rss_bytes: number | null;
+  browsers: RunningBrowser[];
 }
 
 /** One event as the status page lists it. */
@@ -142,6 +153,7 @@ export async function systemStatus(home: string, env: NodeJS.ProcessEnv = proces
   // Read first: a conversation found damaged here is named under its agent below.
   const damaged: AgentDamage[] = [];
   const recent = recentErrors(home, RECENT_ERRORS, damaged);
+  const browser = await browserService(home);
   return {
     home,
     checked_at: new Date().toISOString(),
@@ -161,7 +173,18 @@ export async function systemStatus(home: string, env: NodeJS.ProcessEnv = proces
     model_waits: modelWaits(home, notifier?.subscriptions ?? []),
     recent_errors: recent,
     config_changed: changedConfigs(home, notifier, xgw),
+    ...(browser ? { browser } : {}),
   };
+}
+
+async function browserService(home: string): Promise<BrowserServiceStatus | undefined> {
+  try {
+    const service = await browserServiceStatus(home);
+    return service ? { pid: service.pid, answering: true, rss_bytes: residentBytes(service.pid), browsers: service.browsers } : undefined;
+  } catch {
+    const holder = daemonHolder(home, 'browser');
+    return holder ? { pid: holder.pid, answering: false, rss_bytes: residentBytes(holder.pid), browsers: [] } : undefined;
+  }
 }
 
 /**

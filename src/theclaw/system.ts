@@ -245,13 +245,14 @@ async function reloadOne(home: string, daemon: DaemonName, reload: () => Promise
 
 /**
  * `theclaw down`: stops the daemons, notifier first, so that the deliveries it started finish
- * against a gateway that still answers. Agents stay started: their messages wait for the next `up`.
+ * against a gateway that still answers, then the browser service (its browsers with it), which
+ * agents' turns started. Agents stay started: their messages wait for the next `up`.
  */
 export async function down(home: string): Promise<DaemonName[]> {
   const lock = await takeTurn(home);
   try {
     const stopped: DaemonName[] = [];
-    for (const name of ['notifier', 'xgw'] as const) if (await stopDaemonProcess(home, name)) stopped.push(name);
+    for (const name of ['notifier', 'xgw', 'browser'] as const) if (await stopDaemonProcess(home, name)) stopped.push(name);
     return stopped;
   } finally {
     lock.release();

@@ -3,6 +3,7 @@ import { cacheDir, cachedPage, cachePage } from './cache.js';
 import { loadWebConfig } from './config.js';
 import { checkUrl, createAddressGuard } from './guard.js';
 import { getGuarded } from './http.js';
+import { readResponse } from './reader.js';
 import type { FetchOptions, Page } from './types.js';
 
 /** Sized for a model's context: ~5k tokens of a page, the gist of most articles. */
@@ -34,9 +35,7 @@ export async function fetchPage(url: string, options: FetchOptions, context: Web
     if (response.status >= 400) {
       throw new ClawError('upstream', `${response.url.href} answered ${response.status}`, { status: response.status, suggestion: 'check the address, or try again later' });
     }
-    // The reader (a DOM, Readability, Markdown) loads only for a page that needs it: most of web's start-up.
-    const { readResponse } = await import('./reader.js');
-    const { title, byline, text } = readResponse(response, raw);
+    const { title, byline, text } = await readResponse(response, raw);
     page = { url: href, final_url: response.url.href, status: response.status, content_type: response.mediaType, title, byline, text, truncated_chars: 0 };
     if (maxAgeMs > 0) cachePage(dir, page, raw, maxAgeMs);
   }

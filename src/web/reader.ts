@@ -1,8 +1,5 @@
 import { spawnSync } from 'node:child_process';
 import { TextDecoder } from 'node:util';
-import { Readability } from '@mozilla/readability';
-import { parseHTML } from 'linkedom';
-import { NodeHtmlMarkdown } from 'node-html-markdown';
 import { ClawError } from '../core/errors.js';
 import type { HttpResponse } from './http.js';
 
@@ -23,7 +20,7 @@ type Kind = 'html' | 'text' | 'pdf';
 
 const TEXT_TYPES = /^(text\/|application\/([\w.+-]+\+)?(json|xml|javascript|x-ndjson|markdown)$)/;
 
-export function readResponse(response: HttpResponse, raw: boolean): Readable {
+export async function readResponse(response: HttpResponse, raw: boolean): Promise<Readable> {
   const kind = kindOf(response);
   if (kind === 'pdf') {
     if (raw) throw cannotRead(response, 'a PDF has no raw text form');
@@ -31,6 +28,8 @@ export function readResponse(response: HttpResponse, raw: boolean): Readable {
   }
   const text = decode(response, kind === 'html');
   if (raw || kind === 'text') return { title: null, byline: null, text };
+  // The article reader (a DOM, Readability, turndown) loads only for a page that needs it: most of web's start-up.
+  const { htmlToMarkdown } = await import('./article.js');
   return htmlToMarkdown(text, response.url.href);
 }
 
@@ -86,28 +85,7 @@ function metaCharset(body: Buffer): string | undefined {
   return /<meta[^>]+charset\s*=\s*["']?\s*([\w.:-]+)/i.exec(head)?.[1];
 }
 
-const markdown = new NodeHtmlMarkdown({ ignore: ['script', 'style', 'noscript', 'iframe', 'svg', 'form', 'button'] });
-
-export function htmlToMarkdown(html: string, url: string): Readable {
-  const { document } = parseHTML(html);
-  // Readability resolves relative links against the document's base; a parsed string has none.
-  if (!document.querySelector('base[href]')) {
-    const base = document.createElement('base');
-    base.setAttribute('href', url);
-    document.head?.prepend(base);
-  }
-  const title = document.title?.trim() || null;
-  const article = new Readability(document as never).parse();
-  if (article?.content) {
-    return { title: article.title?.trim() || title, byline: article.byline?.trim() || null, text: tidy(markdown.translate(article.content)) };
-  }
-  // Too little for Readability (a short page, an app shell): the body without the obvious chrome.
-  const { document: whole } = parseHTML(html);
-  for (const chrome of whole.querySelectorAll('nav, header, footer, aside, [role=navigation], [role=banner], [role=contentinfo]')) chrome.remove();
-  return { title, byline: null, text: tidy(markdown.translate(whole.body?.innerHTML ?? html)) };
-}
-
-function tidy(text: string): string {
+export function tidy(text: string): string {
   return text.replace(/\n{3,}/g, '\n\n').trim();
 }
 

@@ -1,0 +1,29 @@
+import { Readability } from '@mozilla/readability';
+import { parseHTML } from 'linkedom';
+import { toMarkdown } from './markdown.js';
+import { tidy, type Readable } from './reader.js';
+
+/**
+ * An HTML page's main content as Markdown: Readability drops the navigation, cookie banners,
+ * footers and ads; turndown keeps headings, lists, tables, links and code. The heavy part of
+ * `web fetch`, in a chunk of its own that only an HTML page loads.
+ */
+export function htmlToMarkdown(html: string, url: string): Readable {
+  const { document } = parseHTML(html);
+  // Readability resolves relative links against the document's base; a parsed string has none.
+  if (!document.querySelector('base[href]')) {
+    const base = document.createElement('base');
+    base.setAttribute('href', url);
+    document.head?.prepend(base);
+  }
+  const title = document.title?.trim() || null;
+  // The article as the element itself: serialising it to HTML only to parse it again cost as much as reading it.
+  const article = new Readability<unknown>(document as never, { serializer: (node) => node }).parse();
+  if (article?.content && article.textContent?.trim()) {
+    return { title: article.title?.trim() || title, byline: article.byline?.trim() || null, text: tidy(toMarkdown(article.content as never)) };
+  }
+  // Too little for Readability (a short page, an app shell): the body without the obvious chrome.
+  const { document: whole } = parseHTML(html);
+  for (const chrome of whole.querySelectorAll('nav, header, footer, aside, [role=navigation], [role=banner], [role=contentinfo]')) chrome.remove();
+  return { title, byline: null, text: tidy(toMarkdown((whole.body ?? whole.documentElement) as never)) };
+}

@@ -1,0 +1,5 @@
+// turndown's browser build (see markdown.ts): the same API as the package's main entry.
+declare module 'turndown/lib/turndown.browser.cjs.js' {
+  import TurndownService from 'turndown';
+  export default TurndownService;
+}
