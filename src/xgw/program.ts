@@ -210,6 +210,35 @@ commands a turn runs ("running: ls -la") under the typing dots (default: on wher
     ['xgw peer revoke telegram:main 12345'],
   );
 
+  const token = program.command('token').description("the API channel's clients and their bearer tokens (stored hashed)");
+  const tokenCommands = () => import('./token-commands.js');
+  withExamples(
+    token
+      .command('add')
+      .description('create a client and print its token (shown once)')
+      .argument('<name>', 'the client, e.g. ci: its peer id on api channels')
+      .addOption(jsonOption())
+      .action(async (name: string, options) => (await tokenCommands()).tokenAdd(name, options)),
+    ['xgw token add ci'],
+  );
+  withExamples(
+    token
+      .command('list')
+      .description('the clients (never their tokens)')
+      .addOption(jsonOption())
+      .action(async (options) => (await tokenCommands()).tokenList(options)),
+    ['xgw token list'],
+  );
+  withExamples(
+    token
+      .command('revoke')
+      .description("take back a client's token: it stops working at once")
+      .argument('<name>', 'the client')
+      .addOption(jsonOption())
+      .action(async (name: string, options) => (await tokenCommands()).tokenRevoke(name, options)),
+    ['xgw token revoke ci'],
+  );
+
   withExamples(
     program
       .command('chat')
