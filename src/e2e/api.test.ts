@@ -4,7 +4,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { agentInboxPath } from '../core/layout.js';
 import { apiTokensPath } from '../xgw/channels/api-tokens.js';
-import type { LooseJson } from '../testing/fake-llm.js';
+import type { LooseJson, RecordedRequest } from '../testing/fake-llm.js';
 import { lastUserText, startSystem, type System, until } from './support.js';
 
 // The API channel end to end: real xgw, notifier and admin in a temp home, the fake OpenAI
@@ -24,6 +24,8 @@ async function post(path: string, body: unknown, headers: Record<string, string>
 }
 
 const json = async (response: Response): Promise<LooseJson> => response.json();
+
+const toolNames = (request: RecordedRequest): string[] => (request.body.tools ?? []).map((tool: LooseJson) => tool.function?.name);
 
 const inboxTexts = (): string[] => s.events(agentInboxPath(s.home, 'admin')).map((event) => String(event.content));
 
@@ -74,6 +76,8 @@ describe('POST /v1/chat/completions', () => {
     expect(event.source).toContain('api:main');
     expect(event.source).toContain('weekly');
     expect(event.source).toContain('app');
+    // Where the owner's policy lets everyone run commands (this system's), the client is offered them too.
+    expect(toolNames(s.llm.requests.find((request) => lastUserText(request).includes('hello api'))!)).toContain('bash_exec');
   });
 
   it('takes a request id once: a retry with the same Idempotency-Key gets the same answer and no second turn', async () => {
@@ -159,4 +163,19 @@ describe('POST /hooks/<name>', () => {
     expect(inboxTexts().length).toBe(before);
     expect(inboxTexts().some((text) => text.includes('intruder'))).toBe(false);
   });
+});
+
+describe("the owner's default policy", () => {
+  it('offers an API client no commands under the default policy (the owner may list it in policy.owners)', async () => {
+    const d = await startSystem({ extraChannels: ['{ id: "api:main", type: api, port: 0 }'], policy: '{}' });
+    try {
+      const url = (await until(async () => (await d.xgwStatus()).channels.find((channel) => channel.id === 'api:main' && channel.state === 'running'), 'api:main running', 10_000)).url!;
+      const client = new OpenAI({ apiKey: (await d.must('xgw', ['token', 'add', 'app'])).stdout.split('\n')[0]!, baseURL: url });
+      await client.chat.completions.create({ model: 'admin', messages: [{ role: 'user', content: 'may I run things' }] });
+      const request = d.llm.requests.find((r) => lastUserText(r).includes('may I run things'))!;
+      expect(toolNames(request)).not.toContain('bash_exec');
+    } finally {
+      await d.stop();
+    }
+  }, 120_000);
 });
