@@ -1,9 +1,9 @@
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { ClawError, errnoCode } from '../../core/errors.js';
+import { ClawError } from '../../core/errors.js';
 import type { ApiChannelConfig, ChannelAdapter, ChannelContext, ChannelStatus, ConversationTarget, OutboundMessage } from '../types.js';
 import { ApiAnswers } from './api-answers.js';
 import { ApiRoutes } from './api-routes.js';
+import { closeHttp, listenHttp } from './http-listen.js';
 
 /**
  * The API for other programs: an OpenAI-compatible `POST /v1/chat/completions` and webhooks
@@ -53,22 +53,16 @@ class ApiChannel implements ChannelAdapter {
       const http = createServer((req, res) => void routes.handle(req, res));
       this.server = http;
       http.on('clientError', (_error, socket) => socket.destroy());
-      await new Promise<void>((resolve, reject) => {
-        http.once('error', reject);
-        http.listen(config.port, config.host, () => {
-          http.off('error', reject);
-          resolve();
-        });
-      });
+      const port = await listenHttp(http, config);
       if (this.server !== http) {
         http.close();
         throw new ClawError('aborted', `${config.id} was stopped while starting`, { suggestion: 'start it again' });
       }
       http.on('error', (error) => context.logger.error(`${config.id}: ${error.message}`));
-      this.port = (http.address() as AddressInfo).port;
+      this.port = port;
     } catch (error) {
       await this.close();
-      const failure = startError(error, config);
+      const failure = error instanceof ClawError ? error : new ClawError('io', `${config.id} cannot start: ${String(error)}`, { cause: error });
       this.state = failure.kind === 'aborted' ? 'stopped' : 'error';
       this.detail = failure.kind === 'aborted' ? undefined : failure.message;
       throw failure;
@@ -108,23 +102,6 @@ class ApiChannel implements ChannelAdapter {
   private async close(): Promise<void> {
     const http = this.server;
     this.server = undefined;
-    if (http?.listening) {
-      await new Promise<void>((resolve) => {
-        http.close(() => resolve());
-        http.closeAllConnections();
-      });
-    }
+    await closeHttp(http);
   }
-}
-
-function startError(error: unknown, config: ApiChannelConfig): ClawError {
-  if (error instanceof ClawError) return error;
-  const what = `${config.id} cannot listen on ${config.host}:${config.port}`;
-  if (errnoCode(error) === 'EADDRINUSE') {
-    return new ClawError('conflict', `${what}: the port is in use`, {
-      suggestion: `set another port for ${config.id} in xgw/config.yaml (0 picks a free one), or stop the program that uses it`,
-      cause: error,
-    });
-  }
-  return new ClawError('io', `${what}: ${error instanceof Error ? error.message : String(error)}`, { suggestion: `check host and port of ${config.id} in xgw/config.yaml`, cause: error });
 }
