@@ -381,6 +381,39 @@ async function benchWebchatWarm(): Promise<void> {
 }
 
 /**
+ * The API's chat completion, warm, measured as the web chat's is (benchWebchatWarm): a client's
+ * `POST /v1/chat/completions` (plain fetch, non-streaming) to its response, through the real
+ * pipeline (inbox, turn, reply through xgw), a zero-latency model; 40 after 5 warm-up requests.
+ */
+async function benchApiWarm(): Promise<void> {
+  const system = await startSystem({ logLevel: 'info', extraChannels: ['{ id: "api:main", type: api, port: 0 }'] });
+  try {
+    const status = await system.xgwStatus();
+    const url = status.channels.find((channel) => channel.id === 'api:main')!.url!;
+    const token = (await system.must('xgw', ['token', 'add', 'bench'])).stdout.split('\n')[0]!;
+    const ask = async (i: string): Promise<number> => {
+      const sentAt = now();
+      const response = await fetch(`${url}/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'admin', messages: [{ role: 'user', content: `bench ${i}` }] }),
+        signal: AbortSignal.timeout(15_000),
+      });
+      if (response.status !== 200) throw new Error(`the API answered ${response.status}: ${await response.text()}`);
+      await response.json();
+      return now() - sentAt;
+    };
+    for (let i = 0; i < 5; i++) await ask(`warm-${i}`);
+    const latencies: number[] = [];
+    for (let i = 1; i <= 40; i++) latencies.push(await ask(`m${i}`));
+    record('API, warm: chat completion request to response, zero-latency model (p50 of 40)', median(latencies), 'ms', { atMost: 150 });
+    record('API, warm: chat completion request to response, zero-latency model (p95 of 40)', percentile(latencies, 95), 'ms', { atMost: 300 });
+  } finally {
+    await system.stop();
+  }
+}
+
+/**
  * 100 Telegram peers, each routed to an agent of its own, send one message at once (zero-latency
  * model): the peak resident memory of every process of the system while they are answered (RSS
  * sampled every 50 ms, shared pages counted in each process), and when the last reply was sent.
@@ -617,6 +650,7 @@ const benches: [string, () => unknown][] = [
   ['theclaw', benchTheclaw],
   ['pipeline-latency', benchPipelineLatency],
   ['webchat-warm', benchWebchatWarm],
+  ['api-warm', benchApiWarm],
   ['hundred-agents', benchHundredAgents],
   ['thousand-conversations', benchThousandConversations],
   ['pipeline-burst', benchPipelineBurst],

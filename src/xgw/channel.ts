@@ -15,7 +15,7 @@ export interface ChannelContext {
   /** Pairing, delivered keys, and the per-peer mailboxes that web chat and terminal keep. */
   state: GatewayState;
   /** The one transport-free entry for inbound messages (STYLE 14). */
-  receive(message: InboundMessage): Promise<InboundOutcome>;
+  receive(message: InboundMessage, explicitAgent?: string): Promise<InboundOutcome>;
   /** Whether a peer's messages reach agents: who may be told what the channel did with one it could not take. */
   admits(channelId: string, peerId: string): boolean;
   /** The text to tell a peer about an outcome, or null when nothing is to be said. */

@@ -126,7 +126,7 @@ export class Gateway {
       home: this.options.home,
       logger: this.options.logger,
       state: this.options.state,
-      receive: (message) => this.receive(message),
+      receive: (message, explicitAgent) => this.receive(message, explicitAgent),
       admits: (channelId, peerId) => this.admits(channelId, peerId),
       noticeFor,
       ...(this.options.systemStatus ? { systemStatus: this.options.systemStatus } : {}),

@@ -16,13 +16,16 @@ Config: $THECLAW_HOME/xgw/config.yaml
     - { id: terminal:local, type: terminal, access: open }
     - { id: telegram:main, type: telegram, token_env: TELEGRAM_BOT_TOKEN, access: pairing, allow: [] }
     - { id: discord:main, type: discord, token_env: DISCORD_BOT_TOKEN, access: pairing, allow: [] }
+    - { id: api:main, type: api, port: 18791, hooks: [{ name: ci, agent: admin, secret_env: CI_HOOK_SECRET }] }
   routes:
     - { channel: "*", peer: "*", agent: admin }
 Access per channel: pairing (unknown peers get a one-time code: xgw pair approve <code>),
 allowlist (only "allow" peers) or open. Everything listens on 127.0.0.1 only; the control
 socket is $THECLAW_HOME/run/xgw.sock (mode 0600). Log: $THECLAW_HOME/logs/xgw.log.
 Web chat: stream: false shows only the answer; show_tool_progress: true|false shows the
-commands a turn runs ("running: ls -la") under the typing dots (default: on where access is open).`,
+commands a turn runs ("running: ls -la") under the typing dots (default: on where access is open).
+API: POST /v1/chat/completions (OpenAI's format; model = the agent, user = the conversation) with
+a client's token from xgw token add; POST /hooks/<name> with the hook's secret.`,
     );
   withExamples(program, [
     'xgw start',
@@ -208,6 +211,35 @@ commands a turn runs ("running: ls -la") under the typing dots (default: on wher
       .addOption(jsonOption())
       .action(async (channel: string, peerId: string, options) => (await commands()).peerRevoke(channel, peerId, options)),
     ['xgw peer revoke telegram:main 12345'],
+  );
+
+  const token = program.command('token').description("the API channel's clients and their bearer tokens (stored hashed)");
+  const tokenCommands = () => import('./token-commands.js');
+  withExamples(
+    token
+      .command('add')
+      .description('create a client and print its token (shown once)')
+      .argument('<name>', 'the client, e.g. ci: its peer id on api channels')
+      .addOption(jsonOption())
+      .action(async (name: string, options) => (await tokenCommands()).tokenAdd(name, options)),
+    ['xgw token add ci'],
+  );
+  withExamples(
+    token
+      .command('list')
+      .description('the clients (never their tokens)')
+      .addOption(jsonOption())
+      .action(async (options) => (await tokenCommands()).tokenList(options)),
+    ['xgw token list'],
+  );
+  withExamples(
+    token
+      .command('revoke')
+      .description("take back a client's token: it stops working at once")
+      .argument('<name>', 'the client')
+      .addOption(jsonOption())
+      .action(async (name: string, options) => (await tokenCommands()).tokenRevoke(name, options)),
+    ['xgw token revoke ci'],
   );
 
   withExamples(

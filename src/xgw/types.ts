@@ -110,7 +110,37 @@ export const TerminalChannelSchema = z.strictObject({
   history_limit: z._default(z.int().check(z.positive(), z.maximum(10_000)), 200),
 });
 
-export const ChannelConfigSchema = z.discriminatedUnion('type', [WebchatChannelSchema, TelegramChannelSchema, DiscordChannelSchema, TerminalChannelSchema]);
+/** An inbox event holds less than this anyway (thread's MAX_CONTENT_BYTES). */
+const MAX_API_BODY_BYTES = 1024 * 1024;
+
+/** The API for other programs (channels/api.ts): its clients hold bearer tokens, so access is open by default. */
+export const ApiChannelSchema = z.strictObject({
+  ...channelBase,
+  access: z._default(z.enum(ACCESS), 'open'),
+  type: z.literal('api'),
+  port: z._default(z.int().check(z.minimum(0), z.maximum(65535)), 18791),
+  /** Loopback by default; another address serves the network, without TLS (put a proxy in front). */
+  host: z._default(z.string().check(z.minLength(1)), '127.0.0.1'),
+  /** Stream answers (`stream: true`) as the model writes them; false: one chunk with the answer. */
+  stream: z._default(z.boolean(), true),
+  /** The largest request body taken (413 above). */
+  max_body_bytes: z._default(z.int().check(z.positive(), z.maximum(MAX_API_BODY_BYTES)), 256 * 1024),
+  /** How long a request waits for the agent's answer (504 after). */
+  answer_timeout_seconds: z._default(z.number().check(z.positive(), z.lte(3600)), 300),
+  /** Webhooks: `POST /hooks/<name>` with the secret in `$<secret_env>` puts the body into `agent`'s inbox. */
+  hooks: z._default(
+    z.array(
+      z.strictObject({
+        name: z.string().check(z.regex(/^[a-z0-9][a-z0-9_-]{0,31}$/, 'must be lower-case letters, digits, _ and -')),
+        agent: z.string().check(z.regex(/^[a-z0-9][a-z0-9_-]{0,62}$/, 'must be an agent id')),
+        secret_env: z.string().check(z.regex(/^[A-Za-z_][A-Za-z0-9_]*$/)),
+      }),
+    ),
+    [],
+  ),
+});
+
+export const ChannelConfigSchema = z.discriminatedUnion('type', [WebchatChannelSchema, TelegramChannelSchema, DiscordChannelSchema, TerminalChannelSchema, ApiChannelSchema]);
 
 export const RouteSchema = z.strictObject({
   /** A channel id or `*`. */
@@ -129,6 +159,7 @@ export type WebchatChannelConfig = z.output<typeof WebchatChannelSchema>;
 export type TelegramChannelConfig = z.output<typeof TelegramChannelSchema>;
 export type DiscordChannelConfig = z.output<typeof DiscordChannelSchema>;
 export type TerminalChannelConfig = z.output<typeof TerminalChannelSchema>;
+export type ApiChannelConfig = z.output<typeof ApiChannelSchema>;
 export type ChannelConfig = z.output<typeof ChannelConfigSchema>;
 export type Route = z.output<typeof RouteSchema>;
 export type XgwConfig = z.output<typeof XgwConfigSchema>;

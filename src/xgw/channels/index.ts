@@ -16,5 +16,7 @@ export async function createChannel(config: ChannelConfig, env: NodeJS.ProcessEn
       return (await import('./discord.js')).createDiscordChannel(config, env);
     case 'terminal':
       return new TerminalChannel(config);
+    case 'api':
+      return (await import('./api.js')).createApiChannel(config, env);
   }
 }

@@ -1,10 +1,10 @@
 import { createServer, type IncomingMessage, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { ClawError, errnoCode } from '../../core/errors.js';
+import { ClawError } from '../../core/errors.js';
 import { agentEntry } from '../state.js';
 import type { ChannelAdapter, ChannelContext } from '../channel.js';
 import type { ChannelSendOptions, ChannelStatus, ConversationTarget, InboundFile, OutboundMessage, WebchatChannelConfig } from '../types.js';
+import { closeHttp, listenHttp } from './http-listen.js';
 import { PEER_ID, refuse } from './webchat-http.js';
 import { WebchatInbound } from './webchat-inbound.js';
 import { WebchatPeers } from './webchat-peers.js';
@@ -93,22 +93,16 @@ class WebchatChannel implements ChannelAdapter {
         if (admitted !== undefined) sockets.accept(req, socket, head, admitted.peer, admitted.issued);
       });
       http.on('clientError', (_error, socket) => socket.destroy());
-      await new Promise<void>((resolve, reject) => {
-        http.once('error', reject);
-        http.listen(config.port, config.host, () => {
-          http.off('error', reject);
-          resolve();
-        });
-      });
+      const port = await listenHttp(http, config);
       if (this.server !== http) {
         http.close(); // stopped while it started
         throw new ClawError('aborted', `${config.id} was stopped while starting`, { suggestion: 'start it again' });
       }
       http.on('error', (error) => context.logger.error(`${config.id}: ${error.message}`));
-      this.port = (http.address() as AddressInfo).port;
+      this.port = port;
     } catch (error) {
       await this.closeAll();
-      const failure = startError(error, config);
+      const failure = error instanceof ClawError ? error : new ClawError('io', `${config.id} cannot start: ${String(error)}`, { cause: error });
       this.state = failure.kind === 'aborted' ? 'stopped' : 'error';
       this.detail = failure.kind === 'aborted' ? undefined : failure.message;
       throw failure;
@@ -168,25 +162,6 @@ class WebchatChannel implements ChannelAdapter {
     await this.sockets?.close();
     const http = this.server;
     this.server = undefined;
-    if (http?.listening) {
-      await new Promise<void>((resolve) => {
-        http.close(() => resolve());
-        http.closeAllConnections();
-      });
-    }
+    await closeHttp(http);
   }
-}
-
-function startError(error: unknown, config: WebchatChannelConfig): ClawError {
-  if (error instanceof ClawError) return error;
-  const what = `${config.id} cannot listen on ${config.host}:${config.port}`;
-  const code = errnoCode(error);
-  if (code === 'EADDRINUSE') {
-    return new ClawError('conflict', `${what}: the port is in use`, {
-      suggestion: `set another port for ${config.id} in xgw/config.yaml (0 picks a free one), or stop the program that uses it`,
-      cause: error,
-    });
-  }
-  const reason = code === 'EADDRNOTAVAIL' ? 'no such address on this machine' : error instanceof Error ? error.message : String(error);
-  return new ClawError('io', `${what}: ${reason}`, { suggestion: `check host and port of ${config.id} in xgw/config.yaml`, cause: error });
 }
