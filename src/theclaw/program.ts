@@ -2,9 +2,6 @@ import type { Command } from 'commander';
 import { createProgram, jsonOption, positiveInt, withExamples } from '../core/cli.js';
 import { usageError } from '../core/errors.js';
 
-/** The providers `theclaw setup` offers (setup.ts says how each is set up); here, since cmds reads this file without the rest. */
-export const SETUP_PROVIDERS = ['openai', 'anthropic', 'openrouter', 'ollama', 'openai-compatible', 'mock'] as const;
-
 const commands = () => import('./commands.js');
 
 function days(value: string): number {
@@ -35,7 +32,7 @@ or a base_url in pai/config.yaml, before theclaw up).`,
       .description(
         'set TheClaw up without editing YAML: the model (provider, key, model; the key is checked with one tiny call, then kept in $THECLAW_HOME/secrets.env, 0600) and optionally Telegram (the bot token checked with getMe; the first person to message the bot becomes its owner). With no flags on a terminal it asks; run again, it changes only what you give',
       )
-      .option('--provider <name>', `the model's provider: ${SETUP_PROVIDERS.join(', ')}`)
+      .option('--provider <name>', "the model's provider: openai, anthropic, openrouter, ollama, openai-compatible, mock")
       .option('--base-url <url>', "the server's URL up to /v1 (openai-compatible; Ollama default http://127.0.0.1:11434/v1; a proxy for the others)")
       .option('--model <id>', "the default model (default: the provider's usual one, or the first the server lists)")
       .option('--api-key-stdin', 'read the API key from stdin (the first line), so it is in no process list or shell history')

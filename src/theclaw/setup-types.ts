@@ -1,6 +1,5 @@
-import { SETUP_PROVIDERS } from './program.js';
-
-export { SETUP_PROVIDERS };
+/** The providers `theclaw setup` offers (setup.ts says how each is set up). */
+export const SETUP_PROVIDERS = ['openai', 'anthropic', 'openrouter', 'ollama', 'openai-compatible', 'mock'] as const;
 export type SetupProvider = (typeof SETUP_PROVIDERS)[number];
 
 export function isSetupProvider(name: string): name is SetupProvider {

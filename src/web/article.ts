@@ -1,7 +1,7 @@
 import { Readability } from '@mozilla/readability';
 import { parseHTML } from 'linkedom';
 import { toMarkdown } from './markdown.js';
-import { tidy, type Readable } from './reader.js';
+import { tidy, type Readable } from './readable.js';
 
 /**
  * An HTML page's main content as Markdown: Readability drops the navigation, cookie banners,

@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { TextDecoder } from 'node:util';
 import { ClawError } from '../core/errors.js';
 import type { HttpResponse } from './http.js';
+import { type Readable, tidy } from './readable.js';
 
 /**
  * A response made readable: HTML becomes the main content as Markdown (Readability drops the
@@ -9,12 +10,6 @@ import type { HttpResponse } from './http.js';
  * text, JSON and Markdown pass through, a PDF becomes its text (Debian's pdftotext). Anything
  * else is refused, rather than handing a model bytes it cannot read.
  */
-
-export interface Readable {
-  title: string | null;
-  byline: string | null;
-  text: string;
-}
 
 type Kind = 'html' | 'text' | 'pdf';
 
@@ -83,10 +78,6 @@ function decodeWindows1252(body: Buffer): string {
 function metaCharset(body: Buffer): string | undefined {
   const head = body.subarray(0, 4096).toString('latin1');
   return /<meta[^>]+charset\s*=\s*["']?\s*([\w.:-]+)/i.exec(head)?.[1];
-}
-
-export function tidy(text: string): string {
-  return text.replace(/\n{3,}/g, '\n\n').trim();
 }
 
 /** A PDF's text, through poppler's pdftotext (poppler-utils), with the page layout kept. */
