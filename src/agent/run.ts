@@ -31,7 +31,7 @@ import { deliverHandler, INBOX_CONSUMER, OUTBOUND_CONSUMER, OUTBOUND_FILTER } fr
 import { callWithinWindow } from './turn/overflow.js';
 import { flushMemory } from './turn/memory-flush.js';
 import { condenseOverCap } from './turn/memory-condense.js';
-import { answerTarget, readInbound, type AnswerTarget } from './conversation/reply-context.js';
+import { answerTarget, pushReply, readInbound } from './reply-context.js';
 import { commandAuthorizer, noticeApproval, ownerDirectChat } from './conversation/owner-approval.js';
 import { commandRuleFor, commandsFact, isOwnerDirectChat, offersTools } from './policy/tool-policy.js';
 import { messageScope, sandboxFact, turnShows, turnWorkdir } from './policy/sandbox-profile.js';
@@ -566,24 +566,6 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
     releaseBudget();
     // After the outcome is in the thread (and the answer on its way): never delays it.
     await afterAnswer?.();
-  }
-}
-
-/**
- * The reply to an inbound message, keyed by its outcome key, to where the answer goes. Without a
- * reply context it is kept in the thread and goes nowhere (see reply-context.ts); when that is
- * because the answer's way back is in doubt, the thread records why.
- */
-function pushReply(thread: Thread, target: AnswerTarget, inboundId: number, text: string, outcomeKey: string, attachments: Attachment[] = []): void {
-  const { replyContext } = target;
-  thread.push({
-    source: 'self',
-    type: 'message',
-    content: JSON.stringify({ text, attachments, ...(replyContext ? { reply_context: replyContext } : {}), in_reply_to: inboundId }),
-    idempotency_key: outcomeKey,
-  });
-  if (target.problem) {
-    thread.push({ source: 'self', type: 'record', subtype: 'error', content: JSON.stringify({ in_reply_to: inboundId, stage: 'route', error: target.problem } satisfies ErrorRecord) });
   }
 }
 
