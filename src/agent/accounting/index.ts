@@ -4,7 +4,7 @@
  * upkeep summariser that reserves before it calls, and the feeds the evolver reads (tool calls,
  * errors). It imports no other room.
  */
-export { type CallAccount, recordUsage, type Summarise, UpkeepSkipped } from './accounting.js';
+export { accountedSummariser, type CallAccount, recordUsage, type Summarise, UpkeepSkipped } from './accounting.js';
 export { SpendLedger } from './budget.js';
 export { type ErrorFeedEntry, feedCopier, FeedWriter, type ToolcallFeedEntry } from './feeds.js';
 export { describeUsage, NO_USAGE, plusUsage, threadUsage, usageOfRecord } from './usage.js';

@@ -5,3 +5,4 @@
  */
 export { commandAuthorizer, ownerDirectChat } from './owner-approval.js';
 export { tellOwnerOf } from './owner-notice.js';
+export { answerCommand } from './answer-command.js';

@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { replyContextFromSource } from './reply-context.js';
+import { replyContextFromSource } from '../reply-context.js';
 import { openThread, type PushInput } from '../../thread/index.js';
 import { loadAgentConfig, requireAgent } from '../agent-dir.js';
 import { ownerDirectChat } from './owner-approval.js';

@@ -2,12 +2,7 @@ import { isAbsolute, join, relative } from 'node:path';
 import type { Attachment } from '../../core/message.js';
 import type { ImageRef } from '../../pai/index.js';
 import type { AgentDir } from '../agent-dir.js';
-
-/** What the model is given of a message: its text, and its files. */
-export interface ModelInput {
-  text: string;
-  images: ImageRef[];
-}
+import type { ModelInput } from '../turn/index.js';
 
 /**
  * A message's files for the model. Each is named in the text by its path, so the model can read

@@ -4,3 +4,4 @@
  * may use turn (a failure's notice) and policy (the sandbox's queued sends).
  */
 export { takeAttachments } from './reply-files.js';
+export { takeApart } from './take-apart.js';

@@ -2,6 +2,7 @@ import type { Logger } from '../../core/logger.js';
 import type { ReplyContext } from '../../core/message.js';
 import { askXgw } from '../../xgw/client.js';
 import type { XgwRequest } from '../../xgw/index.js';
+import type { ReplyProgress } from '../turn/index.js';
 
 /** How often a running turn tells xgw again; Telegram shows "typing…" for 5 s after each. */
 export const TYPING_EVERY_MS = 4_000;
@@ -15,18 +16,6 @@ const TELL_TIMEOUT_MS = 2_000;
 const SILENT_ANSWERS = ['NO_REPLY', 'HEARTBEAT_OK'];
 /** A command shown while it runs is cut to this many characters. */
 const SHOWN_COMMAND_CHARS = 80;
-
-/** What the person sees of a turn while it runs (see replyProgress). */
-export interface ReplyProgress {
-  /** More of the answer's text, as the model streams it. */
-  written(delta: string): void;
-  /** The model turned to a command: what it wrote so far is not the answer. */
-  restart(): void;
-  /** A command of the turn starts (as the model asked for it). */
-  running(command: string): void;
-  /** The turn is over; `answered`: an answer was put in the thread, and replaces the draft. */
-  end(answered: boolean): void;
-}
 
 /**
  * While a turn works on an answer to a person, tells the gateway so: `typing` every few seconds

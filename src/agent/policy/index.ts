@@ -6,6 +6,6 @@
  */
 export { type Approval, createApproval, decideApproval, readApproval, waitForDecision } from './approvals.js';
 export { decideProposal, describeOutcome, findProposal } from './proposals.js';
-export { agentSandbox, sandboxFact, type TurnScope, turnWorkdir } from './sandbox-profile.js';
+export { agentSandbox, messageScope, sandboxFact, turnShows, type TurnScope, turnWorkdir } from './sandbox-profile.js';
 export { ATTACH_PREFIX, outboxDir } from './sandbox-sends.js';
 export { type CommandRule, commandRuleFor, commandsFact, decide, isOwner, isOwnerDirectChat, offersTools, overReadLimit, type Policy } from './tool-policy.js';

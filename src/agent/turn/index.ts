@@ -8,3 +8,5 @@ export { classifyFailure, noticeEvent } from './failure.js';
 export { startFreshConversation } from './fresh-conversation.js';
 export { callModel, turnRecorder, withAgentSettings } from './model-call.js';
 export { describeSeconds } from './turn-attempts.js';
+export { messageAccount, type MessageAccount, type MessageOutcome, type ModelInput, type ReplyProgress, type TakenMessage, type TurnSettings } from './turn-settings.js';
+export { runModelTurn, type TurnSurroundings } from './model-turn.js';

@@ -1,8 +1,9 @@
-import { parseAddress } from '../../core/address.js';
-import { parseMessageContent, type Attachment, type ReplyContext } from '../../core/message.js';
-import type { Thread, ThreadEvent } from '../../thread/index.js';
-import { messageText } from '../context.js';
-import { ANSWER_CONVERSATION } from '../router.js';
+import { parseAddress } from '../core/address.js';
+import { parseMessageContent, type Attachment, type ReplyContext } from '../core/message.js';
+import type { Thread, ThreadEvent } from '../thread/index.js';
+import { messageText } from './context.js';
+import { ANSWER_CONVERSATION } from './router.js';
+import type { ErrorRecord } from './types.js';
 
 /**
  * Where an answer goes. A person's (or an agent's) message is answered where it came from. Another
@@ -114,4 +115,22 @@ export function replyContextFromSource(source: string): ReplyContext | null {
     // not an address: nowhere to answer
   }
   return null;
+}
+
+/**
+ * The reply to an inbound message, keyed by its outcome key, to where the answer goes. Without a
+ * reply context it is kept in the thread and goes nowhere (see reply-context.ts); when that is
+ * because the answer's way back is in doubt, the thread records why.
+ */
+export function pushReply(thread: Thread, target: AnswerTarget, inboundId: number, text: string, outcomeKey: string, attachments: Attachment[] = []): void {
+  const { replyContext } = target;
+  thread.push({
+    source: 'self',
+    type: 'message',
+    content: JSON.stringify({ text, attachments, ...(replyContext ? { reply_context: replyContext } : {}), in_reply_to: inboundId }),
+    idempotency_key: outcomeKey,
+  });
+  if (target.problem) {
+    thread.push({ source: 'self', type: 'record', subtype: 'error', content: JSON.stringify({ in_reply_to: inboundId, stage: 'route', error: target.problem } satisfies ErrorRecord) });
+  }
 }

@@ -1,0 +1,59 @@
+import type { Thread, ThreadEvent } from '../../thread/index.js';
+import { chatCommandOf } from '../chat-commands.js';
+import { OUTBOUND_CONSUMER } from '../lifecycle.js';
+import { answerTarget, readInbound } from '../reply-context.js';
+import type { ErrorFeedEntry } from '../accounting/index.js';
+import type { MessageOutcome, TakenMessage, TurnSettings } from '../turn/index.js';
+import type { ThreadRoute } from '../types.js';
+import { modelInput, ownFile } from './attachments.js';
+import { replyProgress } from './reply-progress.js';
+import { takeAttachments } from './reply-files.js';
+import { answerUnheardVoice, hearVoice, unheardVoice } from './voice.js';
+
+/**
+ * The first stage of a message's path (run.ts handleMessage): puts the inbox message into its
+ * conversation thread, its voice transcribed (voice.ts), and reads it. Its outcome instead, when
+ * it was answered before a crash, or when it is a voice message that could not be heard (and no
+ * chat command, which the next stage answers).
+ */
+export async function takeApart(turn: TurnSettings, thread: Thread, route: ThreadRoute, event: ThreadEvent): Promise<TakenMessage | MessageOutcome> {
+  const { dir, logger } = turn;
+  // The inbox event's id is the key: a message put into its thread before a crash is not put twice.
+  // A voice message's words are transcribed first (voice.ts), once: a retried turn finds them there.
+  const inboxKey = `inbox:${event.id}`;
+  const heard = thread.findByKey(inboxKey) === undefined ? await hearVoice(event.content, { dir, paiConfig: turn.paiConfig, env: turn.env, signal: turn.running?.signal }) : undefined;
+  const { id: inboundId } = thread.pushOnce({ source: event.source, type: 'message', content: heard?.content ?? event.content, idempotency_key: inboxKey });
+  const outcomeKey = `reply:${inboundId}`;
+  if (thread.findByKey(outcomeKey) !== undefined) {
+    logger.info(`run: inbox event ${event.id} was handled before (thread ${route.threadId} event ${inboundId}); not answered twice`);
+    return 'already_handled';
+  }
+  const stored = heard?.content ?? thread.peek({ afterId: inboundId - 1, limit: 1 })[0]?.content ?? event.content;
+  const inbound = readInbound({ ...event, content: stored });
+  const target = answerTarget(thread, inbound, inboundId);
+  if (unheardVoice(inbound.attachments) && chatCommandOf(event) === null) {
+    const record = answerUnheardVoice({ thread, inboundId, outcomeKey, replyContext: target.replyContext, paiConfig: turn.paiConfig, problem: heard?.problem, redact: turn.redact });
+    logger.warn(`run: a voice message in thread ${route.threadId} (event ${inboundId}) was not transcribed: ${record.error}; the person is told`);
+    if (heard?.problem === undefined) return 'no_reply'; // not set up (or told before a crash): nothing new to report
+    const status = record.status ?? null;
+    turn.toFeed('errors', 'error', {
+      agent: dir.id,
+      thread: route.threadId,
+      stage: record.stage,
+      kind: record.kind!,
+      status,
+      reason: `a voice message could not be transcribed${status ? ` (${status})` : ''}`,
+    } satisfies ErrorFeedEntry);
+    return 'error';
+  }
+  return {
+    inboundId,
+    outcomeKey,
+    inbound,
+    target,
+    input: (seesImages) => modelInput(dir, inbound.text, inbound.attachments, seesImages),
+    carried: () => inbound.attachments.flatMap((attachment) => ownFile(dir, attachment) ?? []),
+    progress: () => replyProgress(turn.home, target.replyContext, logger, turn.redact, () => thread.hasPending(OUTBOUND_CONSUMER)),
+    takeFiles: (shows) => takeAttachments(turn.home, dir, route.threadId, shows),
+  };
+}
