@@ -17,6 +17,7 @@ export const CHAT_COMMANDS = {
   approve: "<code>: let a command that waits for the owner's approval run, or apply a proposed change (the owner's direct chat only)",
   deny: "<code>: refuse a command that waits for the owner's approval, or drop a proposed change",
   tasks: "this conversation's background tasks (agent delegate); /tasks stop <id> stops one",
+  model: '[name]: the models allowed here, or switch this conversation to one; /model default goes back (the owner only)',
   help: 'this list',
 } as const;
 

@@ -43,6 +43,7 @@ import { callModel, turnRecorder, withAgentSettings, type CallInput } from './tu
 import { noticeStop, RunningTurns, type RunningTurn } from './turn/turn-stop.js';
 import { watchInbox, type InboxWatch } from './inbox-watch.js';
 import { ConversationQueue } from './conversation/conversation-queue.js';
+import { conversationModel } from './conversation/session-settings.js';
 import { beginAttempt, overTurnLimit, unfinishedTurn, type Attempt } from './turn/turn-attempts.js';
 import type { AgentConfig, DecisionRecord, ErrorRecord, ThreadRoute, UpkeepPurpose } from './types.js';
 
@@ -213,7 +214,10 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
     const answer = async (conversation: string, { route, event }: { route: ThreadRoute; event: ThreadEvent }): Promise<boolean> => {
       const running = turns.begin(conversation, event.id);
       try {
-        const outcome = await handleMessage({ ...turn, running }, openConversation(turn, threads, route), route, event);
+        const thread = openConversation(turn, threads, route);
+        // The conversation's own settings (/model) over the agent's: session-settings.ts.
+        const model = await conversationModel(thread, turn.model, (choice) => resolveModel(paiConfig, choice, env));
+        const outcome = await handleMessage({ ...turn, running, model }, thread, route, event);
         summary.handled++;
         if (outcome === 'replied') summary.replied++;
         if (outcome === 'error') summary.errors++;

@@ -1,0 +1,86 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { formatAddress } from '../core/address.js';
+import { parseMessageContent } from '../core/message.js';
+import { createTestHome, startFakeOpenAI, threadEvents, writeFakePaiConfig, type FakeLlmServer, type TestHome } from '../testing/index.js';
+import type { AgentDir } from './agent-dir.js';
+import { initAgent } from './lifecycle.js';
+import { routeMessage } from './router.js';
+import { runAgent } from './run.js';
+import { sendToAgent } from './send.js';
+
+// The session's chat commands (/model): stored per conversation, used by its next turn, which the
+// fake model server's recorded requests show.
+
+let t: TestHome;
+let dir: AgentDir;
+let server: FakeLlmServer;
+
+const owner = formatAddress({ kind: 'external', channelType: 'terminal', instance: 'local', conversationType: 'dm', conversationId: 'ann', peerId: 'ann' });
+const peer = formatAddress({ kind: 'external', channelType: 'telegram', instance: 'main', conversationType: 'dm', conversationId: '5151', peerId: '5151' });
+
+beforeEach(async () => {
+  t = createTestHome();
+  dir = initAgent(t.home, 'helper');
+  server = await startFakeOpenAI();
+  writeFakePaiConfig(t.home, server);
+  // Two models at the fake provider: the agent (on pai's default) may use either.
+  writeFileSync(
+    join(t.home, 'pai', 'config.yaml'),
+    ['default: fake/m1', 'providers:', `  fake: { api: openai-completions, base_url: "${server.url}", models: [{ id: m1 }, { id: m2 }] }`, 'timeout_seconds: 2', ''].join('\n'),
+  );
+});
+
+afterEach(async () => {
+  await server.close();
+  t.cleanup();
+});
+
+const send = (text: string, source = owner) => sendToAgent(t.home, 'helper', { text, source });
+const run = () => runAgent('helper', { home: t.home, env: t.env });
+const completions = () => server.requests.filter((request) => request.path === '/v1/chat/completions');
+const lastModel = () => completions().at(-1)!.body.model as string;
+const lastReply = (source = owner) =>
+  threadEvents(t.home, routeMessage(dir, 'per-peer', source).path, "type = 'message' AND source = 'self'")
+    .map((event) => parseMessageContent(event.content).text)
+    .at(-1)!;
+
+describe('chat commands: /model', () => {
+  it("lists the allowed models, switches this conversation's turns to one, shows it in /status, and /model default goes back", async () => {
+    send('/model');
+    await run();
+    expect(lastReply().split('\n')).toEqual(["Model: fake/m1 (the agent's)", 'Allowed:', '- fake/m1', '- fake/m2', 'Switch with /model <name>; /model default goes back.']);
+
+    send('/model m2');
+    send('hello');
+    await run();
+    expect(lastModel()).toBe('m2');
+    send('/status');
+    await run();
+    expect(lastReply().split('\n')[1]).toBe('Model: fake/m2');
+
+    // Another conversation keeps the agent's model.
+    send('hello', peer);
+    await run();
+    expect(lastModel()).toBe('m1');
+
+    send('/model nosuch');
+    await run();
+    expect(lastReply()).toBe("Error: nosuch is not one of this agent's models - pick one of: fake/m1, fake/m2");
+    send('/model default');
+    send('hello again');
+    await run();
+    expect(lastModel()).toBe('m1');
+    expect(completions()).toHaveLength(3);
+  });
+
+  it('refuses /model to anyone but the owner, and their turns keep the model', async () => {
+    send('/model fake/m2', peer);
+    send('hi', peer);
+    await run();
+    expect(lastModel()).toBe('m1');
+    const texts = threadEvents(t.home, routeMessage(dir, 'per-peer', peer).path, "type = 'message' AND source = 'self'").map((event) => parseMessageContent(event.content).text);
+    expect(texts[0]).toBe('Error: only the owner may use /model (it changes what the agent costs) - ask the owner');
+  });
+});
