@@ -10,7 +10,7 @@ import { routeMessage } from './router.js';
 import { runAgent } from './run.js';
 import { sendToAgent } from './send.js';
 
-// The session's chat commands (/model): stored per conversation, used by its next turn, which the
+// The session's chat commands (/model, /think): stored per conversation, used by its next turn, which the
 // fake model server's recorded requests show.
 
 let t: TestHome;
@@ -82,5 +82,38 @@ describe('chat commands: /model', () => {
     expect(lastModel()).toBe('m1');
     const texts = threadEvents(t.home, routeMessage(dir, 'per-peer', peer).path, "type = 'message' AND source = 'self'").map((event) => parseMessageContent(event.content).text);
     expect(texts[0]).toBe('Error: only the owner may use /model (it changes what the agent costs) - ask the owner');
+  });
+});
+
+describe('chat commands: /think', () => {
+  it("asks this conversation's turns for pi-ai's reasoning level, shows it in /status, and /think off stops asking", async () => {
+    send('hello');
+    await run();
+    expect(completions().at(-1)!.body.reasoning_effort).toBeUndefined();
+
+    send('/think high');
+    send('hello');
+    await run();
+    expect(lastReply()).toBe('echo: hello');
+    expect(completions().at(-1)!.body.reasoning_effort).toBe('high');
+    send('/status');
+    await run();
+    expect(lastReply().split('\n')[2]).toBe('Thinking: high');
+
+    // Another conversation is not asked to think; its person may not change that.
+    send('/think medium', peer);
+    send('hello', peer);
+    await run();
+    expect(completions().at(-1)!.body.reasoning_effort).toBeUndefined();
+    expect(lastReply(peer)).toBe('echo: hello');
+
+    send('/think loud');
+    await run();
+    expect(lastReply()).toBe('Error: loud is not a thinking level - use /think off|low|medium|high');
+    send('/think off');
+    send('hello');
+    await run();
+    expect(completions().at(-1)!.body.reasoning_effort).toBeUndefined();
+    expect(completions()).toHaveLength(4);
   });
 });

@@ -18,6 +18,7 @@ export const CHAT_COMMANDS = {
   deny: "<code>: refuse a command that waits for the owner's approval, or drop a proposed change",
   tasks: "this conversation's background tasks (agent delegate); /tasks stop <id> stops one",
   model: '[name]: the models allowed here, or switch this conversation to one; /model default goes back (the owner only)',
+  think: 'off|low|medium|high: how hard a model that can reason thinks in this conversation (the owner only)',
   help: 'this list',
 } as const;
 

@@ -7,7 +7,7 @@ import type { Attachment } from '../core/message.js';
 import { createRedactor } from '../core/secrets.js';
 import { isStorageError, storageError } from '../core/storage-error.js';
 import { TurnRegistry } from '../core/turn-processes.js';
-import { loadPaiConfig, preloadProvider, providerSecrets, resolveModel, type ModelCaller, type PaiConfig, type ResolvedModel } from '../pai/index.js';
+import { loadPaiConfig, preloadProvider, providerSecrets, resolveModel, type ModelCaller, type PaiConfig, type ReasoningLevel, type ResolvedModel } from '../pai/index.js';
 import { openThread, type Thread, type ThreadEvent } from '../thread/index.js';
 import { loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
 import { memoryFiles, ownMemoryFile, sessionFile } from './context.js';
@@ -43,7 +43,7 @@ import { callModel, turnRecorder, withAgentSettings, type CallInput } from './tu
 import { noticeStop, RunningTurns, type RunningTurn } from './turn/turn-stop.js';
 import { watchInbox, type InboxWatch } from './inbox-watch.js';
 import { ConversationQueue } from './conversation/conversation-queue.js';
-import { conversationModel } from './conversation/session-settings.js';
+import { conversationModel, sessionSettings } from './conversation/session-settings.js';
 import { beginAttempt, overTurnLimit, unfinishedTurn, type Attempt } from './turn/turn-attempts.js';
 import type { AgentConfig, DecisionRecord, ErrorRecord, ThreadRoute, UpkeepPurpose } from './types.js';
 
@@ -215,9 +215,10 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
       const running = turns.begin(conversation, event.id);
       try {
         const thread = openConversation(turn, threads, route);
-        // The conversation's own settings (/model) over the agent's: session-settings.ts.
-        const model = await conversationModel(thread, turn.model, (choice) => resolveModel(paiConfig, choice, env));
-        const outcome = await handleMessage({ ...turn, running, model }, thread, route, event);
+        // The conversation's own settings (/model, /think) over the agent's: session-settings.ts.
+        const settings = sessionSettings(thread);
+        const model = await conversationModel(settings, turn.model, (choice) => resolveModel(paiConfig, choice, env));
+        const outcome = await handleMessage({ ...turn, running, model, reasoning: settings.think ?? undefined }, thread, route, event);
         summary.handled++;
         if (outcome === 'replied') summary.replied++;
         if (outcome === 'error') summary.errors++;
@@ -290,8 +291,10 @@ interface TurnSettings {
   dir: AgentDir;
   config: AgentConfig;
   paiConfig: PaiConfig;
-  /** The agent's model, or why it could not be resolved. */
+  /** The conversation's model, or why it could not be resolved. */
   model: ResolvedModel | Error;
+  /** The conversation's `/think` level; none: not asked. */
+  reasoning?: ReasoningLevel;
   /** Its `pai.fallbacks`, resolved (failover.ts). */
   fallbacks: ResolvedModel[];
   env: NodeJS.ProcessEnv;

@@ -12,7 +12,7 @@ import { tasksReply } from '../tasks.js';
 import { isOwner, type Policy } from '../policy/index.js';
 import { conversationThreads } from '../lifecycle.js';
 import type { AgentConfig, DecisionRecord, ThreadRoute } from '../types.js';
-import { allowedModels, modelReply } from './session-settings.js';
+import { allowedModels, modelReply, sessionSettings, thinkReply } from './session-settings.js';
 
 /**
  * The answers to chat commands (chat-commands.ts), made by the runtime without the model. Each
@@ -83,6 +83,9 @@ export async function answerChatCommand(command: ChatCommand, context: CommandCo
         // It changes what the agent costs: the owner's to choose.
         if (!isOwner(context.policy, context.inboxEvent.source)) return ownerOnly(command);
         return modelReply(context.thread, allowedModels(context.config, context.paiConfig, context.env), modelName(context), argumentOf(context));
+      case 'think':
+        if (!isOwner(context.policy, context.inboxEvent.source)) return ownerOnly(command);
+        return thinkReply(context.thread, argumentOf(context));
     }
   } catch (error) {
     // A full or read-only disk: the command waits in the inbox like any message, and is answered later.
@@ -129,6 +132,7 @@ function statusReply(context: CommandContext): string {
   return [
     `Agent: ${dir.id}`,
     `Model: ${modelName(context)}`,
+    `Thinking: ${sessionSettings(context.thread).think ?? 'off'}`,
     `Today (${today}, UTC): this conversation ${describeUsage(conversation)}; all conversations ${describeUsage(agent)}`,
     `Queue: ${plural(waitingAfter(context), 'message')} waiting in the inbox`,
   ].join('\n');

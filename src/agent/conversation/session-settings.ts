@@ -1,9 +1,9 @@
-import { chooseModel, type PaiConfig } from '../../pai/index.js';
+import { chooseModel, type PaiConfig, type ReasoningLevel } from '../../pai/index.js';
 import type { Thread } from '../../thread/index.js';
 import type { AgentConfig } from '../types.js';
 
 /**
- * What a person set for their conversation with `/model`: kept as `session_setting` records in
+ * What a person set for their conversation with `/model` and `/think`: kept as `session_setting` records in
  * the conversation's thread, so that it lives as long as the conversation and the latest wins.
  */
 export const SETTING_SUBTYPE = 'session_setting';
@@ -11,9 +11,12 @@ export const SETTING_SUBTYPE = 'session_setting';
 export interface SessionSettings {
   /** `provider/model` chosen with `/model`; null: the agent's. */
   model: string | null;
+  /** pi-ai's reasoning level asked with `/think`; null: off (none asked). */
+  think: ReasoningLevel | null;
 }
 
-const DEFAULTS: SessionSettings = { model: null };
+const DEFAULTS: SessionSettings = { model: null, think: null };
+const THINK_LEVELS = ['off', 'low', 'medium', 'high'] as const;
 
 /** The conversation's settings: each one's latest record, else the agent's default. */
 export function sessionSettings(thread: Thread): SessionSettings {
@@ -71,8 +74,18 @@ export function modelReply(thread: Thread, allowed: string[], current: string, a
   return `This conversation now uses ${matches[0]}.`;
 }
 
+/** `/think`: the level now; `/think off|low|medium|high` sets it for this conversation. */
+export function thinkReply(thread: Thread, argument: string | null): string {
+  const level = argument?.toLowerCase();
+  if (level === undefined) return `Thinking: ${sessionSettings(thread).think ?? 'off'}. Set it with /think ${THINK_LEVELS.join('|')}.`;
+  if (!(THINK_LEVELS as readonly string[]).includes(level)) return `Error: ${argument} is not a thinking level - use /think ${THINK_LEVELS.join('|')}`;
+  const think = level === 'off' ? null : (level as ReasoningLevel);
+  recordSetting(thread, { think });
+  return think === null ? 'Thinking is off for this conversation.' : `Thinking is ${think} for this conversation (for a model that can reason).`;
+}
+
 /** The model this conversation's turns use: its `/model` choice, else the agent's. */
-export async function conversationModel<M>(thread: Thread, agentModel: M | Error, resolve: (choice: { model: string }) => Promise<M>): Promise<M | Error> {
-  const chosen = sessionSettings(thread).model;
+export async function conversationModel<M>(settings: SessionSettings, agentModel: M | Error, resolve: (choice: { model: string }) => Promise<M>): Promise<M | Error> {
+  const chosen = settings.model;
   return chosen === null ? agentModel : await resolve({ model: chosen }).catch((error: unknown) => error as Error);
 }
