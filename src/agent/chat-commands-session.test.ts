@@ -1,16 +1,20 @@
+import type { Server } from 'node:net';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatAddress } from '../core/address.js';
+import { socketPath } from '../core/home.js';
+import { listenSocket } from '../core/ipc.js';
 import { parseMessageContent } from '../core/message.js';
-import { createTestHome, startFakeOpenAI, threadEvents, writeFakePaiConfig, type FakeLlmServer, type TestHome } from '../testing/index.js';
+import type { XgwRequest } from '../xgw/index.js';
+import { createTestHome, startFakeOpenAI, threadEvents, waitFor, writeFakePaiConfig, type FakeLlmServer, type TestHome } from '../testing/index.js';
 import type { AgentDir } from './agent-dir.js';
 import { initAgent } from './lifecycle.js';
 import { routeMessage } from './router.js';
 import { runAgent } from './run.js';
 import { sendToAgent } from './send.js';
 
-// The session's chat commands (/model, /think): stored per conversation, used by its next turn, which the
+// The session's chat commands (/model, /think, /verbose): stored per conversation, used by its next turn, which the
 // fake model server's recorded requests show.
 
 let t: TestHome;
@@ -115,5 +119,46 @@ describe('chat commands: /think', () => {
     await run();
     expect(completions().at(-1)!.body.reasoning_effort).toBeUndefined();
     expect(completions()).toHaveLength(4);
+  });
+});
+
+describe('chat commands: /verbose', () => {
+  let xgw: Server;
+  let told: XgwRequest[];
+
+  beforeEach(async () => {
+    told = [];
+    // Stands in for xgw's control socket: it takes the progress the turns tell it.
+    xgw = await listenSocket(socketPath(t.home, 'xgw'), (request) => {
+      told.push(request as XgwRequest);
+      return {};
+    });
+  });
+
+  afterEach(async () => {
+    await new Promise((resolve) => xgw.close(resolve));
+  });
+
+  const shownCommands = () => told.flatMap((request) => (request.op === 'tool_progress' ? [(request as { command: string }).command] : []));
+  const turnWith = async (command: string) => {
+    server.enqueue({ kind: 'tool_call', name: 'bash_exec', arguments: { command } }, { kind: 'text', text: 'done' });
+    send('go');
+    await run();
+  };
+
+  it('shows this chat the commands a turn runs until /verbose off, and again after /verbose on; /status says which', async () => {
+    await turnWith('echo one');
+    await waitFor(() => shownCommands().length === 1, 'the first command shown');
+    send('/verbose off');
+    await run();
+    expect(lastReply()).toBe('The commands the agent runs are no longer shown in this chat.');
+    await turnWith('echo two');
+    send('/status');
+    await run();
+    expect(lastReply().split('\n')[3]).toBe('Verbose: off');
+    send('/verbose on');
+    await turnWith('echo three');
+    await waitFor(() => shownCommands().length >= 2, 'the third command shown');
+    expect(shownCommands()).toEqual(['echo one', 'echo three']);
   });
 });

@@ -218,7 +218,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
         // The conversation's own settings (/model, /think) over the agent's: session-settings.ts.
         const settings = sessionSettings(thread);
         const model = await conversationModel(settings, turn.model, (choice) => resolveModel(paiConfig, choice, env));
-        const outcome = await handleMessage({ ...turn, running, model, reasoning: settings.think ?? undefined }, thread, route, event);
+        const outcome = await handleMessage({ ...turn, running, model, reasoning: settings.think ?? undefined, toolProgress: settings.verbose }, thread, route, event);
         summary.handled++;
         if (outcome === 'replied') summary.replied++;
         if (outcome === 'error') summary.errors++;
@@ -295,6 +295,8 @@ interface TurnSettings {
   model: ResolvedModel | Error;
   /** The conversation's `/think` level; none: not asked. */
   reasoning?: ReasoningLevel;
+  /** The conversation's `/verbose`: its chat is shown the commands a turn runs. */
+  toolProgress?: boolean;
   /** Its `pai.fallbacks`, resolved (failover.ts). */
   fallbacks: ResolvedModel[];
   env: NodeJS.ProcessEnv;
@@ -440,7 +442,7 @@ async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRo
         if (chatEvent.type === 'delta') progress?.written(chatEvent.text);
         if (chatEvent.type === 'tool_call') {
           progress?.restart();
-          progress?.running(chatEvent.arguments.command);
+          if (turn.toolProgress !== false) progress?.running(chatEvent.arguments.command);
         }
         recordEvent(chatEvent);
       },

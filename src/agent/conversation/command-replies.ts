@@ -12,7 +12,7 @@ import { tasksReply } from '../tasks.js';
 import { isOwner, type Policy } from '../policy/index.js';
 import { conversationThreads } from '../lifecycle.js';
 import type { AgentConfig, DecisionRecord, ThreadRoute } from '../types.js';
-import { allowedModels, modelReply, sessionSettings, thinkReply } from './session-settings.js';
+import { allowedModels, modelReply, sessionSettings, thinkReply, verboseReply } from './session-settings.js';
 
 /**
  * The answers to chat commands (chat-commands.ts), made by the runtime without the model. Each
@@ -86,6 +86,8 @@ export async function answerChatCommand(command: ChatCommand, context: CommandCo
       case 'think':
         if (!isOwner(context.policy, context.inboxEvent.source)) return ownerOnly(command);
         return thinkReply(context.thread, argumentOf(context));
+      case 'verbose':
+        return verboseReply(context.thread, argumentOf(context));
     }
   } catch (error) {
     // A full or read-only disk: the command waits in the inbox like any message, and is answered later.
@@ -94,6 +96,11 @@ export async function answerChatCommand(command: ChatCommand, context: CommandCo
     context.logger.error(`run: /${command} in thread ${context.route.threadId} failed: ${message}`);
     return `Error: /${command} failed: ${message} - see the agent log (${context.dir.log})`;
   }
+}
+
+function settingsLines(thread: Thread): string[] {
+  const settings = sessionSettings(thread);
+  return [`Thinking: ${settings.think ?? 'off'}`, `Verbose: ${settings.verbose ? 'on' : 'off'}`];
 }
 
 function ownerOnly(command: ChatCommand): string {
@@ -132,7 +139,7 @@ function statusReply(context: CommandContext): string {
   return [
     `Agent: ${dir.id}`,
     `Model: ${modelName(context)}`,
-    `Thinking: ${sessionSettings(context.thread).think ?? 'off'}`,
+    ...settingsLines(context.thread),
     `Today (${today}, UTC): this conversation ${describeUsage(conversation)}; all conversations ${describeUsage(agent)}`,
     `Queue: ${plural(waitingAfter(context), 'message')} waiting in the inbox`,
   ].join('\n');

@@ -3,7 +3,7 @@ import type { Thread } from '../../thread/index.js';
 import type { AgentConfig } from '../types.js';
 
 /**
- * What a person set for their conversation with `/model` and `/think`: kept as `session_setting` records in
+ * What a person set for their conversation with `/model`, `/think` and `/verbose`: kept as `session_setting` records in
  * the conversation's thread, so that it lives as long as the conversation and the latest wins.
  */
 export const SETTING_SUBTYPE = 'session_setting';
@@ -13,9 +13,11 @@ export interface SessionSettings {
   model: string | null;
   /** pi-ai's reasoning level asked with `/think`; null: off (none asked). */
   think: ReasoningLevel | null;
+  /** `/verbose`: the commands a turn runs are shown in the chat while it runs (where the channel can). */
+  verbose: boolean;
 }
 
-const DEFAULTS: SessionSettings = { model: null, think: null };
+const DEFAULTS: SessionSettings = { model: null, think: null, verbose: true };
 const THINK_LEVELS = ['off', 'low', 'medium', 'high'] as const;
 
 /** The conversation's settings: each one's latest record, else the agent's default. */
@@ -82,6 +84,15 @@ export function thinkReply(thread: Thread, argument: string | null): string {
   const think = level === 'off' ? null : (level as ReasoningLevel);
   recordSetting(thread, { think });
   return think === null ? 'Thinking is off for this conversation.' : `Thinking is ${think} for this conversation (for a model that can reason).`;
+}
+
+/** `/verbose on|off`: whether this chat is shown the commands a turn runs. */
+export function verboseReply(thread: Thread, argument: string | null): string {
+  const word = argument?.toLowerCase();
+  if (word === undefined) return `Verbose: ${sessionSettings(thread).verbose ? 'on' : 'off'}. Set it with /verbose on|off.`;
+  if (word !== 'on' && word !== 'off') return `Error: ${argument} is not on or off - use /verbose on|off`;
+  recordSetting(thread, { verbose: word === 'on' });
+  return word === 'on' ? 'The commands the agent runs are shown in this chat.' : 'The commands the agent runs are no longer shown in this chat.';
 }
 
 /** The model this conversation's turns use: its `/model` choice, else the agent's. */
