@@ -1,6 +1,7 @@
 import type { Server } from 'node:net';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { parse, stringify } from 'yaml';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatAddress } from '../core/address.js';
 import { socketPath } from '../core/home.js';
@@ -9,6 +10,7 @@ import { parseMessageContent } from '../core/message.js';
 import type { XgwRequest } from '../xgw/index.js';
 import { createTestHome, startFakeOpenAI, threadEvents, waitFor, writeFakePaiConfig, type FakeLlmServer, type TestHome } from '../testing/index.js';
 import type { AgentDir } from './agent-dir.js';
+import { SUMMARISER_PROMPT } from './turn/compaction.js';
 import { initAgent } from './lifecycle.js';
 import { routeMessage } from './router.js';
 import { runAgent } from './run.js';
@@ -160,5 +162,30 @@ describe('chat commands: /verbose', () => {
     await turnWith('echo three');
     await waitFor(() => shownCommands().length >= 2, 'the third command shown');
     expect(shownCommands()).toEqual(['echo one', 'echo three']);
+  });
+});
+
+describe('chat commands: /compact', () => {
+  it('folds the conversation into its summary now, with the instructions given to the summariser, and the next turn carries only what was kept', async () => {
+    const config = parse(readFileSync(dir.config, 'utf8')) as Record<string, unknown>;
+    writeFileSync(dir.config, stringify({ ...config, context: { keep_recent: 1 } }));
+    for (const text of ['one', 'two']) {
+      send(text);
+      await run();
+    }
+    server.enqueue({ kind: 'text', text: 'SUMMARY: the user counted to two.' });
+    send('/compact keep every number');
+    await run();
+    const summariser = completions().at(-1)!;
+    const messages = summariser.body.messages as { role: string; content: string }[];
+    expect(messages[0]!.content).toBe(`${SUMMARISER_PROMPT}\nThe person also asked of this summary: keep every number`);
+    expect(messages[1]!.content).toBe('Conversation to add:\nUser: one\nAssistant: echo: one\nUser: two');
+    expect(lastReply()).toMatch(/^Compacted the conversation up to its last message into its summary \(memory\/thread-.+\.md, 33 characters\)\.$/);
+
+    send('three');
+    await run();
+    const next = completions().at(-1)!;
+    expect((next.body.messages as { role: string; content: string }[]).filter((message) => message.role !== 'system').map((message) => message.content)).toEqual(['echo: two', 'three']);
+    expect(next.body.messages[0].content).toContain('SUMMARY: the user counted to two.');
   });
 });

@@ -12,6 +12,7 @@ import { tasksReply } from '../tasks.js';
 import { isOwner, type Policy } from '../policy/index.js';
 import { conversationThreads } from '../lifecycle.js';
 import type { AgentConfig, DecisionRecord, ThreadRoute } from '../types.js';
+import { compactNow } from './compact-now.js';
 import { allowedModels, modelReply, sessionSettings, thinkReply, verboseReply } from './session-settings.js';
 
 /**
@@ -86,6 +87,21 @@ export async function answerChatCommand(command: ChatCommand, context: CommandCo
       case 'think':
         if (!isOwner(context.policy, context.inboxEvent.source)) return ownerOnly(command);
         return thinkReply(context.thread, argumentOf(context));
+      case 'compact':
+        return await compactNow({
+          thread: context.thread,
+          memoryDir: context.dir.memory,
+          summaryFile: context.summaryFile,
+          commandId: context.commandId,
+          context: context.config.context,
+          contextWindow: context.model instanceof Error ? 0 : context.model.contextWindow,
+          mixedPeople: context.mixedPeople,
+          summarise: context.summarise,
+          logger: context.logger,
+          instructions: parseMessageContent(context.inboxEvent.content)
+            .text.trim()
+            .replace(/^\S+\s*/, ''),
+        });
       case 'verbose':
         return verboseReply(context.thread, argumentOf(context));
     }
