@@ -37,7 +37,7 @@ export interface CommandContext {
   paiConfig: PaiConfig;
   env: NodeJS.ProcessEnv;
   mixedPeople: boolean;
-  /** The summariser for `/new`; throws when the model cannot be used. */
+  /** The summariser for `/new` and `/compact`; throws when the model cannot be used. */
   summarise: Summarise;
   redact: (text: string) => string;
   logger: Logger;
