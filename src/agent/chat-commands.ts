@@ -17,6 +17,10 @@ export const CHAT_COMMANDS = {
   approve: "<code>: let a command that waits for the owner's approval run, or apply a proposed change (the owner's direct chat only)",
   deny: "<code>: refuse a command that waits for the owner's approval, or drop a proposed change",
   tasks: "this conversation's background tasks (agent delegate); /tasks stop <id> stops one",
+  model: '[name]: the models allowed here, or switch this conversation to one; /model default goes back (the owner only)',
+  think: 'off|low|medium|high: how hard a model that can reason thinks in this conversation (the owner only)',
+  compact: '[instructions]: fold this conversation into its summary now, the summariser told what to keep',
+  verbose: 'on|off: show the commands the agent runs in this chat while it works (on by default)',
   help: 'this list',
 } as const;
 

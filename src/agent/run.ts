@@ -30,6 +30,7 @@ import { messageAccount, type MessageOutcome, type TurnSettings } from './turn/t
 import { noticeStop, RunningTurns } from './turn/turn-stop.js';
 import { watchInbox, type InboxWatch } from './inbox-watch.js';
 import { ConversationQueue } from './conversation/conversation-queue.js';
+import { conversationModel, sessionSettings } from './conversation/session-settings.js';
 import type { AgentConfig, ThreadRoute } from './types.js';
 
 /**
@@ -199,7 +200,11 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
     const answer = async (conversation: string, { route, event }: { route: ThreadRoute; event: ThreadEvent }): Promise<boolean> => {
       const running = turns.begin(conversation, event.id);
       try {
-        const outcome = await handleMessage({ ...turn, running }, openConversation(turn, threads, route), route, event);
+        const thread = openConversation(turn, threads, route);
+        // The conversation's own settings (/model, /think, /verbose) over the agent's: session-settings.ts.
+        const settings = sessionSettings(thread);
+        const model = await conversationModel(settings, turn.model, (choice) => resolveModel(paiConfig, choice, env));
+        const outcome = await handleMessage({ ...turn, running, model, reasoning: settings.think ?? undefined, toolProgress: settings.verbose }, thread, route, event);
         summary.handled++;
         if (outcome === 'replied') summary.replied++;
         if (outcome === 'error') summary.errors++;

@@ -7,7 +7,7 @@ import { attempt } from './attempts.js';
 import { bashExec, BASH_EXEC_TOOL } from './bash-exec.js';
 import { KeyRing, type KeyProfile } from './key-ring.js';
 import type { Sandbox } from './sandbox.js';
-import { createModelCaller, type ModelCaller, type ModelReply } from './llm.js';
+import { createModelCaller, type ModelCaller, type ModelReply, type ReasoningLevel } from './llm.js';
 import { ModelCallError } from './model-error.js';
 import { loadPaiConfig, providerKeyVariables, providerSecrets, resolveModel, type ModelChoice } from './models.js';
 import { appendSession, readSession, type ImageRef, type SessionLine } from './session.js';
@@ -69,6 +69,8 @@ export interface ChatOptions extends ModelChoice {
   authorize?: (command: string, signal?: AbortSignal) => Promise<string | null>;
   /** Seam for tests: replaces the provider call. */
   caller?: ModelCaller;
+  /** The reasoning level asked of a model that has one (llm.ts). Default: none asked. */
+  reasoning?: ReasoningLevel;
 }
 
 /**
@@ -105,6 +107,7 @@ async function runTurn(options: ChatOptions, turnMark: ProcessMark): Promise<Cha
         keyless: Boolean(config.providers[model.provider]?.base_url),
         idleTimeoutMs: config.timeout_seconds * 1000,
         env,
+        reasoning: options.reasoning,
         // Relative to the config's folder, so that a home holding its script can move.
         mockScript: script === undefined ? undefined : resolve(dirname(paiConfigPath(home)), script),
       });

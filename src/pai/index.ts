@@ -9,5 +9,5 @@ export { BASE_SANDBOX_ENV, findBwrap, sandboxProblem, type CallService, type San
 export type { SandboxLimits } from './sandbox-limits.js';
 export { readSession, appendSession, SessionLineSchema, type ImageRef, type SessionLine } from './session.js';
 export { transcribe, transcriptionModel, type AudioFile, type TranscribeOptions, type TranscriptionModel } from './transcribe.js';
-export { createModelCaller, type ModelCaller, type ModelRequest, type ModelReply, type CallResult } from './llm.js';
+export { createModelCaller, type ModelCaller, type ModelRequest, type ModelReply, type CallResult, type ReasoningLevel } from './llm.js';
 export * from './types.js';

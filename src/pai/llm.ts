@@ -49,7 +49,12 @@ export interface CallerSettings {
   env: NodeJS.ProcessEnv;
   /** The mock's script file, if any. */
   mockScript?: string;
+  /** pi-ai's reasoning level for the call; none: the model's own default, without thinking asked for. */
+  reasoning?: ReasoningLevel;
 }
+
+/** The levels `/think` offers (pi-ai clamps them to what the model supports). */
+export type ReasoningLevel = 'low' | 'medium' | 'high';
 
 export function createModelCaller(model: ResolvedModel, settings: CallerSettings): ModelCaller {
   return model.api === 'mock' ? createMockCaller(settings) : createPiCaller(model, settings);
@@ -62,7 +67,8 @@ function createPiCaller(resolved: ResolvedModel, settings: CallerSettings): Mode
     api: resolved.api,
     provider: resolved.provider,
     baseUrl: resolved.baseUrl ?? '',
-    reasoning: false,
+    // Told to pi-ai only when a level is asked for: it then sends the provider's reasoning option.
+    reasoning: settings.reasoning !== undefined,
     input: resolved.images ? ['text' as const, 'image' as const] : ['text' as const],
     cost: { input: resolved.cost.input, output: resolved.cost.output, cacheRead: 0, cacheWrite: 0 },
     contextWindow: resolved.contextWindow,
@@ -97,6 +103,7 @@ function createPiCaller(resolved: ResolvedModel, settings: CallerSettings): Mode
           // Retries are ours, decided by class; the SDKs' own would double them.
           maxRetries: 0,
           maxTokens: resolved.maxOutputTokens,
+          reasoning: settings.reasoning,
         });
         for await (const event of stream) {
           touch();

@@ -1,17 +1,19 @@
 import { parseMessageContent } from '../../core/message.js';
 import { isStorageError } from '../../core/storage-error.js';
 import type { Logger } from '../../core/logger.js';
-import type { ResolvedModel } from '../../pai/index.js';
+import type { PaiConfig, ResolvedModel } from '../../pai/index.js';
 import { openThread, type Thread, type ThreadEvent } from '../../thread/index.js';
 import type { AgentDir } from '../agent-dir.js';
-import { chatCommandHelp, type ChatCommand } from '../chat-commands.js';
+import { chatCommandArgument, chatCommandHelp, type ChatCommand } from '../chat-commands.js';
 import { type Summarise, describeUsage, plusUsage, threadUsage, NO_USAGE } from '../accounting/index.js';
 import { startFreshConversation } from '../turn/index.js';
 import { approvalReply } from './owner-approval.js';
 import { tasksReply } from '../tasks.js';
 import { isOwner, type Policy } from '../policy/index.js';
 import { conversationThreads } from '../lifecycle.js';
-import type { DecisionRecord, ThreadRoute } from '../types.js';
+import type { AgentConfig, DecisionRecord, ThreadRoute } from '../types.js';
+import { compactNow } from './compact-now.js';
+import { allowedModels, modelReply, sessionSettings, thinkReply, verboseReply } from './session-settings.js';
 
 /**
  * The answers to chat commands (chat-commands.ts), made by the runtime without the model. Each
@@ -29,10 +31,13 @@ export interface CommandContext {
   commandId: number;
   /** The thread's running summary file. */
   summaryFile: string;
-  /** The agent's model, or why it cannot be used. */
+  /** The conversation's model (session-settings.ts), or why it cannot be used. */
   model: ResolvedModel | Error;
+  config: AgentConfig;
+  paiConfig: PaiConfig;
+  env: NodeJS.ProcessEnv;
   mixedPeople: boolean;
-  /** The summariser for `/new`; throws when the model cannot be used. */
+  /** The summariser for `/new` and `/compact`; throws when the model cannot be used. */
   summarise: Summarise;
   redact: (text: string) => string;
   logger: Logger;
@@ -75,6 +80,30 @@ export async function answerChatCommand(command: ChatCommand, context: CommandCo
         const [, argument = null, id = null] = parseMessageContent(context.inboxEvent.content).text.trim().split(/\s+/);
         return await tasksReply(context.home, context.dir, context.route.threadId, argument, id);
       }
+      case 'model':
+        // It changes what the agent costs: the owner's to choose.
+        if (!isOwner(context.policy, context.inboxEvent.source)) return ownerOnly(command);
+        return modelReply(context.thread, allowedModels(context.config, context.paiConfig, context.env), modelName(context), argumentOf(context));
+      case 'think':
+        if (!isOwner(context.policy, context.inboxEvent.source)) return ownerOnly(command);
+        return thinkReply(context.thread, argumentOf(context));
+      case 'compact':
+        return await compactNow({
+          thread: context.thread,
+          memoryDir: context.dir.memory,
+          summaryFile: context.summaryFile,
+          commandId: context.commandId,
+          context: context.config.context,
+          contextWindow: context.model instanceof Error ? 0 : context.model.contextWindow,
+          mixedPeople: context.mixedPeople,
+          summarise: context.summarise,
+          logger: context.logger,
+          instructions: parseMessageContent(context.inboxEvent.content)
+            .text.trim()
+            .replace(/^\S+\s*/, ''),
+        });
+      case 'verbose':
+        return verboseReply(context.thread, argumentOf(context));
     }
   } catch (error) {
     // A full or read-only disk: the command waits in the inbox like any message, and is answered later.
@@ -83,6 +112,25 @@ export async function answerChatCommand(command: ChatCommand, context: CommandCo
     context.logger.error(`run: /${command} in thread ${context.route.threadId} failed: ${message}`);
     return `Error: /${command} failed: ${message} - see the agent log (${context.dir.log})`;
   }
+}
+
+function settingsLines(thread: Thread): string[] {
+  const settings = sessionSettings(thread);
+  return [`Thinking: ${settings.think ?? 'off'}`, `Verbose: ${settings.verbose ? 'on' : 'off'}`];
+}
+
+function ownerOnly(command: ChatCommand): string {
+  return `Error: only the owner may use /${command} (it changes what the agent costs) - ask the owner`;
+}
+
+/** The word after the command, or null. */
+function argumentOf(context: CommandContext): string | null {
+  return chatCommandArgument(parseMessageContent(context.inboxEvent.content).text);
+}
+
+function modelName(context: CommandContext): string {
+  const { model } = context;
+  return model instanceof Error ? `not available (${context.redact(model.message)})` : `${model.provider}/${model.model}`;
 }
 
 /** How many turns of the thread the `/stop` with this inbox id ended (see turn-stop.ts). */
@@ -96,7 +144,7 @@ function stoppedTurns(thread: Thread, stopInboxId: number): number {
 
 /** The owner's status of the agent; anyone else's is of their own conversation only. */
 function statusReply(context: CommandContext): string {
-  const { model, dir } = context;
+  const { dir } = context;
   const today = todayUtc(context.now);
   const conversation = threadUsage(context.thread, today);
   if (!isOwner(context.policy, context.inboxEvent.source)) return [`Agent: ${dir.id}`, `Today (${today}, UTC): this conversation ${describeUsage(conversation)}`].join('\n');
@@ -106,7 +154,8 @@ function statusReply(context: CommandContext): string {
   );
   return [
     `Agent: ${dir.id}`,
-    `Model: ${model instanceof Error ? `not available (${context.redact(model.message)})` : `${model.provider}/${model.model}`}`,
+    `Model: ${modelName(context)}`,
+    ...settingsLines(context.thread),
     `Today (${today}, UTC): this conversation ${describeUsage(conversation)}; all conversations ${describeUsage(agent)}`,
     `Queue: ${plural(waitingAfter(context), 'message')} waiting in the inbox`,
   ].join('\n');

@@ -5,6 +5,7 @@
  * use memory, accounting and policy; no room below it knows of a turn.
  */
 export { classifyFailure, noticeEvent } from './failure.js';
+export { compactIfNeeded } from './compaction.js';
 export { startFreshConversation } from './fresh-conversation.js';
 export { callModel, turnRecorder, withAgentSettings } from './model-call.js';
 export { describeSeconds } from './turn-attempts.js';

@@ -1,6 +1,6 @@
 import type { Logger } from '../../core/logger.js';
 import type { ProcessMark } from '../../core/turn-processes.js';
-import { chat, type BashExecArgs, type ChatEvent, type ImageRef, type ModelCaller, type PaiConfig, type ResolvedModel } from '../../pai/index.js';
+import { chat, type BashExecArgs, type ChatEvent, type ImageRef, type ModelCaller, type PaiConfig, type ReasoningLevel, type ResolvedModel } from '../../pai/index.js';
 import type { AgentDir } from '../agent-dir.js';
 import { recordUsage, type CallAccount } from '../accounting/index.js';
 import { ClawError } from '../../core/errors.js';
@@ -22,6 +22,8 @@ export interface ModelCallSettings {
   /** Seam for tests: replaces the provider call. */
   caller?: ModelCaller;
   signal?: AbortSignal;
+  /** The conversation's `/think` level; none: not asked. */
+  reasoning?: ReasoningLevel;
 }
 
 export interface CallInput {
@@ -55,6 +57,7 @@ export function callModel(settings: ModelCallSettings, input: CallInput) {
     maxTurns: settings.config.max_turns,
     caller: settings.caller,
     signal: settings.signal,
+    reasoning: settings.reasoning,
   });
 }
 

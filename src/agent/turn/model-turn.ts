@@ -116,7 +116,7 @@ export async function runModelTurn(
         if (chatEvent.type === 'delta') progress?.written(chatEvent.text);
         if (chatEvent.type === 'tool_call') {
           progress?.restart();
-          progress?.running(chatEvent.arguments.command);
+          if (turn.toolProgress !== false) progress?.running(chatEvent.arguments.command);
         }
         recordEvent(chatEvent);
       },

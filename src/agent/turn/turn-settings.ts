@@ -1,5 +1,5 @@
 import type { Logger } from '../../core/logger.js';
-import type { ModelCaller, PaiConfig, ResolvedModel } from '../../pai/index.js';
+import type { ModelCaller, PaiConfig, ReasoningLevel, ResolvedModel } from '../../pai/index.js';
 import type { Thread } from '../../thread/index.js';
 import type { Attachment } from '../../core/message.js';
 import type { ImageRef } from '../../pai/index.js';
@@ -22,8 +22,12 @@ export interface TurnSettings {
   dir: AgentDir;
   config: AgentConfig;
   paiConfig: PaiConfig;
-  /** The agent's model, or why it could not be resolved. */
+  /** The conversation's model, or why it could not be resolved. */
   model: ResolvedModel | Error;
+  /** The conversation's `/think` level; none: not asked. */
+  reasoning?: ReasoningLevel;
+  /** The conversation's `/verbose`: its chat is shown the commands a turn runs. */
+  toolProgress?: boolean;
   /** Its `pai.fallbacks`, resolved (failover.ts). */
   fallbacks: ResolvedModel[];
   env: NodeJS.ProcessEnv;
