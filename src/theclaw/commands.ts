@@ -267,6 +267,7 @@ function warnOfShellModel({ model, shell_model }: { model: ModelChoice; shell_mo
 }
 
 function modelLine(model: ModelChoice): string {
+  if (model.problem !== undefined) return `UNKNOWN: ${model.problem}`;
   return model.offline ? `${model.provider}/${model.model} (offline: no provider key)` : `${model.provider}/${model.model ?? '(default)'}`;
 }
 

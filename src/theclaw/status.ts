@@ -4,7 +4,7 @@ import { agentStatus, conversationThreads, type AgentStatus } from '../agent/lif
 import { NO_USAGE, plusUsage, usageOfRecord } from '../agent/accounting/usage.js';
 import { browserServiceStatus, type RunningBrowser } from '../browser/index.js';
 import { daemonHolder, type DaemonName } from '../core/daemon.js';
-import { formatError } from '../core/errors.js';
+import { formatError, isClawError } from '../core/errors.js';
 import { residentBytes } from '../core/process.js';
 import { daemonStatus } from '../notifier/control.js';
 import type { NotifierStatus } from '../notifier/index.js';
@@ -131,10 +131,20 @@ export async function probeDaemons(home: string): Promise<{ notifier: NotifierSt
   return { notifier, xgw, components: [component('notifier', notifier), component('xgw', xgw)] };
 }
 
+/** The agents' model, or (a broken pai config) why it cannot be known: status goes on without it. */
+function modelOrProblem(choose: () => ModelChoice): ModelChoice {
+  try {
+    return choose();
+  } catch (error) {
+    if (!isClawError(error)) throw error;
+    return { provider: 'unknown', model: null, offline: false, problem: `${error.message}${error.suggestion ? ` - ${error.suggestion}` : ''}` };
+  }
+}
+
 /** `theclaw status`: the daemons, every agent, and what waits for delivery. One part failing never hides the others. */
 export async function systemStatus(home: string, env: NodeJS.ProcessEnv = process.env): Promise<SystemStatus> {
-  const model = agentsModel(home, env);
-  const shell_model = shellModel(home, env, model);
+  const model = modelOrProblem(() => agentsModel(home, env));
+  const shell_model = model.problem === undefined ? shellModel(home, env, model) : undefined;
   const { notifier, xgw, components } = await probeDaemons(home);
   const queues = (notifier?.subscriptions ?? []).flatMap((sub): QueueStatus[] => {
     if (sub.pending === 0 && sub.failures === 0) return [];

@@ -28,6 +28,8 @@ export interface ModelChoice {
   provider: string;
   model: string | null;
   offline: boolean;
+  /** Why pai's config could not say (status shows the rest of the system all the same). */
+  problem?: string;
 }
 
 /** What pai's default is for processes started with `env`. */
@@ -56,7 +58,7 @@ export function shellModel(home: string, shellEnv: NodeJS.ProcessEnv, agents: Mo
 }
 
 export const OFFLINE_NOTICE =
-  'no provider key found: agents answer with the offline mock model (canned replies) - set OPENAI_API_KEY or ANTHROPIC_API_KEY, or a provider with api, base_url and models in $THECLAW_HOME/pai/config.yaml, then run theclaw down && theclaw up';
+  'no provider key found: agents answer with the offline mock model (canned replies) - run theclaw setup to choose a provider and store its key (or set OPENAI_API_KEY or ANTHROPIC_API_KEY, or describe a server in $THECLAW_HOME/pai/config.yaml), then theclaw down && theclaw up';
 
 export interface UpResult {
   home: string;

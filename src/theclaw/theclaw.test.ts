@@ -173,7 +173,7 @@ routes:
     home();
     const first = await theclaw(['up']);
     expect(first.code, first.stderr).toBe(0);
-    expect(first.stderr).toMatch(/^Notice: no provider key found: agents answer with the offline mock model .* - set OPENAI_API_KEY/m);
+    expect(first.stderr).toMatch(/^Notice: no provider key found: agents answer with the offline mock model .* - run theclaw setup to choose a provider .*OPENAI_API_KEY/m);
     expect(first.stdout).toMatch(/notifier {2}started \(pid \d+\)/);
     expect(first.stdout).toMatch(/agents {4}admin, warden, maintainer, evolver \(created admin, warden, maintainer, evolver\)/);
     expect(first.stdout).toMatch(/web chat {2}http:\/\/127\.0\.0\.1:\d+\/\?token=[0-9a-f]+/);

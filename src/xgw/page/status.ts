@@ -58,7 +58,7 @@ interface SystemStatus {
   components: Component[];
   channels: Channel[];
   agents: Agent[];
-  model: { offline: boolean; provider: string; model?: string | null };
+  model: { offline: boolean; provider: string; model?: string | null; problem?: string };
   queues: Queue[];
   details?: { usage: Usage[]; threads: ThreadEvents[]; days: number };
 }
@@ -147,7 +147,13 @@ function render(s: SystemStatus): void {
     'no agents yet: theclaw up creates them',
     (a) => (a.error ? 'error' : ''),
   );
-  byId('model').replaceChildren(s.model.offline ? pill('model: offline mock (no provider key)', 'warn') : pill(`model: ${s.model.provider}/${s.model.model || 'default'}`, 'ok'));
+  byId('model').replaceChildren(
+    s.model.problem
+      ? pill(`model: ${s.model.problem}`, 'bad')
+      : s.model.offline
+        ? pill('model: offline mock (no provider key)', 'warn')
+        : pill(`model: ${s.model.provider}/${s.model.model || 'default'}`, 'ok'),
+  );
   fill<Queue>(
     'queues',
     s.queues,
