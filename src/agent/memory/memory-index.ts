@@ -1,3 +1,4 @@
+// Over 400 lines on purpose: the index class and the scope and FTS helpers its SQL shares are one unit; split, they would export their internals to each other.
 import Database from 'better-sqlite3';
 import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
