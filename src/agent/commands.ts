@@ -110,7 +110,10 @@ export async function send(id: string, options: Json & { text: string; source?: 
   if (options.json) return printJson({ id: eventId });
   printLines([String(eventId)]);
   // stdout stays the event id alone, for scripts.
-  process.stderr.write(`${whereAnswerGoes(id, options.source ?? defaultSource(process.env))}\n`);
+  const { daemonHolder } = await import('../core/daemon.js');
+  // Kept, not lost: but the person should not wait for an answer nothing is running to give.
+  const down = daemonHolder(resolveHome(), 'notifier') ? '' : ' (TheClaw is not running: it is answered after theclaw up)';
+  process.stderr.write(`${whereAnswerGoes(id, options.source ?? defaultSource(process.env))}${down}\n`);
 }
 
 export async function attach(file: string, options: Json & { name?: string }): Promise<void> {

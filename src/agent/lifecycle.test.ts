@@ -214,17 +214,20 @@ describe('agent start, stop, status, list', () => {
   });
 });
 
+/** What agent send adds while notifier is not running, as in these tests. */
+const DOWN = ' (TheClaw is not running: it is answered after theclaw up)';
+
 describe('agent send', () => {
   it('pushes as the terminal user by default, as --source, and as the calling agent inside bash_exec', async () => {
     await ok(['init', 'helper']);
     const fromTerminal = await agent(['send', 'helper', '--text', 'from the terminal']);
     // stdout is the event id alone, for scripts; stderr says where the answer will appear.
-    expect(fromTerminal).toMatchObject({ code: 0, stdout: '1\n', stderr: 'the answer appears in the terminal chat: agent chat helper\n' });
+    expect(fromTerminal).toMatchObject({ code: 0, stdout: '1\n', stderr: `the answer appears in the terminal chat: agent chat helper${DOWN}\n` });
     const fromTelegram = await agent(['send', 'helper', '--text', 'from telegram', '--source', 'external:telegram:main:dm:42:42', '--json']);
     expect(fromTelegram.stderr).toBe('');
     expect(JSON.parse(fromTelegram.stdout)).toEqual({ id: 2 });
     const fromAgent = await agent(['send', 'helper', '--text', 'from an agent'], { ...t.env, THECLAW_AGENT: 'other', THECLAW_CONVERSATION: 't' });
-    expect(fromAgent.stderr).toBe("the answer comes back to agent other's conversation t\n");
+    expect(fromAgent.stderr).toBe(`the answer comes back to agent other's conversation t${DOWN}\n`);
 
     const [terminal, telegram, internal] = inboxEvents('helper');
     const terminalSource = formatAddress({ kind: 'external', channelType: 'terminal', instance: 'local', conversationType: 'dm', conversationId: user, peerId: user });
