@@ -54,7 +54,7 @@ without the model (/help lists what they do); any other /word goes to the model 
   withExamples(
     program
       .command('status')
-      .description('started, pending inbox messages, running, last activity, model, threads, undelivered replies')
+      .description('started, pending messages, running, last activity, model, threads, undelivered replies')
       .argument('[id]')
       .addOption(jsonOption())
       .action(async (id: string | undefined, options) => (await commands()).status(id, options)),
@@ -106,9 +106,7 @@ without the model (/help lists what they do); any other /word goes to the model 
   withExamples(
     program
       .command('delegate')
-      .description(
-        "start a background task from an agent's turn and return at once with its id: the agent (or itself, `self`, in a fresh conversation) works on it in a conversation of its own, and the result comes back into this conversation as a message from the task",
-      )
+      .description('start a background task; its result comes back to this conversation')
       .argument('<agent>', 'the agent that does it, or self')
       .requiredOption('--task <text>', 'what to do')
       .option('--label <label>', 'a short name, shown in /tasks')
@@ -119,7 +117,7 @@ without the model (/help lists what they do); any other /word goes to the model 
   withExamples(
     program
       .command('tasks')
-      .description("an agent's running and recent background tasks (agent delegate); --stop ends one (its result, if it comes, is dropped)")
+      .description("an agent's background tasks, running and recent; --stop ends one")
       .argument('<agent>')
       .option('--stop <task>', 'stop this task')
       .addOption(new Option('--expire <task>', 'end the task as timed out (its timer runs this)').hideHelp())
@@ -164,7 +162,7 @@ without the model (/help lists what they do); any other /word goes to the model 
   withExamples(
     program
       .command('attach')
-      .description("send a file with the answer of this turn (run by the agent through bash_exec; the file must be in the agent's directory, e.g. its workdir)")
+      .description("send a file with this turn's answer (run by the agent; the file must be in its directory, e.g. its workdir)")
       .argument('<file>')
       .option('--name <name>', 'the name the person sees (default: the file name)')
       .addOption(jsonOption())

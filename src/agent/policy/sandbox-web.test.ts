@@ -48,7 +48,7 @@ describe.skipIf(!BWRAP)(`web in the default sandbox (${NEEDS_BWRAP})`, () => {
     const read = await exec(`web fetch ${site.url('/article')}`);
     expect(read.exit_code, read.stderr).toBe(0);
     expect(read.stdout).toContain('untrusted text from the web');
-    expect(read.stdout).toContain(ARTICLE_FACT.replace('.', '\\.'));
+    expect(read.stdout).toContain(ARTICLE_FACT);
     expect(readdirSync(join(helper.workdir, '.cache', 'web'))).toHaveLength(1);
     const refused = await exec(`web fetch http://127.0.0.2:${site.port}/article`);
     expect(refused.exit_code).toBe(2);
