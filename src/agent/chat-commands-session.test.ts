@@ -1,14 +1,11 @@
-import type { Server } from 'node:net';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatAddress } from '../core/address.js';
-import { socketPath } from '../core/home.js';
-import { listenSocket } from '../core/ipc.js';
 import { parseMessageContent } from '../core/message.js';
 import type { XgwRequest } from '../xgw/index.js';
-import { createTestHome, startFakeOpenAI, threadEvents, waitFor, writeFakePaiConfig, type FakeLlmServer, type TestHome } from '../testing/index.js';
+import { createTestHome, listenAsXgw, startFakeOpenAI, threadEvents, waitFor, writeFakePaiConfig, type FakeLlmServer, type TestHome, type XgwListener } from '../testing/index.js';
 import type { AgentDir } from './agent-dir.js';
 import { SUMMARISER_PROMPT } from './turn/compaction.js';
 import { initAgent } from './lifecycle.js';
@@ -125,20 +122,17 @@ describe('chat commands: /think', () => {
 });
 
 describe('chat commands: /verbose', () => {
-  let xgw: Server;
+  let xgw: XgwListener;
   let told: XgwRequest[];
 
   beforeEach(async () => {
-    told = [];
     // Stands in for xgw's control socket: it takes the progress the turns tell it.
-    xgw = await listenSocket(socketPath(t.home, 'xgw'), (request) => {
-      told.push(request as XgwRequest);
-      return {};
-    });
+    xgw = await listenAsXgw(t.home);
+    told = xgw.told;
   });
 
   afterEach(async () => {
-    await new Promise((resolve) => xgw.close(resolve));
+    await xgw.close();
   });
 
   const shownCommands = () => told.flatMap((request) => (request.op === 'tool_progress' ? [(request as { command: string }).command] : []));

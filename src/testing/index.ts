@@ -238,3 +238,4 @@ export function expectSessionValid(lines: SessionLine[]): void {
     if (line.role === 'assistant') for (const call of line.tool_calls ?? []) expect(results.has(call.id), `tool call ${call.id} has a result`).toBe(true);
   }
 }
+export { listenAsXgw, type XgwListener } from './xgw-listener.js';

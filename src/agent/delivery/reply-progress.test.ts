@@ -1,12 +1,9 @@
-import type { Server } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { socketPath } from '../../core/home.js';
-import { listenSocket } from '../../core/ipc.js';
 import { createLogger } from '../../core/logger.js';
 import type { ReplyContext } from '../../core/message.js';
 import { createRedactor } from '../../core/secrets.js';
-import { createTestHome, type TestHome } from '../../testing/index.js';
+import { createTestHome, listenAsXgw, type TestHome, type XgwListener } from '../../testing/index.js';
 import { waitFor } from '../../testing/wait.js';
 import type { XgwRequest } from '../../xgw/index.js';
 import { DRAFT_AFTER_MS, replyProgress, shownCommand } from './reply-progress.js';
@@ -30,21 +27,18 @@ describe('the command a person is shown while it runs', () => {
 
 describe('the draft of an answer', () => {
   let t: TestHome;
-  let xgw: Server;
+  let xgw: XgwListener;
   let told: XgwRequest[];
 
   beforeEach(async () => {
     t = createTestHome();
-    told = [];
     // Stands in for xgw's control socket: it takes what the turn tells it.
-    xgw = await listenSocket(socketPath(t.home, 'xgw'), (request) => {
-      told.push(request as XgwRequest);
-      return {};
-    });
+    xgw = await listenAsXgw(t.home);
+    told = xgw.told;
   });
 
   afterEach(async () => {
-    await new Promise((resolve) => xgw.close(resolve));
+    await xgw.close();
     t.cleanup();
   });
 
