@@ -12,6 +12,7 @@ import { startFakeOpenAI, type FakeLlmOptions, type FakeLlmServer, type FakeStep
 import { startFakeDiscord, type FakeDiscord } from '../testing/fake-discord.js';
 import { startFakeTelegram, type FakeTelegram } from '../testing/fake-telegram.js';
 import { webchatCredential } from '../testing/index.js';
+import { runWarm } from '../testing/warm-tool.js';
 import { waitFor } from '../testing/wait.js';
 import { openThread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
@@ -253,8 +254,9 @@ export function peerThread(home: string, channelType: string, peerId: number | s
   return join(home, 'agents', 'admin', 'threads', 'peers', `${channelType}.main.${peerId}`);
 }
 
+/** A tool's command, warm where it can be (runTool's rule). */
 export function runCli(tool: SystemTool, args: string[], env: NodeJS.ProcessEnv, input?: string): Promise<CliResult> {
-  return runArgv(process.execPath, [cliPath(tool), ...args], env, input);
+  return (input === undefined && runWarm(cliPath(tool), args, env)) || runArgv(process.execPath, [cliPath(tool), ...args], env, input);
 }
 
 /** Runs a program (e.g. a timer's command, split) with its output collected. */
