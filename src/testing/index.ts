@@ -155,6 +155,7 @@ export function expectClawError(fn: () => unknown, kind: ErrorKind): ClawError {
 }
 export * from './fake-llm.js';
 export * from './fake-discord.js';
+export * from './fake-slack.js';
 export * from './fake-telegram.js';
 
 /**
