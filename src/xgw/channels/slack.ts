@@ -1,3 +1,4 @@
+// Over 400 lines: one adapter class around one bolt App (start, send, drafts, status, downloads, check); its message parsing, connection and errors are apart (slack-inbound.ts, slack-connection.ts, slack-errors.ts).
 import { readFileSync } from 'node:fs';
 import { App, SocketModeReceiver, webApi } from '@slack/bolt';
 import { ClawError } from '../../core/errors.js';
