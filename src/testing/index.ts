@@ -142,6 +142,13 @@ export async function exitAfterDone(script: string): Promise<{ code: number | nu
   return { code, stderr, exitMs: Date.now() - Number(/done (\d+)/.exec(stdout)?.[1]) };
 }
 
+/** Runs `script` (see exitAfterDone) and expects it to exit by itself, 0, within 2 s of its `done`: what it used left nothing running. */
+export async function expectExitAfterDone(script: string): Promise<void> {
+  const { code, stderr, exitMs } = await exitAfterDone(script);
+  expect(code, stderr).toBe(0);
+  expect(exitMs, 'time from stop() to process exit').toBeLessThan(2000);
+}
+
 /** Runs `fn`, expects it to throw a ClawError of `kind`, and returns the error. */
 export function expectClawError(fn: () => unknown, kind: ErrorKind): ClawError {
   try {
