@@ -267,7 +267,7 @@ describe('slack channel: start, status and stop', () => {
     expect(formatError(error)).toMatch(/^Error: Slack refused the app-level token in TEST_SLACK_APP \(apps.connections.open: invalid_auth\) - /);
   });
 
-  it('reports its state and bot name in status, and connects again when Slack refreshes or drops the connection, missing nothing', async () => {
+  it('reports its state and bot name in status, and connects again when Slack refreshes or drops the connection, missing nothing, with backoff after a failed try and not after a revoked token', async () => {
     expect(channel.status()).toEqual({ id: 'slack:main', type: 'slack', state: 'running', detail: '@theclaw-test' });
     const opened = slack.sockets.opened;
     slack.refresh();
@@ -275,12 +275,22 @@ describe('slack channel: start, status and stop', () => {
     const first = slack.queueMessage({ from: ALLOWED, text: 'after the refresh' });
     await pushed(first.ts);
 
+    // A try that fails is tried again after a backoff (not left to the client, whose failed retry would end xgw).
+    slack.failNext('apps.connections.open', { error: 'internal_error' });
     slack.drop();
     await waitFor(() => slack.sockets.opened === opened + 2, 'a new connection after the drop');
     const second = slack.queueMessage({ from: ALLOWED, text: 'after the drop' });
     await pushed(second.ts);
     await waitFor(() => channel.status().state === 'running', 'the channel running');
-    expect(log()).toMatch(/the Socket Mode connection was lost; reconnecting[\s\S]*the Socket Mode connection works again/);
+    expect(log()).toMatch(
+      /the Socket Mode connection was lost; reconnecting[\s\S]*reconnecting failed: Slack refused apps.connections.open \(internal_error\)[\s\S]*the Socket Mode connection works again/,
+    );
+
+    // An app-level token revoked meanwhile: no more tries, the channel in error saying which token.
+    slack.failNext('apps.connections.open', { error: 'token_revoked' });
+    slack.refresh();
+    await waitFor(() => channel.status().state === 'error' && /Slack refused the app-level token in TEST_SLACK_APP/.test(channel.status().detail ?? ''), 'the channel in error');
+    expect(log()).toMatch(/not reconnecting: check the app-level token/);
   });
 
   it('leaves nothing behind after stop: a process that used the channel exits by itself', async () => {
