@@ -154,6 +154,10 @@ describe('slack channel: inbound', () => {
     expect(content.attachments).toEqual([{ type: 'document', path: `files/${sha}.pdf`, bytes: pdf.length, mime_type: 'application/pdf', name: 'report.pdf' }]);
     expect(readFileSync(join(home, 'agents', 'admin', 'files', `${sha}.pdf`))).toEqual(pdf);
 
+    // The bot token goes to Slack's file hosts (here api_root's) only.
+    const elsewhere = await rejection(channel.download!({ kind: 'document', ref: 'https://files.example.com/report.pdf' }, 1000));
+    expect(formatError(elsewhere)).toBe('Error: the file is not on a Slack file host - ask the person to send it again');
+
     const clip = slack.queueMessage({ from: ALLOWED, files: [{ name: 'audio_message.webm', bytes: Buffer.from('webm!'), mimetype: 'audio/webm', voice: true }] });
     const voice = parseMessageContent((await pushed(clip.ts)).content);
     expect(voice.attachments).toEqual([expect.objectContaining({ type: 'voice', mime_type: 'audio/webm', bytes: 5 })]);
