@@ -9,7 +9,8 @@ import { echoToolStep, lastUserText, peerThread, settle, startSystem, until, typ
  * streamed into one message edited at a bounded rate, once.
  */
 const PERSON = 'U0E2E00001';
-const STREAMED = 'Here is what I found: the report is due on Friday, the slides are ready, and the budget still needs your approval before noon.';
+/** Written word by word, 250 ms apart: about 4 s, two draft intervals. */
+const STREAMED = 'Here is what I found: the report is due on Friday, and the slides are ready.';
 
 let system: System | undefined;
 
