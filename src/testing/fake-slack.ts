@@ -103,6 +103,8 @@ export interface FakeSlack {
   calls: FakeSlackCall[];
   /** Socket Mode: connection URLs handed out, connections that got `hello`, envelopes acknowledged. */
   sockets: { opened: number; connected: number; acked: string[] };
+  /** The bot token's scopes that tests take away: without `files:read` a download gets the sign-in page, as from Slack. */
+  scopes: { filesRead: boolean };
   /** The DM channel (`D…`) between the bot and a user. */
   dmChannel(userId: string): string;
   /** Queues a message event for Socket Mode and returns the event, with its `ts`. */
@@ -135,6 +137,7 @@ export async function startFakeSlack(options: FakeSlackOptions = {}): Promise<Fa
   const uploads: FakeSlackUpload[] = [];
   const calls: FakeSlackCall[] = [];
   const sockets = { opened: 0, connected: 0, acked: [] as string[] };
+  const scopes = { filesRead: true };
   const failures = new Map<string, Array<{ error: FakeSlackError; passes: number }>>();
   const dmChannels = new Map<string, string>();
   const tickets = new Set<string>();
@@ -328,8 +331,8 @@ export async function startFakeSlack(options: FakeSlackOptions = {}): Promise<Fa
     const bearer = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
     const download = req.method === 'GET' ? shared.get(url.pathname) : undefined;
     if (download) {
-      // Slack answers a download without the bot token with its sign-in page, not an error.
-      if (bearer !== botToken) return void send(res, 200, 'text/html; charset=utf-8', '<!DOCTYPE html><html><body>Sign in to Slack</body></html>');
+      // Slack answers a download it does not authorize with its sign-in page, not an error.
+      if (bearer !== botToken || !scopes.filesRead) return void send(res, 200, 'text/html; charset=utf-8', '<!DOCTYPE html><html><body>Sign in to Slack</body></html>');
       return void send(res, 200, 'application/octet-stream', download);
     }
     const uploadTo = /^\/upload\/v1\/(F\d+)$/.exec(url.pathname);
@@ -384,6 +387,7 @@ export async function startFakeSlack(options: FakeSlackOptions = {}): Promise<Fa
     uploads,
     calls,
     sockets,
+    scopes,
     dmChannel,
     queueMessage(input) {
       const ts = nextTs();

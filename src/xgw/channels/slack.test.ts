@@ -163,6 +163,20 @@ describe('slack channel: inbound', () => {
     expect(voice.attachments).toEqual([expect.objectContaining({ type: 'voice', mime_type: 'audio/webm', bytes: 5 })]);
   });
 
+  it('tells the person in the thread when a file cannot be fetched (an app without files:read gets the sign-in page), and passes nothing on', async () => {
+    slack.scopes.filesRead = false;
+    try {
+      const before = inbox().length;
+      const message = slack.queueMessage({ from: ALLOWED, text: 'here', files: [{ name: 'a.pdf', bytes: Buffer.from('%PDF'), mimetype: 'application/pdf' }] });
+      const notice = await waitFor(() => slack.posted.find((posted) => posted.thread_ts === message.ts), 'the notice in the thread');
+      expect(notice.text).toBe('I could not fetch that file. Please send it again.');
+      expect(log()).toContain('Slack answered the download with its sign-in page: the bot token may not read files');
+      expect(inbox()).toHaveLength(before);
+    } finally {
+      slack.scopes.filesRead = true;
+    }
+  });
+
   it('shows "is thinking…" in the thread of the message the agent works on, once while it works, and not after the answer', async () => {
     const message = slack.queueMessage({ from: OTHER, text: 'think about it' });
     await pushed(message.ts);
