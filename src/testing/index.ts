@@ -146,6 +146,13 @@ export async function exitAfterDone(script: string): Promise<{ code: number | nu
   return { code, stderr, exitMs: Date.now() - Number(/done (\d+)/.exec(stdout)?.[1]) };
 }
 
+/** Runs `script` (see exitAfterDone) and expects it to exit by itself, 0, within 2 s of its `done`: what it used left nothing running. */
+export async function expectExitAfterDone(script: string): Promise<void> {
+  const { code, stderr, exitMs } = await exitAfterDone(script);
+  expect(code, stderr).toBe(0);
+  expect(exitMs, 'time from stop() to process exit').toBeLessThan(2000);
+}
+
 /** Runs `fn`, expects it to throw a ClawError of `kind`, and returns the error. */
 export function expectClawError(fn: () => unknown, kind: ErrorKind): ClawError {
   try {
@@ -159,6 +166,7 @@ export function expectClawError(fn: () => unknown, kind: ErrorKind): ClawError {
 }
 export * from './fake-llm.js';
 export * from './fake-discord.js';
+export * from './fake-slack.js';
 export * from './fake-telegram.js';
 
 /**

@@ -77,7 +77,7 @@ export function showsToolProgress(config: ChannelConfig): boolean {
 
 /** Environment variable that holds the bot token (the token never goes into the file). */
 const tokenEnv = (fallback: string) => z._default(z.string().check(z.regex(/^[A-Za-z_][A-Za-z0-9_]*$/)), fallback);
-/** In groups (Discord: server channels), answer only when mentioned or replied to. */
+/** In groups (Discord: server channels; Slack: channels), answer only when mentioned or replied to. */
 const groups = z._default(z.strictObject({ require_mention: z._default(z.boolean(), true) }), { require_mention: true });
 
 export const TelegramChannelSchema = z.strictObject({
@@ -102,6 +102,24 @@ export const DiscordChannelSchema = z.strictObject({
   /** REST API root (without `/v10`); the gateway's address comes from it. Tests point it at a fake on loopback. */
   api_root: z._default(z.url(), 'https://discord.com/api'),
   groups,
+});
+
+export const SlackChannelSchema = z.strictObject({
+  ...channelBase,
+  type: z.literal('slack'),
+  /** The bot token (`xoxb-…`): the Web API's calls. */
+  token_env: tokenEnv('SLACK_BOT_TOKEN'),
+  /** The app-level token (`xapp-…`, scope `connections:write`): Socket Mode's connection. */
+  app_token_env: tokenEnv('SLACK_APP_TOKEN'),
+  /** Web API root; Socket Mode's address comes from it (apps.connections.open). Tests point it at a fake on loopback. */
+  api_root: z._default(z.url(), 'https://slack.com/api'),
+  groups,
+  /**
+   * Show the answer as the model writes it: one message in the thread, edited in place
+   * (chat.update) at most every `stream_interval_seconds`, which the answer then becomes.
+   */
+  stream: z._default(z.boolean(), true),
+  stream_interval_seconds: z._default(z.number().check(z.gte(1), z.lte(60)), 2),
 });
 
 export const TerminalChannelSchema = z.strictObject({
@@ -140,7 +158,7 @@ export const ApiChannelSchema = z.strictObject({
   ),
 });
 
-export const ChannelConfigSchema = z.discriminatedUnion('type', [WebchatChannelSchema, TelegramChannelSchema, DiscordChannelSchema, TerminalChannelSchema, ApiChannelSchema]);
+export const ChannelConfigSchema = z.discriminatedUnion('type', [WebchatChannelSchema, TelegramChannelSchema, DiscordChannelSchema, TerminalChannelSchema, ApiChannelSchema, SlackChannelSchema]);
 
 export const RouteSchema = z.strictObject({
   /** A channel id or `*`. */
@@ -158,6 +176,7 @@ export const XgwConfigSchema = z.strictObject({
 export type WebchatChannelConfig = z.output<typeof WebchatChannelSchema>;
 export type TelegramChannelConfig = z.output<typeof TelegramChannelSchema>;
 export type DiscordChannelConfig = z.output<typeof DiscordChannelSchema>;
+export type SlackChannelConfig = z.output<typeof SlackChannelSchema>;
 export type TerminalChannelConfig = z.output<typeof TerminalChannelSchema>;
 export type ApiChannelConfig = z.output<typeof ApiChannelSchema>;
 export type ChannelConfig = z.output<typeof ChannelConfigSchema>;
