@@ -1,4 +1,5 @@
 import { appendFileSync, copyFileSync, readFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -26,6 +27,8 @@ const GUEST = 'webchat:guest';
 
 let s: System;
 let browser: Browser;
+/** Holds the port of the web chat `webchat:taken`, which therefore cannot start: a channel not running. */
+let squatter: Server;
 /** The owner's web chat's address (`http://127.0.0.1:<port>`) and token; the guest one's likewise. */
 let owner: { origin: string; token: string };
 let guest: { origin: string; token: string };
@@ -40,13 +43,17 @@ function shot(page: Page, name: string): Promise<unknown> {
 
 beforeAll(async () => {
   if (!hasChromium || !BWRAP) return;
+  squatter = createServer();
+  await new Promise<void>((resolve) => squatter.listen(0, '127.0.0.1', resolve));
+  const takenPort = (squatter.address() as { port: number }).port;
   // Telegram peer 777 is admitted, and its commands wait for the owner; any other gets a pairing code.
   s = await startSystem({
     llm: { defaultStep: echoToolStep },
     policy: '{ rules: [{ channel: telegram, bash: ask }] }',
     telegramAccess: 'pairing',
     telegramAllow: ['777'],
-    extraChannels: [`{ id: ${GUEST}, type: webchat, port: 0, access: pairing }`],
+    maxTurnAttempts: 1,
+    extraChannels: [`{ id: ${GUEST}, type: webchat, port: 0, access: pairing }`, `{ id: webchat:taken, type: webchat, port: ${takenPort}, access: pairing }`],
   });
   const channels = (await s.xgwStatus()).channels;
   const address = (id: string) => {
@@ -62,6 +69,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await browser?.close();
   await s?.stop();
+  squatter?.close();
 });
 
 // Each read and action of the page is a process of its own (the control runner): slow on a loaded machine.
@@ -226,6 +234,37 @@ describe.skipIf(!hasChromium || !BWRAP)(`the owner's control page (needs ${CHROM
     expect((await open('agent=admin&thread=heartbeat')).status).toBe(404);
     expect((await open('agent=..&thread=inbox')).status).toBe(400);
     expect((await fetch(`${owner.origin}/control/conversation?agent=admin&thread=threads/peers/telegram.main.777`)).status).toBe(401);
+  });
+
+  it("lists what is wrong, each with its fix: a channel that cannot start, and the maintainer's report of a failing model", async () => {
+    // The model refuses the key: the turn fails, the maintainer's sweep tells the owner, with what to do.
+    s.llm.enqueue({ kind: 'error', status: 401, message: 'Incorrect API key provided' });
+    const chat = await connectWebchat(`${owner.origin}/?token=${owner.token}`);
+    try {
+      await chat.send('and now?');
+      await waitFor(
+        async () => ((JSON.parse((await s.must('theclaw', ['maintain', '--json'])).stdout) as { reported: string[] }).reported.length > 0 ? true : undefined),
+        "the maintainer's report",
+        30_000,
+      );
+    } finally {
+      chat.close();
+    }
+
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    try {
+      const page = await context.newPage();
+      await page.goto(`${owner.origin}/control?token=${owner.token}`);
+      const channel = page.locator('#problems .item', { hasText: 'webchat:taken is error' });
+      await channel.waitFor();
+      expect(await channel.locator('.detail').textContent()).toMatch(/^webchat:taken is error: .*in use/);
+      expect(await channel.locator('.fix').textContent()).toMatch(/^Fix: xgw tries it again by itself; theclaw doctor checks the channel/);
+      const report = page.locator('#problems .item', { hasText: 'could not answer a message' });
+      expect(await report.locator('.name').textContent()).toBe('maintainer');
+      expect(await report.locator('.detail').textContent()).toMatch(/^admin could not answer a message .*Check the provider key/);
+    } finally {
+      await context.close();
+    }
   });
 
   it("refuses the page and every action to a guest web chat, to a request without the token, and to another site's page", async () => {

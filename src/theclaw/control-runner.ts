@@ -22,11 +22,11 @@ async function answer(): Promise<RunnerAnswer> {
     } catch {
       throw usageError('the request is not JSON', 'see RunnerRequest in src/xgw/control-source.ts');
     }
-    if (request?.op === 'view') return { ok: true, value: controlView(home) };
+    if (request?.op === 'view') return { ok: true, value: await controlView(home) };
     if (request?.op === 'conversation') return { ok: true, value: conversationView(home, String(request.agent), String(request.thread)) };
     if (request?.op === 'act') {
       const { text } = await controlAction(home, parseControlAction(request.action));
-      return { ok: true, value: { text, view: controlView(home) } satisfies ControlOutcome };
+      return { ok: true, value: { text, view: await controlView(home) } satisfies ControlOutcome };
     }
     throw usageError(`unknown request ${JSON.stringify(request?.op)}`, 'ask view, conversation or act');
   } catch (error) {

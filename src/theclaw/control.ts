@@ -7,6 +7,7 @@ import { formatError } from '../core/errors.js';
 import type { BudgetLeft, ControlAction, ControlAgent, ControlOutcome, ControlView, Spend, WaitingItem } from '../xgw/index.js';
 import { approvePairing, denyPairing, pendingPairings } from '../xgw/pairing.js';
 import { conversationSummaries } from './control-conversations.js';
+import { controlProblems } from './control-problems.js';
 import { usagePerDay } from './usage-days.js';
 
 /**
@@ -21,14 +22,16 @@ const BY = 'the owner (control page)';
 export const SPEND_DAYS = 30;
 
 /** Everything the page shows. One agent failing never hides the others. */
-export function controlView(home: string, now = new Date()): ControlView {
+export async function controlView(home: string, now = new Date()): Promise<ControlView> {
   const ids = listAgentIds(home);
+  const problems = await controlProblems(home, now);
   return {
     checked_at: now.toISOString(),
     agents: ids.map((id) => controlAgent(home, id)),
     waiting: [...ids.flatMap((id) => waitingIn(home, id)), ...waitingPairings(home)],
     spend: spend(home, ids, now),
     conversations: conversationSummaries(home),
+    problems,
   };
 }
 

@@ -1,19 +1,13 @@
 import { conversationThreads } from '../agent/lifecycle.js';
 import { NO_USAGE, plusUsage, usageOfRecord } from '../agent/accounting/usage.js';
 import type { Thread } from '../thread/index.js';
+import type { SpendDay } from '../xgw/index.js';
 import { forEachAgentThread, newestFirst } from './agent-threads.js';
 
 /** Model usage per agent per day, from the usage records of every agent's threads: the status page's and the control page's. */
 
-export interface UsageDay {
-  agent: string;
-  /** YYYY-MM-DD (UTC). */
-  day: string;
-  calls: number;
-  input_tokens: number;
-  output_tokens: number;
-  cost: number;
-}
+/** One agent's model calls on one UTC day: the control page's type (xgw's, which the page is built against). */
+export type UsageDay = SpendDay;
 
 /** Model usage per agent per day over the last `days` (today included), newest first: the control page's spend. */
 export function usagePerDay(home: string, days: number, now = new Date()): UsageDay[] {

@@ -24,6 +24,7 @@ export type {
   ConversationMessage,
   ConversationSummary,
   ConversationView,
+  Problem,
   Spend,
   SpendDay,
   WaitingItem,

@@ -106,6 +106,18 @@ export interface ConversationView {
   messages: ConversationMessage[];
 }
 
+/** Something wrong, and what fixes it. */
+export interface Problem {
+  /** Who says so: the maintainer's or the warden's report to the owner (an incident), or the system (a channel, a daemon not running). */
+  from: 'maintainer' | 'warden' | 'system';
+  /** When it was reported (incidents). */
+  at?: string;
+  /** What is wrong; a report says how to fix it too. */
+  text: string;
+  /** What fixes it, where `text` does not say. */
+  fix?: string;
+}
+
 export interface ControlView {
   checked_at: string;
   agents: ControlAgent[];
@@ -114,4 +126,6 @@ export interface ControlView {
   spend: Spend;
   /** Every agent's conversations, the most recent first. */
   conversations: ConversationSummary[];
+  /** Channels and daemons not running, then the incidents of the last days, newest first. */
+  problems: Problem[];
 }

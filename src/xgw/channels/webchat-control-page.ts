@@ -35,12 +35,13 @@ form.create input { font: inherit; min-height: 36px; padding: .3rem .6rem; borde
 #notice[data-shown] { display: block; }
 #notice[data-tone="bad"] { background: var(--bad-bg); color: var(--bad); }
 .chart { padding: .6rem .8rem; }
-.chart svg { display: block; width: 100%; height: auto; }
+.chart svg { display: block; max-width: 100%; height: auto; }
 .chart .axis { stroke: var(--border); }
-.chart .label { fill: var(--muted); font-size: 11px; }
+.chart .label { fill: var(--muted); font-size: 13px; }
 .legend { display: flex; flex-wrap: wrap; gap: .3rem 1rem; margin-top: .4rem; font-size: .8rem; color: var(--muted); }
 .legend i { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: .35rem; }
 #budgets { border-top: 1px solid var(--border); }
+.fix { flex-basis: 100%; font-size: .85rem; }
 .last { flex-basis: 100%; }
 .msg { display: flex; flex-direction: column; padding: .25rem .6rem; margin-top: .3rem; border-left: 3px solid var(--border); }
 .msg.agent { border-left-color: var(--accent); }
@@ -57,6 +58,7 @@ form.create input { font: inherit; min-height: 36px; padding: .3rem .6rem; borde
 <main class="wrap">
 <div id="problem" role="alert"></div>
 <div id="notice" role="status" aria-live="polite"></div>
+<section><h2>Problems</h2><div id="problems"></div></section>
 <section><h2>Waiting for you</h2><div id="waiting"></div></section>
 <section><h2>Agents</h2><div id="agents"></div>
 <form class="create" id="create" autocomplete="off">

@@ -9,6 +9,7 @@ import {
   type ConversationMessage,
   type ConversationSummary,
   type ConversationView,
+  type Problem,
   type Spend,
   type WaitingItem,
 } from '../channels/control-protocol.js';
@@ -191,7 +192,20 @@ async function openConversation(agent: string, thread: string): Promise<void> {
   }
 }
 
+function renderProblems(problems: Problem[]): void {
+  fill(
+    'problems',
+    problems.map((p) => {
+      const row = item(p.from, pill(p.at ? when(p.at) : 'now', 'bad'), p.text, []);
+      if (p.fix) row.append(el('div', 'fix', `Fix: ${p.fix}`));
+      return row;
+    }),
+    'nothing is wrong',
+  );
+}
+
 function render(view: ControlView): void {
+  renderProblems(view.problems);
   renderWaiting(view.waiting);
   renderAgents(view.agents);
   renderSpend(view.spend);

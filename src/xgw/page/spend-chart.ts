@@ -44,7 +44,7 @@ export function spendChart(spend: Spend): HTMLElement {
   const perDay = spend.days.map((day) => spend.usage.filter((u) => u.day === day).sort((a, b) => agents.indexOf(a.agent) - agents.indexOf(b.agent)));
   const top = Math.max(1, ...perDay.map((parts) => parts.reduce((sum, u) => sum + u.input_tokens + u.output_tokens, 0)));
 
-  const chart = svg('svg', { viewBox: `0 0 ${WIDTH} ${HEIGHT}`, role: 'img', 'aria-label': `tokens per day over the last ${spend.days.length} days` });
+  const chart = svg('svg', { viewBox: `0 0 ${WIDTH} ${HEIGHT}`, width: WIDTH, role: 'img', 'aria-label': `tokens per day over the last ${spend.days.length} days` });
   const plotHeight = HEIGHT - BOTTOM - 6;
   const slot = (WIDTH - LEFT) / spend.days.length;
   chart.append(
@@ -69,8 +69,9 @@ export function spendChart(spend: Spend): HTMLElement {
       );
       chart.append(bar);
     }
-    // The first day, every seventh back from today, and today.
-    if (i === 0 || (spend.days.length - 1 - i) % 7 === 0) chart.append(svg('text', { x: LEFT + (i + 0.5) * slot, y: HEIGHT - 5, 'text-anchor': 'middle', class: 'label' }, day.slice(5)));
+    // Today and every seventh day back from it; today's label ends at the edge.
+    const back = spend.days.length - 1 - i;
+    if (back % 7 === 0) chart.append(svg('text', { x: back === 0 ? WIDTH : LEFT + (i + 0.5) * slot, y: HEIGHT - 5, 'text-anchor': back === 0 ? 'end' : 'middle', class: 'label' }, day.slice(5)));
   });
   box.append(chart);
 
