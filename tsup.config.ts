@@ -43,6 +43,7 @@ export default defineConfig([
       'browser/cli': 'src/browser/cli.ts',
       'theclaw/index': 'src/theclaw/index.ts',
       'theclaw/cli': 'src/theclaw/cli.ts',
+      'theclaw/control-runner': 'src/theclaw/control-runner.ts',
     },
     format: ['esm'],
     // zod is bundled so that its unused parts are tree-shaken away; loading the package from
@@ -60,7 +61,7 @@ export default defineConfig([
     dts: false,
   },
   {
-    entry: { chat: 'src/xgw/page/chat.ts', status: 'src/xgw/page/status.ts' },
+    entry: { chat: 'src/xgw/page/chat.ts', status: 'src/xgw/page/status.ts', control: 'src/xgw/page/control.ts' },
     outDir: 'dist/page',
     format: ['iife'],
     platform: 'browser',

@@ -1,4 +1,3 @@
-import { join } from 'node:path';
 import { printJson, printLines, readStdin } from '../core/cli.js';
 import type { ManageRequest } from '../core/manage-requests.js';
 import { describeDamage } from './damaged-thread.js';
@@ -128,46 +127,19 @@ export async function chat(id: string): Promise<void> {
 }
 
 export async function approvals(id: string, options: Json): Promise<void> {
-  const [{ pendingApprovals }, { pendingProposals }, { requireAgent }] = await Promise.all([import('./policy/approvals.js'), import('./policy/proposals.js'), import('./agent-dir.js')]);
-  const dir = requireAgent(resolveHome(), id);
-  const pending = pendingApprovals(dir);
-  const proposals = pendingProposals(dir).map(({ text: _, ...proposal }) => ({ ...proposal, path: join(dir.root, 'proposals', `${proposal.code}.md`) }));
-  if (options.json) return printJson([...pending.map((approval) => ({ kind: 'command', ...approval })), ...proposals.map((proposal) => ({ kind: 'proposal', ...proposal }))]);
+  const { commands, proposals } = (await import('./owner-decisions.js')).waitingDecisions(resolveHome(), id);
+  if (options.json) return printJson([...commands.map((approval) => ({ kind: 'command', ...approval })), ...proposals.map((proposal) => ({ kind: 'proposal', ...proposal }))]);
   printLines([
-    ...pending.map((a) => `${a.code}  until ${a.expires_at}  ${a.conversation}  ${a.command}`),
+    ...commands.map((a) => `${a.code}  until ${a.expires_at}  ${a.conversation}  ${a.command}`),
     ...proposals.map((p) => `${p.code}  proposal  ${p.file} (+${p.added} -${p.removed})  ${p.summary}  (${p.path})`),
-    ...(pending.length + proposals.length === 0 ? ['nothing waits for approval'] : []),
+    ...(commands.length + proposals.length === 0 ? ['nothing waits for approval'] : []),
   ]);
 }
 
 export async function decide(id: string, code: string, approved: boolean, options: Json): Promise<void> {
-  const [{ decideApproval, readApproval }, { decideProposal, describeOutcome, readProposal }, { requireAgent }] = await Promise.all([
-    import('./policy/approvals.js'),
-    import('./policy/proposals.js'),
-    import('./agent-dir.js'),
-  ]);
-  const home = resolveHome();
-  const dir = requireAgent(home, id);
-  const by = 'the owner (agent approve|deny)';
-  const proposal = readApproval(dir, code) ? null : readProposal(dir, code);
-  if (proposal) {
-    const outcome = decideProposal(home, dir, proposal, approved, by);
-    if (!outcome.mine) throw new ClawError('conflict', `proposal ${proposal.code} was ${outcome.decision.outcome} already, by ${outcome.decision.by}`, { suggestion: 'nothing to do' });
-    if (outcome.decision.outcome === 'stale')
-      throw new ClawError('conflict', `${id}'s ${proposal.file} changed since proposal ${proposal.code} was made; it is not applied`, {
-        suggestion: 'the evolver proposes again from the file as it is now',
-      });
-    if (options.json) return printJson({ code: proposal.code, outcome: outcome.decision.outcome, file: proposal.file, before: approved ? outcome.before : null });
-    return printLines([describeOutcome(outcome, home)]);
-  }
-  const { approval, state } = decideApproval(dir, code, approved, by);
-  if (state.state === 'expired')
-    throw new ClawError('conflict', `approval ${approval.code} expired at ${approval.expires_at}; the command did not run`, { suggestion: 'the agent asks again if it still needs it' });
-  if (state.state !== 'decided') throw new ClawError('io', `approval ${approval.code} could not be decided`, { suggestion: 'try again' });
-  const mine = state.decision.approved === approved && state.decision.by === by;
-  if (!mine) throw new ClawError('conflict', `approval ${approval.code} was ${state.decision.approved ? 'approved' : 'denied'} already, by ${state.decision.by}`, { suggestion: 'nothing to do' });
-  if (options.json) return printJson({ code: approval.code, approved, command: approval.command });
-  printLines([`${approved ? 'approved' : 'denied'}: ${approval.command}`]);
+  const { text, kind: _, ...decision } = (await import('./owner-decisions.js')).decideFor(resolveHome(), id, code, approved, 'the owner (agent approve|deny)');
+  if (options.json) return printJson(decision);
+  printLines([text]);
 }
 
 export async function run(id: string, options: Json): Promise<void> {

@@ -11,10 +11,11 @@ const HOW_I_WORK = `## How I work
 - If a message needs no answer, I reply exactly NO_REPLY.
 - I answer briefly and plainly, and say so when I am unsure.`;
 
-export function defaultIdentity(id: string): string {
+/** A user agent's IDENTITY.md; with a `purpose`, the one line the owner gave it (the control page's new agent). */
+export function defaultIdentity(id: string, purpose?: string): string {
   return `# ${id}
 
-I am ${id}, a personal assistant agent of TheClaw running on my owner's machine.
+I am ${id}, a personal assistant agent of TheClaw running on my owner's machine.${purpose ? `\n\nMy purpose: ${purpose}` : ''}
 
 ${HOW_I_WORK}
 `;

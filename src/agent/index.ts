@@ -4,6 +4,8 @@ export { resendGivenUp, type ResentReply } from './delivery/resend.js';
 export { initAgent, startAgent, stopAgent, agentStatus, listAgents, conversationThreads, INBOX_CONSUMER, INBOX_FILTER, OUTBOUND_CONSUMER, type AgentStatus } from './lifecycle.js';
 export { sendToAgent, chatWithAgent, defaultSource } from './send.js';
 export { agentDir, requireAgent, loadAgentConfig, listAgentIds, type AgentDir } from './agent-dir.js';
+export { setIdentity } from './agent-settings.js';
+export { waitingDecisions, decideFor, type OwnerDecision, type WaitingDecisions } from './owner-decisions.js';
 export { routeMessage, threadById } from './router.js';
 export { compactIfNeeded, SUMMARISER_PROMPT } from './turn/compaction.js';
 export { SYSTEM_AGENTS, isSystemAgentId, REPORTS_AGENT } from './identity.js';

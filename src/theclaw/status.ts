@@ -1,7 +1,6 @@
 import { relative } from 'node:path';
 import { listAgentIds } from '../agent/agent-dir.js';
 import { agentStatus, conversationThreads, type AgentStatus } from '../agent/lifecycle.js';
-import { NO_USAGE, plusUsage, usageOfRecord } from '../agent/accounting/usage.js';
 import { browserServiceStatus, type RunningBrowser } from '../browser/index.js';
 import { daemonHolder, type DaemonName } from '../core/daemon.js';
 import { formatError, isClawError } from '../core/errors.js';
@@ -14,6 +13,7 @@ import type { ChannelStatus, XgwStatus } from '../xgw/index.js';
 import { forEachAgentThread, newestFirst, withDamage, type AgentDamage } from './agent-threads.js';
 import { changedConfigs, type ChangedConfig } from './config-changes.js';
 import { modelWaits, recentErrors, type ModelWait, type RecentError } from './failures.js';
+import { UsageByDay, type UsageDay } from './usage-days.js';
 import { agentsModel, shellModel, type ModelChoice } from './system.js';
 
 export interface ComponentStatus {
@@ -96,15 +96,7 @@ export interface ThreadActivity {
   events: EventLine[];
 }
 
-export interface UsageDay {
-  agent: string;
-  /** YYYY-MM-DD (UTC). */
-  day: string;
-  calls: number;
-  input_tokens: number;
-  output_tokens: number;
-  cost: number;
-}
+export type { UsageDay } from './usage-days.js';
 
 export interface StatusDetails {
   threads: ThreadActivity[];
@@ -202,28 +194,19 @@ async function browserService(home: string): Promise<BrowserServiceStatus | unde
  * every agent, and model usage per agent per day.
  */
 export function statusDetails(home: string, recent: number, now = new Date()): StatusDetails {
-  const since = new Date(now.getTime() - (USAGE_DAYS - 1) * 86_400_000).toISOString().slice(0, 10);
   const threads: ThreadActivity[] = [];
-  const usage = new Map<string, UsageDay>();
+  const usage = new UsageByDay(USAGE_DAYS, now);
   forEachAgentThread(
     home,
     (dir) => [dir.inbox, ...conversationThreads(dir)],
     ({ agent: id, dir, path, thread }) => {
       const events = thread.peek({ last: recent }).reverse();
       if (events.length > 0) threads.push({ agent: id, thread: relative(dir.root, path), events: events.map(eventLine) });
-      // Filters take only literals, and `since` is a date this code made.
-      for (const event of thread.peek({ filter: `type = 'record' AND subtype = 'usage' AND created_at >= '${since}'`, limit: 1_000_000 })) {
-        const record = usageOfRecord(event.content);
-        if (!record) continue;
-        const day = event.created_at.slice(0, 10);
-        const key = `${id}\n${day}`;
-        const entry = usage.get(key) ?? { agent: id, day, ...NO_USAGE };
-        usage.set(key, { ...entry, ...plusUsage(entry, record) });
-      }
+      usage.add(id, thread);
     },
   );
   threads.sort((a, b) => newestFirst(a.events[0]!.created_at, b.events[0]!.created_at));
-  return { threads, days: USAGE_DAYS, usage: [...usage.values()].sort((a, b) => newestFirst(a.day, b.day) || a.agent.localeCompare(b.agent)) };
+  return { threads, days: USAGE_DAYS, usage: usage.days() };
 }
 
 export function eventLine(event: ThreadEvent): EventLine {

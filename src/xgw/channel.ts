@@ -1,4 +1,5 @@
 import type { Logger } from '../core/logger.js';
+import type { ControlSource } from './control-source.js';
 import type { GatewayState } from './state.js';
 import type { ChannelConfig, ChannelSendOptions, ChannelStatus, ConversationTarget, InboundFile, InboundMessage, InboundOutcome, OutboundMessage } from './types.js';
 
@@ -22,6 +23,8 @@ export interface ChannelContext {
   noticeFor(outcome: InboundOutcome): string | null;
   /** The whole system's status (`theclaw status --json` with recent events), for the web chat's status page; absent where nothing provides it. */
   systemStatus?(): Promise<unknown>;
+  /** What the owner's control page reads and does (control-source.ts); absent where nothing provides it. */
+  control?: ControlSource;
 }
 
 /**

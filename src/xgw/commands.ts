@@ -6,7 +6,7 @@ import { ClawError, usageError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
 import { relayInTurn } from '../core/manage-requests.js';
 import { runTerminalChat } from './chat-client.js';
-import { askXgw, isXgwUnavailable } from './client.js';
+import { askXgw } from './client.js';
 import { describeReload, gatewayStatus, reloadGateway, startGateway } from './control.js';
 import { configError, describeFindings, inspectXgwConfig, isFailure, xgwCheckEnvironment } from './config.js';
 import { runXgw } from './daemon.js';
@@ -15,7 +15,8 @@ import { addChannel, addRoute, removeChannel, removeRoute, type ChannelSettings,
 import { agentExists, requireAgentId } from './route.js';
 import type { ChannelConfig, Route, XgwConfig } from './types.js';
 import type { SendResult, XgwStatus } from './protocol.js';
-import { GatewayState, MAX_PENDING_PAIRINGS, PAIRING_TTL_WHEN_FULL_MS, type PairingRequest } from './state.js';
+import { approvePairing, withState } from './pairing.js';
+import { MAX_PENDING_PAIRINGS, PAIRING_TTL_WHEN_FULL_MS, type PairingRequest } from './state.js';
 
 interface Json {
   json?: boolean;
@@ -64,15 +65,6 @@ function fullPairingWarnings(pending: PairingRequest[]): string[] {
       ([channel]) =>
         `warning: all ${MAX_PENDING_PAIRINGS} pairing slots of ${channel} are taken; new peers get no code until one older than ${PAIRING_TTL_WHEN_FULL_MS / 60_000} min gives way (strangers: xgw peer revoke ${channel} <peer>)`,
     );
-}
-
-function withState<T>(home: string, use: (state: GatewayState) => T): T {
-  const state = new GatewayState(home);
-  try {
-    return use(state);
-  } finally {
-    state.close();
-  }
 }
 
 function formatChannels(status: XgwStatus): string[] {
@@ -221,17 +213,7 @@ export function pairList(options: Json): void {
 
 export async function pairApprove(code: string, options: Json): Promise<void> {
   if (await relayInTurn({ action: 'pair_approve', code, json: options.json })) return;
-  const home = resolveHome();
-  const approved = withState(home, (state) => state.approvePairing(code));
-  if (!approved) throw new ClawError('not_found', `no pending pairing request with code ${code}`, { suggestion: 'see the waiting requests with: xgw pair list (codes expire after an hour)' });
-  // The running gateway tells the peer and passes on its first message; else it does so at start.
-  let welcomed = true;
-  try {
-    await askXgw(home, { op: 'welcome' });
-  } catch (error) {
-    if (!isXgwUnavailable(error)) throw error;
-    welcomed = false;
-  }
+  const { request: approved, welcomed } = await approvePairing(resolveHome(), code);
   if (options.json) return printJson({ approved: true, channel_id: approved.channel_id, peer_id: approved.peer_id, welcomed });
   printLines([
     `approved ${approved.peer_id} on ${approved.channel_id}; ${welcomed ? 'they were told, and their first message passed on' : 'they will be told, and their first message passed on, when xgw starts'}`,

@@ -129,7 +129,12 @@ export function ownerWebchats(home: string): string[] {
   } catch {
     return [];
   }
-  return channels.filter((channel) => channel.type === 'webchat' && channel.access === 'open' && isLoopbackHost(channel.host)).map((channel) => channel.id);
+  return channels.filter((channel) => channel.type === 'webchat' && isOwnerWebchat(channel)).map((channel) => channel.id);
+}
+
+/** Whether a web chat is the owner's own (see ownerWebchats): it alone serves the control page. */
+export function isOwnerWebchat(channel: Pick<WebchatChannelConfig, 'access' | 'host'>): boolean {
+  return channel.access === 'open' && isLoopbackHost(channel.host);
 }
 
 /** The agent a channel's messages go to when no route names their peer; none without a route. */

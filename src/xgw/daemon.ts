@@ -11,6 +11,7 @@ import { noticeFor } from './notices.js';
 import { wakeNotifier } from '../thread/index.js';
 import { GatewayState } from './state.js';
 import { createSystemStatusSource } from './system-status.js';
+import { createControlSource } from './control-source.js';
 import type { XgwReloadResult, XgwRequest, XgwStatus } from './protocol.js';
 import type { ChannelAdapter } from './channel.js';
 
@@ -32,7 +33,7 @@ export async function runXgw(home: string, env: NodeJS.ProcessEnv = process.env)
   await runDaemon(home, 'xgw', async () => {
     const logger = createLogger(daemonLogFile(home, 'xgw'), { env });
     const state = new GatewayState(home);
-    const gateway = new Gateway({ home, config, state, logger, systemStatus: createSystemStatusSource(home, env) });
+    const gateway = new Gateway({ home, config, state, logger, systemStatus: createSystemStatusSource(home, env), control: createControlSource(home, env) });
     const startedAt = new Date();
     let channels: ChannelAdapter[];
     try {

@@ -10,6 +10,7 @@ import { settleWithin } from './settle.js';
 import { ChannelSupervisor, type SupervisorOptions } from './supervisor.js';
 import type { GatewayState } from './state.js';
 import type { ChannelAdapter, ChannelContext } from './channel.js';
+import type { ControlSource } from './control-source.js';
 import type { ConversationTarget, ChannelConfig, ChannelStatus, InboundMessage, InboundOutcome, XgwConfig } from './types.js';
 
 export interface GatewayOptions {
@@ -22,6 +23,8 @@ export interface GatewayOptions {
   supervisor?: SupervisorOptions;
   /** For the web chat's status page; see ChannelContext. */
   systemStatus?: () => Promise<unknown>;
+  /** For the web chat's control page; see ChannelContext. */
+  control?: ControlSource;
 }
 
 /**
@@ -130,6 +133,7 @@ export class Gateway {
       admits: (channelId, peerId) => this.admits(channelId, peerId),
       noticeFor,
       ...(this.options.systemStatus ? { systemStatus: this.options.systemStatus } : {}),
+      ...(this.options.control ? { control: this.options.control } : {}),
     };
   }
 

@@ -14,3 +14,19 @@ export type { ChannelAdapter, ChannelContext } from './channel.js';
 export { startGateway, gatewayStatus, reloadGateway, describeReload } from './control.js';
 export { createChannel } from './channels/index.js';
 export { addChannel, addRoute } from './config-edit.js';
+export { createControlSource, parseControlAction, type ControlSource, type RunnerAnswer, type RunnerRequest } from './control-source.js';
+export type {
+  BudgetLeft,
+  ControlAction,
+  ControlAgent,
+  ControlOutcome,
+  ControlView,
+  ConversationMessage,
+  ConversationSummary,
+  ConversationView,
+  Problem,
+  Spend,
+  SpendDay,
+  WaitingItem,
+} from './channels/control-protocol.js';
+export { approvePairing, denyPairing, pendingPairings } from './pairing.js';

@@ -65,3 +65,9 @@ export function refuse(socket: Duplex, status: number, text: string): void {
   socket.once('finish', () => socket.destroy());
   socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nConnection: close\r\nContent-Type: text/plain; charset=utf-8\r\n` + `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
 }
+
+/** A JSON answer that no cache keeps and no browser sniffs as something else. */
+export function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { 'Content-Type': 'application/json; charset=utf-8', 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff' });
+  res.end(JSON.stringify(body));
+}

@@ -2,9 +2,11 @@ import { PAGE_SCRIPTS } from './webchat-protocol.js';
 
 /**
  * The web chat page's HTML and CSS; its script is src/xgw/page/chat.ts, bundled by tsup and
- * served by the same server. Nothing loads from elsewhere: the machine may be offline.
+ * served by the same server. Nothing loads from elsewhere: the machine may be offline. With
+ * `control`, the owner's web chat, its header links to the control page.
  */
-export const WEBCHAT_PAGE = `<!doctype html>
+export function webchatPage(control: boolean): string {
+  return `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -46,6 +48,7 @@ header .wrap { display: flex; align-items: center; gap: .75rem; padding: .7rem 1
   background: var(--field); border: 1px solid var(--border); border-radius: 999px; padding: .25rem .7rem; cursor: default;
 }
 .status[data-retry] { cursor: pointer; }
+a.nav { font-size: .8rem; color: var(--muted); text-decoration: none; border: 1px solid var(--border); border-radius: 999px; padding: .25rem .7rem; background: var(--field); }
 .dot { width: 8px; height: 8px; border-radius: 50%; background: var(--warn); flex: none; }
 .status[data-state="online"] .dot { background: var(--ok); }
 .status[data-state="connecting"] .dot { animation: pulse 1.2s ease-in-out infinite; }
@@ -131,7 +134,7 @@ button.file:hover { text-decoration: underline; }
     <div class="title"><h1>TheClaw</h1><p>Chat with your agent</p></div>
     <button type="button" class="status" id="status" data-state="connecting" aria-live="polite">
       <span class="dot"></span><span id="status-text">Connecting…</span>
-    </button>
+    </button>${control ? '\n    <a class="nav" id="control-link" href="/control">Control</a>' : ''}
   </div></header>
   <main id="log" aria-live="polite">
     <div id="thread" class="wrap">
@@ -157,6 +160,7 @@ button.file:hover { text-decoration: underline; }
 </body>
 </html>
 `;
+}
 
 /** What a browser without the token sees. */
 export const UNAUTHORIZED_PAGE = `<!doctype html>

@@ -102,4 +102,4 @@ export interface MailboxEntry {
 export const MAX_TEXT_BYTES = 64 * 1024;
 
 /** Where the server serves the pages' scripts (built by tsup into dist/page/). */
-export const PAGE_SCRIPTS = { chat: '/assets/chat.js', status: '/assets/status.js' } as const;
+export const PAGE_SCRIPTS = { chat: '/assets/chat.js', status: '/assets/status.js', control: '/assets/control.js' } as const;

@@ -3,18 +3,19 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import type { Duplex } from 'node:stream';
 import { isClawError } from '../../core/errors.js';
-import { servesStatusPage } from '../config.js';
+import { isOwnerWebchat, servesStatusPage } from '../config.js';
 import type { ChannelContext } from '../channel.js';
 import type { WebchatChannelConfig } from '../types.js';
-import { bearerToken, expireLegacyCookies, readHandshake, refuse, safeEqual, unauthorized } from './webchat-http.js';
-import { WEBCHAT_PAGE } from './webchat-page.js';
+import { isControlPath, WebchatControl } from './webchat-control.js';
+import { bearerToken, expireLegacyCookies, readHandshake, refuse, safeEqual, sendJson, unauthorized } from './webchat-http.js';
+import { webchatPage } from './webchat-page.js';
 import type { WebchatPeers } from './webchat-peers.js';
 import { FILE_NAME_HEADER, FILE_PATH, PEER_HEADER, UPLOAD_PATH } from './webchat-protocol.js';
-import { STATUS_PAGE } from './webchat-status-page.js';
+import { statusPage } from './webchat-status-page.js';
 import { urlHost } from './webchat-token.js';
 import type { WebchatUploads } from './webchat-uploads.js';
 
-/** Both pages load nothing from elsewhere, run no inline script, and nothing may frame them. */
+/** The pages load nothing from elsewhere, run no inline script, and nothing may frame them. */
 const PAGE_HEADERS: Readonly<Record<string, string>> = {
   'Content-Type': 'text/html; charset=utf-8',
   'Cache-Control': 'no-store',
@@ -46,9 +47,21 @@ export interface WebchatSite {
  */
 export class WebchatRoutes {
   private readonly pageHost: string;
+  private readonly control: WebchatControl;
+  /** The chat and status pages link to the control page where this web chat serves it. */
+  private readonly pages: { chat: string; status: string };
 
   constructor(private readonly site: WebchatSite) {
     this.pageHost = urlHost(site.config.host);
+    this.control = new WebchatControl({
+      config: site.config,
+      context: site.context,
+      hasToken: (candidate) => this.hasToken(candidate),
+      isAllowedOrigin: (origin) => this.isAllowedOrigin(origin),
+      servePage: (req, res, html) => this.servePage(req, res, html),
+    });
+    const control = isOwnerWebchat(site.config);
+    this.pages = { chat: webchatPage(control), status: statusPage(control) };
   }
 
   handle(req: IncomingMessage, res: ServerResponse): void {
@@ -56,6 +69,7 @@ export class WebchatRoutes {
     const url = new URL(req.url ?? '/', 'http://localhost');
     const script = Object.hasOwn(this.site.scripts, url.pathname) ? this.site.scripts[url.pathname] : undefined;
     if (script !== undefined) return void serveScript(req, res, script);
+    if (isControlPath(url.pathname)) return void this.control.handle(req, res, url);
     if (url.pathname === UPLOAD_PATH && this.hasToken(bearerToken(req.headers.authorization))) return void this.upload(req, res);
     if (url.pathname === FILE_PATH && this.hasToken(bearerToken(req.headers.authorization))) return void this.file(req, res, url.searchParams.get('ref') ?? '');
     const isPage = url.pathname === '/' || url.pathname === '/status';
@@ -82,11 +96,15 @@ export class WebchatRoutes {
       res.writeHead(404, { 'Content-Type': 'text/plain; charset=utf-8' });
       return void res.end('Not found\n');
     }
+    this.servePage(req, res, url.pathname === '/status' ? this.pages.status : this.pages.chat);
+  }
+
+  private servePage(req: IncomingMessage, res: ServerResponse, html: string): void {
     const headers: Record<string, string | string[]> = { ...PAGE_HEADERS };
     const expired = expireLegacyCookies(req.headers.cookie, this.site.port());
     if (expired.length > 0) headers['Set-Cookie'] = expired;
     res.writeHead(200, headers);
-    res.end(url.pathname === '/status' ? STATUS_PAGE : WEBCHAT_PAGE);
+    res.end(html);
   }
 
   /**
@@ -194,10 +212,7 @@ export class WebchatRoutes {
 
   private async systemStatus(res: ServerResponse): Promise<void> {
     const { config, context } = this.site;
-    const json = (status: number, body: unknown) => {
-      res.writeHead(status, { 'Content-Type': 'application/json; charset=utf-8', 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff' });
-      res.end(JSON.stringify(body));
-    };
+    const json = (status: number, body: unknown) => sendJson(res, status, body);
     const source = context.systemStatus;
     if (!source) return json(503, { error: 'this gateway has no status source' });
     try {

@@ -1,21 +1,7 @@
 import { PAGE_SCRIPTS } from './webchat-protocol.js';
 
-/**
- * The status page the web chat serves at `/status` (same token as the chat): its HTML and CSS.
- * Its script (src/xgw/page/status.ts) fetches `/status.json` (`theclaw status --json --recent N`)
- * every few seconds and renders components, channels, agents, queues, usage per agent per day
- * and the newest events of every thread, errors highlighted.
- */
-export const STATUS_PAGE = `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="color-scheme" content="light dark">
-<title>TheClaw status</title>
-<link rel="icon" href="data:,">
-<style>
-:root {
+/** The status page's look, which the control page shares (webchat-control-page.ts). */
+export const STATUS_STYLE = `:root {
   --bg: #f4f5f7; --surface: #ffffff; --text: #1c1f24; --muted: #6b7280; --border: #e2e5ea;
   --ok: #16a34a; --warn: #d97706; --bad: #dc2626; --bad-bg: #fee2e2; --head: #f9fafb;
 }
@@ -26,7 +12,7 @@ export const STATUS_PAGE = `<!doctype html>
 body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Noto Sans", Arial, sans-serif; background: var(--bg); color: var(--text); }
 header { background: var(--surface); border-bottom: 1px solid var(--border); }
 .wrap { max-width: 1100px; margin: 0 auto; padding: .8rem 1rem; }
-header .wrap { display: flex; align-items: center; gap: .75rem; }
+header .wrap { display: flex; flex-wrap: wrap; align-items: center; gap: .75rem; }
 .logo { width: 32px; height: 32px; border-radius: 9px; display: grid; place-items: center; background: linear-gradient(135deg, #2563eb, #7c3aed); color: #fff; font-weight: 700; font-size: 13px; }
 h1 { font-size: 1.05rem; margin: 0; flex: 1; }
 #updated { color: var(--muted); font-size: .8rem; }
@@ -49,10 +35,30 @@ tr.error td { background: var(--bad-bg); }
 tr.error td.kind { color: var(--bad); font-weight: 600; }
 #problem { display: none; margin: 1rem 0; padding: .6rem .8rem; border-radius: 10px; background: var(--bad-bg); color: var(--bad); }
 #problem[data-shown] { display: block; }
+header a { white-space: nowrap; }`;
+
+/**
+ * The status page the web chat serves at `/status` (same token as the chat): its HTML and CSS.
+ * Its script (src/xgw/page/status.ts) fetches `/status.json` (`theclaw status --json --recent N`)
+ * every few seconds and renders components, channels, agents, queues, usage per agent per day
+ * and the newest events of every thread, errors highlighted. With `control` (the owner's web
+ * chat), its header links to the control page.
+ */
+export function statusPage(control: boolean): string {
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="color-scheme" content="light dark">
+<title>TheClaw status</title>
+<link rel="icon" href="data:,">
+<style>
+${STATUS_STYLE}
 </style>
 </head>
 <body>
-<header><div class="wrap"><div class="logo">TC</div><h1>TheClaw status</h1><span id="model"></span><span id="updated">loading…</span><a href="/">chat</a></div></header>
+<header><div class="wrap"><div class="logo">TC</div><h1>TheClaw status</h1><span id="model"></span><span id="updated">loading…</span><a href="/">chat</a>${control ? '<a href="/control">control</a>' : ''}</div></header>
 <main class="wrap">
 <div id="problem" role="alert"></div>
 <section><h2>Components</h2><div class="scroll" id="components"></div></section>
@@ -66,3 +72,4 @@ tr.error td.kind { color: var(--bad); font-weight: 600; }
 </body>
 </html>
 `;
+}

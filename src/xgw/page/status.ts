@@ -1,3 +1,4 @@
+import { el, pill, when } from './dom.js';
 import { byId, pageToken } from './token.js';
 
 /**
@@ -69,13 +70,6 @@ type Column<T> = [title: string, cell: (row: T) => Cell, className?: string];
 
 const token = pageToken();
 
-function el(tag: string, className = '', text?: string | number | null): HTMLElement {
-  const node = document.createElement(tag);
-  if (className) node.className = className;
-  if (text !== undefined && text !== null) node.textContent = String(text);
-  return node;
-}
-const pill = (text: string, tone: 'ok' | 'warn' | 'bad'): HTMLElement => el('span', `pill ${tone}`, text);
 const megabytes = (bytes: number | null | undefined): string => (bytes === null || bytes === undefined ? '' : `${Math.round(bytes / 1048576)} MB`);
 function duration(seconds: number | null | undefined): string {
   if (seconds === null || seconds === undefined) return '';
@@ -83,7 +77,6 @@ function duration(seconds: number | null | undefined): string {
   if (seconds < 3600) return `${Math.floor(seconds / 60)}m ${seconds % 60}s`;
   return `${Math.floor(seconds / 3600)}h ${Math.floor((seconds % 3600) / 60)}m`;
 }
-const when = (iso: string | null): string => (iso ? new Date(iso).toLocaleString() : 'never');
 
 function table<T>(columns: Column<T>[], rows: T[], rowClass?: (row: T) => string): HTMLElement {
   const t = el('table');
