@@ -198,22 +198,25 @@ function defined<T>(entries: (T | undefined)[]): T[] {
   return entries.filter((entry) => entry !== undefined);
 }
 
-/** A channel whose token variable is not set cannot start: Telegram and Discord refuse to be built without it. */
+/**
+ * A channel whose secret's variable is not set cannot start: Telegram and Discord (a bot token)
+ * and e-mail (a password) refuse to be built without it.
+ */
 function environmentFindings(channels: ChannelConfig[], environment: CheckEnvironment | undefined): ConfigFinding[] {
   if (!environment) return [];
-  return channels.flatMap((channel) =>
-    'token_env' in channel && !environment.env[channel.token_env]
-      ? [
-          {
-            severity: 'fail' as const,
-            message: `${channel.id}: ${channel.token_env} is not set in ${environment.name}, so xgw cannot start it`,
-            fix: environment.daemon
-              ? `start xgw again with ${channel.token_env} set: export ${channel.token_env}=<the bot token>, then theclaw down && theclaw up`
-              : `export ${channel.token_env}=<the bot token> before theclaw up`,
-          },
-        ]
-      : [],
-  );
+  return channels.flatMap((channel) => {
+    const secret = 'token_env' in channel ? { name: channel.token_env, what: 'the bot token' } : 'password_env' in channel ? { name: channel.password_env, what: 'the password' } : undefined;
+    if (!secret || environment.env[secret.name]) return [];
+    return [
+      {
+        severity: 'fail' as const,
+        message: `${channel.id}: ${secret.name} is not set in ${environment.name}, so xgw cannot start it`,
+        fix: environment.daemon
+          ? `start xgw again with ${secret.name} set: export ${secret.name}=<${secret.what}>, then theclaw down && theclaw up`
+          : `export ${secret.name}=<${secret.what}> before theclaw up`,
+      },
+    ];
+  });
 }
 
 /** A route to an agent that does not exist (yet): its messages are answered with a notice saying so. */
