@@ -1,8 +1,7 @@
 import { createHash } from 'node:crypto';
-import { simpleParser, type ParsedMail } from 'mailparser';
+import type { ParsedMail } from 'mailparser';
 import type { AttachmentKind } from '../../core/message.js';
 import type { EmailChannelConfig, InboundFile, InboundMessage } from '../types.js';
-import { htmlMailToMarkdown, trimReply } from './email-text.js';
 import { parseMessageIds, threadRoot, type MailThreading } from './email-thread.js';
 
 /** A mail as the channel reads it: what it needs of the MIME, with the attachments' bytes. */
@@ -24,8 +23,12 @@ export interface InboundMail {
   files: Map<string, Buffer>;
 }
 
-/** Parses a mail's source (RFC 5322 with its MIME parts). */
+/**
+ * Parses a mail's source (RFC 5322 with its MIME parts). mailparser and the HTML reader load with
+ * the first mail, not when xgw builds the channel before it listens (seconds on a loaded machine).
+ */
 export async function readMail(source: Buffer): Promise<Mail> {
+  const [{ simpleParser }, { htmlMailToMarkdown, trimReply }] = await Promise.all([import('mailparser'), import('./email-text.js')]);
   const parsed = await simpleParser(source, { skipHtmlToText: true, skipTextToHtml: true, skipTextLinks: true, skipImageLinks: true });
   const sender = parsed.from?.value[0];
   const html = typeof parsed.html === 'string' && parsed.html.trim() !== '' ? parsed.html : undefined;

@@ -1,5 +1,5 @@
-import { ImapFlow } from 'imapflow';
-import { createTransport, type Transporter } from 'nodemailer';
+import type { ImapFlow } from 'imapflow';
+import type { Transporter } from 'nodemailer';
 import { ClawError, isClawError } from '../../core/errors.js';
 import { backoffMs, sleep } from '../../core/retry.js';
 import { settleWithin } from '../settle.js';
@@ -27,6 +27,15 @@ const SERVER_TIMEOUT_MS = 30_000;
 const AUTO_IDLE_DELAY_MS = 500;
 /** How long `stop` waits for the mail being read and the IMAP logout. */
 const STOP_GRACE_MS = 5_000;
+
+/**
+ * The mail libraries, loaded when the channel starts (after xgw listens), not when xgw builds it:
+ * imapflow alone takes seconds to load on a loaded machine, and xgw must answer its start in 10.
+ */
+async function loadLibraries(): Promise<{ ImapFlow: typeof ImapFlow; createTransport: typeof import('nodemailer').createTransport }> {
+  const [{ ImapFlow }, { createTransport }] = await Promise.all([import('imapflow'), import('nodemailer')]);
+  return { ImapFlow, createTransport };
+}
 
 /** The default ports by security: IMAP and SMTP. */
 const PORTS = { implicit: [993, 465], starttls: [143, 587], none: [143, 25] } as const;
@@ -64,6 +73,7 @@ class EmailChannel implements ChannelAdapter {
   private readonly password: string;
   private readonly redact: (text: string) => string;
   private readonly user: string;
+  private libraries: Awaited<ReturnType<typeof loadLibraries>> | undefined;
 
   constructor(
     private readonly config: EmailChannelConfig,
@@ -88,6 +98,7 @@ class EmailChannel implements ChannelAdapter {
     this.lifetime = new AbortController();
     this.setState('starting');
     try {
+      this.libraries ??= await loadLibraries();
       this.smtp = this.createSmtp();
       // The login is tried now, not at the first answer.
       await this.smtp.verify();
@@ -132,6 +143,7 @@ class EmailChannel implements ChannelAdapter {
 
   /** Logs in to both servers and opens the folder, as `start` does, then leaves. */
   async check(): Promise<string> {
+    this.libraries ??= await loadLibraries();
     const smtp = this.createSmtp();
     const imap = this.createImap();
     imap.on('error', () => {}); // reported by the failing call
@@ -172,7 +184,7 @@ class EmailChannel implements ChannelAdapter {
 
   private createImap(): ImapFlow {
     const { host, port, tls } = this.config.imap;
-    return new ImapFlow({
+    return new this.libraries!.ImapFlow({
       host,
       port: port ?? PORTS[tls][0],
       secure: tls === 'implicit',
@@ -189,7 +201,7 @@ class EmailChannel implements ChannelAdapter {
 
   private createSmtp(): Transporter {
     const { host, port, tls } = this.config.smtp;
-    return createTransport({
+    return this.libraries!.createTransport({
       host,
       port: port ?? PORTS[tls][1],
       secure: tls === 'implicit',
