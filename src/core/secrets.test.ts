@@ -17,12 +17,13 @@ function homeWith(files: Record<string, string>): NodeJS.ProcessEnv {
 }
 
 describe('secrets named by the configs', () => {
-  it('takes every token_env and api_key_env, in block or flow style, quoted or not, and the keys pai holds inline', () => {
+  it('takes every token_env, password_env and api_key_env, in block or flow style, quoted or not, and the keys pai holds inline', () => {
     const env = homeWith({
-      'xgw/config.yaml': 'channels:\n  - { id: telegram:a, type: telegram, token_env: TG_BOT }\n  - id: telegram:b\n    type: telegram\n    token_env: "OTHER_BOT"\n',
+      'xgw/config.yaml':
+        'channels:\n  - { id: telegram:a, type: telegram, token_env: TG_BOT }\n  - id: telegram:b\n    type: telegram\n    token_env: "OTHER_BOT"\n  - { id: email:a, type: email, password_env: MAILBOX_PW }\n',
       'pai/config.yaml': "providers:\n  p:\n    api_key_env: 'MODEL_CREDENTIAL'\n  q: { api_key: inline-key-12345, models: [] }\n",
     });
-    expect(configuredSecrets(env)).toEqual({ names: ['TG_BOT', 'OTHER_BOT', 'MODEL_CREDENTIAL'], values: ['inline-key-12345'] });
+    expect(configuredSecrets(env)).toEqual({ names: ['TG_BOT', 'OTHER_BOT', 'MAILBOX_PW', 'MODEL_CREDENTIAL'], values: ['inline-key-12345'] });
   });
 
   it('removes those variables from a tool environment and redacts their values and the inline keys', () => {

@@ -15,8 +15,8 @@ export function isSecretName(name: string): boolean {
   return SECRET_NAME.test(name);
 }
 
-// `token_env: NAME` (xgw), `api_key_env: NAME` (pai), `api_key: VALUE` (pai), in block or flow style.
-const CONFIGURED_NAME = /\b(?:token_env|api_key_env)\s*:\s*["']?([A-Za-z_][A-Za-z0-9_]*)/g;
+// `token_env: NAME` and `password_env: NAME` (xgw), `api_key_env: NAME` (pai), `api_key: VALUE` (pai), in block or flow style.
+const CONFIGURED_NAME = /\b(?:token_env|password_env|api_key_env)\s*:\s*["']?([A-Za-z_][A-Za-z0-9_]*)/g;
 const CONFIGURED_VALUE = /\bapi_key\s*:\s*["']?([^\s"',}#]+)/g;
 // `api_key_envs: [A, B]` (pai), or a block list of `- A` lines under it.
 const CONFIGURED_LIST = /\bapi_key_envs\s*:\s*(?:\[([^\]]*)\]|((?:[ \t]*(?:#[^\n]*)?\n[ \t]*-[^\n]*)+))/g;
@@ -24,7 +24,7 @@ const VARIABLE = /[A-Za-z_][A-Za-z0-9_]*/g;
 
 /**
  * What the configs of the home `env` points at say is secret: the variables they name as holding
- * a token or key (`token_env` in xgw's, `api_key_env` and `api_key_envs` in pai's), whatever those are called, and
+ * a token, password or key (`token_env` and `password_env` in xgw's, `api_key_env` and `api_key_envs` in pai's), whatever those are called, and
  * the keys pai's config holds itself (`api_key`). Read as text, not YAML: every process's logger
  * asks, and the hot paths must not load a YAML parser. A name in a comment only hides one more
  * variable.

@@ -1,6 +1,6 @@
 import { Readability } from '@mozilla/readability';
 import { parseHTML } from 'linkedom';
-import { toMarkdown } from './markdown.js';
+import { toMarkdown } from '../core/html-markdown.js';
 import { tidy, type Readable } from './readable.js';
 
 /**

@@ -160,7 +160,14 @@ export function channelList(options: Json): void {
 function formatChannelList(channels: ChannelConfig[]): string[] {
   const width = Math.max(...channels.map((channel) => channel.id.length));
   return channels.map((channel) => {
-    const where = channel.type === 'webchat' ? `${channel.host}:${channel.port === 0 ? 'any free port' : channel.port}` : 'token_env' in channel ? `token in ${channel.token_env}` : 'this machine';
+    const where =
+      channel.type === 'webchat'
+        ? `${channel.host}:${channel.port === 0 ? 'any free port' : channel.port}`
+        : channel.type === 'email'
+          ? `${channel.address} via ${channel.imap.host}, password in ${channel.password_env}`
+          : 'token_env' in channel
+            ? `token in ${channel.token_env}`
+            : 'this machine';
     return `${channel.id.padEnd(width)}  access ${channel.access.padEnd(9)} ${where}${channel.allow.length ? `  allow ${channel.allow.join(', ')}` : ''}`;
   });
 }

@@ -203,7 +203,7 @@ function defined<T>(entries: (T | undefined)[]): T[] {
   return entries.filter((entry) => entry !== undefined);
 }
 
-/** A channel whose token variable is not set cannot start: Telegram, Discord and Slack refuse to be built without it. */
+/** A channel whose token variable is not set cannot start: Telegram, Discord and Slack (a token) and e-mail (a password) refuse to be built without it. */
 function environmentFindings(channels: ChannelConfig[], environment: CheckEnvironment | undefined): ConfigFinding[] {
   if (!environment) return [];
   return channels.flatMap((channel) =>
@@ -222,6 +222,7 @@ function secretVariables(channel: ChannelConfig): { variable: string; holds: str
   return [
     ...('token_env' in channel ? [{ variable: channel.token_env, holds: 'the bot token' }] : []),
     ...('app_token_env' in channel ? [{ variable: channel.app_token_env, holds: 'the app-level token' }] : []),
+    ...('password_env' in channel ? [{ variable: channel.password_env, holds: 'the password' }] : []),
   ];
 }
 

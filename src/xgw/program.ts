@@ -18,6 +18,8 @@ Config: $THECLAW_HOME/xgw/config.yaml
     - { id: discord:main, type: discord, token_env: DISCORD_BOT_TOKEN, access: pairing, allow: [] }
     - { id: slack:main, type: slack, token_env: SLACK_BOT_TOKEN, app_token_env: SLACK_APP_TOKEN, access: pairing }
     - { id: api:main, type: api, port: 18791, hooks: [{ name: ci, agent: admin, secret_env: CI_HOOK_SECRET }] }
+    - { id: email:main, type: email, address: agent@example.org, imap: { host: imap.example.org },
+        smtp: { host: smtp.example.org }, password_env: EMAIL_PASSWORD, access: allowlist, allow: [anne@example.org] }
   routes:
     - { channel: "*", peer: "*", agent: admin }
 Access per channel: pairing (unknown peers get a one-time code: xgw pair approve <code>),

@@ -128,6 +128,47 @@ export const TerminalChannelSchema = z.strictObject({
   history_limit: z._default(z.int().check(z.positive(), z.maximum(10_000)), 200),
 });
 
+/** How a mail connection is secured: TLS from the start (IMAPS 993, SMTPS 465), STARTTLS (143, 587), or none (loopback only). */
+const MAIL_TLS = ['implicit', 'starttls', 'none'] as const;
+
+/** A mail server of the email channel; `tls: none` only on loopback, since the password would cross the network in clear. */
+const mailServer = z
+  .strictObject({
+    host: z.string().check(z.minLength(1)),
+    /** Default: by `tls` — IMAP 993 / 143, SMTP 465 / 587. */
+    port: z.optional(z.int().check(z.minimum(1), z.maximum(65535))),
+    tls: z._default(z.enum(MAIL_TLS), 'implicit'),
+  })
+  .check(
+    z.refine((server) => server.tls !== 'none' || isLoopbackHost(server.host), {
+      message: 'tls: none is only for a server on loopback (127.0.0.1, ::1 or localhost): use implicit or starttls',
+      path: ['tls'],
+    }),
+  );
+
+/**
+ * E-mail (channels/email.ts): IMAP in, from one folder, SMTP out; the account's password in
+ * `$<password_env>`. A mail thread is one conversation, its sender's address the peer.
+ */
+export const EmailChannelSchema = z.strictObject({
+  ...channelBase,
+  type: z.literal('email'),
+  /** The channel's own address: what people write to, and the From of its answers. */
+  address: z.email(),
+  /** The From's display name. Default: none. */
+  name: z.optional(z.string().check(z.minLength(1), z.maxLength(100))),
+  imap: mailServer,
+  smtp: mailServer,
+  /** The login of both servers. Default: `address`. */
+  user: z.optional(z.string().check(z.minLength(1))),
+  /** Environment variable that holds the account's password (never in the file). */
+  password_env: z._default(z.string().check(z.regex(/^[A-Za-z_][A-Za-z0-9_]*$/)), 'EMAIL_PASSWORD'),
+  /** The IMAP folder the channel reads: one per channel (a server-side filter can file mail into it). */
+  folder: z._default(z.string().check(z.minLength(1)), 'INBOX'),
+  /** How often the folder is looked at besides IMAP IDLE's news: the fallback for servers without IDLE, in seconds. */
+  poll_interval_seconds: z._default(z.number().check(z.gte(0.1), z.lte(3600)), 60),
+});
+
 /** An inbox event holds less than this anyway (thread's MAX_CONTENT_BYTES). */
 const MAX_API_BODY_BYTES = 1024 * 1024;
 
@@ -158,7 +199,7 @@ export const ApiChannelSchema = z.strictObject({
   ),
 });
 
-export const ChannelConfigSchema = z.discriminatedUnion('type', [WebchatChannelSchema, TelegramChannelSchema, DiscordChannelSchema, TerminalChannelSchema, ApiChannelSchema, SlackChannelSchema]);
+export const ChannelConfigSchema = z.discriminatedUnion('type', [WebchatChannelSchema, TelegramChannelSchema, DiscordChannelSchema, TerminalChannelSchema, ApiChannelSchema, SlackChannelSchema, EmailChannelSchema]);
 
 export const RouteSchema = z.strictObject({
   /** A channel id or `*`. */
@@ -179,6 +220,7 @@ export type DiscordChannelConfig = z.output<typeof DiscordChannelSchema>;
 export type SlackChannelConfig = z.output<typeof SlackChannelSchema>;
 export type TerminalChannelConfig = z.output<typeof TerminalChannelSchema>;
 export type ApiChannelConfig = z.output<typeof ApiChannelSchema>;
+export type EmailChannelConfig = z.output<typeof EmailChannelSchema>;
 export type ChannelConfig = z.output<typeof ChannelConfigSchema>;
 export type Route = z.output<typeof RouteSchema>;
 export type XgwConfig = z.output<typeof XgwConfigSchema>;

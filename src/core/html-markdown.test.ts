@@ -1,6 +1,6 @@
 import { parseHTML } from 'linkedom';
 import { describe, expect, it } from 'vitest';
-import { toMarkdown } from './markdown.js';
+import { toMarkdown } from './html-markdown.js';
 
 const markdownOf = (html: string) => toMarkdown(parseHTML(`<html><body>${html}</body></html>`).document.body as never).trim();
 

@@ -1,9 +1,11 @@
 import TurndownService from 'turndown/lib/turndown.browser.cjs.js';
 
 /**
- * A page's DOM (linkedom's, from the reader) as Markdown, by turndown: ATX headings, fenced code,
- * `*` lists, GitHub tables. The browser build of turndown: it is only ever given elements, so the
- * Node build's own HTML parser (domino, loaded with it) would be start-up time for nothing.
+ * A DOM (linkedom's) as Markdown, by turndown: ATX headings, fenced code, `*` lists, GitHub
+ * tables. One converter for web fetch's pages (src/web/article.ts) and the email channel's HTML
+ * mail (src/xgw/channels/email-text.ts), so here in core, below both. The browser build of
+ * turndown: it is only ever given elements, so the Node build's own HTML parser (domino, loaded
+ * with it) would be start-up time for nothing.
  *
  * turndown over node-html-markdown: the latter looks at the end of its whole output after each
  * node, which copies the output each time (V8 flattens the concatenated string), quadratic in the
