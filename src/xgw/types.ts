@@ -199,7 +199,15 @@ export const ApiChannelSchema = z.strictObject({
   ),
 });
 
-export const ChannelConfigSchema = z.discriminatedUnion('type', [WebchatChannelSchema, TelegramChannelSchema, DiscordChannelSchema, TerminalChannelSchema, ApiChannelSchema, SlackChannelSchema, EmailChannelSchema]);
+export const ChannelConfigSchema = z.discriminatedUnion('type', [
+  WebchatChannelSchema,
+  TelegramChannelSchema,
+  DiscordChannelSchema,
+  TerminalChannelSchema,
+  ApiChannelSchema,
+  SlackChannelSchema,
+  EmailChannelSchema,
+]);
 
 export const RouteSchema = z.strictObject({
   /** A channel id or `*`. */
