@@ -11,7 +11,7 @@ import { sleep } from '../core/retry.js';
 import { startFakeOpenAI, type FakeLlmOptions, type FakeLlmServer, type FakeStep, type LooseJson, type RecordedRequest } from '../testing/fake-llm.js';
 import { startFakeDiscord, type FakeDiscord } from '../testing/fake-discord.js';
 import { startFakeTelegram, type FakeTelegram } from '../testing/fake-telegram.js';
-import { webchatCredential } from '../testing/index.js';
+import { TEST_QUEUE_MODE, webchatCredential } from '../testing/index.js';
 import { waitFor } from '../testing/wait.js';
 import { openThread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
@@ -121,6 +121,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<System> 
     THECLAW_HOME: home,
     PATH: `${bin}:${process.env.PATH}`,
     THECLAW_LOG_LEVEL: options.logLevel ?? 'debug',
+    ...TEST_QUEUE_MODE,
     [options.telegramTokenEnv ?? TELEGRAM_TOKEN_ENV]: telegram.token,
     ...(discord && { [DISCORD_TOKEN_ENV]: discord.token }),
     ...options.env,

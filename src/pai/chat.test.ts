@@ -464,6 +464,32 @@ describe('chat() against the fake Anthropic server', () => {
   });
 });
 
+describe('chat: messages that join a turn', () => {
+  it('adds what joins after a round of commands before the next model call, marked joined in the session', async () => {
+    const server = await fakeOpenAI();
+    writeConfig(server);
+    server.enqueue({ kind: 'tool_call', name: 'bash_exec', arguments: { command: 'echo one' } }, { kind: 'text', text: 'both done' });
+    const session = join(t.home, 's.jsonl');
+    const joins = [[{ text: 'and two' }]];
+    const result = await chat({ input: 'do one', sessionFile: session, home: t.home, env: baseEnv(), joining: async () => joins.shift() ?? [] });
+    expect(result.text).toBe('both done');
+    expect(server.requests).toHaveLength(2);
+    expect((server.requests[1]!.body.messages as LooseJson[]).slice(-3).map((message) => [message.role, message.role === 'tool' ? '' : message.content])).toEqual([
+      ['assistant', null],
+      ['tool', ''],
+      ['user', 'and two'],
+    ]);
+    expect(readSession(session).map((line) => [line.role, line.role === 'user' ? (line.joined ?? false) : undefined])).toEqual([
+      ['user', false],
+      ['assistant', undefined],
+      ['tool', undefined],
+      ['user', true],
+      ['assistant', undefined],
+    ]);
+    expect(joins).toEqual([]);
+  });
+});
+
 describe('chat: abort', () => {
   it('ends the turn when aborted while a command runs: the command is killed, no command starts and no model is called after it', async () => {
     const server = await fakeOpenAI();
@@ -564,6 +590,23 @@ describe('chat: resume', () => {
     expect(result.text).toBe('hello there');
     expect(server.requests).toHaveLength(0);
     expect(readSession(session)).toHaveLength(2);
+  });
+
+  it('resumes a cut-off turn that a message joined from its own user line: the joined line is no turn of its own', async () => {
+    const server = await fakeOpenAI();
+    writeConfig(server);
+    server.enqueue({ kind: 'text', text: 'counted' });
+    const session = join(t.home, 's.jsonl');
+    const counter = join(t.home, 'counter');
+    cutOffSession(session, counter);
+    const lines = readSession(session);
+    lines.splice(3, 0, { role: 'user', content: 'count to three', joined: true });
+    writeFileSync(session, lines.map((line) => JSON.stringify(line) + '\n').join(''));
+    const result = await chat({ input: 'count twice', sessionFile: session, home: t.home, env: baseEnv(), resume: true });
+    expect(result.toolRounds).toBe(2);
+    expect(existsSync(counter)).toBe(false);
+    const messages = server.requests[0]!.body.messages as LooseJson[];
+    expect(messages.filter((message) => message.role === 'user').map((message) => message.content)).toEqual(['count twice', 'count to three']);
   });
 
   it('writes the turn name on the user line', async () => {
