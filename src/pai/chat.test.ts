@@ -538,24 +538,29 @@ describe('chat: the processes of a turn', () => {
 });
 
 describe('chat: resume', () => {
-  /** A session cut off mid-turn: one command finished (its result is there), one was running. */
-  function cutOffSession(file: string, counter: string): void {
-    const lines = [
-      { role: 'user', content: 'count twice', turn: '7' },
-      { role: 'assistant', content: '', tool_calls: [{ id: 'c1', name: 'bash_exec', arguments: { command: `echo x >> ${counter}` } }] },
-      { role: 'tool', tool_call_id: 'c1', name: 'bash_exec', content: JSON.stringify({ stdout: '', stderr: '', exit_code: 0 }) },
-      { role: 'assistant', content: '', tool_calls: [{ id: 'c2', name: 'bash_exec', arguments: { command: `echo y >> ${counter}` } }] },
-    ];
-    writeFileSync(file, lines.map((line) => JSON.stringify(line) + '\n').join(''));
-  }
-
-  it('continues a cut-off turn: no command is run again, the model gets the finished result and an interrupted one, and the user line is not written again', async () => {
+  /**
+   * A server that answers `counted`, and a session cut off mid-turn: one command finished (its
+   * result is there), one was running; `joined`: a message that joined the turn in between.
+   */
+  async function cutOffTurn(joined?: string): Promise<{ server: FakeLlmServer; session: string; counter: string }> {
     const server = await fakeOpenAI();
     writeConfig(server);
     server.enqueue({ kind: 'text', text: 'counted' });
     const session = join(t.home, 's.jsonl');
     const counter = join(t.home, 'counter');
-    cutOffSession(session, counter);
+    const lines = [
+      { role: 'user', content: 'count twice', turn: '7' },
+      { role: 'assistant', content: '', tool_calls: [{ id: 'c1', name: 'bash_exec', arguments: { command: `echo x >> ${counter}` } }] },
+      { role: 'tool', tool_call_id: 'c1', name: 'bash_exec', content: JSON.stringify({ stdout: '', stderr: '', exit_code: 0 }) },
+      ...(joined === undefined ? [] : [{ role: 'user', content: joined, joined: true }]),
+      { role: 'assistant', content: '', tool_calls: [{ id: 'c2', name: 'bash_exec', arguments: { command: `echo y >> ${counter}` } }] },
+    ];
+    writeFileSync(session, lines.map((line) => JSON.stringify(line) + '\n').join(''));
+    return { server, session, counter };
+  }
+
+  it('continues a cut-off turn: no command is run again, the model gets the finished result and an interrupted one, and the user line is not written again', async () => {
+    const { server, session, counter } = await cutOffTurn();
     const { onEvent, of } = collect();
     const result = await chat({ input: 'count twice', sessionFile: session, home: t.home, env: baseEnv(), resume: true, onEvent });
 
@@ -593,15 +598,7 @@ describe('chat: resume', () => {
   });
 
   it('resumes a cut-off turn that a message joined from its own user line: the joined line is no turn of its own', async () => {
-    const server = await fakeOpenAI();
-    writeConfig(server);
-    server.enqueue({ kind: 'text', text: 'counted' });
-    const session = join(t.home, 's.jsonl');
-    const counter = join(t.home, 'counter');
-    cutOffSession(session, counter);
-    const lines = readSession(session);
-    lines.splice(3, 0, { role: 'user', content: 'count to three', joined: true });
-    writeFileSync(session, lines.map((line) => JSON.stringify(line) + '\n').join(''));
+    const { server, session, counter } = await cutOffTurn('count to three');
     const result = await chat({ input: 'count twice', sessionFile: session, home: t.home, env: baseEnv(), resume: true });
     expect(result.toolRounds).toBe(2);
     expect(existsSync(counter)).toBe(false);
