@@ -97,10 +97,10 @@ describe('queue mode collect (the default in a direct chat)', () => {
     expect(calls().map((call) => userTexts(call).at(-1))).toEqual(['one', 'two']);
     const texts = replies('bo').map((reply) => reply.text);
     expect(texts[0]).toBe('echo: one');
-    expect(texts[1]!.split('\n')).toContain('Queue mode: collect (0.15 s)');
+    expect(texts[1]!.split('\n')).toContain('Queue mode: collect, debounce 0.15 s');
     expect(texts[2]).toBe('echo: two');
     expect(texts[3]!.split('\n')).toEqual([
-      "Queue mode: collect (0.15 s) (the agent's)",
+      "Queue mode: collect, debounce 0.15 s (the agent's)",
       'Modes:',
       '- collect: messages that come close together are one turn with one answer',
       '- steer: a message that comes while the agent works is given to it before its next step',

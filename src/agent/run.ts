@@ -56,8 +56,9 @@ import type { AgentConfig, QueueMode, ThreadRoute } from './types.js';
  *    has a time limit and a few attempts, and a retried turn resumes (turn-attempts.ts). A chat
  *    command (`/new`, `/stop`, ...: chat-commands.ts) is answered without the model; a turn that
  *    a `/stop` ended gets a `stopped` decision (turn-stop.ts).
- * 5. Acknowledge the inbox up to the last message whose outcome is stored and before which every
- *    message of the batch is done, so a crash never skips a message.
+ * 5. Acknowledge the inbox up to the last message whose turn is done (a message that joined
+ *    another's turn with that turn) and before which every message of the batch is done, so a
+ *    crash never skips a message.
  */
 export interface RunOptions {
   home?: string;

@@ -90,19 +90,24 @@ describe('ConversationQueue', () => {
   });
 
   it('waits for a planned turn without holding its slot, and takes what came meanwhile into it', async () => {
-    const start = Date.now();
-    // ann's turn may begin 50 ms on and takes all that waits; bob's at once.
-    const queue = new ConversationQueue<string>((conversation, waiting) => ({ count: waiting.length, notBefore: conversation === 'ann' ? start + 50 : 0 }));
+    // ann's turn takes all that waits and may begin 30 ms after bob's turn ran; bob's at once.
+    let annAt = Number.POSITIVE_INFINITY;
+    const queue = new ConversationQueue<string>((conversation, waiting) => ({ count: waiting.length, notBefore: conversation === 'ann' ? annAt : 0 }));
     queue.add('ann', 'hi');
     queue.add('bob', 'now');
     const turns: string[][] = [];
-    await queue.run(1, async (_conversation, items) => {
+    let annBegan = 0;
+    await queue.run(1, async (conversation, items) => {
       turns.push(items);
-      if (items[0] === 'now') queue.add('ann', 'there');
+      if (conversation === 'ann') annBegan = Date.now();
+      else {
+        queue.add('ann', 'there');
+        annAt = Date.now() + 30;
+      }
       return true;
     });
     expect(turns).toEqual([['now'], ['hi', 'there']]);
-    expect(Date.now() - start).toBeGreaterThanOrEqual(50);
+    expect(annBegan).toBeGreaterThanOrEqual(annAt);
   });
 
   it('gives a running turn the items at the head of its conversation that it takes, up to the first it does not', async () => {

@@ -93,7 +93,7 @@ export function queueReply(thread: Thread, argument: string | null, agentMode: Q
 
 /** The mode as `/status` says it: `collect` with its debounce. */
 export function describeQueueMode(mode: QueueMode, debounceMs: number): string {
-  return mode === 'collect' ? `collect (${debounceMs / 1000} s)` : mode;
+  return mode === 'collect' ? `collect, debounce ${debounceMs / 1000} s` : mode;
 }
 
 function isQueueMode(value: string): value is QueueMode {
