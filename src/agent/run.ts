@@ -1,3 +1,4 @@
+// Over 400 lines: the run in the order its spec below tells it, with the path of one turn (handleTurn) and its small helpers beside it; the work of each stage is in its room.
 import { existsSync } from 'node:fs';
 import { ClawError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
@@ -232,22 +233,12 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
         const settings = sessionSettings(thread);
         const model = await conversationModel(settings, turn.model, (choice) => resolveModel(paiConfig, choice, env));
         const settled: TurnSettings = { ...turn, running, model, reasoning: settings.think ?? undefined, toolProgress: settings.verbose };
-        const steer: Steer | undefined =
-          modeOf({ route, event }) === 'steer'
-            ? async (turnOf, seesImages) => {
-                inboxWatch?.look();
-                const inputs: ModelInput[] = [];
-                for (const item of queue.takeWaiting(conversation, (waiting) => mayJoin(waiting.event))) {
-                  joined.push(item);
-                  const message = await takeApart(settled, thread, item.route, item.event);
-                  if (typeof message === 'string') continue; // joined before a crash: in the turn's session already
-                  recordJoined(thread, message, turnOf);
-                  inputs.push(partInput({ message, source: item.event.source }, mixesPeople(route), seesImages));
-                  logger.info(`run: inbox event ${item.event.id} joins the running turn in thread ${route.threadId} (queue mode steer)`);
-                }
-                return inputs;
-              }
-            : undefined;
+        // Queue mode steer: the person's messages waiting behind this turn join it when it asks, the inbox looked at first.
+        const waiting = () => {
+          inboxWatch?.look();
+          return queue.takeWaiting(conversation, (item) => mayJoin(item.event));
+        };
+        const steer = modeOf({ route, event }) === 'steer' ? steering(settled, thread, route, waiting, joined) : undefined;
         const outcomes = [...(await handleTurn(settled, thread, items, steer)), ...joined.map((): MessageOutcome => 'joined')];
         summary.handled += outcomes.length;
         summary.replied += outcomes.filter((outcome) => outcome === 'replied').length;
@@ -318,6 +309,25 @@ interface QueueItem {
 
 /** Takes the messages that join a running turn now (queue mode steer), for the model. */
 type Steer = (turnOf: number, seesImages: boolean) => Promise<ModelInput[]>;
+
+/**
+ * The messages that join a running turn when it asks (queue mode steer), each put into the thread
+ * and marked joined (joined-turn.ts); `joined` keeps them, to be acknowledged with the turn.
+ */
+function steering(turn: TurnSettings, thread: Thread, route: ThreadRoute, waiting: () => QueueItem[], joined: QueueItem[]): Steer {
+  return async (turnOf, seesImages) => {
+    const inputs: ModelInput[] = [];
+    for (const item of waiting()) {
+      joined.push(item);
+      const message = await takeApart(turn, thread, item.route, item.event);
+      if (typeof message === 'string') continue; // joined before a crash: in the turn's session already
+      recordJoined(thread, message, turnOf);
+      inputs.push(partInput({ message, source: item.event.source }, mixesPeople(route), seesImages));
+      turn.logger.info(`run: inbox event ${item.event.id} joins the running turn in thread ${route.threadId} (queue mode steer)`);
+    }
+    return inputs;
+  };
+}
 
 /**
  * One turn's path, in three stages, each in the room that owns it: its messages are taken apart
