@@ -11,12 +11,13 @@ import { sleep } from '../core/retry.js';
 import { startFakeOpenAI, type FakeLlmOptions, type FakeLlmServer, type FakeStep, type LooseJson, type RecordedRequest } from '../testing/fake-llm.js';
 import { startFakeDiscord, type FakeDiscord } from '../testing/fake-discord.js';
 import { startFakeTelegram, type FakeTelegram } from '../testing/fake-telegram.js';
-import { TEST_QUEUE_MODE, webchatCredential } from '../testing/index.js';
+import { webchatCredential } from '../testing/index.js';
 import { waitFor } from '../testing/wait.js';
 import { openThread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
 import type { XgwStatus } from '../xgw/protocol.js';
 import { ensureDir } from '../core/home.js';
+import { TEST_QUEUE_MODE } from '../testing/index.js';
 import WebSocket from 'ws';
 import { webchatProtocols } from '../xgw/channels/webchat-http.js';
 
