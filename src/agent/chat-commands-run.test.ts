@@ -73,7 +73,7 @@ describe('chat commands: answered without the model', () => {
     expect([help, status, usageReply].map((reply) => reply!.in_reply_to)).toEqual(commands.map((event) => event.id));
     expect(help!.reply_context).toEqual({ kind: 'external', channel_id: 'terminal:local', conversation_type: 'dm', conversation_id: 'ann', peer_id: 'ann' });
     expect(help!.text).toMatch(
-      /^Commands:\n\/new - .*\n\/reset - .*\n\/stop - .*\n\/status - .*\n\/usage - .*\n\/approve - .*\n\/deny - .*\n\/tasks - .*\n\/model - .*\n\/think - .*\n\/compact - .*\n\/verbose - .*\n\/help - .*\nAnything else goes to the agent\.$/,
+      /^Commands:\n\/new - .*\n\/reset - .*\n\/stop - .*\n\/status - .*\n\/usage - .*\n\/approve - .*\n\/deny - .*\n\/tasks - .*\n\/model - .*\n\/think - .*\n\/compact - .*\n\/verbose - .*\n\/queue - .*\n\/help - .*\nAnything else goes to the agent\.$/,
     );
 
     const figures = `1 model call, ${usage!.input_tokens} in + ${usage!.output_tokens} out tokens, $${usage!.cost.toFixed(4)}`;
@@ -83,6 +83,7 @@ describe('chat commands: answered without the model', () => {
       'Model: fake/m1',
       'Thinking: off',
       'Verbose: on',
+      'Queue mode: followup',
       `Today (${today}, UTC): this conversation ${figures}; all conversations ${figures}`,
       'Queue: 2 messages waiting in the inbox',
     ]);
@@ -293,6 +294,7 @@ describe('chat commands: /stop', () => {
       'Model: fake/m1',
       'Thinking: off',
       'Verbose: on',
+      'Queue mode: followup',
       expect.stringMatching(new RegExp(`^Today \\(${today}, UTC\\): this conversation 1 model call, .*; all conversations 2 model calls, `)),
       'Queue: 1 message waiting in the inbox',
     ]);

@@ -21,6 +21,7 @@ export const CHAT_COMMANDS = {
   think: 'off|low|medium|high: how hard a model that can reason thinks in this conversation (the owner only)',
   compact: '[instructions]: fold this conversation into its summary now, the summariser told what to keep',
   verbose: 'on|off: show the commands the agent runs in this chat while it works (on by default)',
+  queue: 'collect|steer|followup|interrupt: how messages sent close together or while the agent works are taken',
   help: 'this list',
 } as const;
 

@@ -154,8 +154,13 @@ export function historyLines(events: readonly ThreadEvent[], mixedPeople: boolea
     if (event.type !== 'message') return [];
     const text = messageText(event.content);
     if (event.source === 'self') return [{ role: 'assistant', content: text }];
-    return [{ role: 'user', content: mixedPeople ? `[${describeSource(event.source)}] ${text}` : text }];
+    return [{ role: 'user', content: mixedPeople ? spokenBy(event.source, text) : text }];
   });
+}
+
+/** Someone's words as a thread that mixes people carries them: with who said them. */
+export function spokenBy(source: string, text: string): string {
+  return `[${describeSource(source)}] ${text}`;
 }
 
 /** The text of a message event's content (raw content when it is not the JSON shape). */

@@ -1,3 +1,4 @@
+// Over 400 lines: the run in the order its spec below tells it, with the path of one turn (handleTurn) and its small helpers beside it; the work of each stage is in its room.
 import { existsSync } from 'node:fs';
 import { ClawError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
@@ -23,15 +24,17 @@ import { deliverHandler, INBOX_CONSUMER, OUTBOUND_CONSUMER, OUTBOUND_FILTER } fr
 import { answerCommand } from './conversation/answer-command.js';
 import { commandAuthorizer, noticeApproval, ownerDirectChat } from './conversation/owner-approval.js';
 import { noteOutage } from './turn/outage.js';
-import { routeMessage } from './router.js';
+import { mixesPeople, routeMessage } from './router.js';
 import { withAgentSettings } from './turn/model-call.js';
 import { runModelTurn } from './turn/model-turn.js';
-import { messageAccount, type MessageOutcome, type TurnSettings } from './turn/turn-settings.js';
+import { messageAccount, type MessageOutcome, type ModelInput, type TakenMessage, type TurnSettings } from './turn/turn-settings.js';
 import { noticeStop, RunningTurns } from './turn/turn-stop.js';
 import { watchInbox, type InboxWatch } from './inbox-watch.js';
 import { ConversationQueue } from './conversation/conversation-queue.js';
 import { conversationModel, sessionSettings } from './conversation/session-settings.js';
-import type { AgentConfig, ThreadRoute } from './types.js';
+import { agentQueueMode, mayJoin, planTurn, queueMode } from './conversation/queue-mode.js';
+import { collectedMessage, partInput, recordJoined } from './conversation/joined-turn.js';
+import type { AgentConfig, QueueMode, ThreadRoute } from './types.js';
 
 /**
  * `agent run <id>`: one batch, started by notifier when the inbox has messages.
@@ -40,7 +43,9 @@ import type { AgentConfig, ThreadRoute } from './types.js';
  * 2. Pop the inbox from the stored progress. Messages that come while the run goes on join it,
  *    up to the batch size (conversation-queue.ts).
  * 3. Route each message by its source into a conversation thread; threads are handled
- *    concurrently (config `concurrency`), the messages of one thread strictly in order.
+ *    concurrently (config `concurrency`), the messages of one thread strictly in order, as its
+ *    queue mode takes them (queue-mode.ts): several of a person's messages in one turn
+ *    (collect), a message joining the running turn (steer), or stopping it (interrupt).
  * 4. For each message: put it into the thread with its original source; skip it if its outcome is
  *    there already (a crash after answering); compact the thread when it has grown past the
  *    threshold; build the context (memory cut to its caps); call the model through pai (once more,
@@ -52,8 +57,9 @@ import type { AgentConfig, ThreadRoute } from './types.js';
  *    has a time limit and a few attempts, and a retried turn resumes (turn-attempts.ts). A chat
  *    command (`/new`, `/stop`, ...: chat-commands.ts) is answered without the model; a turn that
  *    a `/stop` ended gets a `stopped` decision (turn-stop.ts).
- * 5. Acknowledge the inbox up to the last message whose outcome is stored and before which every
- *    message of the batch is done, so a crash never skips a message.
+ * 5. Acknowledge the inbox up to the last message whose turn is done (a message that joined
+ *    another's turn with that turn) and before which every message of the batch is done, so a
+ *    crash never skips a message.
  */
 export interface RunOptions {
   home?: string;
@@ -149,13 +155,28 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
       return true;
     };
     const turns = new RunningTurns(options.signal, config.turn.timeout_seconds * 1000);
-    const conversationOf = (source: string) => conversationPath(dir, config, source);
+    const conversationOf = (source: string) => routeOf(dir, config, source)?.path ?? null;
+    const agentMode = agentQueueMode(config, env);
+    const modeOf = ({ route, event }: QueueItem): QueueMode => queueMode(sessionSettings(openConversation(turn, threads, route)).queue, agentMode, route, event.source);
+    // Queue mode interrupt: a person's new message stops the running turn of its conversation, as a /stop would.
+    const noticeInterrupt = (event: ThreadEvent): void => {
+      const route = mayJoin(event) ? routeOf(dir, config, event.source) : null;
+      if (route !== null && modeOf({ route, event }) === 'interrupt' && turns.stop(route.path, event.id)) {
+        logger.info(`run: inbox event ${event.id} stops the running turn of ${route.path} (queue mode interrupt)`);
+      }
+    };
 
     // Conversations run concurrently, each in order; each message keeps its own route: in a
     // shared thread the senders differ (memory, facts). Messages that come while the run goes
     // on join it, up to the batch size; the first one that cannot join ends the joining, so that
-    // no later message is acknowledged past it.
-    const queue = new ConversationQueue<{ route: ThreadRoute; event: ThreadEvent }>();
+    // no later message is acknowledged past it. The conversation's queue mode plans its turns.
+    const queue = new ConversationQueue<QueueItem>((_conversation, waiting) =>
+      planTurn(
+        modeOf(waiting[0]!),
+        waiting.map((item) => item.event),
+        config.queue.debounce_ms,
+      ),
+    );
     const maxMessages = options.batchSize ?? 50;
     let taken = 0;
     let joining = true;
@@ -186,6 +207,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
       logger,
       onMessage: (event) => {
         noticeStop(event, turns, conversationOf, logger);
+        noticeInterrupt(event);
         noticeApproval(event, dir, config.policy, logger);
         if (event.id <= lastSeen) return;
         lastSeen = event.id;
@@ -197,18 +219,31 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
 
     let failed: unknown;
     let outage: ModelOutage | undefined;
-    const answer = async (conversation: string, { route, event }: { route: ThreadRoute; event: ThreadEvent }): Promise<boolean> => {
+    const answer = async (conversation: string, items: QueueItem[]): Promise<boolean> => {
+      const { route, event } = items.at(-1)!;
       const running = turns.begin(conversation, event.id);
+      // Messages that join the turn while it runs (steer) are answered, and acknowledged, with it.
+      const joined: QueueItem[] = [];
+      const done = () => {
+        for (const item of [...items, ...joined]) acks.done(item.event.id);
+      };
       try {
         const thread = openConversation(turn, threads, route);
-        // The conversation's own settings (/model, /think, /verbose) over the agent's: session-settings.ts.
+        // The conversation's own settings (/model, /think, /verbose, /queue) over the agent's: session-settings.ts.
         const settings = sessionSettings(thread);
         const model = await conversationModel(settings, turn.model, (choice) => resolveModel(paiConfig, choice, env));
-        const outcome = await handleMessage({ ...turn, running, model, reasoning: settings.think ?? undefined, toolProgress: settings.verbose }, thread, route, event);
-        summary.handled++;
-        if (outcome === 'replied') summary.replied++;
-        if (outcome === 'error') summary.errors++;
-        acks.done(event.id);
+        const settled: TurnSettings = { ...turn, running, model, reasoning: settings.think ?? undefined, toolProgress: settings.verbose };
+        // Queue mode steer: the person's messages waiting behind this turn join it when it asks, the inbox looked at first.
+        const waiting = () => {
+          inboxWatch?.look();
+          return queue.takeWaiting(conversation, (item) => mayJoin(item.event));
+        };
+        const steer = modeOf({ route, event }) === 'steer' ? steering(settled, thread, route, waiting, joined) : undefined;
+        const outcomes = [...(await handleTurn(settled, thread, items, steer)), ...joined.map((): MessageOutcome => 'joined')];
+        summary.handled += outcomes.length;
+        summary.replied += outcomes.filter((outcome) => outcome === 'replied').length;
+        summary.errors += outcomes.filter((outcome) => outcome === 'error').length;
+        done();
         return true;
       } catch (error) {
         // A damaged thread stops only its own conversation: its messages are let go, said in the log and status.
@@ -216,7 +251,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
         if (damaged) {
           logger.error(`run: inbox event ${event.id} is not answered: ${describeDamage(damaged)}`);
           summary.errors++;
-          acks.done(event.id);
+          done();
           return true;
         }
         // The model is unavailable, or not an LLM failure (storage, a bug). This conversation
@@ -266,22 +301,70 @@ export function warmAgentRuns(env: NodeJS.ProcessEnv = process.env): void {
   }
 }
 
+/** An inbox message a run answers, routed to its conversation. */
+interface QueueItem {
+  route: ThreadRoute;
+  event: ThreadEvent;
+}
+
+/** Takes the messages that join a running turn now (queue mode steer), for the model. */
+type Steer = (turnOf: number, seesImages: boolean) => Promise<ModelInput[]>;
+
 /**
- * One message's path, in three stages, each in the room that owns it: it is taken apart (its
- * voice heard, put into its thread, read: delivery), a chat command is answered (conversation),
- * or else the model answers it (turn).
+ * The messages that join a running turn when it asks (queue mode steer), each put into the thread
+ * and marked joined (joined-turn.ts); `joined` keeps them, to be acknowledged with the turn.
  */
-async function handleMessage(turn: TurnSettings, thread: Thread, route: ThreadRoute, event: ThreadEvent): Promise<MessageOutcome> {
-  const message = await takeApart(turn, thread, route, event);
-  if (typeof message === 'string') return message;
-  const account = messageAccount(turn, thread, route, message.inboundId);
-  const answered = await answerCommand(turn, thread, route, event, message, account);
-  if (answered !== null) return answered;
+function steering(turn: TurnSettings, thread: Thread, route: ThreadRoute, waiting: () => QueueItem[], joined: QueueItem[]): Steer {
+  return async (turnOf, seesImages) => {
+    const inputs: ModelInput[] = [];
+    for (const item of waiting()) {
+      joined.push(item);
+      const message = await takeApart(turn, thread, item.route, item.event);
+      if (typeof message === 'string') continue; // joined before a crash: in the turn's session already
+      recordJoined(thread, message, turnOf);
+      inputs.push(partInput({ message, source: item.event.source }, mixesPeople(route), seesImages));
+      turn.logger.info(`run: inbox event ${item.event.id} joins the running turn in thread ${route.threadId} (queue mode steer)`);
+    }
+    return inputs;
+  };
+}
+
+/**
+ * One turn's path, in three stages, each in the room that owns it: its messages are taken apart
+ * (their voice heard, put into their thread, read: delivery), a chat command is answered
+ * (conversation), or else the model answers them (turn), several collected into one turn
+ * (joined-turn.ts). One outcome per message, in order.
+ */
+async function handleTurn(turn: TurnSettings, thread: Thread, items: readonly QueueItem[], steer?: Steer): Promise<MessageOutcome[]> {
+  const outcomes: MessageOutcome[] = [];
+  const taken: (QueueItem & { message: TakenMessage })[] = [];
+  for (const item of items) {
+    const message = await takeApart(turn, thread, item.route, item.event);
+    if (typeof message === 'string') outcomes.push(message);
+    else taken.push({ ...item, message });
+  }
+  const last = taken.at(-1);
+  if (last === undefined) return outcomes;
+  const { route, event } = last;
+  const account = messageAccount(turn, thread, route, last.message.inboundId);
+  // A chat command is never collected (queue-mode.ts planTurn): it is a turn of its own.
+  const answered = taken.length === 1 ? await answerCommand(turn, thread, route, event, last.message, account) : null;
+  if (answered !== null) return [...outcomes, answered];
+  const message =
+    taken.length === 1
+      ? last.message
+      : collectedMessage(
+          thread,
+          taken.map((part) => ({ message: part.message, source: part.event.source })),
+          mixesPeople(route),
+        );
   const { dir, config, logger } = turn;
-  return runModelTurn(turn, thread, route, event, message, account, {
+  const outcome = await runModelTurn(turn, thread, route, event, message, account, {
     authorize: (rule) => commandAuthorizer(rule, { dir, policy: config.policy, logger, conversation: route.threadId, askedFor: event.source, tellOwner: turn.tellOwner }),
     setReminders: () => setReminders(turn.home, dir, route.threadId, event.source, turn.env),
+    joining: steer && ((seesImages) => steer(message.inboundId, seesImages)),
   });
+  return [...outcomes, ...taken.slice(1).map((): MessageOutcome => 'joined'), outcome];
 }
 
 /**
@@ -295,9 +378,9 @@ async function reapKilledTurns(dir: AgentDir, logger: Logger): Promise<void> {
 }
 
 /** The conversation thread of a source address, or null when it cannot be routed. */
-function conversationPath(dir: AgentDir, config: AgentConfig, source: string): string | null {
+function routeOf(dir: AgentDir, config: AgentConfig, source: string): ThreadRoute | null {
   try {
-    return routeMessage(dir, config.routing.default, source).path;
+    return routeMessage(dir, config.routing.default, source);
   } catch {
     return null;
   }

@@ -17,6 +17,19 @@ export type SandboxProfile = (typeof SANDBOX_PROFILES)[number];
 export const ROUTING_MODES = ['per-peer', 'per-channel', 'per-agent'] as const;
 export type RoutingMode = (typeof ROUTING_MODES)[number];
 
+/**
+ * How a conversation takes messages that come close together or while a turn runs
+ * (conversation/queue-mode.ts): `collect` makes the messages that come within the debounce one
+ * turn; `steer` gives a running turn the messages that come before its next model call;
+ * `followup` answers each in its own turn, in order; `interrupt` stops the running turn for the
+ * newest message.
+ */
+export const QUEUE_MODES = ['collect', 'steer', 'followup', 'interrupt'] as const;
+export type QueueMode = (typeof QUEUE_MODES)[number];
+
+/** Milliseconds `collect` waits after a person's message for the next one. */
+export const DEFAULT_QUEUE_DEBOUNCE_MS = 1_500;
+
 /** The three memory layers: memory/agent.md, memory/user-<peer>.md, memory/thread-<tid>.md. */
 export type MemoryLayer = 'agent' | 'person' | 'conversation';
 
@@ -138,6 +151,18 @@ export const AgentConfigSchema = z.strictObject({
   outbound: z._default(z.array(z.strictObject({ thread_pattern: z.string(), via: z.string() })), [{ thread_pattern: '**', via: 'xgw' }]),
   /** Conversation threads handled at once; messages of one thread always in order. */
   concurrency: z._default(z.int().check(z.positive(), z.maximum(64)), 4),
+  /**
+   * How its conversations take their messages (QUEUE_MODES); a conversation's `/queue` wins.
+   * `mode` absent: `collect` in a person's direct chat, `followup` in groups, other agents' and
+   * the API's conversations (queue-mode.ts). `debounce_ms`: how long `collect` waits for the next message.
+   */
+  queue: z._default(
+    z.strictObject({
+      mode: z.optional(z.enum(QUEUE_MODES)),
+      debounce_ms: z._default(z.int().check(z.gte(0), z.lte(60_000)), DEFAULT_QUEUE_DEBOUNCE_MS),
+    }),
+    { debounce_ms: DEFAULT_QUEUE_DEBOUNCE_MS },
+  ),
   /** Recoverable LLM errors are retried up to this many attempts. */
   retry: z._default(z.strictObject({ max_attempts: z._default(z.int().check(z.positive(), z.maximum(10)), 3) }), { max_attempts: 3 }),
   /** A reply that cannot be delivered this many times is recorded as an error and skipped. */
@@ -364,8 +389,10 @@ export type DecisionRecord =
   | { in_reply_to: number; decision: 'no_reply' }
   /** A heartbeat's finding, put into the owner's direct chat (heartbeat.ts); `in_reply_to` is the beat's record. */
   | { in_reply_to: number; decision: 'told_owner'; text: string }
-  /** The turn was ended by `/stop`: the inbox event id of that `/stop` (its reply says so). */
-  | { in_reply_to: number; decision: 'stopped'; stopped_by_inbox_id: number };
+  /** The turn was ended by `/stop`, or by a newer message (queue mode interrupt): that inbox event's id. */
+  | { in_reply_to: number; decision: 'stopped'; stopped_by_inbox_id: number }
+  /** The message joined the turn of another (queue modes collect and steer), whose outcome answers both: its thread event id. */
+  | { in_reply_to: number; decision: 'joined'; turn_of: number };
 
 /**
  * `/new` or `/reset`: a fresh conversation in the same thread. Its history starts after `to_id`

@@ -19,6 +19,7 @@ import { openThread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
 import type { XgwStatus } from '../xgw/protocol.js';
 import { ensureDir } from '../core/home.js';
+import { TEST_QUEUE_MODE } from '../testing/index.js';
 import WebSocket from 'ws';
 import { webchatProtocols } from '../xgw/channels/webchat-http.js';
 
@@ -130,6 +131,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<System> 
     THECLAW_HOME: home,
     PATH: `${bin}:${process.env.PATH}`,
     THECLAW_LOG_LEVEL: options.logLevel ?? 'debug',
+    ...TEST_QUEUE_MODE,
     [options.telegramTokenEnv ?? TELEGRAM_TOKEN_ENV]: telegram.token,
     ...(discord && { [DISCORD_TOKEN_ENV]: discord.token }),
     ...(slack && { [SLACK_TOKEN_ENV]: slack.botToken, [SLACK_APP_TOKEN_ENV]: slack.appToken }),

@@ -464,6 +464,32 @@ describe('chat() against the fake Anthropic server', () => {
   });
 });
 
+describe('chat: messages that join a turn', () => {
+  it('adds what joins after a round of commands before the next model call, marked joined in the session', async () => {
+    const server = await fakeOpenAI();
+    writeConfig(server);
+    server.enqueue({ kind: 'tool_call', name: 'bash_exec', arguments: { command: 'echo one' } }, { kind: 'text', text: 'both done' });
+    const session = join(t.home, 's.jsonl');
+    const joins = [[{ text: 'and two' }]];
+    const result = await chat({ input: 'do one', sessionFile: session, home: t.home, env: baseEnv(), joining: async () => joins.shift() ?? [] });
+    expect(result.text).toBe('both done');
+    expect(server.requests).toHaveLength(2);
+    expect((server.requests[1]!.body.messages as LooseJson[]).slice(-3).map((message) => [message.role, message.role === 'tool' ? '' : message.content])).toEqual([
+      ['assistant', null],
+      ['tool', ''],
+      ['user', 'and two'],
+    ]);
+    expect(readSession(session).map((line) => [line.role, line.role === 'user' ? (line.joined ?? false) : undefined])).toEqual([
+      ['user', false],
+      ['assistant', undefined],
+      ['tool', undefined],
+      ['user', true],
+      ['assistant', undefined],
+    ]);
+    expect(joins).toEqual([]);
+  });
+});
+
 describe('chat: abort', () => {
   it('ends the turn when aborted while a command runs: the command is killed, no command starts and no model is called after it', async () => {
     const server = await fakeOpenAI();
@@ -512,24 +538,29 @@ describe('chat: the processes of a turn', () => {
 });
 
 describe('chat: resume', () => {
-  /** A session cut off mid-turn: one command finished (its result is there), one was running. */
-  function cutOffSession(file: string, counter: string): void {
-    const lines = [
-      { role: 'user', content: 'count twice', turn: '7' },
-      { role: 'assistant', content: '', tool_calls: [{ id: 'c1', name: 'bash_exec', arguments: { command: `echo x >> ${counter}` } }] },
-      { role: 'tool', tool_call_id: 'c1', name: 'bash_exec', content: JSON.stringify({ stdout: '', stderr: '', exit_code: 0 }) },
-      { role: 'assistant', content: '', tool_calls: [{ id: 'c2', name: 'bash_exec', arguments: { command: `echo y >> ${counter}` } }] },
-    ];
-    writeFileSync(file, lines.map((line) => JSON.stringify(line) + '\n').join(''));
-  }
-
-  it('continues a cut-off turn: no command is run again, the model gets the finished result and an interrupted one, and the user line is not written again', async () => {
+  /**
+   * A server that answers `counted`, and a session cut off mid-turn: one command finished (its
+   * result is there), one was running; `joined`: a message that joined the turn in between.
+   */
+  async function cutOffTurn(joined?: string): Promise<{ server: FakeLlmServer; session: string; counter: string }> {
     const server = await fakeOpenAI();
     writeConfig(server);
     server.enqueue({ kind: 'text', text: 'counted' });
     const session = join(t.home, 's.jsonl');
     const counter = join(t.home, 'counter');
-    cutOffSession(session, counter);
+    const lines = [
+      { role: 'user', content: 'count twice', turn: '7' },
+      { role: 'assistant', content: '', tool_calls: [{ id: 'c1', name: 'bash_exec', arguments: { command: `echo x >> ${counter}` } }] },
+      { role: 'tool', tool_call_id: 'c1', name: 'bash_exec', content: JSON.stringify({ stdout: '', stderr: '', exit_code: 0 }) },
+      ...(joined === undefined ? [] : [{ role: 'user', content: joined, joined: true }]),
+      { role: 'assistant', content: '', tool_calls: [{ id: 'c2', name: 'bash_exec', arguments: { command: `echo y >> ${counter}` } }] },
+    ];
+    writeFileSync(session, lines.map((line) => JSON.stringify(line) + '\n').join(''));
+    return { server, session, counter };
+  }
+
+  it('continues a cut-off turn: no command is run again, the model gets the finished result and an interrupted one, and the user line is not written again', async () => {
+    const { server, session, counter } = await cutOffTurn();
     const { onEvent, of } = collect();
     const result = await chat({ input: 'count twice', sessionFile: session, home: t.home, env: baseEnv(), resume: true, onEvent });
 
@@ -564,6 +595,15 @@ describe('chat: resume', () => {
     expect(result.text).toBe('hello there');
     expect(server.requests).toHaveLength(0);
     expect(readSession(session)).toHaveLength(2);
+  });
+
+  it('resumes a cut-off turn that a message joined from its own user line: the joined line is no turn of its own', async () => {
+    const { server, session, counter } = await cutOffTurn('count to three');
+    const result = await chat({ input: 'count twice', sessionFile: session, home: t.home, env: baseEnv(), resume: true });
+    expect(result.toolRounds).toBe(2);
+    expect(existsSync(counter)).toBe(false);
+    const messages = server.requests[0]!.body.messages as LooseJson[];
+    expect(messages.filter((message) => message.role === 'user').map((message) => message.content)).toEqual(['count twice', 'count to three']);
   });
 
   it('writes the turn name on the user line', async () => {

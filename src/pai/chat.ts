@@ -10,7 +10,7 @@ import type { Sandbox } from './sandbox.js';
 import { createModelCaller, type ModelCaller, type ModelReply, type ReasoningLevel } from './llm.js';
 import { ModelCallError } from './model-error.js';
 import { loadPaiConfig, providerKeyVariables, providerSecrets, resolveModel, type ModelChoice } from './models.js';
-import { appendSession, readSession, type ImageRef, type SessionLine } from './session.js';
+import { appendSession, lastTurnStart, readSession, type ImageRef, type SessionLine } from './session.js';
 import { addUsage, ZERO_USAGE, type BashExecArgs, type BashExecResult, type ChatEvent, type ChatResult, type PaiConfig, type ResolvedModel } from './types.js';
 
 /**
@@ -67,10 +67,22 @@ export interface ChatOptions extends ModelChoice {
    * text with exit code 126 (the shell's "cannot execute"). It may wait (for an owner's approval).
    */
   authorize?: (command: string, signal?: AbortSignal) => Promise<string | null>;
+  /**
+   * Asked after each round of commands, before the next model call: messages that came while the
+   * turn ran, added to it (user lines marked `joined`), so that its next call and its answer take
+   * them into account. Default: none.
+   */
+  joining?: () => Promise<JoiningMessage[]>;
   /** Seam for tests: replaces the provider call. */
   caller?: ModelCaller;
   /** The reasoning level asked of a model that has one (llm.ts). Default: none asked. */
   reasoning?: ReasoningLevel;
+}
+
+/** A message that joins a running turn (ChatOptions.joining). */
+export interface JoiningMessage {
+  text: string;
+  images?: ImageRef[];
 }
 
 /**
@@ -183,6 +195,11 @@ async function runTurn(options: ChatOptions, turnMark: ProcessMark): Promise<Cha
       record({ role: 'tool', tool_call_id: call.id, name: call.name, content: JSON.stringify(output), ts: new Date().toISOString() });
     }
     result.toolRounds++;
+    // After an abort the next call ends the turn: nothing joins it.
+    const joining = options.signal?.aborted ? [] : ((await options.joining?.()) ?? []);
+    for (const message of joining) {
+      record({ role: 'user', content: message.text, ts: new Date().toISOString(), joined: true, ...(message.images?.length ? { images: message.images } : {}) });
+    }
   }
   if (resumed?.answer !== undefined) result.text = resumed.answer;
   emit({ type: 'done', text: result.text, usage: result.usage, tool_rounds: result.toolRounds, stopped_at_max_turns: result.stoppedAtMaxTurns });
@@ -209,7 +226,7 @@ export const INTERRUPTED_RESULT = {
  * it). Returns the tool rounds the turn has used, and its answer when the model gave one.
  */
 function resumeTurn(history: readonly SessionLine[], record: (line: SessionLine) => void, emit: (event: ChatEvent) => void): { toolRounds: number; answer?: string } {
-  const start = history.findLastIndex((line) => line.role === 'user');
+  const start = lastTurnStart(history);
   const turn = history.slice(start + 1);
   const answered = new Set(turn.flatMap((line) => (line.role === 'tool' ? [line.tool_call_id] : [])));
   const rounds = turn.flatMap((line) => (line.role === 'assistant' && line.tool_calls?.length ? [line.tool_calls] : []));

@@ -1,4 +1,4 @@
-export { chat, DEFAULT_SYSTEM_PROMPT, type ChatOptions } from './chat.js';
+export { chat, DEFAULT_SYSTEM_PROMPT, type ChatOptions, type JoiningMessage } from './chat.js';
 export { bashExec, BASH_EXEC_TOOL, HeadTail, type BashExecOptions } from './bash-exec.js';
 export { ModelCallError, classify } from './model-error.js';
 export { loadPaiConfig, resolveModel, chooseModel, providerSecrets, MOCK_PROVIDER, BUILTIN_PROVIDERS, type ModelChoice } from './models.js';
@@ -7,7 +7,7 @@ export { keyVariables } from './key-ring.js';
 export { embed, resolveEmbeddingModel, type EmbeddingModel, type EmbedOptions } from './embeddings.js';
 export { BASE_SANDBOX_ENV, findBwrap, sandboxProblem, type CallService, type Sandbox, type SandboxBind } from './sandbox.js';
 export type { SandboxLimits } from './sandbox-limits.js';
-export { readSession, appendSession, SessionLineSchema, type ImageRef, type SessionLine } from './session.js';
+export { readSession, appendSession, lastTurnStart, SessionLineSchema, type ImageRef, type SessionLine } from './session.js';
 export { transcribe, transcriptionModel, type AudioFile, type TranscribeOptions, type TranscriptionModel } from './transcribe.js';
 export { createModelCaller, type ModelCaller, type ModelRequest, type ModelReply, type CallResult, type ReasoningLevel } from './llm.js';
 export * from './types.js';

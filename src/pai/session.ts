@@ -25,6 +25,8 @@ export const SessionLineSchema = z.discriminatedUnion('role', [
     turn: z.optional(z.string()),
     /** Images that come with the message, by file (read when the request is made, not kept in the session). */
     images: z.optional(z.array(ImageRefSchema)),
+    /** A message that joined the turn between its rounds of commands (chat.ts `joining`): not a turn's start. */
+    joined: z.optional(z.boolean()),
   }),
   z.object({
     role: z.literal('assistant'),
@@ -39,6 +41,11 @@ export const SessionLineSchema = z.discriminatedUnion('role', [
 
 export type SessionLine = z.output<typeof SessionLineSchema>;
 export type SessionToolCall = z.output<typeof ToolCallSchema>;
+
+/** Where the last turn of a session begins: its user line (one that joined a turn is not one), or -1. */
+export function lastTurnStart(lines: readonly SessionLine[]): number {
+  return lines.findLastIndex((line) => line.role === 'user' && line.joined !== true);
+}
 
 /**
  * Reads a session. The last line may be cut off by a crash mid-write: it is ignored (and removed

@@ -12,6 +12,7 @@ import { WebchatPeers } from '../xgw/channels/webchat-peers.js';
 import { loadWebchatPeerKey } from '../xgw/channels/webchat-token.js';
 import { DEFAULT_XGW_CONFIG } from '../xgw/config.js';
 import { initThread, openThread, type Thread } from '../thread/thread.js';
+import { QUEUE_MODE_ENV } from '../agent/conversation/queue-mode.js';
 import type { ThreadEvent } from '../thread/types.js';
 export { waitFor } from './wait.js';
 import { runWarm } from './warm-tool.js';
@@ -50,13 +51,20 @@ export interface TestHome {
   cleanup(): void;
 }
 
+/**
+ * The queue mode of the test homes' agents, unless a test's config or `/queue` names one:
+ * `followup`, one message one turn, as before queue modes; the default `collect` would make every
+ * direct chat's turn wait out its debounce (1.5 s). The queue modes' own tests set theirs.
+ */
+export const TEST_QUEUE_MODE = { [QUEUE_MODE_ENV]: 'followup' };
+
 /** A new THECLAW_HOME in `parent` (default: the temp directory). */
 export function createTestHome(parent = tmpdir()): TestHome {
   const home = mkdtempSync(join(parent, 'theclaw-test-'));
   const bin = join(home, '.bin');
   mkdirSync(bin);
   for (const tool of TOOLS) symlinkSync(cliPath(tool), join(bin, tool));
-  const env = { ...process.env, THECLAW_HOME: home, PATH: `${bin}:${process.env.PATH}`, THECLAW_LOG_LEVEL: 'debug' };
+  const env = { ...process.env, THECLAW_HOME: home, PATH: `${bin}:${process.env.PATH}`, THECLAW_LOG_LEVEL: 'debug', ...TEST_QUEUE_MODE };
   return { home, env, cleanup: () => rmSync(home, { recursive: true, force: true }) };
 }
 

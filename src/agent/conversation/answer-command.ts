@@ -8,7 +8,7 @@ import type { ThreadRoute } from '../types.js';
 import { answerChatCommand } from './command-replies.js';
 
 /**
- * The second stage of a message's path (run.ts handleMessage): a chat command (`/new`, `/stop`,
+ * The second stage of a message's path (run.ts handleTurn): a chat command (`/new`, `/stop`,
  * `/approve`, ...: chat-commands.ts) is answered here, without the model. Null: the message is
  * for the model.
  */

@@ -11,9 +11,10 @@ import { approvalReply } from './owner-approval.js';
 import { tasksReply } from '../tasks.js';
 import { isOwner, type Policy } from '../policy/index.js';
 import { conversationThreads } from '../lifecycle.js';
-import type { AgentConfig, DecisionRecord, ThreadRoute } from '../types.js';
+import type { AgentConfig, DecisionRecord, QueueMode, ThreadRoute } from '../types.js';
 import { compactNow } from './compact-now.js';
 import { allowedModels, modelReply, sessionSettings, thinkReply, verboseReply } from './session-settings.js';
+import { agentQueueMode, describeQueueMode, queueMode, queueReply } from './queue-mode.js';
 
 /**
  * The answers to chat commands (chat-commands.ts), made by the runtime without the model. Each
@@ -104,6 +105,8 @@ export async function answerChatCommand(command: ChatCommand, context: CommandCo
         });
       case 'verbose':
         return verboseReply(context.thread, argumentOf(context));
+      case 'queue':
+        return queueReply(context.thread, argumentOf(context), defaultQueueMode(context), context.config.queue.debounce_ms);
     }
   } catch (error) {
     // A full or read-only disk: the command waits in the inbox like any message, and is answered later.
@@ -114,9 +117,15 @@ export async function answerChatCommand(command: ChatCommand, context: CommandCo
   }
 }
 
-function settingsLines(thread: Thread): string[] {
-  const settings = sessionSettings(thread);
-  return [`Thinking: ${settings.think ?? 'off'}`, `Verbose: ${settings.verbose ? 'on' : 'off'}`];
+function settingsLines(context: CommandContext): string[] {
+  const settings = sessionSettings(context.thread);
+  const mode = queueMode(settings.queue, defaultQueueMode(context), context.route, context.inboxEvent.source);
+  return [`Thinking: ${settings.think ?? 'off'}`, `Verbose: ${settings.verbose ? 'on' : 'off'}`, `Queue mode: ${describeQueueMode(mode, context.config.queue.debounce_ms)}`];
+}
+
+/** The conversation's mode when it chose none with `/queue`. */
+function defaultQueueMode(context: CommandContext): QueueMode {
+  return queueMode(null, agentQueueMode(context.config, context.env), context.route, context.inboxEvent.source);
 }
 
 function ownerOnly(command: ChatCommand): string {
@@ -155,7 +164,7 @@ function statusReply(context: CommandContext): string {
   return [
     `Agent: ${dir.id}`,
     `Model: ${modelName(context)}`,
-    ...settingsLines(context.thread),
+    ...settingsLines(context),
     `Today (${today}, UTC): this conversation ${describeUsage(conversation)}; all conversations ${describeUsage(agent)}`,
     `Queue: ${plural(waitingAfter(context), 'message')} waiting in the inbox`,
   ].join('\n');

@@ -23,14 +23,14 @@ describe('ConversationQueue', () => {
           items.forEach((item, index) => {
             if (index === 0 || !item.joins) add(index);
           });
-          await queue.run(concurrency, async (conversation, index) => {
+          await queue.run(concurrency, async (conversation, [index]) => {
             expect(running.has(conversation)).toBe(false);
             running.add(conversation);
             most = Math.max(most, running.size);
             const joiner = joiners.shift(); // one joins during each turn, while the run is busy
             if (joiner !== undefined) add(joiner);
-            for (let i = 0; i < items[index]!.ticks; i++) await tick();
-            handled.push([conversation, index]);
+            for (let i = 0; i < items[index!]!.ticks; i++) await tick();
+            handled.push([conversation, index!]);
             running.delete(conversation);
             return true;
           });
@@ -54,7 +54,7 @@ describe('ConversationQueue', () => {
     let release!: () => void;
     const slow = new Promise<void>((resolve) => (release = resolve));
     queue.add('slow', 'first');
-    const run = queue.run(2, async (_conversation, item) => {
+    const run = queue.run(2, async (_conversation, [item]) => {
       order.push(`start ${item}`);
       if (item === 'first') {
         queue.add('quick', 'joined');
@@ -76,8 +76,8 @@ describe('ConversationQueue', () => {
     for (const item of [1, 2, 3]) queue.add('a', item);
     queue.add('b', 4);
     const handled: number[] = [];
-    await queue.run(1, async (_conversation, item) => {
-      handled.push(item);
+    await queue.run(1, async (_conversation, [item]) => {
+      handled.push(item!);
       if (item === 1) {
         queue.close();
         expect(queue.add('c', 5)).toBe(false);
@@ -87,5 +87,41 @@ describe('ConversationQueue', () => {
     });
     expect(handled).toEqual([1, 4]);
     expect(queue.add('a', 6)).toBe(false);
+  });
+
+  it('waits for a planned turn without holding its slot, and takes what came meanwhile into it', async () => {
+    // ann's turn takes all that waits and may begin 30 ms after bob's turn ran; bob's at once.
+    let annAt = Number.POSITIVE_INFINITY;
+    const queue = new ConversationQueue<string>((conversation, waiting) => ({ count: waiting.length, notBefore: conversation === 'ann' ? annAt : 0 }));
+    queue.add('ann', 'hi');
+    queue.add('bob', 'now');
+    const turns: string[][] = [];
+    let annBegan = 0;
+    await queue.run(1, async (conversation, items) => {
+      turns.push(items);
+      if (conversation === 'ann') annBegan = Date.now();
+      else {
+        queue.add('ann', 'there');
+        annAt = Date.now() + 30;
+      }
+      return true;
+    });
+    expect(turns).toEqual([['now'], ['hi', 'there']]);
+    expect(annBegan).toBeGreaterThanOrEqual(annAt);
+  });
+
+  it('gives a running turn the items at the head of its conversation that it takes, up to the first it does not', async () => {
+    const queue = new ConversationQueue<string>();
+    queue.add('ann', 'ask');
+    const turns: string[][] = [];
+    await queue.run(1, async (_conversation, items) => {
+      turns.push(items);
+      if (items[0] === 'ask') {
+        for (const item of ['more', 'and more', '/status', 'later']) queue.add('ann', item);
+        turns.push(queue.takeWaiting('ann', (item) => !item.startsWith('/')));
+      }
+      return true;
+    });
+    expect(turns).toEqual([['ask'], ['more', 'and more'], ['/status'], ['later']]);
   });
 });

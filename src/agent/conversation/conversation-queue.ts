@@ -4,10 +4,25 @@
  * a free slot takes the conversation whose oldest waiting message is oldest. A message that
  * arrives while its conversation is being answered waits behind the current turn.
  *
+ * A turn takes one message or several (the conversation's queue mode plans it: queue-mode.ts),
+ * and may wait before it begins (collect's debounce) without holding a slot meanwhile.
+ *
  * Without this, a run answered only the batch it started with: a burst that reached the inbox
  * over a second became batch after batch, each as slow as its busiest conversation, with slots
  * left idle in between.
  */
+export interface TurnPlan {
+  /** How many of the waiting items (from the first) the turn takes; at least 1. */
+  count: number;
+  /** Epoch ms before which the turn does not begin; 0: at once. */
+  notBefore: number;
+}
+
+/** Plans a conversation's next turn from what waits for it (never empty). */
+export type PlanTurn<T> = (conversation: string, waiting: readonly T[]) => TurnPlan;
+
+const ONE_AT_ONCE: TurnPlan = { count: 1, notBefore: 0 };
+
 export class ConversationQueue<T> {
   /** Insertion order is the order conversations are taken up in. */
   private readonly waiting = new Map<string, T[]>();
@@ -17,6 +32,12 @@ export class ConversationQueue<T> {
   /** Slots waiting for something to change: an item taken, a conversation done, the end. */
   private waiters: (() => void)[] = [];
   private closed = false;
+
+  /** `plan`: default, one item a turn, at once. `now`: the clock `notBefore` is read against. */
+  constructor(
+    private readonly plan: PlanTurn<T> = () => ONE_AT_ONCE,
+    private readonly now: () => number = Date.now,
+  ) {}
 
   /** Returns false when the item was not taken: the run has ended, closed, or halted its conversation. */
   add(conversation: string, item: T): boolean {
@@ -34,58 +55,84 @@ export class ConversationQueue<T> {
     this.notify();
   }
 
+  /**
+   * Takes the items at the head of a conversation's queue that `accept` takes, up to the first it
+   * does not: for its running turn (queue mode steer), which answers them.
+   */
+  takeWaiting(conversation: string, accept: (item: T) => boolean): T[] {
+    const queue = this.waiting.get(conversation) ?? [];
+    let count = 0;
+    while (count < queue.length && accept(queue[count]!)) count++;
+    return queue.splice(0, count);
+  }
+
   /** False once closed, or once the run has ended. */
   get accepting(): boolean {
     return !this.closed;
   }
 
   /**
-   * Answers until everything taken is done. `handle` returns false to stop its conversation here:
-   * its later items are dropped, unhandled. `idle` is called when a slot is free and nothing waits,
-   * before the slot waits for something to change (a chance to look for new items at once).
+   * Answers until everything taken is done. `handle` answers one turn's items, and returns false
+   * to stop its conversation there: its later items are dropped, unhandled. `idle` is called when
+   * a slot is free and nothing is ready, before the slot waits for something to change (a chance
+   * to look for new items at once).
    */
-  async run(concurrency: number, handle: (conversation: string, item: T) => Promise<boolean>, idle?: () => void): Promise<void> {
+  async run(concurrency: number, handle: (conversation: string, items: T[]) => Promise<boolean>, idle?: () => void): Promise<void> {
     const worker = async (): Promise<void> => {
       for (;;) {
-        let conversation = this.nextReady();
-        if (conversation === undefined) {
+        let next = this.nextReady();
+        if (next.conversation === undefined) {
           idle?.();
-          conversation = this.nextReady();
+          next = this.nextReady();
         }
-        if (conversation === undefined) {
-          if (this.active.size === 0) {
-            // Nothing runs and nothing waits: the run is over, and takes nothing more.
-            this.closed = true;
-            this.notify();
-            return;
-          }
-          await new Promise<void>((resolve) => this.waiters.push(resolve));
+        if (next.conversation !== undefined) {
+          await this.answer(next.conversation, next.count, handle);
           continue;
         }
-        await this.answer(conversation, handle);
+        if (this.active.size === 0 && next.wakeAt === undefined) {
+          // Nothing runs and nothing waits: the run is over, and takes nothing more.
+          this.closed = true;
+          this.notify();
+          return;
+        }
+        await this.change(next.wakeAt);
       }
     };
     await Promise.all(Array.from({ length: concurrency }, worker));
   }
 
-  private nextReady(): string | undefined {
-    for (const conversation of this.waiting.keys()) if (!this.active.has(conversation)) return conversation;
-    return undefined;
+  /** The first conversation whose turn may begin now, or the earliest time one may. */
+  private nextReady(): { conversation?: string; count: number; wakeAt?: number } {
+    let wakeAt: number | undefined;
+    for (const [conversation, queue] of this.waiting) {
+      if (this.active.has(conversation) || queue.length === 0) continue;
+      const plan = this.plan(conversation, queue);
+      if (plan.notBefore <= this.now()) return { conversation, count: Math.max(1, plan.count) };
+      wakeAt = Math.min(wakeAt ?? plan.notBefore, plan.notBefore);
+    }
+    return { count: 0, wakeAt };
   }
 
-  private async answer(conversation: string, handle: (conversation: string, item: T) => Promise<boolean>): Promise<void> {
+  /** Waits for something to change, or until `wakeAt` (a turn may begin then). */
+  private async change(wakeAt: number | undefined): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    await new Promise<void>((resolve) => {
+      this.waiters.push(resolve);
+      if (wakeAt !== undefined) timer = setTimeout(() => this.notify(), Math.max(0, wakeAt - this.now()));
+    });
+    clearTimeout(timer);
+  }
+
+  private async answer(conversation: string, count: number, handle: (conversation: string, items: T[]) => Promise<boolean>): Promise<void> {
     this.active.add(conversation);
+    const queue = this.waiting.get(conversation)!;
     try {
-      const queue = this.waiting.get(conversation)!;
-      while (queue.length > 0) {
-        const item = queue.shift()!;
-        if (!(await handle(conversation, item))) {
-          this.halted.add(conversation);
-          break;
-        }
+      if (!(await handle(conversation, queue.splice(0, count)))) {
+        this.halted.add(conversation);
+        queue.length = 0;
       }
     } finally {
-      this.waiting.delete(conversation);
+      if (queue.length === 0) this.waiting.delete(conversation);
       this.active.delete(conversation);
       this.notify();
     }

@@ -1,9 +1,9 @@
 import { chooseModel, type PaiConfig, type ReasoningLevel } from '../../pai/index.js';
 import type { Thread } from '../../thread/index.js';
-import type { AgentConfig } from '../types.js';
+import type { AgentConfig, QueueMode } from '../types.js';
 
 /**
- * What a person set for their conversation with `/model`, `/think` and `/verbose`: kept as `session_setting` records in
+ * What a person set for their conversation with `/model`, `/think`, `/verbose` and `/queue`: kept as `session_setting` records in
  * the conversation's thread, so that it lives as long as the conversation and the latest wins.
  */
 export const SETTING_SUBTYPE = 'session_setting';
@@ -15,9 +15,11 @@ export interface SessionSettings {
   think: ReasoningLevel | null;
   /** `/verbose`: the commands a turn runs are shown in the chat while it runs (where the channel can). */
   verbose: boolean;
+  /** `/queue`: how this conversation takes its messages (queue-mode.ts); null: the agent's. */
+  queue: QueueMode | null;
 }
 
-const DEFAULTS: SessionSettings = { model: null, think: null, verbose: true };
+const DEFAULTS: SessionSettings = { model: null, think: null, verbose: true, queue: null };
 const THINK_LEVELS = ['off', 'low', 'medium', 'high'] as const;
 
 /** The conversation's settings: each one's latest record, else the agent's default. */

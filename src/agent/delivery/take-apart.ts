@@ -11,7 +11,7 @@ import { takeAttachments } from './reply-files.js';
 import { answerUnheardVoice, hearVoice, unheardVoice } from './voice.js';
 
 /**
- * The first stage of a message's path (run.ts handleMessage): puts the inbox message into its
+ * The first stage of a message's path (run.ts handleTurn): puts the inbox message into its
  * conversation thread, its voice transcribed (voice.ts), and reads it. Its outcome instead, when
  * it was answered before a crash, or when it is a voice message that could not be heard (and no
  * chat command, which the next stage answers).

@@ -55,6 +55,8 @@ export const TURN_CONFIG_KEYS = [
   'notices.delayed_after_seconds',
   'memory.embeddings.model',
   'concurrency',
+  'queue.mode',
+  'queue.debounce_ms',
   'max_turns',
   'retry.max_attempts',
   'deliver.max_attempts',

@@ -39,6 +39,8 @@ export interface CallInput {
   authorize?: Parameters<typeof chat>[0]['authorize'];
   env?: NodeJS.ProcessEnv;
   onEvent?: Parameters<typeof chat>[0]['onEvent'];
+  /** Messages that join the turn between its rounds of commands (queue mode steer). */
+  joining?: Parameters<typeof chat>[0]['joining'];
   turnMark?: ProcessMark;
 }
 

@@ -19,7 +19,7 @@ import { flushMemory } from './memory-flush.js';
 import { callModel, turnRecorder, type CallInput } from './model-call.js';
 import { callWithinWindow } from './overflow.js';
 import { beginAttempt, overTurnLimit, unfinishedTurn, type Attempt } from './turn-attempts.js';
-import type { MessageAccount, MessageOutcome, ReplyProgress, TakenMessage, TurnSettings } from './turn-settings.js';
+import type { MessageAccount, MessageOutcome, ModelInput, ReplyProgress, TakenMessage, TurnSettings } from './turn-settings.js';
 
 /** What a model turn needs from the rooms above it, given by run.ts. */
 export interface TurnSurroundings {
@@ -27,10 +27,15 @@ export interface TurnSurroundings {
   authorize: (rule: CommandRule) => CallInput['authorize'];
   /** Sets the reminders the turn's commands asked for (proactive/reminders.ts). */
   setReminders: () => Promise<{ set: string[]; problems: string[] }>;
+  /**
+   * The conversation's messages that join the turn before its next model call (queue mode steer:
+   * run.ts), each put into the thread and answered by this turn; none: nothing joins.
+   */
+  joining?: (seesImages: boolean) => Promise<ModelInput[]>;
 }
 
 /**
- * The last stage of a message's path (run.ts handleMessage): the model answers it. Reserved
+ * The last stage of a message's path (run.ts handleTurn): the model answers it. Reserved
  * against the day's budget; the context built (memory cut to its caps, compaction), the model
  * called (once more, compacted, on a context overflow; a fallback on failover), every tool call
  * and the usage recorded; the reply pushed or a NO_REPLY decision recorded, then the memory files
@@ -112,6 +117,7 @@ export async function runModelTurn(
         ...(turn.browserSocket ? { [BROWSER_SOCKET_ENV]: turn.browserSocket } : {}),
         ...(turn.searchSocket ? { [WEB_SEARCH_SOCKET_ENV]: turn.searchSocket } : {}),
       },
+      joining: around.joining && (() => around.joining!(model.images)),
       onEvent(chatEvent) {
         if (chatEvent.type === 'delta') progress?.written(chatEvent.text);
         if (chatEvent.type === 'tool_call') {
@@ -129,6 +135,7 @@ export async function runModelTurn(
       callWithinWindow({
         thread,
         currentId: inboundId,
+        joinedIds: message.joinedIds ?? [],
         input: asked.text,
         prompt: {
           dir,
@@ -221,7 +228,7 @@ export async function runModelTurn(
     if (stoppedBy !== null) {
       // Not a failure: the person asked for it, and their `/stop` gets the answer.
       record('decision', { in_reply_to: inboundId, decision: 'stopped', stopped_by_inbox_id: stoppedBy } satisfies DecisionRecord, outcomeKey);
-      logger.info(`run: the turn for thread ${route.threadId} event ${inboundId} was stopped by /stop (inbox event ${stoppedBy})`);
+      logger.info(`run: the turn for thread ${route.threadId} event ${inboundId} was stopped by inbox event ${stoppedBy} (a /stop, or a newer message in queue mode interrupt)`);
       return 'stopped';
     }
     // Told to the person and recorded (unrecoverable), or thrown as ModelOutage: see failure.ts. A

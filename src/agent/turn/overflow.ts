@@ -26,6 +26,8 @@ export interface WindowedCall {
   thread: Thread;
   /** The inbound message being answered. */
   currentId: number;
+  /** Messages that joined its turn, whose words are in `input`: left out of the history. */
+  joinedIds: readonly number[];
   input: string;
   prompt: SystemPromptInput;
   settings: AgentConfig['context'];
@@ -93,7 +95,7 @@ async function prepare(turn: WindowedCall, overflowed: boolean): Promise<CallCon
   const system = compacted ? systemPrompt(turn) : before;
   // After a refusal the call carries no more than a compaction keeps; after a refusal or without
   // the summary, only the newest messages that fit the threshold's share of the window.
-  let messages = recentMessages(thread, afterId, turn.currentId, overflowed ? settings.keep_recent : settings.recent_messages);
+  let messages = recentMessages(thread, afterId, turn.currentId, overflowed ? settings.keep_recent : settings.recent_messages).filter((event) => !turn.joinedIds.includes(event.id));
   if (overflowed || failed) messages = newestThatFit(messages, Math.floor(settings.compaction_threshold * turn.contextWindow) - estimateTokens(system, turn.input), turn.mixedPeople);
   return { system, history: historyLines(messages, turn.mixedPeople) };
 }

@@ -1,4 +1,4 @@
-import { readSession, type SessionLine } from '../../pai/index.js';
+import { lastTurnStart, readSession, type SessionLine } from '../../pai/index.js';
 import type { Thread } from '../../thread/index.js';
 import { TurnAbandoned } from './failure.js';
 import type { AgentConfig, AttemptRecord } from '../types.js';
@@ -48,7 +48,7 @@ export function unfinishedTurn(sessionFile: string, turn: string): SessionLine[]
   } catch {
     return [];
   }
-  const start = lines.findLastIndex((line) => line.role === 'user');
+  const start = lastTurnStart(lines);
   const begun = lines[start];
   return begun?.role === 'user' && begun.turn === turn ? lines.slice(start) : [];
 }

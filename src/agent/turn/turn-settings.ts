@@ -10,7 +10,7 @@ import type { AgentConfig, ThreadRoute, UpkeepPurpose } from '../types.js';
 import { callModel } from './model-call.js';
 import type { RunningTurn } from './turn-stop.js';
 
-/** What every stage of a message's path (run.ts handleMessage) works with: the run's agent, model and doors. */
+/** What every stage of a message's path (run.ts handleTurn) works with: the run's agent, model and doors. */
 export interface TurnSettings {
   home: string;
   /** Where the turns' memory searches get embeddings (memory-embedder.ts); null: none. */
@@ -46,7 +46,7 @@ export interface TurnSettings {
 }
 
 /** How a message ended: what the run's summary counts. */
-export type MessageOutcome = 'replied' | 'no_reply' | 'stopped' | 'error' | 'already_handled';
+export type MessageOutcome = 'replied' | 'no_reply' | 'stopped' | 'error' | 'already_handled' | 'joined';
 
 /** How one message's calls are counted and recorded: the turn's and the upkeep's alike (accounting.ts). */
 export interface MessageAccount {
@@ -94,6 +94,11 @@ export interface ReplyProgress {
  */
 export interface TakenMessage {
   inboundId: number;
+  /**
+   * Messages before it in the thread that joined its turn (queue mode collect): their words are in
+   * `input`, so the history leaves them out. Default: none.
+   */
+  joinedIds?: readonly number[];
   /** What answers it (reply, NO_REPLY decision, error record) carries this key: one outcome per message. */
   outcomeKey: string;
   inbound: Inbound;
