@@ -292,7 +292,7 @@ function formatStatus(s: SystemStatus): string[] {
   return [
     ...s.components.map(
       (c) =>
-        `${c.name.padEnd(9)} ${!c.running ? 'stopped' : !c.answering ? `running  pid ${c.pid}  NOT ANSWERING (see logs/${c.name}.log)` : `running  pid ${c.pid}  up ${duration(c.uptime_seconds ?? 0)}${mb(c.rss_bytes)}`}`,
+        `${c.name.padEnd(9)} ${c.died ? `DIED: it did not stop cleanly (killed, or see logs/${c.name}.log) - bring it back with theclaw up` : !c.running ? 'stopped' : !c.answering ? `running  pid ${c.pid}  NOT ANSWERING (see logs/${c.name}.log)` : `running  pid ${c.pid}  up ${duration(c.uptime_seconds ?? 0)}${mb(c.rss_bytes)}`}`,
     ),
     ...(s.browser
       ? [

@@ -311,7 +311,7 @@ async function checkRuntime(home: string, configured: ChannelConfig[], now: numb
   const checks: Check[] = [];
   const { notifier, xgw, components } = await probeDaemons(home);
   const hung = components.filter((c) => c.running && !c.answering);
-  const stopped = components.filter((c) => !c.running).map((c) => c.name);
+  const stopped = components.filter((c) => !c.running).map((c) => (c.died ? `${c.name} (died: it did not stop cleanly)` : c.name));
   if (hung.length > 0) {
     for (const c of hung)
       checks.push({ name: 'daemons', status: 'fail', detail: `${c.name} (pid ${c.pid}) runs but does not answer on its socket`, fix: `see logs/${c.name}.log, then theclaw down && theclaw up` });
