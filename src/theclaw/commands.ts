@@ -104,7 +104,9 @@ export async function reload(options: Json): Promise<void> {
     }),
   );
   if (refused.length > 0) {
-    throw new ClawError('invalid', refused.map((outcome) => outcome.error).join('; '), { suggestion: refused[0]!.suggestion ?? 'fix the config, then run theclaw reload again' });
+    // Each refusal's own fix: two daemons' problems need both.
+    const fixes = [...new Set(refused.map((outcome) => outcome.suggestion ?? 'fix the config, then run theclaw reload again'))];
+    throw new ClawError('invalid', refused.map((outcome) => outcome.error).join('; '), { suggestion: fixes.join('; ') });
   }
 }
 

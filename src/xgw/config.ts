@@ -1,7 +1,8 @@
 import { parseConfigText, readConfigText, textHash } from '../core/config.js';
 import { daemonEnvironment } from '../core/daemon.js';
 import { ClawError } from '../core/errors.js';
-import { xgwConfigPath } from '../core/layout.js';
+import { secretsEnvPath, xgwConfigPath } from '../core/layout.js';
+import { readSecretsFile } from '../core/secrets-file.js';
 import { describeIssue } from '../core/validate.js';
 import { agentExists, findRoute } from './route.js';
 import { ChannelConfigSchema, isLoopbackHost, RouteSchema, XgwConfigSchema, type ChannelConfig, type Route, type WebchatChannelConfig, type XgwConfig } from './types.js';
@@ -91,7 +92,7 @@ export function inspectXgwConfig(home: string, options: InspectOptions = {}): Xg
   const sha256 = textHash(text);
   const parsed = XgwConfigSchema.safeParse(raw, { reportInput: true });
   if (parsed.success) {
-    const findings = [...checkConfig(parsed.data).map(fail), ...environmentFindings(parsed.data.channels, options.environment), ...routeFindings(home, parsed.data.routes)];
+    const findings = [...checkConfig(parsed.data).map(fail), ...environmentFindings(home, parsed.data.channels, options.environment), ...routeFindings(home, parsed.data.routes)];
     return { file, sha256, channels: parsed.data.channels, schemaValid: true, findings, ...(!findings.some(isFailure) && { config: parsed.data }) };
   }
   const entries = (key: string): unknown[] => {
@@ -108,7 +109,7 @@ export function inspectXgwConfig(home: string, options: InspectOptions = {}): Xg
   const findings = [
     ...parsed.error.issues.map(describeIssue).map(fail),
     ...crossChecks(channels, routes, namedIds).map(fail),
-    ...environmentFindings(defined(channels), options.environment),
+    ...environmentFindings(home, defined(channels), options.environment),
     ...routeFindings(home, routes),
   ];
   return { file, sha256, channels: defined(channels), schemaValid: false, findings };
@@ -198,18 +199,25 @@ function defined<T>(entries: (T | undefined)[]): T[] {
   return entries.filter((entry) => entry !== undefined);
 }
 
-/** A channel whose token variable is not set cannot start: Telegram and Discord refuse to be built without it. */
-function environmentFindings(channels: ChannelConfig[], environment: CheckEnvironment | undefined): ConfigFinding[] {
+/**
+ * A channel whose token variable is not set cannot start: Telegram and Discord refuse to be built
+ * without it. A running xgw reads secrets.env only when it starts: a token stored there since
+ * (theclaw setup) needs a restart, not an export.
+ */
+function environmentFindings(home: string, channels: ChannelConfig[], environment: CheckEnvironment | undefined): ConfigFinding[] {
   if (!environment) return [];
+  const stored = environment.daemon ? readSecretsFile(home) : {};
   return channels.flatMap((channel) =>
     'token_env' in channel && !environment.env[channel.token_env]
       ? [
           {
             severity: 'fail' as const,
             message: `${channel.id}: ${channel.token_env} is not set in ${environment.name}, so xgw cannot start it`,
-            fix: environment.daemon
-              ? `start xgw again with ${channel.token_env} set: export ${channel.token_env}=<the bot token>, then theclaw down && theclaw up`
-              : `export ${channel.token_env}=<the bot token> before theclaw up`,
+            fix: !environment.daemon
+              ? `export ${channel.token_env}=<the bot token> before theclaw up`
+              : stored[channel.token_env]
+                ? `${channel.token_env} is in ${secretsEnvPath(home)}, which xgw reads when it starts: theclaw down && theclaw up`
+                : `start xgw again with ${channel.token_env} set: export ${channel.token_env}=<the bot token>, then theclaw down && theclaw up`,
           },
         ]
       : [],
