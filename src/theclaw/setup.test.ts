@@ -59,6 +59,18 @@ function startSetup(args: string[], input: string) {
   return { output, exited };
 }
 
+/** `theclaw setup --<app>-token-stdin` with `<app>:main` configured already: only the token changes, and nobody is waited for. */
+async function expectOnlyTokenReplaced(app: 'telegram' | 'discord', apiRoot: string, token: string): Promise<void> {
+  expect((await runTool('xgw', ['channel', 'add', `${app}:main`, '--api-root', apiRoot], t!.env)).code).toBe(0);
+  const xgw = readFileSync(join(t!.home, 'xgw', 'config.yaml'), 'utf8');
+  const result = await runTool('theclaw', ['setup', `--${app}-token-stdin`, `--${app}-api-root`, apiRoot, `--${app}-wait-seconds`, '1'], t!.env, token);
+  expect(result.code, result.stderr).toBe(0);
+  expect(result.stdout).toContain(`${app}:main was configured already: only its token changed`);
+  expect(result.stderr).not.toContain('Now send');
+  expect(readFileSync(join(t!.home, 'xgw', 'config.yaml'), 'utf8')).toBe(xgw);
+  expect(readFileSync(join(t!.home, 'secrets.env'), 'utf8')).toContain(`${app.toUpperCase()}_BOT_TOKEN=${token}`);
+}
+
 const chatCalls = (server: FakeLlmServer) => server.requests.filter((request) => request.path === '/v1/chat/completions');
 
 describe('theclaw setup --provider', () => {
@@ -158,14 +170,7 @@ describe('theclaw setup --telegram-token-stdin', () => {
   it('run again with the channel configured, a new token replaces the old one and nothing else changes, with no wait', async () => {
     t = homeWithoutKeys();
     telegram = await startFakeTelegram();
-    expect((await runTool('xgw', ['channel', 'add', 'telegram:main', '--api-root', telegram.apiRoot], t.env)).code).toBe(0);
-    const xgw = readFileSync(join(t.home, 'xgw', 'config.yaml'), 'utf8');
-    const result = await runTool('theclaw', ['setup', '--telegram-token-stdin', '--telegram-api-root', telegram.apiRoot, '--telegram-wait-seconds', '1'], t.env, telegram.token);
-    expect(result.code, result.stderr).toBe(0);
-    expect(result.stdout).toContain('telegram:main was configured already: only its token changed');
-    expect(result.stderr).not.toContain('Now send /start');
-    expect(readFileSync(join(t.home, 'xgw', 'config.yaml'), 'utf8')).toBe(xgw);
-    expect(readFileSync(join(t.home, 'secrets.env'), 'utf8')).toContain(`TELEGRAM_BOT_TOKEN=${telegram.token}`);
+    await expectOnlyTokenReplaced('telegram', telegram.apiRoot, telegram.token);
   });
 
   it('a token Telegram refuses is said so, and nothing is written', async () => {
@@ -213,14 +218,7 @@ describe('theclaw setup --discord-token-stdin', () => {
   it('run again with the channel configured, a new token replaces the old one and nothing else changes, with no wait', async () => {
     t = homeWithoutKeys();
     discord = await startFakeDiscord();
-    expect((await runTool('xgw', ['channel', 'add', 'discord:main', '--api-root', discord.apiRoot], t.env)).code).toBe(0);
-    const xgw = readFileSync(join(t.home, 'xgw', 'config.yaml'), 'utf8');
-    const result = await runTool('theclaw', ['setup', '--discord-token-stdin', '--discord-api-root', discord.apiRoot, '--discord-wait-seconds', '1'], t.env, discord.token);
-    expect(result.code, result.stderr).toBe(0);
-    expect(result.stdout).toContain('discord:main was configured already: only its token changed');
-    expect(result.stderr).not.toContain('Now send');
-    expect(readFileSync(join(t.home, 'xgw', 'config.yaml'), 'utf8')).toBe(xgw);
-    expect(readFileSync(join(t.home, 'secrets.env'), 'utf8')).toContain(`DISCORD_BOT_TOKEN=${discord.token}`);
+    await expectOnlyTokenReplaced('discord', discord.apiRoot, discord.token);
   });
 
   it('a token Discord refuses, or a bot whose Message Content intent is off, is said so with the fix, and nothing is written', async () => {
