@@ -414,6 +414,7 @@ describe('theclaw doctor', () => {
     expect(result.stdout).toMatch(/^FAIL {2}providers: the default model openai\/gpt-4o-mini has no key\n {6}fix: export OPENAI_API_KEY=\.\.\./m);
     expect(result.stdout).toMatch(/^warn {2}locks: held by processes that died: run\/xgw\.pid\n {6}fix: /m);
     expect(result.stdout).toMatch(/^warn {2}daemons: notifier and xgw are not running/m);
+    expect(result.stdout).toMatch(/^warn {2}daemons: notifier and xgw are not running: messages wait; xgw died \(did not stop cleanly: killed, or see its log\)$/m);
     expect(result.stderr).toMatch(/^Error: 2 check\(s\) failed: providers, ports - apply the fixes listed above/m);
 
     // A minute later the stopped agent's message is reported, with the command that starts it.
