@@ -214,6 +214,14 @@ describe('agent start, stop, status, list', () => {
   });
 });
 
+describe('agent chat', () => {
+  it('with TheClaw not running says only that, and that theclaw up starts it: no banner first', async () => {
+    await ok(['init', 'helper']);
+    const result = await agent(['chat', 'helper']);
+    expect(result).toMatchObject({ code: 1, stdout: '', stderr: `Error: xgw is not running - start TheClaw with theclaw up (data directory ${t.home})\n` });
+  });
+});
+
 /** What agent send adds while notifier is not running, as in these tests. */
 const DOWN = ' (TheClaw is not running: it is answered after theclaw up)';
 

@@ -6,7 +6,8 @@ import { formatMessageContent, type ReplyContext } from '../core/message.js';
 import { runTerminalChat } from '../xgw/chat-client.js';
 import { openThread } from '../thread/index.js';
 import { routeMessage } from './router.js';
-import { agentDir, loadAgentConfig, requireAgent } from './agent-dir.js';
+import { agentDir, loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
+import { readOutage } from './turn/outage.js';
 
 /**
  * The source `agent send` uses when none is given: inside an agent's bash_exec (THECLAW_AGENT
@@ -74,6 +75,23 @@ export function sendToAgent(home: string, id: string, options: SendOptions): num
   }
 }
 
+/** How often `agent chat` looks whether the agent's model became unavailable. */
+const OUTAGE_POLL_MS = 250;
+
+/**
+ * Tells `agent chat` that the agent's model is unavailable, from the outage a run noted since the
+ * chat opened (turn/outage.ts): a failed run says so within seconds, long before the delayed
+ * notice (`notices.delayed_after_seconds`, counted from the message) is due.
+ */
+function watchOutage(dir: AgentDir, tell: (reason: string) => void): () => void {
+  const opened = new Date().toISOString();
+  const timer = setInterval(() => {
+    const outage = readOutage(dir);
+    if (outage && outage.last_at >= opened) tell(`${outage.error}; the message waits and is answered once the model is back (theclaw retry tries again now)`);
+  }, OUTAGE_POLL_MS);
+  return () => clearInterval(timer);
+}
+
 /**
  * `agent chat`: a terminal conversation through the real pipeline (xgw's terminal channel →
  * inbox → run → deliver → back), with the agent's tool calls shown as they happen.
@@ -106,7 +124,7 @@ export async function chatWithAgent(home: string, id: string, options: { input?:
     const { agentModel } = await import('./window-check.js');
     const model = await agentModel(home, loadAgentConfig(dir), process.env).catch(() => null);
     const banner = `Chat with ${id} (${model ? `${model.provider}/${model.model}` : "the model of notifier's environment"}) through xgw. /quit or Ctrl-D leaves; /help lists the chat commands.`;
-    await runTerminalChat({ home, agent: id, input: options.input, output: options.output, banner });
+    await runTerminalChat({ home, agent: id, input: options.input, output: options.output, banner, watchDelays: (tell) => watchOutage(agentDir(home, id), tell) });
   } finally {
     clearInterval(showToolCalls);
   }

@@ -82,7 +82,7 @@ describe('model failures, end to end', () => {
     expect(Date.now() - started).toBeLessThan(30_000);
   });
 
-  it('waits out an outage: one "delayed" notice once the message has waited notices.delayed_after_seconds, then exactly one answer once the model is back', async () => {
+  it('waits out an outage: one "delayed" notice once the message has waited notices.delayed_after_seconds, then exactly one answer once the model is back; agent chat says why within seconds', async () => {
     const model = switchableModel();
     const s = await up({ llm: { defaultStep: model.step } });
     setAgentConfig(s, { notices: { delayed_after_seconds: 2 } });
@@ -95,6 +95,14 @@ describe('model failures, end to end', () => {
     const failedSoFar = outageRuns(s);
     await until(() => outageRuns(s) >= failedSoFar + 2, 'two more failed runs', 20_000);
     expect(s.telegram.sent).toHaveLength(1);
+
+    // The terminal is told what is wrong by the next failed run, and a piped chat ends then, its answer kept.
+    const chatStarted = Date.now();
+    const chat = await s.run('agent', ['chat', 'admin'], 'is the model down?\n');
+    expect(chat.code).toBe(1);
+    expect(chat.stderr).toMatch(/^\(the model is unavailable: .+; the message waits and is answered once the model is back \(theclaw retry tries again now\)\)$/m);
+    expect(chat.stderr).toMatch(/^Error: no answer yet to 1 message\(s\): the model is unavailable: .+ - the answer is kept: it is shown the next time this chat is opened$/m);
+    expect(Date.now() - chatStarted).toBeLessThan(30_000);
 
     model.setDown(false);
     await until(() => s.telegram.sent.length >= 2, 'the answer', 20_000);

@@ -14,34 +14,46 @@ interface Json {
 
 export async function setup(options: SetupFlags): Promise<void> {
   const home = resolveHome();
-  const asked = !options.yes && !options.provider && !options.apiKeyStdin && !options.telegramTokenStdin;
+  const asked = !options.yes && !options.provider && !options.apiKeyStdin && !options.telegramTokenStdin && !options.discordTokenStdin;
   if (asked && process.stdin.isTTY && process.stdout.isTTY) return (await import('./setup-prompts.js')).setupInteractively(home, options, () => up({}));
-  if (!options.provider && !options.telegramTokenStdin) {
-    throw usageError('nothing to set up', 'pass --provider (with --api-key-stdin), or --telegram-token-stdin; or run theclaw setup on a terminal to be asked');
+  if (!options.provider && !options.telegramTokenStdin && !options.discordTokenStdin) {
+    throw usageError('nothing to set up', 'pass --provider (with --api-key-stdin), --telegram-token-stdin or --discord-token-stdin; or run theclaw setup on a terminal to be asked');
   }
   if (options.provider && !isSetupProvider(options.provider)) throw usageError(`unknown provider ${JSON.stringify(options.provider)}`, `use one of: ${SETUP_PROVIDERS.join(', ')}`);
   if (options.apiKeyStdin && !options.provider) throw usageError('--api-key-stdin needs --provider', 'say whose key it is, e.g. --provider openai');
+  // One line each, in this order, for the secrets asked for: the API key, the Telegram token, the Discord token.
   const lines =
-    options.apiKeyStdin || options.telegramTokenStdin
+    options.apiKeyStdin || options.telegramTokenStdin || options.discordTokenStdin
       ? (await readStdin(usageError('stdin is a terminal', 'pipe the key or token in, or run theclaw setup without flags to be asked with hidden input'))).toString('utf8').split(/\r?\n/)
       : [];
   const apiKey = options.apiKeyStdin ? lines.shift()?.trim() : undefined;
-  const token = options.telegramTokenStdin ? lines.shift()?.trim() : undefined;
+  const telegramToken = options.telegramTokenStdin ? lines.shift()?.trim() : undefined;
+  const discordToken = options.discordTokenStdin ? lines.shift()?.trim() : undefined;
   if (options.apiKeyStdin && !apiKey) throw usageError('no API key on stdin', 'pipe it in: printf \'%s\\n\' "$KEY" | theclaw setup --provider P --api-key-stdin');
-  if (options.telegramTokenStdin && !token) throw usageError('no Telegram bot token on stdin', 'pipe it in (after the API key, on its own line, when both are given)');
+  if (options.telegramTokenStdin && !telegramToken) throw usageError('no Telegram bot token on stdin', 'pipe it in (after the API key, on its own line, when both are given)');
+  if (options.discordTokenStdin && !discordToken) throw usageError('no Discord bot token on stdin', 'pipe it in (after the API key and the Telegram token, each on its own line, when they are given)');
   const { setupModel } = await import('./setup.js');
-  const { setupTelegram } = await import('./setup-telegram.js');
   const model = options.provider ? await setupModel(home, { provider: options.provider as SetupProvider, baseUrl: options.baseUrl, model: options.model, apiKey, env: process.env }) : undefined;
-  const telegram = token
-    ? await setupTelegram(home, token, {
+  const telegram = telegramToken
+    ? await (await import('./setup-telegram.js')).setupTelegram(home, telegramToken, {
         apiRoot: options.telegramApiRoot,
         waitSeconds: options.telegramWaitSeconds,
         onWaiting: (bot) => process.stderr.write(`Now send /start to @${bot} in Telegram: the first person to message it becomes its owner (waiting ${options.telegramWaitSeconds} s)\n`),
       })
     : undefined;
+  const discord = discordToken
+    ? await (await import('./setup-discord.js')).setupDiscord(home, discordToken, {
+        apiRoot: options.discordApiRoot,
+        waitSeconds: options.discordWaitSeconds,
+        onWaiting: (bot, inviteUrl) =>
+          process.stderr.write(
+            `Now send @${bot} a direct message in Discord: the first person to write to it becomes its owner (waiting ${options.discordWaitSeconds} s). To write to it you must share a server with it; invite it to yours with ${inviteUrl}\n`,
+          ),
+      })
+    : undefined;
   const { setupSummary } = await import('./setup-summary.js');
-  const summary = setupSummary(home, model, telegram);
-  if (options.json) return printJson({ ...(model && { model }), ...(telegram && { telegram }), next: summary.next });
+  const summary = setupSummary(home, { model, telegram, discord });
+  if (options.json) return printJson({ ...(model && { model }), ...(telegram && { telegram }), ...(discord && { discord }), next: summary.next });
   printLines(summary.lines);
 }
 
@@ -92,7 +104,9 @@ export async function reload(options: Json): Promise<void> {
     }),
   );
   if (refused.length > 0) {
-    throw new ClawError('invalid', refused.map((outcome) => outcome.error).join('; '), { suggestion: refused[0]!.suggestion ?? 'fix the config, then run theclaw reload again' });
+    // Each refusal's own fix: two daemons' problems need both.
+    const fixes = [...new Set(refused.map((outcome) => outcome.suggestion ?? 'fix the config, then run theclaw reload again'))];
+    throw new ClawError('invalid', refused.map((outcome) => outcome.error).join('; '), { suggestion: fixes.join('; ') });
   }
 }
 
@@ -280,7 +294,7 @@ function formatStatus(s: SystemStatus): string[] {
   return [
     ...s.components.map(
       (c) =>
-        `${c.name.padEnd(9)} ${!c.running ? 'stopped' : !c.answering ? `running  pid ${c.pid}  NOT ANSWERING (see logs/${c.name}.log)` : `running  pid ${c.pid}  up ${duration(c.uptime_seconds ?? 0)}${mb(c.rss_bytes)}`}`,
+        `${c.name.padEnd(9)} ${c.died ? `DIED: it did not stop cleanly (killed, or see logs/${c.name}.log) - bring it back with theclaw up` : !c.running ? 'stopped' : !c.answering ? `running  pid ${c.pid}  NOT ANSWERING (see logs/${c.name}.log)` : `running  pid ${c.pid}  up ${duration(c.uptime_seconds ?? 0)}${mb(c.rss_bytes)}`}`,
     ),
     ...(s.browser
       ? [

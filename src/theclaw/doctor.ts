@@ -312,6 +312,7 @@ async function checkRuntime(home: string, configured: ChannelConfig[], now: numb
   const { notifier, xgw, components } = await probeDaemons(home);
   const hung = components.filter((c) => c.running && !c.answering);
   const stopped = components.filter((c) => !c.running).map((c) => c.name);
+  const died = components.filter((c) => c.died).map((c) => c.name);
   if (hung.length > 0) {
     for (const c of hung)
       checks.push({ name: 'daemons', status: 'fail', detail: `${c.name} (pid ${c.pid}) runs but does not answer on its socket`, fix: `see logs/${c.name}.log, then theclaw down && theclaw up` });
@@ -319,7 +320,12 @@ async function checkRuntime(home: string, configured: ChannelConfig[], now: numb
     checks.push(
       stopped.length === 0
         ? { name: 'daemons', status: 'ok', detail: components.map((c) => `${c.name} (pid ${c.pid})`).join(' and ') + ' are running' }
-        : { name: 'daemons', status: 'warn', detail: `${stopped.join(' and ')} ${stopped.length > 1 ? 'are' : 'is'} not running: messages wait`, fix: 'theclaw up' },
+        : {
+            name: 'daemons',
+            status: 'warn',
+            detail: `${stopped.join(' and ')} ${stopped.length > 1 ? 'are' : 'is'} not running: messages wait${died.length ? `; ${died.join(' and ')} died (did not stop cleanly: killed, or see its log)` : ''}`,
+            fix: 'theclaw up',
+          },
     );
   }
 

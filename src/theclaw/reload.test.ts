@@ -80,7 +80,7 @@ describe('theclaw reload', () => {
     expect(inboxTexts('admin')).toEqual(['to admin']);
   });
 
-  it('refuses a config with a problem with the error of xgw config check, reloads the other daemon, and the running gateway goes on as it was', async () => {
+  it('refuses a config with a problem with the error of xgw config check, reloads the other daemon, and the running gateway goes on as it was; two refusals say both fixes', async () => {
     await up();
     const file = join(t.home, 'xgw', 'config.yaml');
     writeFileSync(file, `${readFileSync(file, 'utf8')}  - { channel: telegram:main, agent: warden }\n`);
@@ -104,6 +104,19 @@ describe('theclaw reload', () => {
     chat = await connectWebchat(url);
     await chat.send('still admin');
     expect((await chat.nextReply()).text).toContain('admin');
+
+    // Both refuse, each saying why and how to fix it. The bot token was stored (as theclaw setup
+    // does) after xgw started, so the fix is a restart, not an export.
+    writeFileSync(file, readFileSync(file, 'utf8').replace('  - { channel: telegram:main, agent: warden }\n', '').replace('channels:\n', 'channels:\n  - { id: telegram:main, type: telegram }\n'));
+    writeFileSync(join(t.home, 'secrets.env'), 'TELEGRAM_BOT_TOKEN=123456:stored-by-setup\n', { mode: 0o600 });
+    mkdirSync(join(t.home, 'notifier'), { recursive: true });
+    writeFileSync(join(t.home, 'notifier', 'config.yaml'), 'sweep_interval_seconds: -3\n');
+    const both = await run('theclaw', ['reload']);
+    expect(both.code).toBe(1);
+    expect(both.stdout).toBe('notifier refused its config and runs on with the one it had\nxgw refused its config and runs on with the one it had\n');
+    expect(both.stderr).toMatch(
+      /^Error: invalid \S+notifier\/config\.yaml: sweep_interval_seconds: [^;]+; invalid \S+xgw\/config\.yaml: telegram:main: TELEGRAM_BOT_TOKEN is not set in the environment of the running xgw, so xgw cannot start it \(TELEGRAM_BOT_TOKEN is in \S+secrets\.env, which xgw reads when it starts: theclaw down && theclaw up\) - fix the listed fields or remove them to use the defaults; fix the listed entries; xgw config check shows them without starting\n$/,
+    );
 
     await run('theclaw', ['down']);
     const stopped = await run('theclaw', ['reload']);

@@ -3,13 +3,15 @@ import { ClawError } from '../core/errors.js';
 import { loadPaiConfig } from '../pai/index.js';
 import { listModels, providerSettings, setupModel, type ModelSetupResult } from './setup.js';
 import { setupSummary } from './setup-summary.js';
-import { setupTelegram, type TelegramSetupResult } from './setup-telegram.js';
+import type { ChatAppSetupResult } from './setup-chat-app.js';
+import { setupTelegram } from './setup-telegram.js';
 import { SETUP_PROVIDERS, type SetupFlags, type SetupProvider } from './setup-types.js';
 
 /**
  * `theclaw setup` on a terminal: the questions whose answers the flags give otherwise, answered
- * by the same functions (setup.ts, setup-telegram.ts). Keys and tokens are typed hidden; a key
- * already stored is kept on an empty answer, so a second run changes only what is asked for.
+ * by the same functions (setup.ts, setup-telegram.ts, setup-discord.ts). Keys and tokens are
+ * typed hidden; a key already stored is kept on an empty answer, so a second run changes only
+ * what is asked for.
  */
 const PROVIDER_LABELS: Record<SetupProvider, string> = {
   openai: 'OpenAI',
@@ -23,18 +25,21 @@ const PROVIDER_LABELS: Record<SetupProvider, string> = {
 export async function setupInteractively(home: string, flags: SetupFlags, startUp: () => Promise<void>): Promise<void> {
   prompts.intro('TheClaw setup');
   const what = answer(
-    await prompts.select({
-      message: 'What do you want to set up?',
+    await prompts.multiselect({
+      message: 'What do you want to set up? (Space picks, Enter goes on)',
       options: [
         { value: 'model', label: 'The model', hint: 'provider, key, model' },
         { value: 'telegram', label: 'Telegram', hint: 'a bot you talk to admin through' },
-        { value: 'both', label: 'Both' },
+        { value: 'discord', label: 'Discord', hint: 'a bot you talk to admin through' },
       ],
+      initialValues: ['model'],
+      required: true,
     }),
   );
-  const model = what === 'telegram' ? undefined : await askModel(home);
-  const telegram = what === 'model' ? undefined : await askTelegram(home, flags);
-  const summary = setupSummary(home, model, telegram);
+  const model = what.includes('model') ? await askModel(home) : undefined;
+  const telegram = what.includes('telegram') ? await askTelegram(home, flags) : undefined;
+  const discord = what.includes('discord') ? await askDiscord(home, flags) : undefined;
+  const summary = setupSummary(home, { model, telegram, discord });
   prompts.note(summary.lines.slice(0, -1).join('\n'), 'Done');
   if (answer(await prompts.confirm({ message: `Run ${summary.next} now?` }))) {
     prompts.outro(`Running ${summary.next}`);
@@ -93,23 +98,49 @@ async function askModelId(provider: SetupProvider, baseUrl: string | undefined, 
   return answer(await prompts.autocomplete({ message: 'Which model? (type to filter)', options: ids.map((id) => ({ value: id, label: id })), maxItems: 10 }));
 }
 
-async function askTelegram(home: string, flags: SetupFlags): Promise<TelegramSetupResult> {
+async function askTelegram(home: string, flags: SetupFlags): Promise<ChatAppSetupResult> {
   prompts.log.info('In Telegram, ask @BotFather for /newbot; it answers with the bot token.');
   const token = answer(
     await prompts.password({ message: 'Paste the bot token', mask: '•', validate: (value) => (/^\d+:\S+$/.test(value?.trim() ?? '') ? undefined : 'a token looks like 123456789:AA...') }),
   ).trim();
-  const spinner = prompts.spinner();
-  spinner.start('Checking the token');
-  try {
-    const result = await setupTelegram(home, token, {
+  return checkingToken('Telegram', (spinner) =>
+    setupTelegram(home, token, {
       apiRoot: flags.telegramApiRoot,
       waitSeconds: flags.telegramWaitSeconds,
       onWaiting: (bot) => spinner.message(`Now send /start to @${bot} in Telegram: the first person to message it becomes its owner`),
-    });
+    }),
+  );
+}
+
+async function askDiscord(home: string, flags: SetupFlags): Promise<ChatAppSetupResult> {
+  prompts.log.info('In the Discord developer portal (discord.com/developers/applications), create an application; under Bot, copy its token (Reset Token) and enable Message Content Intent.');
+  const token = answer(await prompts.password({ message: 'Paste the bot token', mask: '•', validate: (value) => (value?.trim() ? undefined : 'the token from Bot > Reset Token') })).trim();
+  // Loaded here: discord.js is large, and most set-ups do not connect Discord.
+  const { setupDiscord } = await import('./setup-discord.js');
+  return checkingToken('Discord', (spinner) =>
+    setupDiscord(home, token, {
+      apiRoot: flags.discordApiRoot,
+      waitSeconds: flags.discordWaitSeconds,
+      onWaiting: (bot, inviteUrl) => {
+        // The URL is too long for the spinner's line: said once above it.
+        spinner.stop(`The token of @${bot} is good`);
+        prompts.log.info(`To write to @${bot} you must share a server with it; invite it to yours: ${inviteUrl}`);
+        spinner.start(`Now send @${bot} a direct message in Discord: the first person to write to it becomes its owner`);
+      },
+    }),
+  );
+}
+
+/** A chat app's step under a spinner, which ends saying who owns the bot now. */
+async function checkingToken(app: string, connect: (spinner: ReturnType<typeof prompts.spinner>) => Promise<ChatAppSetupResult>): Promise<ChatAppSetupResult> {
+  const spinner = prompts.spinner();
+  spinner.start('Checking the token');
+  try {
+    const result = await connect(spinner);
     spinner.stop(result.owner ? `You are the owner of @${result.bot}` : `@${result.bot}'s token replaced`);
     return result;
   } catch (error) {
-    spinner.error('Telegram is not connected');
+    spinner.error(`${app} is not connected`);
     throw error;
   }
 }

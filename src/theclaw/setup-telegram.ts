@@ -1,18 +1,12 @@
-import { existsSync } from 'node:fs';
-import { agentDir, initAgent } from '../agent/index.js';
-import { configDocumentText, parseConfigDocument, readConfigText, writeFileAtomically } from '../core/config.js';
 import { ClawError } from '../core/errors.js';
-import { secretsEnvPath } from '../core/layout.js';
-import { storeSecret } from '../core/secrets-file.js';
 import { sleep } from '../core/retry.js';
-import { addChannel, addRoute, loadXgwConfig } from '../xgw/index.js';
+import { connectChatApp, OWNER_GREETING, type ChatAppSetupResult } from './setup-chat-app.js';
 
 /**
- * `theclaw setup`'s Telegram step: the BotFather token checked with getMe and kept in
- * secrets.env; then the first private message the bot gets ("/start") names its owner, who
- * becomes the one peer the channel admits (`access: allowlist`) and an owner in admin's
- * `policy.owners`; then the route of the channel to admin. The token is in the request's path
- * only, never in an error (the URL would carry it), a log or the config.
+ * `theclaw setup`'s Telegram step: the BotFather token checked with getMe, then the owner and
+ * the route as for every chat app (setup-chat-app.ts), the owner taken from the first private
+ * message the bot gets ("/start"). The token is in the request's path only, never in an error
+ * (the URL would carry it), a log or the config.
  */
 export const TELEGRAM_CHANNEL = 'telegram:main';
 const TOKEN_ENV = 'TELEGRAM_BOT_TOKEN';
@@ -30,37 +24,19 @@ export interface TelegramSetupOptions {
   signal?: AbortSignal;
 }
 
-export interface TelegramSetupResult {
-  bot: string;
-  channel: string;
-  /** `telegram:main:<id>`, or null when the channel was configured already (only the token changed). */
-  owner: string | null;
-  route: { channel: string; agent: string } | null;
-  secrets_file: string;
-}
-
-export async function setupTelegram(home: string, token: string, options: TelegramSetupOptions = {}): Promise<TelegramSetupResult> {
+export async function setupTelegram(home: string, token: string, options: TelegramSetupOptions = {}): Promise<ChatAppSetupResult> {
   const api = new BotApi(options.apiRoot ?? DEFAULT_API_ROOT, token);
   const me = (await api.call('getMe', {}, options.signal)) as { username: string };
-  const configured = loadXgwConfig(home).channels.some((channel) => channel.id === TELEGRAM_CHANNEL);
-  if (configured) {
-    // The channel and its owner are there: a new token replaces the old one, nothing else changes.
-    storeSecret(home, TOKEN_ENV, token);
-    return { bot: me.username, channel: TELEGRAM_CHANNEL, owner: null, route: null, secrets_file: secretsEnvPath(home) };
+  let ownerId: string | undefined;
+  const result = await connectChatApp(home, { channel: TELEGRAM_CHANNEL, tokenEnv: TOKEN_ENV, token, bot: me.username, apiRoot: options.apiRoot }, async () => {
+    options.onWaiting?.(me.username);
+    ownerId = await firstSender(api, (options.waitSeconds ?? 300) * 1000, options.signal);
+    return ownerId;
+  });
+  if (ownerId) {
+    await api.call('sendMessage', { chat_id: Number(ownerId), text: OWNER_GREETING }, options.signal).catch(() => {}); // a courtesy: the set-up is done without it
   }
-  options.onWaiting?.(me.username);
-  const ownerId = await firstSender(api, (options.waitSeconds ?? 300) * 1000, options.signal);
-  storeSecret(home, TOKEN_ENV, token);
-  const owner = `${TELEGRAM_CHANNEL}:${ownerId}`;
-  addOwner(home, 'admin', owner);
-  // Written, not applied: a running xgw lacks the token until it is started again.
-  await addChannel(home, TELEGRAM_CHANNEL, { access: 'allowlist', allow: [ownerId], ...(options.apiRoot ? { apiRoot: options.apiRoot } : {}) }, { noReload: true });
-  const routed = loadXgwConfig(home).routes.some((route) => route.channel === TELEGRAM_CHANNEL);
-  if (!routed) await addRoute(home, { channel: TELEGRAM_CHANNEL, peer: '*', agent: 'admin' }, { noReload: true });
-  await api
-    .call('sendMessage', { chat_id: Number(ownerId), text: 'TheClaw: you are this bot’s owner now. Once TheClaw is (re)started, what you write here goes to admin.' }, options.signal)
-    .catch(() => {}); // a courtesy: the set-up is done without it
-  return { bot: me.username, channel: TELEGRAM_CHANNEL, owner, route: routed ? null : { channel: TELEGRAM_CHANNEL, agent: 'admin' }, secrets_file: secretsEnvPath(home) };
+  return result;
 }
 
 /** The sender of the first private message, which is then acknowledged (xgw will not see it again). */
@@ -86,17 +62,6 @@ async function firstSender(api: BotApi, waitMs: number, signal?: AbortSignal): P
   throw new ClawError('timeout', `no message reached the bot within ${Math.round(waitMs / 1000)} s`, {
     suggestion: 'run theclaw setup --telegram-token-stdin again and send /start to the bot in Telegram while it waits',
   });
-}
-
-/** Adds `owner` to the agent's `policy.owners` (creating the agent if `theclaw up` has not yet). */
-function addOwner(home: string, agent: string, owner: string): void {
-  const dir = agentDir(home, agent);
-  if (!existsSync(dir.config)) initAgent(home, agent);
-  const document = parseConfigDocument(dir.config, readConfigText(dir.config));
-  const owners = ((document.getIn(['policy', 'owners']) as { toJSON(): unknown } | undefined)?.toJSON() as string[] | undefined) ?? [];
-  if (owners.includes(owner)) return;
-  document.setIn(['policy', 'owners'], [...owners, owner]);
-  writeFileAtomically(dir.config, configDocumentText(document));
 }
 
 class BotApi {

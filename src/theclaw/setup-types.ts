@@ -15,6 +15,9 @@ export interface SetupFlags {
   telegramTokenStdin?: boolean;
   telegramWaitSeconds: number;
   telegramApiRoot?: string;
+  discordTokenStdin?: boolean;
+  discordWaitSeconds: number;
+  discordApiRoot?: string;
   yes?: boolean;
   json?: boolean;
 }

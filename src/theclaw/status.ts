@@ -4,6 +4,8 @@ import { agentStatus, conversationThreads, type AgentStatus } from '../agent/lif
 import { browserServiceStatus, type RunningBrowser } from '../browser/index.js';
 import { daemonHolder, type DaemonName } from '../core/daemon.js';
 import { formatError, isClawError } from '../core/errors.js';
+import { daemonPidFile } from '../core/layout.js';
+import { lockState } from '../core/lock.js';
 import { residentBytes } from '../core/process.js';
 import { daemonStatus } from '../notifier/control.js';
 import type { NotifierStatus } from '../notifier/index.js';
@@ -21,6 +23,8 @@ export interface ComponentStatus {
   running: boolean;
   /** False when it runs but its socket did not answer (hung, or still starting). */
   answering: boolean;
+  /** Not running, and it did not stop cleanly: its lock is left behind (killed, or crashed). `theclaw up` starts it again. */
+  died: boolean;
   pid: number | null;
   uptime_seconds: number | null;
   /** Resident memory. */
@@ -113,12 +117,30 @@ const SUMMARY_CHARS = 160;
 /** The daemons, each asked over its socket; one that does not answer is reported, not thrown. */
 export async function probeDaemons(home: string): Promise<{ notifier: NotifierStatus | null; xgw: XgwStatus | null; components: ComponentStatus[] }> {
   const [notifier, xgw] = await Promise.all([daemonStatus(home).catch(() => null), gatewayStatus(home).catch(() => null)]);
+  // A daemon that stops releases its lock; one whose lock outlived it was killed or crashed.
+  const died = (name: DaemonName, running: boolean) => !running && lockState(daemonPidFile(home, name)) === 'stale';
   const component = (name: DaemonName, s: { running: boolean; pid: number | null; uptime_seconds: number | null } | null): ComponentStatus => {
     if (s === null) {
       const holder = daemonHolder(home, name); // running (it holds its lock) but not answering
-      return { name, running: holder !== null, answering: false, pid: holder?.pid ?? null, uptime_seconds: null, rss_bytes: holder ? residentBytes(holder.pid) : null };
+      return {
+        name,
+        running: holder !== null,
+        answering: false,
+        died: died(name, holder !== null),
+        pid: holder?.pid ?? null,
+        uptime_seconds: null,
+        rss_bytes: holder ? residentBytes(holder.pid) : null,
+      };
     }
-    return { name, running: s.running, answering: s.running, pid: s.pid, uptime_seconds: s.uptime_seconds, rss_bytes: s.running && s.pid !== null ? residentBytes(s.pid) : null };
+    return {
+      name,
+      running: s.running,
+      answering: s.running,
+      died: died(name, s.running),
+      pid: s.pid,
+      uptime_seconds: s.uptime_seconds,
+      rss_bytes: s.running && s.pid !== null ? residentBytes(s.pid) : null,
+    };
   };
   return { notifier, xgw, components: [component('notifier', notifier), component('xgw', xgw)] };
 }

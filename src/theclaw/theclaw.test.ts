@@ -169,7 +169,7 @@ routes:
     expect((await fetch(statusUrl)).status).toBe(200);
   });
 
-  it('starts the daemons and the system agents, routes the web chat to admin, says it is offline, and stops what it started', async () => {
+  it('starts the daemons and the system agents, routes the web chat to admin, says it is offline, says a killed daemon died and starts it again, and stops what it started', async () => {
     home();
     const first = await theclaw(['up']);
     expect(first.code, first.stderr).toBe(0);
@@ -235,10 +235,23 @@ routes:
     expect(text.stdout).toMatch(/^ {2}admin +started {2}pending 0 {2}undelivered 0/m);
     expect(text.stdout).toContain('queues: nothing waiting');
 
+    // Killed, notifier leaves its lock behind: status says it died (not "stopped") and how to bring it back.
+    process.kill(status.components[0]!.pid!, 'SIGKILL');
+    await waitFor(async () => (await statusOf()).components[0]!.died, 'the killed notifier to be seen as died');
+    expect((await theclaw(['status'])).stdout).toMatch(/^notifier +DIED: it did not stop cleanly \(killed, or see logs\/notifier\.log\) - bring it back with theclaw up$/m);
+    const back = await theclaw(['up']);
+    expect(back.code, back.stderr).toBe(0);
+    expect(back.stdout).toMatch(/notifier {2}started \(pid \d+\)/);
+    expect((await statusOf()).components.map((c) => [c.name, c.running, c.died])).toEqual([
+      ['notifier', true, false],
+      ['xgw', true, false],
+    ]);
+
     const down = await theclaw(['down', '--json']);
     expect(JSON.parse(down.stdout)).toEqual({ stopped: ['notifier', 'xgw'] });
     const stopped = await statusOf();
     expect(stopped.components.map((c) => c.running)).toEqual([false, false]);
+    expect(stopped.components.map((c) => c.died)).toEqual([false, false]); // stopped cleanly
     expect((await theclaw(['down'])).stdout).toBe('nothing was running\n');
   });
 
@@ -401,6 +414,7 @@ describe('theclaw doctor', () => {
     expect(result.stdout).toMatch(/^FAIL {2}providers: the default model openai\/gpt-4o-mini has no key\n {6}fix: export OPENAI_API_KEY=\.\.\./m);
     expect(result.stdout).toMatch(/^warn {2}locks: held by processes that died: run\/xgw\.pid\n {6}fix: /m);
     expect(result.stdout).toMatch(/^warn {2}daemons: notifier and xgw are not running/m);
+    expect(result.stdout).toMatch(/^warn {2}daemons: notifier and xgw are not running: messages wait; xgw died \(did not stop cleanly: killed, or see its log\)$/m);
     expect(result.stderr).toMatch(/^Error: 2 check\(s\) failed: providers, ports - apply the fixes listed above/m);
 
     // A minute later the stopped agent's message is reported, with the command that starts it.

@@ -21,8 +21,16 @@ export interface TerminalChatOptions {
   status?: NodeJS.WriteStream;
   /** After the input ends, wait this long for outstanding replies. Default: 120. */
   waitSeconds?: number;
-  /** Said first, on the status stream (who this is a chat with, how to leave). */
+  /** Said on the status stream once xgw took the chat (who this is a chat with, how to leave). */
   banner?: string;
+  /**
+   * Watches for why answers are late, where the caller can tell (the agent's model is
+   * unavailable). Contract: called once the chat is open; calls `tell` with a one-line reason
+   * whenever it finds one (again and again is fine: each reason is shown once, and only while an
+   * answer is awaited); returns what ends the watch. Once the input has ended, a reason ends the
+   * chat (exit 1, the answer kept) instead of a wait of `waitSeconds`.
+   */
+  watchDelays?: (tell: (reason: string) => void) => () => void;
   signal?: AbortSignal;
 }
 
@@ -35,7 +43,7 @@ const FRAMES = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '
  * outstanding. The agent's error notice (a message that gets no answer) is shown and counts as
  * its reply, a delayed notice is shown and the answer still awaited; the chat then fails
  * (exit 1) when a message got an error notice, or no reply within `waitSeconds` (or before xgw
- * went away).
+ * went away), or at once when the caller's watch says why the reply is late (`watchDelays`).
  */
 export async function runTerminalChat(options: TerminalChatOptions): Promise<void> {
   const channel = options.channel ?? 'terminal:local';
@@ -44,9 +52,16 @@ export async function runTerminalChat(options: TerminalChatOptions): Promise<voi
   const output = options.output ?? process.stdout;
   const status = options.status ?? process.stderr;
   const spinner = createSpinner(status);
-  if (options.banner) status.write(`${options.banner}\n`);
+  // Said once xgw took the chat (a chat that cannot start says only why), before anything it shows.
+  let bannerShown = false;
+  const showBanner = () => {
+    if (!bannerShown && options.banner) status.write(`${options.banner}\n`);
+    bannerShown = true;
+  };
   let outstanding = 0;
   let refused = 0;
+  /** Why the awaited answers are late, once the watch said. */
+  let late: string | undefined;
   // Notices (no route, missing agent, pairing) come over the stream, another connection than the
   // answer that announces them, so either may come first: each text counts +1 when announced and
   // -1 when shown, and the chat waits while a count is above 0.
@@ -72,6 +87,7 @@ export async function runTerminalChat(options: TerminalChatOptions): Promise<voi
       {
         onMessage(message) {
           const entry = message as MailboxEntry;
+          showBanner();
           spinner.stop();
           // An answer that came while no chat was open says what it answers.
           if (entry.question !== undefined) output.write(`(earlier) you: ${entry.question}\n`);
@@ -97,6 +113,15 @@ export async function runTerminalChat(options: TerminalChatOptions): Promise<voi
   } catch (error) {
     throw xgwUnavailable(options.home, error);
   }
+  showBanner();
+  const unwatch = options.watchDelays?.((reason) => {
+    if (outstanding === 0 || reason === late) return;
+    late = reason;
+    spinner.stop();
+    status.write(`(${reason})\n`);
+    spinner.start();
+    settle?.(); // only set once the input has ended
+  });
 
   lines = createInterface({ input, ...(terminal ? { output, prompt: 'you> ', terminal: true } : { terminal: false }) });
   if (terminal) lines.prompt();
@@ -113,7 +138,7 @@ export async function runTerminalChat(options: TerminalChatOptions): Promise<voi
       const notice = noticeFor(outcome);
       if (notice !== null) countNotice(notice, +1);
     }
-    if (outstanding > 0 || noticesDue()) {
+    if ((outstanding > 0 && late === undefined) || noticesDue()) {
       await new Promise<void>((resolve) => {
         settle = resolve;
         setTimeout(resolve, waitSeconds * 1000).unref();
@@ -124,10 +149,14 @@ export async function runTerminalChat(options: TerminalChatOptions): Promise<voi
         suggestion: 'the owner sees the error in theclaw status and the agent log',
       });
     }
+    if (outstanding > 0 && late !== undefined) {
+      throw new ClawError('upstream', `no answer yet to ${outstanding} message(s): ${late}`, { suggestion: 'the answer is kept: it is shown the next time this chat is opened' });
+    }
     if (outstanding > 0) {
       throw new ClawError('timeout', `no answer yet to ${outstanding} message(s) (waited up to ${waitSeconds} s)`, { suggestion: 'the answer is kept: it is shown the next time this chat is opened' });
     }
   } finally {
+    unwatch?.();
     spinner.stop();
     lines.close();
     closed.abort();

@@ -1,7 +1,8 @@
 import { parseConfigText, readConfigText, textHash } from '../core/config.js';
 import { daemonEnvironment } from '../core/daemon.js';
 import { ClawError } from '../core/errors.js';
-import { xgwConfigPath } from '../core/layout.js';
+import { secretsEnvPath, xgwConfigPath } from '../core/layout.js';
+import { readSecretsFile } from '../core/secrets-file.js';
 import { describeIssue } from '../core/validate.js';
 import { agentExists, findRoute } from './route.js';
 import { ChannelConfigSchema, isLoopbackHost, RouteSchema, XgwConfigSchema, type ChannelConfig, type Route, type WebchatChannelConfig, type XgwConfig } from './types.js';
@@ -91,7 +92,7 @@ export function inspectXgwConfig(home: string, options: InspectOptions = {}): Xg
   const sha256 = textHash(text);
   const parsed = XgwConfigSchema.safeParse(raw, { reportInput: true });
   if (parsed.success) {
-    const findings = [...checkConfig(parsed.data).map(fail), ...environmentFindings(parsed.data.channels, options.environment), ...routeFindings(home, parsed.data.routes)];
+    const findings = [...checkConfig(parsed.data).map(fail), ...environmentFindings(home, parsed.data.channels, options.environment), ...routeFindings(home, parsed.data.routes)];
     return { file, sha256, channels: parsed.data.channels, schemaValid: true, findings, ...(!findings.some(isFailure) && { config: parsed.data }) };
   }
   const entries = (key: string): unknown[] => {
@@ -108,7 +109,7 @@ export function inspectXgwConfig(home: string, options: InspectOptions = {}): Xg
   const findings = [
     ...parsed.error.issues.map(describeIssue).map(fail),
     ...crossChecks(channels, routes, namedIds).map(fail),
-    ...environmentFindings(defined(channels), options.environment),
+    ...environmentFindings(home, defined(channels), options.environment),
     ...routeFindings(home, routes),
   ];
   return { file, sha256, channels: defined(channels), schemaValid: false, findings };
@@ -203,16 +204,25 @@ function defined<T>(entries: (T | undefined)[]): T[] {
   return entries.filter((entry) => entry !== undefined);
 }
 
-/** A channel whose token variable is not set cannot start: Telegram, Discord and Slack (a token) and e-mail (a password) refuse to be built without it. */
-function environmentFindings(channels: ChannelConfig[], environment: CheckEnvironment | undefined): ConfigFinding[] {
+/**
+ * A channel whose secret's variable is not set cannot start: Telegram, Discord and Slack (a token)
+ * and e-mail (a password) refuse to be built without it. A running xgw reads secrets.env only when
+ * it starts: a secret stored there since (theclaw setup) needs a restart, not an export.
+ */
+function environmentFindings(home: string, channels: ChannelConfig[], environment: CheckEnvironment | undefined): ConfigFinding[] {
   if (!environment) return [];
+  const stored = environment.daemon ? readSecretsFile(home) : {};
   return channels.flatMap((channel) =>
     secretVariables(channel)
       .filter(({ variable }) => !environment.env[variable])
       .map(({ variable, holds }) => ({
         severity: 'fail' as const,
         message: `${channel.id}: ${variable} is not set in ${environment.name}, so xgw cannot start it`,
-        fix: environment.daemon ? `start xgw again with ${variable} set: export ${variable}=<${holds}>, then theclaw down && theclaw up` : `export ${variable}=<${holds}> before theclaw up`,
+        fix: !environment.daemon
+          ? `export ${variable}=<${holds}> before theclaw up`
+          : stored[variable]
+            ? `${variable} is in ${secretsEnvPath(home)}, which xgw reads when it starts: theclaw down && theclaw up`
+            : `start xgw again with ${variable} set: export ${variable}=<${holds}>, then theclaw down && theclaw up`,
       })),
   );
 }
