@@ -24,11 +24,12 @@ export interface GuardProxy {
 /** `refused(target, reason)`: target is the URL (plain HTTP) or the CONNECT target (`host:port`). */
 export async function startGuardProxy(guard: () => AddressGuard, refused: (target: string, reason: string) => void, resolve?: Resolve): Promise<GuardProxy> {
   const tunnels = new Set<Duplex>();
-  const server = createServer((req, res) => void forward(req, res));
+  // Anything a local process sends ends its own connection at worst, never the service.
+  const server = createServer((req, res) => void forward(req, res).catch(() => res.destroy()));
   server.on('connect', (req: IncomingMessage, client: Duplex, head: Buffer) => {
     tunnels.add(client);
     client.on('close', () => tunnels.delete(client));
-    void tunnel(req, client, head);
+    void tunnel(req, client, head).catch(() => client.destroy());
   });
   server.on('clientError', (_error, socket) => socket.destroy());
 
@@ -58,14 +59,16 @@ export async function startGuardProxy(guard: () => AddressGuard, refused: (targe
 
   async function tunnel(req: IncomingMessage, client: Duplex, head: Buffer): Promise<void> {
     client.on('error', () => client.destroy());
-    const target = /^\[?([^\]]*?)\]?:(\d{1,5})$/.exec(req.url ?? '');
-    if (!target) return void client.end('HTTP/1.1 400 Bad Request\r\n\r\n');
-    const verdict = await checkHost(target[1]!, guard(), resolve);
+    // host:port, an IPv6 address in brackets.
+    const target = /^(?:\[([\da-fA-F:.]+)\]|([^\s:[\]]+)):(\d{1,5})$/.exec(req.url ?? '');
+    const port = Number(target?.[3]);
+    if (!target || port < 1 || port > 65_535) return void client.end('HTTP/1.1 400 Bad Request\r\n\r\n');
+    const verdict = await checkHost((target[1] ?? target[2])!, guard(), resolve);
     if (!verdict.allowed) {
       refused(req.url!, verdict.reason);
       return void client.end('HTTP/1.1 403 Forbidden\r\n\r\n');
     }
-    const upstream: Socket = connect({ host: verdict.address, port: Number(target[2]) });
+    const upstream: Socket = connect({ host: verdict.address, port });
     let connected = false;
     upstream.once('connect', () => {
       connected = true;
