@@ -1,3 +1,4 @@
+import { isBuiltin } from 'node:module';
 import { defineConfig, type Options } from 'tsup';
 
 /**
@@ -13,6 +14,20 @@ const noStyleSheets: NonNullable<Options['esbuildPlugins']>[number] = {
       contents: "export function parse() { throw new Error('style sheets are not parsed in this build (tsup.config.ts)'); }",
       loader: 'js',
     }));
+  },
+};
+
+/**
+ * yaml's CommonJS build requires Node's `process` and `buffer`, which an ES module bundle cannot
+ * `require`: they become imports of the same modules.
+ */
+const yamlBuiltins: NonNullable<Options['esbuildPlugins']>[number] = {
+  name: 'yaml-builtins',
+  setup(build) {
+    build.onResolve({ filter: /^[a-z_]+$/ }, (args) =>
+      args.kind === 'require-call' && args.importer.includes('/node_modules/yaml/') && isBuiltin(args.path) ? { path: args.path, namespace: 'yaml-builtins' } : undefined,
+    );
+    build.onLoad({ filter: /.*/, namespace: 'yaml-builtins' }, (args) => ({ contents: `export * from 'node:${args.path}';`, loader: 'js' }));
   },
 };
 
@@ -50,9 +65,10 @@ export default defineConfig([
     // node_modules costs a CLI more start-up time than everything else it does.
     // pi-ai's OpenAI and Anthropic providers are bundled with their SDKs too (src/pai/pi.ts says why).
     // web fetch's reader too (a DOM, Readability, turndown): one chunk loads in a third of the
-    // time of their hundreds of files (the bench's web fetch figure).
-    noExternal: ['zod', '@mariozechner/pi-ai', 'openai', '@anthropic-ai/sdk', 'partial-json', 'linkedom', '@mozilla/readability', 'turndown'],
-    esbuildPlugins: [noStyleSheets],
+    // time of their hundreds of files (the bench's web fetch figure). yaml for preloadYaml's
+    // import (src/core/config.ts): the rest of the code requires it from node_modules when used.
+    noExternal: ['zod', '@mariozechner/pi-ai', 'openai', '@anthropic-ai/sdk', 'partial-json', 'linkedom', '@mozilla/readability', 'turndown', 'yaml'],
+    esbuildPlugins: [noStyleSheets, yamlBuiltins],
     target: 'node20',
     platform: 'node',
     splitting: true,

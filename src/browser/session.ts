@@ -3,7 +3,8 @@ import { ClawError } from '../core/errors.js';
 import { ensureDir } from '../core/home.js';
 import { checkUrl, untrustedHeader, type AddressGuard } from '../web/index.js';
 import { CHROMIUM } from './limits.js';
-import { guardContext } from './request-guard.js';
+import { startGuardProxy } from './guard-proxy.js';
+import { guardContext, type Resolve } from './request-guard.js';
 import type { BrowserCommand, BrowserLimits, BrowserReply } from './types.js';
 
 // The flags keep Debian's chromium from calling home (updates, sync, background fetches).
@@ -16,12 +17,22 @@ const CHROMIUM_ARGS = [
   '--disable-component-update',
   '--disable-sync',
   '--disable-default-apps',
+  // WebRTC's UDP would not pass through the guard proxy: only proxied connections are allowed.
+  '--force-webrtc-ip-handling-policy=disable_non_proxied_udp',
 ];
 
 /** How long an action (a click, typing) waits for its element. */
 const ACTION_TIMEOUT_MS = 5_000;
 /** A snapshot is cut here: a huge page must not fill the model's context. */
 const MAX_SNAPSHOT_CHARS = 40_000;
+
+/** Seams for tests: a stand-in for DNS, and Chromium flags to go with it. */
+export interface AgentBrowserOptions {
+  /** How the guard resolves names. Default: the system's resolver. */
+  resolve?: Resolve;
+  /** More Chromium flags (a test's `--host-resolver-rules`). */
+  chromiumArgs?: string[];
+}
 
 /**
  * One agent's browser: a headless Chromium with a persistent profile, started by the first
@@ -40,6 +51,7 @@ export class AgentBrowser {
     readonly profileDir: string,
     private readonly limits: () => BrowserLimits,
     private readonly guard: () => AddressGuard,
+    private readonly options: AgentBrowserOptions = {},
   ) {}
 
   get running(): boolean {
@@ -109,20 +121,31 @@ export class AgentBrowser {
   private async start(): Promise<BrowserContext> {
     if (this.context) return this.context;
     ensureDir(this.profileDir);
-    const context = await chromium.launchPersistentContext(this.profileDir, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: CHROMIUM_ARGS,
-      viewport: { width: 1280, height: 800 },
-      acceptDownloads: false,
-      // A service worker's requests would not pass through the route below.
-      serviceWorkers: 'block',
-    });
-    context.setDefaultNavigationTimeout(this.navigationTimeoutMs());
-    await guardContext(context, this.guard, (url, reason) => {
-      this.refusals.set(url, reason);
+    const refused = (target: string, reason: string) => {
+      this.refusals.set(target, reason);
       if (this.refusals.size > 100) this.refusals.delete(this.refusals.keys().next().value!);
-    });
+    };
+    // Chromium reaches the network only through the guard proxy, which resolves and checks each host itself.
+    const proxy = await startGuardProxy(this.guard, refused, this.options.resolve);
+    let context: BrowserContext;
+    try {
+      context = await chromium.launchPersistentContext(this.profileDir, {
+        executablePath: CHROMIUM,
+        headless: true,
+        args: [...CHROMIUM_ARGS, ...(this.options.chromiumArgs ?? [])],
+        proxy: { server: proxy.server },
+        viewport: { width: 1280, height: 800 },
+        acceptDownloads: false,
+        // A service worker's requests would not pass through the route below.
+        serviceWorkers: 'block',
+      });
+    } catch (error) {
+      await proxy.close();
+      throw error;
+    }
+    context.on('close', () => void proxy.close());
+    context.setDefaultNavigationTimeout(this.navigationTimeoutMs());
+    await guardContext(context, this.guard, refused, this.options.resolve);
     // A page a site opens (target=_blank, window.open) becomes the current one, within max_pages.
     context.on('page', (page) => {
       if (context.pages().length > this.limits().max_pages) void page.close();
@@ -166,18 +189,20 @@ export class AgentBrowser {
       page = await context.newPage();
       this.current = page;
     } else page = await this.page();
-    this.refusals.delete(url.href);
-    try {
-      await page.goto(url.href, { waitUntil: 'domcontentloaded' });
-    } catch (error) {
-      const refusal = this.refusals.get(url.href);
-      if (refusal) {
-        throw new ClawError('usage', `refused to open ${url.host}: ${refusal}`, {
-          suggestion: 'only public addresses are opened; the owner can allow a private host or network in $THECLAW_HOME/web/config.yaml (allow_private)',
-        });
-      }
-      throw new ClawError('upstream', `could not open ${url.href}: ${firstLine(error)}`, { suggestion: 'check the URL, or try again later' });
+    // The route refuses by URL; the proxy refuses an https or WebSocket tunnel by host and port.
+    const targets = [url.href, `${url.hostname}:${url.port || (url.protocol === 'https:' ? 443 : 80)}`];
+    for (const target of targets) this.refusals.delete(target);
+    let failure: unknown;
+    await page.goto(url.href, { waitUntil: 'domcontentloaded' }).catch((error: unknown) => {
+      failure = error ?? new Error('navigation failed');
+    });
+    const refusal = targets.map((target) => this.refusals.get(target)).find(Boolean);
+    if (refusal) {
+      throw new ClawError('usage', `refused to open ${url.host}: ${refusal}`, {
+        suggestion: 'only public addresses are opened; the owner can allow a private host or network in $THECLAW_HOME/web/config.yaml (allow_private)',
+      });
     }
+    if (failure) throw new ClawError('upstream', `could not open ${url.href}: ${firstLine(failure)}`, { suggestion: 'check the URL, or try again later' });
     return this.after(page, `Opened ${page.url()}.`);
   }
 

@@ -1,5 +1,6 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { preloadYaml, yaml } from '../core/config.js';
 import { errnoCode } from '../core/errors.js';
 import { sharedSkillsDir } from '../core/layout.js';
 import type { Skill } from './types.js';
@@ -88,7 +89,8 @@ export async function loadSkills(roots: readonly string[], warn: (message: strin
   if (files.length === 0) return [];
 
   // yaml costs ~10 ms to load, so only when there is a skill to read.
-  const { parse } = await import('yaml');
+  await preloadYaml();
+  const { parse } = yaml();
   const skills = new Map<string, Skill>();
   for (const file of files) {
     let parsed: ParsedSkill;
@@ -106,7 +108,8 @@ export async function loadSkills(roots: readonly string[], warn: (message: strin
 
 /** The Markdown body of a skill's SKILL.md, cut to `maxChars` at a line break where possible. */
 export async function readSkillBody(skill: Skill, maxChars: number): Promise<{ body: string; truncated: boolean }> {
-  const { parse } = await import('yaml');
+  await preloadYaml();
+  const { parse } = yaml();
   const { body } = parseSkill(readFileSync(skill.path, 'utf8'), parse);
   if (body.length <= maxChars) return { body, truncated: false };
   const cut = body.slice(0, maxChars);

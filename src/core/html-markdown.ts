@@ -14,17 +14,30 @@ import TurndownService from 'turndown/lib/turndown.browser.cjs.js';
 
 const CHROME = ['script', 'style', 'noscript', 'iframe', 'svg', 'form', 'button'] as const;
 
+/**
+ * Where turndown's escape of line-start syntax (`-`, `+ `, `=`, `# `, `~~~`, `>`, `1. `) would put
+ * its backslash. turndown escapes it at the start of every text node, but most text nodes start
+ * mid-line (`<b>10</b>. Doors` is not a list item); only the whole output shows which are at a
+ * line start. A NUL, which no page's text keeps here (the escape drops it).
+ */
+const LINE_START_MARK = '\0';
+/** A line's start: indentation, block quote markers, list markers, then the mark (after an ordered item's number). */
+const MARK_AT_LINE_START = /^([ \t>]*(?:(?:[*+-]|\d+[.)])[ \t]+)*\d*)\0/gm;
+
 let service: TurndownService | undefined;
 
 /** `root`: an element of linkedom's DOM (the DOM types are not in this Node project's lib). */
 export function toMarkdown(root: TurndownService.Node): string {
   service ??= createService();
-  return service.turndown(root);
+  return service.turndown(root).replace(MARK_AT_LINE_START, '$1\\').replaceAll(LINE_START_MARK, '');
 }
 
 function createService(): TurndownService {
   const turndown = new TurndownService({ headingStyle: 'atx', codeBlockStyle: 'fenced', bulletListMarker: '*', hr: '---' });
   turndown.remove([...CHROME]);
+  // turndown's own escapes, its line-start one as a mark; the characters it escapes inline (\\ * ` [ ] _) never start those.
+  const escapeMarkdown = turndown.escape.bind(turndown);
+  turndown.escape = (text) => escapeMarkdown(text.replaceAll(LINE_START_MARK, '')).replace(/^(\d*)\\(?=[-+=#~>.])/, `$1${LINE_START_MARK}`);
   // One space after the marker (turndown writes three): the same list, fewer tokens.
   turndown.addRule('listItem', {
     filter: 'li',

@@ -1,4 +1,5 @@
 import { printJson } from '../core/cli.js';
+import { preloadYaml } from '../core/config.js';
 import { resolveHome } from '../core/home.js';
 import { fetchPage } from './fetch.js';
 import { formatPage, formatResults, untrustedHeader } from './format.js';
@@ -16,6 +17,7 @@ interface FetchFlags {
 }
 
 export async function fetch(url: string, flags: FetchFlags): Promise<void> {
+  await preloadYaml(); // web/config.yaml is read on the way
   const page = await fetchPage(
     url,
     { maxChars: flags.maxChars, raw: flags.raw, fresh: flags.fresh, timeoutSeconds: flags.timeout, maxBytes: flags.maxBytes },
@@ -27,6 +29,7 @@ export async function fetch(url: string, flags: FetchFlags): Promise<void> {
 }
 
 export async function search(query: string[], flags: { count?: number; json?: boolean }): Promise<void> {
+  await preloadYaml();
   const text = query.join(' ');
   const results = await searchFromHere(text, { count: flags.count }, { home: resolveHome(), env: process.env });
   if (flags.json) return printJson(results);

@@ -1,10 +1,10 @@
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
-import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import * as z from 'zod/mini';
 import { ensureDir } from '../../core/home.js';
 import { isContainedPathError, readTextContained, writeContained } from '../../core/contained-fs.js';
+import { yaml } from '../../core/config.js';
 import { errnoCode } from '../../core/errors.js';
 import { lineDiff } from '../../core/line-diff.js';
 import { withStoragePath } from '../../core/storage-error.js';
@@ -90,7 +90,7 @@ export function createProposal(dir: AgentDir, change: { file: ProposalFile; summ
       const { text: _, ...front } = proposal;
       const fence = '`'.repeat(Math.max(3, ...[...diff.text.matchAll(/`+/g)].map((run) => run[0].length + 1)));
       const body = [
-        `---\n${stringifyYaml(front)}---`,
+        `---\n${yaml().stringify(front)}---`,
         `# Proposal ${proposal.code}: ${dir.id}'s ${change.file} (+${diff.added} -${diff.removed} lines)`,
         '',
         proposal.summary,
@@ -124,7 +124,7 @@ export function readProposal(dir: AgentDir, code: string): Proposal | null {
   const front = /^---\n([\s\S]*?)\n---\n/.exec(content);
   const marker = content.indexOf(TEXT_MARKER);
   if (!front || marker < 0) return null;
-  const parsed = FrontMatterSchema.safeParse(parseYaml(front[1]!));
+  const parsed = FrontMatterSchema.safeParse(yaml().parse(front[1]!));
   return parsed.success && parsed.data.agent === dir.id ? { ...parsed.data, text: content.slice(marker + TEXT_MARKER.length) } : null;
 }
 
