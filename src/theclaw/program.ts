@@ -30,19 +30,19 @@ or a base_url in pai/config.yaml, before theclaw up).`,
     program
       .command('setup')
       .description(
-        'set TheClaw up without editing YAML: the model (provider, key, model; the key is checked with one tiny call, then kept in $THECLAW_HOME/secrets.env, 0600) and optionally Telegram and Discord (each bot token checked with its API; the first person to message the bot becomes its owner). With no flags on a terminal it asks; run again, it changes only what you give',
+        'set TheClaw up without editing YAML: the model (its key checked, then kept in $THECLAW_HOME/secrets.env, 0600) and optionally Telegram and Discord (the first person to message the bot becomes its owner). With no flags on a terminal it asks; run again, it changes only what you give',
       )
       .option('--provider <name>', "the model's provider: openai, anthropic, openrouter, ollama, openai-compatible, mock")
-      .option('--base-url <url>', "the server's URL up to /v1 (openai-compatible; Ollama default http://127.0.0.1:11434/v1; a proxy for the others)")
-      .option('--model <id>', "the default model (default: the provider's usual one, or the first the server lists)")
-      .option('--api-key-stdin', 'read the API key from stdin (the first line), so it is in no process list or shell history')
-      .option('--telegram-token-stdin', "read the Telegram bot token from stdin (the next line), check it, and wait for the owner's first message to the bot")
+      .option('--base-url <url>', "the server's URL up to /v1 (openai-compatible, ollama, or a proxy)")
+      .option('--model <id>', "the default model (default: the provider's usual one)")
+      .option('--api-key-stdin', 'read the API key from stdin (the first line)')
+      .option('--telegram-token-stdin', "read the Telegram bot token from stdin (the next line); the owner is who writes first")
       .option('--telegram-wait-seconds <n>', "how long to wait for the owner's message", positiveInt('--telegram-wait-seconds'), 300)
-      .option('--telegram-api-root <url>', 'the Bot API root (a proxy, or a fake in tests)')
-      .option('--discord-token-stdin', "read the Discord bot token from stdin (the next line), check it, and wait for the owner's first direct message to the bot")
+      .option('--telegram-api-root <url>', 'the Bot API root (a proxy)')
+      .option('--discord-token-stdin', "read the Discord bot token from stdin (the next line); the owner is who writes first")
       .option('--discord-wait-seconds <n>', "how long to wait for the owner's message", positiveInt('--discord-wait-seconds'), 300)
-      .option('--discord-api-root <url>', "Discord's REST API root, without /v10 (a proxy, or a fake in tests)")
-      .option('--yes', 'ask nothing: what is not given by a flag keeps its value (fails where something is needed)')
+      .option('--discord-api-root <url>', "Discord's REST API root, without /v10 (a proxy)")
+      .option('--yes', 'ask nothing: what no flag gives keeps its value')
       .addOption(jsonOption())
       .action(async (options) => (await commands()).setup(options)),
     [
