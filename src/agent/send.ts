@@ -5,7 +5,7 @@ import { ClawError } from '../core/errors.js';
 import { formatMessageContent, type ReplyContext } from '../core/message.js';
 import { runTerminalChat } from '../xgw/chat-client.js';
 import { openThread } from '../thread/index.js';
-import { routeMessage } from './router.js';
+import { routeFor } from './router.js';
 import { agentDir, loadAgentConfig, requireAgent } from './agent-dir.js';
 
 /**
@@ -80,7 +80,7 @@ export function sendToAgent(home: string, id: string, options: SendOptions): num
  */
 export async function chatWithAgent(home: string, id: string, options: { input?: NodeJS.ReadableStream; output?: NodeJS.WritableStream } = {}): Promise<void> {
   const dir = requireAgent(home, id);
-  const route = routeMessage(agentDir(home, id), loadAgentConfig(dir).routing.default, defaultSource({}));
+  const route = routeFor(agentDir(home, id), loadAgentConfig(dir), defaultSource({}));
   let seen = -1;
   const showToolCalls = setInterval(() => {
     if (!existsSync(route.path)) return;
