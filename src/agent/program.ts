@@ -92,7 +92,7 @@ without the model (/help lists what they do); any other /word goes to the model 
       .action(async (id: string, key: string, value: string, options) => (await commands()).configSet(id, key, value, options)),
     ['agent config set helper pai.model gpt-4o-mini', 'agent config set helper context.recent_messages 40'],
   );
-  const identity = program.command('identity').description("an agent's IDENTITY.md (its system prompt), and the people it knows on several channels");
+  const identity = program.command('identity').description("an agent's IDENTITY.md and linked people");
   withExamples(
     identity
       .command('set')
@@ -106,7 +106,7 @@ without the model (/help lists what they do); any other /word goes to the model 
   withExamples(
     identity
       .command('link')
-      .description('link addresses to one person: one memory file, and the owner on all if one is in policy.owners')
+      .description('make addresses one person: one memory file, owner if one is')
       .argument('<id>')
       .argument('<name>', 'the person, e.g. alice')
       .argument('<address...>', '<channel type>:<instance>:<peer id>')
@@ -117,7 +117,7 @@ without the model (/help lists what they do); any other /word goes to the model 
   withExamples(
     identity
       .command('unlink')
-      .description('unlink addresses from a person (none given: the person)')
+      .description('unlink addresses (none: the person)')
       .argument('<id>')
       .argument('<name>')
       .argument('[address...]')
@@ -125,12 +125,15 @@ without the model (/help lists what they do); any other /word goes to the model 
       .action(async (id: string, name: string, addresses: string[], options) => (await commands()).identityUnlink(id, name, addresses, options)),
     ['agent identity unlink admin alice webchat:main:3f2a9c'],
   );
-  identity
-    .command('list')
-    .description('the people linked across channels')
-    .argument('<id>')
-    .addOption(jsonOption())
-    .action(async (id: string, options) => (await commands()).identityList(id, options));
+  withExamples(
+    identity
+      .command('list')
+      .description('the linked people')
+      .argument('<id>')
+      .addOption(jsonOption())
+      .action(async (id: string, options) => (await commands()).identityList(id, options)),
+    ['agent identity list admin'],
+  );
   withExamples(
     program
       .command('delegate')
