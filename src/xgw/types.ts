@@ -78,7 +78,7 @@ export function showsToolProgress(config: ChannelConfig): boolean {
 /** Environment variable that holds the bot token (the token never goes into the file). */
 const tokenEnv = (fallback: string) => z._default(z.string().check(z.regex(/^[A-Za-z_][A-Za-z0-9_]*$/)), fallback);
 /** A group's pending context by default: its last 20 unaddressed messages of the last two hours. */
-export const DEFAULT_GROUP_CONTEXT = { messages: 20, minutes: 120 };
+const DEFAULT_GROUP_CONTEXT = { messages: 20, minutes: 120 };
 
 /**
  * In groups (Discord: server channels), answer only when mentioned or replied to. What is said
@@ -86,7 +86,7 @@ export const DEFAULT_GROUP_CONTEXT = { messages: 20, minutes: 120 };
  * at most `context.messages` of the last `context.minutes`, handed to the agent with the next
  * message that addresses it; `messages: 0` keeps none.
  */
-export const GroupsSchema = z._default(
+const GroupsSchema = z._default(
   z.strictObject({
     require_mention: z._default(z.boolean(), true),
     context: z._default(
