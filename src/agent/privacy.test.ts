@@ -267,7 +267,8 @@ async function check({ mode, helperMode = 'per-peer', messages }: Scenario): Pro
       expect(more, input).toEqual([]);
       const conversation = conversationOf(messages[asked!]!, mode);
       for (const seen of all(MARKERS, JSON.stringify(request)).map(Number)) expect(conversationOf(messages[seen]!, mode), `helper asked from ${conversation} holds ${marker(seen)}`).toBe(conversation);
-      for (const seen of all(CONTEXTS, JSON.stringify(request)).map(Number)) expect(contextConversationOf(messages[seen]!, mode), `helper asked from ${conversation} holds ${contextMarker(seen)}`).toBe(conversation);
+      for (const seen of all(CONTEXTS, JSON.stringify(request)).map(Number))
+        expect(contextConversationOf(messages[seen]!, mode), `helper asked from ${conversation} holds ${contextMarker(seen)}`).toBe(conversation);
       expect(request.system).toMatch(/^- memory files: agent \S+$/m);
     }
 
