@@ -10,8 +10,10 @@ import { cliPath } from '../core/package.js';
 import { sleep } from '../core/retry.js';
 import { startFakeOpenAI, type FakeLlmOptions, type FakeLlmServer, type FakeStep, type LooseJson, type RecordedRequest } from '../testing/fake-llm.js';
 import { startFakeDiscord, type FakeDiscord } from '../testing/fake-discord.js';
+import { startFakeSlack, type FakeSlack } from '../testing/fake-slack.js';
 import { startFakeTelegram, type FakeTelegram } from '../testing/fake-telegram.js';
 import { webchatCredential } from '../testing/index.js';
+import { runWarm } from '../testing/warm-tool.js';
 import { waitFor } from '../testing/wait.js';
 import { openThread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
@@ -24,7 +26,7 @@ import { webchatProtocols } from '../xgw/channels/webchat-http.js';
  * The whole system up in a temp THECLAW_HOME, as a user runs it: the built CLIs (`agent init
  * admin`, `agent start admin`, `notifier start`, `xgw start`) as real processes, a fake OpenAI
  * server as the model, a fake Telegram Bot API as the platform (and, on request, a fake
- * Discord). Used by the end-to-end tests and
+ * Discord or Slack). Used by the end-to-end tests and
  * by `npm run bench`, so it imports nothing from vitest.
  */
 export const SYSTEM_TOOLS = ['thread', 'notifier', 'cmds', 'pai', 'xgw', 'agent', 'theclaw', 'web', 'browser'] as const;
@@ -41,6 +43,8 @@ export interface SystemOptions {
   telegramRequireMention?: boolean;
   /** A `discord:main` channel (open access) against a fake Discord, its token in DISCORD_TOKEN_ENV. Default: none. */
   discord?: boolean;
+  /** A `slack:main` channel (open access) against a fake Slack, its tokens in SLACK_TOKEN_ENV and SLACK_APP_TOKEN_ENV. Default: none. */
+  slack?: boolean;
   /** notifier backoff. Default: { initial_seconds: 0.2, max_seconds: 1 }. */
   backoff?: { initial_seconds: number; max_seconds: number };
   /** Default: 0.5. */
@@ -92,6 +96,8 @@ export interface System {
   telegram: FakeTelegram;
   /** With the `discord` option. */
   discord?: FakeDiscord;
+  /** With the `slack` option. */
+  slack?: FakeSlack;
   /** Runs a built CLI with the system's environment. */
   /** `environment` replaces the system's (e.g. to run as a command of an agent's turn). */
   run(tool: SystemTool, args: string[], input?: string, environment?: NodeJS.ProcessEnv): Promise<CliResult>;
@@ -107,6 +113,8 @@ export interface System {
 
 export const TELEGRAM_TOKEN_ENV = 'E2E_TELEGRAM_TOKEN';
 export const DISCORD_TOKEN_ENV = 'E2E_DISCORD_TOKEN';
+export const SLACK_TOKEN_ENV = 'E2E_SLACK_BOT_TOKEN';
+export const SLACK_APP_TOKEN_ENV = 'E2E_SLACK_APP_TOKEN';
 
 export async function startSystem(options: SystemOptions = {}): Promise<System> {
   const home = mkdtempSync(join(tmpdir(), 'theclaw-e2e-'));
@@ -116,6 +124,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<System> 
   const llm = await startFakeOpenAI(options.llm);
   const telegram = await startFakeTelegram();
   const discord = options.discord ? await startFakeDiscord() : undefined;
+  const slack = options.slack ? await startFakeSlack() : undefined;
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     THECLAW_HOME: home,
@@ -123,6 +132,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<System> 
     THECLAW_LOG_LEVEL: options.logLevel ?? 'debug',
     [options.telegramTokenEnv ?? TELEGRAM_TOKEN_ENV]: telegram.token,
     ...(discord && { [DISCORD_TOKEN_ENV]: discord.token }),
+    ...(slack && { [SLACK_TOKEN_ENV]: slack.botToken, [SLACK_APP_TOKEN_ENV]: slack.appToken }),
     ...options.env,
   };
 
@@ -170,6 +180,11 @@ runners: { enabled: ${options.runners ?? true} }
         ? `
   - { id: discord:main, type: discord, token_env: ${DISCORD_TOKEN_ENV}, api_root: "${discord.apiRoot}", access: open }`
         : ''
+    }${
+      slack
+        ? `
+  - { id: slack:main, type: slack, token_env: ${SLACK_TOKEN_ENV}, app_token_env: ${SLACK_APP_TOKEN_ENV}, api_root: "${slack.apiRoot}", access: open }`
+        : ''
     }
   - { id: terminal:local, type: terminal, access: open }
 ${(options.extraChannels ?? []).map((channel) => `  - ${channel}\n`).join('')}routes:
@@ -185,7 +200,7 @@ ${(options.extraChannels ?? []).map((channel) => `  - ${channel}\n`).join('')}ro
   };
   const stop = async () => {
     await Promise.allSettled([run('xgw', ['stop']), run('notifier', ['stop'])]);
-    await Promise.allSettled([llm.close(), telegram.close(), discord?.close()]);
+    await Promise.allSettled([llm.close(), telegram.close(), discord?.close(), slack?.close()]);
     if (!process.env.THECLAW_KEEP_HOME) rmSync(home, { recursive: true, force: true });
   };
 
@@ -208,6 +223,7 @@ ${(options.extraChannels ?? []).map((channel) => `  - ${channel}\n`).join('')}ro
     llm,
     telegram,
     ...(discord && { discord }),
+    ...(slack && { slack }),
     run,
     must,
     async xgwStatus() {
@@ -253,8 +269,9 @@ export function peerThread(home: string, channelType: string, peerId: number | s
   return join(home, 'agents', 'admin', 'threads', 'peers', `${channelType}.main.${peerId}`);
 }
 
+/** A tool's command, warm where it can be (runTool's rule). */
 export function runCli(tool: SystemTool, args: string[], env: NodeJS.ProcessEnv, input?: string): Promise<CliResult> {
-  return runArgv(process.execPath, [cliPath(tool), ...args], env, input);
+  return (input === undefined && runWarm(cliPath(tool), args, env)) || runArgv(process.execPath, [cliPath(tool), ...args], env, input);
 }
 
 /** Runs a program (e.g. a timer's command, split) with its output collected. */

@@ -14,6 +14,7 @@ import { DEFAULT_XGW_CONFIG } from '../xgw/config.js';
 import { initThread, openThread, type Thread } from '../thread/thread.js';
 import type { ThreadEvent } from '../thread/types.js';
 export { waitFor } from './wait.js';
+import { runWarm } from './warm-tool.js';
 
 /**
  * bubblewrap, which the sandbox tests run for real (`.ci/run` installs it); where it is missing
@@ -89,9 +90,12 @@ export function webchatCredential(home: string, channelId: string, peer: string)
   return new WebchatPeers(loadWebchatPeerKey(home, channelId), channelId).credential(peer);
 }
 
-/** Runs a built CLI (`thread`, `notifier`) with the test home's environment. */
+/**
+ * Runs a built CLI (`thread`, `notifier`) with the test home's environment: in the warm runner
+ * (warm-tool.ts) unless it needs a process of its own (standard input, another command under way).
+ */
 export function runTool(tool: (typeof TOOLS)[number], args: string[], env: NodeJS.ProcessEnv, input?: string | Buffer): Promise<RunResult> {
-  return run(process.execPath, [cliPath(tool), ...args], { env }, input);
+  return (input === undefined && runWarm(cliPath(tool), args, env)) || run(process.execPath, [cliPath(tool), ...args], { env }, input);
 }
 
 export function run(command: string, args: string[], options: SpawnOptions, input?: string | Buffer): Promise<RunResult> {
@@ -142,6 +146,13 @@ export async function exitAfterDone(script: string): Promise<{ code: number | nu
   return { code, stderr, exitMs: Date.now() - Number(/done (\d+)/.exec(stdout)?.[1]) };
 }
 
+/** Runs `script` (see exitAfterDone) and expects it to exit by itself, 0, within 2 s of its `done`: what it used left nothing running. */
+export async function expectExitAfterDone(script: string): Promise<void> {
+  const { code, stderr, exitMs } = await exitAfterDone(script);
+  expect(code, stderr).toBe(0);
+  expect(exitMs, 'time from stop() to process exit').toBeLessThan(2000);
+}
+
 /** Runs `fn`, expects it to throw a ClawError of `kind`, and returns the error. */
 export function expectClawError(fn: () => unknown, kind: ErrorKind): ClawError {
   try {
@@ -155,6 +166,7 @@ export function expectClawError(fn: () => unknown, kind: ErrorKind): ClawError {
 }
 export * from './fake-llm.js';
 export * from './fake-discord.js';
+export * from './fake-slack.js';
 export * from './fake-telegram.js';
 
 /**

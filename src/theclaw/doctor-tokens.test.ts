@@ -67,6 +67,17 @@ describe('theclaw doctor and xgw config check', () => {
     expect(await configCheckVerdict(t.env)).toEqual({ code: 1, findings: expected });
   });
 
+  it("fail both for each of a Slack channel's two token variables that is not set, naming what it holds", async () => {
+    writeFileSync(join(t.home, 'xgw', 'config.yaml'), 'channels:\n  - { id: slack:main, type: slack, token_env: DOCTOR_SLACK_BOT, app_token_env: DOCTOR_SLACK_APP }\n');
+    const unset = (variable: string, holds: string) => ({
+      severity: 'fail',
+      message: `slack:main: ${variable} is not set in this environment, so xgw cannot start it`,
+      fix: `export ${variable}=<${holds}> before theclaw up`,
+    });
+    expect(await doctorVerdict(t.env)).toEqual([unset('DOCTOR_SLACK_BOT', 'the bot token'), unset('DOCTOR_SLACK_APP', 'the app-level token')]);
+    expect(await configCheckVerdict({ ...t.env, DOCTOR_SLACK_BOT: 'xoxb-1' })).toEqual({ code: 1, findings: [unset('DOCTOR_SLACK_APP', 'the app-level token')] });
+  });
+
   it('pass both once the tokens are set, warning both of the missing agent, and neither once it exists', async () => {
     const env = { ...t.env, ...TOKENS };
     expect((await doctorVerdict(env)).map((v) => v.severity)).toEqual(['warn']);

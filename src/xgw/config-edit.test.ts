@@ -43,6 +43,8 @@ describe('xgw channel add flags', () => {
     expect(options).toMatchObject({ port: 0, access: 'pairing', allow: ['a1', 'b2'], reload: false });
     expect(channelEntry(args[0]!, options)).toEqual({ id: 'webchat:guests', type: 'webchat', access: 'pairing', allow: ['a1', 'b2'], port: 0 });
     expect(parsedOptions(['channel', 'add', 'telegram:main', '--token-env', 'MY_TOKEN']).options).toMatchObject({ tokenEnv: 'MY_TOKEN', reload: true });
+    const slack = parsedOptions(['channel', 'add', 'slack:team', '--token-env', 'TEAM_BOT', '--app-token-env', 'TEAM_APP']);
+    expect(channelEntry(slack.args[0]!, slack.options)).toEqual({ id: 'slack:team', type: 'slack', token_env: 'TEAM_BOT', app_token_env: 'TEAM_APP' });
   });
 
   it('refuses a port that is not a number as a usage error', () => {

@@ -28,6 +28,7 @@ export interface ChannelSettings {
   port?: number;
   host?: string;
   tokenEnv?: string;
+  appTokenEnv?: string;
   apiRoot?: string;
 }
 
@@ -57,6 +58,7 @@ export function channelEntry(id: string, settings: ChannelSettings): Record<stri
     ['port', settings.port],
     ['host', settings.host],
     ['token_env', settings.tokenEnv],
+    ['app_token_env', settings.appTokenEnv],
     ['api_root', settings.apiRoot],
   ];
   return { id, type: splitChannelId(id).type, ...Object.fromEntries(flags.filter(([, value]) => value !== undefined)) };

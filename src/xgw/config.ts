@@ -198,22 +198,26 @@ function defined<T>(entries: (T | undefined)[]): T[] {
   return entries.filter((entry) => entry !== undefined);
 }
 
-/** A channel whose token variable is not set cannot start: Telegram and Discord refuse to be built without it. */
+/** A channel whose token variable is not set cannot start: Telegram, Discord and Slack refuse to be built without it. */
 function environmentFindings(channels: ChannelConfig[], environment: CheckEnvironment | undefined): ConfigFinding[] {
   if (!environment) return [];
   return channels.flatMap((channel) =>
-    'token_env' in channel && !environment.env[channel.token_env]
-      ? [
-          {
-            severity: 'fail' as const,
-            message: `${channel.id}: ${channel.token_env} is not set in ${environment.name}, so xgw cannot start it`,
-            fix: environment.daemon
-              ? `start xgw again with ${channel.token_env} set: export ${channel.token_env}=<the bot token>, then theclaw down && theclaw up`
-              : `export ${channel.token_env}=<the bot token> before theclaw up`,
-          },
-        ]
-      : [],
+    secretVariables(channel)
+      .filter(({ variable }) => !environment.env[variable])
+      .map(({ variable, holds }) => ({
+        severity: 'fail' as const,
+        message: `${channel.id}: ${variable} is not set in ${environment.name}, so xgw cannot start it`,
+        fix: environment.daemon ? `start xgw again with ${variable} set: export ${variable}=<${holds}>, then theclaw down && theclaw up` : `export ${variable}=<${holds}> before theclaw up`,
+      })),
   );
+}
+
+/** The variables a channel's tokens are read from, and what each holds (Slack has two: the bot's and the app's). */
+function secretVariables(channel: ChannelConfig): { variable: string; holds: string }[] {
+  return [
+    ...('token_env' in channel ? [{ variable: channel.token_env, holds: 'the bot token' }] : []),
+    ...('app_token_env' in channel ? [{ variable: channel.app_token_env, holds: 'the app-level token' }] : []),
+  ];
 }
 
 /** A route to an agent that does not exist (yet): its messages are answered with a notice saying so. */

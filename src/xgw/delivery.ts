@@ -171,6 +171,8 @@ export class Delivery {
       const next = draftStream.next;
       draftStream.next = undefined;
       if (next === undefined) return;
+      // From its start, so that drafts asked for while this one is under way wait their interval too.
+      draftStream.shownAt = Date.now();
       draftStream.busy = draftStream.busy.then(() => this.showDraft(channel, target, replyTo, next).finally(() => (draftStream.shownAt = Date.now())));
     };
     const wait = stream.shownAt + (channel.draftIntervalMs ?? 0) - now;

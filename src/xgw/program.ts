@@ -5,7 +5,7 @@ const commands = () => import('./commands.js');
 
 /** The `xgw` CLI's definition; `cmds` reads it too, so it is built without running. */
 export function createXgwProgram(): Command {
-  const program = createProgram('xgw', 'The gateway between chat channels (web chat, Telegram, Discord, terminal) and agents.')
+  const program = createProgram('xgw', 'The gateway between chat channels (web chat, Telegram, Discord, Slack, terminal) and agents.')
     .version('0.1.0')
     .addHelpText(
       'after',
@@ -16,6 +16,7 @@ Config: $THECLAW_HOME/xgw/config.yaml
     - { id: terminal:local, type: terminal, access: open }
     - { id: telegram:main, type: telegram, token_env: TELEGRAM_BOT_TOKEN, access: pairing, allow: [] }
     - { id: discord:main, type: discord, token_env: DISCORD_BOT_TOKEN, access: pairing, allow: [] }
+    - { id: slack:main, type: slack, token_env: SLACK_BOT_TOKEN, app_token_env: SLACK_APP_TOKEN, access: pairing }
     - { id: api:main, type: api, port: 18791, hooks: [{ name: ci, agent: admin, secret_env: CI_HOOK_SECRET }] }
   routes:
     - { channel: "*", peer: "*", agent: admin }
@@ -90,13 +91,14 @@ a client's token from xgw token add; POST /hooks/<name> with the hook's secret.`
       .description(
         "add a channel to the config: its type is the id's prefix, unset settings take their defaults; a running gateway starts it (a change it refuses, e.g. a token variable its environment lacks, is not written)",
       )
-      .argument('<id>', 'webchat:<name>, telegram:<name>, discord:<name> or terminal:<name>')
+      .argument('<id>', 'webchat:<name>, telegram:<name>, discord:<name>, slack:<name> or terminal:<name>')
       .option('--access <policy>', 'pairing (default), allowlist or open')
       .option('--allow <peer>', 'a peer id admitted without pairing (repeatable)', (peer: string, previous: string[] | undefined) => [...(previous ?? []), peer])
       .option('--port <n>', 'web chat: the port (default 18790; 0 picks a free one at each start)', nonNegativeInt('--port'))
       .option('--host <address>', 'web chat: a loopback address (default 127.0.0.1)')
-      .option('--token-env <name>', 'Telegram, Discord: the variable that holds the bot token (default TELEGRAM_BOT_TOKEN, DISCORD_BOT_TOKEN)')
-      .option('--api-root <url>', 'Telegram, Discord: the API root (for a test server)')
+      .option('--token-env <name>', 'Telegram, Discord, Slack: the variable that holds the bot token (default TELEGRAM_BOT_TOKEN, DISCORD_BOT_TOKEN, SLACK_BOT_TOKEN)')
+      .option('--app-token-env <name>', 'Slack: the variable that holds the app-level token (default SLACK_APP_TOKEN)')
+      .option('--api-root <url>', 'Telegram, Discord, Slack: the API root (for a test server)')
       .addOption(noReload())
       .addOption(jsonOption())
       .action(async (id: string, options) => (await commands()).channelAdd(id, options)),

@@ -81,7 +81,7 @@ const tokenEnv = (fallback: string) => z._default(z.string().check(z.regex(/^[A-
 const DEFAULT_GROUP_CONTEXT = { messages: 20, minutes: 120 };
 
 /**
- * In groups (Discord: server channels), answer only when mentioned or replied to. What is said
+ * In groups (Discord: server channels; Slack: channels), answer only when mentioned or replied to. What is said
  * there without addressing the bot is kept as the group's pending context (group-context.ts):
  * at most `context.messages` of the last `context.minutes`, handed to the agent with the next
  * message that addresses it; `messages: 0` keeps none.
@@ -125,6 +125,24 @@ export const DiscordChannelSchema = z.strictObject({
   groups: GroupsSchema,
 });
 
+export const SlackChannelSchema = z.strictObject({
+  ...channelBase,
+  type: z.literal('slack'),
+  /** The bot token (`xoxb-…`): the Web API's calls. */
+  token_env: tokenEnv('SLACK_BOT_TOKEN'),
+  /** The app-level token (`xapp-…`, scope `connections:write`): Socket Mode's connection. */
+  app_token_env: tokenEnv('SLACK_APP_TOKEN'),
+  /** Web API root; Socket Mode's address comes from it (apps.connections.open). Tests point it at a fake on loopback. */
+  api_root: z._default(z.url(), 'https://slack.com/api'),
+  groups: GroupsSchema,
+  /**
+   * Show the answer as the model writes it: one message in the thread, edited in place
+   * (chat.update) at most every `stream_interval_seconds`, which the answer then becomes.
+   */
+  stream: z._default(z.boolean(), true),
+  stream_interval_seconds: z._default(z.number().check(z.gte(1), z.lte(60)), 2),
+});
+
 export const TerminalChannelSchema = z.strictObject({
   ...channelBase,
   type: z.literal('terminal'),
@@ -161,7 +179,7 @@ export const ApiChannelSchema = z.strictObject({
   ),
 });
 
-export const ChannelConfigSchema = z.discriminatedUnion('type', [WebchatChannelSchema, TelegramChannelSchema, DiscordChannelSchema, TerminalChannelSchema, ApiChannelSchema]);
+export const ChannelConfigSchema = z.discriminatedUnion('type', [WebchatChannelSchema, TelegramChannelSchema, DiscordChannelSchema, TerminalChannelSchema, ApiChannelSchema, SlackChannelSchema]);
 
 export const RouteSchema = z.strictObject({
   /** A channel id or `*`. */
@@ -179,6 +197,7 @@ export const XgwConfigSchema = z.strictObject({
 export type WebchatChannelConfig = z.output<typeof WebchatChannelSchema>;
 export type TelegramChannelConfig = z.output<typeof TelegramChannelSchema>;
 export type DiscordChannelConfig = z.output<typeof DiscordChannelSchema>;
+export type SlackChannelConfig = z.output<typeof SlackChannelSchema>;
 export type TerminalChannelConfig = z.output<typeof TerminalChannelSchema>;
 export type ApiChannelConfig = z.output<typeof ApiChannelSchema>;
 export type ChannelConfig = z.output<typeof ChannelConfigSchema>;

@@ -1,4 +1,4 @@
-import parse from '@ericcornelissen/bash-parser';
+import { createRequire } from 'node:module';
 import { split } from 'shlex';
 import { runsOf, type Run } from './command-wrappers.js';
 import { hidesCode } from './shell-names.js';
@@ -85,6 +85,19 @@ function readRuns(command: ShellCommand, run: Run, depth: number, budget: { scri
 type Node = Record<string, unknown>;
 /** A word or a redirection of a command, as the parser gives it. */
 type Part = { type?: unknown; text?: unknown; expansion?: unknown; op?: { text?: unknown }; file?: { text?: unknown } };
+
+type BashParse = typeof import('@ericcornelissen/bash-parser').default;
+let bashParse: BashParse | undefined;
+
+/**
+ * The parser, loaded on the first command line rather than with this module: it and its
+ * dependencies cost ~0.2 CPU-s to load, which every command that only imports the policy
+ * (`theclaw status`, `theclaw down`) paid.
+ */
+function parse(...args: Parameters<BashParse>): ReturnType<BashParse> {
+  bashParse ??= createRequire(import.meta.url)('@ericcornelissen/bash-parser') as BashParse;
+  return bashParse(...args);
+}
 
 function readLine(line: string): { commands: ShellCommand[]; unreadable: boolean } | null {
   // The parser's time grows with the square of the nesting (a second for 4000 subshells in 16 KB),

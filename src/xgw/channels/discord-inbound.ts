@@ -1,6 +1,6 @@
 import type { APIUser, GatewayMessageCreateDispatchData } from 'discord.js';
-import type { AttachmentKind } from '../../core/message.js';
 import type { DiscordChannelConfig, InboundFile, InboundMessage } from '../types.js';
+import { joinCut, kindOfMimeType } from './inbound-parts.js';
 
 /** What the Discord channel makes of a message a person sent. */
 export interface DiscordInbound {
@@ -30,7 +30,7 @@ export function toDiscordInbound(data: GatewayMessageCreateDispatchData, config:
   if (author.bot || data.webhook_id !== undefined || !PERSON_WRITTEN.has(data.type)) return null;
   const voice = ((data.flags ?? 0) & VOICE_MESSAGE) !== 0;
   const files: InboundFile[] = (data.attachments ?? []).map((attachment) => ({
-    kind: voice ? 'voice' : kindOf(attachment.content_type),
+    kind: voice ? 'voice' : kindOfMimeType(attachment.content_type),
     ref: attachment.url,
     name: attachment.filename,
     bytes: attachment.size,
@@ -55,17 +55,4 @@ export function toDiscordInbound(data: GatewayMessageCreateDispatchData, config:
   const stripped = joinCut(parts).trim();
   const text = stripped === '' && files.length === 0 ? data.content : stripped;
   return { message: { ...base, conversationType: 'group', conversationId: data.channel_id, text, addressed }, channelId: data.channel_id };
-}
-
-/** Images the models take are images; audio and video by their type; anything else a document. */
-function kindOf(contentType: string | undefined): AttachmentKind {
-  if (/^image\/(jpeg|png|webp|gif)/.test(contentType ?? '')) return 'image';
-  if (contentType?.startsWith('audio/')) return 'audio';
-  if (contentType?.startsWith('video/')) return 'video';
-  return 'document';
-}
-
-/** Joins the text around the cut-out mentions; where a cut leaves two spaces side by side, one goes with it. */
-function joinCut(parts: string[]): string {
-  return parts.reduce((before, after) => before + (/\s$/.test(before) && /^\s/.test(after) ? after.slice(1) : after));
 }

@@ -3,8 +3,8 @@ import type { ChannelConfig } from '../types.js';
 import { TerminalChannel } from './terminal.js';
 
 /**
- * Builds the adapter for a configured channel. Web chat, Telegram and Discord are imported only
- * when configured: their libraries (ws, grammY, discord.js) cost start-up time and memory.
+ * Builds the adapter for a configured channel. Web chat, Telegram, Discord and Slack are imported
+ * only when configured: their libraries (ws, grammY, discord.js, @slack/bolt) cost start-up time and memory.
  */
 export async function createChannel(config: ChannelConfig, env: NodeJS.ProcessEnv): Promise<ChannelAdapter> {
   switch (config.type) {
@@ -18,5 +18,7 @@ export async function createChannel(config: ChannelConfig, env: NodeJS.ProcessEn
       return new TerminalChannel(config);
     case 'api':
       return (await import('./api.js')).createApiChannel(config, env);
+    case 'slack':
+      return (await import('./slack.js')).createSlackChannel(config, env);
   }
 }
