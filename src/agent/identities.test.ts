@@ -8,6 +8,7 @@ import { loadAgentConfig, type AgentDir } from './agent-dir.js';
 import { linkIdentity, setConfigKey, unlinkIdentity } from './agent-settings.js';
 import { memoryFiles } from './context.js';
 import { initAgent } from './lifecycle.js';
+import { conversationScope } from './memory/memory-index.js';
 import { isOwner } from './policy/index.js';
 import { routeFor } from './router.js';
 
@@ -41,6 +42,10 @@ describe('linked addresses', () => {
     expect([telegram.threadId, webchat.threadId]).toEqual(['peer-telegram.main.123', 'peer-webchat.main.3f2a']);
     // A group stays the group's, whoever of them writes there.
     expect(route(inGroup('123'))).toMatchObject({ kind: 'group', peerKey: null });
+
+    // Memory search in a turn finds the conversation's files by its thread id: the person's too.
+    expect(conversationScope(dir, telegram.threadId).files).toContain('memory/user-person.alice.md');
+    expect(conversationScope(dir, 'peer-telegram.main.999').files).toContain('memory/user-telegram.main.999.md');
 
     setConfigKey(t.home, 'helper', 'routing.dm_scope', 'person');
     expect(route(dm('telegram', '123')).threadId).toBe('peer-person.alice');

@@ -90,12 +90,24 @@ export function routeMessage(dir: AgentDir, mode: RoutingMode, source: string, p
   }
 }
 
-/** The thread a thread id names, or null for an id that is not one of ours (or not a slug). */
-export function threadById(dir: AgentDir, threadId: string): ThreadRoute | null {
+/**
+ * The thread a thread id names, or null for an id that is not one of ours (or not a slug). With
+ * the agent's `identities`, the direct thread of an address linked to a person names the person's
+ * memory, as routeFor does.
+ */
+export function threadById(dir: AgentDir, threadId: string, identities: Identities = {}): ThreadRoute | null {
   if (threadId === 'main') return mainThread(dir);
   const match = /^(peer|channel|group|agent)-(.+)$/.exec(threadId);
   if (!match || !isSlug(match[2]!)) return null;
-  return inFolder(dir, match[1] as keyof typeof FOLDERS, match[2]!);
+  const route = inFolder(dir, match[1] as keyof typeof FOLDERS, match[2]!);
+  const person = route.kind === 'peer' ? Object.keys(identities).find((name) => identities[name]!.some((address) => addressKey(address) === route.peerKey)) : undefined;
+  return person === undefined ? route : { ...route, peerKey: personKey(person) };
+}
+
+/** The key routeMessage gives a linked address (`<type>:<instance>:<peer id>`) of a direct chat. */
+function addressKey(address: string): string {
+  const [type, instance] = address.split(':', 2) as [string, string];
+  return slug(`${dotless(type)}.${dotless(instance)}.${address.slice(type.length + instance.length + 2)}`);
 }
 
 /** The id of the thread in `path` (a directory under threads/), or null for none of ours. */
