@@ -4,6 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatAddress } from '../core/address.js';
 import { isClawError } from '../core/errors.js';
 import { createTestHome, type TestHome } from '../testing/index.js';
+import { initThread } from '../thread/index.js';
 import { loadAgentConfig, type AgentDir } from './agent-dir.js';
 import { linkIdentity, setConfigKey, unlinkIdentity } from './agent-settings.js';
 import { memoryFiles } from './context.js';
@@ -43,6 +44,10 @@ describe('linked addresses', () => {
     // A group stays the group's, whoever of them writes there.
     expect(route(inGroup('123'))).toMatchObject({ kind: 'group', peerKey: null });
 
+    // Another agent's answer to a question from that thread goes back into it, with the person's memory.
+    initThread(telegram.path, { home: t.home }).close();
+    const answer = formatAddress({ kind: 'internal', conversationType: 'reply', conversationId: telegram.threadId, agentId: 'other' });
+    expect(route(answer)).toMatchObject({ path: telegram.path, peerKey: 'person.alice' });
     // Memory search in a turn finds the conversation's files by its thread id: the person's too.
     expect(conversationScope(dir, telegram.threadId).files).toContain('memory/user-person.alice.md');
     expect(conversationScope(dir, 'peer-telegram.main.999').files).toContain('memory/user-telegram.main.999.md');

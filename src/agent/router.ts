@@ -64,7 +64,7 @@ export function routeMessage(dir: AgentDir, mode: RoutingMode, source: string, p
     throw new ClawError('invalid', 'an inbox message has the source self', { suggestion: "push inbox messages with the sender's address" });
   }
   if (address.kind === 'internal' && address.conversationType === ANSWER_CONVERSATION) {
-    const asked = threadById(dir, address.conversationId);
+    const asked = threadById(dir, address.conversationId, people?.identities);
     if (asked && existsSync(join(asked.path, 'events.db'))) return asked; // a thread, not just a directory (threads/main/ is made by init)
   }
   // '.' joins the parts, so it is escaped in all but the last one: two senders never share a key.
