@@ -9,6 +9,7 @@ import { ownerWebchats } from '../xgw/config.js';
 
 export { agentsRoot };
 import { AgentConfigSchema, type AgentConfig } from './types.js';
+import { linkedOwners } from './identities.js';
 
 /**
  * The layout of an agent directory, in one place. The parts other tools use (its inbox, `files/`,
@@ -121,7 +122,7 @@ export function loadAgentConfig(dir: AgentDir): AgentConfig {
   if (config.agent_id !== dir.id) {
     throw new ClawError('invalid', `${dir.config} says agent_id ${config.agent_id}, but the directory is ${dir.id}`, { suggestion: `set agent_id: ${dir.id}` });
   }
-  return { ...config, policy: { ...config.policy, ownerWebchats: ownerWebchats(dir.home) } };
+  return { ...config, policy: { ...config.policy, ownerWebchats: ownerWebchats(dir.home), linkedOwners: linkedOwners(config.identities, config.policy.owners) } };
 }
 
 /** Ids of every agent directory that has a config. */

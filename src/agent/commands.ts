@@ -94,6 +94,26 @@ export async function identitySet(id: string, options: Json & { text?: string })
   else printLines([`replaced ${dir.identity} (the next turn uses it)`]);
 }
 
+export async function identityLink(id: string, name: string, addresses: string[], options: Json): Promise<void> {
+  const linked = (await import('./agent-settings.js')).linkIdentity(resolveHome(), id, name, addresses);
+  if (options.json) printJson({ id, person: name, addresses: linked });
+  else printLines([`${name} of ${id}: ${linked.join(' ')} (one person from the next message: one memory file, the owner if one address is)`]);
+}
+
+export async function identityUnlink(id: string, name: string, addresses: string[], options: Json): Promise<void> {
+  const left = (await import('./agent-settings.js')).unlinkIdentity(resolveHome(), id, name, addresses);
+  if (options.json) printJson({ id, person: name, addresses: left });
+  else printLines([left.length > 0 ? `${name} of ${id}: ${left.join(' ')}` : `${id} links no addresses to ${name} now`]);
+}
+
+export async function identityList(id: string, options: Json): Promise<void> {
+  const { loadAgentConfig, requireAgent } = await import('./agent-dir.js');
+  const identities = loadAgentConfig(requireAgent(resolveHome(), id)).identities;
+  if (options.json) return printJson(identities);
+  const people = Object.entries(identities);
+  printLines(people.length > 0 ? people.map(([name, addresses]) => `${name}  ${addresses.join(' ')}`) : [`${id} links no people yet: agent identity link ${id} <name> <address>...`]);
+}
+
 export async function send(id: string, options: Json & { text: string; source?: string; idempotencyKey?: string }): Promise<void> {
   // Inside an agent's sandbox (sandbox-sends.ts OUTBOX_ENV), the message is pushed once the command has ended.
   const outbox = process.env.THECLAW_OUTBOX;

@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import * as z from 'zod/mini';
 import { parseAddress } from '../core/address.js';
+import { GroupContextEntrySchema, type GroupContextEntry } from '../core/message.js';
 import { isContainedPathError, kindContained, type ContainedPathError } from '../core/contained-fs.js';
 import { errnoCode } from '../core/errors.js';
 import type { SessionLine } from '../pai/index.js';
@@ -154,7 +156,8 @@ export function historyLines(events: readonly ThreadEvent[], mixedPeople: boolea
     if (event.type !== 'message') return [];
     const text = messageText(event.content);
     if (event.source === 'self') return [{ role: 'assistant', content: text }];
-    return [{ role: 'user', content: mixedPeople ? spokenBy(event.source, text) : text }];
+    const said = withGroupContext(text, event);
+    return [{ role: 'user', content: mixedPeople ? spokenBy(event.source, said) : said }];
   });
 }
 
@@ -162,6 +165,36 @@ export function historyLines(events: readonly ThreadEvent[], mixedPeople: boolea
 export function spokenBy(source: string, text: string): string {
   return `[${describeSource(source)}] ${text}`;
 }
+
+/**
+ * A group message's text with the group's pending context before it: what was said in the group,
+ * not to me, since a message last reached me there (content `group_context`, which xgw hands
+ * with the next message that addresses me). Shown with that message, in its turn and in the
+ * history after, never again as new; and only where the message comes from a group, whatever a
+ * direct message's content says.
+ */
+export function withGroupContext(text: string, event: Pick<ThreadEvent, 'source' | 'content'>): string {
+  const entries = groupContextOf(event);
+  if (entries.length === 0) return text;
+  const lines = entries.map(({ at, name, peer_id, text: said }) => {
+    const who = name ? `${name} (${peer_id})` : peer_id;
+    return `- ${at.slice(0, 16).replace('T', ' ')} ${who.replace(/[\p{Cc}\p{Zl}\p{Zp}]+/gu, ' ')}: ${said.replaceAll('\n', '\n  ')}`;
+  });
+  return `Since you last spoke in this group (said among its members, not to you):\n${lines.join('\n')}\n\nTo you:\n${text}`;
+}
+
+function groupContextOf({ source, content }: Pick<ThreadEvent, 'source' | 'content'>): GroupContextEntry[] {
+  try {
+    const address = parseAddress(source);
+    if (address.kind !== 'external' || address.conversationType === 'dm') return [];
+    const parsed = GroupContextSchema.safeParse((JSON.parse(content) as { group_context?: unknown }).group_context);
+    return parsed.success ? parsed.data : [];
+  } catch {
+    return []; // a plain-text message pushed by hand, or a source that is no address
+  }
+}
+
+const GroupContextSchema = z.array(GroupContextEntrySchema);
 
 /** The text of a message event's content (raw content when it is not the JSON shape). */
 export function messageText(content: string): string {

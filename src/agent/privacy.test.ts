@@ -18,7 +18,8 @@ import { runAgent } from './run.js';
 import { sendToAgent } from './send.js';
 import { ROUTING_MODES, type RoutingMode } from './types.js';
 
-// The privacy property of issue 10 §1, on real agent runs (real threads and inboxes, bash_exec,
+// The privacy property of issue 10 §1 (and issue 25 §3: a group's pending context stays the
+// group's, new in one turn only), on real agent runs (real threads and inboxes, bash_exec,
 // real deliveries between the agents; only the model is a function): for random interleavings of
 // direct and group messages from several people, some delegated by admin to a helper agent whose
 // answers come back while others write, no request admin sends to the model holds another
@@ -48,6 +49,11 @@ interface Message {
   delegate: boolean;
   /** What runs after it arrives: nothing, admin, or admin then helper then helper's deliveries. */
   next: 'wait' | 'admin' | 'all';
+  /**
+   * It comes with a group's pending context (xgw's `group_context`: what was said there without a
+   * mention), `<<c{index}>>`; on a direct message (which xgw never sends) it must show nowhere.
+   */
+  context?: boolean;
 }
 
 const message = fc.record({
@@ -55,6 +61,7 @@ const message = fc.record({
   where: fc.constantFrom('dm', ...GROUPS),
   delegate: fc.nat(4).map((n) => n === 0),
   next: fc.constantFrom('wait', 'admin', 'all'),
+  context: fc.boolean(),
 });
 const scenario = fc.record({
   mode: fc.constantFrom<RoutingMode>(...ROUTING_MODES),
@@ -69,6 +76,8 @@ const marker = (index: number) => `<<m${index}>>`;
 const userMemory = (person: string) => `<<user-memory-${person}>>`;
 const groupMemory = (group: string) => `<<group-memory-${group}>>`;
 const MARKERS = /<<m(\d+)>>/g;
+const contextMarker = (index: number) => `<<c${index}>>`;
+const CONTEXTS = /<<c(\d+)>>/g;
 const USER_MEMORIES = /<<user-memory-(\d+)>>/g;
 const GROUP_MEMORIES = /<<group-memory-(-\d+)>>/g;
 
@@ -89,6 +98,11 @@ function contextOf(m: Message, index: number): ExternalReplyContext {
   };
 }
 
+/** The conversation a message's pending context belongs to: its group's; a direct message's has none. */
+function contextConversationOf(m: Message, mode: RoutingMode): string {
+  return m.where === 'dm' ? 'nowhere' : conversationOf(m, mode);
+}
+
 /** The conversation a message belongs to: a group is one; direct messages are grouped as the mode says. */
 function conversationOf(m: Message, mode: RoutingMode): string {
   if (m.where !== 'dm') return `group ${m.where}`;
@@ -107,7 +121,7 @@ const UPKEEP_PROMPTS = [SUMMARISER_PROMPT, FLUSH_PROMPT, CONDENSE_PROMPT];
 /** The upkeep calls' answers carry every marker of their input on. */
 function upkeepAnswer(request: ModelRequest): string {
   const input = request.history.at(-1)!.content;
-  const said = [...new Set(all(MARKERS, input))].map(Number).map(marker);
+  const said = [...[...new Set(all(MARKERS, input))].map(Number).map(marker), ...[...new Set(all(CONTEXTS, input))].map(Number).map(contextMarker)];
   if (request.system === FLUSH_PROMPT) return `FACTS:\n${said.map((m) => `- said ${m}`).join('\n') || '- none'}\nNOTES:\n- talked`;
   const memories = [...new Set([...all(USER_MEMORIES, input).map(userMemory), ...all(GROUP_MEMORIES, input).map(groupMemory)])];
   return [...memories, ...said].join(' ') || 'nothing';
@@ -141,7 +155,8 @@ function fakeModel(requests: Requests, asks: string): ModelCaller {
     if (last.role === 'tool') return reply('I asked the helper.');
     if (last.content.startsWith('answer for ')) return reply('The helper says so.');
     if (last.content.endsWith(' DELEGATE')) {
-      const question = `question for ${last.content.replace(' DELEGATE', '')}`;
+      // On one line: a group's pending context, passed on with the question, comes in lines of its own.
+      const question = `question for ${last.content.replace(' DELEGATE', '').replaceAll('\n', ' ')}`;
       return reply('', `echo "$THECLAW_AGENT $THECLAW_CONVERSATION $THECLAW_ASKING_EVENT ${question}" >> ${asks}`);
     }
     return reply('Noted.');
@@ -214,7 +229,8 @@ async function check({ mode, helperMode = 'per-peer', messages }: Scenario): Pro
     for (const [index, m] of messages.entries()) {
       const inbox = openThread(admin.inbox, { home: t.home });
       const text = `${marker(index)}${m.delegate ? ' DELEGATE' : ''}`;
-      inbox.push({ source: sourceOf(m), type: 'message', content: formatMessageContent({ text, attachments: [], reply_context: contextOf(m, index) }) });
+      const groupContext = m.context ? { group_context: [{ peer_id: '9', name: 'Zed', text: contextMarker(index), at: new Date().toISOString() }] } : {};
+      inbox.push({ source: sourceOf(m), type: 'message', content: formatMessageContent({ text, attachments: [], reply_context: contextOf(m, index), ...groupContext }) });
       inbox.close();
       if (m.next === 'admin') await runAdmin();
       if (m.next === 'all') await runAll();
@@ -230,6 +246,10 @@ async function check({ mode, helperMode = 'per-peer', messages }: Scenario): Pro
       const conversation = conversationOf(messages[current!]!, mode);
       const text = JSON.stringify(request);
       for (const seen of all(MARKERS, text).map(Number)) expect(conversationOf(messages[seen]!, mode), `${conversation} request holds ${marker(seen)}`).toBe(conversation);
+      // A group's pending context only in that group's requests, and new only in the turn of the message it came with.
+      for (const seen of all(CONTEXTS, text).map(Number)) expect(contextConversationOf(messages[seen]!, mode), `${conversation} request holds ${contextMarker(seen)}`).toBe(conversation);
+      const pending = !input.startsWith('answer for ') && messages[current!]!.context && messages[current!]!.where !== 'dm' ? [String(current)] : [];
+      expect(all(CONTEXTS, input), input).toEqual(pending);
       // A person's memory only in their own direct conversation; in a shared one only while they
       // write (not for an agent's answer); never in a group.
       const sender = messages[current!]!;
@@ -247,6 +267,8 @@ async function check({ mode, helperMode = 'per-peer', messages }: Scenario): Pro
       expect(more, input).toEqual([]);
       const conversation = conversationOf(messages[asked!]!, mode);
       for (const seen of all(MARKERS, JSON.stringify(request)).map(Number)) expect(conversationOf(messages[seen]!, mode), `helper asked from ${conversation} holds ${marker(seen)}`).toBe(conversation);
+      for (const seen of all(CONTEXTS, JSON.stringify(request)).map(Number))
+        expect(contextConversationOf(messages[seen]!, mode), `helper asked from ${conversation} holds ${contextMarker(seen)}`).toBe(conversation);
       expect(request.system).toMatch(/^- memory files: agent \S+$/m);
     }
 
@@ -254,7 +276,11 @@ async function check({ mode, helperMode = 'per-peer', messages }: Scenario): Pro
     // memory file's text only with the text of a conversation that sees that file.
     for (const request of requests.upkeep) {
       const text = JSON.stringify(request.history);
-      const conversations = new Set(all(MARKERS, text).map((seen) => conversationOf(messages[Number(seen)]!, mode)));
+      const conversations = new Set([
+        ...all(MARKERS, text).map((seen) => conversationOf(messages[Number(seen)]!, mode)),
+        ...all(CONTEXTS, text).map((seen) => contextConversationOf(messages[Number(seen)]!, mode)),
+      ]);
+      expect(conversations.has('nowhere'), text).toBe(false);
       const users = [...new Set(all(USER_MEMORIES, text))];
       const groups = [...new Set(all(GROUP_MEMORIES, text))];
       expect(conversations.size, text).toBeLessThanOrEqual(1);
@@ -272,12 +298,14 @@ async function check({ mode, helperMode = 'per-peer', messages }: Scenario): Pro
       expect(all(USER_MEMORIES, text), text).toEqual([person]);
       expect(all(GROUP_MEMORIES, text), text).toEqual([]);
       for (const seen of all(MARKERS, text)) expect(conversationOf(messages[Number(seen)]!, mode), text).toBe(`dm ${person}`);
+      expect(all(CONTEXTS, text), text).toEqual([]);
     }
     for (const group of GROUPS) {
       const text = markersIn(groupFile(group));
       expect(all(GROUP_MEMORIES, text), text).toEqual([group]);
       expect(all(USER_MEMORIES, text), text).toEqual([]);
       for (const seen of all(MARKERS, text)) expect(conversationOf(messages[Number(seen)]!, mode), text).toBe(`group ${group}`);
+      for (const seen of all(CONTEXTS, text)) expect(contextConversationOf(messages[Number(seen)]!, mode), text).toBe(`group ${group}`);
     }
     expect(markersIn(join(admin.memory, 'agent.md'))).not.toMatch(/<</);
 

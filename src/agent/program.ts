@@ -92,7 +92,7 @@ without the model (/help lists what they do); any other /word goes to the model 
       .action(async (id: string, key: string, value: string, options) => (await commands()).configSet(id, key, value, options)),
     ['agent config set helper pai.model gpt-4o-mini', 'agent config set helper context.recent_messages 40'],
   );
-  const identity = program.command('identity').description("an agent's IDENTITY.md, its system prompt");
+  const identity = program.command('identity').description("an agent's IDENTITY.md and linked people");
   withExamples(
     identity
       .command('set')
@@ -102,6 +102,37 @@ without the model (/help lists what they do); any other /word goes to the model 
       .addOption(jsonOption())
       .action(async (id: string, options) => (await commands()).identitySet(id, options)),
     ['agent identity set helper --text "I am helper: I keep the garden notes."', 'cat identity.md | agent identity set helper'],
+  );
+  withExamples(
+    identity
+      .command('link')
+      .description('make addresses one person: one memory file, owner if one is')
+      .argument('<id>')
+      .argument('<name>', 'the person, e.g. alice')
+      .argument('<address...>', '<channel type>:<instance>:<peer id>')
+      .addOption(jsonOption())
+      .action(async (id: string, name: string, addresses: string[], options) => (await commands()).identityLink(id, name, addresses, options)),
+    ['agent identity link admin alice telegram:main:123456 webchat:main:3f2a9c'],
+  );
+  withExamples(
+    identity
+      .command('unlink')
+      .description('unlink addresses (none: the person)')
+      .argument('<id>')
+      .argument('<name>')
+      .argument('[address...]')
+      .addOption(jsonOption())
+      .action(async (id: string, name: string, addresses: string[], options) => (await commands()).identityUnlink(id, name, addresses, options)),
+    ['agent identity unlink admin alice webchat:main:3f2a9c'],
+  );
+  withExamples(
+    identity
+      .command('list')
+      .description('the linked people')
+      .argument('<id>')
+      .addOption(jsonOption())
+      .action(async (id: string, options) => (await commands()).identityList(id, options)),
+    ['agent identity list admin'],
   );
   withExamples(
     program

@@ -4,7 +4,8 @@ import { parseAddress } from '../core/address.js';
 import { ClawError } from '../core/errors.js';
 import { isSlug, slug } from '../core/slug.js';
 import type { AgentDir } from './agent-dir.js';
-import type { RoutingMode, ThreadKind, ThreadRoute } from './types.js';
+import { personKey, personOf, type DmScope, type Identities } from './identities.js';
+import type { AgentConfig, RoutingMode, ThreadKind, ThreadRoute } from './types.js';
 
 /**
  * Routes an inbox message to a conversation thread by its `source` address — never by an
@@ -22,9 +23,13 @@ import type { RoutingMode, ThreadKind, ThreadRoute } from './types.js';
  *
  * The mode decides how people's direct messages are grouped:
  *
- * - per-peer:    threads/peers/<type>.<instance>.<peer>/   thread id `peer-…`
+ * - per-peer:    threads/peers/<type>.<instance>.<peer>/   thread id `peer-…` (`dm_scope: person`:
+ *                threads/peers/person.<name>/ for every address linked to the person)
  * - per-channel: threads/channels/<type>.<instance>/       thread id `channel-…`
  * - per-agent:   threads/main/                             thread id `main`
+ *
+ * An address linked to a person (identities.ts) keeps its thread but gets the person's memory
+ * (user-person.<name>.md), whatever the mode; nothing else is ever merged.
  *
  * Another agent's answer to our question (`agent send`) comes with the conversation type
  * `reply` (ANSWER_CONVERSATION) and the asking thread's id as conversation id: it goes back into
@@ -42,13 +47,24 @@ const FOLDERS = { peer: 'peers', channel: 'channels', group: 'sessions', agent: 
 /** The directories under threads/ that hold a thread each (threads/main/ is a thread itself). */
 export const THREAD_FOLDERS: readonly string[] = Object.values(FOLDERS);
 
-export function routeMessage(dir: AgentDir, mode: RoutingMode, source: string): ThreadRoute {
+/** Linked people (identities.ts): their memory, and under `dm_scope: person` their direct thread. */
+export interface PeopleOptions {
+  identities: Identities;
+  dmScope: DmScope;
+}
+
+/** routeMessage under an agent's config: its routing mode and the people it knows. */
+export function routeFor(dir: AgentDir, config: Pick<AgentConfig, 'routing' | 'identities'>, source: string): ThreadRoute {
+  return routeMessage(dir, config.routing.default, source, { identities: config.identities, dmScope: config.routing.dm_scope });
+}
+
+export function routeMessage(dir: AgentDir, mode: RoutingMode, source: string, people?: PeopleOptions): ThreadRoute {
   const address = parseAddress(source);
   if (address.kind === 'self') {
     throw new ClawError('invalid', 'an inbox message has the source self', { suggestion: "push inbox messages with the sender's address" });
   }
   if (address.kind === 'internal' && address.conversationType === ANSWER_CONVERSATION) {
-    const asked = threadById(dir, address.conversationId);
+    const asked = threadById(dir, address.conversationId, people?.identities);
     if (asked && existsSync(join(asked.path, 'events.db'))) return asked; // a thread, not just a directory (threads/main/ is made by init)
   }
   // '.' joins the parts, so it is escaped in all but the last one: two senders never share a key.
@@ -59,10 +75,14 @@ export function routeMessage(dir: AgentDir, mode: RoutingMode, source: string): 
   if (address.conversationType !== DIRECT) {
     return inFolder(dir, 'group', slug(`${channel}.${dotless(address.conversationType)}.${address.conversationId}`));
   }
-  const peerKey = slug(`${channel}.${address.peerId}`);
+  // A linked person's key names their memory in every thread of theirs, whichever address wrote.
+  const person = people ? personOf(people.identities, address) : null;
+  const addressKey = slug(`${channel}.${address.peerId}`);
+  const peerKey = person === null ? addressKey : personKey(person);
   switch (mode) {
     case 'per-peer':
-      return inFolder(dir, 'peer', peerKey);
+      if (person !== null && people?.dmScope === 'person') return inFolder(dir, 'peer', peerKey);
+      return { ...inFolder(dir, 'peer', addressKey), peerKey };
     case 'per-channel':
       return { ...inFolder(dir, 'channel', slug(channel)), peerKey };
     case 'per-agent':
@@ -70,12 +90,24 @@ export function routeMessage(dir: AgentDir, mode: RoutingMode, source: string): 
   }
 }
 
-/** The thread a thread id names, or null for an id that is not one of ours (or not a slug). */
-export function threadById(dir: AgentDir, threadId: string): ThreadRoute | null {
+/**
+ * The thread a thread id names, or null for an id that is not one of ours (or not a slug). With
+ * the agent's `identities`, the direct thread of an address linked to a person names the person's
+ * memory, as routeFor does.
+ */
+export function threadById(dir: AgentDir, threadId: string, identities: Identities = {}): ThreadRoute | null {
   if (threadId === 'main') return mainThread(dir);
   const match = /^(peer|channel|group|agent)-(.+)$/.exec(threadId);
   if (!match || !isSlug(match[2]!)) return null;
-  return inFolder(dir, match[1] as keyof typeof FOLDERS, match[2]!);
+  const route = inFolder(dir, match[1] as keyof typeof FOLDERS, match[2]!);
+  const person = route.kind === 'peer' ? Object.keys(identities).find((name) => identities[name]!.some((address) => addressKey(address) === route.peerKey)) : undefined;
+  return person === undefined ? route : { ...route, peerKey: personKey(person) };
+}
+
+/** The key routeMessage gives a linked address (`<type>:<instance>:<peer id>`) of a direct chat. */
+function addressKey(address: string): string {
+  const [type, instance] = address.split(':', 2) as [string, string];
+  return slug(`${dotless(type)}.${dotless(instance)}.${address.slice(type.length + instance.length + 2)}`);
 }
 
 /** The id of the thread in `path` (a directory under threads/), or null for none of ours. */

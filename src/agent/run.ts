@@ -24,7 +24,7 @@ import { deliverHandler, INBOX_CONSUMER, OUTBOUND_CONSUMER, OUTBOUND_FILTER } fr
 import { answerCommand } from './conversation/answer-command.js';
 import { commandAuthorizer, noticeApproval, ownerDirectChat } from './conversation/owner-approval.js';
 import { noteOutage } from './turn/outage.js';
-import { mixesPeople, routeMessage } from './router.js';
+import { mixesPeople, routeFor } from './router.js';
 import { withAgentSettings } from './turn/model-call.js';
 import { runModelTurn } from './turn/model-turn.js';
 import { messageAccount, type MessageOutcome, type ModelInput, type TakenMessage, type TurnSettings } from './turn/turn-settings.js';
@@ -150,7 +150,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
     const tellOwner = (text: string): boolean => {
       const owner = ownerDirectChat(inbox!, config.policy);
       if (owner === null) return false;
-      const thread = openConversation(turn, threads, routeMessage(dir, config.routing.default, owner));
+      const thread = openConversation(turn, threads, routeFor(dir, config, owner));
       thread.push(ownerMessage(owner, text, 'approval'));
       return true;
     };
@@ -186,7 +186,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
       if (!joining) return;
       let route: ThreadRoute;
       try {
-        route = routeMessage(dir, config.routing.default, event.source);
+        route = routeFor(dir, config, event.source);
       } catch (error) {
         logger.error(`run: inbox event ${event.id} cannot be routed (${(error as Error).message}); skipped`);
         acks.expect(event.id);
@@ -380,7 +380,7 @@ async function reapKilledTurns(dir: AgentDir, logger: Logger): Promise<void> {
 /** The conversation thread of a source address, or null when it cannot be routed. */
 function routeOf(dir: AgentDir, config: AgentConfig, source: string): ThreadRoute | null {
   try {
-    return routeMessage(dir, config.routing.default, source);
+    return routeFor(dir, config, source);
   } catch {
     return null;
   }

@@ -5,7 +5,7 @@ import { ClawError } from '../core/errors.js';
 import { formatMessageContent, type ReplyContext } from '../core/message.js';
 import { runTerminalChat } from '../xgw/chat-client.js';
 import { openThread } from '../thread/index.js';
-import { routeMessage } from './router.js';
+import { routeFor } from './router.js';
 import { agentDir, loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
 import { readOutage } from './turn/outage.js';
 
@@ -98,7 +98,7 @@ function watchOutage(dir: AgentDir, tell: (reason: string) => void): () => void 
  */
 export async function chatWithAgent(home: string, id: string, options: { input?: NodeJS.ReadableStream; output?: NodeJS.WritableStream } = {}): Promise<void> {
   const dir = requireAgent(home, id);
-  const route = routeMessage(agentDir(home, id), loadAgentConfig(dir).routing.default, defaultSource({}));
+  const route = routeFor(agentDir(home, id), loadAgentConfig(dir), defaultSource({}));
   let seen = -1;
   const showToolCalls = setInterval(() => {
     if (!existsSync(route.path)) return;

@@ -1,6 +1,7 @@
 import * as z from 'zod/mini';
 import { parseDuration } from '../core/duration.js';
 import { BrowserLimitsSchema, DEFAULT_BROWSER_LIMITS } from '../browser/index.js';
+import { DM_SCOPES, IdentitiesSchema } from './identities.js';
 import { ManageConfigSchema } from './policy/manage-policy.js';
 import { PolicySchema, type Policy } from './policy/tool-policy.js';
 
@@ -147,7 +148,16 @@ export const AgentConfigSchema = z.strictObject({
     }),
     {},
   ),
-  routing: z._default(z.strictObject({ default: z._default(z.enum(ROUTING_MODES), 'per-peer') }), { default: 'per-peer' }),
+  routing: z._default(
+    z.strictObject({
+      default: z._default(z.enum(ROUTING_MODES), 'per-peer'),
+      /** Under per-peer: `person` gives a linked person (`identities`) one direct thread for all their addresses. */
+      dm_scope: z._default(z.enum(DM_SCOPES), 'peer'),
+    }),
+    { default: 'per-peer', dm_scope: 'peer' },
+  ),
+  /** People on several channels: a name and the addresses they write from (identities.ts). */
+  identities: IdentitiesSchema,
   outbound: z._default(z.array(z.strictObject({ thread_pattern: z.string(), via: z.string() })), [{ thread_pattern: '**', via: 'xgw' }]),
   /** Conversation threads handled at once; messages of one thread always in order. */
   concurrency: z._default(z.int().check(z.positive(), z.maximum(64)), 4),

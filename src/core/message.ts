@@ -56,6 +56,16 @@ export const AttachmentSchema = z.object({
   transcribed: z.optional(z.boolean()),
 });
 
+/** One thing said in a group without addressing the agent (xgw's group-context.ts). */
+export const GroupContextEntrySchema = z.object({
+  peer_id: z.string().check(z.minLength(1)),
+  /** The display name the platform gave, if any. */
+  name: z.optional(z.string()),
+  text: z.string(),
+  /** When xgw received it (ISO 8601). */
+  at: z.string(),
+});
+
 export const MessageContentSchema = z.object({
   text: z.string(),
   attachments: z._default(z.array(AttachmentSchema), []),
@@ -67,6 +77,12 @@ export const MessageContentSchema = z.object({
    * `/cmd@botname`), set by the channel. A chat command in a group counts only then.
    */
   addressed: z.optional(z.boolean()),
+  /**
+   * On a group message that addresses the agent: what was said in the group since the last
+   * message that reached the agent, oldest first, set by xgw (the group's pending context). The
+   * runtime shows it with this message only, and only in a group's thread.
+   */
+  group_context: z.optional(z.array(GroupContextEntrySchema)),
   /**
    * Set on what the runtime says instead of an answer (src/agent/failure.ts): `error` (the message
    * gets no answer), `delayed` (the answer comes once the model is back), or on its own:
@@ -80,6 +96,7 @@ export type ExternalReplyContext = z.infer<typeof ExternalReplyContextSchema>;
 export type InternalReplyContext = z.infer<typeof InternalReplyContextSchema>;
 export type ReplyContext = z.infer<typeof ReplyContextSchema>;
 export type Attachment = z.infer<typeof AttachmentSchema>;
+export type GroupContextEntry = z.infer<typeof GroupContextEntrySchema>;
 export type MessageContent = z.infer<typeof MessageContentSchema>;
 
 /** Parses the `content` string of a message event; a malformed one is an `invalid` error. */

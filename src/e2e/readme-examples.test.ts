@@ -50,6 +50,7 @@ const COMMAND_TIMEOUT_MS = 20_000;
 const GIVEN: Record<string, string[]> = {
   'docs/guide/03-agents.md: `agent` — the agent runtime': ['theclaw up'],
   'docs/guide/03-agents.md: Heartbeats': ['theclaw up'],
+  'docs/guide/03-agents.md: One person across channels': ['agent init admin'],
 };
 
 /** An example block with the document it is in. */

@@ -361,13 +361,12 @@ export interface WebchatPage {
 
 /**
  * Opens the web chat's WebSocket the way the page does: the URL's token and the credential of a
- * fresh peer id in the handshake, from the page's origin. Close `ws` when done.
+ * peer id (default: a fresh one) in the handshake, from the page's origin. Close `ws` when done.
  */
-export async function openWebchatPage(s: System, channelId = 'webchat:main'): Promise<WebchatPage> {
+export async function openWebchatPage(s: System, channelId = 'webchat:main', peer = randomBytes(16).toString('hex')): Promise<WebchatPage> {
   const url = new URL((await s.xgwStatus()).channels.find((channel) => channel.id === channelId)!.url!);
   const base = `http://127.0.0.1:${url.port}`;
   const token = url.searchParams.get('token')!;
-  const peer = randomBytes(16).toString('hex');
   const credential = webchatCredential(s.home, channelId, peer);
   const ws = new WebSocket(`ws://127.0.0.1:${url.port}/ws`, webchatProtocols(token, credential), { origin: base });
   const received: LooseJson[] = [];

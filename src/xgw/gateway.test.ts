@@ -193,7 +193,8 @@ describe('inbound', () => {
   });
 
   it('keeps the messages to a stopped agent in its inbox and tells each conversation once that they wait for agent start', async () => {
-    const gateway = gatewayWith(openChat);
+    // Every group message goes to the agent here (no mention required), so the chatter below reaches its inbox.
+    const gateway = gatewayWith({ ...openChat, channels: [{ ...openChat.channels[0], groups: { require_mention: false } }] });
     const thread = openThread(join(t.home, 'agents', 'admin', 'inbox'), { home: t.home });
     thread.unsubscribe(INBOX_CONSUMER);
     thread.close();
@@ -247,7 +248,7 @@ describe('inbound', () => {
   it('never gives a pairing code in a group, so strangers there neither see one nor use up the slots', async () => {
     const gateway = gatewayWith({ channels: [{ id: 'telegram:main', type: 'telegram' }], routes: [{ agent: 'admin' }] });
     for (const peer of ['1', '2', '3', '4']) {
-      expect(await gateway.receive({ ...message(peer, `g${peer}`), conversationType: 'group', conversationId: '-100' })).toMatchObject({ kind: 'denied' });
+      expect(await gateway.receive({ ...message(peer, `g${peer}`), conversationType: 'group', conversationId: '-100', addressed: true })).toMatchObject({ kind: 'denied' });
     }
     expect(state.pendingPairings()).toEqual([]);
     expect(await gateway.receive(message('5', 'd'))).toMatchObject({ kind: 'pairing' });

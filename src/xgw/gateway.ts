@@ -66,8 +66,8 @@ export class Gateway {
   }
 
   /**
-   * Takes a new config while running (`xgw reload`). Routes, and a channel's `allow` and
-   * `rate_limit` (which only the gateway reads), apply from the next message; a channel whose
+   * Takes a new config while running (`xgw reload`). Routes, and a channel's `allow`,
+   * `rate_limit` and `groups` (which only the gateway reads), apply from the next message; a channel whose
    * other settings changed is stopped and started again with them, a new one is started, a
    * removed one stopped — each after the deliveries under way — and every other channel keeps
    * running untouched (a web chat's open sockets, Telegram's long poll). The adapters are all
@@ -190,6 +190,12 @@ export class Gateway {
   async receive(message: InboundMessage, explicitAgent?: string): Promise<InboundOutcome> {
     if (explicitAgent !== undefined) requireAgentId(explicitAgent);
     const channel = this.channelConfig(message.channelId);
+    if (awaitsMention(channel, message)) {
+      // Everyone's words in the group, admitted or not: they start no turn, and the group is where the bot was put.
+      this.options.state.groupContext.keep(message, channel.groups.context);
+      this.options.logger.debug(`${channel.id}: kept message ${JSON.stringify(message.messageId)} of group ${JSON.stringify(message.conversationId)} as its pending context`);
+      return { kind: 'kept' };
+    }
     const decided = this.access.decide(channel, this.config.routes, message, explicitAgent);
     return 'kind' in decided ? decided : this.inbound.push(channel, message, decided.agent);
   }
@@ -256,9 +262,9 @@ export class Gateway {
 export interface ConfigChanges {
   /** Channels new in the config. */
   started: string[];
-  /** Channels whose settings changed beyond `allow` and `rate_limit`: stopped, and started with the new ones. */
+  /** Channels whose settings changed beyond `allow`, `rate_limit` and `groups`: stopped, and started with the new ones. */
   restarted: string[];
-  /** Channels whose `allow` or `rate_limit` changed, applied without a restart. */
+  /** Channels whose `allow`, `rate_limit` or `groups` changed, applied without a restart. */
   updated: string[];
   /** Channels no longer in the config. */
   stopped: string[];
@@ -267,7 +273,12 @@ export interface ConfigChanges {
 }
 
 /** The settings only the gateway reads: a change of them is applied without restarting the channel. */
-const GATEWAY_SETTINGS = ['allow', 'rate_limit'] as const;
+const GATEWAY_SETTINGS = ['allow', 'rate_limit', 'groups'] as const;
+
+/** A group message that does not address the bot, where the channel answers only those that do. */
+function awaitsMention(channel: ChannelConfig, message: InboundMessage): channel is Extract<ChannelConfig, { groups: unknown }> {
+  return message.conversationType !== 'dm' && message.addressed !== true && 'groups' in channel && channel.groups.require_mention;
+}
 
 /** Whether two configs of one channel differ only in what the gateway alone reads. */
 function sameAdapterSettings(a: ChannelConfig, b: ChannelConfig): boolean {

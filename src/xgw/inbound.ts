@@ -3,15 +3,16 @@ import { storeFile } from '../core/agent-files.js';
 import { ClawError, isClawError } from '../core/errors.js';
 import { agentInboxPath, INBOX_CONSUMER } from '../core/layout.js';
 import type { Logger } from '../core/logger.js';
-import { formatMessageContent, type Attachment } from '../core/message.js';
-import { MAX_CONTENT_BYTES, openThread } from '../thread/index.js';
+import { formatMessageContent, type Attachment, type GroupContextEntry } from '../core/message.js';
+import { MAX_CONTENT_BYTES, openThread, type Thread } from '../thread/index.js';
 import type { ChannelAdapter } from './channel.js';
+import type { ContextClaim } from './group-context.js';
 import type { GatewayState } from './state.js';
 import { splitChannelId, type ChannelConfig, type InboundMessage, type InboundOutcome } from './types.js';
 
 /**
  * A message access.ts let through, into its agent's inbox: its files stored within the channel's
- * `media` limits, its content with the reply context, and the push, keyed by the platform's
+ * `media` limits, its content with the reply context (and in a group its pending context), and the push, keyed by the platform's
  * message id so that a message the platform delivers twice reaches the agent once.
  */
 export class Inbound {
@@ -44,31 +45,35 @@ export class Inbound {
       conversationId: message.conversationId,
       peerId: message.peerId,
     });
-    const content = formatMessageContent({
-      text: message.text,
-      attachments,
-      reply_context: {
-        kind: 'external',
-        channel_id: channel.id,
-        conversation_type: message.conversationType,
-        conversation_id: message.conversationId,
-        peer_id: message.peerId,
-        message_id: message.messageId,
-      },
-      ...(message.addressed !== undefined && { addressed: message.addressed }),
-    });
-    // Refused whole rather than stored cut: a platform (or a client) may send more than a thread takes.
-    if (Buffer.byteLength(content) > MAX_CONTENT_BYTES) {
-      logger.warn(
-        `${channel.id}: refused message ${JSON.stringify(message.messageId)} from ${JSON.stringify(message.peerId)}: ${Buffer.byteLength(content)} bytes, more than the ${MAX_CONTENT_BYTES} an inbox event holds`,
-      );
-      return { kind: 'refused', reason: 'too_long', limit_bytes: MAX_CONTENT_BYTES };
-    }
     const thread = openThread(agentInboxPath(home, agent), { home });
     try {
       // The channel id has exactly one ':' (see its schema); the other segments are encoded.
       const key = `${channel.id}:${encodeSegment(message.conversationId)}:${encodeSegment(message.messageId)}`;
+      // From the claim to the push nothing awaits: no other message of the group comes between.
+      const groupContext = this.claimContext(channel, message, { agent, key }, thread);
+      const content = formatMessageContent({
+        text: message.text,
+        attachments,
+        reply_context: {
+          kind: 'external',
+          channel_id: channel.id,
+          conversation_type: message.conversationType,
+          conversation_id: message.conversationId,
+          peer_id: message.peerId,
+          message_id: message.messageId,
+        },
+        ...(message.addressed !== undefined && { addressed: message.addressed }),
+        ...(groupContext.length > 0 && { group_context: groupContext }),
+      });
+      // Refused whole rather than stored cut: a platform (or a client) may send more than a thread takes.
+      if (Buffer.byteLength(content) > MAX_CONTENT_BYTES) {
+        logger.warn(
+          `${channel.id}: refused message ${JSON.stringify(message.messageId)} from ${JSON.stringify(message.peerId)}: ${Buffer.byteLength(content)} bytes, more than the ${MAX_CONTENT_BYTES} an inbox event holds`,
+        );
+        return { kind: 'refused', reason: 'too_long', limit_bytes: MAX_CONTENT_BYTES };
+      }
       const { id: eventId, duplicate } = thread.pushOnce({ source, type: 'message', content, idempotency_key: key });
+      if (groupContext.length > 0) this.state.groupContext.consume(channel.id, message.conversationId, key);
       const agentStopped = thread.consumer(INBOX_CONSUMER)?.subscribed !== true;
       const conversation = `${agent}:${channel.id}:${encodeSegment(message.conversationId)}`;
       const addressed = message.conversationType === 'dm' || message.addressed === true;
@@ -77,6 +82,37 @@ export class Inbound {
       if (!agentStopped) this.toldStopped.delete(conversation);
       logger.info(`${channel.id}: ${duplicate ? 'duplicate of' : 'pushed'} event ${eventId} from ${JSON.stringify(message.peerId)} to ${agent}${agentStopped ? ' (stopped: it waits)' : ''}`);
       return { kind: 'accepted', agent, eventId, duplicate, agentStopped, notify };
+    } finally {
+      thread.close();
+    }
+  }
+
+  /**
+   * The group's pending context for this message (group-context.ts), claimed for its inbox key;
+   * none in a direct chat, nor when the inbox holds the key already (a platform's second delivery:
+   * the rows went with the first, and are removed now if a crash kept them).
+   */
+  private claimContext(channel: ChannelConfig, message: InboundMessage, claim: ContextClaim, inbox: Thread): GroupContextEntry[] {
+    if (message.conversationType === 'dm' || !('groups' in channel)) return [];
+    const store = this.state.groupContext;
+    if (inbox.findByKey(claim.key) !== undefined) {
+      store.consume(channel.id, message.conversationId, claim.key);
+      return [];
+    }
+    return store.claim(channel.id, message.conversationId, claim, channel.groups.context, (other) => this.inInbox(other));
+  }
+
+  /** Whether an agent's inbox holds an event of this key (an inbox that is gone holds none). */
+  private inInbox({ agent, key }: ContextClaim): boolean {
+    let thread: Thread;
+    try {
+      thread = openThread(agentInboxPath(this.home, agent), { home: this.home });
+    } catch (error) {
+      if (isClawError(error, 'not_found')) return false;
+      throw error;
+    }
+    try {
+      return thread.findByKey(key) !== undefined;
     } finally {
       thread.close();
     }

@@ -16,6 +16,8 @@ export function noticeFor(outcome: InboundOutcome): string | null {
       return `Hi! I don't know you yet. Ask my owner to approve you with this code: ${outcome.code} (valid for one hour; they run: xgw pair approve ${outcome.code}).`;
     case 'denied':
       return null; // strangers are not answered beyond their code
+    case 'kept':
+      return null; // said to the group, not to the bot
     case 'no_route':
       return 'No agent takes messages from this chat yet. The owner can add a route in the xgw config.';
     case 'missing_agent':

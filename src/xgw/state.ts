@@ -10,13 +10,15 @@ import type { MailboxEntry, MailboxFile } from './channels/webchat-protocol.js';
 export type { MailboxEntry };
 import { ensureDir } from '../core/home.js';
 import { xgwStatePath } from '../core/layout.js';
+import { GroupContextStore } from './group-context.js';
 
 /**
  * The gateway's durable state, `$THECLAW_HOME/xgw/state.db`: pairing codes and admitted peers
  * (so `xgw pair approve` works with the daemon down), the idempotency keys of replies and the
  * parts of each that were sent (a retried delivery is acknowledged, or resumed after its last
  * sent part, not sent again, even after a restart), and each web chat or terminal peer's
- * mailbox (so a reply that arrives while the page is closed is shown later).
+ * mailbox (so a reply that arrives while the page is closed is shown later), and groups' pending
+ * context (group-context.ts).
  */
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS pairing_requests (
@@ -145,6 +147,8 @@ function toEntry({
 
 export class GatewayState {
   private readonly db: Database.Database;
+  /** Groups' pending context (group-context.ts), in the same file. */
+  readonly groupContext: GroupContextStore;
 
   constructor(home: string) {
     const file = xgwStatePath(home);
@@ -152,6 +156,7 @@ export class GatewayState {
     this.db = openSqlite(file);
     this.db.exec(SCHEMA);
     this.migrate();
+    this.groupContext = new GroupContextStore(this.db);
   }
 
   /**

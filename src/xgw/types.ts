@@ -77,8 +77,29 @@ export function showsToolProgress(config: ChannelConfig): boolean {
 
 /** Environment variable that holds the bot token (the token never goes into the file). */
 const tokenEnv = (fallback: string) => z._default(z.string().check(z.regex(/^[A-Za-z_][A-Za-z0-9_]*$/)), fallback);
-/** In groups (Discord: server channels; Slack: channels), answer only when mentioned or replied to. */
-const groups = z._default(z.strictObject({ require_mention: z._default(z.boolean(), true) }), { require_mention: true });
+/** A group's pending context by default: its last 20 unaddressed messages of the last two hours. */
+const DEFAULT_GROUP_CONTEXT = { messages: 20, minutes: 120 };
+
+/**
+ * In groups (Discord: server channels; Slack: channels), answer only when mentioned or replied to. What is said
+ * there without addressing the bot is kept as the group's pending context (group-context.ts):
+ * at most `context.messages` of the last `context.minutes`, handed to the agent with the next
+ * message that addresses it; `messages: 0` keeps none.
+ */
+const GroupsSchema = z._default(
+  z.strictObject({
+    require_mention: z._default(z.boolean(), true),
+    context: z._default(
+      z.strictObject({
+        messages: z._default(z.int().check(z.minimum(0), z.maximum(50)), DEFAULT_GROUP_CONTEXT.messages),
+        minutes: z._default(z.number().check(z.positive(), z.lte(7 * 24 * 60)), DEFAULT_GROUP_CONTEXT.minutes),
+      }),
+      DEFAULT_GROUP_CONTEXT,
+    ),
+  }),
+  { require_mention: true, context: DEFAULT_GROUP_CONTEXT },
+);
+export type GroupsConfig = z.output<typeof GroupsSchema>;
 
 export const TelegramChannelSchema = z.strictObject({
   ...channelBase,
@@ -86,7 +107,7 @@ export const TelegramChannelSchema = z.strictObject({
   token_env: tokenEnv('TELEGRAM_BOT_TOKEN'),
   /** Bot API root; tests point it at a fake server on loopback. */
   api_root: z._default(z.url(), 'https://api.telegram.org'),
-  groups,
+  groups: GroupsSchema,
   /**
    * Show the answer as the model writes it: one message, edited in place at most every
    * `stream_interval_seconds`, which the answer then becomes. false: the answer only.
@@ -101,7 +122,7 @@ export const DiscordChannelSchema = z.strictObject({
   token_env: tokenEnv('DISCORD_BOT_TOKEN'),
   /** REST API root (without `/v10`); the gateway's address comes from it. Tests point it at a fake on loopback. */
   api_root: z._default(z.url(), 'https://discord.com/api'),
-  groups,
+  groups: GroupsSchema,
 });
 
 export const SlackChannelSchema = z.strictObject({
@@ -113,7 +134,7 @@ export const SlackChannelSchema = z.strictObject({
   app_token_env: tokenEnv('SLACK_APP_TOKEN'),
   /** Web API root; Socket Mode's address comes from it (apps.connections.open). Tests point it at a fake on loopback. */
   api_root: z._default(z.url(), 'https://slack.com/api'),
-  groups,
+  groups: GroupsSchema,
   /**
    * Show the answer as the model writes it: one message in the thread, edited in place
    * (chat.update) at most every `stream_interval_seconds`, which the answer then becomes.
@@ -290,6 +311,8 @@ export type InboundOutcome =
   | { kind: 'unsupported'; what: string }
   /** Its file could not be fetched from the platform: nothing reached the agent. */
   | { kind: 'file_failed' }
+  /** A group message that did not address the bot: kept as the group's pending context (group-context.ts), never answered. */
+  | { kind: 'kept' }
   /** The peer sent more than the channel's rate_limit; `notify` on the first refusal of a run. */
   | { kind: 'rate_limited'; limit: number; per_seconds: number; retry_after_seconds: number; notify: boolean };
 

@@ -3,7 +3,7 @@ import { replyContextFromSource } from '../reply-context.js';
 import { openThread, type PushInput } from '../../thread/index.js';
 import { loadAgentConfig, requireAgent } from '../agent-dir.js';
 import { ownerDirectChat } from './owner-approval.js';
-import { routeMessage } from '../router.js';
+import { routeFor } from '../router.js';
 import type { NoticeKind } from '../../core/message.js';
 
 /**
@@ -24,7 +24,7 @@ export function tellOwnerOf(home: string, id: string, text: string, notice?: Not
     inbox.close();
   }
   if (owner === null) return false;
-  const route = routeMessage(dir, config.routing.default, owner);
+  const route = routeFor(dir, config, owner);
   if (!existsSync(route.path)) return false;
   const thread = openThread(route.path, { home });
   try {

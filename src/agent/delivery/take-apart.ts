@@ -1,5 +1,6 @@
 import type { Thread, ThreadEvent } from '../../thread/index.js';
 import { chatCommandOf } from '../chat-commands.js';
+import { withGroupContext } from '../context.js';
 import { OUTBOUND_CONSUMER } from '../lifecycle.js';
 import { answerTarget, readInbound } from '../reply-context.js';
 import type { ErrorFeedEntry } from '../accounting/index.js';
@@ -51,7 +52,7 @@ export async function takeApart(turn: TurnSettings, thread: Thread, route: Threa
     outcomeKey,
     inbound,
     target,
-    input: (seesImages) => modelInput(dir, inbound.text, inbound.attachments, seesImages),
+    input: (seesImages) => modelInput(dir, withGroupContext(inbound.text, { source: event.source, content: stored }), inbound.attachments, seesImages),
     carried: () => inbound.attachments.flatMap((attachment) => ownFile(dir, attachment) ?? []),
     progress: () => replyProgress(turn.home, target.replyContext, logger, turn.redact, () => thread.hasPending(OUTBOUND_CONSUMER)),
     takeFiles: (shows) => takeAttachments(turn.home, dir, route.threadId, shows),

@@ -9,7 +9,7 @@ import type { Logger } from '../../core/logger.js';
 import { openSqlite } from '../../core/sqlite.js';
 import { isDamagedDatabase } from '../../core/storage-error.js';
 import { openThread } from '../../thread/index.js';
-import type { AgentDir } from '../agent-dir.js';
+import { loadAgentConfig, type AgentDir } from '../agent-dir.js';
 import { agentMemoryFile, CONVERSATIONS_DIR, memoryFiles, messageText } from '../context.js';
 import { archiveFolder, dailyFolder } from './memory-store.js';
 import { chunkMarkdown } from './memory-chunks.js';
@@ -85,7 +85,7 @@ const CANDIDATES_PER_HIT = 4;
  * daily notes and its archived versions, which hold what the file held or was written from.
  */
 export function conversationScope(dir: AgentDir, threadId: string): MemoryScope {
-  const route = threadById(dir, threadId);
+  const route = threadById(dir, threadId, loadAgentConfig(dir).identities);
   if (!route) throw new ClawError('not_found', `${agentLabel(dir)} has no conversation ${JSON.stringify(threadId)}`, { suggestion: `see its conversations with: agent status ${dir.id}` });
   const { agent, user, group, thread } = memoryFiles(dir, route);
   return {

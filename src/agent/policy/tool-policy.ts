@@ -67,22 +67,28 @@ export const PolicySchema = z._default(
  * own (`webchat:<instance>`), which loadAgentConfig reads from xgw's config (ownerWebchats) —
  * never from the agent's config or a message, so no one chatting can make themselves the owner.
  */
-export type Policy = z.output<typeof PolicySchema> & { readonly ownerWebchats?: readonly string[] };
+export type Policy = z.output<typeof PolicySchema> & {
+  readonly ownerWebchats?: readonly string[];
+  /** The addresses the agent's `identities` link to an address in `owners` (identities.ts): the same person. */
+  readonly linkedOwners?: readonly string[];
+};
 
 /** After the configured rules: the owner's direct chats run commands, nobody else's do. */
 export const DEFAULT_RULES: readonly PolicyRule[] = [{ conversation: 'dm', peer: 'owner', bash: 'allow' }, { bash: 'deny' }];
 
 /**
  * Whether a source address is one of the owner's: the terminal (the owner's shell, through xgw's
- * socket), the owner's own web chat (`policy.ownerWebchats`), or a peer listed in `policy.owners`.
- * A web chat is a channel type, not a person: a guest web chat's peers are not the owner.
+ * socket), the owner's own web chat (`policy.ownerWebchats`), or a peer listed in `policy.owners`
+ * or linked to one of those (`policy.linkedOwners`). A web chat is a channel type, not a person: a
+ * guest web chat's peers are not the owner.
  */
 export function isOwner(policy: Policy, source: string | SourceAddress): boolean {
   const address = typeof source === 'string' ? safeParse(source) : source;
   if (address?.kind !== 'external') return false;
   if (address.channelType === 'terminal') return true;
   if (address.channelType === 'webchat' && policy.ownerWebchats?.includes(`webchat:${address.instance}`)) return true;
-  return policy.owners.includes(`${address.channelType}:${address.instance}:${address.peerId}`);
+  const written = `${address.channelType}:${address.instance}:${address.peerId}`;
+  return policy.owners.includes(written) || (policy.linkedOwners?.includes(written) ?? false);
 }
 
 /** The owner's direct chat, where approval requests can go. */

@@ -222,6 +222,7 @@ function outcomeRefusal(outcome: Exclude<InboundOutcome, { kind: 'accepted' }>):
       return refuse(403, 'invalid_request_error', 'not_admitted', `This client is not admitted (${outcome.reason}).`);
     case 'unsupported':
     case 'file_failed':
+    case 'kept': // only a group's messages are kept, and an API client writes in none
       return refuse(400, 'invalid_request_error', null, 'The request holds something an agent cannot take.');
   }
 }

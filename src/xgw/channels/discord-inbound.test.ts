@@ -4,7 +4,7 @@ import { toDiscordInbound } from './discord-inbound.js';
 
 describe('toDiscordInbound', () => {
   const me = { id: '900' };
-  const config = { id: 'discord:main', groups: { require_mention: true } };
+  const config = { id: 'discord:main' };
   const author = { id: '5', username: 'ann', global_name: 'Ann Lee', discriminator: '0', avatar: null };
   const message = (fields: Record<string, unknown>) => ({ id: '77', channel_id: '3000', guild_id: '1000', author, content: '', mentions: [], attachments: [], type: 0, ...fields }) as never;
 
@@ -18,14 +18,13 @@ describe('toDiscordInbound', () => {
     expect(toDiscordInbound(message({ content, mentions: [{ id: '900' }] }), config, me)?.message.text).toBe(expected);
   });
 
-  it('takes a server message only when it mentions or replies to the bot, and says which addressed it where every message is taken', () => {
-    expect(toDiscordInbound(message({ content: 'hello all' }), config, me)).toBeNull();
-    expect(toDiscordInbound(message({ content: 'hi <@901>', mentions: [{ id: '901' }] }), config, me)).toBeNull();
+  it('takes every server message and says which mentioned or replied to the bot (the gateway keeps the others as context)', () => {
+    expect(toDiscordInbound(message({ content: 'hello all' }), config, me)?.message).toMatchObject({ text: 'hello all', addressed: false });
+    expect(toDiscordInbound(message({ content: 'hi <@901>', mentions: [{ id: '901' }] }), config, me)?.message).toMatchObject({ addressed: false });
     const reply = toDiscordInbound(message({ content: 'thanks', type: 19, referenced_message: { author: { id: '900' } } }), config, me);
     expect(reply?.message).toMatchObject({ conversationType: 'group', conversationId: '3000', peerId: '5', peerName: 'Ann Lee', text: 'thanks', addressed: true });
-    const every = { ...config, groups: { require_mention: false } };
-    expect(toDiscordInbound(message({ content: '/stop' }), every, me)?.message.addressed).toBe(false);
-    expect(toDiscordInbound(message({ content: '<@900> /stop', mentions: [{ id: '900' }] }), every, me)?.message).toMatchObject({ text: '/stop', addressed: true });
+    expect(toDiscordInbound(message({ content: '/stop' }), config, me)?.message.addressed).toBe(false);
+    expect(toDiscordInbound(message({ content: '<@900> /stop', mentions: [{ id: '900' }] }), config, me)?.message).toMatchObject({ text: '/stop', addressed: true });
   });
 
   it('addresses a direct message to the peer, answers in its DM channel, and leaves the text as it is', () => {

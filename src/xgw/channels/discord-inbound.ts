@@ -19,13 +19,13 @@ const PERSON_WRITTEN = new Set([0, 19]);
 
 /**
  * The gateway's view of a Discord message, or null when the channel does not take it: from a bot
- * or a webhook, a system message, empty, or in a server channel without a mention or a reply to
- * the bot while the config requires one. Telegram's rules, Discord's terms: a direct message is a
+ * or a webhook, a system message, or empty. Telegram's rules, Discord's terms: a direct message is a
  * `dm` whose conversation is the peer (as a Telegram private chat's id is the user's), a server
  * channel (or thread) is a `group` whose conversation is the channel. The mention of the bot is
- * removed from the text; `addressed` keeps that there was one (or a reply to the bot).
+ * removed from the text; `addressed` keeps that there was one (or a reply to the bot), which the
+ * gateway needs where the config requires a mention (without it: the group's pending context).
  */
-export function toDiscordInbound(data: GatewayMessageCreateDispatchData, config: Pick<DiscordChannelConfig, 'id' | 'groups'>, me: Pick<APIUser, 'id'>): DiscordInbound | null {
+export function toDiscordInbound(data: GatewayMessageCreateDispatchData, config: Pick<DiscordChannelConfig, 'id'>, me: Pick<APIUser, 'id'>): DiscordInbound | null {
   const { author } = data;
   if (author.bot || data.webhook_id !== undefined || !PERSON_WRITTEN.has(data.type)) return null;
   const voice = ((data.flags ?? 0) & VOICE_MESSAGE) !== 0;
@@ -52,7 +52,6 @@ export function toDiscordInbound(data: GatewayMessageCreateDispatchData, config:
   const parts = data.content.split(new RegExp(`<@!?${me.id}>`));
   const mentioned = parts.length > 1 || data.mentions.some((user) => user.id === me.id);
   const addressed = mentioned || data.referenced_message?.author.id === me.id;
-  if (config.groups.require_mention && !addressed) return null;
   const stripped = joinCut(parts).trim();
   const text = stripped === '' && files.length === 0 ? data.content : stripped;
   return { message: { ...base, conversationType: 'group', conversationId: data.channel_id, text, addressed }, channelId: data.channel_id };

@@ -135,11 +135,11 @@ describe('discord channel: inbound', () => {
     expect(h.fake.sent).toHaveLength(1); // no second notice
   });
 
-  it('ignores server messages without a mention, takes mentioned ones without the mention, and replies to the bot', async () => {
+  it('keeps server messages without a mention as the channel’s context, takes mentioned ones without the mention and with that context, and replies to the bot', async () => {
     const h = await setup();
     const channel = `${GUILD}7`;
     const plain = h.fake.queueMessage({ from: '111', guild: GUILD, channel, text: 'hello everyone' });
-    await ignored(h, plain.id);
+    await waitFor(() => existsSync(h.logPath) && readFileSync(h.logPath, 'utf8').includes(`kept message ${JSON.stringify(plain.id)} of group`), 'the message kept as context');
     expect(inbox(h)).toHaveLength(0);
 
     h.fake.queueMessage({ from: '111', guild: GUILD, channel, text: `hey <@${h.fake.bot.id}> what is up`, mentions: [h.fake.bot.id] });
@@ -149,6 +149,7 @@ describe('discord channel: inbound', () => {
     expect(content.text).toBe('hey what is up');
     expect(content.reply_context).toMatchObject({ conversation_type: 'group', conversation_id: channel, peer_id: '111' });
     expect(content.addressed).toBe(true);
+    expect(content.group_context).toMatchObject([{ peer_id: '111', text: 'hello everyone' }]);
 
     // A reply to something the bot said counts as addressing it; a reply goes to the server channel.
     await h.gateway.send({ channel: 'discord:main', peer: '111', conversationType: 'group', conversation: channel, text: 'I am here' });

@@ -47,7 +47,7 @@ describe('Slack message refs', () => {
 
 describe('toSlackInbound', () => {
   const me = { userId: 'U0BOT' };
-  const config = { id: 'slack:main', groups: { require_mention: true } };
+  const config = { id: 'slack:main' };
   const event = (fields: Record<string, unknown>) =>
     SlackMessageEventSchema.parse({ type: 'message', channel: 'C100', channel_type: 'channel', user: 'U5', ts: '1700000000.000100', text: '', ...fields });
 
@@ -61,18 +61,17 @@ describe('toSlackInbound', () => {
     expect(toSlackInbound(event({ text }), config, me)?.message.text).toBe(expected);
   });
 
-  it('takes a channel message only when it mentions the bot or is in its thread, and answers in the thread of the message', () => {
-    expect(toSlackInbound(event({ text: 'hello all' }), config, me)).toBeNull();
-    expect(toSlackInbound(event({ text: 'hi <@U9>' }), config, me)).toBeNull();
+  it('says whether a channel message mentions the bot or is in its thread (the gateway keeps the others as context), and answers in the thread of the message', () => {
+    expect(toSlackInbound(event({ text: 'hello all' }), config, me)?.message).toMatchObject({ text: 'hello all', addressed: false });
+    expect(toSlackInbound(event({ text: 'hi <@U9>' }), config, me)?.message).toMatchObject({ addressed: false });
     const inThread = toSlackInbound(event({ text: 'thanks', ts: '1700000000.000300', thread_ts: '1700000000.000200', parent_user_id: 'U0BOT' }), config, me);
     expect(inThread).toEqual({
       message: { channelId: 'slack:main', conversationType: 'group', conversationId: 'C100', peerId: 'U5', messageId: '1700000000.000200/1700000000.000300', text: 'thanks', addressed: true },
       channelId: 'C100',
       threadTs: '1700000000.000200',
     });
-    const every = { ...config, groups: { require_mention: false } };
-    expect(toSlackInbound(event({ text: '/stop' }), every, me)?.message.addressed).toBe(false);
-    expect(toSlackInbound(event({ text: '<@U0BOT> /stop' }), every, me)?.message).toMatchObject({ text: '/stop', addressed: true, messageId: '1700000000.000100' });
+    expect(toSlackInbound(event({ text: '/stop' }), config, me)?.message.addressed).toBe(false);
+    expect(toSlackInbound(event({ text: '<@U0BOT> /stop' }), config, me)?.message).toMatchObject({ text: '/stop', addressed: true, messageId: '1700000000.000100' });
   });
 
   it('addresses a direct message to the peer and answers in its DM channel, in the thread the message starts', () => {

@@ -72,14 +72,14 @@ const PERSON_WRITTEN = new Set([undefined, 'file_share', 'thread_broadcast']);
 
 /**
  * The gateway's view of a Slack message event, or null when the channel does not take it: from a
- * bot (this one too), an edit or other notice of Slack's, empty, or in a channel without a
- * mention of the bot while the config requires one. Telegram's rules, Slack's terms: a direct
+ * bot (this one too), an edit or other notice of Slack's, or empty. Telegram's rules, Slack's terms: a direct
  * message is a `dm` whose conversation is the peer (as a Telegram private chat's id is the
  * user's); a channel, private channel or group DM is a `group` whose conversation is the channel.
  * A mention of the bot (`<@U…>`) is removed from the text, and `addressed` keeps that there was
- * one (or that the thread is the bot's own); the rest of Slack's markup becomes plain text.
+ * one (or that the thread is the bot's own): without it the gateway keeps a channel's message as
+ * its pending context where the config requires a mention. The rest of Slack's markup becomes plain text.
  */
-export function toSlackInbound(event: SlackMessageEvent, config: Pick<SlackChannelConfig, 'id' | 'groups'>, me: { userId: string }): SlackInbound | null {
+export function toSlackInbound(event: SlackMessageEvent, config: Pick<SlackChannelConfig, 'id'>, me: { userId: string }): SlackInbound | null {
   const { user } = event;
   if (!user || user === me.userId || event.bot_id !== undefined || !PERSON_WRITTEN.has(event.subtype)) return null;
   const raw = event.text ?? '';
@@ -110,7 +110,6 @@ export function toSlackInbound(event: SlackMessageEvent, config: Pick<SlackChann
   if (event.channel_type === 'im') return { message: { ...base, conversationType: 'dm', conversationId: user, text: fromSlackText(raw) }, ...at };
   const parts = raw.split(new RegExp(`<@${me.userId}(?:\\|[^>]*)?>`));
   const addressed = parts.length > 1 || (event.thread_ts !== undefined && event.parent_user_id === me.userId);
-  if (config.groups.require_mention && !addressed) return null;
   const stripped = fromSlackText(joinCut(parts)).trim();
   const text = stripped === '' && files.length === 0 ? fromSlackText(raw) : stripped;
   return { message: { ...base, conversationType: 'group', conversationId: event.channel, text, addressed }, ...at };

@@ -121,9 +121,9 @@ describe('slack channel: inbound', () => {
     expect(state.pendingPairings()).toEqual([]);
   });
 
-  it('ignores channel messages without a mention, takes a mention without it, and a reply in the thread of the bot', async () => {
+  it('keeps channel messages without a mention as context, takes a mention without it and with that context, and a reply in the thread of the bot', async () => {
     const plain = slack.queueMessage({ from: ALLOWED, channel: 'C0TEAM0001', text: 'hello everyone' });
-    await waitFor(() => log().includes(`ignored message ${plain.ts} in C0TEAM0001`), 'the plain message ignored');
+    await waitFor(() => log().includes(`kept message "${plain.ts}" of group "C0TEAM0001"`), 'the plain message kept as context');
 
     const mention = slack.queueMessage({ from: ALLOWED, channel: 'C0TEAM0001', text: `hey <@${slack.bot.userId}> what is up` });
     const event = await pushed(mention.ts);
@@ -132,6 +132,7 @@ describe('slack channel: inbound', () => {
       text: 'hey what is up',
       addressed: true,
       reply_context: { conversation_type: 'group', conversation_id: 'C0TEAM0001', message_id: mention.ts },
+      group_context: [{ peer_id: ALLOWED, text: 'hello everyone' }],
     });
 
     // The answer goes into the message's thread in the channel; a reply there to it needs no mention.
@@ -140,7 +141,7 @@ describe('slack channel: inbound', () => {
     const botThread = slack.queueMessage({ from: ALLOWED, channel: 'C0TEAM0001', text: 'thanks', threadTs: slack.posted.at(-1)!.ts, parentUserId: slack.bot.userId });
     expect(parseMessageContent((await pushed(botThread.ts)).content)).toMatchObject({ text: 'thanks', addressed: true });
     const otherThread = slack.queueMessage({ from: ALLOWED, channel: 'C0TEAM0001', text: 'and you?', threadTs: mention.ts, parentUserId: ALLOWED });
-    await waitFor(() => log().includes(`ignored message ${otherThread.ts} `), 'the reply without a mention ignored');
+    await waitFor(() => log().includes(`${otherThread.ts}" of group "C0TEAM0001"`), 'the reply without a mention kept as context');
     const fromBot = slack.queueMessage({ from: 'U0OTHERBOT', channel: 'C0TEAM0001', text: `<@${slack.bot.userId}> ping`, bot: true });
     await waitFor(() => log().includes(`ignored message ${fromBot.ts} `), 'the bot message ignored');
   });

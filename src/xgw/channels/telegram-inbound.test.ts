@@ -3,7 +3,7 @@ import { toInboundMessage } from './telegram-inbound.js';
 
 describe('toInboundMessage', () => {
   const me = { id: 7_000_001, username: 'claw_bot' };
-  const config = { id: 'telegram:main', groups: { require_mention: true } };
+  const config = { id: 'telegram:main' };
   const group = { id: -1001, type: 'supergroup' as const, title: 'G' };
   const from = { id: 5, is_bot: false, first_name: 'Ann', last_name: 'Lee' };
   const message = (fields: Record<string, unknown>) => ({ message_id: 9, date: 0, chat: group, from, ...fields }) as never;
@@ -19,8 +19,8 @@ describe('toInboundMessage', () => {
     expect(toInboundMessage(message({ text, entities }), config, me)?.text).toBe(expected);
   });
 
-  it('says whether a group message addressed the bot, also where the config takes every message', () => {
-    const every = { ...config, groups: { require_mention: false } };
+  it('says whether a group message addressed the bot', () => {
+    const every = config;
     const addressed = (text: string, entities?: unknown[], fields: Record<string, unknown> = {}) => toInboundMessage(message({ text, entities, ...fields }), every, me)?.addressed;
     expect(addressed('/stop')).toBe(false);
     expect(addressed('/stop@other_bot', [{ type: 'bot_command', offset: 0, length: 15 }])).toBe(false);
@@ -32,7 +32,7 @@ describe('toInboundMessage', () => {
   });
 
   it('does not take a mention of another bot whose name starts the same', () => {
-    expect(toInboundMessage(message({ text: 'hi @claw_bot2' }), config, me)).toBeNull();
+    expect(toInboundMessage(message({ text: 'hi @claw_bot2' }), config, me)).toMatchObject({ text: 'hi @claw_bot2', addressed: false });
   });
 
   it('skips messages from bots and channels', () => {
@@ -71,8 +71,8 @@ describe('toInboundMessage', () => {
     expect(inDm({ video_note: { file_id: 'n', file_unique_id: 'n', length: 1, duration: 1 } })).toMatchObject({ unsupported: 'video messages' });
     expect(inDm({ location: { latitude: 1, longitude: 2 } })).toMatchObject({ unsupported: 'locations' });
     expect(inDm({ new_chat_members: [from] })).toBeNull(); // nothing a person said to the bot
-    // In a group a photo needs a mention in its caption, like a text.
-    expect(toInboundMessage(message({ photo, caption: 'nice' }), config, me)).toBeNull();
+    // In a group a photo addresses the bot by a mention in its caption, like a text.
+    expect(toInboundMessage(message({ photo, caption: 'nice' }), config, me)).toMatchObject({ text: 'nice', addressed: false });
     expect(toInboundMessage(message({ photo, caption: '@claw_bot what is this?' }), config, me)).toMatchObject({ text: 'what is this?', addressed: true, files: [{ ref: 'large' }] });
   });
 });

@@ -3,15 +3,15 @@ import type { InboundFile, InboundMessage, TelegramChannelConfig } from '../type
 
 /**
  * The gateway's view of a Telegram message, or null when the channel does not take it: no text,
- * file or anything else a person sends (a service message: someone joined), from a bot, from a
- * channel, or in a group without mention or reply while the config requires one. A mention of
- * the bot is removed from the text; `addressed` keeps that there was one (or a reply to the bot),
- * so that the agent takes a group's `/stop` as a command only then. A photo, document, audio or
+ * file or anything else a person sends (a service message: someone joined), from a bot, or from a
+ * channel. A mention of the bot is removed from the text; `addressed` keeps that there was one (or
+ * a reply to the bot): the gateway keeps a group message without it as the group's pending context
+ * where the config requires a mention, and the agent takes a group's `/stop` as a command only then. A photo, document, audio or
  * video comes as a file with its caption as the text, a voice message as a `voice` file (the
  * agent's runtime transcribes it); what the agent cannot take (a video message, a sticker, a
  * location) as `unsupported`, so that the person is told.
  */
-export function toInboundMessage(message: Message, config: Pick<TelegramChannelConfig, 'id' | 'groups'>, me: Pick<UserFromGetMe, 'id' | 'username'>): InboundMessage | null {
+export function toInboundMessage(message: Message, config: Pick<TelegramChannelConfig, 'id'>, me: Pick<UserFromGetMe, 'id' | 'username'>): InboundMessage | null {
   const { chat, from } = message;
   const files = filesOf(message);
   const unsupported = files.length === 0 ? unsupportedOf(message) : undefined;
@@ -33,7 +33,6 @@ export function toInboundMessage(message: Message, config: Pick<TelegramChannelC
   const reply = message.reply_to_message;
   const repliesToBot = reply !== undefined && reply.forum_topic_created === undefined && reply.from?.id === me.id;
   const addressed = mentions.length > 0 || repliesToBot;
-  if (config.groups.require_mention && !addressed) return null;
   const stripped = removeRanges(text, mentions).trim();
   return { ...base, conversationType: 'group', text: stripped === '' && files.length === 0 ? text : stripped, addressed };
 }
