@@ -9,7 +9,8 @@ import { RotatingFile } from '../core/rotating-file.js';
 import { withStoragePath } from '../core/storage-error.js';
 import { dbPath, openDatabase } from './db.js';
 import { compileFilter, parseFilter, type CompiledFilter } from './filter.js';
-import { DispatchState, dispatchInfo, type DispatchColumns } from './dispatch/state.js';
+import { brokenFilter, consumerInfo } from './consumer-info.js';
+import { DispatchState, type DispatchColumns } from './dispatch/state.js';
 import { checkConsumer, checkEventId, DEFAULT_LIMIT, missingEvent, notAConsumer, validatePush } from './inputs.js';
 import { canWrite, snapshotThread } from './snapshot.js';
 import type { AppendOptions } from './store/types.js';
@@ -348,19 +349,8 @@ export class Thread {
     return this.readConsumer(consumer)!;
   }
 
-  /**
-   * Filters are checked at subscribe, but one stored earlier may not compile now (a hand-edited
-   * database, a changed filter language). It disables only its own consumer, so that dispatch and
-   * status go on for every other one (DESIGN §9: one bad filter stopped dispatch for everyone).
-   */
   private brokenFilter(row: ConsumerRow): string | null {
-    if (row.filter === null) return null;
-    try {
-      this.compile(row.filter);
-      return null;
-    } catch (error) {
-      return `the stored filter is invalid (${(error as Error).message}); subscribe again with a valid --filter`;
-    }
+    return brokenFilter(row.filter, (filter) => this.compile(filter));
   }
 
   private describe(row: ConsumerRow): ConsumerInfo {
@@ -372,17 +362,7 @@ export class Thread {
         .pluck()
         .get(...params) as number;
     }
-    const dispatch = dispatchInfo(row);
-    return {
-      consumer: row.consumer,
-      progress: row.progress,
-      pending,
-      subscribed: row.subscribed === 1,
-      handler: row.handler,
-      filter: row.filter,
-      ...dispatch,
-      last_error: broken ?? dispatch.last_error,
-    };
+    return consumerInfo({ ...row, subscribed: row.subscribed === 1 }, pending, broken);
   }
 
   private log(): Logger {

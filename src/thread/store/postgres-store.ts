@@ -1,8 +1,9 @@
 import type { Sql, TransactionSql } from 'postgres';
 import { splitCommand } from '../../core/command.js';
-import { ClawError, isClawError, usageError } from '../../core/errors.js';
+import { ClawError, usageError } from '../../core/errors.js';
 import type { ProcessIdentity } from '../../core/process.js';
-import { dispatchInfo, isHeld, type DispatchColumns } from '../dispatch/state.js';
+import { brokenFilter, consumerInfo, type ConsumerFields } from '../consumer-info.js';
+import { isHeld, type DispatchColumns } from '../dispatch/state.js';
 import { compileFilter, parseFilter, type CompiledFilter } from '../filter.js';
 import { checkConsumer, checkEventId, DEFAULT_LIMIT, missingEvent, notAConsumer, validatePush } from '../inputs.js';
 import type { ConsumerInfo, PeekOptions, PopOptions, PushInput, SubscribeOptions, ThreadEvent, ThreadInfo } from '../types.js';
@@ -12,14 +13,6 @@ import { connectPostgres, postgresFailure } from './postgres-connect.js';
 import type { AppendOptions, OpenStoredThreadOptions, RunOutcome, StoredConsumer, StoredEvent, StoredThread, ThreadDump, ThreadStore } from './types.js';
 
 type Tx = Sql | TransactionSql;
-
-interface ConsumerRow extends DispatchColumns {
-  consumer: string;
-  progress: number;
-  subscribed: boolean;
-  handler: string | null;
-  filter: string | null;
-}
 
 const EVENT_COLUMNS = 'id, created_at, source, type, subtype, content';
 /** Rows per INSERT: PostgreSQL takes at most 65,535 parameters in one statement. */
@@ -245,7 +238,7 @@ class PostgresThread implements StoredThread {
 
   async hasPending(consumer: string): Promise<boolean> {
     const [row] = await this.consumerRows(' AND consumer = $2', [consumer]);
-    if (!row || this.brokenFilter(row)) return false;
+    if (!row || brokenFilter(row.filter, (filter) => this.compile(filter))) return false;
     const { where, params } = this.where(row.progress, row.filter);
     return (await this.store.query(`SELECT 1 FROM theclaw.events WHERE ${where} LIMIT 1`, params)).length > 0;
   }
@@ -322,9 +315,9 @@ class PostgresThread implements StoredThread {
     return compiled;
   }
 
-  private async ensureConsumer(tx: Tx, consumer: string): Promise<ConsumerRow> {
+  private async ensureConsumer(tx: Tx, consumer: string): Promise<ConsumerFields> {
     await tx`INSERT INTO theclaw.consumers (thread, consumer, updated_at) VALUES (${this.thread}, ${consumer}, ${now()}) ON CONFLICT (thread, consumer) DO NOTHING`;
-    const [row] = await tx<ConsumerRow[]>`SELECT * FROM theclaw.consumers WHERE thread = ${this.thread} AND consumer = ${consumer} FOR UPDATE`;
+    const [row] = await tx<ConsumerFields[]>`SELECT * FROM theclaw.consumers WHERE thread = ${this.thread} AND consumer = ${consumer} FOR UPDATE`;
     return row!;
   }
 
@@ -339,40 +332,18 @@ class PostgresThread implements StoredThread {
     return eventId;
   }
 
-  private consumerRows(condition: string, params: string[] = []): Promise<ConsumerRow[]> {
-    return this.store.query<ConsumerRow>(`SELECT * FROM theclaw.consumers WHERE thread = $1${condition} ORDER BY consumer`, [this.thread, ...params]);
+  private consumerRows(condition: string, params: string[] = []): Promise<ConsumerFields[]> {
+    return this.store.query<ConsumerFields>(`SELECT * FROM theclaw.consumers WHERE thread = $1${condition} ORDER BY consumer`, [this.thread, ...params]);
   }
 
-  /** As in `Thread`: a stored filter that no longer compiles disables only its own consumer. */
-  private brokenFilter(row: ConsumerRow): string | null {
-    if (row.filter === null) return null;
-    try {
-      this.compile(row.filter);
-      return null;
-    } catch (error) {
-      if (!isClawError(error)) throw error;
-      return `the stored filter is invalid (${error.message}); subscribe again with a valid --filter`;
-    }
-  }
-
-  private async describe(row: ConsumerRow): Promise<ConsumerInfo> {
-    const broken = this.brokenFilter(row);
+  private async describe(row: ConsumerFields): Promise<ConsumerInfo> {
+    const broken = brokenFilter(row.filter, (filter) => this.compile(filter));
     let pending = 0;
     if (!broken) {
       const { where, params } = this.where(row.progress, row.filter);
       pending = (await this.store.query<{ count: number }>(`SELECT COUNT(*) AS count FROM theclaw.events WHERE ${where}`, params))[0]!.count;
     }
-    const dispatch = dispatchInfo(row);
-    return {
-      consumer: row.consumer,
-      progress: row.progress,
-      pending,
-      subscribed: row.subscribed,
-      handler: row.handler,
-      filter: row.filter,
-      ...dispatch,
-      last_error: broken ?? dispatch.last_error,
-    };
+    return consumerInfo(row, pending, broken);
   }
 
   private gone(): ClawError {
