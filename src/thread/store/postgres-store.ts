@@ -119,10 +119,13 @@ class PostgresStore implements ThreadStore {
   }
 }
 
-async function insertEvents(tx: Tx, thread: number, events: readonly StoredEvent[]): Promise<void> {
+/** Inserts events as they are; with `lastId`, the thread's last id is set by the last INSERT's statement. */
+async function insertEvents(tx: Tx, thread: number, events: readonly StoredEvent[], lastId?: number): Promise<void> {
   for (let at = 0; at < events.length; at += ROWS_PER_INSERT) {
     const rows = events.slice(at, at + ROWS_PER_INSERT).map((event) => ({ ...event, thread }));
-    await tx`INSERT INTO theclaw.events ${tx(rows, 'thread', 'id', 'created_at', 'source', 'type', 'subtype', 'content', 'idempotency_key')}`;
+    const insert = tx`INSERT INTO theclaw.events ${tx(rows, 'thread', 'id', 'created_at', 'source', 'type', 'subtype', 'content', 'idempotency_key')}`;
+    const final = lastId !== undefined && at + ROWS_PER_INSERT >= events.length;
+    await (final ? tx`WITH inserted AS (${insert}) UPDATE theclaw.threads SET last_id = ${lastId} WHERE thread = ${thread}` : insert);
   }
 }
 
@@ -144,17 +147,17 @@ class PostgresThread implements StoredThread {
     const events = inputs.map((input, index) => storable(validatePush(input, inputs.length > 1 ? index + 1 : undefined)));
     return this.store.transaction(async (tx) => {
       // The row lock orders this thread's appends: ids are given one after the other, and a key
-      // looked up here cannot be inserted by another append before this one commits.
-      const [row] = await tx<{ last_id: number }[]>`SELECT last_id FROM theclaw.threads WHERE thread = ${this.thread} FOR UPDATE`;
-      if (!row) throw this.gone();
+      // looked up here cannot be inserted by another append before this one commits. The lock and
+      // the lookup are one statement, the insert and the new last id another: each a round trip.
       const keys = events.flatMap((event) => (event.idempotency_key ? [event.idempotency_key] : []));
+      const found = await tx<{ last_id: number; idempotency_key: string | null; id: number | null }[]>`
+        SELECT t.last_id, e.idempotency_key, e.id FROM theclaw.threads t
+        LEFT JOIN theclaw.events e ON e.thread = t.thread AND e.idempotency_key = ANY(${tx.array(keys)})
+        WHERE t.thread = ${this.thread} FOR UPDATE OF t`;
+      if (found.length === 0) throw this.gone();
       const seen = new Map<string, number>();
-      if (keys.length > 0) {
-        const found = await tx<{ idempotency_key: string; id: number }[]>`
-          SELECT idempotency_key, id FROM theclaw.events WHERE thread = ${this.thread} AND idempotency_key = ANY(${tx.array(keys)})`;
-        for (const { idempotency_key, id } of found) seen.set(idempotency_key, id);
-      }
-      let last = row.last_id;
+      for (const { idempotency_key, id } of found) if (idempotency_key !== null) seen.set(idempotency_key, id!);
+      let last = found[0]!.last_id;
       const created: StoredEvent[] = [];
       const results = events.map((event) => {
         const key = event.idempotency_key ?? null;
@@ -165,10 +168,7 @@ class PostgresThread implements StoredThread {
         created.push({ id, created_at: now(), source: event.source, type: event.type, subtype: event.subtype ?? null, content: event.content, idempotency_key: key });
         return { id, duplicate: false };
       });
-      if (created.length > 0) {
-        await insertEvents(tx, this.thread, created);
-        await tx`UPDATE theclaw.threads SET last_id = ${last} WHERE thread = ${this.thread}`;
-      }
+      if (created.length > 0) await insertEvents(tx, this.thread, created, last);
       if (options.ack) await this.advance(tx, options.ack.consumer, (await this.ensureConsumer(tx, options.ack.consumer)).progress, options.ack.eventId);
       return results;
     });

@@ -79,6 +79,25 @@ for (const kind of ['sqlite', 'postgres'] as const) {
       expect((await thread.peek()).map((event) => event.content)).toEqual(['a', 'b', 'c']);
     });
 
+    it('gives appends from two connections at once ids without gaps, storing each key once', async () => {
+      const thread = await fresh();
+      // A second store: its own connections (PostgreSQL) or its own database handle (SQLite).
+      const second = kind === 'sqlite' ? createSqliteStore(home.home) : await openStoreAt(databaseUrl);
+      const other = await second.open(thread.name);
+      const appends = Array.from({ length: 40 }, (_, n) => (n % 2 ? thread : other).append([msg(`m${n}`, { idempotency_key: `k${n % 20}` })]));
+      const results = (await Promise.all(appends)).flat();
+      expect(
+        results
+          .filter((result) => !result.duplicate)
+          .map((result) => result.id)
+          .sort((a, b) => a - b),
+      ).toEqual(Array.from({ length: 20 }, (_, n) => n + 1));
+      expect(new Set(results.map((result) => result.id)).size).toBe(20);
+      expect(await thread.info()).toMatchObject({ events: 20, last_id: 20 });
+      await other.close();
+      await second.close();
+    });
+
     it('stores a batch whole or not at all, leaving no gap in the ids', async () => {
       const thread = await fresh();
       await thread.append([msg('first')]);
