@@ -147,17 +147,19 @@ class PostgresThread implements StoredThread {
     const events = inputs.map((input, index) => storable(validatePush(input, inputs.length > 1 ? index + 1 : undefined)));
     return this.store.transaction(async (tx) => {
       // The row lock orders this thread's appends: ids are given one after the other, and a key
-      // looked up here cannot be inserted by another append before this one commits. The lock and
-      // the lookup are one statement, the insert and the new last id another: each a round trip.
+      // looked up here cannot be inserted by another append before this one commits. The lookup is
+      // a statement of its own, after the lock: in READ COMMITTED a statement that waited for a
+      // lock still reads the other rows as they were when it began, and would miss that append's keys.
+      const [locked] = await tx<{ last_id: number }[]>`SELECT last_id FROM theclaw.threads WHERE thread = ${this.thread} FOR UPDATE`;
+      if (!locked) throw this.gone();
       const keys = events.flatMap((event) => (event.idempotency_key ? [event.idempotency_key] : []));
-      const found = await tx<{ last_id: number; idempotency_key: string | null; id: number | null }[]>`
-        SELECT t.last_id, e.idempotency_key, e.id FROM theclaw.threads t
-        LEFT JOIN theclaw.events e ON e.thread = t.thread AND e.idempotency_key = ANY(${tx.array(keys)})
-        WHERE t.thread = ${this.thread} FOR UPDATE OF t`;
-      if (found.length === 0) throw this.gone();
       const seen = new Map<string, number>();
-      for (const { idempotency_key, id } of found) if (idempotency_key !== null) seen.set(idempotency_key, id!);
-      let last = found[0]!.last_id;
+      if (keys.length > 0) {
+        const found = await tx<{ idempotency_key: string; id: number }[]>`
+          SELECT idempotency_key, id FROM theclaw.events WHERE thread = ${this.thread} AND idempotency_key = ANY(${tx.array(keys)})`;
+        for (const { idempotency_key, id } of found) seen.set(idempotency_key, id);
+      }
+      let last = locked.last_id;
       const created: StoredEvent[] = [];
       const results = events.map((event) => {
         const key = event.idempotency_key ?? null;

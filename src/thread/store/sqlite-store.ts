@@ -1,6 +1,7 @@
 import { existsSync, lstatSync, readdirSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import { ClawError } from '../../core/errors.js';
+import { ensureDir } from '../../core/home.js';
 import { RotatingFile } from '../../core/rotating-file.js';
 import { dbPath, openDatabase } from '../db.js';
 import { registerThread } from '../dispatch/registry.js';
@@ -109,8 +110,9 @@ function loadThread(home: string, dir: string, dump: ThreadDump): void {
   if (existsSync(dbPath(dir))) {
     throw new ClawError('conflict', `${dir} is already a thread`, { suggestion: 'migrate into a home (or database) that does not hold these threads yet' });
   }
-  initThread(dir, { home }).close();
-  const db = openDatabase(dir, false);
+  // Made here as initThread makes one (its directory with logs/, the schema), in one opening.
+  ensureDir(join(dir, 'logs'));
+  const db = openDatabase(dir, true);
   try {
     const now = new Date().toISOString();
     db.transaction(() => {
