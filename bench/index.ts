@@ -26,7 +26,8 @@ import { lastUserText, startSystem } from '../src/e2e/support.js';
 import { textUpdate } from '../src/testing/fake-telegram.js';
 import type { InboundOutcome, MailboxEntry } from '../src/xgw/protocol.js';
 import { cliPath, packageRoot } from '../src/core/package.js';
-import { initThread } from '../src/thread/index.js';
+import { createSqliteStore, initThread, migrateThreads, openStoreAt, type ThreadStore } from '../src/thread/index.js';
+import { postgresUnavailable, startPostgres } from '../src/testing/postgres.js';
 import { estimateTokens, startFakeOpenAI } from '../src/testing/fake-llm.js';
 import { startFakeTelegram } from '../src/testing/fake-telegram.js';
 import { startFixtureSite } from '../src/testing/fixture-site.js';
@@ -126,6 +127,63 @@ function benchPeek(): void {
   }
   record('thread: peek --last 50 --filter "type = \'message\'" on 100,000 events', median(filtered), 'ms', { atMost: 10 });
   thread.close();
+}
+
+/**
+ * The thread store through its interface, SQLite beside PostgreSQL (a throwaway cluster, as the
+ * tests start one; skipped where none can be had): appends one by one and in batches, a peek of
+ * the newest 50, and `thread migrate`'s round trip of a home with 1,000 conversations.
+ */
+async function benchStores(): Promise<void> {
+  const unavailable = postgresUnavailable();
+  if (unavailable) {
+    console.error(`skip store: ${unavailable}`);
+    return;
+  }
+  const cluster = await startPostgres();
+  try {
+    const stores: [string, ThreadStore][] = [
+      ['SQLite', createSqliteStore(join(home, 'store-bench'))],
+      ['PostgreSQL', await openStoreAt(await cluster.createDatabase('bench'))],
+    ];
+    for (const [label, store] of stores) {
+      const thread = await store.init('bench/thread');
+      const started = now();
+      for (let i = 0; i < 1_000; i++) await thread.append([{ source: 'self', type: 'message', content: `{"text":"single ${i}"}`, idempotency_key: `k${i}` }]);
+      record(`store (${label}): single append with a key, in-process`, 1_000 / ((now() - started) / 1000), 'events/s', { atLeast: 500 });
+      const batch = Array.from({ length: 1_000 }, (_, i) => ({ source: 'self', type: i % 3 ? 'record' : 'message', content: `{"text":"event ${i}"}` }));
+      const batched = now();
+      for (let run = 0; run < 10; run++) await thread.append(batch);
+      record(`store (${label}): batched append (1,000 per batch), in-process`, 10_000 / ((now() - batched) / 1000), 'events/s', { atLeast: 10_000 });
+      const times: number[] = [];
+      for (let run = 0; run < 50; run++) {
+        const peeked = now();
+        await thread.peek({ last: 50, filter: "type = 'message'" });
+        times.push(now() - peeked);
+      }
+      record(`store (${label}): peek --last 50 --filter "type = 'message'" on 11,000 events`, median(times), 'ms', { atMost: 20 });
+      await thread.close();
+    }
+    const sqlite = createSqliteStore(join(home, 'store-conversations'));
+    for (let n = 0; n < 1_000; n++) {
+      const thread = await sqlite.init(`agents/a${n % 10}/threads/peers/p${n}`);
+      await thread.append(Array.from({ length: 10 }, (_, i) => ({ source: i % 2 ? 'self' : `external:webchat:main:dm:${n}:${n}`, type: 'message', content: `{"text":"turn ${i}"}` })));
+      await thread.ack('outbound', 10);
+      await thread.close();
+    }
+    const database = await openStoreAt(await cluster.createDatabase('migrate'));
+    let started = now();
+    const there = await migrateThreads(sqlite, database);
+    record('thread migrate: 1,000 conversations (10,000 events), SQLite home -> PostgreSQL, copied and verified', (now() - started) / 1000, 's', { atMost: 60 });
+    started = now();
+    const back = await migrateThreads(database, createSqliteStore(join(home, 'store-back')));
+    record('thread migrate: the same, PostgreSQL -> a new SQLite home, copied and verified', (now() - started) / 1000, 's', { atMost: 60 });
+    if (there.from.sha256 !== back.to.sha256) throw new Error('the round trip changed the threads');
+    await database.close();
+    for (const [, store] of stores) await store.close();
+  } finally {
+    await cluster.stop();
+  }
 }
 
 function benchCli(): void {
@@ -687,6 +745,7 @@ const benches: [string, () => unknown][] = [
   ['pai', benchPai],
   ['thread-push', benchThreadPush],
   ['thread-peek', benchPeek],
+  ['store', benchStores],
   ['cli', benchCli],
   ['notifier-dispatch', benchDispatch],
   ['sandbox', benchSandbox],

@@ -93,6 +93,11 @@ export function notifierOutputDir(home: string): string {
 
 // --- the tools' configs and stores
 
+/** `config.yaml` at the top of the home: the whole system's settings (`store:`, the thread store). */
+export function homeConfigPath(home: string): string {
+  return join(home, 'config.yaml');
+}
+
 /** `notifier/config.yaml`. */
 export function notifierConfigPath(home: string): string {
   return join(home, 'notifier', 'config.yaml');

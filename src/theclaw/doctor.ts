@@ -20,6 +20,7 @@ import { CHROMIUM } from '../browser/index.js';
 import { DEFAULT_XGW_CONFIG, inspectXgwConfig, XgwConfigSchema, xgwCheckEnvironment, type ChannelConfig } from '../xgw/index.js';
 import { withDamage, type AgentDamage } from './agent-threads.js';
 import { checkChannels } from './doctor-channels.js';
+import { checkStore } from './doctor-store.js';
 import type { Check } from './doctor-check.js';
 import { modelWaits, recentErrors } from './failures.js';
 import { probeDaemons, RECENT_ERRORS } from './status.js';
@@ -52,6 +53,7 @@ export async function doctor(home: string, env: NodeJS.ProcessEnv = process.env,
   if (!existsSync(home)) return checks;
   const configs = checkConfigs(home, env);
   checks.push(...configs.checks);
+  checks.push(...(await checkStore(home, env)));
   if (configs.pai) {
     const providers = checkProviders(configs.pai, env);
     checks.push(providers);

@@ -6,7 +6,11 @@ import { resolveHome } from '../core/home.js';
 import { RotatingFile } from '../core/rotating-file.js';
 import { validate } from '../core/validate.js';
 import { spawnLaunch, startHandler } from './dispatch/handler.js';
-import { initThread, openThread, type Thread } from './thread.js';
+import { openThread, type Thread } from './thread.js';
+import { describeSummary, migrateThreads, type StoreSummary } from './store/migrate.js';
+import { openStoreAt, openThreadStore, storeSetting } from './store/choose.js';
+import { threadName } from './store/name.js';
+import type { OpenStoredThreadOptions, StoredThread, ThreadStore } from './store/types.js';
 import { PushInputSchema, type ConsumerInfo, type PushInput } from './types.js';
 
 /** The CLI's commands: flags in, library call, output out. Errors are thrown to runCli. */
@@ -18,8 +22,21 @@ interface ThreadFlag extends Json {
   thread: string;
 }
 
-function withThread<T>(path: string, fn: (thread: Thread) => T, options: { readOnly?: boolean } = {}): T {
-  const thread = openThread(path, options);
+/** Runs `fn` on the thread at `path` in the home's store (store/choose.ts), closing both after. */
+async function withThread<T>(path: string, fn: (thread: StoredThread) => Promise<T>, options: OpenStoredThreadOptions = {}): Promise<T> {
+  return withStore(async (store, home) => {
+    const thread = await store.open(threadName(home, path), options);
+    try {
+      return await fn(thread);
+    } finally {
+      await thread.close();
+    }
+  });
+}
+
+/** `thread dispatch` starts handlers as notifier does, on a SQLite thread (notifier's store so far). */
+function withSqliteThread<T>(path: string, fn: (thread: Thread) => T): T {
+  const thread = openThread(path);
   try {
     return fn(thread);
   } finally {
@@ -27,11 +44,24 @@ function withThread<T>(path: string, fn: (thread: Thread) => T, options: { readO
   }
 }
 
-export function init(path: string, options: Json): void {
-  const thread = initThread(path);
-  thread.close();
-  if (options.json) printJson({ path: thread.path });
-  else printLines([`created thread ${thread.path}`]);
+async function withStore<T>(fn: (store: ThreadStore, home: string) => Promise<T>): Promise<T> {
+  const home = resolveHome();
+  const store = await openThreadStore(home);
+  try {
+    return await fn(store, home);
+  } finally {
+    await store.close();
+  }
+}
+
+export async function init(path: string, options: Json): Promise<void> {
+  const created = await withStore(async (store, home) => {
+    const thread = await store.init(threadName(home, path));
+    await thread.close();
+    return thread.path;
+  });
+  if (options.json) printJson({ path: created });
+  else printLines([`created thread ${created}`]);
 }
 
 export interface PushFlags extends ThreadFlag {
@@ -58,47 +88,47 @@ export async function push(options: PushFlags): Promise<void> {
     inputs = [{ ...defaults, content: options.content, idempotency_key: options.idempotencyKey } as PushInput];
   }
   if (inputs.length === 0) throw usageError('the batch on stdin is empty', 'pipe one JSON object per line into thread push --batch');
-  const ids = withThread(options.thread, (thread) => thread.pushBatch(inputs));
+  const ids = (await withThread(options.thread, (thread) => thread.append(inputs))).map((result) => result.id);
   if (options.json) printJson(options.batch ? { ids } : { id: ids[0] });
   else printLines(ids.map(String));
 }
 
-export function pop(options: ThreadFlag & { consumer: string; lastEventId?: number; limit?: number }): void {
-  const events = withThread(options.thread, (thread) => thread.pop(options.consumer, { lastEventId: options.lastEventId, limit: options.limit }));
+export async function pop(options: ThreadFlag & { consumer: string; lastEventId?: number; limit?: number }): Promise<void> {
+  const events = await withThread(options.thread, (thread) => thread.pop(options.consumer, { lastEventId: options.lastEventId, limit: options.limit }));
   printLines(events.map((event) => JSON.stringify(event)));
 }
 
-export function ack(options: ThreadFlag & { consumer: string; eventId: number }): void {
-  const progress = withThread(options.thread, (thread) => thread.ack(options.consumer, options.eventId));
+export async function ack(options: ThreadFlag & { consumer: string; eventId: number }): Promise<void> {
+  const progress = await withThread(options.thread, (thread) => thread.ack(options.consumer, options.eventId));
   if (options.json) printJson({ consumer: options.consumer, progress });
   else printLines([String(progress)]);
 }
 
-export function peek(options: ThreadFlag & { lastEventId?: number; limit?: number; filter?: string; last?: number }): void {
-  const events = withThread(options.thread, (thread) => thread.peek({ afterId: options.lastEventId, limit: options.limit, filter: options.filter, last: options.last }), { readOnly: true });
+export async function peek(options: ThreadFlag & { lastEventId?: number; limit?: number; filter?: string; last?: number }): Promise<void> {
+  const events = await withThread(options.thread, (thread) => thread.peek({ afterId: options.lastEventId, limit: options.limit, filter: options.filter, last: options.last }), { readOnly: true });
   printLines(events.map((event) => JSON.stringify(event)));
 }
 
-export function subscribe(options: ThreadFlag & { consumer: string; handler: string; filter?: string }): void {
-  const path = withThread(options.thread, (thread) => {
-    thread.subscribe({ consumer: options.consumer, handler: options.handler, filter: options.filter });
+export async function subscribe(options: ThreadFlag & { consumer: string; handler: string; filter?: string }): Promise<void> {
+  const path = await withThread(options.thread, async (thread) => {
+    await thread.subscribe({ consumer: options.consumer, handler: options.handler, filter: options.filter });
     return thread.path;
   });
   if (options.json) printJson({ thread: path, consumer: options.consumer, handler: options.handler, filter: options.filter ?? null });
   else printLines([`subscribed ${options.consumer} to ${path}`]);
 }
 
-export function unsubscribe(options: ThreadFlag & { consumer: string }): void {
-  const path = withThread(options.thread, (thread) => {
-    thread.unsubscribe(options.consumer);
+export async function unsubscribe(options: ThreadFlag & { consumer: string }): Promise<void> {
+  const path = await withThread(options.thread, async (thread) => {
+    await thread.unsubscribe(options.consumer);
     return thread.path;
   });
   if (options.json) printJson({ thread: path, consumer: options.consumer, subscribed: false });
   else printLines([`unsubscribed ${options.consumer} from ${path} (progress kept)`]);
 }
 
-export function info(options: ThreadFlag): void {
-  const info = withThread(options.thread, (thread) => thread.info());
+export async function info(options: ThreadFlag): Promise<void> {
+  const info = await withThread(options.thread, (thread) => thread.info());
   if (options.json) printJson(info);
   else
     printLines([
@@ -110,8 +140,14 @@ export function info(options: ThreadFlag): void {
 
 export function dispatch(options: ThreadFlag): void {
   const home = resolveHome();
+  const setting = storeSetting(home);
+  if (setting.url !== null) {
+    throw new ClawError('invalid', `thread dispatch runs the handlers of SQLite threads only so far, and ${setting.from} names PostgreSQL`, {
+      suggestion: 'run the handler yourself with THECLAW_THREAD and THECLAW_CONSUMER set, or keep this home on SQLite until notifier runs on PostgreSQL',
+    });
+  }
   const failed: string[] = [];
-  const started = withThread(options.thread, (thread) => {
+  const started = withSqliteThread(options.thread, (thread) => {
     // The handlers outlive this command; their output goes to the thread's own log directory,
     // rotated like every log (the handlers write into it through their fd, uncounted).
     const log = new RotatingFile(join(thread.path, 'logs', 'handlers.log'));
@@ -134,6 +170,35 @@ export function dispatch(options: ThreadFlag): void {
   }
   if (options.json) printJson({ started });
   else printLines(started.length ? started.map((s) => `started ${s.consumer} (pid ${s.pid})`) : ['nothing to dispatch']);
+}
+
+export interface MigrateFlags extends Json {
+  to: string;
+  from?: string;
+}
+
+/** `thread migrate`: every thread of one store copied into another, then counted and hashed on both sides. */
+export async function migrate(options: MigrateFlags): Promise<void> {
+  const from = options.from === undefined ? await openThreadStore(resolveHome()) : await openStoreAt(options.from);
+  let result: { from: StoreSummary; to: StoreSummary };
+  try {
+    const to = await openStoreAt(options.to);
+    try {
+      if (to.location === from.location) throw usageError(`--to names the store the threads are in (${to.location})`, 'name another database or home');
+      result = await migrateThreads(from, to);
+    } finally {
+      await to.close();
+    }
+  } finally {
+    await from.close();
+  }
+  if (options.json) printJson(result);
+  else
+    printLines([
+      `from ${result.from.kind} ${result.from.location}: ${describeSummary(result.from)}`,
+      `to   ${result.to.kind} ${result.to.location}: ${describeSummary(result.to)}`,
+      `copied ${result.to.threads} threads; counts and hashes match`,
+    ]);
 }
 
 function describeConsumer(c: ConsumerInfo): string {

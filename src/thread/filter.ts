@@ -268,36 +268,67 @@ export function parseFilter(text: string): FilterExpr {
 }
 
 /**
- * Compiles to a fully parenthesized SQLite expression over the `events` columns, with `?` for
- * every literal. SQLite's own semantics apply: NULL makes comparisons unknown, LIKE ignores
- * ASCII case, GLOB does not.
+ * How a compiled filter is spelled for one database. Each gives the filter SQLite's meaning: NULL
+ * makes comparisons unknown, text compares by bytes, LIKE ignores ASCII case and has no escape
+ * character, GLOB does not ignore case.
  */
-export function compileFilter(expr: FilterExpr): CompiledFilter {
+export interface FilterDialect {
+  /** The placeholder of the parameter at `index` (1-based). */
+  param(index: number): string;
+  /** `column <op> param` where the parameter is a number compared with `id`. */
+  number(param: string): string;
+  like(column: string, negated: boolean, param: string): string;
+  glob(column: string, negated: boolean, param: string): string;
+  /** The value a GLOB's parameter gets: the pattern, or its translation. */
+  globValue(pattern: string): string;
+}
+
+export const SQLITE_DIALECT: FilterDialect = {
+  param: () => '?',
+  number: (param) => param,
+  like: (column, negated, param) => `${column} ${negated ? 'NOT ' : ''}LIKE ${param}`,
+  glob: (column, negated, param) => `${column} ${negated ? 'NOT ' : ''}GLOB ${param}`,
+  globValue: (pattern) => pattern,
+};
+
+/**
+ * Compiles to a fully parenthesized expression over the `events` columns, a parameter for every
+ * literal, numbered from `firstParam` (where the query's own parameters come first).
+ */
+export function compileFilter(expr: FilterExpr, dialect: FilterDialect = SQLITE_DIALECT, firstParam = 1): CompiledFilter {
   const params: (string | number)[] = [];
-  const sql = emit(expr, params);
+  const next = (value: string | number) => {
+    params.push(value);
+    return dialect.param(firstParam + params.length - 1);
+  };
+  const sql = emit(expr, dialect, next);
   return { sql, params };
 }
 
-function emit(expr: FilterExpr, params: (string | number)[]): string {
+function emit(expr: FilterExpr, dialect: FilterDialect, next: (value: string | number) => string): string {
   switch (expr.kind) {
     case 'and':
     case 'or':
-      return `(${emit(expr.left, params)} ${expr.kind.toUpperCase()} ${emit(expr.right, params)})`;
+      return `(${emit(expr.left, dialect, next)} ${expr.kind.toUpperCase()} ${emit(expr.right, dialect, next)})`;
     case 'not':
-      return `(NOT ${emit(expr.operand, params)})`;
+      return `(NOT ${emit(expr.operand, dialect, next)})`;
     case 'compare':
-      params.push(expr.value);
-      return `(${column(expr.field)} ${operator(expr.op)} ?)`;
+      return `(${column(expr.field)} ${operator(expr.op)} ${literal(expr.field, expr.value, dialect, next)})`;
     case 'like':
+      return `(${dialect.like(column(expr.field), expr.negated, next(expr.pattern))})`;
     case 'glob':
-      params.push(expr.pattern);
-      return `(${column(expr.field)} ${expr.negated ? 'NOT ' : ''}${expr.kind.toUpperCase()} ?)`;
-    case 'in':
-      params.push(...expr.values);
-      return `(${column(expr.field)} ${expr.negated ? 'NOT ' : ''}IN (${expr.values.map(() => '?').join(', ')}))`;
+      return `(${dialect.glob(column(expr.field), expr.negated, next(dialect.globValue(expr.pattern)))})`;
+    case 'in': {
+      const values = (expr.values as readonly (string | number)[]).map((value) => literal(expr.field, value, dialect, next));
+      return `(${column(expr.field)} ${expr.negated ? 'NOT ' : ''}IN (${values.join(', ')}))`;
+    }
     case 'null':
       return `(${column(expr.field)} IS ${expr.negated ? 'NOT ' : ''}NULL)`;
   }
+}
+
+function literal(field: FilterField, value: string | number, dialect: FilterDialect, next: (value: string | number) => string): string {
+  return field === 'id' ? dialect.number(next(value)) : next(value);
 }
 
 // The types already forbid other fields and operators; this guards ASTs built by untyped code,

@@ -15,7 +15,9 @@ export function createThreadProgram(): Command {
       `
 A thread is a directory (events.db in SQLite WAL mode, events.jsonl, logs/). Consumers read it
 from their own stored progress; subscribed consumers get their handler started by notifier when
-matching events are pending. Environment: THECLAW_HOME (default ~/.theclaw).`,
+matching events are pending. Environment: THECLAW_HOME (default ~/.theclaw).
+With THECLAW_DATABASE_URL (or store: in $THECLAW_HOME/config.yaml) set to a postgres:// URL, the
+threads are rows of that database instead, each named by its path relative to THECLAW_HOME.`,
     );
   withExamples(program, ['thread init ./demo', `thread push --thread ./demo --source self --type message --content '{"text":"hi"}'`, 'thread pop --thread ./demo --consumer worker']);
 
@@ -135,6 +137,16 @@ IN (...) IS [NOT] NULL NOT AND OR ( ); 'single-quoted' strings and numbers.`,
       .addOption(jsonOption())
       .action(async (options) => (await commands()).dispatch(options)),
     ['thread dispatch --thread ./demo'],
+  );
+  withExamples(
+    program
+      .command('migrate')
+      .description("copy every thread of the home's store into another (a postgres:// URL, or a home's SQLite files), then compare counts and hashes")
+      .requiredOption('--to <url|home>', 'where to copy: postgres://user@host:5432/db, or the path of a home (created if missing)')
+      .option('--from <url|home>', 'where to copy from (default: the store THECLAW_DATABASE_URL or config.yaml names, else the home)')
+      .addOption(jsonOption())
+      .action(async (options) => (await commands()).migrate(options)),
+    ['thread migrate --to postgres://theclaw@db.example:5432/theclaw', 'thread migrate --from postgres://theclaw@db.example:5432/theclaw --to ~/.theclaw-back'],
   );
   return program;
 }

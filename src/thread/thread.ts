@@ -1,20 +1,20 @@
-// Over 400 lines: the Thread class is the one reader and writer of a thread's SQLite file; its filter language is apart (filter.ts).
 import type Database from 'better-sqlite3';
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { splitCommand } from '../core/command.js';
-import { ClawError, isClawError, usageError } from '../core/errors.js';
-import type * as z from 'zod/mini';
-import { validate } from '../core/validate.js';
+import { ClawError, isClawError } from '../core/errors.js';
 import { ensureDir, resolveHome } from '../core/home.js';
 import { createLogger, type Logger } from '../core/logger.js';
 import { RotatingFile } from '../core/rotating-file.js';
 import { withStoragePath } from '../core/storage-error.js';
 import { dbPath, openDatabase } from './db.js';
 import { compileFilter, parseFilter, type CompiledFilter } from './filter.js';
-import { DispatchState, dispatchInfo, type DispatchColumns } from './dispatch/state.js';
+import { brokenFilter, consumerInfo } from './consumer-info.js';
+import { DispatchState, type DispatchColumns } from './dispatch/state.js';
+import { checkConsumer, checkEventId, DEFAULT_LIMIT, missingEvent, notAConsumer, validatePush } from './inputs.js';
 import { canWrite, snapshotThread } from './snapshot.js';
-import { PushInputSchema, type ConsumerInfo, type PeekOptions, type PopOptions, type PushInput, type SubscribeOptions, type ThreadEvent, type ThreadInfo } from './types.js';
+import type { AppendOptions } from './store/types.js';
+import type { ConsumerInfo, PeekOptions, PopOptions, PushInput, SubscribeOptions, ThreadEvent, ThreadInfo } from './types.js';
 
 export interface OpenThreadOptions {
   /** Create the thread if it does not exist. Default: false (a missing thread is `not_found`). */
@@ -27,9 +27,6 @@ export interface OpenThreadOptions {
    */
   readOnly?: boolean;
 }
-
-const DEFAULT_LIMIT = 100;
-const CONSUMER = /^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$/;
 
 /**
  * Creates a thread directory; a directory that is already a thread is a `conflict`. A database
@@ -131,13 +128,15 @@ export class Thread {
     return this.append([input])[0]!;
   }
 
-  private append(inputs: readonly PushInput[]): { id: number; duplicate: boolean }[] {
+  /** Appends events and, in the same transaction, acknowledges `options.ack` (store/types.ts `AppendOptions`). */
+  append(inputs: readonly PushInput[], options: AppendOptions = {}): { id: number; duplicate: boolean }[] {
+    if (options.ack) checkConsumer(options.ack.consumer);
     const events = inputs.map((input, index) => validatePush(input, inputs.length > 1 ? index + 1 : undefined));
     const insert = this.sql(`INSERT INTO events (created_at, source, type, subtype, content, idempotency_key) VALUES (?, ?, ?, ?, ?, ?) RETURNING id`);
     const byKey = this.sql('SELECT id FROM events WHERE idempotency_key = ?').pluck();
     const created: ThreadEvent[] = [];
-    const results = this.write(() =>
-      events.map((event) => {
+    const results = this.write(() => {
+      const appended = events.map((event) => {
         // Looked up first (inside the write transaction) rather than relying on the unique
         // constraint, which would still consume an id from the sequence.
         const existing = event.idempotency_key ? (byKey.get(event.idempotency_key) as number | undefined) : undefined;
@@ -148,8 +147,10 @@ export class Thread {
         };
         created.push({ id: row.id, created_at, source: event.source, type: event.type, subtype: event.subtype ?? null, content: event.content });
         return { id: row.id, duplicate: false };
-      }),
-    );
+      });
+      if (options.ack) this.advance(options.ack.consumer, this.ensureConsumer(options.ack.consumer).progress, options.ack.eventId);
+      return appended;
+    });
     if (created.length > 0) {
       // The database is the truth; the JSONL copy is written after the commit, so it may miss
       // the last lines after a crash but never shows an event that was not stored. The events
@@ -251,11 +252,7 @@ export class Thread {
       }
       return changes;
     });
-    if (changed === 0) {
-      throw new ClawError('not_found', `${consumer} is not a consumer of ${this.path}`, {
-        suggestion: `see the consumers with: thread info --thread ${JSON.stringify(this.path)}`,
-      });
-    }
+    if (changed === 0) throw notAConsumer(this.path, consumer);
     this.log().info(`unsubscribed ${consumer}`);
   }
 
@@ -335,14 +332,10 @@ export class Thread {
 
   /** Moves progress to `eventId` if that is forward; an id past the newest event is refused. */
   private advance(consumer: string, progress: number, eventId: number): number {
-    if (!Number.isSafeInteger(eventId) || eventId < 0) throw usageError(`event id ${eventId} is not a whole number`, 'pass an id that pop or peek printed');
+    checkEventId(eventId);
     if (eventId <= progress) return progress;
     const last = this.sql("SELECT seq FROM sqlite_sequence WHERE name = 'events'").pluck().get() as number | undefined;
-    if (eventId > (last ?? 0)) {
-      throw new ClawError('not_found', `event ${eventId} does not exist in ${this.path} (the newest is ${last ?? 0})`, {
-        suggestion: 'acknowledge only ids that pop returned',
-      });
-    }
+    if (eventId > (last ?? 0)) throw missingEvent(this.path, eventId, last ?? 0);
     this.sql('UPDATE consumers SET progress = ?, updated_at = ? WHERE consumer = ?').run(eventId, new Date().toISOString(), consumer);
     return eventId;
   }
@@ -356,19 +349,8 @@ export class Thread {
     return this.readConsumer(consumer)!;
   }
 
-  /**
-   * Filters are checked at subscribe, but one stored earlier may not compile now (a hand-edited
-   * database, a changed filter language). It disables only its own consumer, so that dispatch and
-   * status go on for every other one (DESIGN §9: one bad filter stopped dispatch for everyone).
-   */
   private brokenFilter(row: ConsumerRow): string | null {
-    if (row.filter === null) return null;
-    try {
-      this.compile(row.filter);
-      return null;
-    } catch (error) {
-      return `the stored filter is invalid (${(error as Error).message}); subscribe again with a valid --filter`;
-    }
+    return brokenFilter(row.filter, (filter) => this.compile(filter));
   }
 
   private describe(row: ConsumerRow): ConsumerInfo {
@@ -380,35 +362,11 @@ export class Thread {
         .pluck()
         .get(...params) as number;
     }
-    const dispatch = dispatchInfo(row);
-    return {
-      consumer: row.consumer,
-      progress: row.progress,
-      pending,
-      subscribed: row.subscribed === 1,
-      handler: row.handler,
-      filter: row.filter,
-      ...dispatch,
-      last_error: broken ?? dispatch.last_error,
-    };
+    return consumerInfo({ ...row, subscribed: row.subscribed === 1 }, pending, broken);
   }
 
   private log(): Logger {
     this.logger ??= createLogger(join(this.path, 'logs', 'thread.log'));
     return this.logger;
   }
-}
-
-function checkConsumer(consumer: string): void {
-  if (!CONSUMER.test(consumer)) {
-    throw usageError(`invalid consumer name ${JSON.stringify(consumer)}`, 'use letters, digits and . _ : @ - (at most 128), starting with a letter or digit');
-  }
-}
-
-function validatePush(input: PushInput, line: number | undefined): z.output<typeof PushInputSchema> {
-  return validate(PushInputSchema, input, {
-    what: line === undefined ? 'event' : `event ${line}`,
-    kind: 'usage',
-    suggestion: 'see thread push --help',
-  });
 }

@@ -115,6 +115,6 @@ export function dispatchInfo(row: DispatchColumns): Pick<ConsumerInfo, 'lease' |
 }
 
 /** Whether a live process holds the lease; a dead one's (or a zombie's) is free to take over. */
-function isHeld<T extends Pick<DispatchColumns, 'lease_pid' | 'lease_start'>>(row: T): row is T & { lease_pid: number } {
+export function isHeld<T extends Pick<DispatchColumns, 'lease_pid' | 'lease_start'>>(row: T): row is T & { lease_pid: number } {
   return row.lease_pid !== null && isAlive({ pid: row.lease_pid, start: row.lease_start });
 }

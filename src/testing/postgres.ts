@@ -1,0 +1,99 @@
+import { execFile } from 'node:child_process';
+import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir, userInfo } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+
+/**
+ * A throwaway PostgreSQL cluster for tests: `initdb` and `pg_ctl` (Debian's, `.ci/run` installs
+ * them) on a Unix socket in a private directory and a free loopback port, trust authentication,
+ * durability off (a test's data need not outlive it). As root the server runs as the `postgres`
+ * user, which PostgreSQL demands. One cluster per test file, started in `beforeAll`: initdb
+ * costs seconds. `postgresUnavailable` says why none can be had, for a skip that says so.
+ */
+export interface PostgresCluster {
+  /** The URL of the `postgres` database, as the superuser `postgres`. */
+  readonly url: string;
+  /** Creates a database and returns its URL. */
+  createDatabase(name: string): Promise<string>;
+  /** Stops the server at once and removes its files; safe to call twice. */
+  stop(): Promise<void>;
+}
+
+const run = promisify(execFile);
+const PG_ROOT = '/usr/lib/postgresql';
+
+/** The newest installed PostgreSQL's bin directory, or null. */
+function postgresBin(): string | null {
+  const versions = existsSync(PG_ROOT) ? readdirSync(PG_ROOT).filter((v) => existsSync(join(PG_ROOT, v, 'bin', 'initdb'))) : [];
+  const newest = versions.sort((a, b) => Number(b) - Number(a))[0];
+  return newest === undefined ? null : join(PG_ROOT, newest, 'bin');
+}
+
+const asRoot = userInfo().uid === 0;
+
+/** Why no cluster can be started here, or null when one can. */
+export function postgresUnavailable(): string | null {
+  if (postgresBin() === null) return `no PostgreSQL: ${PG_ROOT}/*/bin/initdb is missing (apt-get install postgresql)`;
+  if (asRoot && !existsSync('/usr/sbin/runuser') && !existsSync('/sbin/runuser')) return 'no PostgreSQL: running as root without runuser to start it as postgres';
+  return null;
+}
+
+/** A test name's note: which tests skip here, and why. */
+export const NEEDS_POSTGRES = `needs PostgreSQL${postgresUnavailable() ? `: ${postgresUnavailable()}` : ''}`;
+
+export async function startPostgres(): Promise<PostgresCluster> {
+  const bin = postgresBin();
+  if (bin === null) throw new Error(postgresUnavailable()!);
+  const dir = mkdtempSync(join(tmpdir(), 'theclaw-pg-'));
+  const data = join(dir, 'data');
+  const socket = join(dir, 'socket');
+  mkdirSync(socket);
+  if (asRoot) {
+    const id = async (flag: string) => Number((await run('id', [flag, 'postgres'])).stdout.trim());
+    const [uid, gid] = [await id('-u'), await id('-g')];
+    chownSync(dir, uid, gid);
+    chownSync(socket, uid, gid);
+  }
+  const pg = (tool: string, args: string[]) => (asRoot ? run('runuser', ['-u', 'postgres', '--', join(bin, tool), ...args]) : run(join(bin, tool), args));
+  let started = false;
+  const stop = async () => {
+    if (started) {
+      started = false;
+      await pg('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']).catch(() => {});
+    }
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    await pg('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '--encoding=UTF8', '--locale=C', '--no-sync']);
+    const port = await freePort();
+    const settings = `-c listen_addresses=127.0.0.1 -p ${port} -k ${socket} -c fsync=off -c synchronous_commit=off -c full_page_writes=off`;
+    await pg('pg_ctl', ['-D', data, '-l', join(dir, 'server.log'), '-o', settings, '-w', '-t', '60', 'start']);
+    started = true;
+    const url = (database: string) => `postgres://postgres@127.0.0.1:${port}/${database}`;
+    return {
+      url: url('postgres'),
+      async createDatabase(name) {
+        await pg('psql', ['-h', socket, '-p', String(port), '-U', 'postgres', '-d', 'postgres', '-q', '-c', `CREATE DATABASE "${name}"`]);
+        return url(name);
+      },
+      stop,
+    };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+/** A loopback port nothing listens on now (the server takes it a moment later). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}

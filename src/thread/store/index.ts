@@ -1,0 +1,13 @@
+/**
+ * The thread store behind one interface (types.ts): SQLite files in the home, or one PostgreSQL
+ * database (chosen by `THECLAW_DATABASE_URL` or `store:` in `$THECLAW_HOME/config.yaml`,
+ * choose.ts). The `thread` CLI goes through it; the daemons and the agent runtime still open
+ * `Thread` on SQLite directly.
+ */
+export type { AppendOptions, OpenStoredThreadOptions, RunOutcome, StoreKind, StoredConsumer, StoredEvent, StoredThread, ThreadDump, ThreadStore } from './types.js';
+export { openStoreAt, openThreadStore, storeSetting, type StoreSetting } from './choose.js';
+export { describePostgresUrl, isPostgresUrl } from './postgres-connect.js';
+export { inspectPostgresStore, type PostgresStoreState } from './postgres-inspect.js';
+export { describeSummary, migrateThreads, type MigrationResult, type StoreSummary } from './migrate.js';
+export { createSqliteStore } from './sqlite-store.js';
+export { threadName } from './name.js';

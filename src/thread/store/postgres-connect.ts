@@ -1,0 +1,56 @@
+import type { Sql } from 'postgres';
+import { ClawError, isClawError, usageError } from '../../core/errors.js';
+
+/** How long a connection may take before the store says PostgreSQL cannot be reached. */
+const CONNECT_TIMEOUT_SECONDS = 10;
+
+/** Whether a store setting names PostgreSQL (the rest are homes or `sqlite`). */
+export function isPostgresUrl(value: string): boolean {
+  return /^postgres(ql)?:\/\//i.test(value);
+}
+
+/**
+ * The URL as messages show it: without its password, which belongs in no log or error line
+ * (`PGPASSWORD` or `~/.pgpass` keep it out of the URL altogether).
+ */
+export function describePostgresUrl(url: string): string {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw usageError('the database URL is not a URL', 'write it as postgres://user@host:5432/database');
+  }
+  if (!/^postgres(ql)?:$/.test(parsed.protocol)) throw usageError(`the database URL is not a PostgreSQL URL (${parsed.protocol})`, 'write it as postgres://user@host:5432/database');
+  parsed.password = '';
+  return parsed.toString();
+}
+
+/**
+ * A pool of connections to the URL (loaded only here: SQLite's users never load the client).
+ * Big integers (ids, counts) come back as numbers: ids stay far below 2^53.
+ */
+export async function connectPostgres(url: string, options: { maxConnections?: number } = {}): Promise<{ sql: Sql; location: string }> {
+  const location = describePostgresUrl(url);
+  const { default: postgres } = await import('postgres');
+  const sql = postgres(url, {
+    max: options.maxConnections ?? 4,
+    connect_timeout: CONNECT_TIMEOUT_SECONDS,
+    onnotice: () => {},
+    connection: { application_name: 'theclaw' },
+    types: { bigint: { to: 20, from: [20], serialize: (value: number) => String(value), parse: (value: string) => Number(value) } },
+  });
+  return { sql, location };
+}
+
+/** A failure of PostgreSQL's as a ClawError naming the store (never its password); ours pass through. */
+export function postgresFailure(error: unknown, location: string): ClawError {
+  if (isClawError(error)) return error;
+  const { code, message } = error as { code?: string; message?: string };
+  const unreachable = code !== undefined && (/^E[A-Z]+$/.test(code) || code === 'CONNECT_TIMEOUT' || code === 'CONNECTION_CLOSED' || /^(08|28|3D)/.test(code));
+  return new ClawError('upstream', `${unreachable ? 'cannot use' : 'PostgreSQL failed at'} ${location}: ${message ?? String(error)}`, {
+    suggestion: unreachable
+      ? 'check that the server runs and that THECLAW_DATABASE_URL (or store: in config.yaml) names it, with its user and database; theclaw doctor checks it'
+      : 'see the server log; theclaw doctor checks the store',
+    cause: error,
+  });
+}

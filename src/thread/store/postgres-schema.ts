@@ -1,0 +1,82 @@
+import type { Sql, TransactionSql } from 'postgres';
+import { ClawError } from '../../core/errors.js';
+
+/**
+ * The thread store's tables in PostgreSQL, in a schema of their own (`theclaw`). A thread is a
+ * row of `threads` and its events are rows of one `events` table keyed by (thread, id), ids given
+ * from the thread row's `last_id` (which `prune` never lowers, so ids are never reused). An
+ * idempotency key is unique per thread by constraint. Text columns that filters compare are
+ * `COLLATE "C"`: bytes order them, as SQLite's BINARY does (postgres-filter.ts).
+ */
+export const SCHEMA_VERSION = 1;
+
+const SCHEMA = `
+CREATE SCHEMA IF NOT EXISTS theclaw;
+CREATE TABLE theclaw.meta (key text PRIMARY KEY, value text NOT NULL);
+CREATE TABLE theclaw.threads (
+  thread bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  name text COLLATE "C" NOT NULL UNIQUE,
+  last_id bigint NOT NULL DEFAULT 0,
+  created_at text NOT NULL
+);
+CREATE TABLE theclaw.events (
+  thread bigint NOT NULL REFERENCES theclaw.threads ON DELETE CASCADE,
+  id bigint NOT NULL,
+  created_at text COLLATE "C" NOT NULL,
+  source text COLLATE "C" NOT NULL,
+  type text COLLATE "C" NOT NULL,
+  subtype text COLLATE "C",
+  content text NOT NULL,
+  idempotency_key text,
+  PRIMARY KEY (thread, id),
+  UNIQUE (thread, idempotency_key)
+);
+CREATE INDEX events_type ON theclaw.events (thread, type, id);
+CREATE TABLE theclaw.consumers (
+  thread bigint NOT NULL REFERENCES theclaw.threads ON DELETE CASCADE,
+  consumer text COLLATE "C" NOT NULL,
+  progress bigint NOT NULL DEFAULT 0,
+  subscribed boolean NOT NULL DEFAULT false,
+  handler text,
+  filter text,
+  lease_pid integer,
+  lease_start bigint,
+  lease_since text,
+  failures integer NOT NULL DEFAULT 0,
+  last_error text,
+  retry_at bigint,
+  updated_at text NOT NULL,
+  PRIMARY KEY (thread, consumer)
+);
+`;
+
+/** Any constant: the advisory lock under which the first of several processes creates the schema. */
+const SCHEMA_LOCK = 0x7468_7264;
+
+/** The schema's version in this database, or null where there is none yet. Creates nothing. */
+export async function readSchemaVersion(sql: Sql | TransactionSql): Promise<number | null> {
+  const [exists] = await sql<{ table: string | null }[]>`SELECT to_regclass('theclaw.meta')::text AS table`;
+  if (!exists?.table) return null;
+  const [row] = await sql<{ value: string }[]>`SELECT value FROM theclaw.meta WHERE key = 'schema_version'`;
+  return row ? Number(row.value) : null;
+}
+
+/** Creates the schema if there is none, then checks it is this version's. */
+export async function ensureSchema(sql: Sql, location: string): Promise<void> {
+  let version = await readSchemaVersion(sql);
+  if (version === null) {
+    version = await sql.begin(async (tx) => {
+      await tx`SELECT pg_advisory_xact_lock(${SCHEMA_LOCK})`;
+      const now = await readSchemaVersion(tx);
+      if (now !== null) return now;
+      await tx.unsafe(SCHEMA);
+      await tx`INSERT INTO theclaw.meta (key, value) VALUES ('schema_version', ${String(SCHEMA_VERSION)})`;
+      return SCHEMA_VERSION;
+    });
+  }
+  if (version !== SCHEMA_VERSION) {
+    throw new ClawError('invalid', `the thread store at ${location} has schema version ${version}, this thread tool knows ${SCHEMA_VERSION}`, {
+      suggestion: version > SCHEMA_VERSION ? 'upgrade theclaw' : 'the theclaw schema in that database is not a thread store; point THECLAW_DATABASE_URL at another database',
+    });
+  }
+}
