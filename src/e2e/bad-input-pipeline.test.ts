@@ -11,7 +11,8 @@ import { textUpdate } from '../testing/fake-telegram.js';
 import type { ThreadEvent } from '../thread/types.js';
 import { MAX_TEXT_BYTES } from '../xgw/channels/webchat-protocol.js';
 import { webchatProtocols } from '../xgw/channels/webchat-http.js';
-import { startSystem, threadSnapshot, until, type System } from './support.js';
+import { cliPath } from '../core/package.js';
+import { runArgv, startSystem, threadSnapshot, until, type System } from './support.js';
 
 /**
  * Bad input at the running system's boundaries: web chat frames, Telegram updates, `agent send`,
@@ -166,12 +167,14 @@ describe('agent send --text', () => {
   it('takes the longest text an argument can carry intact (the OS refuses a 10 MB one before the tool runs)', async () => {
     const before = threadSnapshot(inbox);
     const long = 'é✓'.repeat(24_000); // 120,000 bytes; Linux caps one argument at 128 KiB
-    const result = await s.run('agent', ['send', 'admin', '--text', long, '--json']);
+    // A process of its own: what is tested is what the OS lets an argument carry into it.
+    const send = (text: string, ...flags: string[]) => runArgv(process.execPath, [cliPath('agent'), 'send', 'admin', '--text', text, ...flags], s.env);
+    const result = await send(long, '--json');
     expect(result.code, result.stderr).toBe(0);
     const added = newInboxEvents(before);
     expect(added.map((event) => event.id)).toEqual([(JSON.parse(result.stdout) as { id: number }).id]);
     expect(textOf(added[0]!) === long, 'the stored text is the text sent').toBe(true);
-    await expect(s.run('agent', ['send', 'admin', '--text', 'x'.repeat(10 * 1024 * 1024)])).rejects.toThrow(/E2BIG/);
+    await expect(send('x'.repeat(10 * 1024 * 1024))).rejects.toThrow(/E2BIG/);
     await agentIdle();
   });
 });

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import { encodedForms } from '../core/secrets.js';
-import { createTestHome, runTool, startFakeOpenAI, type FakeStep, type LooseJson, type RecordedRequest } from '../testing/index.js';
+import { createTestHome, runToolAlone, startFakeOpenAI, type FakeStep, type LooseJson, type RecordedRequest } from '../testing/index.js';
 import { startFakeTelegram, textUpdate, type FakeTelegram } from '../testing/fake-telegram.js';
 import { startSystem, telegramThread, TELEGRAM_TOKEN_ENV, until, type System } from './support.js';
 
@@ -187,7 +187,8 @@ describe('secrets', () => {
       `default: local/m1\nproviders:\n  local:\n    api: openai-completions\n    base_url: "${llm.url}"\n    api_key_env: MODEL_CREDENTIAL\n    models: [{ id: m1 }]\n`,
     );
     const session = join(t.home, 'session.jsonl');
-    const result = await runTool('pai', ['chat', '--json', '--session', session, 'look around'], { ...t.env, MODEL_CREDENTIAL: key });
+    // Its own process: the model reads the environ of bash_exec's parent, which a warm runner's is not.
+    const result = await runToolAlone('pai', ['chat', '--json', '--session', session, 'look around'], { ...t.env, MODEL_CREDENTIAL: key });
 
     expect(result.code, result.stderr).toBe(0);
     expect(result.stdout).toBe('done: look around\n');

@@ -106,6 +106,11 @@ export function runTool(tool: (typeof TOOLS)[number], args: string[], env: NodeJ
   return (input === undefined && runWarm(cliPath(tool), args, env)) || run(process.execPath, [cliPath(tool), ...args], { env }, input);
 }
 
+/** Runs a built CLI in a process of its own: for a test of what the process itself shows (its /proc environ). */
+export function runToolAlone(tool: (typeof TOOLS)[number], args: string[], env: NodeJS.ProcessEnv, input?: string | Buffer): Promise<RunResult> {
+  return run(process.execPath, [cliPath(tool), ...args], { env }, input);
+}
+
 export function run(command: string, args: string[], options: SpawnOptions, input?: string | Buffer): Promise<RunResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, { ...options, stdio: ['pipe', 'pipe', 'pipe'] });
