@@ -157,7 +157,16 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
     const turns = new RunningTurns(options.signal, config.turn.timeout_seconds * 1000);
     const conversationOf = (source: string) => routeOf(dir, config, source)?.path ?? null;
     const agentMode = agentQueueMode(config, env);
-    const modeOf = ({ route, event }: QueueItem): QueueMode => queueMode(sessionSettings(openConversation(turn, threads, route)).queue, agentMode, route, event.source);
+    // A conversation whose thread cannot be read has no /queue of its own: its turn lets its
+    // messages go and says why, and planning it must not stop every other conversation's.
+    const chosenMode = (route: ThreadRoute): QueueMode | null => {
+      try {
+        return sessionSettings(openConversation(turn, threads, route)).queue;
+      } catch {
+        return null;
+      }
+    };
+    const modeOf = ({ route, event }: QueueItem): QueueMode => queueMode(chosenMode(route), agentMode, route, event.source);
     // Queue mode interrupt: a person's new message stops the running turn of its conversation, as a /stop would.
     const noticeInterrupt = (event: ThreadEvent): void => {
       const route = mayJoin(event) ? routeOf(dir, config, event.source) : null;
