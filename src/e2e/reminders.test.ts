@@ -24,7 +24,8 @@ const model: FakeStep = (request) => {
   const text = lastUserText(request);
   if (messages.at(-1)?.role === 'tool') return { kind: 'text', text: 'I will remind you.' };
   if (text.startsWith('[A reminder I set on')) return { kind: 'text', text: `Reminder: ${text.slice(text.indexOf('] ') + 2)}` };
-  if (text.startsWith('remind me')) return { kind: 'tool_call', name: 'bash_exec', arguments: { command: 'notifier timer add --id stretch --in 2s --message "time to stretch"' } };
+  // Long enough that the timer is still there to list once the answer is out on a loaded machine.
+  if (text.startsWith('remind me')) return { kind: 'tool_call', name: 'bash_exec', arguments: { command: 'notifier timer add --id stretch --in 6s --message "time to stretch"' } };
   return { kind: 'text', text: `echo: ${text}` };
 };
 
@@ -32,7 +33,7 @@ describe('reminders an agent sets', () => {
   it('sets a timer from its sandboxed shell that, when it fires, tells the agent in the asking conversation, which alone gets the answer', { timeout: 60_000 }, async () => {
     const s = await startSystem({ logLevel: 'info', llm: { defaultStep: model } });
     system = s;
-    s.telegram.queueUpdate(textUpdate({ from: ANN, text: 'remind me in 2 seconds to stretch' }));
+    s.telegram.queueUpdate(textUpdate({ from: ANN, text: 'remind me in 6 seconds to stretch' }));
     await until(() => s.telegram.sent.some((sent) => sent.text === 'I will remind you.'), 'the agent to say it will', 30_000);
     const timers = JSON.parse((await s.must('notifier', ['timer', 'list', '--json'])).stdout) as { id: string; command: string }[];
     const ann = formatAddress({ kind: 'external', channelType: 'telegram', instance: 'main', conversationType: 'dm', conversationId: String(ANN), peerId: String(ANN) });
