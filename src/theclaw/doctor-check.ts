@@ -4,7 +4,24 @@ export type CheckStatus = 'ok' | 'warn' | 'fail';
 
 /** One finding: what was checked, what was found, and for a problem how to fix it. */
 export interface Check {
-  name: 'node' | 'data directory' | 'config' | 'providers' | 'agents' | 'model' | 'search' | 'daemons' | 'channels' | 'ports' | 'locks' | 'pending' | 'errors' | 'threads' | 'sandbox' | 'browser' | 'store';
+  name:
+    | 'node'
+    | 'data directory'
+    | 'config'
+    | 'providers'
+    | 'agents'
+    | 'model'
+    | 'search'
+    | 'daemons'
+    | 'channels'
+    | 'ports'
+    | 'locks'
+    | 'pending'
+    | 'errors'
+    | 'threads'
+    | 'sandbox'
+    | 'browser'
+    | 'store';
   status: CheckStatus;
   detail: string;
   fix?: string;
