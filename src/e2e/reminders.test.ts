@@ -35,7 +35,11 @@ describe('reminders an agent sets', () => {
     system = s;
     s.telegram.queueUpdate(textUpdate({ from: ANN, text: 'remind me in 6 seconds to stretch' }));
     await until(() => s.telegram.sent.some((sent) => sent.text === 'I will remind you.'), 'the agent to say it will', 30_000);
-    const timers = JSON.parse((await s.must('notifier', ['timer', 'list', '--json'])).stdout) as { id: string; command: string }[];
+    // The turn's request for the timer is carried out as its run goes on: the answer can be out first.
+    const timers = await until(async () => {
+      const listed = JSON.parse((await s.must('notifier', ['timer', 'list', '--json'])).stdout) as { id: string; command: string }[];
+      return listed.length > 0 && listed;
+    }, 'the timer set');
     const ann = formatAddress({ kind: 'external', channelType: 'telegram', instance: 'main', conversationType: 'dm', conversationId: String(ANN), peerId: String(ANN) });
     expect(timers).toEqual([expect.objectContaining({ id: expect.stringMatching(/^r-admin-[0-9a-f]{8}-stretch$/), command: expect.stringContaining(`--source ${ann}`) })]);
 
