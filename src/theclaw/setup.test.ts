@@ -38,8 +38,18 @@ function filesHolding(home: string, secret: string): string[] {
   return readdirSync(home, { recursive: true, withFileTypes: true })
     .filter((entry) => entry.isFile())
     .map((entry) => join(entry.parentPath, entry.name))
-    .filter((file) => readFileSync(file).includes(secret))
+    .filter((file) => contents(file)?.includes(secret))
     .map((file) => file.slice(home.length + 1));
+}
+
+/** A file's bytes, or undefined when it went away since it was listed (a run's lock as the run ends). */
+function contents(file: string): Buffer | undefined {
+  try {
+    return readFileSync(file);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  }
 }
 
 function homeWithoutKeys(): TestHome {
