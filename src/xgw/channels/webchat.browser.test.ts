@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { artifactPath, CHROMIUM, hasChromium, launchChromium } from '../../testing/browser.js';
+import { freePort } from '../../testing/free-port.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { agentInboxPath, INBOX_CONSUMER } from '../../core/layout.js';
 import { createLogger } from '../../core/logger.js';
@@ -75,17 +76,6 @@ afterAll(async () => {
   state?.close();
   testHome?.cleanup();
 });
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 function inboxEvents() {
   const thread = openThread(agentInboxPath(home, 'admin'), { home });
