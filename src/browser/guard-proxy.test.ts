@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFormSite, type FormSite } from '../testing/form-site.js';
 import { createAddressGuard } from '../web/index.js';
 import { startGuardProxy, type GuardProxy } from './guard-proxy.js';
+import { rebindingDns } from '../testing/rebinding-dns.js';
 
 // The proxy on its own, spoken to as Chromium speaks to it (absolute-form GET, CONNECT), with a
 // stand-in DNS: site.test is 127.0.0.1 (allowed); rebind.test is 127.0.0.1 at its first lookup and
@@ -14,15 +15,7 @@ let internal: Server;
 let internalPort: number;
 let internalConnections = 0;
 const refusals: [string, string][] = [];
-const lookups = new Map<string, number>();
-
-async function resolve(host: string): Promise<string[]> {
-  const count = (lookups.get(host) ?? 0) + 1;
-  lookups.set(host, count);
-  if (host === 'site.test') return ['127.0.0.1'];
-  if (host === 'rebind.test') return [count === 1 ? '127.0.0.1' : '127.0.0.2'];
-  throw new Error(`${host}: ENOTFOUND`);
-}
+const { resolve, lookups } = rebindingDns();
 
 /** What the proxy answers to `request` (raw HTTP), up to the end of its head, or all of it when it closes. */
 function ask(request: string): Promise<string> {

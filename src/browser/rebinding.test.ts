@@ -9,6 +9,7 @@ import { rejection } from '../testing/index.js';
 import { createAddressGuard } from '../web/index.js';
 import { AgentBrowser } from './session.js';
 import { DEFAULT_BROWSER_LIMITS } from './types.js';
+import { rebindingDns } from '../testing/rebinding-dns.js';
 
 // DNS rebinding, on loopback: 127.0.0.1 is allowed, 127.0.0.2 stands for the owner's network. The
 // guard's DNS is a stand-in: site.test is always 127.0.0.1; rebind.test is 127.0.0.1 at its first
@@ -23,15 +24,7 @@ let internalPort: number;
 let internalConnections = 0;
 let profile: string;
 let browser: AgentBrowser;
-const lookups = new Map<string, number>();
-
-async function resolve(host: string): Promise<string[]> {
-  const count = (lookups.get(host) ?? 0) + 1;
-  lookups.set(host, count);
-  if (host === 'site.test') return ['127.0.0.1'];
-  if (host === 'rebind.test') return [count === 1 ? '127.0.0.1' : '127.0.0.2'];
-  throw new Error(`${host}: ENOTFOUND`);
-}
+const { resolve, lookups } = rebindingDns();
 
 describe.skipIf(!hasChromium)('the browser against DNS rebinding', { timeout: 60_000 }, () => {
   beforeAll(async () => {
