@@ -93,7 +93,7 @@ export function notifierOutputDir(home: string): string {
 
 // --- the tools' configs and stores
 
-/** `config.yaml` at the top of the home: the whole system's settings (`store:`, the thread store). */
+/** `config.yaml` at the top of the home: the whole system's settings (`store:`, the thread store; `host:`, this host's name). */
 export function homeConfigPath(home: string): string {
   return join(home, 'config.yaml');
 }

@@ -90,6 +90,12 @@ export interface SubscribeOptions {
   /** Command run when matching events are pending; split with shell-words rules, no shell. */
   handler: string;
   filter?: string;
+  /**
+   * Where the handler runs when hosts share a PostgreSQL store: a placement key (`agent:<id>`,
+   * `channel:<name>`), run only by the host that key is placed on. None: any host. SQLite has one
+   * host and does not store it.
+   */
+  runOn?: string;
 }
 
 /** The process that holds a consumer's lease (its handler, or the dispatcher starting it). */

@@ -8,7 +8,7 @@ import { ClawError } from '../../core/errors.js';
  * idempotency key is unique per thread by constraint. Text columns that filters compare are
  * `COLLATE "C"`: bytes order them, as SQLite's BINARY does (postgres-filter.ts).
  */
-export const SCHEMA_VERSION = 1;
+export const SCHEMA_VERSION = 2;
 
 const SCHEMA = `
 CREATE SCHEMA IF NOT EXISTS theclaw;
@@ -50,6 +50,35 @@ CREATE TABLE theclaw.consumers (
 );
 `;
 
+/**
+ * Version 2: work spread over hosts (issue 26 §2). A subscription may name where it runs
+ * (`run_on`, a key of `placements`: `agent:<id>` for an agent's inbox, `channel:<name>` for the
+ * deliveries of a channel), else any host runs it. A lease names its host beside its pid and ends
+ * at `lease_expires` unless its holder's heartbeat moves that on, so a dead host's leases can be
+ * taken over. `placements` says which host a key is on: an agent's (no expiry, moved by
+ * `agent move`) or a channel's owning gateway (an expiry its heartbeat renews). `hosts` lists the
+ * hosts that share the store, each with its home and when it was last seen.
+ */
+const SCHEMA_2 = `
+ALTER TABLE theclaw.consumers ADD COLUMN run_on text COLLATE "C";
+ALTER TABLE theclaw.consumers ADD COLUMN lease_host text COLLATE "C";
+ALTER TABLE theclaw.consumers ADD COLUMN lease_expires timestamptz;
+CREATE TABLE theclaw.placements (
+  key text COLLATE "C" PRIMARY KEY,
+  host text COLLATE "C" NOT NULL,
+  expires_at timestamptz,
+  updated_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE theclaw.hosts (
+  name text COLLATE "C" PRIMARY KEY,
+  home text NOT NULL,
+  seen_at timestamptz NOT NULL DEFAULT now()
+);
+`;
+
+/** What takes a schema of version N to N + 1, by N. */
+const UPGRADES: Record<number, string> = { 1: SCHEMA_2 };
+
 /** Any constant: the advisory lock under which the first of several processes creates the schema. */
 const SCHEMA_LOCK = 0x7468_7264;
 
@@ -61,20 +90,27 @@ export async function readSchemaVersion(sql: Sql | TransactionSql): Promise<numb
   return row ? Number(row.value) : null;
 }
 
-/** Creates the schema if there is none, then checks it is this version's. */
-export async function ensureSchema(sql: Sql, location: string): Promise<void> {
+/**
+ * Creates the schema if there is none, or brings an older one up to this version, then checks it.
+ * `upTo` stops at an older version: the upgrade's test builds the schema as it was.
+ */
+export async function ensureSchema(sql: Sql, location: string, upTo = SCHEMA_VERSION): Promise<void> {
   let version = await readSchemaVersion(sql);
-  if (version === null) {
+  if (version === null || version < upTo) {
     version = await sql.begin(async (tx) => {
       await tx`SELECT pg_advisory_xact_lock(${SCHEMA_LOCK})`;
-      const now = await readSchemaVersion(tx);
-      if (now !== null) return now;
-      await tx.unsafe(SCHEMA);
-      await tx`INSERT INTO theclaw.meta (key, value) VALUES ('schema_version', ${String(SCHEMA_VERSION)})`;
-      return SCHEMA_VERSION;
+      let now = await readSchemaVersion(tx);
+      if (now === null) {
+        await tx.unsafe(SCHEMA);
+        await tx`INSERT INTO theclaw.meta (key, value) VALUES ('schema_version', '1')`;
+        now = 1;
+      }
+      for (; now < upTo; now++) await tx.unsafe(UPGRADES[now] as string);
+      await tx`UPDATE theclaw.meta SET value = ${String(now)} WHERE key = 'schema_version'`;
+      return now;
     });
   }
-  if (version !== SCHEMA_VERSION) {
+  if (version !== upTo) {
     throw new ClawError('invalid', `the thread store at ${location} has schema version ${version}, this thread tool knows ${SCHEMA_VERSION}`, {
       suggestion: version > SCHEMA_VERSION ? 'upgrade theclaw' : 'the theclaw schema in that database is not a thread store; point THECLAW_DATABASE_URL at another database',
     });

@@ -9,6 +9,7 @@ import { NEEDS_POSTGRES, postgresUnavailable, startPostgres, type PostgresCluste
 import type { PushInput } from '../types.js';
 import { openStoreAt } from './choose.js';
 import { POSTGRES_DIALECT } from './postgres-filter.js';
+import { ensureSchema, readSchemaVersion, SCHEMA_VERSION } from './postgres-schema.js';
 import { createSqliteStore } from './sqlite-store.js';
 import type { StoreKind, ThreadStore } from './types.js';
 
@@ -273,6 +274,29 @@ describe.skipIf(unavailable !== null)(`the PostgreSQL filter dialect${unavailabl
     } finally {
       await pg.end();
       sqlite.close();
+    }
+  });
+});
+
+describe.skipIf(unavailable !== null)(`the PostgreSQL schema${unavailable ? ` (skipped: ${NEEDS_POSTGRES})` : ''}`, () => {
+  it('brings a version 1 schema up to this version, keeping its rows', async () => {
+    const url = await cluster!.createDatabase('upgrade');
+    const pg = postgres(url, { max: 1, onnotice: () => {} });
+    try {
+      await ensureSchema(pg, 'upgrade', 1);
+      await pg`INSERT INTO theclaw.threads (name, created_at) VALUES ('agents/a/inbox', '2026-11-27T00:00:00.000Z')`;
+      expect(await readSchemaVersion(pg)).toBe(1);
+      const store = await openStoreAt(url);
+      const thread = await store.open('agents/a/inbox');
+      await thread.append([msg('after the upgrade')]);
+      expect((await thread.peek()).map((event) => event.content)).toEqual(['after the upgrade']);
+      await store.close();
+      expect(await readSchemaVersion(pg)).toBe(SCHEMA_VERSION);
+      const columns = await pg<{ column_name: string }[]>`
+        SELECT column_name FROM information_schema.columns WHERE table_schema = 'theclaw' AND table_name = 'consumers' AND column_name IN ('run_on', 'lease_host', 'lease_expires')`;
+      expect(columns).toHaveLength(3);
+    } finally {
+      await pg.end();
     }
   });
 });
