@@ -25,9 +25,14 @@ export async function ensureBrowserService(home: string, env: NodeJS.ProcessEnv)
 }
 
 /** On the host: the command to `agent`'s browser, starting the service if needed. */
-export async function askAgentBrowser(home: string, agent: string, command: BrowserCommand, env: NodeJS.ProcessEnv): Promise<BrowserReply> {
+export function askAgentBrowser(home: string, agent: string, command: BrowserCommand, env: NodeJS.ProcessEnv): Promise<BrowserReply> {
+  return askBrowserService<BrowserReply>(home, { op: 'command', agent, command }, env);
+}
+
+/** On the host: a request to the service (a command, a `web fetch`), starting it if needed. */
+export async function askBrowserService<T>(home: string, message: unknown, env: NodeJS.ProcessEnv): Promise<T> {
   await ensureBrowserService(home, env);
-  return askDaemon<BrowserReply>(home, 'browser', { op: 'command', agent, command }, COMMAND_TIMEOUT_MS);
+  return askDaemon<T>(home, 'browser', message, COMMAND_TIMEOUT_MS);
 }
 
 /**

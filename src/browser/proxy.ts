@@ -1,7 +1,8 @@
 import * as z from 'zod/mini';
 import { listenPrivateSocket } from '../core/ipc.js';
 import { validate } from '../core/validate.js';
-import { askAgentBrowser } from './client.js';
+import { parseFetchRequest } from '../web/fetch-request.js';
+import { askAgentBrowser, askBrowserService } from './client.js';
 import { BrowserCommandSchema } from './types.js';
 
 const ProxyRequestSchema = z.strictObject({ op: z.literal('command'), command: BrowserCommandSchema });
@@ -9,12 +10,15 @@ const ProxyRequestSchema = z.strictObject({ op: z.literal('command'), command: B
 /**
  * An agent run's door to the browser service for its turns' commands: a socket in a private
  * directory of its own (bound into the sandbox, as the embeddings socket is), whose every request
- * goes to this agent's browser, whatever the sandboxed caller says. The service starts on the
- * first command, so a turn that never browses costs nothing.
+ * goes to this agent's browser, whatever the sandboxed caller says. It takes the turns' `web
+ * fetch` too (web/fetch-client.ts), which the service does warm, into this agent's cache. The
+ * service starts on the first request, so a turn that never browses or fetches costs nothing.
  */
 export async function serveBrowserProxy(home: string, agent: string, env: NodeJS.ProcessEnv): Promise<{ socket: string; close: () => Promise<void> }> {
   return listenPrivateSocket('browser', async (raw) => {
-    const { command } = validate(ProxyRequestSchema, raw, { what: 'browser request', kind: 'usage', suggestion: 'send {"op":"command","command":{...}}' });
+    // The sandbox's request names no agent (a strict schema): the service is told this run's.
+    if ((raw as { op?: unknown } | null)?.op === 'fetch') return askBrowserService(home, { ...parseFetchRequest(raw), agent }, env);
+    const { command } = validate(ProxyRequestSchema, raw, { what: 'browser request', kind: 'usage', suggestion: 'send {"op":"command","command":{...}} or {"op":"fetch","url":"..."}' });
     return askAgentBrowser(home, agent, command, env);
   });
 }

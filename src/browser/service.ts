@@ -4,10 +4,10 @@ import { ClawError } from '../core/errors.js';
 import { daemonLogFile, agentRoot } from '../core/layout.js';
 import { createLogger, type Logger } from '../core/logger.js';
 import { validate } from '../core/validate.js';
-import { createAddressGuard, loadWebConfig } from '../web/index.js';
+import { answerFetch, createAddressGuard, loadWebConfig, parseServiceFetch, preloadReader } from '../web/index.js';
 import { browserProfileDir, loadBrowserLimits } from './limits.js';
 import { browserMemoryBytes } from './memory.js';
-import { AgentBrowser } from './session.js';
+import { AgentBrowser, loadPlaywright } from './session.js';
 import { DEFAULT_BROWSER_LIMITS, ServiceRequestSchema, type BrowserCommand, type BrowserLimits, type BrowserReply, type RunningBrowser } from './types.js';
 
 /**
@@ -17,6 +17,9 @@ import { DEFAULT_BROWSER_LIMITS, ServiceRequestSchema, type BrowserCommand, type
  * Each agent's commands run one at a time. A browser closes after `idle_minutes` without a
  * command, and is closed when its memory passes `max_memory_mb` (the next command starts it
  * again); the service itself stops once it has had no browser open for the default idle time.
+ * It does `web fetch` for thin clients too (web/fetch-door.ts): warm, a page costs its reading,
+ * not a Node process loading the reader. Once its socket answers it loads what the first
+ * requests would (playwright-core, the article reader), so that they find it loaded.
  */
 
 const MEMORY_CHECK_MS = 15_000;
@@ -52,9 +55,17 @@ export async function serveBrowsers(home: string): Promise<void> {
     homeCheck.unref();
     return {
       async handle(raw) {
-        if ((raw as { op?: unknown } | null)?.op === 'status') return { browsers: runningBrowsers(held) };
+        const op = (raw as { op?: unknown } | null)?.op;
+        if (op === 'status') return { browsers: runningBrowsers(held) };
+        if (op === 'fetch') {
+          const request = parseServiceFetch(raw);
+          if (request.agent) requireAgent(home, request.agent);
+          logger.debug(`${request.agent ?? 'the owner'}: web fetch`);
+          clearTimeout(emptyTimer);
+          return answerFetch(home, request).finally(stopWhenEmpty);
+        }
         const { agent, command } = validate(ServiceRequestSchema, raw, { what: 'browser request', kind: 'usage', suggestion: 'send {"op":"command","agent":<id>,"command":{...}}' });
-        if (!existsSync(agentRoot(home, agent))) throw new ClawError('not_found', `there is no agent ${agent}`, { suggestion: 'name one of the agents (theclaw status lists them)' });
+        requireAgent(home, agent);
         clearTimeout(emptyTimer);
         const entry = heldFor(home, agent, held);
         entry.limits = loadBrowserLimits(home, agent);
@@ -73,7 +84,11 @@ export async function serveBrowsers(home: string): Promise<void> {
           stopWhenEmpty();
         }
       },
-      listening: stopWhenEmpty,
+      listening() {
+        stopWhenEmpty();
+        // What fails to load here is reported by the request that needs it.
+        void Promise.all([loadPlaywright(), preloadReader()]).catch(() => {});
+      },
       async shutdown() {
         clearInterval(memoryCheck);
         clearInterval(homeCheck);
@@ -84,6 +99,10 @@ export async function serveBrowsers(home: string): Promise<void> {
       },
     };
   });
+}
+
+function requireAgent(home: string, agent: string): void {
+  if (!existsSync(agentRoot(home, agent))) throw new ClawError('not_found', `there is no agent ${agent}`, { suggestion: 'name one of the agents (theclaw status lists them)' });
 }
 
 function heldFor(home: string, agent: string, held: Map<string, Held>): Held {

@@ -1,4 +1,4 @@
-import { chromium, type BrowserContext, type Locator, type Page } from 'playwright-core';
+import type { BrowserContext, Locator, Page } from 'playwright-core';
 import { ClawError } from '../core/errors.js';
 import { ensureDir } from '../core/home.js';
 import { checkUrl, untrustedHeader, type AddressGuard } from '../web/index.js';
@@ -20,6 +20,15 @@ const CHROMIUM_ARGS = [
   // WebRTC's UDP would not pass through the guard proxy: only proxied connections are allowed.
   '--force-webrtc-ip-handling-policy=disable_non_proxied_udp',
 ];
+
+/**
+ * playwright-core, loaded when first needed rather than with this module: loading it costs a
+ * process ~1.3 s of CPU, which the service's start (and a `web fetch` that starts the service)
+ * must not wait for. The service preloads it once its socket answers (service.ts).
+ */
+export function loadPlaywright(): Promise<typeof import('playwright-core')> {
+  return import('playwright-core');
+}
 
 /** How long an action (a click, typing) waits for its element. */
 const ACTION_TIMEOUT_MS = 5_000;
@@ -129,6 +138,7 @@ export class AgentBrowser {
     const proxy = await startGuardProxy(this.guard, refused, this.options.resolve);
     let context: BrowserContext;
     try {
+      const { chromium } = await loadPlaywright();
       context = await chromium.launchPersistentContext(this.profileDir, {
         executablePath: CHROMIUM,
         headless: true,

@@ -1,4 +1,5 @@
 import * as z from 'zod/mini';
+import { SERVICE_SOCKET_ENV } from '../web/fetch-client.js';
 
 /**
  * The nouns of `browser`: the commands an agent's browser is driven with (one JSON request per
@@ -62,5 +63,5 @@ export type BrowserLimits = z.output<typeof BrowserLimitsSchema>;
 
 export const DEFAULT_BROWSER_LIMITS: BrowserLimits = BrowserLimitsSchema.parse({});
 
-/** In a turn's sandbox: the socket that reaches the turn's own agent's browser (proxy.ts). */
-export const BROWSER_SOCKET_ENV = 'THECLAW_BROWSER_SOCKET';
+/** In a turn's sandbox: the socket that reaches the turn's own agent's browser (proxy.ts), and its `web fetch`. */
+export const BROWSER_SOCKET_ENV = SERVICE_SOCKET_ENV;

@@ -62,6 +62,8 @@ const LIGHT_DOORS: Record<string, string> = {
   'notifier/control.ts': 'starting and reloading notifier and asking its status, for theclaw up, reload and status',
   'notifier/config.ts': "notifier's config, for theclaw up",
   'web/search-door.ts': "the search a run serves its turns, for every agent run, without web fetch's reader",
+  'web/fetch-request.ts': "the fetch requests a run's browser proxy passes on, for every agent run, without the fetch",
+  'web/fetch-client.ts': "the name of the turn's service socket, for the browser's client, without the fetch",
   'agent/agent-dir.ts': "an agent's directory and config, for theclaw up, status and prune, without the agent runtime",
   'agent/lifecycle.ts': 'creating, starting and inspecting agents, for theclaw up, status and prune',
   'agent/agent-settings.ts': "an agent's identity, for the control page's runner, without the agent runtime",

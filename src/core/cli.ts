@@ -5,6 +5,7 @@ import { isReferenceRequest, renderReference, requestedCommand } from './referen
 import { PRIVATE_UMASK } from './private-home.js';
 import { createRedactor } from './secrets.js';
 import { storageError } from './storage-error.js';
+import { WARM_LOADER } from './warm-loader.js';
 
 /**
  * The one place where a CLI turns results and errors into output and exit codes. Every tool's
@@ -28,8 +29,6 @@ export function createProgram(name: string, description: string): Command {
 
 export type ProgramFactory = () => Command;
 
-/** Set by a warm runner while it imports a CLI module: the module hands its program over. */
-const WARM_LOADER = Symbol.for('theclaw.warm-loader');
 type WarmLoader = (factory: ProgramFactory) => void;
 
 /**

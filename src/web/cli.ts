@@ -1,5 +1,9 @@
 #!/usr/bin/env node
-import { main } from '../core/cli.js';
-import { createWebProgram } from './program.js';
+import { warmLoading } from '../core/warm-loader.js';
+import { fetchThroughService } from './fetch-client.js';
 
-await main(createWebProgram);
+// A plain `web fetch` with a warm service at hand is sent there, without loading the CLI (fetch-client.ts).
+if (warmLoading() || !(await fetchThroughService(process.argv, process.env))) {
+  const [{ main }, { createWebProgram }] = await Promise.all([import('../core/cli.js'), import('./program.js')]);
+  await main(createWebProgram);
+}

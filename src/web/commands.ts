@@ -2,7 +2,7 @@ import { printJson } from '../core/cli.js';
 import { preloadYaml } from '../core/config.js';
 import { resolveHome } from '../core/home.js';
 import { fetchPage } from './fetch.js';
-import { formatPage, formatResults, untrustedHeader } from './format.js';
+import { fetchOutput, formatResults } from './format.js';
 import { searchFromHere } from './search-door.js';
 
 /** The CLI's commands: flags in, library call, output out. Errors are thrown to runCli. */
@@ -23,9 +23,7 @@ export async function fetch(url: string, flags: FetchFlags): Promise<void> {
     { maxChars: flags.maxChars, raw: flags.raw, fresh: flags.fresh, timeoutSeconds: flags.timeout, maxBytes: flags.maxBytes },
     { home: resolveHome(), env: process.env },
   );
-  if (flags.json) return printJson({ ...page, notice: untrustedHeader(page.final_url) });
-  // --raw is the body as it came, for a pipe; the reader's output is for a model, and marked.
-  process.stdout.write(flags.raw ? page.text : formatPage(page));
+  process.stdout.write(fetchOutput(page, flags));
 }
 
 export async function search(query: string[], flags: { count?: number; json?: boolean }): Promise<void> {

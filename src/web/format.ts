@@ -19,6 +19,16 @@ export function formatPage(page: Page): string {
   return `${lines.join('\n')}\n`;
 }
 
+/**
+ * What `web fetch` prints, wherever it ran (this process, or the service for a thin client):
+ * `--json` the page and its notice, `--raw` the body as it came (for a pipe), else the page
+ * for a model, marked.
+ */
+export function fetchOutput(page: Page, form: { raw?: boolean; json?: boolean }): string {
+  if (form.json) return `${JSON.stringify({ ...page, notice: untrustedHeader(page.final_url) })}\n`;
+  return form.raw ? page.text : formatPage(page);
+}
+
 /** Search results, numbered, each with its URL on a line of its own (what the agent fetches next). */
 export function formatResults(query: string, results: readonly SearchResult[]): string {
   if (results.length === 0) return `no results for ${JSON.stringify(query)}\n`;

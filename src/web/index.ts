@@ -1,7 +1,10 @@
 export { checkAddress, checkUrl, createAddressGuard, guardedLookup, type AddressGuard, type Verdict } from './guard.js';
 export { loadWebConfig } from './config.js';
 export { DEFAULT_MAX_BYTES, DEFAULT_MAX_CHARS, DEFAULT_TIMEOUT_SECONDS, fetchPage, type WebContext } from './fetch.js';
-export { formatPage, formatResults, untrustedHeader } from './format.js';
+export { fetchOutput, formatPage, formatResults, untrustedHeader } from './format.js';
+export { answerFetch, preloadReader } from './fetch-door.js';
+export { FetchRequestSchema, parseFetchRequest, parseServiceFetch, type FetchRequest, type ServiceFetch } from './fetch-request.js';
+export { fetchThroughService, SERVICE_SOCKET_ENV, thinFetchRequest } from './fetch-client.js';
 export { braveKey, DEFAULT_COUNT, parseResults, searchRequest, searchWeb } from './search.js';
 export { searchFromHere, serveWebSearch, WEB_SEARCH_SOCKET_ENV } from './search-door.js';
 export { checkSearchProvider, type SearchHealth } from './search-check.js';
