@@ -1,4 +1,4 @@
-export { askAgentBrowser, browserServiceStatus, ensureBrowserService, sendCommand } from './client.js';
+export { askAgentBrowser, askBrowserService, browserServiceStatus, ensureBrowserService, sendCommand } from './client.js';
 export { serveBrowserProxy } from './proxy.js';
 export { browserProfileDir, CHROMIUM, loadBrowserLimits } from './limits.js';
 export { createBrowserProgram } from './program.js';

@@ -43,6 +43,9 @@ export async function serveBrowsers(home: string): Promise<void> {
   await runDaemon(home, 'browser', async () => {
     const logger = createLogger(daemonLogFile(home, 'browser'));
     const held = new Map<string, Held>();
+    let fetching = 0;
+    /** Waiting for the fetches under way to end. */
+    const noFetch: (() => void)[] = [];
     let emptyTimer: NodeJS.Timeout | undefined;
     const stopWhenEmpty = () => {
       clearTimeout(emptyTimer);
@@ -62,7 +65,14 @@ export async function serveBrowsers(home: string): Promise<void> {
           if (request.agent) requireAgent(home, request.agent);
           logger.debug(`${request.agent ?? 'the owner'}: web fetch`);
           clearTimeout(emptyTimer);
-          return answerFetch(home, request).finally(stopWhenEmpty);
+          fetching++;
+          return answerFetch(home, request).finally(() => {
+            if (--fetching === 0)
+              setImmediate(() => {
+                for (const resume of noFetch.splice(0)) resume();
+              });
+            stopWhenEmpty();
+          });
         }
         const { agent, command } = validate(ServiceRequestSchema, raw, { what: 'browser request', kind: 'usage', suggestion: 'send {"op":"command","agent":<id>,"command":{...}}' });
         requireAgent(home, agent);
@@ -86,8 +96,13 @@ export async function serveBrowsers(home: string): Promise<void> {
       },
       listening() {
         stopWhenEmpty();
-        // What fails to load here is reported by the request that needs it.
-        void Promise.all([loadPlaywright(), preloadReader()]).catch(() => {});
+        // The reader first: a `web fetch` may be what started the service. playwright-core's load
+        // holds this process for ~1.3 s of CPU (a CommonJS tree, evaluated at once), so it waits
+        // until no fetch is under way. What fails to load is reported by the request that needs it.
+        void preloadReader()
+          .then(() => (fetching > 0 ? new Promise<void>((resume) => noFetch.push(resume)) : undefined))
+          .then(loadPlaywright)
+          .catch(() => {});
       },
       async shutdown() {
         clearInterval(memoryCheck);

@@ -218,10 +218,11 @@ export class AgentBrowser {
 
   /** The page as text: a header marking it as untrusted, then the aria snapshot with refs. */
   private async snapshot(page: Page): Promise<string> {
-    const tree = await page.ariaSnapshot({ mode: 'ai', timeout: this.navigationTimeoutMs() });
+    // Two round trips to Chromium at once: a warm click -> snapshot is a handful of them.
+    const [tree, title] = await Promise.all([page.ariaSnapshot({ mode: 'ai', timeout: this.navigationTimeoutMs() }), page.title()]);
     this.refs.set(page, new Set(Array.from(tree.matchAll(/\[ref=((?:f\d+)?e\d+)\]/g), (match) => match[1]!)));
     const cut = tree.length > MAX_SNAPSHOT_CHARS ? `${tree.slice(0, MAX_SNAPSHOT_CHARS)}\n[... ${tree.length - MAX_SNAPSHOT_CHARS} more characters cut]` : tree;
-    return `${untrustedHeader(page.url())}\nTitle: ${await page.title()}\n${cut}\n`;
+    return `${untrustedHeader(page.url())}\nTitle: ${title}\n${cut}\n`;
   }
 
   private async locate(page: Page, ref: string): Promise<Locator> {

@@ -2,7 +2,6 @@ import { existsSync } from 'node:fs';
 import { errnoCode, errorToJson, exitCodeOf, formatError } from '../core/errors.js';
 import { resolveHome, socketPath } from '../core/home.js';
 import { request } from '../core/ipc.js';
-import { createRedactor } from '../core/secrets.js';
 import type { FetchRequest } from './fetch-request.js';
 
 /**
@@ -85,8 +84,8 @@ export async function fetchThroughService(argv: readonly string[], env: NodeJS.P
     // Nobody listening (a service that stopped, a stale socket): the cause is the connection's.
     const code = errnoCode((error as { cause?: unknown }).cause);
     if (code === 'ENOENT' || code === 'ECONNREFUSED') return false;
-    // As runCli reports an error (core/cli.ts).
-    const redact = createRedactor(env);
+    // As runCli reports an error (core/cli.ts); the redactor (which reads the configs) only then.
+    const redact = (await import('../core/secrets.js')).createRedactor(env);
     if (fetch.json) process.stdout.write(`${redact(JSON.stringify(errorToJson(error)))}\n`);
     else process.stderr.write(`${redact(formatError(error))}\n`);
     process.exitCode = exitCodeOf(error);
