@@ -2,12 +2,14 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { socketPath } from '../core/home.js';
-import { request } from '../core/ipc.js';
+import { listenSocket, request } from '../core/ipc.js';
+import { validate } from '../core/validate.js';
 import { daemonLogFile } from '../core/layout.js';
 import { startFixtureSite, type FixtureSite } from '../testing/fixture-site.js';
 import { createTestHome, rejection, runTool, runToolAlone, type TestHome } from '../testing/index.js';
 import { thinFetchRequest } from '../web/index.js';
 import { serveBrowserProxy } from './proxy.js';
+import { ServiceRequestSchema } from './types.js';
 
 // `web fetch` as a thin client of the browser service: through a run's proxy (as in a turn) and
 // through the service's own socket (the owner's terminal), against the loopback fixture site
@@ -87,6 +89,24 @@ describe('web fetch through the browser service', { timeout: 60_000 }, () => {
       expect(await web(['fetch', site.url('/plain')], stale.env)).toEqual(through);
     } finally {
       stale.cleanup();
+    }
+  });
+
+  it('is done by the CLI itself when the running service predates fetches (an upgrade meanwhile)', async () => {
+    const older = createTestHome();
+    // The service as it was: every request but status read as a browser command.
+    const server = await listenSocket(socketPath(older.home, 'browser'), (raw) =>
+      validate(ServiceRequestSchema, raw, { what: 'browser request', kind: 'usage', suggestion: 'send {"op":"command","agent":<id>,"command":{...}}' }),
+    );
+    try {
+      mkdirSync(join(older.home, 'web'), { recursive: true });
+      writeFileSync(join(older.home, 'web', 'config.yaml'), 'allow_private: ["127.0.0.1"]\n');
+      const result = await web(['fetch', site.url('/plain')], older.env);
+      expect(result.code, result.stderr).toBe(0);
+      expect(result.stdout).toContain(`[web content from ${site.url('/plain')}`);
+    } finally {
+      server.close();
+      older.cleanup();
     }
   });
 });

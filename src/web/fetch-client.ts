@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { errnoCode, errorToJson, exitCodeOf, formatError } from '../core/errors.js';
+import { errnoCode, errorToJson, exitCodeOf, formatError, isClawError } from '../core/errors.js';
 import { resolveHome, socketPath } from '../core/home.js';
 import { request } from '../core/ipc.js';
 import type { FetchRequest } from './fetch-request.js';
@@ -84,6 +84,8 @@ export async function fetchThroughService(argv: readonly string[], env: NodeJS.P
     // Nobody listening (a service that stopped, a stale socket): the cause is the connection's.
     const code = errnoCode((error as { cause?: unknown }).cause);
     if (code === 'ENOENT' || code === 'ECONNREFUSED') return false;
+    // A service started by this package before it did fetches (an upgrade meanwhile) refuses the request as not a browser command.
+    if (isClawError(error, 'usage') && error.message.startsWith('invalid browser request')) return false;
     // As runCli reports an error (core/cli.ts); the redactor (which reads the configs) only then.
     const redact = (await import('../core/secrets.js')).createRedactor(env);
     if (fetch.json) process.stdout.write(`${redact(JSON.stringify(errorToJson(error)))}\n`);
