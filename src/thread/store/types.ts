@@ -1,4 +1,5 @@
 import type { ProcessIdentity } from '../../core/process.js';
+import type { PostgresLeases } from './postgres-leases.js';
 import type { ConsumerInfo, PeekOptions, PopOptions, PushInput, SubscribeOptions, ThreadEvent, ThreadInfo } from '../types.js';
 
 /**
@@ -23,6 +24,14 @@ export interface ThreadStore {
   readonly kind: StoreKind;
   /** Where the threads are, for messages: the home, or the database URL without its password. */
   readonly location: string;
+  /** PostgreSQL's: host-aware leases for notifiers on several hosts (postgres-leases.ts). */
+  readonly leases?: PostgresLeases;
+  /**
+   * PostgreSQL's: calls `onThread` with a thread's row key after each commit that appended to it
+   * or subscribed to it, on any host; `onListening` on each (re)connect, when notices may have
+   * been missed.
+   */
+  listen?(onThread: (thread: number) => void, onListening: () => void): Promise<{ unlisten(): Promise<void> }>;
   /** Creates a thread; one that exists is a `conflict`. */
   init(name: string): Promise<StoredThread>;
   /** Opens a thread; a missing one is `not_found` unless `create`. */
