@@ -5,9 +5,9 @@ import { socketPath } from '../core/home.js';
 import { notify } from '../core/ipc.js';
 import { listThreads, openThread, type Thread } from '../thread/index.js';
 import { loadConfig } from './config.js';
-import { subscriptionStatus, type SubscriptionStatus } from './dispatcher.js';
+import { subscriptionStatus } from './dispatcher.js';
 import { TimerStore, timerToJson, type Schedule, type TimerJson } from './timers.js';
-import type { NotifierReloadResult, NotifierRequest, NotifierStatus } from './types.js';
+import type { NotifierReloadResult, NotifierRequest, NotifierStatus, SubscriptionStatus } from './types.js';
 
 /**
  * Starts the daemon in the background with `env` and the keys of secrets.env (which its handlers
