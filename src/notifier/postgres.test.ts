@@ -21,6 +21,8 @@ let admin: postgres.Sql;
 const hosts: Record<'host-a' | 'host-b', TestHome> = {} as never;
 let dir: string;
 let names = 0;
+/** The handler the kill test left hanging. */
+let hung: number | null = null;
 
 /** Short leases, so that a takeover is seconds away; every wait below is bounded. */
 const CONFIG = 'sweep_interval_seconds: 1\nhandler_timeout_seconds: 30\nbackoff: { initial_seconds: 0.2, max_seconds: 1 }\nleases: { ttl_seconds: 3, heartbeat_seconds: 0.5 }\n';
@@ -52,6 +54,7 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
+  if (hung !== null && isAlive({ pid: hung, start: null })) process.kill(-hung, 'SIGKILL'); // a reaper that failed: the test says so, the machine keeps nothing
   for (const t of Object.values(hosts)) {
     await runTool('notifier', ['stop'], t.env);
     t.cleanup();
@@ -90,10 +93,10 @@ describe.skipIf(unavailable !== null)(`notifier on a PostgreSQL store shared by 
 
   it('handles every event of four threads exactly once across both hosts, never two handlers of a subscription at once', async () => {
     const threads = await Promise.all([1, 2, 3, 4].map(() => subscribed()));
-    for (let round = 0; round < 4; round++) await Promise.all(threads.map((thread) => push(thread, [`m${round}a`, `m${round}b`])));
+    for (let round = 0; round < 2; round++) await Promise.all(threads.map((thread) => push(thread, [`m${round}a`, `m${round}b`])));
     for (const thread of threads) {
-      const found = await allResults(thread, 8);
-      expect(found.map((content) => Number(content.split(' ')[0])).sort((x, y) => x - y)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+      const found = await allResults(thread, 4);
+      expect(found.map((content) => Number(content.split(' ')[0])).sort((x, y) => x - y)).toEqual([1, 2, 3, 4]);
     }
     expect(overlaps()).toEqual([]);
   });
@@ -111,6 +114,7 @@ describe.skipIf(unavailable !== null)(`notifier on a PostgreSQL store shared by 
     const thread = await subscribed(undefined, { handlerArgs: ['--hang-file', hangFile] });
     await push(thread, ['first', 'hang', 'third']);
     const [victim, handlerPid] = (await waitFor(() => (existsSync(hangFile) ? readFileSync(hangFile, 'utf8') : null), 'a handler to hang')).split(' ') as [keyof typeof hosts, string];
+    hung = Number(handlerPid);
     const { pid } = await status(victim);
     process.kill(-pid!, 'SIGKILL'); // the notifier's whole process group
     await waitFor(() => !isAlive({ pid: Number(handlerPid), start: null }), 'the hung handler to be killed with its notifier', 5_000);
@@ -124,6 +128,5 @@ describe.skipIf(unavailable !== null)(`notifier on a PostgreSQL store shared by 
         .filter((line) => line.endsWith(' 2')),
     ).toEqual([`${survivor} ${thread.name} 2`]);
     expect(overlaps()).toEqual([]);
-    await startNotifier(victim);
   });
 });
