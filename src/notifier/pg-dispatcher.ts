@@ -112,18 +112,8 @@ export class PostgresDispatcher implements ThreadDispatcher {
     );
   }
 
-  async status(): Promise<SubscriptionStatus[]> {
-    const names = await this.options.store.leases.subscribedThreads();
-    const entries = await Promise.all(
-      names.map(async (name) => {
-        try {
-          return (await (await this.options.store.open(name)).subscriptions()).map((info) => ({ ...info, thread: name }));
-        } catch (error) {
-          return unreadableThread(name, error);
-        }
-      }),
-    );
-    return entries.flat();
+  status(): Promise<SubscriptionStatus[]> {
+    return storedSubscriptions(this.options.store, this.options.store.leases);
   }
 
   /**
@@ -343,6 +333,20 @@ export class PostgresDispatcher implements ThreadDispatcher {
     }
     return thread;
   }
+}
+
+/** Every subscription in a PostgreSQL store, for `notifier status` (running or not). */
+export async function storedSubscriptions(store: ThreadStore, leases: PostgresLeases): Promise<SubscriptionStatus[]> {
+  const entries = await Promise.all(
+    (await leases.subscribedThreads()).map(async (name) => {
+      try {
+        return (await (await store.open(name)).subscriptions()).map((info) => ({ ...info, thread: name }));
+      } catch (error) {
+        return unreadableThread(name, error);
+      }
+    }),
+  );
+  return entries.flat();
 }
 
 function runKey(thread: number, consumer: string): string {

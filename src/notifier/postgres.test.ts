@@ -128,5 +128,9 @@ describe.skipIf(unavailable !== null)(`notifier on a PostgreSQL store shared by 
         .filter((line) => line.endsWith(' 2')),
     ).toEqual([`${survivor} ${thread.name} 2`]);
     expect(overlaps()).toEqual([]);
+    // The killed host's notifier is down: its status reads the subscriptions from the store.
+    const down = await status(victim);
+    expect(down.running).toBe(false);
+    expect(down.subscriptions).toContainEqual(expect.objectContaining({ thread: thread.name, consumer: 'worker', pending: 0, progress: 3 }));
   });
 });
