@@ -67,7 +67,6 @@ export class PostgresDispatcher implements ThreadDispatcher {
   private lookAll = false;
   private readonly lookThreads = new Set<number>();
   private looking = false;
-  private unlisten: (() => Promise<void>) | null = null;
   private stopped = false;
 
   constructor(private readonly options: PostgresDispatcherOptions) {
@@ -78,12 +77,12 @@ export class PostgresDispatcher implements ThreadDispatcher {
   async start(): Promise<void> {
     const { store, host, home } = this.options;
     await store.leases.seen(host, home);
-    // Called on every (re)connect of the listening connection: what was notified meanwhile is lost.
-    const listening = await store.listen(
+    // The second callback runs on every (re)connect of the listening connection: what was notified
+    // while it was down is lost, so everything is looked at. It ends with the store's connections.
+    await store.listen(
       (thread) => this.look([thread]),
       () => this.look(null),
     );
-    this.unlisten = () => listening.unlisten();
     this.startHeartbeat();
   }
 
@@ -125,7 +124,6 @@ export class PostgresDispatcher implements ThreadDispatcher {
     this.stopped = true;
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
     for (const timer of this.retryTimers.values()) clearTimeout(timer);
-    await this.unlisten?.().catch(() => {});
     const running = [...this.runs.values()];
     for (const run of running) run.kill();
     await Promise.all(running.map((run) => run.ended));
@@ -162,7 +160,8 @@ export class PostgresDispatcher implements ThreadDispatcher {
 
   private offer(due: DueSubscription): void {
     const key = runKey(due.thread, due.consumer);
-    if (this.runs.has(key) || this.claiming.has(key) || this.retryTimers.has(key)) return;
+    // A backoff is the row's (`retry_at`, which the look checked): a timer only looks again when it ends.
+    if (this.runs.has(key) || this.claiming.has(key)) return;
     this.options.limit.request({
       group: this.groupOf(due.name),
       key,

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -107,6 +107,18 @@ describe.skipIf(unavailable !== null)(`notifier on a PostgreSQL store shared by 
     for (let i = 0; i < 3; i++) await push(thread, [`to bee ${i}`]);
     const found = await allResults(thread, 3);
     expect(found.map((content) => content.split(' ')[1])).toEqual(['host-b', 'host-b', 'host-b']);
+  });
+
+  it('backs a failing handler off, records its failures in the store, and runs it again until it succeeds', async () => {
+    const failFile = join(dir, 'fail');
+    writeFileSync(failFile, '');
+    const thread = await subscribed(undefined, { handlerArgs: ['--fail-file', failFile] });
+    await push(thread, ['x']);
+    const failing = await waitFor(async () => ((await thread.consumer('worker'))!.failures >= 2 ? thread.consumer('worker') : null), 'two failures');
+    expect(failing).toMatchObject({ last_error: 'exited 1: failing on purpose', progress: 0 });
+    rmSync(failFile);
+    expect(await allResults(thread, 1)).toHaveLength(1);
+    await waitFor(async () => (await thread.consumer('worker'))!.failures === 0, 'the success to clear the failures');
   });
 
   it('takes over the subscription of a host whose notifier was killed mid-handler once its lease expired, losing and doubling nothing', async () => {
