@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { joinCommand } from '../core/command.js';
+import { daemonLogFile } from '../core/layout.js';
 import { isAlive } from '../core/process.js';
 import { createTestHome, fixture, runTool, waitFor, type TestHome } from '../testing/index.js';
 import { NEEDS_POSTGRES, postgresUnavailable, startPostgres, type PostgresCluster } from '../testing/postgres.js';
@@ -119,6 +120,21 @@ describe.skipIf(unavailable !== null)(`notifier on a PostgreSQL store shared by 
     rmSync(failFile);
     expect(await allResults(thread, 1)).toHaveLength(1);
     await waitFor(async () => (await thread.consumer('worker'))!.failures === 0, 'the success to clear the failures');
+  });
+
+  it('kills a running handler at once when its lease is found to be another host’s, and runs the subscription again once the lease is free', async () => {
+    const hangFile = join(dir, 'hung-stolen');
+    const thread = await subscribed(undefined, { handlerArgs: ['--hang-file', hangFile] });
+    await push(thread, ['hang']);
+    const [holder, handlerPid] = (await waitFor(() => (existsSync(hangFile) ? readFileSync(hangFile, 'utf8') : null), 'a handler to hang')).split(' ') as [keyof typeof hosts, string];
+    hung = Number(handlerPid);
+    const where = admin`consumer = 'worker' AND thread = (SELECT thread FROM theclaw.threads WHERE name = ${thread.name})`;
+    await admin`UPDATE theclaw.consumers SET lease_host = 'elsewhere', lease_expires = now() + interval '1 hour' WHERE ${where}`;
+    await waitFor(() => !isAlive({ pid: hung!, start: null }), 'the handler to be killed', 5_000);
+    expect(readFileSync(daemonLogFile(hosts[holder].home, 'notifier'), 'utf8')).toContain('its lease is no longer this host’s; killed');
+    await admin`UPDATE theclaw.consumers SET lease_host = NULL, lease_pid = NULL, lease_expires = NULL WHERE ${where}`;
+    await thread.append([{ source: 'self', type: 'note', content: 'look again' }]); // a NOTIFY; the sweep would find it too
+    expect(await allResults(thread, 1)).toEqual([expect.stringMatching(/^1 host-/)]);
   });
 
   it('takes over the subscription of a host whose notifier was killed mid-handler once its lease expired, losing and doubling nothing', async () => {
