@@ -11,3 +11,4 @@ export { inspectPostgresStore, type PostgresStoreState } from './postgres-inspec
 export { describeSummary, migrateThreads, type MigrationResult, type StoreSummary } from './migrate.js';
 export { createSqliteStore } from './sqlite-store.js';
 export { threadName } from './name.js';
+export { agentKey, channelKey, isLive, type ClaimOptions, type ClaimResult, type HostEntry, type Placement, type Placements } from './placements.js';

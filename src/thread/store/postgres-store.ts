@@ -10,6 +10,7 @@ import type { ConsumerInfo, PeekOptions, PopOptions, PushInput, SubscribeOptions
 import { POSTGRES_DIALECT } from './postgres-filter.js';
 import { ensureSchema } from './postgres-schema.js';
 import { connectPostgres, postgresFailure } from './postgres-connect.js';
+import { postgresPlacements } from './placements.js';
 import type { AppendOptions, OpenStoredThreadOptions, RunOutcome, StoredConsumer, StoredEvent, StoredThread, ThreadDump, ThreadStore } from './types.js';
 
 type Tx = Sql | TransactionSql;
@@ -36,6 +37,7 @@ export async function createPostgresStore(url: string, options: { maxConnections
 
 class PostgresStore implements ThreadStore {
   readonly kind = 'postgres' as const;
+  readonly placements = postgresPlacements(this);
   constructor(
     /** The pool; the store's threads query through `run` and `transaction`. */
     readonly sql: Sql,

@@ -6,6 +6,7 @@ import { RotatingFile } from '../../core/rotating-file.js';
 import { dbPath, openDatabase } from '../db.js';
 import { registerThread } from '../dispatch/registry.js';
 import { initThread, openThread, type Thread } from '../thread.js';
+import { localPlacements } from './placements.js';
 import type { OpenStoredThreadOptions, StoredConsumer, StoredEvent, StoredThread, ThreadDump, ThreadStore } from './types.js';
 
 /**
@@ -20,6 +21,7 @@ export function createSqliteStore(home: string): ThreadStore {
   return {
     kind: 'sqlite',
     location: home,
+    placements: localPlacements(home),
     init: async (name) => new SqliteThread(name, initThread(pathOf(name), { home })),
     open: async (name, options: OpenStoredThreadOptions = {}) => new SqliteThread(name, openThread(pathOf(name), { home, ...options })),
     list: async () => findThreads(home).sort(),

@@ -1,4 +1,5 @@
 import type { ProcessIdentity } from '../../core/process.js';
+import type { Placements } from './placements.js';
 import type { ConsumerInfo, PeekOptions, PopOptions, PushInput, SubscribeOptions, ThreadEvent, ThreadInfo } from '../types.js';
 
 /**
@@ -23,6 +24,8 @@ export interface ThreadStore {
   readonly kind: StoreKind;
   /** Where the threads are, for messages: the home, or the database URL without its password. */
   readonly location: string;
+  /** Which host runs an agent or owns a channel, and the hosts sharing the store (placements.ts). */
+  readonly placements: Placements;
   /** Creates a thread; one that exists is a `conflict`. */
   init(name: string): Promise<StoredThread>;
   /** Opens a thread; a missing one is `not_found` unless `create`. */
