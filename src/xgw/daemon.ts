@@ -9,6 +9,7 @@ import { configError, describeFinding, inspectXgwConfig, loadXgwConfigFile, runn
 import { Gateway } from './gateway.js';
 import { noticeFor } from './notices.js';
 import { wakeNotifier } from '../thread/index.js';
+import { openThreadStore, type ThreadStore } from '../thread/store/index.js';
 import { GatewayState } from './state.js';
 import { createSystemStatusSource } from './system-status.js';
 import { createControlSource } from './control-source.js';
@@ -33,13 +34,21 @@ export async function runXgw(home: string, env: NodeJS.ProcessEnv = process.env)
   await runDaemon(home, 'xgw', async () => {
     const logger = createLogger(daemonLogFile(home, 'xgw'), { env });
     const state = new GatewayState(home);
-    const gateway = new Gateway({ home, config, state, logger, systemStatus: createSystemStatusSource(home, env), control: createControlSource(home, env) });
+    let store: ThreadStore;
+    try {
+      store = await openThreadStore(home, env);
+    } catch (error) {
+      state.close();
+      throw error;
+    }
+    const gateway = new Gateway({ home, config, state, logger, store, systemStatus: createSystemStatusSource(home, env), control: createControlSource(home, env) });
     const startedAt = new Date();
     let channels: ChannelAdapter[];
     try {
       channels = await Promise.all(config.channels.map((channelConfig) => createChannel(channelConfig, env)));
     } catch (error) {
       state.close();
+      await store.close();
       throw error;
     }
     logger.info(`xgw started (pid ${process.pid}; channels: ${config.channels.map((c) => c.id).join(', ') || 'none'})`);
@@ -143,6 +152,7 @@ export async function runXgw(home: string, env: NodeJS.ProcessEnv = process.env)
       async shutdown() {
         await gateway.stopChannels();
         state.close();
+        await store.close();
         logger.info(`xgw stopped (pid ${process.pid})`);
       },
     };

@@ -6,6 +6,7 @@ import { requireAgentId } from './route.js';
 import { Access } from './access.js';
 import { Delivery, type SendRequest, type SendResult } from './delivery.js';
 import { Inbound } from './inbound.js';
+import { createSqliteStore, type ThreadStore } from '../thread/store/index.js';
 import { settleWithin } from './settle.js';
 import { ChannelSupervisor, type SupervisorOptions } from './supervisor.js';
 import type { GatewayState } from './state.js';
@@ -19,6 +20,8 @@ export interface GatewayOptions {
   config: XgwConfig;
   state: GatewayState;
   logger: Logger;
+  /** Where the agents' inboxes are. Default: the home's SQLite files. */
+  store?: ThreadStore;
   /** How channels launched with `launchChannel` are kept started (start timeout, retry delays). */
   supervisor?: SupervisorOptions;
   /** For the web chat's status page; see ChannelContext. */
@@ -51,7 +54,7 @@ export class Gateway {
   constructor(private readonly options: GatewayOptions) {
     this.config = options.config;
     this.access = new Access(options.home, options.state, options.logger);
-    this.inbound = new Inbound(options.home, options.state, options.logger, (id) => this.channels.get(id));
+    this.inbound = new Inbound(options.home, options.store ?? createSqliteStore(options.home), options.state, options.logger, (id) => this.channels.get(id));
     this.delivery = new Delivery({
       state: options.state,
       logger: options.logger,

@@ -178,6 +178,11 @@ class PostgresThread implements StoredThread {
     });
   }
 
+  async findByKey(key: string): Promise<number | undefined> {
+    const [row] = await this.guarded((sql) => sql<{ id: number }[]>`SELECT id FROM theclaw.events WHERE thread = ${this.thread} AND idempotency_key = ${key}`);
+    return row?.id;
+  }
+
   async pop(consumer: string, options: PopOptions = {}): Promise<ThreadEvent[]> {
     checkConsumer(consumer);
     return this.store.transaction(async (tx) => {
