@@ -11,6 +11,8 @@ import { noticeFor } from './notices.js';
 import { wakeNotifier } from '../thread/index.js';
 import { openThreadStore, type ThreadStore } from '../thread/store/index.js';
 import { GatewayState } from './state.js';
+import { ChannelOwnership } from './ownership.js';
+import { hostName } from '../core/host.js';
 import { createSystemStatusSource } from './system-status.js';
 import { createControlSource } from './control-source.js';
 import type { XgwReloadResult, XgwRequest, XgwStatus } from './protocol.js';
@@ -41,11 +43,24 @@ export async function runXgw(home: string, env: NodeJS.ProcessEnv = process.env)
       state.close();
       throw error;
     }
-    const gateway = new Gateway({ home, config, state, logger, store, systemStatus: createSystemStatusSource(home, env), control: createControlSource(home, env) });
+    // Hosts sharing a PostgreSQL store: each channel is served by the gateway that owns it.
+    const ownership = store.kind === 'postgres' ? new ChannelOwnership(store.placements, hostName(home, env), home, logger, config.channel_claim_seconds) : null;
+    const gateway = new Gateway({
+      home,
+      config,
+      state,
+      logger,
+      store,
+      ...(ownership && { ownership }),
+      systemStatus: createSystemStatusSource(home, env),
+      control: createControlSource(home, env),
+    });
     const startedAt = new Date();
     let channels: ChannelAdapter[];
     try {
       channels = await Promise.all(config.channels.map((channelConfig) => createChannel(channelConfig, env)));
+      // Claimed before the channels launch, which start only those this gateway owns.
+      await ownership?.start({ channelIds: () => gateway.currentConfig.channels.map((c) => c.id), gained: (id) => gateway.takeOver(id), lost: (id) => gateway.standBy(id) });
     } catch (error) {
       state.close();
       await store.close();
@@ -65,6 +80,7 @@ export async function runXgw(home: string, env: NodeJS.ProcessEnv = process.env)
     return {
       listening() {
         for (const channel of channels) void gateway.launchChannel(channel);
+
         // Replies that failed while the gateway was away wait out notifier's backoff (minutes,
         // after a long outage); once the channels are up they may go at once.
         void gateway.launched(MAX_STATUS_WAIT_MS).then(() => {
@@ -151,6 +167,7 @@ export async function runXgw(home: string, env: NodeJS.ProcessEnv = process.env)
       },
       async shutdown() {
         await gateway.stopChannels();
+        await ownership?.stop();
         state.close();
         await store.close();
         logger.info(`xgw stopped (pid ${process.pid})`);

@@ -67,7 +67,14 @@ export class Inbound {
       conversationId: message.conversationId,
       peerId: message.peerId,
     });
-    const thread = await this.store.open(threadName(home, agentInboxPath(home, agent)));
+    let thread: StoredThread;
+    try {
+      thread = await this.store.open(threadName(home, agentInboxPath(home, agent)));
+    } catch (error) {
+      if (!isClawError(error, 'not_found')) throw error;
+      logger.error(`${channel.id}: the route for ${JSON.stringify(message.peerId)} names agent ${agent}, which has no inbox in ${this.store.location}`);
+      return { kind: 'missing_agent', agent };
+    }
     try {
       // The channel id has exactly one ':' (see its schema); the other segments are encoded.
       const key = `${channel.id}:${encodeSegment(message.conversationId)}:${encodeSegment(message.messageId)}`;
