@@ -6,7 +6,7 @@ import { requireAgentId } from './route.js';
 import { Access } from './access.js';
 import { Delivery, type SendRequest, type SendResult } from './delivery.js';
 import { Inbound } from './inbound.js';
-import { createSqliteStore, type ThreadStore } from '../thread/store/index.js';
+import { createSqliteStore, type ThreadStore } from '../thread/index.js';
 import { settleWithin } from './settle.js';
 import { ChannelSupervisor, type SupervisorOptions } from './supervisor.js';
 import type { GatewayState } from './state.js';

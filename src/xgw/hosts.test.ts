@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestHome, runTool, waitFor, type TestHome } from '../testing/index.js';
 import { NEEDS_POSTGRES, postgresUnavailable, startPostgres, type PostgresCluster } from '../testing/postgres.js';
-import { openStoreAt, type ThreadStore } from '../thread/store/index.js';
+import { openStoreAt, type ThreadStore } from '../thread/index.js';
 import { connectWebchat } from './channels/webchat-client.js';
 import type { XgwStatus } from './protocol.js';
 

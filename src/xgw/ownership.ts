@@ -1,5 +1,5 @@
 import type { Logger } from '../core/logger.js';
-import { channelKey, type Placements } from '../thread/store/index.js';
+import { channelKey, type Placements } from '../thread/index.js';
 import { splitChannelId } from './types.js';
 
 /** How long a channel's claim lasts by default, unless renewed (`channel_claim_seconds`). */
