@@ -1,5 +1,6 @@
 import type { ProcessIdentity } from '../../core/process.js';
 import type { Placements } from './placements.js';
+import type { PostgresLeases } from './postgres-leases.js';
 import type { ConsumerInfo, PeekOptions, PopOptions, PushInput, SubscribeOptions, ThreadEvent, ThreadInfo } from '../types.js';
 
 /**
@@ -26,6 +27,14 @@ export interface ThreadStore {
   readonly location: string;
   /** Which host runs an agent or owns a channel, and the hosts sharing the store (placements.ts). */
   readonly placements: Placements;
+  /** PostgreSQL's: host-aware leases for notifiers on several hosts (postgres-leases.ts). */
+  readonly leases?: PostgresLeases;
+  /**
+   * PostgreSQL's: calls `onThread` with a thread's row key after each commit that appended to it
+   * or subscribed to it, on any host; `onListening` on each (re)connect, when notices may have
+   * been missed.
+   */
+  listen?(onThread: (thread: number) => void, onListening: () => void): Promise<{ unlisten(): Promise<void> }>;
   /** Creates a thread; one that exists is a `conflict`. */
   init(name: string): Promise<StoredThread>;
   /** Opens a thread; a missing one is `not_found` unless `create`. */
