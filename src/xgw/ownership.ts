@@ -12,7 +12,7 @@ const isHostsOwn = (id: string) => splitChannelId(id).type === 'terminal';
 export interface OwnedChannels {
   /** The channels configured now. */
   channelIds(): string[];
-  /** This gateway got the channel: start it. */
+  /** This gateway got the channel: start it (resolves after the first start attempt, never rejects). */
   gained(id: string): Promise<void>;
   /** Another host's gateway owns it (`ownerOf`): stop it here, if it runs. */
   lost(id: string): Promise<void>;
@@ -89,7 +89,8 @@ export class ChannelOwnership {
           if (this.held.has(id)) continue;
           this.held.add(id);
           this.logger.info(`${id}: owned by this gateway (${this.host}) now`);
-          await channels.gained(id);
+          // Not awaited: a slow first start (up to its timeout) must not hold back the other renewals.
+          void channels.gained(id);
         } else if (this.held.delete(id) || this.standby.get(id) !== placement.host) {
           this.standby.set(id, placement.host);
           this.logger.info(`${id}: on standby, owned by ${placement.host}`);
