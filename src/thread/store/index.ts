@@ -11,4 +11,5 @@ export { inspectPostgresStore, type PostgresStoreState } from './postgres-inspec
 export { describeSummary, migrateThreads, type MigrationResult, type StoreSummary } from './migrate.js';
 export { createSqliteStore } from './sqlite-store.js';
 export { threadName } from './name.js';
+export { agentKey, channelKey, isLive, type ClaimOptions, type ClaimResult, type HostEntry, type Placement, type Placements } from './placements.js';
 export type { DueSubscription, HeldLease, LeaseHolder, PostgresLeases, TakenLease } from './postgres-leases.js';

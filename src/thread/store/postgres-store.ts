@@ -10,6 +10,7 @@ import type { ConsumerInfo, PeekOptions, PopOptions, PushInput, SubscribeOptions
 import { POSTGRES_DIALECT } from './postgres-filter.js';
 import { ensureSchema } from './postgres-schema.js';
 import { connectPostgres, postgresFailure } from './postgres-connect.js';
+import { postgresPlacements } from './placements.js';
 import { PostgresLeases, THREADS_CHANNEL } from './postgres-leases.js';
 import type { AppendOptions, OpenStoredThreadOptions, RunOutcome, StoredConsumer, StoredEvent, StoredThread, ThreadDump, ThreadStore } from './types.js';
 
@@ -37,6 +38,7 @@ export async function createPostgresStore(url: string, options: { maxConnections
 
 class PostgresStore implements ThreadStore {
   readonly kind = 'postgres' as const;
+  readonly placements = postgresPlacements(this);
   readonly leases: PostgresLeases;
   constructor(
     /** The pool; the store's threads query through `run` and `transaction`. */
@@ -185,6 +187,11 @@ class PostgresThread implements StoredThread {
       if (options.ack) await this.advance(tx, options.ack.consumer, (await this.ensureConsumer(tx, options.ack.consumer)).progress, options.ack.eventId);
       return results;
     });
+  }
+
+  async findByKey(key: string): Promise<number | undefined> {
+    const [row] = await this.guarded((sql) => sql<{ id: number }[]>`SELECT id FROM theclaw.events WHERE thread = ${this.thread} AND idempotency_key = ${key}`);
+    return row?.id;
   }
 
   async pop(consumer: string, options: PopOptions = {}): Promise<ThreadEvent[]> {

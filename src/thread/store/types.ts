@@ -1,4 +1,5 @@
 import type { ProcessIdentity } from '../../core/process.js';
+import type { Placements } from './placements.js';
 import type { PostgresLeases } from './postgres-leases.js';
 import type { ConsumerInfo, PeekOptions, PopOptions, PushInput, SubscribeOptions, ThreadEvent, ThreadInfo } from '../types.js';
 
@@ -24,6 +25,8 @@ export interface ThreadStore {
   readonly kind: StoreKind;
   /** Where the threads are, for messages: the home, or the database URL without its password. */
   readonly location: string;
+  /** Which host runs an agent or owns a channel, and the hosts sharing the store (placements.ts). */
+  readonly placements: Placements;
   /** PostgreSQL's: host-aware leases for notifiers on several hosts (postgres-leases.ts). */
   readonly leases?: PostgresLeases;
   /**
@@ -96,6 +99,8 @@ export interface StoredThread {
   readonly path: string;
   /** Appends events in one transaction; each result says whether its key had been seen. */
   append(inputs: readonly PushInput[], options?: AppendOptions): Promise<{ id: number; duplicate: boolean }[]>;
+  /** The id of the event stored under this idempotency key, if any. */
+  findByKey(key: string): Promise<number | undefined>;
   /** The consumer's next events after its progress, matching its filter (see `Thread.pop`). */
   pop(consumer: string, options?: PopOptions): Promise<ThreadEvent[]>;
   /** Moves the consumer's progress forward; returns the stored progress. */
