@@ -76,7 +76,7 @@ export class PostgresDispatcher implements ThreadDispatcher {
   /** Says this host is here, listens for news and starts the heartbeat. */
   async start(): Promise<void> {
     const { store, host, home } = this.options;
-    await store.leases.seen(host, home);
+    await store.placements.seen(host, home);
     // The second callback runs on every (re)connect of the listening connection: what was notified
     // while it was down is lost, so everything is looked at. It ends with the store's connections.
     await store.listen(
@@ -303,7 +303,7 @@ export class PostgresDispatcher implements ThreadDispatcher {
         if (kept.has(runKey(run.lease.thread, run.lease.consumer))) run.renewedAt = asked;
         else this.lose(run, 'its lease is no longer this host’s');
       }
-      await store.leases.seen(host, home);
+      await store.placements.seen(host, home);
     } catch (error) {
       logger.error(`heartbeat failed: ${(error as Error).message}`);
     } finally {

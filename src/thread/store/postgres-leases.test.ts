@@ -119,10 +119,4 @@ describe.skipIf(unavailable !== null)(`PostgreSQL leases${unavailable ? ` (skipp
       await listening.unlisten();
     }
   });
-
-  it('lists a host that says it is here once, with its home', async () => {
-    await a.leases!.seen('host-a', '/homes/a');
-    await a.leases!.seen('host-a', '/homes/a2');
-    expect(await admin`SELECT name, home FROM theclaw.hosts WHERE name = 'host-a'`).toEqual([{ name: 'host-a', home: '/homes/a2' }]);
-  });
 });

@@ -122,11 +122,6 @@ export class PostgresLeases {
     await this.query('UPDATE theclaw.consumers SET retry_at = NULL WHERE retry_at IS NOT NULL', []);
   }
 
-  /** Says this host shares the store, from `home`; called again as its heartbeat. */
-  async seen(host: string, home: string): Promise<void> {
-    await this.query('INSERT INTO theclaw.hosts (name, home, seen_at) VALUES ($1, $2, now()) ON CONFLICT (name) DO UPDATE SET home = $2, seen_at = now()', [host, home]);
-  }
-
   /** The names of the threads with a subscription, sorted. */
   async subscribedThreads(): Promise<string[]> {
     const rows = await this.query<{ name: string }>('SELECT DISTINCT t.name FROM theclaw.consumers c JOIN theclaw.threads t ON t.thread = c.thread WHERE c.subscribed ORDER BY t.name', []);
