@@ -44,6 +44,7 @@ export default defineConfig([
       'notifier/index': 'src/notifier/index.ts',
       'notifier/cli': 'src/notifier/cli.ts',
       'notifier/runner': 'src/notifier/runner.ts',
+      'notifier/reaper': 'src/notifier/reaper.ts',
       'pai/index': 'src/pai/index.ts',
       'pai/cli': 'src/pai/cli.ts',
       'xgw/index': 'src/xgw/index.ts',

@@ -35,32 +35,10 @@ import { startFormSite } from '../src/testing/form-site.js';
 import { askAgentBrowser, askBrowserService, browserProfileDir } from '../src/browser/index.js';
 import { browserMemoryBytes } from '../src/browser/memory.js';
 import { daemonHolder, stopDaemonProcess } from '../src/core/daemon.js';
+import { cpuSeconds, daemonPid, figures, median, now, percentile, processTree, record, rssMb, totalRssMb, waitUntil } from './measure.js';
 
-interface Figure {
-  name: string;
-  value: number;
-  unit: string;
-  target: string;
-  ok: boolean;
-}
-
-const figures: Figure[] = [];
 const home = mkdtempSync(join(tmpdir(), 'theclaw-bench-'));
 const env = { ...process.env, THECLAW_HOME: home };
-const now = () => performance.timeOrigin + performance.now();
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-}
-
-function record(name: string, value: number, unit: string, target: { atLeast?: number; atMost?: number }): void {
-  const ok = (target.atLeast === undefined || value >= target.atLeast) && (target.atMost === undefined || value <= target.atMost);
-  const text = target.atLeast !== undefined ? `>= ${target.atLeast}` : `<= ${target.atMost}`;
-  figures.push({ name, value: Math.round(value * 100) / 100, unit, target: `${text} ${unit}`, ok });
-  console.error(`${ok ? 'ok  ' : 'MISS'} ${name}: ${Math.round(value * 100) / 100} ${unit} (target ${text})`);
-}
 
 function wall(argv: string[], runs: number): number {
   const times: number[] = [];
@@ -71,14 +49,6 @@ function wall(argv: string[], runs: number): number {
     if (result.status !== 0) throw new Error(`${argv.join(' ')} failed: ${result.stderr}`);
   }
   return median(times);
-}
-
-async function waitUntil(check: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error('benchmark wait timed out');
-    await new Promise((resolve) => setTimeout(resolve, 1));
-  }
 }
 
 function benchThreadPush(): void {
@@ -260,14 +230,6 @@ async function benchPai(): Promise<void> {
   }
 }
 
-/** Resident memory of a process, from /proc (Linux), in MB. */
-function rssMb(pid: number): number {
-  const line = readFileSync(`/proc/${pid}/status`, 'utf8')
-    .split('\n')
-    .find((l) => l.startsWith('VmRSS:'))!;
-  return Number(line.replace(/\D+/g, '')) / 1024;
-}
-
 async function benchXgw(): Promise<void> {
   const telegram = await startFakeTelegram();
   const xgwHome = join(home, 'xgw-home');
@@ -286,12 +248,6 @@ async function benchXgw(): Promise<void> {
     await runAsync([process.execPath, cliPath('xgw'), 'stop'], xgwEnv).catch(() => {});
     await telegram.close();
   }
-}
-
-/** The p-th percentile (nearest rank). */
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.max(0, Math.ceil((p / 100) * sorted.length) - 1)]!;
 }
 
 /**
@@ -335,67 +291,6 @@ async function benchPipelineLatency(): Promise<void> {
     closed.abort();
     await system.stop();
   }
-}
-
-/** Every live process below the given ones (their children, grandchildren, ...), the given ones too. */
-function processTree(roots: number[]): number[] {
-  const children = new Map<number, number[]>();
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      // Field 4 is the parent pid; the command name (field 2) may hold spaces, so split after it.
-      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      children.set(ppid, [...(children.get(ppid) ?? []), Number(name)]);
-    } catch {
-      // gone meanwhile
-    }
-  }
-  const tree: number[] = [];
-  const queue = [...roots];
-  while (queue.length > 0) {
-    const pid = queue.shift()!;
-    tree.push(pid);
-    queue.push(...(children.get(pid) ?? []));
-  }
-  return tree;
-}
-
-/** CPU seconds the processes have used, their reaped children's included. */
-function cpuSeconds(pids: number[]): number {
-  let ticks = 0;
-  for (const pid of pids) {
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      // utime, stime, cutime, cstime: fields 14-17, here 11-14 (counted from field 3).
-      ticks += Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14]);
-    } catch {
-      // gone meanwhile: its time is in its parent's cutime once reaped
-    }
-  }
-  return ticks / 100; // USER_HZ
-}
-
-/** CPU seconds this process's children have used once reaped (the CLIs it ran). */
-function reapedCpuSeconds(): number {
-  const stat = readFileSync('/proc/self/stat', 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[13]) + Number(fields[14])) / 100; // cutime, cstime (USER_HZ)
-}
-
-function totalRssMb(pids: number[]): number {
-  return pids.reduce((sum, pid) => {
-    try {
-      return sum + rssMb(pid);
-    } catch {
-      return sum;
-    }
-  }, 0);
-}
-
-function daemonPid(home: string, name: 'notifier' | 'xgw'): number {
-  return (JSON.parse(readFileSync(join(home, 'run', `${name}.pid`), 'utf8')) as { pid: number }).pid;
 }
 
 /**
@@ -679,6 +574,13 @@ function benchPolicy(): void {
   record(`policy: deciding a command line at the ${MAX_READ_LINE_BYTES / 1024} KB reading limit, slowest of 4 shapes`, slowest, 'ms', { atMost: 1000 });
   const long = `echo ${'a'.repeat(160 * 1024)}`;
   record('policy: deciding a 160 KB command line (refused unread), median of 3', median([timed(long), timed(long), timed(long)]), 'ms', { atMost: 10 });
+}
+
+/** CPU seconds this process's children have used once reaped (the CLIs it ran). */
+function reapedCpuSeconds(): number {
+  const stat = readFileSync('/proc/self/stat', 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[13]) + Number(fields[14])) / 100; // cutime, cstime (USER_HZ)
 }
 
 /**

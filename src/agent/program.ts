@@ -289,5 +289,16 @@ no person's memory, no conversation. Its commands follow the policy of the owner
       .action(async (options) => (await commands()).deliver(options)),
     ['agent deliver --thread ~/.theclaw/agents/helper/threads/peers/webchat.main.b7c1 --consumer outbound'],
   );
+  withExamples(
+    program
+      .command('move')
+      .description("move an agent to another host sharing the PostgreSQL store: stop it, copy its directory into that host's home, place it there")
+      .argument('<id>')
+      .requiredOption('--to <host>', 'the target host (THECLAW_HOST there)')
+      .option('--copied', 'the directory was copied there by hand (rsync): only switch the placement')
+      .addOption(jsonOption())
+      .action(async (id: string, options) => (await import('./move.js')).moveCommand(id, options)),
+    ['agent move helper --to host-b'],
+  );
   return program;
 }

@@ -1,5 +1,6 @@
 import * as z from 'zod/mini';
 import { parseDuration } from '../core/duration.js';
+import { HOST_NAME } from '../core/host.js';
 import { BrowserLimitsSchema, DEFAULT_BROWSER_LIMITS } from '../browser/index.js';
 import { DM_SCOPES, IdentitiesSchema } from './identities.js';
 import { ManageConfigSchema } from './policy/manage-policy.js';
@@ -159,6 +160,11 @@ export const AgentConfigSchema = z.strictObject({
   /** People on several channels: a name and the addresses they write from (identities.ts). */
   identities: IdentitiesSchema,
   outbound: z._default(z.array(z.strictObject({ thread_pattern: z.string(), via: z.string() })), [{ thread_pattern: '**', via: 'xgw' }]),
+  /**
+   * Where hosts share a PostgreSQL store: the host whose notifier runs this agent (its directory is
+   * there; placement.ts). None: the host it is started on. Unused on SQLite.
+   */
+  placement: z.optional(z.strictObject({ host: z.string().check(z.regex(HOST_NAME, 'must be a host name (see THECLAW_HOST)')) })),
   /** Conversation threads handled at once; messages of one thread always in order. */
   concurrency: z._default(z.int().check(z.positive(), z.maximum(64)), 4),
   /**

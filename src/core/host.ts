@@ -10,7 +10,7 @@ import { homeConfigPath } from './layout.js';
  * `$THECLAW_HOME/config.yaml`, else the machine's hostname. Two homes on one machine (the tests'
  * "hosts") set it apart; a lone host never needs to.
  */
-const HOST_NAME = /^[a-z0-9][a-z0-9._-]{0,62}$/;
+export const HOST_NAME = /^[a-z0-9][a-z0-9._-]{0,62}$/;
 const HostConfigSchema = z.looseObject({ host: z.optional(z.string()) });
 
 export function hostName(home: string, env: NodeJS.ProcessEnv = process.env): string {

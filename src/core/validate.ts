@@ -16,9 +16,20 @@ export interface ValidateOptions {
   suggestion: string;
 }
 
+const DEFAULT_MESSAGE = 'Invalid input';
+
+/**
+ * What every parse whose issues `describeIssue` words must pass. zod keeps its error map in one
+ * place per process: once a library installs zod's English locale there (pi-ai and playwright-core
+ * do on import), an issue would read "Unrecognized key: …" instead of ours. A parse's own `error`
+ * ranks above that map (a schema's own message still ranks above both), and `reportInput` lets
+ * `explain` quote what was given.
+ */
+export const OWN_WORDING = { reportInput: true, error: () => DEFAULT_MESSAGE } as const;
+
 /** Parses `value` or throws a ClawError listing each problem as `path: message`. */
 export function validate<S extends z.ZodMiniType>(schema: S, value: unknown, options: ValidateOptions): z.output<S> {
-  const parsed = schema.safeParse(value, { reportInput: true });
+  const parsed = schema.safeParse(value, OWN_WORDING);
   if (parsed.success) return parsed.data;
   const issues = parsed.error.issues.map(describeIssue).join('; ');
   throw new ClawError(options.kind ?? 'invalid', `invalid ${options.what}: ${issues}`, { suggestion: options.suggestion });
@@ -37,8 +48,6 @@ export function describeIssue(issue: z.core.$ZodIssue): string {
   const message = issue.message === DEFAULT_MESSAGE ? explain(issue) : issue.message;
   return path === '' || message.startsWith(`${path} `) ? message : `${path}: ${message}`;
 }
-
-const DEFAULT_MESSAGE = 'Invalid input';
 
 function explain(issue: z.core.$ZodIssue): string {
   const input = (issue as { input?: unknown }).input;

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { NotifierStatus } from '../notifier/types.js';
 import { parseMessageContent } from '../core/message.js';
 import type { FakeStep, LooseJson, RecordedRequest } from '../testing/fake-llm.js';
@@ -18,15 +18,30 @@ import { agentStatus, contentText, echoToolStep, lastUserText, openWebchatPage, 
  */
 
 let system: System | undefined;
+/**
+ * The system of the tests that need no option of their own: started by the first of them and
+ * shared by the others (a start is most of a short test's time). Each leaves it settled and
+ * running, with its own peers; what the fakes recorded is cleared before the next.
+ */
+let shared: System | undefined;
 
 afterEach(async () => {
   await system?.stop();
   system = undefined;
 });
 
-async function up(options: SystemOptions = {}): Promise<System> {
-  system = await startSystem({ llm: { defaultStep: echoToolStep }, ...options });
-  return system;
+afterAll(async () => {
+  await shared?.stop();
+});
+
+async function up(options?: SystemOptions): Promise<System> {
+  if (options) {
+    system = await startSystem({ llm: { defaultStep: echoToolStep }, ...options });
+    return system;
+  }
+  shared ??= await startSystem({ llm: { defaultStep: echoToolStep } });
+  for (const recorded of [shared.telegram.sent, shared.telegram.calls, shared.llm.requests]) recorded.splice(0);
+  return shared;
 }
 
 function inboxCount(s: System): number {
@@ -154,9 +169,10 @@ describe('the whole pipeline, end to end', () => {
       [444, 'w4'],
       [555, 'w5'],
     ];
+    const inboxBefore = inboxCount(s);
     const queued = sentIn.map(([from, text]) => ({ from, text, messageId: s.telegram.queueUpdate(textUpdate({ from, text })).message.message_id as number }));
 
-    await until(() => inboxCount(s) === 5, 'the 5 messages in the inbox');
+    await until(() => inboxCount(s) === inboxBefore + 5, 'the 5 messages in the inbox');
     // Each chat is told once that the agent is stopped; two sweeps later, still nobody has run it.
     await until(() => s.telegram.sent.length === 2, 'a notice in each chat');
     await new Promise((resolve) => setTimeout(resolve, 1_200));

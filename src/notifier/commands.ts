@@ -48,11 +48,19 @@ export async function status(options: Json): Promise<void> {
 
 function formatStatus(home: string, status: NotifierStatus): string[] {
   const lines = [status.running ? `notifier running (pid ${status.pid}, up ${status.uptime_seconds}s)` : 'notifier is not running'];
+  if (status.host) lines.push(`host ${status.host}, threads in ${status.store}`);
   if (configChangedSince(notifierConfigPath(home), status.config_sha256)) lines.push(`${notifierConfigPath(home)} changed since notifier loaded it - apply it with: notifier reload`);
   if (status.runs) lines.push(`runs: ${status.runs.running} running, ${status.runs.waiting} waiting (at most ${status.runs.limit} at once); ${status.runs.runners} warm runners`);
   lines.push(status.subscriptions.length ? 'subscriptions:' : 'subscriptions: none');
   for (const s of status.subscriptions) {
-    const state = s.handler === null ? 'unreadable' : s.lease ? `running (pid ${s.lease.pid})` : s.failures > 0 ? `failing (${s.failures}x, retry at ${s.retry_at})` : 'idle';
+    const state =
+      s.handler === null
+        ? 'unreadable'
+        : s.lease
+          ? `running${s.lease.host ? ` on ${s.lease.host}` : ''} (pid ${s.lease.pid})`
+          : s.failures > 0
+            ? `failing (${s.failures}x, retry at ${s.retry_at})`
+            : 'idle';
     lines.push(`  ${s.thread} ${s.consumer}: ${state}, pending ${s.pending}, progress ${s.progress}`);
     if (s.last_error) lines.push(`    last error: ${s.last_error}`);
   }

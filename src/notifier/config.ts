@@ -39,6 +39,20 @@ export const NotifierConfigSchema = z.strictObject({
     }),
     { enabled: true, idle: 1, max_jobs: 200, max_rss_mb: 300 },
   ),
+  /**
+   * With a PostgreSQL store shared by several hosts: a handler's lease lasts `ttl_seconds` unless
+   * notifier renews it every `heartbeat_seconds` (less than half the ttl); a dead host's
+   * subscriptions are taken over once its leases expired. SQLite ignores it.
+   */
+  leases: z._default(
+    z
+      .strictObject({
+        ttl_seconds: z._default(z.number().check(z.positive()), 30),
+        heartbeat_seconds: z._default(z.number().check(z.positive()), 10),
+      })
+      .check(z.refine((leases) => leases.heartbeat_seconds * 2 <= leases.ttl_seconds, 'heartbeat_seconds must be at most half of ttl_seconds')),
+    { ttl_seconds: 30, heartbeat_seconds: 10 },
+  ),
   /** How much of a run's output (head and tail together) is copied into the log. */
   output_limit_bytes: z._default(z.int().check(z.positive()), 16_384),
 });

@@ -3,11 +3,12 @@ import { ClawError, isClawError } from '../core/errors.js';
 import { withStoredSecrets } from '../core/secrets-file.js';
 import { socketPath } from '../core/home.js';
 import { notify } from '../core/ipc.js';
-import { listThreads, openThread, type Thread } from '../thread/index.js';
+import { listThreads, openStoreAt, openThread, storeSetting, type PostgresLeases, type Thread, type ThreadStore } from '../thread/index.js';
+import { storedSubscriptions as postgresSubscriptions } from './pg-dispatcher.js';
 import { loadConfig } from './config.js';
-import { subscriptionStatus, type SubscriptionStatus } from './dispatcher.js';
+import { subscriptionStatus } from './dispatcher.js';
 import { TimerStore, timerToJson, type Schedule, type TimerJson } from './timers.js';
-import type { NotifierReloadResult, NotifierRequest, NotifierStatus } from './types.js';
+import type { NotifierReloadResult, NotifierRequest, NotifierStatus, SubscriptionStatus } from './types.js';
 
 /**
  * Starts the daemon in the background with `env` and the keys of secrets.env (which its handlers
@@ -50,7 +51,18 @@ export async function daemonStatus(home: string): Promise<NotifierStatus> {
       if (!isClawError(error, 'not_found')) throw error; // starting or stopping: fall through
     }
   }
-  return { running: false, pid: null, started_at: null, uptime_seconds: null, subscriptions: storedSubscriptions(home), timers: listTimers(home) };
+  const { url } = storeSetting(home);
+  const subscriptions = url === null ? storedSubscriptions(home) : await withPostgresStore(url, (store, leases) => postgresSubscriptions(store, leases));
+  return { running: false, pid: null, started_at: null, uptime_seconds: null, subscriptions, timers: listTimers(home) };
+}
+
+async function withPostgresStore<T>(url: string, use: (store: ThreadStore, leases: PostgresLeases) => Promise<T>): Promise<T> {
+  const store = await openStoreAt(url, { maxConnections: 1 });
+  try {
+    return await use(store, store.leases!);
+  } finally {
+    await store.close();
+  }
 }
 
 function storedSubscriptions(home: string): SubscriptionStatus[] {

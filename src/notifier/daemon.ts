@@ -6,7 +6,11 @@ import { ensureDir } from '../core/home.js';
 import { daemonLogFile, notifierConfigPath, notifierOutputDir } from '../core/layout.js';
 import { createLogger, type Logger } from '../core/logger.js';
 import { loadConfigFile, type NotifierConfig } from './config.js';
+import { hostName } from '../core/host.js';
+import { openStoreAt, storeSetting, type ThreadStore } from '../thread/index.js';
+import type { ThreadDispatcher } from './dispatch-backend.js';
 import { Dispatcher } from './dispatcher.js';
+import { PostgresDispatcher, type PostgresDispatcherOptions } from './pg-dispatcher.js';
 import { defaultRunLimit, RunLimit } from './run-limit.js';
 import { createLauncher } from './launcher.js';
 import { removeStaleOutput, type RunLimits } from './run.js';
@@ -41,7 +45,9 @@ export async function runNotifier(home: string): Promise<void> {
     // What the launcher reads at each launch: a reload replaces the pool and the limits here.
     const launching = { outputDir, pool: createPool(config, outputDir, logger), limits: runLimitsOf(config) };
     const launch = createLauncher(launching);
-    const dispatcher = new Dispatcher({ home, config, logger, launch, limit, prepare: (handler) => launching.pool?.prepare(handler) });
+    const prepare = (handler: string) => launching.pool?.prepare(handler);
+    const host = hostName(home);
+    const { store: threads, dispatcher } = await createDispatcher({ home, host, config, logger, launch, limit, prepare });
     const scheduler = new TimerScheduler({ home, store, logger, launch, limit });
     const startSweep = () =>
       setInterval(() => {
@@ -53,15 +59,17 @@ export async function runNotifier(home: string): Promise<void> {
       }, config.sweep_interval_seconds * 1000);
     let sweep = startSweep();
 
-    const status = (): NotifierStatus => ({
+    const status = async (): Promise<NotifierStatus> => ({
       running: true,
       pid: process.pid,
       started_at: startedAt.toISOString(),
       uptime_seconds: Math.round((Date.now() - startedAt.getTime()) / 1000),
       runs: { running: limit.active, waiting: limit.queued, limit: limit.limit, runners: launching.pool?.size ?? 0 },
-      subscriptions: dispatcher.status(),
+      subscriptions: await dispatcher.status(),
       timers: store.list().map((timer) => timerToJson(timer)),
       config_sha256: configSha256,
+      host,
+      store: threads?.kind ?? 'sqlite',
     });
 
     /** Reads the config again and applies what changed; a config that does not load is refused, and the running one kept. */
@@ -87,7 +95,9 @@ export async function runNotifier(home: string): Promise<void> {
       return { file: notifierConfigPath(home), changed, config_sha256: configSha256 };
     };
 
-    logger.info(`notifier started (pid ${process.pid}, sweep every ${config.sweep_interval_seconds}s, at most ${limit.limit} runs at once)`);
+    logger.info(
+      `notifier started (pid ${process.pid}, sweep every ${config.sweep_interval_seconds}s, at most ${limit.limit} runs at once${threads ? `; host ${host}, threads in ${threads.location}` : ''})`,
+    );
     return {
       // Once the socket answers: with many threads waiting, the first sweep starts many runs,
       // and `notifier start` must not time out on its ping meanwhile.
@@ -115,16 +125,37 @@ export async function runNotifier(home: string): Promise<void> {
             throw usageError(`unknown request ${JSON.stringify(request)}`, 'send {"op": "poke" | "wake" | "status" | "reload" | "stop" | "timers" | "ping"}');
         }
       },
-      shutdown() {
+      async shutdown() {
         clearInterval(sweep);
         scheduler.stop();
-        dispatcher.stop();
+        await dispatcher.stop();
         launching.pool?.stop();
         store.close();
+        await threads?.close();
         logger.info(`notifier stopped (pid ${process.pid})`);
       },
     };
   });
+}
+
+/**
+ * The dispatcher for the home's store: the SQLite one (as ever) unless a PostgreSQL store is set,
+ * whose threads several hosts' notifiers share. Only the latter has a store to close.
+ */
+async function createDispatcher(options: Omit<PostgresDispatcherOptions, 'store'>): Promise<{ store: ThreadStore | null; dispatcher: ThreadDispatcher }> {
+  const { url } = storeSetting(options.home);
+  if (url === null) return { store: null, dispatcher: new Dispatcher(options) };
+  const store = await openStoreAt(url);
+  if (!store.leases || !store.listen) throw new Error(`${store.location} is no PostgreSQL store`);
+  const dispatcher = new PostgresDispatcher({ ...options, store: store as PostgresDispatcherOptions['store'] });
+  try {
+    await dispatcher.start();
+  } catch (error) {
+    await dispatcher.stop();
+    await store.close();
+    throw error;
+  }
+  return { store, dispatcher };
 }
 
 function runLimitOf(config: NotifierConfig): number {

@@ -8,6 +8,8 @@ import { listThreads, openThread, startHandler, unregisterThread, type ConsumerI
 import type { NotifierConfig } from './config.js';
 import type { RunLimit } from './run-limit.js';
 import type { CommandLauncher } from './launcher.js';
+import type { ThreadDispatcher } from './dispatch-backend.js';
+import type { SubscriptionStatus } from './types.js';
 import { describeOutcome, formatRun, succeeded, type RunOutcome } from './run.js';
 
 const REGISTRY_REREAD_MS = 1_000;
@@ -47,10 +49,6 @@ interface Slot {
   unreleased: number | null;
 }
 
-export interface SubscriptionStatus extends ConsumerInfo {
-  thread: string;
-}
-
 /**
  * Starts handlers when their threads have pending work. Triggers are pokes (a push happened),
  * the periodic sweep (pokes can be lost, the daemon may have been down), the end of a handler
@@ -58,7 +56,7 @@ export interface SubscriptionStatus extends ConsumerInfo {
  * Each trigger only marks a thread dirty; one pass per tick looks at what is pending, so a burst
  * of pokes costs one look.
  */
-export class Dispatcher {
+export class Dispatcher implements ThreadDispatcher {
   /** Open thread databases, least recently used first. */
   private readonly threads = new Map<string, Thread>();
   /** Which file each open thread's database is (see fileId). */
@@ -387,22 +385,27 @@ export function subscriptionStatus(path: string, read: () => ConsumerInfo[]): Su
   try {
     return read().map((info) => ({ ...info, thread: path }));
   } catch (error) {
-    return [
-      {
-        thread: path,
-        consumer: '*',
-        progress: 0,
-        pending: 0,
-        subscribed: true,
-        handler: null,
-        filter: null,
-        lease: null,
-        failures: 0,
-        last_error: `cannot read the thread: ${(error as Error).message}`,
-        retry_at: null,
-      },
-    ];
+    return unreadableThread(path, error);
   }
+}
+
+/** The one entry of a thread that cannot be read (see subscriptionStatus). */
+export function unreadableThread(path: string, error: unknown): SubscriptionStatus[] {
+  return [
+    {
+      thread: path,
+      consumer: '*',
+      progress: 0,
+      pending: 0,
+      subscribed: true,
+      handler: null,
+      filter: null,
+      lease: null,
+      failures: 0,
+      last_error: `cannot read the thread: ${(error as Error).message}`,
+      retry_at: null,
+    },
+  ];
 }
 
 function lastLine(text: string): string {

@@ -1,6 +1,10 @@
-import type { PokeMessage, WakeMessage } from '../thread/index.js';
-import type { SubscriptionStatus } from './dispatcher.js';
+import type { ConsumerInfo, PokeMessage, StoreKind, WakeMessage } from '../thread/index.js';
 import type { TimerJson } from './timers.js';
+
+/** A registered subscription as `notifier status` shows it. */
+export interface SubscriptionStatus extends ConsumerInfo {
+  thread: string;
+}
 
 /** What the daemon's control socket accepts, one JSON object per connection. */
 export type NotifierRequest =
@@ -27,6 +31,9 @@ export interface NotifierStatus {
   timers: TimerJson[];
   /** The fingerprint of the config text the running daemon loaded (absent while stopped). */
   config_sha256?: string;
+  /** The host the daemon runs on (`hostName`) and which store its threads are in (absent while stopped). */
+  host?: string;
+  store?: StoreKind;
 }
 
 /** What `reload` did: the top-level keys of the config that changed. */

@@ -66,7 +66,7 @@ export async function up(options: Json): Promise<void> {
   warnOfShellModel(result);
   for (const changed of result.config_changed) process.stderr.write(`Warning: ${changed.message}\n`);
   // The rest of the system runs without a channel that failed; the owner has to hear of it.
-  for (const channel of result.xgw.channels.filter((c) => c.state !== 'running')) {
+  for (const channel of result.xgw.channels.filter((c) => c.state !== 'running' && c.state !== 'standby')) {
     process.stderr.write(`Warning: channel ${channel.id} is not running (${channel.detail ?? channel.state}) - theclaw doctor says how to fix it\n`);
   }
   for (const problem of result.heartbeats.problems) process.stderr.write(`Warning: a heartbeat timer was not set (${problem}) - see: agent heartbeat <id>\n`);

@@ -26,7 +26,7 @@ async function stoppedParts(home: string): Promise<Problem[]> {
   const [notifier, xgw] = await Promise.all([daemonStatus(home).catch(() => null), gatewayStatus(home).catch(() => null)]);
   if (!notifier?.running) found.push({ from: 'system', text: 'notifier is not running: no agent answers, and no answer is delivered', fix: 'run: theclaw up' });
   for (const channel of xgw?.channels ?? []) {
-    if (channel.state === 'running' || channel.state === 'starting') continue;
+    if (channel.state === 'running' || channel.state === 'starting' || channel.state === 'standby') continue;
     found.push({
       from: 'system',
       text: `${channel.id} is ${channel.state}${channel.detail ? `: ${channel.detail}` : ''}`,

@@ -30,7 +30,7 @@ function configure(apiRoot = telegram.apiRoot): void {
 }
 
 async function channelChecks(token: string, offline = false): Promise<Check[]> {
-  return (await doctor(t.home, { ...t.env, DOCTOR_TG_TOKEN: token }, Date.now(), { offline })).filter((check) => check.name === 'channels');
+  return (await doctor(t.home, { ...t.env, DOCTOR_TG_TOKEN: token }, Date.now(), { offline, bwrap: null, chromium: null })).filter((check) => check.name === 'channels');
 }
 
 const REFUSED = {

@@ -45,6 +45,8 @@ function runningCheck(channel: ChannelConfig, status: ChannelStatus | undefined)
         detail: `${id} is not running: ${status.problem?.message ?? status.detail ?? 'its start failed'}`,
         fix: status.problem?.fix ?? 'see theclaw logs xgw',
       };
+    case 'standby':
+      return { name: 'channels', status: 'ok', detail: `${id} is on standby (${status.detail}): another host's gateway serves it` };
     case 'stopped':
       return { name: 'channels', status: 'fail', detail: `${id} is stopped${status.detail ? ` (${status.detail})` : ''}`, fix: 'see theclaw logs xgw, then theclaw reload' };
     default:

@@ -33,7 +33,7 @@ interface Verdict {
 
 /** doctor's findings about the gateway config, as config check words them. */
 async function doctorVerdict(env: NodeJS.ProcessEnv): Promise<Verdict[]> {
-  const checks = (await doctor(t.home, env, Date.now(), { offline: true })).filter((check) => check.name === 'config' && check.detail.startsWith('xgw: '));
+  const checks = (await doctor(t.home, env, Date.now(), { offline: true, bwrap: null, chromium: null })).filter((check) => check.name === 'config' && check.detail.startsWith('xgw: '));
   return checks.map((check) => ({ severity: check.status, message: check.detail.slice('xgw: '.length), fix: check.fix }));
 }
 
@@ -82,7 +82,7 @@ describe('theclaw doctor and xgw config check', () => {
     const env = { ...t.env, ...TOKENS };
     expect((await doctorVerdict(env)).map((v) => v.severity)).toEqual(['warn']);
     // One verdict on the configs: no "configs are valid" line under the warning.
-    const configLines = (await doctor(t.home, env, Date.now(), { offline: true })).filter((check) => check.name === 'config');
+    const configLines = (await doctor(t.home, env, Date.now(), { offline: true, bwrap: null, chromium: null })).filter((check) => check.name === 'config');
     expect(configLines.map((check) => check.status)).toEqual(['warn']);
     expect(await configCheckVerdict(env)).toMatchObject({ code: 0, findings: [{ severity: 'warn', message: expect.stringContaining('agent ghost does not exist') }] });
     const human = await runTool('xgw', ['config', 'check'], env);
@@ -91,7 +91,7 @@ describe('theclaw doctor and xgw config check', () => {
 
     expect((await runTool('agent', ['init', 'ghost'], env)).code).toBe(0);
     expect(await doctorVerdict(env)).toEqual([]);
-    expect((await doctor(t.home, env, Date.now(), { offline: true })).filter((check) => check.name === 'config')).toEqual([
+    expect((await doctor(t.home, env, Date.now(), { offline: true, bwrap: null, chromium: null })).filter((check) => check.name === 'config')).toEqual([
       { name: 'config', status: 'ok', detail: 'pai, notifier, xgw and agent configs are valid' },
     ]);
     expect(await configCheckVerdict(env)).toEqual({ code: 0, findings: [] });

@@ -1,7 +1,7 @@
 import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { checkConfig, DEFAULT_XGW_CONFIG } from '../xgw/config.js';
 import { connectWebchat, XgwConfigSchema } from '../xgw/index.js';
 import { createTestHome, PROVIDER_KEYS, runTool, startFakeOpenAI, threadEvents, waitFor, writeFakePaiConfig, type FakeLlmServer, type TestHome } from '../testing/index.js';
@@ -52,9 +52,11 @@ async function theclaw(args: string[], env = t!.env) {
 }
 
 const byName = (checks: Check[], name: Check['name']) => checks.filter((check) => check.name === name);
+/** For doctor in-process where no assertion is about the sandbox or the browser: their probes (a bwrap run) were most of a call. */
+const NO_PROBES = { bwrap: null, chromium: null };
 
-async function statusOf(): Promise<SystemStatus> {
-  const result = await theclaw(['status', '--json']);
+async function statusOf(env = t!.env): Promise<SystemStatus> {
+  const result = await theclaw(['status', '--json'], env);
   expect(result.code, result.stderr).toBe(0);
   return JSON.parse(result.stdout) as SystemStatus;
 }
@@ -305,30 +307,40 @@ routes:
     );
   });
 
-  it("reports the model notifier runs agents with, not the shell's, and says how to switch, in up and in status", async () => {
-    home();
-    expect((await theclaw(['up'])).code).toBe(0);
-    const withKey = { ...t!.env, OPENAI_API_KEY: 'sk-test-not-used' };
-    const again = await theclaw(['up', '--json'], withKey);
-    expect(again.code, again.stderr).toBe(0);
-    expect(again.stderr).toContain(
-      'Warning: notifier was started with another environment, so agents use mock/echo (offline: no provider key), not openai/gpt-4o-mini - to switch: theclaw down && theclaw up',
-    );
-    expect(JSON.parse(again.stdout)).toMatchObject({ model: { provider: 'mock', offline: true }, shell_model: { provider: 'openai' } });
-    const status = await theclaw(['status', '--json'], withKey);
-    expect(JSON.parse(status.stdout)).toMatchObject({ model: { provider: 'mock', offline: true }, shell_model: { provider: 'openai' } });
-    expect(status.stderr).toContain('Warning: notifier was started with another environment, so agents use mock/echo (offline: no provider key), not openai/gpt-4o-mini');
-    expect((await theclaw(['status'])).stderr).not.toContain('Warning: notifier was started with another environment');
-  });
+  describe('in one home that is up with the defaults', () => {
+    // Shared by the tests below, in order (the last breaks an agent's config): an up is most of their time.
+    let shared: TestHome;
+    beforeAll(async () => {
+      shared = home();
+      t = undefined; // not the afterEach's: afterAll takes it down
+      expect((await theclaw(['up'], shared.env)).code).toBe(0);
+    });
+    afterAll(async () => {
+      await theclaw(['down'], shared.env);
+      shared.cleanup();
+    });
 
-  it("shows every other agent when one agent's config is broken", async () => {
-    home();
-    expect((await theclaw(['up'])).code).toBe(0);
-    writeFileSync(join(t!.home, 'agents', 'warden', 'config.yaml'), 'agent_id: warden\nconcurrency: four\n');
-    const status = await statusOf();
-    expect(status.agents.map((a) => ('error' in a ? `${a.id}: broken` : a.id))).toEqual(['admin', 'evolver', 'maintainer', 'warden: broken']);
-    expect(status.agents.find((a) => a.id === 'warden')).toEqual({ id: 'warden', error: expect.stringMatching(/concurrency/) });
-    expect((await theclaw(['status'])).stdout).toMatch(/^ {2}warden +BROKEN: .*concurrency/m);
+    it("reports the model notifier runs agents with, not the shell's, and says how to switch, in up and in status", async () => {
+      const withKey = { ...shared.env, OPENAI_API_KEY: 'sk-test-not-used' };
+      const again = await theclaw(['up', '--json'], withKey);
+      expect(again.code, again.stderr).toBe(0);
+      expect(again.stderr).toContain(
+        'Warning: notifier was started with another environment, so agents use mock/echo (offline: no provider key), not openai/gpt-4o-mini - to switch: theclaw down && theclaw up',
+      );
+      expect(JSON.parse(again.stdout)).toMatchObject({ model: { provider: 'mock', offline: true }, shell_model: { provider: 'openai' } });
+      const status = await theclaw(['status', '--json'], withKey);
+      expect(JSON.parse(status.stdout)).toMatchObject({ model: { provider: 'mock', offline: true }, shell_model: { provider: 'openai' } });
+      expect(status.stderr).toContain('Warning: notifier was started with another environment, so agents use mock/echo (offline: no provider key), not openai/gpt-4o-mini');
+      expect((await theclaw(['status'], shared.env)).stderr).not.toContain('Warning: notifier was started with another environment');
+    });
+
+    it("shows every other agent when one agent's config is broken", async () => {
+      writeFileSync(join(shared.home, 'agents', 'warden', 'config.yaml'), 'agent_id: warden\nconcurrency: four\n');
+      const status = await statusOf(shared.env);
+      expect(status.agents.map((a) => ('error' in a ? `${a.id}: broken` : a.id))).toEqual(['admin', 'evolver', 'maintainer', 'warden: broken']);
+      expect(status.agents.find((a) => a.id === 'warden')).toEqual({ id: 'warden', error: expect.stringMatching(/concurrency/) });
+      expect((await theclaw(['status'], shared.env)).stdout).toMatch(/^ {2}warden +BROKEN: .*concurrency/m);
+    });
   });
 
   it('refuses to start anything when a config is broken, naming the file and what to fix', async () => {
@@ -418,27 +430,29 @@ describe('theclaw doctor', () => {
     expect(result.stderr).toMatch(/^Error: 2 check\(s\) failed: providers, ports - apply the fixes listed above/m);
 
     // A minute later the stopped agent's message is reported, with the command that starts it.
-    const later = await doctor(t!.home, t!.env, Date.now() + 61_000);
+    const later = await doctor(t!.home, t!.env, Date.now() + 61_000, NO_PROBES);
     expect(byName(later, 'pending')).toEqual([{ name: 'pending', status: 'warn', detail: 'events waiting more than a minute: 1 in the inbox of warden, which is stopped', fix: 'agent start warden' }]);
-    const now = await doctor(t!.home, t!.env);
+    const now = await doctor(t!.home, t!.env, Date.now(), NO_PROBES);
     expect(byName(now, 'config')).toEqual([expect.objectContaining({ status: 'ok' })]);
 
     writeFileSync(join(t!.home, 'notifier', 'config.yaml'), 'sweep_interval_seconds: soon\n');
-    const broken = await doctor(t!.home, t!.env);
+    const broken = await doctor(t!.home, t!.env, Date.now(), NO_PROBES);
     expect(byName(broken, 'config')).toEqual([expect.objectContaining({ status: 'fail', detail: expect.stringMatching(/^notifier: .*sweep_interval_seconds/) })]);
   });
 
   it('reports an agent whose model has no room for its identity and memory caps', async () => {
     home();
     expect((await runTool('agent', ['init', 'helper'], t!.env)).code).toBe(0);
-    expect(byName(await doctor(t!.home, t!.env), 'agents')).toEqual([{ name: 'agents', status: 'ok', detail: "every agent's model has room for its identity and memory caps" }]);
+    expect(byName(await doctor(t!.home, t!.env, Date.now(), { ...NO_PROBES, offline: true }), 'agents')).toEqual([
+      { name: 'agents', status: 'ok', detail: "every agent's model has room for its identity and memory caps" },
+    ]);
     // The model the agent uses turns out to be small.
     mkdirSync(join(t!.home, 'pai'), { recursive: true });
     writeFileSync(
       join(t!.home, 'pai', 'config.yaml'),
       'default: small/m1\nproviders:\n  small: { api: openai-completions, base_url: "http://127.0.0.1:9/v1", models: [{ id: m1, context_window: 8000 }] }\n',
     );
-    expect(byName(await doctor(t!.home, t!.env), 'agents')).toEqual([
+    expect(byName(await doctor(t!.home, t!.env, Date.now(), { ...NO_PROBES, offline: true }), 'agents')).toEqual([
       {
         name: 'agents',
         status: 'fail',
@@ -451,7 +465,7 @@ describe('theclaw doctor', () => {
     // Lower caps fit it.
     const config = join(t!.home, 'agents', 'helper', 'config.yaml');
     writeFileSync(config, readFileSync(config, 'utf8') + 'context: { memory_caps: { agent: 500, person: 300, conversation: 400 } }\n');
-    expect(byName(await doctor(t!.home, t!.env), 'agents')).toEqual([expect.objectContaining({ status: 'ok' })]);
+    expect(byName(await doctor(t!.home, t!.env, Date.now(), { ...NO_PROBES, offline: true }), 'agents')).toEqual([expect.objectContaining({ status: 'ok' })]);
   });
 });
 
@@ -492,7 +506,7 @@ describe('theclaw status, doctor and retry when the model fails', () => {
     expect(refusedText).toContain('waiting for the model: nothing');
     // The model check makes one real call, which is refused too; the record is reported.
     const requests = llm.requests.length;
-    const checked = await doctor(t!.home, t!.env);
+    const checked = await doctor(t!.home, t!.env, Date.now(), NO_PROBES);
     expect(llm.requests.length).toBe(requests + 1);
     expect(byName(checked, 'model')).toEqual([
       { name: 'model', status: 'fail', detail: expect.stringMatching(/^fake\/m1 did not answer: .*refused the credentials \(HTTP 401\)/), fix: expect.stringContaining('check the key') },
@@ -502,7 +516,7 @@ describe('theclaw status, doctor and retry when the model fails', () => {
       expect.objectContaining({ status: 'warn', detail: expect.stringMatching(/^1 error\(s\) in the last 24 hours; the newest, .* in admin\/threads\/peers\/terminal\.local\.\S+: llm: /) }),
     ]);
     // A day later it is no longer news.
-    expect(byName(await doctor(t!.home, t!.env, Date.now() + 25 * 3_600_000, { offline: true }), 'errors')).toEqual([
+    expect(byName(await doctor(t!.home, t!.env, Date.now() + 25 * 3_600_000, { ...NO_PROBES, offline: true }), 'errors')).toEqual([
       { name: 'errors', status: 'ok', detail: 'no error recorded in the last 24 hours' },
     ]);
 
@@ -556,7 +570,7 @@ describe('theclaw status, doctor and retry when the model fails', () => {
       ['answer', 'OK'],
     ]);
     await waitFor(async () => (await statusOf()).model_waits.length === 0, 'no message waiting');
-    expect(byName(await doctor(t!.home, t!.env), 'model')).toEqual([
+    expect(byName(await doctor(t!.home, t!.env, Date.now(), NO_PROBES), 'model')).toEqual([
       { name: 'model', status: 'ok', detail: expect.stringMatching(/^fake\/m1 answered in \d+ ms$/) },
       { name: 'model', status: 'ok', detail: 'no message waits for the model' },
     ]);

@@ -230,7 +230,13 @@ describe('thread push', () => {
 describe('thread pop', () => {
   beforeEach(async () => {
     await init();
-    await ok(['push', '--thread', dir, '--source', 'self', '--type', 'message', '--batch'], ['a', 'b', 'c', 'd'].map((content) => JSON.stringify({ content })).join('\n'));
+    // In-process: pop is under test here, and push --batch (tested above) needs a process of its own for its stdin.
+    const opened = openThread(dir, { home: t.home });
+    try {
+      opened.pushBatch(['a', 'b', 'c', 'd'].map((content) => ({ source: 'self', type: 'message', content })));
+    } finally {
+      opened.close();
+    }
   });
 
   it('prints NDJSON lines, each with exactly id, created_at, source, type, subtype, content', async () => {

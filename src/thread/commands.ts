@@ -143,7 +143,7 @@ export function dispatch(options: ThreadFlag): void {
   const setting = storeSetting(home);
   if (setting.url !== null) {
     throw new ClawError('invalid', `thread dispatch runs the handlers of SQLite threads only so far, and ${setting.from} names PostgreSQL`, {
-      suggestion: 'run the handler yourself with THECLAW_THREAD and THECLAW_CONSUMER set, or keep this home on SQLite until notifier runs on PostgreSQL',
+      suggestion: 'start notifier (notifier start), which runs the handlers of a PostgreSQL store on every host that shares it',
     });
   }
   const failed: string[] = [];

@@ -104,6 +104,8 @@ export interface Lease {
   /** Process start time in clock ticks (Linux), guarding against pid reuse. */
   start: number | null;
   since: string;
+  /** The host whose notifier holds it, when hosts share a PostgreSQL store. */
+  host?: string;
 }
 
 export interface ConsumerInfo {

@@ -17,6 +17,8 @@ export class Access {
     private readonly home: string,
     private readonly state: GatewayState,
     private readonly logger: Logger,
+    /** Whether an agent has an inbox here; where hosts share a store, its inbox there decides instead (inbound.ts). */
+    private readonly checkAgents = true,
   ) {}
 
   /** Whether the peer's messages reach agents; a peer that is not may still pair. */
@@ -63,7 +65,7 @@ export class Access {
       logger.warn(`${channel.id}: no route for ${JSON.stringify(message.peerId)}`);
       return { kind: 'no_route' };
     }
-    if (!agentExists(this.home, agent)) {
+    if (this.checkAgents && !agentExists(this.home, agent)) {
       logger.error(`${channel.id}: the route for ${JSON.stringify(message.peerId)} names agent ${agent}, which does not exist`);
       return { kind: 'missing_agent', agent };
     }

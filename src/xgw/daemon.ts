@@ -8,8 +8,10 @@ import { defaultTerminalPeer, TerminalChannel } from './channels/terminal.js';
 import { configError, describeFinding, inspectXgwConfig, loadXgwConfigFile, runningXgwEnvironment } from './config.js';
 import { Gateway } from './gateway.js';
 import { noticeFor } from './notices.js';
-import { wakeNotifier } from '../thread/index.js';
+import { openThreadStore, wakeNotifier, type ThreadStore } from '../thread/index.js';
 import { GatewayState } from './state.js';
+import { ChannelOwnership } from './ownership.js';
+import { hostName } from '../core/host.js';
 import { createSystemStatusSource } from './system-status.js';
 import { createControlSource } from './control-source.js';
 import type { XgwReloadResult, XgwRequest, XgwStatus } from './protocol.js';
@@ -33,13 +35,34 @@ export async function runXgw(home: string, env: NodeJS.ProcessEnv = process.env)
   await runDaemon(home, 'xgw', async () => {
     const logger = createLogger(daemonLogFile(home, 'xgw'), { env });
     const state = new GatewayState(home);
-    const gateway = new Gateway({ home, config, state, logger, systemStatus: createSystemStatusSource(home, env), control: createControlSource(home, env) });
+    let store: ThreadStore;
+    try {
+      store = await openThreadStore(home, env);
+    } catch (error) {
+      state.close();
+      throw error;
+    }
+    // Hosts sharing a PostgreSQL store: each channel is served by the gateway that owns it.
+    const ownership = store.kind === 'postgres' ? new ChannelOwnership(store.placements, hostName(home, env), home, logger, config.channel_claim_seconds) : null;
+    const gateway = new Gateway({
+      home,
+      config,
+      state,
+      logger,
+      store,
+      ...(ownership && { ownership }),
+      systemStatus: createSystemStatusSource(home, env),
+      control: createControlSource(home, env),
+    });
     const startedAt = new Date();
     let channels: ChannelAdapter[];
     try {
       channels = await Promise.all(config.channels.map((channelConfig) => createChannel(channelConfig, env)));
+      // Claimed before the channels launch, which start only those this gateway owns.
+      await ownership?.start({ channelIds: () => gateway.currentConfig.channels.map((c) => c.id), gained: (id) => gateway.takeOver(id), lost: (id) => gateway.standBy(id) });
     } catch (error) {
       state.close();
+      await store.close();
       throw error;
     }
     logger.info(`xgw started (pid ${process.pid}; channels: ${config.channels.map((c) => c.id).join(', ') || 'none'})`);
@@ -56,6 +79,7 @@ export async function runXgw(home: string, env: NodeJS.ProcessEnv = process.env)
     return {
       listening() {
         for (const channel of channels) void gateway.launchChannel(channel);
+
         // Replies that failed while the gateway was away wait out notifier's backoff (minutes,
         // after a long outage); once the channels are up they may go at once.
         void gateway.launched(MAX_STATUS_WAIT_MS).then(() => {
@@ -142,7 +166,9 @@ export async function runXgw(home: string, env: NodeJS.ProcessEnv = process.env)
       },
       async shutdown() {
         await gateway.stopChannels();
+        await ownership?.stop();
         state.close();
+        await store.close();
         logger.info(`xgw stopped (pid ${process.pid})`);
       },
     };

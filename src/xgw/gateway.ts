@@ -6,6 +6,7 @@ import { requireAgentId } from './route.js';
 import { Access } from './access.js';
 import { Delivery, type SendRequest, type SendResult } from './delivery.js';
 import { Inbound } from './inbound.js';
+import { createSqliteStore, type ThreadStore } from '../thread/index.js';
 import { settleWithin } from './settle.js';
 import { ChannelSupervisor, type SupervisorOptions } from './supervisor.js';
 import type { GatewayState } from './state.js';
@@ -19,8 +20,15 @@ export interface GatewayOptions {
   config: XgwConfig;
   state: GatewayState;
   logger: Logger;
+  /** Where the agents' inboxes are. Default: the home's SQLite files. */
+  store?: ThreadStore;
   /** How channels launched with `launchChannel` are kept started (start timeout, retry delays). */
   supervisor?: SupervisorOptions;
+  /**
+   * Which gateway owns each channel (ownership.ts), where hosts share the store: one this gateway
+   * does not own is built but not started (`standBy`, `takeOver`). Default: it owns every channel.
+   */
+  ownership?: { owns(channelId: string): boolean; ownerOf(channelId: string): string | undefined };
   /** For the web chat's status page; see ChannelContext. */
   systemStatus?: () => Promise<unknown>;
   /** For the web chat's control page; see ChannelContext. */
@@ -36,6 +44,8 @@ export interface GatewayOptions {
 export class Gateway {
   private readonly channels = new Map<string, ChannelAdapter>();
   private readonly supervisors = new Map<string, ChannelSupervisor>();
+  /** Channels another host's gateway owns: built, not started. */
+  private readonly parked = new Map<string, ChannelAdapter>();
   /** The first start attempts of launched channels. */
   private readonly launches: Promise<void>[] = [];
   private readonly access: Access;
@@ -50,8 +60,10 @@ export class Gateway {
 
   constructor(private readonly options: GatewayOptions) {
     this.config = options.config;
-    this.access = new Access(options.home, options.state, options.logger);
-    this.inbound = new Inbound(options.home, options.state, options.logger, (id) => this.channels.get(id));
+    const store = options.store ?? createSqliteStore(options.home);
+    // An agent's directory is on one host; its inbox, in a shared store, is what says it exists.
+    this.access = new Access(options.home, options.state, options.logger, store.kind === 'sqlite');
+    this.inbound = new Inbound(options.home, store, options.state, options.logger, (id) => this.channels.get(id));
     this.delivery = new Delivery({
       state: options.state,
       logger: options.logger,
@@ -118,6 +130,7 @@ export class Gateway {
   /** Stops a channel and forgets it. */
   private async retireChannel(id: string): Promise<void> {
     const running = this.supervisors.get(id) ?? this.channels.get(id);
+    this.parked.delete(id);
     this.channels.delete(id);
     this.supervisors.delete(id);
     await running?.stop();
@@ -148,12 +161,33 @@ export class Gateway {
    * Resolves once the first attempt succeeded or failed; never rejects.
    */
   launchChannel(channel: ChannelAdapter): Promise<void> {
+    if (this.options.ownership?.owns(channel.id) === false) {
+      this.parked.set(channel.id, channel);
+      return Promise.resolve();
+    }
     const supervisor = new ChannelSupervisor(channel, this.context(), this.options.supervisor);
     this.channels.set(channel.id, channel);
     this.supervisors.set(channel.id, supervisor);
     const first = supervisor.start();
     this.launches.push(first);
     return first;
+  }
+
+  /** Starts a channel kept on standby: this gateway owns it now. */
+  async takeOver(id: string): Promise<void> {
+    const parked = this.parked.get(id);
+    if (!parked || this.stopping) return;
+    this.parked.delete(id);
+    await this.launchChannel(parked);
+  }
+
+  /** Stops a channel another gateway owns now (after the deliveries under way), and keeps it built for a takeover. */
+  async standBy(id: string): Promise<void> {
+    const adapter = this.channels.get(id);
+    if (!adapter) return;
+    await this.delivery.settle();
+    await this.retireChannel(id);
+    this.parked.set(id, adapter);
   }
 
   /** Resolves once every launched channel's first start attempt settled, or after `ms`. */
@@ -167,7 +201,8 @@ export class Gateway {
 
   /** Each channel's state; a launched channel waiting to try its start again shows as `error`. */
   channelStatuses(): ChannelStatus[] {
-    return this.channelList().map((channel) => (this.supervisors.get(channel.id) ?? channel).status());
+    const standby = [...this.parked.values()].map(({ id, type }): ChannelStatus => ({ id, type, state: 'standby', detail: `owned by ${this.options.ownership?.ownerOf(id) ?? 'another host'}` }));
+    return [...this.channelList().map((channel) => (this.supervisors.get(channel.id) ?? channel).status()), ...standby];
   }
 
   /**

@@ -69,10 +69,7 @@ export class GroupContextStore {
     const group = [channelId, conversationId] as const;
     return this.db
       .transaction(() => {
-        const left = this.db
-          .prepare('SELECT DISTINCT claim_key AS key, claim_agent AS agent FROM group_context WHERE channel_id = ? AND conversation_id = ? AND claim_key IS NOT NULL AND claim_key != ?')
-          .all(...group, claim.key) as ContextClaim[];
-        for (const other of left) {
+        for (const other of this.claimsLeft(channelId, conversationId, claim.key)) {
           const settle = pushed(other) ? 'DELETE FROM group_context' : 'UPDATE group_context SET claim_key = NULL, claim_agent = NULL';
           this.db.prepare(`${settle} WHERE channel_id = ? AND conversation_id = ? AND claim_key = ?`).run(...group, other.key);
         }
@@ -84,6 +81,13 @@ export class GroupContextStore {
         return rows.map((row) => ({ peer_id: row.peer_id, ...(row.peer_name ? { name: row.peer_name } : {}), text: row.text, at: new Date(row.at).toISOString() }));
       })
       .immediate();
+  }
+
+  /** The group's claims of keys other than `key`: a crash's, or a push's under way. */
+  claimsLeft(channelId: string, conversationId: string, key: string): ContextClaim[] {
+    return this.db
+      .prepare('SELECT DISTINCT claim_key AS key, claim_agent AS agent FROM group_context WHERE channel_id = ? AND conversation_id = ? AND claim_key IS NOT NULL AND claim_key != ?')
+      .all(channelId, conversationId, key) as ContextClaim[];
   }
 
   /** Removes the rows claimed for `key`: its message is in the inbox. */

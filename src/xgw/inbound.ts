@@ -4,7 +4,7 @@ import { ClawError, isClawError } from '../core/errors.js';
 import { agentInboxPath, INBOX_CONSUMER } from '../core/layout.js';
 import type { Logger } from '../core/logger.js';
 import { formatMessageContent, type Attachment, type GroupContextEntry } from '../core/message.js';
-import { MAX_CONTENT_BYTES, openThread, type Thread } from '../thread/index.js';
+import { MAX_CONTENT_BYTES, threadName, type StoredThread, type ThreadStore } from '../thread/index.js';
 import type { ChannelAdapter } from './channel.js';
 import type { ContextClaim } from './group-context.js';
 import type { GatewayState } from './state.js';
@@ -19,16 +19,37 @@ export class Inbound {
   /** Conversations told that their agent is stopped, until a message finds it started again. */
   private readonly toldStopped = new Set<string>();
 
+  /** The push under way in each group, which the next one waits for (see `push`). */
+  private readonly groupPushes = new Map<string, Promise<unknown>>();
+
   constructor(
     private readonly home: string,
+    /** Where the agents' inboxes are: the home's SQLite files, or the PostgreSQL every host shares. */
+    private readonly store: ThreadStore,
     private readonly state: GatewayState,
     private readonly logger: Logger,
     /** The running adapter of a channel, which downloads the message's files. */
     private readonly adapter: (channelId: string) => ChannelAdapter | undefined,
   ) {}
 
-  /** Pushes `message` from `channel` into `agent`'s inbox, or says why not (what it holds is refused). */
-  async push(channel: ChannelConfig, message: InboundMessage, agent: string): Promise<InboundOutcome> {
+  /**
+   * Pushes `message` from `channel` into `agent`'s inbox, or says why not (what it holds is
+   * refused). A group's messages go one at a time, from the claim of its pending context to the
+   * push: the store answers asynchronously, and a message coming between would see the rows
+   * claimed by a key not yet in the inbox as a crash's leftovers and take them too.
+   */
+  push(channel: ChannelConfig, message: InboundMessage, agent: string): Promise<InboundOutcome> {
+    if (message.conversationType === 'dm' || !('groups' in channel)) return this.pushNow(channel, message, agent);
+    const group = `${channel.id}:${message.conversationId}`;
+    const previous = this.groupPushes.get(group) ?? Promise.resolve();
+    const pushed = previous.then(() => this.pushNow(channel, message, agent));
+    const settled = pushed.catch(() => {});
+    this.groupPushes.set(group, settled);
+    void settled.then(() => this.groupPushes.get(group) === settled && this.groupPushes.delete(group));
+    return pushed;
+  }
+
+  private async pushNow(channel: ChannelConfig, message: InboundMessage, agent: string): Promise<InboundOutcome> {
     const { logger, home } = this;
     if (message.unsupported) {
       logger.info(`${channel.id}: ${JSON.stringify(message.peerId)} sent ${message.unsupported}, which no agent takes yet`);
@@ -45,12 +66,18 @@ export class Inbound {
       conversationId: message.conversationId,
       peerId: message.peerId,
     });
-    const thread = openThread(agentInboxPath(home, agent), { home });
+    let thread: StoredThread;
+    try {
+      thread = await this.store.open(threadName(home, agentInboxPath(home, agent)));
+    } catch (error) {
+      if (!isClawError(error, 'not_found')) throw error;
+      logger.error(`${channel.id}: the route for ${JSON.stringify(message.peerId)} names agent ${agent}, which has no inbox in ${this.store.location}`);
+      return { kind: 'missing_agent', agent };
+    }
     try {
       // The channel id has exactly one ':' (see its schema); the other segments are encoded.
       const key = `${channel.id}:${encodeSegment(message.conversationId)}:${encodeSegment(message.messageId)}`;
-      // From the claim to the push nothing awaits: no other message of the group comes between.
-      const groupContext = this.claimContext(channel, message, { agent, key }, thread);
+      const groupContext = await this.claimContext(channel, message, { agent, key }, thread);
       const content = formatMessageContent({
         text: message.text,
         attachments,
@@ -72,9 +99,9 @@ export class Inbound {
         );
         return { kind: 'refused', reason: 'too_long', limit_bytes: MAX_CONTENT_BYTES };
       }
-      const { id: eventId, duplicate } = thread.pushOnce({ source, type: 'message', content, idempotency_key: key });
+      const [{ id: eventId, duplicate }] = (await thread.append([{ source, type: 'message', content, idempotency_key: key }])) as [{ id: number; duplicate: boolean }];
       if (groupContext.length > 0) this.state.groupContext.consume(channel.id, message.conversationId, key);
-      const agentStopped = thread.consumer(INBOX_CONSUMER)?.subscribed !== true;
+      const agentStopped = (await thread.consumer(INBOX_CONSUMER))?.subscribed !== true;
       const conversation = `${agent}:${channel.id}:${encodeSegment(message.conversationId)}`;
       const addressed = message.conversationType === 'dm' || message.addressed === true;
       const notify = agentStopped && addressed && !duplicate && !this.toldStopped.has(conversation);
@@ -83,7 +110,7 @@ export class Inbound {
       logger.info(`${channel.id}: ${duplicate ? 'duplicate of' : 'pushed'} event ${eventId} from ${JSON.stringify(message.peerId)} to ${agent}${agentStopped ? ' (stopped: it waits)' : ''}`);
       return { kind: 'accepted', agent, eventId, duplicate, agentStopped, notify };
     } finally {
-      thread.close();
+      await thread.close();
     }
   }
 
@@ -92,29 +119,31 @@ export class Inbound {
    * none in a direct chat, nor when the inbox holds the key already (a platform's second delivery:
    * the rows went with the first, and are removed now if a crash kept them).
    */
-  private claimContext(channel: ChannelConfig, message: InboundMessage, claim: ContextClaim, inbox: Thread): GroupContextEntry[] {
+  private async claimContext(channel: ChannelConfig, message: InboundMessage, claim: ContextClaim, inbox: StoredThread): Promise<GroupContextEntry[]> {
     if (message.conversationType === 'dm' || !('groups' in channel)) return [];
     const store = this.state.groupContext;
-    if (inbox.findByKey(claim.key) !== undefined) {
+    if ((await inbox.findByKey(claim.key)) !== undefined) {
       store.consume(channel.id, message.conversationId, claim.key);
       return [];
     }
-    return store.claim(channel.id, message.conversationId, claim, channel.groups.context, (other) => this.inInbox(other));
+    const pushed = new Set<string>();
+    for (const other of store.claimsLeft(channel.id, message.conversationId, claim.key)) if (await this.inInbox(other)) pushed.add(other.key);
+    return store.claim(channel.id, message.conversationId, claim, channel.groups.context, (other) => pushed.has(other.key));
   }
 
   /** Whether an agent's inbox holds an event of this key (an inbox that is gone holds none). */
-  private inInbox({ agent, key }: ContextClaim): boolean {
-    let thread: Thread;
+  private async inInbox({ agent, key }: ContextClaim): Promise<boolean> {
+    let thread: StoredThread;
     try {
-      thread = openThread(agentInboxPath(this.home, agent), { home: this.home });
+      thread = await this.store.open(threadName(this.home, agentInboxPath(this.home, agent)));
     } catch (error) {
       if (isClawError(error, 'not_found')) return false;
       throw error;
     }
     try {
-      return thread.findByKey(key) !== undefined;
+      return (await thread.findByKey(key)) !== undefined;
     } finally {
-      thread.close();
+      await thread.close();
     }
   }
 

@@ -241,6 +241,12 @@ export const RouteSchema = z.strictObject({
 export const XgwConfigSchema = z.strictObject({
   channels: z._default(z.array(ChannelConfigSchema), []),
   routes: z._default(z.array(RouteSchema), []),
+  /**
+   * Where hosts share a PostgreSQL store: how long a gateway's claim on a channel lasts unless its
+   * heartbeat (every third of it) renews it; another gateway takes the channel over once it
+   * lapses. Default: 30. Unused on SQLite (one host owns every channel).
+   */
+  channel_claim_seconds: z.optional(z.number().check(z.positive(), z.lte(3600))),
 });
 
 export type WebchatChannelConfig = z.output<typeof WebchatChannelSchema>;
@@ -348,7 +354,8 @@ export interface OutboundFile {
 export interface ChannelStatus {
   id: string;
   type: ChannelConfig['type'];
-  state: 'starting' | 'running' | 'stopped' | 'error';
+  /** `standby`: another host's gateway owns the channel (detail names it); this one takes it over if that one goes. */
+  state: 'starting' | 'running' | 'stopped' | 'error' | 'standby';
   detail?: string;
   /** In state `error`: why the last start failed, and how to fix it, apart (detail says both and more). */
   problem?: { message: string; fix?: string };

@@ -5,7 +5,7 @@ import { removeTreeContained } from '../../core/contained-fs.js';
 import { MANAGE_PREFIX, ManageRequestSchema, RESULT_PREFIX, resultName, type ManageRequest, type ManageResult } from '../../core/manage-requests.js';
 import { cliPath } from '../../core/package.js';
 import { takeRequests } from '../../core/turn-outbox.js';
-import { describeIssue } from '../../core/validate.js';
+import { describeIssue, OWN_WORDING } from '../../core/validate.js';
 import type { CallService, SandboxBind } from '../../pai/index.js';
 import { agentDir, listAgentIds, loadAgentConfig, type AgentDir } from '../agent-dir.js';
 import { commandOf, manageRights, refusal, type AskingTurn } from './manage-policy.js';
@@ -129,7 +129,7 @@ async function serveWaiting(turn: DoorTurn): Promise<void> {
 
 /** Judges and carries out one request as the model left it; never throws. */
 export async function carryOut(turn: Pick<DoorTurn, 'home' | 'dir' | 'ownerChat' | 'env'>, raw: unknown): Promise<ManageResult> {
-  const parsed = ManageRequestSchema.safeParse(raw);
+  const parsed = ManageRequestSchema.safeParse(raw, OWN_WORDING);
   if (!parsed.success) return failed(2, `the request is not one the runtime takes: ${parsed.error.issues.map(describeIssue).join('; ')}`, "see the command's --help");
   const request = parsed.data;
   let refused: ReturnType<typeof refusal>;

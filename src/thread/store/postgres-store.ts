@@ -10,6 +10,8 @@ import type { ConsumerInfo, PeekOptions, PopOptions, PushInput, SubscribeOptions
 import { POSTGRES_DIALECT } from './postgres-filter.js';
 import { ensureSchema } from './postgres-schema.js';
 import { connectPostgres, postgresFailure } from './postgres-connect.js';
+import { postgresPlacements } from './placements.js';
+import { PostgresLeases, THREADS_CHANNEL } from './postgres-leases.js';
 import type { AppendOptions, OpenStoredThreadOptions, RunOutcome, StoredConsumer, StoredEvent, StoredThread, ThreadDump, ThreadStore } from './types.js';
 
 type Tx = Sql | TransactionSql;
@@ -36,11 +38,19 @@ export async function createPostgresStore(url: string, options: { maxConnections
 
 class PostgresStore implements ThreadStore {
   readonly kind = 'postgres' as const;
+  readonly placements = postgresPlacements(this);
+  readonly leases: PostgresLeases;
   constructor(
     /** The pool; the store's threads query through `run` and `transaction`. */
     readonly sql: Sql,
     readonly location: string,
-  ) {}
+  ) {
+    this.leases = new PostgresLeases(sql, location);
+  }
+
+  listen(onThread: (thread: number) => void, onListening: () => void): Promise<{ unlisten(): Promise<void> }> {
+    return this.guard(() => this.sql.listen(THREADS_CHANNEL, (payload) => onThread(Number(payload)), onListening));
+  }
 
   async init(name: string): Promise<StoredThread> {
     const [row] = await this.guard(() => this.sql<{ thread: number }[]>`INSERT INTO theclaw.threads (name, created_at) VALUES (${name}, ${now()}) ON CONFLICT (name) DO NOTHING RETURNING thread`);
@@ -170,10 +180,18 @@ class PostgresThread implements StoredThread {
         created.push({ id, created_at: now(), source: event.source, type: event.type, subtype: event.subtype ?? null, content: event.content, idempotency_key: key });
         return { id, duplicate: false };
       });
-      if (created.length > 0) await insertEvents(tx, this.thread, created, last);
+      if (created.length > 0) {
+        await insertEvents(tx, this.thread, created, last);
+        await this.notify(tx);
+      }
       if (options.ack) await this.advance(tx, options.ack.consumer, (await this.ensureConsumer(tx, options.ack.consumer)).progress, options.ack.eventId);
       return results;
     });
+  }
+
+  async findByKey(key: string): Promise<number | undefined> {
+    const [row] = await this.guarded((sql) => sql<{ id: number }[]>`SELECT id FROM theclaw.events WHERE thread = ${this.thread} AND idempotency_key = ${key}`);
+    return row?.id;
   }
 
   async pop(consumer: string, options: PopOptions = {}): Promise<ThreadEvent[]> {
@@ -204,9 +222,10 @@ class PostgresThread implements StoredThread {
     await this.store.transaction(async (tx) => {
       const row = await this.ensureConsumer(tx, options.consumer);
       const renewed = !row.subscribed || row.handler !== options.handler || row.filter !== filter;
-      await tx`UPDATE theclaw.consumers SET subscribed = true, handler = ${options.handler}, filter = ${filter}, updated_at = ${now()} ${
+      await tx`UPDATE theclaw.consumers SET subscribed = true, handler = ${options.handler}, filter = ${filter}, run_on = ${options.runOn ?? null}, updated_at = ${now()} ${
         renewed ? tx`, failures = 0, last_error = NULL, retry_at = NULL` : tx``
       } WHERE thread = ${this.thread} AND consumer = ${options.consumer}`;
+      await this.notify(tx);
     });
   }
 
@@ -317,6 +336,14 @@ class PostgresThread implements StoredThread {
     return compiled;
   }
 
+  /**
+   * Tells the notifiers that LISTEN (on every host) that this thread has news, when the
+   * transaction commits: PostgreSQL's poke, as a push's poke on notifier's socket is SQLite's.
+   */
+  private async notify(tx: Tx): Promise<void> {
+    await tx`SELECT pg_notify(${THREADS_CHANNEL}, ${String(this.thread)})`;
+  }
+
   private async ensureConsumer(tx: Tx, consumer: string): Promise<ConsumerFields> {
     await tx`INSERT INTO theclaw.consumers (thread, consumer, updated_at) VALUES (${this.thread}, ${consumer}, ${now()}) ON CONFLICT (thread, consumer) DO NOTHING`;
     const [row] = await tx<ConsumerFields[]>`SELECT * FROM theclaw.consumers WHERE thread = ${this.thread} AND consumer = ${consumer} FOR UPDATE`;
@@ -345,7 +372,7 @@ class PostgresThread implements StoredThread {
       const { where, params } = this.where(row.progress, row.filter);
       pending = (await this.store.query<{ count: number }>(`SELECT COUNT(*) AS count FROM theclaw.events WHERE ${where}`, params))[0]!.count;
     }
-    return consumerInfo(row, pending, broken);
+    return hostLease(consumerInfo(row, pending, broken), row);
   }
 
   private gone(): ClawError {
@@ -361,6 +388,16 @@ function storable<T extends PushInput>(event: T): T {
     }
   }
   return event;
+}
+
+/**
+ * A lease taken by a host (postgres-leases.ts) is held until it expires, whatever its pid does on
+ * this machine: the holder may be another host's notifier.
+ */
+function hostLease(info: ConsumerInfo, row: ConsumerFields & { lease_host?: string | null; lease_expires?: Date | null }): ConsumerInfo {
+  if (!row.lease_host || row.lease_pid === null) return info;
+  const held = row.lease_expires !== null && row.lease_expires !== undefined && row.lease_expires.getTime() > Date.now();
+  return { ...info, lease: held ? { pid: row.lease_pid, start: row.lease_start, since: row.lease_since ?? '', host: row.lease_host } : null };
 }
 
 function now(): string {

@@ -6,6 +6,7 @@ import { RotatingFile } from '../../core/rotating-file.js';
 import { dbPath, openDatabase } from '../db.js';
 import { registerThread } from '../dispatch/registry.js';
 import { initThread, openThread, type Thread } from '../thread.js';
+import { localPlacements } from './placements.js';
 import type { OpenStoredThreadOptions, StoredConsumer, StoredEvent, StoredThread, ThreadDump, ThreadStore } from './types.js';
 
 /**
@@ -20,6 +21,7 @@ export function createSqliteStore(home: string): ThreadStore {
   return {
     kind: 'sqlite',
     location: home,
+    placements: localPlacements(home),
     init: async (name) => new SqliteThread(name, initThread(pathOf(name), { home })),
     open: async (name, options: OpenStoredThreadOptions = {}) => new SqliteThread(name, openThread(pathOf(name), { home, ...options })),
     list: async () => findThreads(home).sort(),
@@ -45,6 +47,7 @@ class SqliteThread implements StoredThread {
     this.path = thread.path;
   }
   append: StoredThread['append'] = async (inputs, options) => this.thread.append(inputs, options);
+  findByKey: StoredThread['findByKey'] = async (key) => this.thread.findByKey(key);
   pop: StoredThread['pop'] = async (consumer, options) => this.thread.pop(consumer, options);
   ack: StoredThread['ack'] = async (consumer, eventId) => this.thread.ack(consumer, eventId);
   peek: StoredThread['peek'] = async (options) => this.thread.peek(options);

@@ -78,6 +78,7 @@ for (const kind of ['sqlite', 'postgres'] as const) {
         { id: 3, duplicate: true },
       ]);
       expect((await thread.peek()).map((event) => event.content)).toEqual(['a', 'b', 'c']);
+      expect([await thread.findByKey('k2'), await thread.findByKey('k3')]).toEqual([3, undefined]);
     });
 
     it('gives appends from two connections at once ids without gaps, storing each key once', async () => {

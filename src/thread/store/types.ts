@@ -1,4 +1,6 @@
 import type { ProcessIdentity } from '../../core/process.js';
+import type { Placements } from './placements.js';
+import type { PostgresLeases } from './postgres-leases.js';
 import type { ConsumerInfo, PeekOptions, PopOptions, PushInput, SubscribeOptions, ThreadEvent, ThreadInfo } from '../types.js';
 
 /**
@@ -23,6 +25,16 @@ export interface ThreadStore {
   readonly kind: StoreKind;
   /** Where the threads are, for messages: the home, or the database URL without its password. */
   readonly location: string;
+  /** Which host runs an agent or owns a channel, and the hosts sharing the store (placements.ts). */
+  readonly placements: Placements;
+  /** PostgreSQL's: host-aware leases for notifiers on several hosts (postgres-leases.ts). */
+  readonly leases?: PostgresLeases;
+  /**
+   * PostgreSQL's: calls `onThread` with a thread's row key after each commit that appended to it
+   * or subscribed to it, on any host; `onListening` on each (re)connect, when notices may have
+   * been missed.
+   */
+  listen?(onThread: (thread: number) => void, onListening: () => void): Promise<{ unlisten(): Promise<void> }>;
   /** Creates a thread; one that exists is a `conflict`. */
   init(name: string): Promise<StoredThread>;
   /** Opens a thread; a missing one is `not_found` unless `create`. */
@@ -87,6 +99,8 @@ export interface StoredThread {
   readonly path: string;
   /** Appends events in one transaction; each result says whether its key had been seen. */
   append(inputs: readonly PushInput[], options?: AppendOptions): Promise<{ id: number; duplicate: boolean }[]>;
+  /** The id of the event stored under this idempotency key, if any. */
+  findByKey(key: string): Promise<number | undefined>;
   /** The consumer's next events after its progress, matching its filter (see `Thread.pop`). */
   pop(consumer: string, options?: PopOptions): Promise<ThreadEvent[]>;
   /** Moves the consumer's progress forward; returns the stored progress. */

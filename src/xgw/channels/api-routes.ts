@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { describeIssue } from '../../core/validate.js';
+import { describeIssue, OWN_WORDING } from '../../core/validate.js';
 import type { ChannelContext } from '../channel.js';
 import type { ApiChannelConfig, InboundMessage, InboundOutcome } from '../types.js';
 import { type Answer, ApiAnswers } from './api-answers.js';
@@ -197,7 +197,7 @@ function parseRequest(body: Buffer): ChatCompletionRequest {
   } catch {
     throw refuse(400, 'invalid_request_error', null, 'The body is not JSON: send a chat completion request, e.g. {"model": "admin", "messages": [{"role": "user", "content": "hi"}]}.');
   }
-  const parsed = ChatCompletionRequestSchema.safeParse(raw);
+  const parsed = ChatCompletionRequestSchema.safeParse(raw, OWN_WORDING);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     throw new Refusal({ status: 400, type: 'invalid_request_error', code: null, message: `Invalid request: ${describeIssue(issue)}.`, param: issue.path.map(String).join('.') });

@@ -1,0 +1,42 @@
+import { ClawError } from '../core/errors.js';
+import { hostName } from '../core/host.js';
+import { agentKey, openThreadStore, type ThreadStore } from '../thread/index.js';
+import { loadAgentConfig, requireAgent } from './agent-dir.js';
+
+/**
+ * Where an agent runs when hosts share a PostgreSQL store: on one host, which holds its directory
+ * (IDENTITY.md, memory, workdir) and whose notifier runs its turns. `placement: { host }` in its
+ * config names that host for its first start, which writes it to the store's placements as
+ * `agent:<id>` (no expiry); from then on that row decides (`agent move` changes it), and the agent
+ * is not started on any other host. On
+ * SQLite there is one host, and nothing to check.
+ */
+export async function placeAgent(home: string, id: string, env: NodeJS.ProcessEnv = process.env): Promise<void> {
+  const config = loadAgentConfig(requireAgent(home, id));
+  const store = await openThreadStore(home, env);
+  try {
+    if (store.kind === 'sqlite') return;
+    const here = hostName(home, env);
+    // The store's placement, once there is one, decides (agent move changes it); the config only the first.
+    const placed = await agentHost(store, id);
+    if (placed !== null && placed !== here) throw placedElsewhere(id, placed, here, `the placements in ${store.location}`);
+    const wanted = config.placement?.host ?? here;
+    if (placed === null && wanted !== here) throw placedElsewhere(id, wanted, here, 'its config.yaml');
+    await store.placements.seen(here, home);
+    const { claimed, placement } = await store.placements.claim(agentKey(id), here);
+    if (!claimed) throw placedElsewhere(id, placement.host, here, `the placements in ${store.location}`);
+  } finally {
+    await store.close();
+  }
+}
+
+/** The host an agent is placed on, per the store (this host on SQLite), or null where it was never started. */
+export async function agentHost(store: ThreadStore, id: string): Promise<string | null> {
+  return (await store.placements.get(agentKey(id)))?.host ?? null;
+}
+
+function placedElsewhere(id: string, host: string, here: string, where: string): ClawError {
+  return new ClawError('conflict', `agent ${id} is placed on host ${host} (${where}), not on this one (${here}), so it is not started here`, {
+    suggestion: `start it on ${host}, or move it here with: agent move ${id} --to ${here} (run on ${host})`,
+  });
+}

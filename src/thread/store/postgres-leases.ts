@@ -1,0 +1,138 @@
+import type { Sql } from 'postgres';
+import { compileFilter, parseFilter } from '../filter.js';
+import { POSTGRES_DIALECT } from './postgres-filter.js';
+import { postgresFailure } from './postgres-connect.js';
+
+/**
+ * The dispatch side of a PostgreSQL store shared by several hosts (issue 26 §2): which
+ * subscriptions are due, and leases that name a host and end at `lease_expires` unless their
+ * holder renews them. A lease is taken in one statement that locks the consumer's row with
+ * `FOR UPDATE SKIP LOCKED` and re-checks that it is due, so of two notifiers reaching for one
+ * subscription at once exactly one gets it; a dead host's lease is taken over once it expired.
+ *
+ * Due means: subscribed with a handler, events pending after its progress that match its filter,
+ * not waiting out a backoff (`retry_at`), no lease or an expired one, and `run_on` null or a
+ * placement of that key on this host that has not expired.
+ */
+export const THREADS_CHANNEL = 'theclaw_threads';
+
+/** A subscription a host may run now, as the look before the take found it. */
+export interface DueSubscription {
+  /** The thread's row key (what a NOTIFY on THREADS_CHANNEL carries). */
+  thread: number;
+  /** The thread's name (`threadName`). */
+  name: string;
+  consumer: string;
+  filter: string | null;
+}
+
+/** What a taken lease gives its holder: the row as it was taken. */
+export interface TakenLease {
+  handler: string;
+  progress: number;
+  failures: number;
+}
+
+/** A lease this host holds, to renew or release. */
+export interface HeldLease {
+  thread: number;
+  consumer: string;
+  pid: number;
+}
+
+export interface LeaseHolder {
+  host: string;
+  pid: number;
+  /** How long a lease lasts unless renewed. */
+  ttlMs: number;
+}
+
+/** The due clause over `consumers c`; $1 is the host, $2 the time in epoch ms (retry_at's unit). */
+const DUE = `c.subscribed AND c.handler IS NOT NULL
+  AND (c.retry_at IS NULL OR c.retry_at <= $2::bigint)
+  AND (c.lease_expires IS NULL OR c.lease_expires < now())
+  AND (c.run_on IS NULL OR EXISTS (
+    SELECT 1 FROM theclaw.placements p WHERE p.key = c.run_on AND p.host = $1 AND (p.expires_at IS NULL OR p.expires_at > now())))`;
+
+const CLEAR_LEASE = 'lease_host = NULL, lease_pid = NULL, lease_start = NULL, lease_since = NULL, lease_expires = NULL';
+
+export class PostgresLeases {
+  constructor(
+    private readonly sql: Sql,
+    private readonly location: string,
+  ) {}
+
+  /**
+   * Subscriptions due for `host` with any event after their progress (the filter is the take's
+   * to check: it is compiled per consumer), in `threads` or in all.
+   */
+  async due(host: string, threads: number[] | null = null): Promise<DueSubscription[]> {
+    const params: unknown[] = [host, Date.now()];
+    if (threads) params.push(threads);
+    return this.query<DueSubscription>(
+      `SELECT c.thread, t.name, c.consumer, c.filter FROM theclaw.consumers c JOIN theclaw.threads t ON t.thread = c.thread
+       WHERE ${DUE} ${threads ? 'AND c.thread = ANY($3::bigint[])' : ''}
+         AND EXISTS (SELECT 1 FROM theclaw.events e WHERE e.thread = c.thread AND e.id > c.progress)
+       ORDER BY c.retry_at NULLS FIRST, c.thread, c.consumer`,
+      params,
+    );
+  }
+
+  /**
+   * Takes the subscription's lease for `holder` if it is (still) due, with the filter the look
+   * saw (a subscribe that changed it meanwhile makes this miss; the next look sees the new one).
+   * Null when it is not due or another host holds or is taking it.
+   */
+  async take(subscription: DueSubscription, holder: LeaseHolder): Promise<TakenLease | null> {
+    const filter = subscription.filter === null ? null : compileFilter(parseFilter(subscription.filter), POSTGRES_DIALECT, 9);
+    const rows = await this.query<TakenLease>(
+      `WITH due AS (
+         SELECT c.thread, c.consumer FROM theclaw.consumers c
+         WHERE c.thread = $3 AND c.consumer = $4 AND c.filter IS NOT DISTINCT FROM $5::text AND ${DUE}
+           AND EXISTS (SELECT 1 FROM theclaw.events e WHERE e.thread = c.thread AND e.id > c.progress${filter ? ` AND (${filter.sql})` : ''})
+         FOR UPDATE OF c SKIP LOCKED)
+       UPDATE theclaw.consumers u SET lease_host = $1, lease_pid = $6, lease_start = NULL, lease_since = $7,
+         lease_expires = now() + $8::bigint * interval '1 millisecond'
+       FROM due WHERE u.thread = due.thread AND u.consumer = due.consumer
+       RETURNING u.handler, u.progress, u.failures`,
+      [holder.host, Date.now(), subscription.thread, subscription.consumer, subscription.filter, holder.pid, new Date().toISOString(), holder.ttlMs, ...(filter?.params ?? [])],
+    );
+    return rows[0] ?? null;
+  }
+
+  /** Moves the held leases' expiry on; returns the ones still held (a lease missing was lost). */
+  async renew(host: string, leases: readonly HeldLease[], ttlMs: number): Promise<HeldLease[]> {
+    if (leases.length === 0) return [];
+    return this.query<HeldLease>(
+      `UPDATE theclaw.consumers c SET lease_expires = now() + $2::bigint * interval '1 millisecond'
+       FROM unnest($3::bigint[], $4::text[], $5::int[]) AS held(thread, consumer, pid)
+       WHERE c.thread = held.thread AND c.consumer = held.consumer AND c.lease_host = $1 AND c.lease_pid = held.pid
+       RETURNING c.thread, c.consumer, c.lease_pid AS pid`,
+      [host, ttlMs, leases.map((l) => l.thread), leases.map((l) => l.consumer), leases.map((l) => l.pid)],
+    );
+  }
+
+  /** Gives the lease back if this holder still has it. */
+  async release(host: string, lease: HeldLease): Promise<void> {
+    await this.query(`UPDATE theclaw.consumers SET ${CLEAR_LEASE} WHERE thread = $1 AND consumer = $2 AND lease_host = $3 AND lease_pid = $4`, [lease.thread, lease.consumer, host, lease.pid]);
+  }
+
+  /** Ends every backoff (a wake): their failure counts stay. */
+  async retryAllNow(): Promise<void> {
+    await this.query('UPDATE theclaw.consumers SET retry_at = NULL WHERE retry_at IS NOT NULL', []);
+  }
+
+  /** The names of the threads with a subscription, sorted. */
+  async subscribedThreads(): Promise<string[]> {
+    const rows = await this.query<{ name: string }>('SELECT DISTINCT t.name FROM theclaw.consumers c JOIN theclaw.threads t ON t.thread = c.thread WHERE c.subscribed ORDER BY t.name', []);
+    return rows.map((row) => row.name);
+  }
+
+  private async query<T extends object>(text: string, params: unknown[]): Promise<T[]> {
+    try {
+      return [...(await this.sql.unsafe<T[]>(text, params as never[], { prepare: true }))];
+    } catch (error) {
+      throw postgresFailure(error, this.location);
+    }
+  }
+}
