@@ -35,6 +35,7 @@ import { startFormSite } from '../src/testing/form-site.js';
 import { askAgentBrowser, askBrowserService, browserProfileDir } from '../src/browser/index.js';
 import { browserMemoryBytes } from '../src/browser/memory.js';
 import { daemonHolder, stopDaemonProcess } from '../src/core/daemon.js';
+import { benchHosts, onPostgres, SQLITE, stopPostgres, type StoreUnderTest } from './postgres.js';
 import { cpuSeconds, daemonPid, figures, median, now, percentile, processTree, record, rssMb, totalRssMb, waitUntil } from './measure.js';
 
 const home = mkdtempSync(join(tmpdir(), 'theclaw-bench-'));
@@ -299,8 +300,8 @@ async function benchPipelineLatency(): Promise<void> {
  * 40 messages one after another; the CPU of every process of the system (daemons, their
  * children, reaped or alive) over those 40, per message.
  */
-async function benchWebchatWarm(): Promise<void> {
-  const system = await startSystem({ logLevel: 'info' });
+async function benchWebchatWarm(store: StoreUnderTest = SQLITE): Promise<void> {
+  const system = await startSystem({ logLevel: 'info', env: store.env });
   let ws: WebSocket | undefined;
   try {
     const status = await system.xgwStatus();
@@ -323,7 +324,7 @@ async function benchWebchatWarm(): Promise<void> {
       return replies.get(id)! - sentAt;
     };
     for (let i = 0; i < 5; i++) await ask(`warm-${i}`);
-    const roots = [daemonPid(system.home, 'notifier'), daemonPid(system.home, 'xgw')];
+    const roots = [daemonPid(system.home, 'notifier'), daemonPid(system.home, 'xgw'), ...store.serverPids()];
     const cpuBefore = cpuSeconds(processTree(roots));
     const latencies: number[] = [];
     const count = 40;
@@ -331,9 +332,10 @@ async function benchWebchatWarm(): Promise<void> {
     // Deliveries acknowledge after the page has the reply: let the last one finish.
     await new Promise((resolve) => setTimeout(resolve, 500));
     const cpu = (cpuSeconds(processTree(roots)) - cpuBefore) / count;
-    record('web chat, warm: message to reply on the page, zero-latency model, queue mode followup (p50 of 40)', median(latencies), 'ms', { atMost: 150 });
-    record('web chat, warm: message to reply on the page, zero-latency model, queue mode followup (p95 of 40)', percentile(latencies, 95), 'ms', { atMost: 300 });
-    record('web chat, warm: CPU of every process of the system per message', cpu, 'CPU-s', { atMost: 0.15 });
+    record(`web chat, warm: message to reply on the page, zero-latency model, queue mode followup (p50 of 40)${store.label}`, median(latencies), 'ms', { atMost: 150 });
+    record(`web chat, warm: message to reply on the page, zero-latency model, queue mode followup (p95 of 40)${store.label}`, percentile(latencies, 95), 'ms', { atMost: 300 });
+    record(`web chat, warm: CPU of every process of the system per message${store.label}`, cpu, 'CPU-s', { atMost: 0.15 });
+    if (store !== SQLITE) return; // queue modes do not depend on the store
     await benchCollect(
       ask,
       (id, text) => ws!.send(JSON.stringify({ type: 'message', id, text })),
@@ -407,8 +409,8 @@ async function benchApiWarm(): Promise<void> {
  * model): the peak resident memory of every process of the system while they are answered (RSS
  * sampled every 50 ms, shared pages counted in each process), and when the last reply was sent.
  */
-async function benchHundredAgents(): Promise<void> {
-  const system = await startSystem({ logLevel: 'info' });
+async function benchHundredAgents(store: StoreUnderTest = SQLITE): Promise<void> {
+  const system = await startSystem({ logLevel: 'info', env: store.env });
   try {
     const agents = Array.from({ length: 100 }, (_, i) => `a${i + 1}`);
     for (const id of agents) {
@@ -420,7 +422,7 @@ async function benchHundredAgents(): Promise<void> {
     writeFileSync(join(system.home, 'xgw', 'config.yaml'), config);
     await system.must('xgw', ['stop']);
     await system.must('xgw', ['start']);
-    const roots = [daemonPid(system.home, 'notifier'), daemonPid(system.home, 'xgw')];
+    const roots = [daemonPid(system.home, 'notifier'), daemonPid(system.home, 'xgw'), ...store.serverPids()];
     let peak = totalRssMb(processTree(roots));
     const sampler = setInterval(() => (peak = Math.max(peak, totalRssMb(processTree(roots)))), 50);
     const started = now();
@@ -433,8 +435,8 @@ async function benchHundredAgents(): Promise<void> {
     const seconds = (now() - started) / 1000;
     const chats = new Set(system.telegram.sent.map((sent) => String(sent.chat_id)));
     if (chats.size !== 100) throw new Error(`100 replies went to ${chats.size} chats`);
-    record('100 messages at once to 100 agents: peak RSS of every process of the system', peak, 'MB', { atMost: 1000 });
-    record('100 messages at once to 100 agents: last reply sent', seconds, 's', { atMost: 10 });
+    record(`100 messages at once to 100 agents: peak RSS of every process of the system${store.label}`, peak, 'MB', { atMost: 1000 });
+    record(`100 messages at once to 100 agents: last reply sent${store.label}`, seconds, 's', { atMost: 10 });
   } finally {
     await system.stop();
   }
@@ -691,10 +693,14 @@ const benches: [string, () => unknown][] = [
   ['policy', benchPolicy],
   ['web-fetch', benchWebFetch],
   ['browser', benchBrowser],
+  ['postgres-webchat-warm', () => onPostgres('webchat', benchWebchatWarm)],
+  ['postgres-hundred-agents', () => onPostgres('hundred', benchHundredAgents)],
+  ['postgres-hosts', benchHosts],
 ];
 try {
   for (const [name, bench] of benches) if (!process.env.BENCH_ONLY || name.includes(process.env.BENCH_ONLY)) await bench();
 } finally {
+  await stopPostgres();
   if (!process.env.THECLAW_KEEP_HOME) rmSync(home, { recursive: true, force: true });
 }
 writeFileSync(1, JSON.stringify({ machine: { cpus: (await import('node:os')).cpus().length, node: process.version }, figures }, null, 2) + '\n');

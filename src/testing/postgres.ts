@@ -1,6 +1,6 @@
 import { freePort } from './free-port.js';
 import { execFile } from 'node:child_process';
-import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -17,8 +17,18 @@ export interface PostgresCluster {
   readonly url: string;
   /** Creates a database and returns its URL. */
   createDatabase(name: string): Promise<string>;
+  /** The server's main process (its connections' processes are its children), for the bench's CPU and memory. */
+  serverPid(): number;
   /** Stops the server at once and removes its files; safe to call twice. */
   stop(): Promise<void>;
+}
+
+export interface PostgresOptions {
+  /**
+   * PostgreSQL's own durability (fsync, synchronous commit), as a real deployment runs it: for
+   * the bench, which sets it against SQLite's. Default: off, a test's data need not outlive it.
+   */
+  durable?: boolean;
 }
 
 const run = promisify(execFile);
@@ -43,7 +53,7 @@ export function postgresUnavailable(): string | null {
 /** A test name's note: which tests skip here, and why. */
 export const NEEDS_POSTGRES = `needs PostgreSQL${postgresUnavailable() ? `: ${postgresUnavailable()}` : ''}`;
 
-export async function startPostgres(): Promise<PostgresCluster> {
+export async function startPostgres(options: PostgresOptions = {}): Promise<PostgresCluster> {
   const bin = postgresBin();
   if (bin === null) throw new Error(postgresUnavailable()!);
   const dir = mkdtempSync(join(tmpdir(), 'theclaw-pg-'));
@@ -68,7 +78,8 @@ export async function startPostgres(): Promise<PostgresCluster> {
   try {
     await pg('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '--encoding=UTF8', '--locale=C', '--no-sync']);
     const port = await freePort();
-    const settings = `-c listen_addresses=127.0.0.1 -p ${port} -k ${socket} -c fsync=off -c synchronous_commit=off -c full_page_writes=off`;
+    const durability = options.durable ? '' : ' -c fsync=off -c synchronous_commit=off -c full_page_writes=off';
+    const settings = `-c listen_addresses=127.0.0.1 -p ${port} -k ${socket}${durability}`;
     await pg('pg_ctl', ['-D', data, '-l', join(dir, 'server.log'), '-o', settings, '-w', '-t', '60', 'start']);
     started = true;
     const url = (database: string) => `postgres://postgres@127.0.0.1:${port}/${database}`;
@@ -78,6 +89,7 @@ export async function startPostgres(): Promise<PostgresCluster> {
         await pg('psql', ['-h', socket, '-p', String(port), '-U', 'postgres', '-d', 'postgres', '-q', '-c', `CREATE DATABASE "${name}"`]);
         return url(name);
       },
+      serverPid: () => Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]),
       stop,
     };
   } catch (error) {
