@@ -176,6 +176,11 @@ class PostgresThread implements StoredThread {
     });
   }
 
+  async findByKey(key: string): Promise<number | undefined> {
+    const [row] = await this.store.query<{ id: number }>('SELECT id FROM theclaw.events WHERE thread = $1 AND idempotency_key = $2', [this.thread, key]);
+    return row?.id;
+  }
+
   async pop(consumer: string, options: PopOptions = {}): Promise<ThreadEvent[]> {
     checkConsumer(consumer);
     return this.store.transaction(async (tx) => {

@@ -45,6 +45,7 @@ class SqliteThread implements StoredThread {
     this.path = thread.path;
   }
   append: StoredThread['append'] = async (inputs, options) => this.thread.append(inputs, options);
+  findByKey: StoredThread['findByKey'] = async (key) => this.thread.findByKey(key);
   pop: StoredThread['pop'] = async (consumer, options) => this.thread.pop(consumer, options);
   ack: StoredThread['ack'] = async (consumer, eventId) => this.thread.ack(consumer, eventId);
   peek: StoredThread['peek'] = async (options) => this.thread.peek(options);

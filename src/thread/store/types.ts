@@ -87,6 +87,8 @@ export interface StoredThread {
   readonly path: string;
   /** Appends events in one transaction; each result says whether its key had been seen. */
   append(inputs: readonly PushInput[], options?: AppendOptions): Promise<{ id: number; duplicate: boolean }[]>;
+  /** The id of the event appended with this idempotency key, if there is one. */
+  findByKey(key: string): Promise<number | undefined>;
   /** The consumer's next events after its progress, matching its filter (see `Thread.pop`). */
   pop(consumer: string, options?: PopOptions): Promise<ThreadEvent[]>;
   /** Moves the consumer's progress forward; returns the stored progress. */
