@@ -414,8 +414,8 @@ async function benchHundredAgents(store: StoreUnderTest = SQLITE): Promise<void>
   try {
     const agents = Array.from({ length: 100 }, (_, i) => `a${i + 1}`);
     for (const id of agents) {
-      initAgent(system.home, id);
-      startAgent(system.home, id);
+      await initAgent(system.home, id);
+      await startAgent(system.home, id);
     }
     const routes = agents.map((id, i) => `  - { channel: "telegram:main", peer: "${7000 + i}", agent: ${id} }`).join('\n');
     const config = readFileSync(join(system.home, 'xgw', 'config.yaml'), 'utf8').replace('routes:\n', `routes:\n${routes}\n`);
@@ -530,7 +530,7 @@ async function benchSandbox(): Promise<void> {
     console.error('skip sandbox: bubblewrap is not installed (apt-get install bubblewrap)');
     return;
   }
-  const dir = initAgent(home, 'sandboxed');
+  const dir = await initAgent(home, 'sandboxed');
   // A peer's direct chat: the narrowest sandbox, with the most binds.
   const route = routeMessage(dir, 'per-peer', 'external:telegram:main:dm:42:42');
   const scope = messageScope(dir, route, false);

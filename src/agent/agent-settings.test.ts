@@ -7,9 +7,9 @@ import { initAgent } from './lifecycle.js';
 
 let t: TestHome;
 
-beforeEach(() => {
+beforeEach(async () => {
   t = createTestHome();
-  initAgent(t.home, 'gardener');
+  await initAgent(t.home, 'gardener');
 });
 
 afterEach(() => t.cleanup());

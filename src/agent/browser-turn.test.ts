@@ -15,7 +15,7 @@ let site: FormSite;
 
 beforeEach(async () => {
   t = createTestHome();
-  initAgent(t.home, 'helper');
+  await initAgent(t.home, 'helper');
   mkdirSync(join(t.home, 'web'), { recursive: true });
   writeFileSync(join(t.home, 'web', 'config.yaml'), 'allow_private: ["127.0.0.1"]\n');
   site = await startFormSite();
@@ -40,7 +40,7 @@ describe('browser in a turn', { timeout: 180_000 }, () => {
     try {
       writeFakePaiConfig(t.home, server, { contextWindow: 100_000 });
       const owner = formatAddress({ kind: 'external', channelType: 'terminal', instance: 'local', conversationType: 'dm', conversationId: userInfo().username, peerId: userInfo().username });
-      sendToAgent(t.home, 'helper', { text: 'What is on the booking page?', source: owner });
+      await sendToAgent(t.home, 'helper', { text: 'What is on the booking page?', source: owner });
       expect(await runAgent('helper', { home: t.home, env: t.env })).toMatchObject({ handled: 1, replied: 1 });
       const calls = server.requests.filter((request) => request.path === '/v1/chat/completions');
       // What the commands printed, as the model's last request carries it.

@@ -26,7 +26,7 @@ const person = (peer = 'ann') => formatAddress({ kind: 'external', channelType: 
 
 beforeEach(async () => {
   t = createTestHome();
-  dir = initAgent(t.home, 'helper');
+  dir = await initAgent(t.home, 'helper');
   server = await startFakeOpenAI();
   writeFakePaiConfig(t.home, server, { modelFields: 'cost: { input: 1000, output: 2000 }' });
 });
@@ -56,15 +56,15 @@ function setAgentConfig(patch: Record<string, unknown>): void {
 
 describe('chat commands: answered without the model', () => {
   it('answers /help, /status and /usage from the runtime, as replies to the command, and gives /x to the model', async () => {
-    send('hello');
+    await send('hello');
     await run();
     expect(completions()).toHaveLength(1);
     const [usage] = records<UsageRecord>('usage');
 
-    send('/help');
-    send('/status');
-    send('/usage@some_bot');
-    send('still here'); // waits behind /status in the inbox
+    await send('/help');
+    await send('/status');
+    await send('/usage@some_bot');
+    await send('still here'); // waits behind /status in the inbox
     expect(await run()).toEqual({ handled: 4, replied: 4, errors: 0 });
     expect(completions()).toHaveLength(2); // only for 'still here'
 
@@ -91,7 +91,7 @@ describe('chat commands: answered without the model', () => {
     // Each outcome is keyed like a model's reply: a crash and rerun answers no command twice.
     expect(await run()).toEqual({ handled: 0, replied: 0, errors: 0 });
 
-    send('/x marks the spot');
+    await send('/x marks the spot');
     await run();
     expect(completions()).toHaveLength(3);
     expect(lastReply()).toBe('echo: /x marks the spot');
@@ -106,10 +106,10 @@ describe('chat commands: answered without the model', () => {
   });
 
   it('/reset starts a fresh conversation in the same thread: the old messages stay, the next call does not see them, nothing is saved', async () => {
-    send('my name is Ann');
+    await send('my name is Ann');
     await run();
     writeFileSync(threadSummary(), 'EARLIER-SUMMARY: Ann likes tea\n');
-    send('/reset');
+    await send('/reset');
     await run();
     expect(completions()).toHaveLength(1);
     expect(lastReply()).toBe('Started a new conversation. Nothing of the old one was saved.');
@@ -119,7 +119,7 @@ describe('chat commands: answered without the model', () => {
     expect(readdirSync(join(dir.memory, 'archive')).map((name) => readFileSync(join(dir.memory, 'archive', name), 'utf8'))).toEqual(['EARLIER-SUMMARY: Ann likes tea\n']);
     expect(existsSync(join(dir.memory, 'conversations'))).toBe(false);
 
-    send('what is my name?');
+    await send('what is my name?');
     await run();
     const next = completions().at(-1)!;
     expect(conversation(next)).toEqual([['user', 'what is my name?']]);
@@ -129,11 +129,11 @@ describe('chat commands: answered without the model', () => {
   });
 
   it('/new saves a summary of the old conversation to memory with the summariser, then starts a fresh one', async () => {
-    send('my name is Ann');
+    await send('my name is Ann');
     await run();
     writeFileSync(threadSummary(), 'EARLIER-SUMMARY: Ann likes tea\n');
     server.enqueue({ kind: 'text', text: 'SUMMARY: the user is Ann, who likes tea.' });
-    send('/new');
+    await send('/new');
     await run();
 
     // One call, the summariser's, with the earlier summary and the turns since.
@@ -156,12 +156,12 @@ describe('chat commands: answered without the model', () => {
     expect(existsSync(threadSummary())).toBe(false);
 
     // A /new right after: nothing to summarise, no call.
-    send('/new');
+    await send('/new');
     await run();
     expect(completions()).toHaveLength(2);
     expect(lastReply()).toBe('Started a new conversation. The old one was empty: there was nothing to save.');
 
-    send('what is my name?');
+    await send('what is my name?');
     await run();
     const next = completions().at(-1)!;
     expect(conversation(next)).toEqual([['user', 'what is my name?']]);
@@ -172,24 +172,24 @@ describe('chat commands: answered without the model', () => {
   it('starts the history after the later of the last compaction and the last reset, and compacts only the fresh conversation', async () => {
     setAgentConfig({ context: { recent_messages: 2, keep_recent: 1, compaction_threshold: 0.7 } });
     for (const text of ['one', 'two', 'three']) {
-      send(text);
+      await send(text);
       await run();
     }
     expect(records('compaction')).toHaveLength(1);
     expect(existsSync(threadSummary())).toBe(true);
-    send('/reset');
+    await send('/reset');
     await run();
-    send('four');
+    await send('four');
     await run();
     expect(conversation(completions().at(-1)!)).toEqual([['user', 'four']]);
-    send('five');
+    await send('five');
     await run();
     expect(conversation(completions().at(-1)!)).toEqual([
       ['user', 'four'],
       ['assistant', 'echo: four'],
       ['user', 'five'],
     ]);
-    send('six');
+    await send('six');
     await run();
     expect(records('compaction')).toHaveLength(2);
     const summariser = completions().filter(isSummariser).at(-1)!;
@@ -202,11 +202,11 @@ describe('chat commands: answered without the model', () => {
   });
 
   it('/new without a model saves the earlier summary as it is and says why', async () => {
-    send('my name is Ann');
+    await send('my name is Ann');
     await run();
     writeFileSync(threadSummary(), 'EARLIER-SUMMARY: Ann likes tea\n');
     setAgentConfig({ pai: { provider: 'nosuch', model: 'x' } });
-    send('/new');
+    await send('/new');
     expect(await run()).toEqual({ handled: 1, replied: 1, errors: 0 });
     expect(completions()).toHaveLength(1);
     const [reset] = records<ResetRecord>('reset');
@@ -224,12 +224,12 @@ describe('chat commands: /stop', () => {
     // `none`: the command writes its host pid in the home (a sandbox has its own pids).
     setAgentConfig({ sandbox: { profile: 'none' } });
     server.enqueue({ kind: 'tool_call', name: 'bash_exec', arguments: { command: `sleep 60 & echo $! > ${pidFile}; wait` } }, { kind: 'text', text: 'not reached' });
-    send('wait a minute');
+    await send('wait a minute');
     const running = run();
     const pid = Number(await waitFor(() => (existsSync(pidFile) ? readFileSync(pidFile, 'utf8').trim() : ''), 'the sleep to start'));
     expect(isAlive({ pid, start: null })).toBe(true);
 
-    const stopId = send('/stop');
+    const stopId = await send('/stop');
     const started = Date.now();
     // The /stop joins the running run, and is answered in it once the stopped turn ends, without the model.
     expect(await running).toEqual({ handled: 2, replied: 1, errors: 0 });
@@ -247,17 +247,17 @@ describe('chat commands: /stop', () => {
     expect(replies().map((reply) => reply.text)).toEqual(['Stopped.']);
     expect(completions()).toHaveLength(1);
 
-    send('/stop');
+    await send('/stop');
     await run();
     expect(lastReply()).toBe('Nothing is running.');
   });
 
   it('stops the turns of its conversation queued before it in the batch, and nothing else', async () => {
-    send('first');
-    send('second');
-    send('hello', person('bob'));
-    const stopId = send('/stop');
-    send('after the stop');
+    await send('first');
+    await send('second');
+    await send('hello', person('bob'));
+    const stopId = await send('/stop');
+    await send('after the stop');
     expect(await run()).toEqual({ handled: 5, replied: 3, errors: 0 });
     const [first, second] = inbound();
     expect(records<DecisionRecord>('decision')).toEqual([
@@ -271,14 +271,14 @@ describe('chat commands: /stop', () => {
 
   it("shows a person who is not the owner only their own conversation in /status: no model, no other conversation's usage, no queue", async () => {
     const peer = formatAddress({ kind: 'external', channelType: 'telegram', instance: 'main', conversationType: 'dm', conversationId: '5151', peerId: '5151' });
-    send('hello from the owner');
-    send('hello from a peer', peer);
+    await send('hello from the owner');
+    await send('hello from a peer', peer);
     await run();
     const ownUsage = records<UsageRecord>('usage', peer);
     expect(ownUsage).toHaveLength(1);
-    send('/status', peer);
-    send('/status');
-    send('still here'); // waits behind both in the inbox
+    await send('/status', peer);
+    await send('/status');
+    await send('still here'); // waits behind both in the inbox
     await run();
 
     const today = new Date().toISOString().slice(0, 10);

@@ -25,7 +25,7 @@ const peer = formatAddress({ kind: 'external', channelType: 'telegram', instance
 
 beforeEach(async () => {
   t = createTestHome();
-  dir = initAgent(t.home, 'helper');
+  dir = await initAgent(t.home, 'helper');
   server = await startFakeOpenAI();
   writeFakePaiConfig(t.home, server);
   // Two models at the fake provider: the agent (on pai's default) may use either.
@@ -51,36 +51,36 @@ const lastReply = (source = owner) =>
 
 describe('chat commands: /model', () => {
   it("lists the allowed models, switches this conversation's turns to one, shows it in /status, and /model default goes back", async () => {
-    send('/model');
+    await send('/model');
     await run();
     expect(lastReply().split('\n')).toEqual(["Model: fake/m1 (the agent's)", 'Allowed:', '- fake/m1', '- fake/m2', 'Switch with /model <name>; /model default goes back.']);
 
-    send('/model m2');
-    send('hello');
+    await send('/model m2');
+    await send('hello');
     await run();
     expect(lastModel()).toBe('m2');
-    send('/status');
+    await send('/status');
     await run();
     expect(lastReply().split('\n')[1]).toBe('Model: fake/m2');
 
     // Another conversation keeps the agent's model.
-    send('hello', peer);
+    await send('hello', peer);
     await run();
     expect(lastModel()).toBe('m1');
 
-    send('/model nosuch');
+    await send('/model nosuch');
     await run();
     expect(lastReply()).toBe("Error: nosuch is not one of this agent's models - pick one of: fake/m1, fake/m2");
-    send('/model default');
-    send('hello again');
+    await send('/model default');
+    await send('hello again');
     await run();
     expect(lastModel()).toBe('m1');
     expect(completions()).toHaveLength(3);
   });
 
   it('refuses /model to anyone but the owner, and their turns keep the model', async () => {
-    send('/model fake/m2', peer);
-    send('hi', peer);
+    await send('/model fake/m2', peer);
+    await send('hi', peer);
     await run();
     expect(lastModel()).toBe('m1');
     const texts = threadEvents(t.home, routeMessage(dir, 'per-peer', peer).path, "type = 'message' AND source = 'self'").map((event) => parseMessageContent(event.content).text);
@@ -90,31 +90,31 @@ describe('chat commands: /model', () => {
 
 describe('chat commands: /think', () => {
   it("asks this conversation's turns for pi-ai's reasoning level, shows it in /status, and /think off stops asking", async () => {
-    send('hello');
+    await send('hello');
     await run();
     expect(completions().at(-1)!.body.reasoning_effort).toBeUndefined();
 
-    send('/think high');
-    send('hello');
+    await send('/think high');
+    await send('hello');
     await run();
     expect(lastReply()).toBe('echo: hello');
     expect(completions().at(-1)!.body.reasoning_effort).toBe('high');
-    send('/status');
+    await send('/status');
     await run();
     expect(lastReply().split('\n')[2]).toBe('Thinking: high');
 
     // Another conversation is not asked to think; its person may not change that.
-    send('/think medium', peer);
-    send('hello', peer);
+    await send('/think medium', peer);
+    await send('hello', peer);
     await run();
     expect(completions().at(-1)!.body.reasoning_effort).toBeUndefined();
     expect(lastReply(peer)).toBe('echo: hello');
 
-    send('/think loud');
+    await send('/think loud');
     await run();
     expect(lastReply()).toBe('Error: loud is not a thinking level - use /think off|low|medium|high');
-    send('/think off');
-    send('hello');
+    await send('/think off');
+    await send('hello');
     await run();
     expect(completions().at(-1)!.body.reasoning_effort).toBeUndefined();
     expect(completions()).toHaveLength(4);
@@ -138,21 +138,21 @@ describe('chat commands: /verbose', () => {
   const shownCommands = () => told.flatMap((request) => (request.op === 'tool_progress' ? [(request as { command: string }).command] : []));
   const turnWith = async (command: string) => {
     server.enqueue({ kind: 'tool_call', name: 'bash_exec', arguments: { command } }, { kind: 'text', text: 'done' });
-    send('go');
+    await send('go');
     await run();
   };
 
   it('shows this chat the commands a turn runs until /verbose off, and again after /verbose on; /status says which', async () => {
     await turnWith('echo one');
     await waitFor(() => shownCommands().length === 1, 'the first command shown');
-    send('/verbose off');
+    await send('/verbose off');
     await run();
     expect(lastReply()).toBe('The commands the agent runs are no longer shown in this chat.');
     await turnWith('echo two');
-    send('/status');
+    await send('/status');
     await run();
     expect(lastReply().split('\n')[3]).toBe('Verbose: off');
-    send('/verbose on');
+    await send('/verbose on');
     await turnWith('echo three');
     await waitFor(() => shownCommands().length >= 2, 'the third command shown');
     expect(shownCommands()).toEqual(['echo one', 'echo three']);
@@ -164,11 +164,11 @@ describe('chat commands: /compact', () => {
     const config = parse(readFileSync(dir.config, 'utf8')) as Record<string, unknown>;
     writeFileSync(dir.config, stringify({ ...config, context: { keep_recent: 1 } }));
     for (const text of ['one', 'two']) {
-      send(text);
+      await send(text);
       await run();
     }
     server.enqueue({ kind: 'text', text: 'SUMMARY: the user counted to two.' });
-    send('/compact keep every number');
+    await send('/compact keep every number');
     await run();
     const summariser = completions().at(-1)!;
     const messages = summariser.body.messages as { role: string; content: string }[];
@@ -176,7 +176,7 @@ describe('chat commands: /compact', () => {
     expect(messages[1]!.content).toBe('Conversation to add:\nUser: one\nAssistant: echo: one\nUser: two');
     expect(lastReply()).toMatch(/^Compacted the conversation up to its last message into its summary \(memory\/thread-.+\.md, 33 characters\)\.$/);
 
-    send('three');
+    await send('three');
     await run();
     const next = completions().at(-1)!;
     expect((next.body.messages as { role: string; content: string }[]).filter((message) => message.role !== 'system').map((message) => message.content)).toEqual(['echo: two', 'three']);

@@ -104,12 +104,12 @@ describe('chatCommandOf', () => {
   });
 });
 
-describe('withoutChatCommands', () => {
+describe('withoutChatCommands', async () => {
   const person = formatAddress({ kind: 'external', channelType: 'terminal', instance: 'local', conversationType: 'dm', conversationId: 'ann', peerId: 'ann' });
   const test = useTestThread();
   const push = (source: string, fields: Record<string, unknown>) => test.thread.push({ source, type: 'message', content: JSON.stringify({ attachments: [], ...fields }) });
 
-  it('drops the commands and the answers to them, also when the command lies before the events, and keeps the rest', () => {
+  it('drops the commands and the answers to them, also when the command lies before the events, and keeps the rest', async () => {
     const reset = push(person, { text: '/reset' });
     push('self', { text: 'Started a new conversation.', in_reply_to: reset });
     const question = push(person, { text: 'what is 6*7?' });
@@ -118,7 +118,7 @@ describe('withoutChatCommands', () => {
     push('self', { text: 'Model: fake/m1', in_reply_to: status });
     push(person, { text: '/x is not a command' });
     const eventsAfter = (id: number) => test.thread.peek({ afterId: id });
-    expect(withoutChatCommands(test.thread, eventsAfter(reset)).map((event) => parseMessageContent(event.content).text)).toEqual(['what is 6*7?', '42', '/x is not a command']);
-    expect(withoutChatCommands(test.thread, eventsAfter(0))).toEqual(withoutChatCommands(test.thread, eventsAfter(reset)));
+    expect((await withoutChatCommands(test.stored, eventsAfter(reset))).map((event) => parseMessageContent(event.content).text)).toEqual(['what is 6*7?', '42', '/x is not a command']);
+    expect(await withoutChatCommands(test.stored, eventsAfter(0))).toEqual(await withoutChatCommands(test.stored, eventsAfter(reset)));
   });
 });

@@ -1,6 +1,6 @@
 import { parseAddress } from '../core/address.js';
 import { parseMessageContent } from '../core/message.js';
-import type { Thread, ThreadEvent } from '../thread/index.js';
+import type { StoredThread, ThreadEvent } from '../thread/index.js';
 
 /**
  * Chat commands: a person's message that the runtime answers itself, without the model.
@@ -68,13 +68,19 @@ export function chatCommandOf(event: Pick<ThreadEvent, 'source' | 'content'>): C
  * is what the model took part in (a `/status` and its figures are not). An answer is known by the
  * message it answers, which may lie before `events` (the `/new` a history starts after).
  */
-export function withoutChatCommands(thread: Thread, events: readonly ThreadEvent[]): ThreadEvent[] {
+export async function withoutChatCommands(thread: StoredThread, events: readonly ThreadEvent[]): Promise<ThreadEvent[]> {
   const byId = new Map(events.map((event) => [event.id, event]));
   const isCommand = (event: ThreadEvent | undefined) => event !== undefined && event.type === 'message' && chatCommandOf(event) !== null;
+  // The commands answered whose message lies before `events`: read from the thread, each once.
+  const earlier = [...new Set(events.filter((event) => event.source === 'self').map(inReplyTo))].filter((id) => id > 0 && !byId.has(id));
+  for (const id of earlier) {
+    const found = (await thread.peek({ afterId: id - 1, limit: 1 })).find((event) => event.id === id);
+    if (found) byId.set(id, found);
+  }
   const answersCommand = (event: ThreadEvent) => {
     if (event.source !== 'self') return false;
     const id = inReplyTo(event);
-    return id > 0 && isCommand(byId.get(id) ?? thread.peek({ afterId: id - 1, limit: 1 }).find((found) => found.id === id));
+    return id > 0 && isCommand(byId.get(id));
   };
   return events.filter((event) => !isCommand(event) && !answersCommand(event));
 }

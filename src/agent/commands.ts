@@ -34,7 +34,7 @@ export async function start(id: string, options: Json): Promise<void> {
   if (await relayed({ action: 'agent_start', agent: id, json: options.json })) return;
   const home = resolveHome();
   await (await import('./placement.js')).placeAgent(home, id);
-  (await lifecycle()).startAgent(home, id);
+  await (await lifecycle()).startAgent(home, id);
   const heartbeat = await heartbeatTimer(home, id);
   if (options.json) printJson({ id, started: true });
   else printLines([`started ${id} (notifier runs it when messages arrive; is notifier running? notifier status)`]);
@@ -55,7 +55,7 @@ async function heartbeatTimer(home: string, id: string): Promise<string | null> 
 
 export async function stop(id: string, options: Json): Promise<void> {
   if (await relayed({ action: 'agent_stop', agent: id, json: options.json })) return;
-  const was = (await lifecycle()).stopAgent(resolveHome(), id);
+  const was = await (await lifecycle()).stopAgent(resolveHome(), id);
   if (options.json) printJson({ id, started: false, was_started: was });
   else printLines([was ? `stopped ${id} (its messages wait until: agent start ${id})` : `${id} was not started`]);
 }
@@ -64,14 +64,14 @@ export async function status(id: string | undefined, options: Json): Promise<voi
   if (await relayed({ action: 'agent_status', agent: id, json: options.json })) return;
   const home = resolveHome();
   const { agentStatus, listAgents } = await lifecycle();
-  const rows = id ? [agentStatus(home, id)] : listAgents(home);
+  const rows = id ? [await agentStatus(home, id)] : await listAgents(home);
   if (options.json) return printJson(id ? rows[0] : rows);
   printLines(rows.length ? rows.flatMap((a) => [describe(a), ...a.damaged.map((d) => `  DAMAGED ${describeDamage(d)}`)]) : ['no agents yet: agent init <id>']);
 }
 
 export async function list(options: Json): Promise<void> {
   if (await relayed({ action: 'agent_list', json: options.json })) return;
-  const rows = (await lifecycle()).listAgents(resolveHome());
+  const rows = await (await lifecycle()).listAgents(resolveHome());
   if (options.json) return printJson(rows.map(({ id, kind, started, model }) => ({ id, kind, started, model })));
   printLines(rows.length ? rows.map((a) => `${a.id}  ${a.kind}  ${a.started ? 'started' : 'stopped'}  ${a.model}`) : ['no agents yet: agent init <id>']);
 }
@@ -126,7 +126,7 @@ export async function send(id: string, options: Json & { text: string; source?: 
     return;
   }
   const { defaultSource, sendToAgent, whereAnswerGoes } = await import('./send.js');
-  const eventId = sendToAgent(resolveHome(), id, options);
+  const eventId = await sendToAgent(resolveHome(), id, options);
   if (options.json) return printJson({ id: eventId });
   printLines([String(eventId)]);
   // stdout stays the event id alone, for scripts.

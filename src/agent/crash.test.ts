@@ -46,7 +46,7 @@ const step = (request: RecordedRequest): FakeStep => (holding !== null && lastUs
 
 beforeEach(async () => {
   t = createTestHome();
-  dir = initAgent(t.home, 'helper');
+  dir = await initAgent(t.home, 'helper');
   holding = null;
   server = await startFakeOpenAI({ defaultStep: step });
   writeFakePaiConfig(t.home, server, { timeoutSeconds: 20 });
@@ -92,9 +92,9 @@ const asked = (text: string) => server.requests.filter((request) => lastUser(req
 
 describe('agent run after SIGKILL', () => {
   it('answers every message exactly once after being killed during its model call', async () => {
-    send('first');
-    send('second');
-    send('third');
+    await send('first');
+    await send('second');
+    await send('third');
     holding = 'first';
     const { child, exited } = startRun();
     await waitFor(() => asked('first') === 1, 'the model call for the first message');
@@ -118,8 +118,8 @@ describe('agent run after SIGKILL', () => {
   it('does not answer again a message whose reply was stored before the kill, when its ack could not be', async () => {
     // The inbox's first message (peer a) is slow; the second (peer b) is answered meanwhile, in its
     // own thread. Its ack must wait for the first, so the kill leaves it answered but unacknowledged.
-    send('slow question', terminal('a'));
-    send('quick question', terminal('b'));
+    await send('slow question', terminal('a'));
+    await send('quick question', terminal('b'));
     holding = 'slow question';
     const { child, exited } = startRun();
     const pathB = routeMessage(dir, 'per-peer', terminal('b')).path;
@@ -160,8 +160,8 @@ const texts = (path: string) => events(path).map((event) => [event.source === 's
 describe('a turn that kills its run', () => {
   it('is given up with an error notice after turn.max_attempts runs died during it, without another model call; the messages behind it are answered', async () => {
     setAgentConfig({ turn: { timeout_seconds: 60, max_attempts: 3 } });
-    send('poison');
-    send('after it');
+    await send('poison');
+    await send('after it');
     holding = 'poison';
     for (let run = 1; run <= 3; run++) {
       const { child, exited } = startRun();
@@ -190,7 +190,7 @@ describe('a turn that kills its run', () => {
 
   it('does not count a run that failed because the model was unavailable', async () => {
     setAgentConfig({ turn: { timeout_seconds: 60, max_attempts: 1 } });
-    send('during an outage');
+    await send('during an outage');
     holding = null;
     server.enqueue({ kind: 'error', status: 503 }, { kind: 'error', status: 503 }, { kind: 'error', status: 503 });
     const down = await runTool('agent', ['run', 'helper'], t.env);
@@ -206,7 +206,7 @@ describe('a turn that kills its run', () => {
     const pidFile = join(t.home, 'sleep.pid');
     // `none`: the commands write in the home and give their host pid (a sandbox has its own pids).
     setAgentConfig({ sandbox: { profile: 'none' } });
-    send('count once, then wait');
+    await send('count once, then wait');
     server.enqueue(
       { kind: 'tool_call', id: 'call-count', name: 'bash_exec', arguments: { command: `echo x >> ${counter}` } },
       { kind: 'tool_call', id: 'call-wait', name: 'bash_exec', arguments: { command: `echo $$ > ${pidFile}; exec sleep 600` } },

@@ -20,9 +20,9 @@ import { routeFor } from './router.js';
 let t: TestHome;
 let dir: AgentDir;
 
-beforeEach(() => {
+beforeEach(async () => {
   t = createTestHome();
-  dir = initAgent(t.home, 'helper');
+  dir = await initAgent(t.home, 'helper');
 });
 
 afterEach(() => {

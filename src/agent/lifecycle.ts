@@ -2,12 +2,14 @@ import { existsSync, readdirSync, renameSync, statSync, writeFileSync } from 'no
 import { yaml } from '../core/config.js';
 import { join } from 'node:path';
 import { joinCommand } from '../core/command.js';
+import { parseAddress } from '../core/address.js';
 import { ClawError, usageError } from '../core/errors.js';
 import { readLockHolder } from '../core/lock.js';
 import { validate } from '../core/validate.js';
 import { createLogger } from '../core/logger.js';
 import { cliPath } from '../core/package.js';
-import { openThread } from '../thread/index.js';
+import { threadName, type StoredThread } from '../thread/index.js';
+import { openAgentThread, threadStore, withAgentThread } from './threads.js';
 import { agentDir, listAgentIds, loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
 import { identityText } from './context.js';
 import { defaultIdentity, defaultUsage, isSystemAgentId, SYSTEM_AGENTS } from './identity.js';
@@ -49,7 +51,7 @@ export interface InitOptions {
  * config.yaml — the mark of a finished agent. A directory without it is what an init that was
  * interrupted left behind, and is completed rather than refused; files already there are kept.
  */
-export function initAgent(home: string, id: string, options: InitOptions = {}): AgentDir {
+export async function initAgent(home: string, id: string, options: InitOptions = {}, env: NodeJS.ProcessEnv = process.env): Promise<AgentDir> {
   const dir = newAgentDir(home, id);
   const kind = options.kind ?? (isSystemAgentId(id) ? 'system' : 'user');
   for (const path of [dir.sessions, dir.memory, ...THREAD_FOLDERS.map((folder) => join(dir.threads, folder)), join(dir.threads, 'main'), dir.skills, dir.workdir, dir.logs]) {
@@ -58,7 +60,7 @@ export function initAgent(home: string, id: string, options: InitOptions = {}): 
   const texts = agentTexts(id);
   writeIfMissing(dir.identity, texts.identity);
   writeIfMissing(dir.usage, texts.usage);
-  openThread(dir.inbox, { home, create: true }).close(); // creating is idempotent; initThread would refuse a finished inbox
+  await (await openAgentThread(home, dir.inbox, { create: true }, env)).close(); // creating is idempotent; init would refuse a finished inbox
   const pai = paiChoice(options);
   const config = yaml().stringify({
     agent_id: id,
@@ -97,7 +99,7 @@ export async function createAgent(home: string, id: string, options: InitOptions
       suggestion: `choose a model with a larger window (--provider, --model), or give ${shortage.model} a smaller max_output_tokens in $THECLAW_HOME/pai/config.yaml`,
     });
   }
-  return initAgent(home, id, options);
+  return initAgent(home, id, options, env);
 }
 
 /** The directory of an agent about to be created; refused when a finished agent is there. */
@@ -124,26 +126,17 @@ function writeIfMissing(path: string, text: string): void {
 /**
  * `agent start`: subscribes the inbox (handler `agent run <id>`), and stores the outbound
  * handler of every conversation thread again. Messages that arrived while stopped are handled
- * from the stored progress.
+ * from the stored progress. The inbox's runs belong to the agent's host (`agent:<id>`), each
+ * conversation's deliveries to its channel's gateway (`outboundRunOn`); SQLite has one host.
  */
-export function startAgent(home: string, id: string): void {
+export async function startAgent(home: string, id: string, env: NodeJS.ProcessEnv = process.env): Promise<void> {
   const dir = requireAgent(home, id);
   loadAgentConfig(dir);
-  const inbox = openThread(dir.inbox, { home });
-  try {
-    inbox.subscribe({ consumer: INBOX_CONSUMER, handler: runHandler(id), filter: INBOX_FILTER });
-  } finally {
-    inbox.close();
-  }
+  await withAgentThread(home, dir.inbox, (inbox) => inbox.subscribe({ consumer: INBOX_CONSUMER, handler: runHandler(id), filter: INBOX_FILTER, runOn: inboxRunOn(id) }), env);
   const logger = createLogger(dir.log);
-  for (const path of conversationThreads(dir)) {
+  for (const path of await storedConversationThreads(home, dir, env)) {
     try {
-      const thread = openThread(path, { home });
-      try {
-        thread.subscribe({ consumer: OUTBOUND_CONSUMER, handler: deliverHandler(), filter: OUTBOUND_FILTER });
-      } finally {
-        thread.close();
-      }
+      await withAgentThread(home, path, async (thread) => subscribeOutbound(thread, (await thread.peek({ filter: FROM_OUTSIDE, last: 1 }))[0]?.source), env);
     } catch (error) {
       // One damaged conversation does not keep the agent from starting (status names it).
       const damage = damagedThread(dir, path, error);
@@ -155,16 +148,45 @@ export function startAgent(home: string, id: string): void {
 }
 
 /** `agent stop`: unsubscribes the inbox; progress is kept, messages wait; a running batch finishes. */
-export function stopAgent(home: string, id: string): boolean {
+export async function stopAgent(home: string, id: string, env: NodeJS.ProcessEnv = process.env): Promise<boolean> {
   const dir = requireAgent(home, id);
-  const inbox = openThread(dir.inbox, { home });
+  return withAgentThread(
+    home,
+    dir.inbox,
+    async (inbox) => {
+      const subscribed = (await inbox.consumer(INBOX_CONSUMER))?.subscribed ?? false;
+      if (subscribed) await inbox.unsubscribe(INBOX_CONSUMER);
+      createLogger(dir.log).info(`stopped agent ${id}`);
+      return subscribed;
+    },
+    env,
+  );
+}
+
+/** Where an agent's runs go: the host it is placed on (PostgreSQL; SQLite has one host and ignores it). */
+export function inboxRunOn(id: string): string {
+  return `agent:${id}`;
+}
+
+const FROM_OUTSIDE = "type = 'message' AND source != 'self'";
+
+/**
+ * Subscribes a conversation's deliveries (again: the handler is stored anew). Replies to people go
+ * out through the gateway that owns their channel (`channel:<type>:<instance>`, xgw's channel id,
+ * from `source`: the address of a message in the thread); replies to an agent or a task, from any
+ * host. A thread several channels share (per-agent routing, a linked person) goes with the last.
+ */
+export async function subscribeOutbound(thread: StoredThread, source: string | undefined): Promise<void> {
+  const runOn = outboundRunOn(source);
+  await thread.subscribe({ consumer: OUTBOUND_CONSUMER, handler: deliverHandler(), filter: OUTBOUND_FILTER, ...(runOn ? { runOn } : {}) });
+}
+
+function outboundRunOn(source: string | undefined): string | undefined {
   try {
-    const subscribed = inbox.consumer(INBOX_CONSUMER)?.subscribed ?? false;
-    if (subscribed) inbox.unsubscribe(INBOX_CONSUMER);
-    createLogger(dir.log).info(`stopped agent ${id}`);
-    return subscribed;
-  } finally {
-    inbox.close();
+    const address = source === undefined ? null : parseAddress(source);
+    return address?.kind === 'external' ? `channel:${address.channelType}:${address.instance}` : undefined;
+  } catch {
+    return undefined; // a message pushed by hand with a source that is no address
   }
 }
 
@@ -185,34 +207,38 @@ export interface AgentStatus {
   damaged: DamagedThread[];
 }
 
-export function agentStatus(home: string, id: string): AgentStatus {
+export async function agentStatus(home: string, id: string, env: NodeJS.ProcessEnv = process.env): Promise<AgentStatus> {
   const dir = requireAgent(home, id);
   const config = loadAgentConfig(dir);
-  const inbox = openThread(dir.inbox, { home });
-  let consumer;
-  let lastInbox: string | null = null;
-  let never: number;
-  try {
-    consumer = inbox.consumer(INBOX_CONSUMER);
-    lastInbox = inbox.peek({ last: 1 })[0]?.created_at ?? null;
-    never = consumer ? 0 : inbox.info().events; // never started: everything waits
-  } finally {
-    inbox.close();
-  }
+  const { consumer, lastInbox, never } = await withAgentThread(
+    home,
+    dir.inbox,
+    async (inbox) => {
+      const consumer = await inbox.consumer(INBOX_CONSUMER);
+      return {
+        consumer,
+        lastInbox: (await inbox.peek({ last: 1 }))[0]?.created_at ?? null,
+        never: consumer ? 0 : (await inbox.info()).events, // never started: everything waits
+      };
+    },
+    env,
+  );
   let lastActivity = lastInbox;
   let undelivered = 0;
-  const threads = conversationThreads(dir);
+  const threads = await storedConversationThreads(home, dir, env);
   const damaged: DamagedThread[] = [];
   for (const path of threads) {
     try {
-      const thread = openThread(path, { home });
-      try {
-        const last = thread.peek({ last: 1 })[0]?.created_at ?? null;
-        if (last && (!lastActivity || last > lastActivity)) lastActivity = last;
-        undelivered += thread.consumer(OUTBOUND_CONSUMER)?.pending ?? 0;
-      } finally {
-        thread.close();
-      }
+      await withAgentThread(
+        home,
+        path,
+        async (thread) => {
+          const last = (await thread.peek({ last: 1 }))[0]?.created_at ?? null;
+          if (last && (!lastActivity || last > lastActivity)) lastActivity = last;
+          undelivered += (await thread.consumer(OUTBOUND_CONSUMER))?.pending ?? 0;
+        },
+        env,
+      );
     } catch (error) {
       const damage = damagedThread(dir, path, error);
       if (!damage) throw error;
@@ -234,8 +260,10 @@ export function agentStatus(home: string, id: string): AgentStatus {
   };
 }
 
-export function listAgents(home: string): AgentStatus[] {
-  return listAgentIds(home).map((id) => agentStatus(home, id));
+export async function listAgents(home: string, env: NodeJS.ProcessEnv = process.env): Promise<AgentStatus[]> {
+  const all: AgentStatus[] = [];
+  for (const id of listAgentIds(home)) all.push(await agentStatus(home, id, env));
+  return all;
 }
 
 /** Every conversation thread directory of the agent, and its heartbeat thread. */
@@ -253,4 +281,19 @@ export function conversationThreads(dir: AgentDir): string[] {
   // Not a conversation, but its usage and errors count like one's (status, /usage, prune).
   if (existsSync(join(dir.heartbeat, 'events.db'))) found.push(dir.heartbeat);
   return found;
+}
+
+/**
+ * conversationThreads in the home's store: in SQLite, the directories as above; in PostgreSQL,
+ * the threads named under the agent's `threads/` (a thread there has no directory).
+ */
+export async function storedConversationThreads(home: string, dir: AgentDir, env: NodeJS.ProcessEnv = process.env): Promise<string[]> {
+  const store = await threadStore(home, env);
+  if (store.kind === 'sqlite') return conversationThreads(dir);
+  const under = `${threadName(home, dir.threads)}/`;
+  const conversation = new RegExp(`^(?:(?:${THREAD_FOLDERS.join('|')})/[^/]+|main)$`);
+  const names = (await store.list()).filter((name) => name.startsWith(under));
+  const paths = names.filter((name) => conversation.test(name.slice(under.length))).map((name) => join(home, name));
+  const heartbeat = threadName(home, dir.heartbeat);
+  return names.includes(heartbeat) ? [...paths, join(home, heartbeat)] : paths;
 }

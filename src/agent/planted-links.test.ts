@@ -5,7 +5,19 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatAddress } from '../core/address.js';
 import { containedFsHooks, ContainedPathError } from '../core/contained-fs.js';
 import { leaveRequest, takeRequests } from '../core/turn-outbox.js';
-import { BWRAP, completionRequests, createTestHome, NEEDS_BWRAP, startFakeOpenAI, systemPromptOf, threadEvents, writeFakePaiConfig, type LooseJson, type TestHome } from '../testing/index.js';
+import {
+  BWRAP,
+  completionRequests,
+  createTestHome,
+  NEEDS_BWRAP,
+  startFakeOpenAI,
+  systemPromptOf,
+  threadEvents,
+  writeFakePaiConfig,
+  type LooseJson,
+  type TestHome,
+  storedThread,
+} from '../testing/index.js';
 import { openThread } from '../thread/index.js';
 import type { AgentDir } from './agent-dir.js';
 import { buildSystemPrompt, memoryFiles } from './context.js';
@@ -33,9 +45,9 @@ let dir: AgentDir;
 let secretFile: string;
 let outside: string;
 
-beforeEach(() => {
+beforeEach(async () => {
   t = createTestHome();
-  dir = initAgent(t.home, 'helper');
+  dir = await initAgent(t.home, 'helper');
   secretFile = join(t.home, 'service.env');
   writeFileSync(secretFile, `${SECRET}\n`);
   outside = join(t.home, 'outside');
@@ -134,7 +146,7 @@ describe('/new (fresh-conversation.ts)', () => {
       const warnings: string[] = [];
       const run = startFreshConversation({
         command: 'new',
-        thread,
+        thread: storedThread(thread),
         threadId: route.threadId,
         memoryDir: dir.memory,
         summaryFile: memoryFiles(dir, route).thread,
@@ -310,7 +322,7 @@ describe('a sandboxed turn tries to plant the links (real bubblewrap)', () => {
     try {
       writeFakePaiConfig(t.home, server);
       for (const text of ['plant the links', 'what do you remember?', '/new']) {
-        sendToAgent(t.home, 'helper', { text, source: owner });
+        await sendToAgent(t.home, 'helper', { text, source: owner });
         expect(await runAgent('helper', { home: t.home, env: t.env })).toMatchObject({ handled: 1 });
       }
       const replies = threadEvents(t.home, routeMessage(dir, 'per-peer', owner).path, "type = 'message' AND source = 'self'").map((event) => JSON.parse(event.content).text as string);

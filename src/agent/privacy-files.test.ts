@@ -80,8 +80,8 @@ async function check(s: Scenario): Promise<void> {
   try {
     mkdirSync(join(t.home, 'pai'));
     writeFileSync(join(t.home, 'pai', 'config.yaml'), 'default: mock/echo\n');
-    const admin = initAgent(t.home, 'admin');
-    const other = initAgent(t.home, 'other');
+    const admin = await initAgent(t.home, 'admin');
+    const other = await initAgent(t.home, 'other');
     const config = parse(readFileSync(admin.config, 'utf8')) as Record<string, unknown>;
     const policy = { owners: s.owners.map((person) => `telegram:main:${person}`), rules: [{ bash: 'allow' }] };
     writeFileSync(admin.config, stringify({ ...config, routing: { default: s.mode }, policy, sandbox: { profile: s.profile, network: false } }));

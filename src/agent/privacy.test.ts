@@ -183,8 +183,8 @@ async function check({ mode, helperMode = 'per-peer', messages }: Scenario): Pro
   try {
     mkdirSync(join(t.home, 'pai'));
     writeFileSync(join(t.home, 'pai', 'config.yaml'), 'default: mock/echo\n');
-    const admin = initAgent(t.home, 'admin');
-    const helper = initAgent(t.home, 'helper');
+    const admin = await initAgent(t.home, 'admin');
+    const helper = await initAgent(t.home, 'helper');
     for (const [dir, routing] of [
       [admin, mode],
       [helper, helperMode],
@@ -207,13 +207,13 @@ async function check({ mode, helperMode = 'per-peer', messages }: Scenario): Pro
     const caller = fakeModel(requests, 'asks');
     const runAdmin = () => runAgent('admin', { home: t.home, env: t.env, caller });
     /** The questions admin's commands asked, sent as `agent send helper` would in that environment. */
-    const sendAsked = () => {
+    const sendAsked = async () => {
       const workdirs = join(admin.root, 'workdirs');
       for (const asks of (existsSync(workdirs) ? readdirSync(workdirs) : []).map((name) => join(workdirs, name, 'asks')).filter(existsSync)) {
         for (const line of readFileSync(asks, 'utf8').trim().split('\n')) {
           const [agent, conversation, asking, ...question] = line.split(' ');
           expect(asks).toBe(join(workdirs, conversation!, 'asks'));
-          sendToAgent(t.home, 'helper', { text: question.join(' '), env: { THECLAW_AGENT: agent, THECLAW_CONVERSATION: conversation, THECLAW_ASKING_EVENT: asking } });
+          await sendToAgent(t.home, 'helper', { text: question.join(' '), env: { THECLAW_AGENT: agent, THECLAW_CONVERSATION: conversation, THECLAW_ASKING_EVENT: asking } });
         }
         rmSync(asks);
       }
@@ -221,7 +221,7 @@ async function check({ mode, helperMode = 'per-peer', messages }: Scenario): Pro
     };
     const runAll = async () => {
       await runAdmin();
-      sendAsked();
+      await sendAsked();
       await runAgent('helper', { home: t.home, env: t.env, caller });
       for (const thread of conversationThreads(helper)) await deliverReplies({ thread, consumer: 'outbound', home: t.home, env: t.env });
     };

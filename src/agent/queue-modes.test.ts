@@ -29,7 +29,7 @@ const DEBOUNCE_MS = 150;
 beforeAll(async () => {
   t = createTestHome();
   env = { ...t.env, [QUEUE_MODE_ENV]: undefined };
-  dir = initAgent(t.home, 'helper');
+  dir = await initAgent(t.home, 'helper');
   const config = parse(readFileSync(dir.config, 'utf8')) as Record<string, unknown>;
   writeFileSync(dir.config, stringify({ ...config, queue: { debounce_ms: DEBOUNCE_MS }, sandbox: { profile: 'none' }, policy: { rules: [{ bash: 'allow' }] } }));
   server = await startFakeOpenAI();
@@ -67,9 +67,9 @@ const inboxProgress = () => {
 describe('queue mode collect (the default in a direct chat)', () => {
   it('answers three messages sent at once in one turn: one model call with all three, one reply to the last; the others joined it', async () => {
     const calls = callsFrom();
-    send('ann', 'hi');
-    send('ann', 'can you');
-    const last = send('ann', 'check my calendar');
+    await send('ann', 'hi');
+    await send('ann', 'can you');
+    const last = await send('ann', 'check my calendar');
     expect(await run()).toEqual({ handled: 3, replied: 1, errors: 0 });
     expect(calls()).toHaveLength(1);
     expect(userTexts(calls()[0]!)).toEqual(['hi\n\ncan you\n\ncheck my calendar']);
@@ -81,18 +81,18 @@ describe('queue mode collect (the default in a direct chat)', () => {
     ]);
     expect(inboxProgress()).toBe(last);
     // The next turn's history has them once each, as the person wrote them.
-    send('ann', 'thanks');
+    await send('ann', 'thanks');
     await run();
     expect(userTexts(completions().at(-1)!)).toEqual(['hi', 'can you', 'check my calendar', 'thanks']);
   });
 
   it('never collects a chat command: it is answered on its own, in its place, and /status and /queue tell the mode', async () => {
     const calls = callsFrom();
-    send('bo', 'one');
-    send('bo', '/status');
-    send('bo', 'two');
-    send('bo', '/queue');
-    send('bo', '/queue loud');
+    await send('bo', 'one');
+    await send('bo', '/status');
+    await send('bo', 'two');
+    await send('bo', '/queue');
+    await send('bo', '/queue loud');
     expect(await run()).toEqual({ handled: 5, replied: 5, errors: 0 });
     expect(calls().map((call) => userTexts(call).at(-1))).toEqual(['one', 'two']);
     const texts = replies('bo').map((reply) => reply.text);
@@ -115,9 +115,9 @@ describe('queue mode collect (the default in a direct chat)', () => {
     server.enqueue({ kind: 'hang' });
     const calls = callsFrom();
     const before = inboxProgress();
-    send('cy', 'first');
-    send('cy', 'second');
-    const last = send('cy', 'third');
+    await send('cy', 'first');
+    await send('cy', 'second');
+    const last = await send('cy', 'third');
     const child = spawn(process.execPath, [cliPath('agent'), 'run', 'helper'], { env, stdio: 'ignore' });
     const exited = new Promise((resolve) => child.once('exit', resolve));
     try {
@@ -140,19 +140,19 @@ describe('queue mode collect (the default in a direct chat)', () => {
 
 describe('queue mode steer', () => {
   it('gives a running turn the message that came during its command, before its next model call: one answer that saw it', async () => {
-    send('di', '/queue steer');
+    await send('di', '/queue steer');
     await run();
     expect(replies('di').at(-1)!.text).toBe('Queue mode: steer for this conversation: a message that comes while the agent works is given to it before its next step.');
     const calls = callsFrom();
     let correction = 0;
     server.enqueue(
       () => {
-        correction = send('di', 'no, the other one'); // typed while the agent works
+        void send('di', 'no, the other one').then((id) => (correction = id)); // typed while the agent works
         return { kind: 'tool_call', name: 'bash_exec', arguments: { command: 'echo looking' } };
       },
       { kind: 'text', text: 'Done, with the other one.' },
     );
-    send('di', 'open the file');
+    await send('di', 'open the file');
     expect(await run()).toEqual({ handled: 2, replied: 1, errors: 0 });
     expect(calls()).toHaveLength(2);
     const second = calls()[1]!.body.messages as LooseJson[];
@@ -171,15 +171,15 @@ describe('queue mode steer', () => {
 
 describe('queue mode interrupt', () => {
   it('stops the running turn when a new message comes, and answers the new one', async () => {
-    send('ed', '/queue interrupt');
+    await send('ed', '/queue interrupt');
     await run();
     const calls = callsFrom();
     let newer = 0;
     server.enqueue(() => {
-      newer = send('ed', 'forget that, what time is it?');
+      void send('ed', 'forget that, what time is it?').then((id) => (newer = id));
       return { kind: 'hang' };
     });
-    send('ed', 'write me a long poem');
+    await send('ed', 'write me a long poem');
     expect(await run()).toEqual({ handled: 2, replied: 1, errors: 0 });
     expect(calls().map((call) => userTexts(call).at(-1))).toEqual(['write me a long poem', 'forget that, what time is it?']);
     const [, poem, question] = inbound('ed');
@@ -194,10 +194,10 @@ describe('queue mode interrupt', () => {
 
 describe('queue mode followup', () => {
   it('answers each message in its own turn, in order', async () => {
-    send('flo', '/queue followup');
+    await send('flo', '/queue followup');
     const calls = callsFrom();
-    send('flo', 'first');
-    send('flo', 'second');
+    await send('flo', 'first');
+    await send('flo', 'second');
     expect(await run()).toEqual({ handled: 3, replied: 3, errors: 0 });
     expect(calls().map((call) => userTexts(call).at(-1))).toEqual(['first', 'second']);
     expect(replies('flo').map((reply) => reply.text)).toEqual(['Queue mode: followup for this conversation: each message is answered on its own, in order.', 'echo: first', 'echo: second']);

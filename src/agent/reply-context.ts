@@ -1,9 +1,10 @@
 import { parseAddress } from '../core/address.js';
 import { parseMessageContent, type Attachment, type ReplyContext } from '../core/message.js';
-import type { Thread, ThreadEvent } from '../thread/index.js';
+import type { StoredThread, ThreadEvent } from '../thread/index.js';
 import { messageText } from './context.js';
 import { ANSWER_CONVERSATION } from './router.js';
 import type { ErrorRecord } from './types.js';
+import { push } from './threads.js';
 
 /**
  * Where an answer goes. A person's (or an agent's) message is answered where it came from. Another
@@ -48,7 +49,7 @@ export interface AnswerTarget {
   problem?: string;
 }
 
-export function answerTarget(thread: Thread, inbound: Inbound, inboundId: number): AnswerTarget {
+export async function answerTarget(thread: StoredThread, inbound: Inbound, inboundId: number): Promise<AnswerTarget> {
   if (!inbound.isReply) return { eventId: inboundId, replyContext: inbound.replyContext };
   const context = inbound.replyContext;
   const agent = context?.kind === 'internal' ? context.agent_id : inbound.source;
@@ -60,7 +61,7 @@ export function answerTarget(thread: Thread, inbound: Inbound, inboundId: number
       problem: `the answer of agent ${agent} names no asking message (it was asked without one, by an older agent send or by hand), so it is not passed on to anyone`,
     };
   }
-  const [asking] = askingId < inboundId ? thread.peek({ afterId: askingId - 1, limit: 1 }) : [];
+  const [asking] = askingId < inboundId ? await thread.peek({ afterId: askingId - 1, limit: 1 }) : [];
   if (asking?.id !== askingId || asking.type !== 'message' || asking.source === 'self' || isAnswer(asking.source)) {
     return { eventId: null, replyContext: null, problem: `the answer of agent ${agent} names event ${askingId}, which is no earlier question in this thread, so it is not passed on to anyone` };
   }
@@ -122,15 +123,15 @@ export function replyContextFromSource(source: string): ReplyContext | null {
  * reply context it is kept in the thread and goes nowhere (see reply-context.ts); when that is
  * because the answer's way back is in doubt, the thread records why.
  */
-export function pushReply(thread: Thread, target: AnswerTarget, inboundId: number, text: string, outcomeKey: string, attachments: Attachment[] = []): void {
+export async function pushReply(thread: StoredThread, target: AnswerTarget, inboundId: number, text: string, outcomeKey: string, attachments: Attachment[] = []): Promise<void> {
   const { replyContext } = target;
-  thread.push({
+  await push(thread, {
     source: 'self',
     type: 'message',
     content: JSON.stringify({ text, attachments, ...(replyContext ? { reply_context: replyContext } : {}), in_reply_to: inboundId }),
     idempotency_key: outcomeKey,
   });
   if (target.problem) {
-    thread.push({ source: 'self', type: 'record', subtype: 'error', content: JSON.stringify({ in_reply_to: inboundId, stage: 'route', error: target.problem } satisfies ErrorRecord) });
+    await push(thread, { source: 'self', type: 'record', subtype: 'error', content: JSON.stringify({ in_reply_to: inboundId, stage: 'route', error: target.problem } satisfies ErrorRecord) });
   }
 }

@@ -16,9 +16,9 @@ import { ANSWER_CONVERSATION, mixesPeople, routeMessage, threadById } from './ro
 let t: TestHome;
 let dir: AgentDir;
 
-beforeEach(() => {
+beforeEach(async () => {
   t = createTestHome();
-  dir = initAgent(t.home, 'helper');
+  dir = await initAgent(t.home, 'helper');
 });
 
 afterEach(() => {

@@ -42,9 +42,9 @@ const servers: FakeLlmServer[] = [];
 const user = userInfo().username;
 const terminal = (peer = user) => formatAddress({ kind: 'external', channelType: 'terminal', instance: 'local', conversationType: 'dm', conversationId: peer, peerId: peer });
 
-beforeEach(() => {
+beforeEach(async () => {
   t = createTestHome();
-  dir = initAgent(t.home, 'helper');
+  dir = await initAgent(t.home, 'helper');
 });
 
 afterEach(async () => {
@@ -95,7 +95,7 @@ describe('agent run: one message', () => {
     writeFileSync(join(dir.memory, `user-${route.peerKey}.md`), 'PERSON-MEMORY: likes cats\n');
     writeFileSync(join(dir.memory, 'user-telegram.main.99.md'), 'SOMEONE-ELSE\n');
     writeFileSync(dir.identity, '# helper\n\nIDENTITY-MARK: I am a test agent.\n');
-    const inboxId = send('what is 6*7?');
+    const inboxId = await send('what is 6*7?');
 
     expect(await run()).toEqual({ handled: 1, replied: 1, errors: 0 });
 
@@ -154,7 +154,7 @@ describe('agent run: one message', () => {
     expect(outbound!.handler).toMatch(/ deliver --consumer outbound$/); // its thread comes from THECLAW_THREAD: the home can move
 
     // The next message carries the earlier turn as history, not the records.
-    send('and 7*7?');
+    await send('and 7*7?');
     await run();
     const third = completions(server).at(-1)!;
     expect(third.body.messages.filter((message: LooseJson) => message.role !== 'system').map((message: LooseJson) => [message.role, message.content])).toEqual([
@@ -168,7 +168,7 @@ describe('agent run: one message', () => {
   it('records NO_REPLY as a decision and leaves nothing to deliver', async () => {
     const server = await fakeServer();
     server.enqueue({ kind: 'text', text: 'NO_REPLY' });
-    send('ok, thanks');
+    await send('ok, thanks');
     expect(await run()).toEqual({ handled: 1, replied: 0, errors: 0 });
     const route = threadOf();
     const inbound = messages(route.path)[0]!;
@@ -190,8 +190,8 @@ describe('agent run: errors', () => {
   it('records an unrecoverable 401 as an error without retrying, tells the person, and still answers the next message', async () => {
     const server = await fakeServer();
     server.enqueue({ kind: 'error', status: 401, message: 'Incorrect API key provided.' });
-    send('first');
-    send('second');
+    await send('first');
+    await send('second');
     expect(await run()).toEqual({ handled: 2, replied: 1, errors: 1 });
     const route = threadOf();
     const [first, second] = messages(route.path).filter((event) => event.source !== 'self');
@@ -210,7 +210,7 @@ describe('agent run: errors', () => {
   it('waits as long as Retry-After asks after a 429, then answers', async () => {
     const server = await fakeServer();
     server.enqueue({ kind: 'error', status: 429, retryAfterSeconds: 0.4 });
-    send('hello');
+    await send('hello');
     const started = Date.now();
     expect(await run()).toEqual({ handled: 1, replied: 1, errors: 0 });
     expect(Date.now() - started).toBeGreaterThanOrEqual(400);
@@ -227,8 +227,8 @@ describe('agent run: errors', () => {
     const bob = terminal('bob');
     writeFileSync(join(dir.memory, `user-${routeMessage(dir, 'per-peer', alice).peerKey}.md`), 'alice likes tea\n');
     writeFileSync(join(dir.memory, `user-${routeMessage(dir, 'per-peer', bob).peerKey}.md`), 'bob likes coffee\n');
-    send('hi from alice', alice);
-    send('hi from bob', bob);
+    await send('hi from alice', alice);
+    await send('hi from bob', bob);
     expect(await run()).toEqual({ handled: 2, replied: 2, errors: 0 });
     const systems = completions(server).map((request) => JSON.stringify(request.body.messages[0]));
     expect(systems[0]).toContain('alice likes tea');
@@ -254,8 +254,8 @@ describe('agent run: errors', () => {
   it("records a model that cannot be resolved as each message's error and acknowledges them", async () => {
     await fakeServer();
     setAgentConfig({ pai: { provider: 'nosuch', model: 'x' } });
-    send('first');
-    send('second');
+    await send('first');
+    await send('second');
     expect(await run()).toEqual({ handled: 2, replied: 0, errors: 2 });
     expect(records<ErrorRecord>(threadOf().path, 'error')).toEqual([
       expect.objectContaining({ stage: 'llm', error: expect.stringContaining('unknown provider nosuch') }),
@@ -268,8 +268,8 @@ describe('agent run: errors', () => {
     const server = await fakeServer();
     setAgentConfig({ retry: { max_attempts: 2 } });
     server.enqueue({ kind: 'error', status: 500 }, { kind: 'error', status: 503 }, { kind: 'text', text: 'answered once the model is back' });
-    send('first');
-    send('second');
+    await send('first');
+    await send('second');
     await expect(run()).rejects.toMatchObject({ name: 'ModelOutage', kind: 'upstream' });
     expect(completions(server)).toHaveLength(2);
     expect(records<ErrorRecord>(threadOf().path, 'error')).toEqual([]);
@@ -284,7 +284,7 @@ describe('agent run: errors', () => {
     const inbox = openThread(dir.inbox, { home: t.home });
     inbox.push({ source: 'external:broken', type: 'message', content: '{"text":"x"}' });
     inbox.close();
-    send('fine');
+    await send('fine');
     expect(await run()).toEqual({ handled: 1, replied: 1, errors: 0 });
     expect(consumer(dir.inbox, 'inbox')).toMatchObject({ progress: 2, pending: 0 });
     expect(readFileSync(dir.log, 'utf8')).toContain('inbox event 1 cannot be routed');
@@ -413,7 +413,7 @@ describe('agent run: concurrency and order', () => {
       return { kind: 'text', text: `echo: ${conversationOf(request).at(-1)}` };
     };
     server.enqueue(together, together, together);
-    for (const peer of ['p1', 'p2', 'p3']) send(`hello from ${peer}`, terminal(peer));
+    for (const peer of ['p1', 'p2', 'p3']) await send(`hello from ${peer}`, terminal(peer));
     expect(await run()).toEqual({ handled: 3, replied: 3, errors: 0 });
     expect(server.maxInFlight).toBe(3);
     for (const peer of ['p1', 'p2', 'p3']) expect(replies(threadOf(terminal(peer)).path).map((r) => r.content.text)).toEqual([`echo: hello from ${peer}`]);
@@ -423,13 +423,13 @@ describe('agent run: concurrency and order', () => {
   it('answers messages that arrive while it runs in the same run, each conversation still in order, up to its batch size', async () => {
     const server = await fakeServer({ defaultDelayMs: 400 });
     setAgentConfig({ concurrency: 2 });
-    send('first', terminal('p1'));
+    await send('first', terminal('p1'));
     const running = runAgent('helper', { home: t.home, env: t.env, batchSize: 4 });
     await waitFor(() => completions(server).length === 1, "the first message's model call", 10_000);
-    send('second', terminal('p1'));
-    send('hello', terminal('p2'));
-    send('hi', terminal('p3'));
-    send('too many for this run', terminal('p4'));
+    await send('second', terminal('p1'));
+    await send('hello', terminal('p2'));
+    await send('hi', terminal('p3'));
+    await send('too many for this run', terminal('p4'));
     // p2 joins the free slot at once; p1's second waits behind its first; p3 takes the slot p2 frees.
     expect(await running).toEqual({ handled: 4, replied: 4, errors: 0 });
     expect(replies(threadOf(terminal('p1')).path).map((r) => r.content.text)).toEqual(['echo: first', 'echo: second']);
@@ -441,10 +441,10 @@ describe('agent run: concurrency and order', () => {
   it('answers the messages of one thread strictly in order, each with the previous answers in its context', async () => {
     const server = await fakeServer({ defaultDelayMs: 150 });
     setAgentConfig({ concurrency: 4 });
-    send('one');
-    send('two');
-    send('hello from elsewhere', terminal('other'));
-    send('three');
+    await send('one');
+    await send('two');
+    await send('hello from elsewhere', terminal('other'));
+    await send('three');
     const started = Date.now();
     expect(await run()).toEqual({ handled: 4, replied: 4, errors: 0 });
     expect(Date.now() - started).toBeGreaterThanOrEqual(3 * 150);
@@ -473,7 +473,7 @@ describe('agent run: the processes of a turn', () => {
       { kind: 'tool_call', name: 'bash_exec', arguments: { command: `kill -0 $(cat ${pidFile}) && echo alive` } },
       { kind: 'text', text: 'done' },
     );
-    send('start a server');
+    await send('start a server');
     expect(await run()).toMatchObject({ handled: 1, replied: 1 });
 
     const outputs = events(threadOf().path, "subtype = 'toolcall'").map((event) => (JSON.parse(event.content) as ToolcallRecord).output);
@@ -491,7 +491,7 @@ describe.skipIf(!BWRAP)(`agent run: the sandbox (${NEEDS_BWRAP})`, () => {
       { kind: 'tool_call', name: 'bash_exec', arguments: { command: 'ls -A "$THECLAW_HOME"; cat "$THECLAW_HOME/pai/config.yaml"' } },
       { kind: 'text', text: 'looked' },
     );
-    send('what can you see?');
+    await send('what can you see?');
     const daemonEnv = { ...t.env, DAEMON_ONLY: 'daemon-value', THECLAW_THREAD: dir.inbox, THECLAW_CONSUMER: 'inbox' };
     expect(await runAgent('helper', { home: t.home, env: daemonEnv })).toMatchObject({ handled: 1, replied: 1 });
 
@@ -510,7 +510,7 @@ describe.skipIf(!BWRAP)(`agent run: the sandbox (${NEEDS_BWRAP})`, () => {
 describe('agent run: the run lock (real CLI)', () => {
   it('exits 1 while a live process holds run.lock, and reclaims it once that process is dead', async () => {
     await fakeServer();
-    send('hello');
+    await send('hello');
     const holder = spawn('sleep', ['30'], { stdio: 'ignore' });
     try {
       const attempt = tryLock(dir.runLock, holder.pid!);

@@ -1,5 +1,4 @@
 // Over 400 lines: the run in the order its spec below tells it, with the path of one turn (handleTurn) and its small helpers beside it; the work of each stage is in its room.
-import { existsSync } from 'node:fs';
 import { ClawError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
 import { tryLock } from '../core/lock.js';
@@ -7,7 +6,8 @@ import { createLogger, type Logger } from '../core/logger.js';
 import { createRedactor } from '../core/secrets.js';
 import { TurnRegistry } from '../core/turn-processes.js';
 import { loadPaiConfig, preloadProvider, providerSecrets, resolveModel, type ModelCaller } from '../pai/index.js';
-import { openThread, type Thread, type ThreadEvent } from '../thread/index.js';
+import { threadName, type StoredThread, type ThreadEvent, type ThreadStore } from '../thread/index.js';
+import { openAgentThread, threadStore } from './threads.js';
 import { loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
 import { ModelOutage } from './turn/failure.js';
 import { damagedThread, describeDamage } from './damaged-thread.js';
@@ -20,14 +20,14 @@ import { serveBrowserProxy } from '../browser/index.js';
 import { serveWebSearch } from '../web/search-door.js';
 import { SpendLedger } from './accounting/budget.js';
 import { feedCopier, FeedWriter } from './accounting/feeds.js';
-import { deliverHandler, INBOX_CONSUMER, OUTBOUND_CONSUMER, OUTBOUND_FILTER } from './lifecycle.js';
+import { INBOX_CONSUMER, OUTBOUND_CONSUMER, subscribeOutbound } from './lifecycle.js';
 import { answerCommand } from './conversation/answer-command.js';
 import { commandAuthorizer, noticeApproval, ownerDirectChat } from './conversation/owner-approval.js';
 import { noteOutage } from './turn/outage.js';
 import { mixesPeople, routeFor } from './router.js';
 import { withAgentSettings } from './turn/model-call.js';
 import { runModelTurn } from './turn/model-turn.js';
-import { messageAccount, type MessageOutcome, type ModelInput, type TakenMessage, type TurnSettings } from './turn/turn-settings.js';
+import { messageAccount, type MessageAccount, type MessageOutcome, type ModelInput, type TakenMessage, type TurnSettings } from './turn/turn-settings.js';
 import { noticeStop, RunningTurns } from './turn/turn-stop.js';
 import { watchInbox, type InboxWatch } from './inbox-watch.js';
 import { ConversationQueue } from './conversation/conversation-queue.js';
@@ -35,6 +35,7 @@ import { conversationModel, sessionSettings } from './conversation/session-setti
 import { agentQueueMode, mayJoin, planTurn, queueMode } from './conversation/queue-mode.js';
 import { collectedMessage, partInput, recordJoined } from './conversation/joined-turn.js';
 import type { AgentConfig, QueueMode, ThreadRoute } from './types.js';
+import { push } from './threads.js';
 
 /**
  * `agent run <id>`: one batch, started by notifier when the inbox has messages.
@@ -88,11 +89,11 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
     logger.warn(`run skipped: run.lock is held by pid ${lock.holder.pid}`);
     throw new ClawError('conflict', `agent ${id} is already running (pid ${lock.holder.pid})`, { suggestion: 'wait for that run to finish; notifier starts the next one' });
   }
-  const threads = new Map<string, Thread>();
+  const threads = new Map<string, Promise<StoredThread>>();
   const summary: RunSummary = { handled: 0, replied: 0, errors: 0 };
   const spend = new SpendLedger(dir, config.budget);
-  const feeds = new FeedWriter(home, id);
-  let inbox: Thread | undefined;
+  const feeds = new FeedWriter(home, id, env);
+  let inbox: StoredThread | undefined;
   let inboxWatch: InboxWatch | undefined;
   let embeddings: Awaited<ReturnType<typeof serveEmbeddings>> = null;
   let browser: Awaited<ReturnType<typeof serveBrowserProxy>> | null = null;
@@ -105,14 +106,16 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
     if (!(model instanceof Error)) preloadProvider(model.api); // overlaps the provider's loading with the inbox work
     const fallbacks = config.pai.fallbacks.length ? await resolveFallbacks(paiConfig, config.pai.fallbacks, env, logger) : [];
     await reapKilledTurns(dir, logger);
-    inbox = openThread(dir.inbox, { home });
-    const batch = inbox.pop(INBOX_CONSUMER, { limit: options.batchSize ?? 50 });
+    const store = await threadStore(home, env);
+    inbox = await openAgentThread(home, dir.inbox, {}, env);
+    const batch = await inbox.pop(INBOX_CONSUMER, { limit: options.batchSize ?? 50 });
     if (batch.length === 0) {
       logger.debug('run: inbox empty');
       return summary;
     }
     logger.info(`run: ${batch.length} message(s) from the inbox (${batch[0]!.id}..${batch.at(-1)!.id})`);
     const acks = createAckTracker((upTo) => inbox!.ack(INBOX_CONSUMER, upTo));
+    const open = (route: ThreadRoute, source: string) => openConversation(turn, store, threads, route, source);
     const redact = createRedactor(env, providerSecrets(paiConfig, env));
     // Memory search in the turns' commands gets its embeddings from this run (memory-embedder.ts).
     embeddings = await serveEmbeddings(home, dir, config, env, logger).catch((error: unknown) => {
@@ -147,26 +150,29 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
       searchSocket: search?.socket ?? null,
       toFeed: feedCopier(feeds, logger, 'run'),
     };
-    const tellOwner = (text: string): boolean => {
-      const owner = ownerDirectChat(inbox!, config.policy);
+    const tellOwner = async (text: string): Promise<boolean> => {
+      const owner = await ownerDirectChat(inbox!, config.policy);
       if (owner === null) return false;
-      const thread = openConversation(turn, threads, routeFor(dir, config, owner));
-      thread.push(ownerMessage(owner, text, 'approval'));
+      const thread = await open(routeFor(dir, config, owner), owner);
+      await push(thread, ownerMessage(owner, text, 'approval'));
       return true;
     };
     const turns = new RunningTurns(options.signal, config.turn.timeout_seconds * 1000);
     const conversationOf = (source: string) => routeOf(dir, config, source)?.path ?? null;
     const agentMode = agentQueueMode(config, env);
     // A conversation whose thread cannot be read has no /queue of its own: its turn lets its
-    // messages go and says why, and planning it must not stop every other conversation's.
-    const chosenMode = (route: ThreadRoute): QueueMode | null => {
+    // messages go and says why, and planning it must not stop every other conversation's. Read
+    // when its first message is taken (planning is synchronous), and again after each turn (a
+    // /queue may change it).
+    const chosenModes = new Map<string, QueueMode | null>();
+    const readMode = async (route: ThreadRoute, source: string): Promise<void> => {
       try {
-        return sessionSettings(openConversation(turn, threads, route)).queue;
+        chosenModes.set(route.path, (await sessionSettings(await open(route, source))).queue);
       } catch {
-        return null;
+        chosenModes.set(route.path, null);
       }
     };
-    const modeOf = ({ route, event }: QueueItem): QueueMode => queueMode(chosenMode(route), agentMode, route, event.source);
+    const modeOf = ({ route, event }: QueueItem): QueueMode => queueMode(chosenModes.get(route.path) ?? null, agentMode, route, event.source);
     // Queue mode interrupt: a person's new message stops the running turn of its conversation, as a /stop would.
     const noticeInterrupt = (event: ThreadEvent): void => {
       const route = mayJoin(event) ? routeOf(dir, config, event.source) : null;
@@ -190,7 +196,8 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
     let taken = 0;
     let joining = true;
     let lastSeen = batch.at(-1)!.id;
-    const take = (event: ThreadEvent): void => {
+    // One message at a time, in inbox order (the watch's looks and this loop never overlap).
+    const take = async (event: ThreadEvent): Promise<void> => {
       joining &&= queue.accepting && taken < maxMessages;
       if (!joining) return;
       let route: ThreadRoute;
@@ -202,6 +209,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
         acks.done(event.id);
         return;
       }
+      if (!chosenModes.has(route.path)) await readMode(route, event.source);
       if (!queue.add(route.path, { route, event })) {
         joining = false;
         return;
@@ -209,19 +217,21 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
       acks.expect(event.id);
       taken++;
     };
-    for (const event of batch) take(event);
+    for (const event of batch) await take(event);
     // The inbox is watched while the run goes on: for `/stop`, and for messages that join.
-    inboxWatch = watchInbox(inbox, {
+    inboxWatch = await watchInbox(inbox, {
       afterId: batch[0]!.id - 1,
       logger,
-      onMessage: (event) => {
+      onMessage: async (event) => {
+        const route = routeOf(dir, config, event.source);
+        if (route !== null && !chosenModes.has(route.path)) await readMode(route, event.source);
         noticeStop(event, turns, conversationOf, logger);
         noticeInterrupt(event);
         noticeApproval(event, dir, config.policy, logger);
         if (event.id <= lastSeen) return;
         lastSeen = event.id;
         const before = taken;
-        take(event);
+        await take(event);
         if (taken > before) logger.debug(`run: inbox event ${event.id} joins the run`);
       },
     });
@@ -237,18 +247,19 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
         for (const item of [...items, ...joined]) acks.done(item.event.id);
       };
       try {
-        const thread = openConversation(turn, threads, route);
+        const thread = await open(route, event.source);
         // The conversation's own settings (/model, /think, /verbose, /queue) over the agent's: session-settings.ts.
-        const settings = sessionSettings(thread);
+        const settings = await sessionSettings(thread);
         const model = await conversationModel(settings, turn.model, (choice) => resolveModel(paiConfig, choice, env));
         const settled: TurnSettings = { ...turn, running, model, reasoning: settings.think ?? undefined, toolProgress: settings.verbose };
         // Queue mode steer: the person's messages waiting behind this turn join it when it asks, the inbox looked at first.
-        const waiting = () => {
-          inboxWatch?.look();
+        const waiting = async () => {
+          await inboxWatch?.look();
           return queue.takeWaiting(conversation, (item) => mayJoin(item.event));
         };
         const steer = modeOf({ route, event }) === 'steer' ? steering(settled, thread, route, waiting, joined) : undefined;
         const outcomes = [...(await handleTurn(settled, thread, items, steer)), ...joined.map((): MessageOutcome => 'joined')];
+        await readMode(route, event.source); // a /queue in this turn changes how the next ones are planned
         summary.handled += outcomes.length;
         summary.replied += outcomes.filter((outcome) => outcome === 'replied').length;
         summary.errors += outcomes.filter((outcome) => outcome === 'error').length;
@@ -287,10 +298,10 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
     await embeddings?.close();
     await browser?.close();
     await search?.close();
-    for (const thread of threads.values()) thread.close();
-    inbox?.close();
+    for (const opening of threads.values()) await (await opening.catch(() => null))?.close();
+    await inbox?.close();
     spend.close();
-    feeds.close();
+    await feeds.close();
     lock.lock.release();
   }
 }
@@ -323,14 +334,14 @@ type Steer = (turnOf: number, seesImages: boolean) => Promise<ModelInput[]>;
  * The messages that join a running turn when it asks (queue mode steer), each put into the thread
  * and marked joined (joined-turn.ts); `joined` keeps them, to be acknowledged with the turn.
  */
-function steering(turn: TurnSettings, thread: Thread, route: ThreadRoute, waiting: () => QueueItem[], joined: QueueItem[]): Steer {
+function steering(turn: TurnSettings, thread: StoredThread, route: ThreadRoute, waiting: () => Promise<QueueItem[]>, joined: QueueItem[]): Steer {
   return async (turnOf, seesImages) => {
     const inputs: ModelInput[] = [];
-    for (const item of waiting()) {
+    for (const item of await waiting()) {
       joined.push(item);
       const message = await takeApart(turn, thread, item.route, item.event);
       if (typeof message === 'string') continue; // joined before a crash: in the turn's session already
-      recordJoined(thread, message, turnOf);
+      await recordJoined(thread, message, turnOf);
       inputs.push(partInput({ message, source: item.event.source }, mixesPeople(route), seesImages));
       turn.logger.info(`run: inbox event ${item.event.id} joins the running turn in thread ${route.threadId} (queue mode steer)`);
     }
@@ -344,7 +355,7 @@ function steering(turn: TurnSettings, thread: Thread, route: ThreadRoute, waitin
  * (conversation), or else the model answers them (turn), several collected into one turn
  * (joined-turn.ts). One outcome per message, in order.
  */
-async function handleTurn(turn: TurnSettings, thread: Thread, items: readonly QueueItem[], steer?: Steer): Promise<MessageOutcome[]> {
+async function handleTurn(turn: TurnSettings, thread: StoredThread, items: readonly QueueItem[], steer?: Steer): Promise<MessageOutcome[]> {
   const outcomes: MessageOutcome[] = [];
   const taken: (QueueItem & { message: TakenMessage })[] = [];
   for (const item of items) {
@@ -354,15 +365,34 @@ async function handleTurn(turn: TurnSettings, thread: Thread, items: readonly Qu
   }
   const last = taken.at(-1);
   if (last === undefined) return outcomes;
-  const { route, event } = last;
+  const { route } = last;
   const account = messageAccount(turn, thread, route, last.message.inboundId);
+  try {
+    return await answerTaken(turn, thread, outcomes, taken, account, steer);
+  } finally {
+    // What the model's events recorded is stored whatever became of the turn; a failure is the turn's already.
+    await account.settled().catch(() => {});
+  }
+}
+
+/** The turn of the messages taken apart: a chat command's answer, or the model's. */
+async function answerTaken(
+  turn: TurnSettings,
+  thread: StoredThread,
+  outcomes: MessageOutcome[],
+  taken: readonly (QueueItem & { message: TakenMessage })[],
+  account: MessageAccount,
+  steer?: Steer,
+): Promise<MessageOutcome[]> {
+  const last = taken.at(-1)!;
+  const { route, event } = last;
   // A chat command is never collected (queue-mode.ts planTurn): it is a turn of its own.
   const answered = taken.length === 1 ? await answerCommand(turn, thread, route, event, last.message, account) : null;
   if (answered !== null) return [...outcomes, answered];
   const message =
     taken.length === 1
       ? last.message
-      : collectedMessage(
+      : await collectedMessage(
           thread,
           taken.map((part) => ({ message: part.message, source: part.event.source })),
           mixesPeople(route),
@@ -395,18 +425,24 @@ function routeOf(dir: AgentDir, config: AgentConfig, source: string): ThreadRout
   }
 }
 
-/** Opens a conversation thread, creating it (with its outbound consumer) on first use. */
-function openConversation(turn: TurnSettings, open: Map<string, Thread>, route: ThreadRoute): Thread {
-  let thread = open.get(route.path);
-  if (thread) return thread;
-  const isNew = !existsSync(route.path);
-  thread = openThread(route.path, { home: turn.home, create: true });
-  if (isNew || !thread.consumer(OUTBOUND_CONSUMER)?.subscribed) {
-    thread.subscribe({ consumer: OUTBOUND_CONSUMER, handler: deliverHandler(), filter: OUTBOUND_FILTER });
-    turn.logger.info(`run: new thread ${route.threadId} (${route.path})`);
-  }
-  open.set(route.path, thread);
-  return thread;
+/**
+ * Opens a conversation thread, creating it (with its outbound consumer, placed by the channel of
+ * `source`, the message it is opened for) on first use. Opened once per run: the map holds the
+ * opening, so that two callers at once share it.
+ */
+function openConversation(turn: TurnSettings, store: ThreadStore, open: Map<string, Promise<StoredThread>>, route: ThreadRoute, source: string): Promise<StoredThread> {
+  let opening = open.get(route.path);
+  if (opening) return opening;
+  opening = (async () => {
+    const thread = await store.open(threadName(turn.home, route.path), { create: true });
+    if (!(await thread.consumer(OUTBOUND_CONSUMER))?.subscribed) {
+      await subscribeOutbound(thread, source);
+      turn.logger.info(`run: new thread ${route.threadId} (${route.path})`);
+    }
+    return thread;
+  })();
+  open.set(route.path, opening);
+  return opening;
 }
 
 /**

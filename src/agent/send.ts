@@ -1,13 +1,12 @@
-import { existsSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { formatAddress, parseAddress, type SourceAddress } from '../core/address.js';
 import { ClawError } from '../core/errors.js';
 import { formatMessageContent, type ReplyContext } from '../core/message.js';
 import { runTerminalChat } from '../xgw/chat-client.js';
-import { openThread } from '../thread/index.js';
 import { routeFor } from './router.js';
 import { agentDir, loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
 import { readOutage } from './turn/outage.js';
+import { hasAgentThread, push, withAgentThread } from './threads.js';
 
 /**
  * The source `agent send` uses when none is given: inside an agent's bash_exec (THECLAW_AGENT
@@ -54,7 +53,7 @@ export interface SendOptions {
 }
 
 /** `agent send`: pushes a message into an agent's inbox; returns its event id. */
-export function sendToAgent(home: string, id: string, options: SendOptions): number {
+export async function sendToAgent(home: string, id: string, options: SendOptions): Promise<number> {
   const dir = requireAgent(home, id);
   const source = options.source ?? defaultSource(options.env ?? process.env);
   const address = parseAddress(source);
@@ -67,12 +66,8 @@ export function sendToAgent(home: string, id: string, options: SendOptions): num
     address.kind === 'external'
       ? { kind: 'external', channel_id: `${address.channelType}:${address.instance}`, conversation_type: address.conversationType, conversation_id: address.conversationId, peer_id: address.peerId }
       : { kind: 'internal', conversation_type: address.conversationType, conversation_id: address.conversationId, agent_id: address.agentId, ...(asking ? { asking_event_id: asking } : {}) };
-  const inbox = openThread(dir.inbox, { home });
-  try {
-    return inbox.push({ source, type: 'message', content: formatMessageContent({ text: options.text, attachments: [], reply_context }), idempotency_key: options.idempotencyKey });
-  } finally {
-    inbox.close();
-  }
+  const content = formatMessageContent({ text: options.text, attachments: [], reply_context });
+  return withAgentThread(home, dir.inbox, (inbox) => push(inbox, { source, type: 'message', content, idempotency_key: options.idempotencyKey }), options.env);
 }
 
 /** How often `agent chat` looks whether the agent's model became unavailable. */
@@ -100,24 +95,27 @@ export async function chatWithAgent(home: string, id: string, options: { input?:
   const dir = requireAgent(home, id);
   const route = routeFor(agentDir(home, id), loadAgentConfig(dir), defaultSource({}));
   let seen = -1;
-  const showToolCalls = setInterval(() => {
-    if (!existsSync(route.path)) return;
-    // A throw here would end the chat: the thread may be half-created by the run at this moment.
-    try {
-      const thread = openThread(route.path, { home });
-      try {
-        if (seen < 0) seen = thread.info().last_id; // only what this chat causes
-        for (const event of thread.peek({ afterId: seen, filter: "type = 'record' AND subtype = 'toolcall'" })) {
-          seen = event.id;
-          const { command, exit_code } = JSON.parse(event.content) as { command: string; exit_code: number };
-          process.stderr.write(`\r\x1b[2K  $ ${command.split('\n')[0]}  (exit ${exit_code})\n`);
-        }
-      } finally {
-        thread.close();
+  let looking = false;
+  const showNewToolCalls = async () => {
+    if (!(await hasAgentThread(home, route.path))) return;
+    await withAgentThread(home, route.path, async (thread) => {
+      if (seen < 0) seen = (await thread.info()).last_id; // only what this chat causes
+      for (const event of await thread.peek({ afterId: seen, filter: "type = 'record' AND subtype = 'toolcall'" })) {
+        seen = event.id;
+        const { command, exit_code } = JSON.parse(event.content) as { command: string; exit_code: number };
+        process.stderr.write(`\r\x1b[2K  $ ${command.split('\n')[0]}  (exit ${exit_code})\n`);
       }
-    } catch {
-      // shown on the next tick
-    }
+    });
+  };
+  const showToolCalls = setInterval(() => {
+    if (looking) return;
+    looking = true;
+    // A failure here would end the chat: the thread may be half-created by the run at this moment.
+    showNewToolCalls()
+      .catch(() => {}) // shown on the next tick
+      .finally(() => {
+        looking = false;
+      });
   }, 200);
   try {
     // Loaded here, not with the module: `agent send` (in every sandboxed turn) needs none of it.

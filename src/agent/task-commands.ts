@@ -20,7 +20,7 @@ export async function delegate(to: string, options: Json & { task: string; label
   // Inside the sandbox (THECLAW_OUTBOX), the runtime starts it once this command has ended.
   const outbox = process.env.THECLAW_OUTBOX;
   if (outbox) queueTask(outbox, request);
-  else startTask(home, turn, request);
+  else await startTask(home, turn, request);
   if (options.json) return printJson({ task: request.id, state: outbox ? 'queued' : 'running' });
   printLines([`task ${request.id} ${outbox ? 'starts when this command ends' : 'started'} at ${target}; its result comes back into this conversation (see: /tasks)`]);
 }

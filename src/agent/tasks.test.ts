@@ -20,10 +20,10 @@ let n = 0;
 const request = (to = 'helper') => ({ id: `t-${(++n).toString(16).padStart(8, '0')}`, to, task: `job ${n}` });
 const answer = (text: string, notice?: 'error') => ({ text, attachments: [], ...(notice ? { notice } : {}) });
 
-beforeEach(() => {
+beforeEach(async () => {
   t = createTestHome();
-  asker = initAgent(t.home, 'asker');
-  helper = initAgent(t.home, 'helper');
+  asker = await initAgent(t.home, 'asker');
+  helper = await initAgent(t.home, 'helper');
 });
 
 afterEach(() => t.cleanup());
@@ -35,16 +35,16 @@ function results(): [string, string][] {
 
 describe('background tasks', () => {
   it('refuses a task past tasks.max_running (3) with a conflict, and takes one again once one has ended', async () => {
-    const first = startTask(t.home, turn, request(), t.env);
-    startTask(t.home, turn, request(), t.env);
-    startTask(t.home, turn, request(), t.env);
-    expect(() => startTask(t.home, turn, request(), t.env)).toThrow(expect.objectContaining({ kind: 'conflict', message: 'asker has 3 tasks running already (tasks.max_running)' }));
+    const first = await startTask(t.home, turn, request(), t.env);
+    await startTask(t.home, turn, request(), t.env);
+    await startTask(t.home, turn, request(), t.env);
+    await expect(startTask(t.home, turn, request(), t.env)).rejects.toThrow(expect.objectContaining({ kind: 'conflict', message: 'asker has 3 tasks running already (tasks.max_running)' }));
     // Each has a timer that ends it as timed out; an ended task's timer is removed.
     const timers = async () => JSON.parse((await runTool('notifier', ['timer', 'list', '--json'], t.env)).stdout) as { id: string; command: string; schedule: string }[];
     expect((await timers()).find((timer) => timer.id === `task-asker-${first.id}`)?.command).toMatch(new RegExp(`dist/agent/cli\\.js tasks asker --expire ${first.id}$`));
     await deliverTaskResult(t.home, helper, 'asker', first.id, answer('done'), t.env);
     expect((await timers()).map((timer) => timer.id)).not.toContain(`task-asker-${first.id}`);
-    expect(startTask(t.home, turn, request(), t.env).state).toBe('running');
+    expect((await startTask(t.home, turn, request(), t.env)).state).toBe('running');
     // Each task is a message of its own conversation at helper, put there once.
     const tasks = threadEvents(t.home, helper.inbox);
     expect(tasks).toHaveLength(4);
@@ -53,8 +53,8 @@ describe('background tasks', () => {
   });
 
   it('tells the asking conversation of a failed and a timed-out task once each, for the message that asked, and drops what comes after the end', async () => {
-    const failed = startTask(t.home, turn, request(), t.env);
-    const slow = startTask(t.home, turn, { ...request(), label: 'slow one' }, t.env);
+    const failed = await startTask(t.home, turn, request(), t.env);
+    const slow = await startTask(t.home, turn, { ...request(), label: 'slow one' }, t.env);
     await deliverTaskResult(t.home, helper, 'asker', failed.id, answer('I could not answer: the model refused the request (401).', 'error'), t.env);
     await deliverTaskResult(t.home, helper, 'asker', failed.id, answer('I could not answer: the model refused the request (401).', 'error'), t.env);
     expect(await expireTask(t.home, 'asker', slow.id, t.env)).toBe(true);
@@ -76,7 +76,7 @@ describe('background tasks', () => {
   });
 
   it('lets /tasks stop a task of its own conversation only, and drops its result', async () => {
-    const task = startTask(t.home, turn, request('self'), t.env);
+    const task = await startTask(t.home, turn, request('self'), t.env);
     expect(task.target).toBe('asker');
     expect(await tasksReply(t.home, asker, 'peer-telegram.main.99', 'stop', task.id, t.env)).toBe('Which task? /tasks stop <id>, with an id that /tasks lists.');
     expect(await tasksReply(t.home, asker, turn.conversation, null, null, t.env)).toMatch(new RegExp(`^Tasks of this conversation:\\n- ${task.id} at asker: running since `));
@@ -89,7 +89,7 @@ describe('background tasks', () => {
   });
 
   it("refuses a task from a task's own conversation (tasks.max_depth 1), and allows it at depth 2 when max_depth is 2", async () => {
-    const task = startTask(t.home, turn, request(), t.env);
+    const task = await startTask(t.home, turn, request(), t.env);
     // helper's conversation of the task, as its router makes it for the task's message.
     const [message] = threadEvents(t.home, helper.inbox);
     const route = routeMessage(helper, 'per-peer', message!.source);
@@ -98,11 +98,11 @@ describe('background tasks', () => {
     thread.close();
     const fromTask: AskingTurn = { agent: 'helper', conversation: route.threadId, askingEvent: 1 };
 
-    expect(() => startTask(t.home, fromTask, request('self'), t.env)).toThrow(
+    await expect(startTask(t.home, fromTask, request('self'), t.env)).rejects.toThrow(
       expect.objectContaining({ kind: 'conflict', message: 'a task may not start another task (tasks.max_depth of helper is 1)' }),
     );
     appendFileSync(helper.config, 'tasks: { max_depth: 2 }\n');
-    expect(startTask(t.home, fromTask, request('self'), t.env)).toMatchObject({ depth: 2, conversation: route.threadId });
+    expect(await startTask(t.home, fromTask, request('self'), t.env)).toMatchObject({ depth: 2, conversation: route.threadId });
     expect(task.depth).toBe(1);
   });
 });

@@ -1,6 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
 import * as z from 'zod/mini';
 import { formatAddress, parseAddress } from '../core/address.js';
 import { joinCommand } from '../core/command.js';
@@ -8,11 +6,11 @@ import { ClawError } from '../core/errors.js';
 import { formatMessageContent, type MessageContent } from '../core/message.js';
 import { cliPath } from '../core/package.js';
 import { leaveRequest, takeRequests, TASK_PREFIX } from '../core/turn-outbox.js';
-import { openThread } from '../thread/index.js';
 import { loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
 import { notifierTimer, notifierTimerSync } from './notifier-timers.js';
 import { ANSWER_CONVERSATION, threadById } from './router.js';
 import { withTasks, type TaskRow, type TaskState } from './task-store.js';
+import { hasAgentThread, push, withAgentThread } from './threads.js';
 
 /**
  * Background tasks: `agent delegate <agent|self> --task …` in a turn starts one and returns at
@@ -68,7 +66,7 @@ export function queueTask(outbox: string, request: TaskRequest): void {
 }
 
 /** Outside the sandbox, after a call: starts the tasks the call asked for. Returns what could not be started. */
-export function startRequestedTasks(home: string, outbox: string, env: NodeJS.ProcessEnv): string[] {
+export async function startRequestedTasks(home: string, outbox: string, env: NodeJS.ProcessEnv): Promise<string[]> {
   const taken = takeRequests(
     outbox,
     (name) => name.startsWith(TASK_PREFIX),
@@ -79,7 +77,7 @@ export function startRequestedTasks(home: string, outbox: string, env: NodeJS.Pr
   for (const { request } of taken.requests) {
     try {
       if (!turn) throw new ClawError('usage', 'no turn to start it for');
-      startTask(home, turn, request, env);
+      await startTask(home, turn, request, env);
     } catch (error) {
       problems.push(`agent delegate: task ${request.id} was not started: ${(error as Error).message}`);
     }
@@ -91,11 +89,11 @@ export function startRequestedTasks(home: string, outbox: string, env: NodeJS.Pr
  * Starts a task for `turn`: checks the asker's limits, records it, and puts the task into the
  * target's inbox (once, whatever repeats it). Throws a `conflict` when a limit refuses it.
  */
-export function startTask(home: string, turn: AskingTurn, request: TaskRequest, env: NodeJS.ProcessEnv = process.env, now = new Date()): TaskRow {
+export async function startTask(home: string, turn: AskingTurn, request: TaskRequest, env: NodeJS.ProcessEnv = process.env, now = new Date()): Promise<TaskRow> {
   const asker = requireAgent(home, turn.agent);
   const target = requireAgent(home, request.to === 'self' ? asker.id : request.to);
   const limits = loadAgentConfig(asker).tasks;
-  const depth = taskDepth(home, asker, turn.conversation) + 1;
+  const depth = (await taskDepth(home, asker, turn.conversation, env)) + 1;
   if (depth > limits.max_depth) {
     throw new ClawError('conflict', `a task may not start another task (tasks.max_depth of ${asker.id} is ${limits.max_depth})`, { suggestion: 'do the work in this task, or raise tasks.max_depth' });
   }
@@ -122,28 +120,17 @@ export function startTask(home: string, turn: AskingTurn, request: TaskRequest, 
     return store.get(request.id)!;
   });
   const from = formatAddress({ kind: 'internal', conversationType: TASK_CONVERSATION, conversationId: row.id, agentId: asker.id });
-  const inbox = openThread(target.inbox, { home });
-  try {
-    const text = `[Task ${describeTask(row)} from ${asker.id === target.id ? 'myself, in another conversation' : asker.id}] ${row.task}\n(My answer here is the task's result: it goes back to where the task was started.)`;
-    const content: MessageContent = { text, attachments: [], reply_context: { kind: 'internal', conversation_type: TASK_CONVERSATION, conversation_id: row.id, agent_id: asker.id } };
-    inbox.push({ source: from, type: 'message', content: formatMessageContent(content), idempotency_key: `task:${asker.id}:${row.id}` });
-  } finally {
-    inbox.close();
-  }
+  const text = `[Task ${describeTask(row)} from ${asker.id === target.id ? 'myself, in another conversation' : asker.id}] ${row.task}\n(My answer here is the task's result: it goes back to where the task was started.)`;
+  const content: MessageContent = { text, attachments: [], reply_context: { kind: 'internal', conversation_type: TASK_CONVERSATION, conversation_id: row.id, agent_id: asker.id } };
+  await withAgentThread(home, target.inbox, (inbox) => push(inbox, { source: from, type: 'message', content: formatMessageContent(content), idempotency_key: `task:${asker.id}:${row.id}` }), env);
   return row;
 }
 
 /** How deep the conversation is in tasks: 0 for a person's, the task's depth for a task's own conversation. */
-function taskDepth(home: string, dir: AgentDir, conversation: string): number {
+async function taskDepth(home: string, dir: AgentDir, conversation: string, env: NodeJS.ProcessEnv): Promise<number> {
   const route = threadById(dir, conversation);
-  if (!route || !existsSync(join(route.path, 'events.db'))) return 0;
-  const thread = openThread(route.path, { home });
-  let first;
-  try {
-    first = thread.peek({ filter: "type = 'message' AND source != 'self'", limit: 1 })[0];
-  } finally {
-    thread.close();
-  }
+  if (!route || !(await hasAgentThread(home, route.path, env))) return 0;
+  const first = await withAgentThread(home, route.path, async (thread) => (await thread.peek({ filter: "type = 'message' AND source != 'self'", limit: 1 }))[0], env);
   const address = first ? parseAddress(first.source) : null;
   if (address?.kind !== 'internal' || address.conversationType !== TASK_CONVERSATION) return 0;
   const parent = requireAgent(home, address.agentId);
@@ -187,24 +174,19 @@ export async function stopTask(dir: AgentDir, id: string, home: string, env: Nod
 async function endTask(home: string, asker: AgentDir, id: string, state: Exclude<TaskState, 'running' | 'stopped'>, body: string, env: NodeJS.ProcessEnv, from: string): Promise<boolean> {
   const row = withTasks(asker, (store) => store.get(id));
   if (row?.state !== 'running') return false;
-  const inbox = openThread(asker.inbox, { home });
-  try {
-    const content: MessageContent = {
-      text: `[Task ${describeTask(row)} at ${row.target === asker.id ? 'myself' : row.target} ${ENDINGS[state]}] ${body}`,
-      attachments: [],
-      reply_context: {
-        kind: 'internal',
-        conversation_type: ANSWER_CONVERSATION,
-        conversation_id: row.conversation,
-        agent_id: from,
-        ...(row.asking_event ? { asking_event_id: row.asking_event } : {}),
-      },
-    };
-    const source = formatAddress({ kind: 'internal', conversationType: ANSWER_CONVERSATION, conversationId: row.conversation, agentId: from });
-    inbox.push({ source, type: 'message', content: formatMessageContent(content), idempotency_key: `task-result:${asker.id}:${id}` });
-  } finally {
-    inbox.close();
-  }
+  const content: MessageContent = {
+    text: `[Task ${describeTask(row)} at ${row.target === asker.id ? 'myself' : row.target} ${ENDINGS[state]}] ${body}`,
+    attachments: [],
+    reply_context: {
+      kind: 'internal',
+      conversation_type: ANSWER_CONVERSATION,
+      conversation_id: row.conversation,
+      agent_id: from,
+      ...(row.asking_event ? { asking_event_id: row.asking_event } : {}),
+    },
+  };
+  const source = formatAddress({ kind: 'internal', conversationType: ANSWER_CONVERSATION, conversationId: row.conversation, agentId: from });
+  await withAgentThread(home, asker.inbox, (inbox) => push(inbox, { source, type: 'message', content: formatMessageContent(content), idempotency_key: `task-result:${asker.id}:${id}` }), env);
   const ended = withTasks(asker, (store) => store.end(id, state));
   if (ended) await removeWatchdog(home, asker.id, id, env);
   return ended;

@@ -11,8 +11,11 @@ const SECRET_NAME = /(_API_KEY|_TOKEN|_SECRET|_PASSWORD|_ACCESS_KEY)$|^(API_KEY|
 /** Secret values shorter than this are too likely to appear in ordinary text to be replaced. */
 const MIN_SECRET_LENGTH = 8;
 
+/** Secrets not named like one: the thread store's URL may hold the database's password. */
+const SECRET_NAMES = new Set(['THECLAW_DATABASE_URL']);
+
 export function isSecretName(name: string): boolean {
-  return SECRET_NAME.test(name);
+  return SECRET_NAME.test(name) || SECRET_NAMES.has(name);
 }
 
 // `token_env: NAME` and `password_env: NAME` (xgw), `api_key_env: NAME` (pai), `api_key: VALUE` (pai), in block or flow style.

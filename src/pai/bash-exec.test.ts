@@ -99,13 +99,15 @@ describe('bashExec timeouts', () => {
 });
 
 describe('bashExec environment and working directory', () => {
-  it('removes keys and tokens from the environment, including extra secret names', async () => {
+  it('removes keys, tokens and the thread store URL from the environment, including extra secret names', async () => {
     const env = {
       ...plainEnv(),
       OPENAI_API_KEY: 'sk-openai-secret-1111',
       ANTHROPIC_API_KEY: 'sk-ant-secret-2222',
       TELEGRAM_BOT_TOKEN: '999:telegram-secret-3333',
       MY_LLM_CREDENTIAL: 'custom-provider-secret-4444',
+      // The thread store's URL may hold the database's password.
+      THECLAW_DATABASE_URL: 'postgres://theclaw:db-secret-5555@db.example:5432/threads',
       KEEP_ME: 'visible-value',
     };
     const result = await bashExec({ command: 'env' }, { env, secretNames: ['MY_LLM_CREDENTIAL'] });
@@ -113,7 +115,7 @@ describe('bashExec environment and working directory', () => {
     expect(result.stdout).toContain('KEEP_ME=visible-value');
     const names = result.stdout.split('\n').map((line) => line.split('=')[0]!);
     expect(names.filter((name) => /(_API_KEY|_TOKEN)$/.test(name))).toEqual([]);
-    for (const secret of ['sk-openai-secret-1111', 'sk-ant-secret-2222', '999:telegram-secret-3333', 'custom-provider-secret-4444']) {
+    for (const secret of ['sk-openai-secret-1111', 'sk-ant-secret-2222', '999:telegram-secret-3333', 'custom-provider-secret-4444', 'db-secret-5555']) {
       expect(result.stdout).not.toContain(secret);
     }
   });

@@ -124,7 +124,7 @@ export function bashExec(args: BashExecArgs, options: BashExecOptions = {}): Pro
       const overDiskLine = limits && disk ? diskLimitReached(limits, await disk.end()) : null;
       if (overDiskLine) reached.push(overDisk ? `${overDiskLine}; the command and its children were killed` : overDiskLine);
       await service?.close();
-      for (const problem of [...reached, ...(sandbox?.afterCall?.() ?? [])]) stderr.push(Buffer.from(`\n[bash_exec: ${problem}]`));
+      for (const problem of [...reached, ...((await sandbox?.afterCall?.()) ?? [])]) stderr.push(Buffer.from(`\n[bash_exec: ${problem}]`));
       const killedFor = watch?.killedFor === 'timeout' ? `timed out after ${timeoutMs / 1000} s` : watch?.killedFor;
       if (killedFor) stderr.push(Buffer.from(`\n[bash_exec: ${killedFor}; the command and its children were killed]`));
       resolve({

@@ -35,7 +35,7 @@ export interface Sandbox {
    * Runs outside the sandbox after each call, once every process of it has ended, before its
    * result is returned; what it returns is added to the call's stderr (what went wrong there).
    */
-  afterCall?: () => string[];
+  afterCall?: () => string[] | Promise<string[]>;
   /**
    * Started outside the sandbox as each call starts, and closed once every process of it has
    * ended, before afterCall: what the call's commands ask the runtime while they run (a door

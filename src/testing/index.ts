@@ -12,6 +12,8 @@ import { WebchatPeers } from '../xgw/channels/webchat-peers.js';
 import { loadWebchatPeerKey } from '../xgw/channels/webchat-token.js';
 import { DEFAULT_XGW_CONFIG } from '../xgw/config.js';
 import { initThread, openThread, type Thread } from '../thread/thread.js';
+import { createSqliteStore, sqliteStoredThread } from '../thread/store/sqlite-store.js';
+import type { StoredThread } from '../thread/store/types.js';
 import { QUEUE_MODE_ENV } from '../agent/conversation/queue-mode.js';
 import type { ThreadEvent } from '../thread/types.js';
 export { waitFor } from './wait.js';
@@ -235,14 +237,17 @@ export function threadEvents(home: string, path: string, filter?: string): Threa
  * A new test home with one open thread in it (`<home>/<name>`) for each test of the calling
  * suite: read `.home` and `.thread` inside the tests.
  */
-export function useTestThread(name = 'conversation'): { readonly home: TestHome; readonly thread: Thread } {
+export function useTestThread(name = 'conversation'): { readonly home: TestHome; readonly thread: Thread; readonly stored: StoredThread } {
   let home: TestHome | undefined;
   let thread: Thread | undefined;
-  beforeEach(() => {
+  let stored: StoredThread | undefined;
+  beforeEach(async () => {
     home = createTestHome();
     thread = openThread(join(home.home, name), { home: home.home, create: true });
+    stored = await createSqliteStore(home.home).open(name);
   });
-  afterEach(() => {
+  afterEach(async () => {
+    await stored?.close();
     thread?.close();
     home?.cleanup();
   });
@@ -253,7 +258,16 @@ export function useTestThread(name = 'conversation'): { readonly home: TestHome;
     get thread() {
       return thread!;
     },
+    /** The same thread through the store (thread/store), as the agent runtime opens it. */
+    get stored() {
+      return stored!;
+    },
   };
+}
+
+/** A thread opened with `openThread`, as the agent runtime sees threads (thread/store); closing either closes it. */
+export function storedThread(thread: Thread): StoredThread {
+  return sqliteStoredThread(thread.path, thread);
 }
 
 /** Every tool call of a pai session has its tool line (a killed or failed turn leaves none dangling). */

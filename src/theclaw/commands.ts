@@ -113,14 +113,14 @@ export async function reload(options: Json): Promise<void> {
 export async function maintain(options: Json): Promise<void> {
   const home = resolveHome();
   // Most sweeps find nothing new: those need not load the agent runtime the sweep uses.
-  const result = (await import('./feed-sweep.js')).hasNew(home, 'errors', 'maintainer') ? (await import('./maintainer.js')).sweep(home) : { read: 0, reported: [] };
+  const result = (await import('./feed-sweep.js')).hasNew(home, 'errors', 'maintainer') ? await (await import('./maintainer.js')).sweep(home) : { read: 0, reported: [] };
   if (options.json) return printJson(result);
   printLines([`read ${result.read} error(s); ${result.reported.length ? `reported ${result.reported.length} new incident(s)` : 'no new incident'}`, ...result.reported.map((text) => `  ${text}`)]);
 }
 
 export async function ward(options: Json): Promise<void> {
   const home = resolveHome();
-  const result = (await import('./feed-sweep.js')).hasNew(home, 'toolcalls', 'warden') ? (await import('./warden.js')).ward(home) : { read: 0, findings: [] };
+  const result = (await import('./feed-sweep.js')).hasNew(home, 'toolcalls', 'warden') ? await (await import('./warden.js')).ward(home) : { read: 0, findings: [] };
   if (options.json) return printJson(result);
   const untold = result.findings.filter((finding) => !finding.told).length;
   printLines([

@@ -88,11 +88,11 @@ describe.skipIf(!hasChromium || !BWRAP)(`the owner's control page (needs ${CHROM
       await admin.getByRole('button', { name: 'Stop' }).click();
       await page.locator('#notice', { hasText: 'stopped admin' }).waitFor();
       await admin.locator('.pill', { hasText: 'stopped' }).waitFor();
-      expect(agentStatus(s.home, 'admin').started).toBe(false);
+      expect((await agentStatus(s.home, 'admin')).started).toBe(false);
       await admin.getByRole('button', { name: 'Start' }).click();
       await page.locator('#notice', { hasText: 'started admin' }).waitFor();
       await admin.locator('.pill', { hasText: 'started' }).waitFor();
-      expect(agentStatus(s.home, 'admin').started).toBe(true);
+      expect((await agentStatus(s.home, 'admin')).started).toBe(true);
 
       await page.locator('#new-name').fill('gardener');
       await page.locator('#new-purpose').fill('keeps the garden notes <b>and</b> the watering days');
@@ -293,7 +293,7 @@ describe.skipIf(!hasChromium || !BWRAP)(`the owner's control page (needs ${CHROM
     expect((await post(owner.origin, bearer(owner.token))).status).toBe(403);
     expect((await fetch(`${owner.origin}/control/action`, { method: 'POST', headers: { 'Content-Type': 'text/plain', Origin: owner.origin, ...bearer(owner.token) }, body: action })).status).toBe(415);
     expect((await fetch(`${owner.origin}/control/action`, { headers: bearer(owner.token) })).status).toBe(405);
-    expect(agentStatus(s.home, 'admin').started).toBe(true);
+    expect((await agentStatus(s.home, 'admin')).started).toBe(true);
 
     // A hostile action is refused as a whole.
     const bad = await fetch(`${owner.origin}/control/action`, {

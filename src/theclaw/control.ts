@@ -27,7 +27,7 @@ export async function controlView(home: string, now = new Date()): Promise<Contr
   const problems = await controlProblems(home, now);
   return {
     checked_at: now.toISOString(),
-    agents: ids.map((id) => controlAgent(home, id)),
+    agents: await Promise.all(ids.map((id) => controlAgent(home, id))),
     waiting: [...ids.flatMap((id) => waitingIn(home, id)), ...waitingPairings(home)],
     spend: spend(home, ids, now),
     conversations: conversationSummaries(home),
@@ -53,9 +53,9 @@ function spend(home: string, ids: string[], now: Date): Spend {
   return { days, usage, budgets };
 }
 
-function controlAgent(home: string, id: string): ControlAgent {
+async function controlAgent(home: string, id: string): Promise<ControlAgent> {
   try {
-    const a = agentStatus(home, id);
+    const a = await agentStatus(home, id);
     return { id, state: a.running ? 'running' : a.started ? 'started' : 'stopped', kind: a.kind, model: a.model, last_activity: a.last_activity, pending: a.pending };
   } catch (error) {
     return { id, state: 'broken', error: formatError(error).replace(/^Error: /, '') };
@@ -83,10 +83,10 @@ function waitingPairings(home: string): WaitingItem[] {
 export async function controlAction(home: string, action: ControlAction, env: NodeJS.ProcessEnv = process.env): Promise<Pick<ControlOutcome, 'text'>> {
   switch (action.action) {
     case 'agent_start':
-      startAgent(home, action.agent);
+      await startAgent(home, action.agent, env);
       return { text: `started ${action.agent}` };
     case 'agent_stop':
-      return { text: stopAgent(home, action.agent) ? `stopped ${action.agent} (its messages wait until it starts again)` : `${action.agent} was not started` };
+      return { text: (await stopAgent(home, action.agent, env)) ? `stopped ${action.agent} (its messages wait until it starts again)` : `${action.agent} was not started` };
     case 'agent_create':
       await createAgent(home, action.agent, {}, env);
       await setIdentity(home, action.agent, defaultIdentity(action.agent, action.purpose), env);

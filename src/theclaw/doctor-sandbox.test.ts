@@ -9,9 +9,9 @@ import { doctor, type Check } from './doctor.js';
 // agents that run without one.
 
 let t: TestHome;
-beforeEach(() => {
+beforeEach(async () => {
   t = createTestHome();
-  initAgent(t.home, 'helper');
+  await initAgent(t.home, 'helper');
 });
 afterEach(() => t.cleanup());
 
@@ -37,7 +37,7 @@ describe('theclaw doctor: sandbox', () => {
   });
 
   it('warns about each agent that runs without a sandbox, and does not need bubblewrap when none uses it', async () => {
-    initAgent(t.home, 'other');
+    await initAgent(t.home, 'other');
     withoutSandbox('other');
     expect((await sandboxCheck(null))[0]).toMatchObject({ status: 'fail' }); // helper still needs it
     withoutSandbox('helper');

@@ -374,7 +374,7 @@ async function checkRuntime(home: string, configured: ChannelConfig[], now: numb
     const inbox = agentDir(home, id).inbox;
     const consumer = subscriptions.find((sub) => sub.thread === inbox && sub.consumer === INBOX_CONSUMER);
     if (consumer?.subscribed) continue;
-    const status = agentStatus(home, id);
+    const status = await agentStatus(home, id);
     if (status.pending === 0 || !isLate(oldestPending(home, inbox, consumer?.progress ?? 0, INBOX_FILTER))) continue;
     late.push(`${status.pending} in the inbox of ${id}, which is stopped`);
     fixes.add(`agent start ${id}`);
@@ -385,19 +385,20 @@ async function checkRuntime(home: string, configured: ChannelConfig[], now: numb
       : { name: 'pending', status: 'warn', detail: `events waiting more than a minute: ${late.join('; ')}`, fix: [...fixes].join('; ') },
   );
   const damaged: AgentDamage[] = [];
-  checks.push(...checkFailures(home, subscriptions, now, damaged), checkThreads(home, damaged));
+  checks.push(...checkFailures(home, subscriptions, now, damaged), await checkThreads(home, damaged));
   return checks;
 }
 
 /** Damaged conversation threads (with those the checks before met): each stops its own conversation until it is moved away. */
-function checkThreads(home: string, found: readonly AgentDamage[]): Check {
-  const damaged = listAgentIds(home).flatMap((id) => {
+async function checkThreads(home: string, found: readonly AgentDamage[]): Promise<Check> {
+  const damaged = [];
+  for (const id of listAgentIds(home)) {
     try {
-      return withDamage(agentStatus(home, id), found).damaged.map((d) => ({ ...d, agent: id }));
+      damaged.push(...withDamage(await agentStatus(home, id), found).damaged.map((d) => ({ ...d, agent: id })));
     } catch {
-      return []; // a broken agent is the config check's finding
+      // a broken agent is the config check's finding
     }
-  });
+  }
   if (damaged.length === 0) return { name: 'threads', status: 'ok', detail: 'every conversation thread can be read' };
   return {
     name: 'threads',

@@ -23,7 +23,7 @@ beforeEach(async () => {
   llm = await startFakeOpenAI();
   writeFakePaiConfig(t.home, llm, { maxAttempts: 1 });
   writeXgwConfig(t.home, XGW_CONFIG_WITH_GUESTS);
-  admin = initAgent(t.home, 'admin');
+  admin = await initAgent(t.home, 'admin');
 });
 
 afterEach(async () => {
@@ -60,7 +60,7 @@ describe('the evolver', () => {
   });
 
   it('asks the model nothing for an agent without messages, nor for one whose proposal still waits', async () => {
-    const helper = initAgent(t.home, 'helper');
+    const helper = await initAgent(t.home, 'helper');
     said(helper, OWNER, 'hello');
     createProposal(helper, { file: 'IDENTITY.md', summary: 'x', text: 'y' });
     const result = await evolve(t.home);
@@ -96,7 +96,7 @@ describe('the evolver', () => {
     const inbox = openThread(admin.inbox, { home: t.home });
     inbox.push({ source: OWNER, type: 'message', content: JSON.stringify({ text: 'hello' }) }); // the owner's chat with admin, where the maintainer reports
     inbox.close();
-    const { reported } = sweep(t.home);
+    const { reported } = await sweep(t.home);
     expect(reported).toEqual([expect.stringMatching(/^maintainer: evolver could not make its daily reflection on admin: the model refused the request \(401\)\. Check the provider key/)]);
     const second = await evolve(t.home);
     expect(second.since).toBe(first.until);

@@ -73,7 +73,7 @@ export async function evolve(home: string, env: NodeJS.ProcessEnv = process.env)
   const result: EvolveResult = { since, until, agents: [], usage: NO_USAGE };
   // The offline mock echoes: it has nothing to say about anyone's day.
   if (model.provider === MOCK_PROVIDER) return { ...result, skipped: 'the model is the offline mock (no provider key)' };
-  const feeds = new FeedWriter(home, 'evolver');
+  const feeds = new FeedWriter(home, 'evolver', env);
   try {
     for (const id of listAgentIds(home)) {
       const dir = agentDir(home, id);
@@ -92,11 +92,11 @@ export async function evolve(home: string, env: NodeJS.ProcessEnv = process.env)
         const reply = await chat({ input: digestText(digest), system: EVOLVER_PROMPT, tools: false, config, home, env, provider: model.provider, model: model.model });
         const usage = { calls: 1, input_tokens: reply.usage.input, output_tokens: reply.usage.output, cost: reply.usage.cost };
         result.usage = plusUsage(result.usage, usage);
-        feeds.append('proposals', 'usage', { agent: id, provider: model.provider, model: model.model, ...usage });
+        await feeds.append('proposals', 'usage', { agent: id, provider: model.provider, model: model.model, ...usage });
         text = reply.text;
       } catch (error) {
         const failure = classifyFailure(error);
-        feeds.append('errors', 'error', { agent: 'evolver', thread: id, stage: 'reflection', kind: failure.kind, status: failure.status, reason: failure.reason } satisfies ErrorFeedEntry);
+        await feeds.append('errors', 'error', { agent: 'evolver', thread: id, stage: 'reflection', kind: failure.kind, status: failure.status, reason: failure.reason } satisfies ErrorFeedEntry);
         result.agents.push({ agent: id, outcome: 'failed', proposals: [], detail: failure.reason });
         continue;
       }
@@ -109,22 +109,23 @@ export async function evolve(home: string, env: NodeJS.ProcessEnv = process.env)
         const file = digest.files.find((f) => f.file === change.file)!;
         return !file.tooLong && change.text.length <= MAX_FILE_CHARS && change.text.trimEnd() !== file.text.trimEnd();
       });
-      const made = proposals.map((change) => {
+      const made = [];
+      for (const change of proposals) {
         const proposal = createProposal(dir, change);
-        feeds.append('proposals', 'proposal', { agent: id, code: proposal.code, file: proposal.file, summary: proposal.summary, added: proposal.added, removed: proposal.removed });
-        return { code: proposal.code, file: proposal.file, summary: proposal.summary, told: tell(home, proposal, digest.files.find((f) => f.file === change.file)!.text) };
-      });
+        await feeds.append('proposals', 'proposal', { agent: id, code: proposal.code, file: proposal.file, summary: proposal.summary, added: proposal.added, removed: proposal.removed });
+        made.push({ code: proposal.code, file: proposal.file, summary: proposal.summary, told: await tell(home, proposal, digest.files.find((f) => f.file === change.file)!.text) });
+      }
       result.agents.push({ agent: id, outcome: made.length ? 'proposed' : 'nothing', proposals: made });
     }
   } finally {
-    feeds.close();
+    await feeds.close();
   }
   saveReflection(home, until);
   return result;
 }
 
 /** Tells the owner in their chat with the agent, with the diff; else in their chat with admin, without it. */
-function tell(home: string, proposal: Proposal, before: string): boolean {
+async function tell(home: string, proposal: Proposal, before: string): Promise<boolean> {
   const head = `evolver: a proposed change to ${proposal.agent}'s ${proposal.file} (+${proposal.added} -${proposal.removed} lines), from its day: ${proposal.summary}`;
   const path = `agents/${proposal.agent}/proposals/${proposal.code}.md`;
   const how = (where: string) =>
@@ -132,7 +133,9 @@ function tell(home: string, proposal: Proposal, before: string): boolean {
   const diff = lineDiff(before, proposal.text).text;
   const own = [head, diff.length <= DIFF_IN_CHAT ? diff : `(the diff is long: read it in ${path})`, how('')].join('\n');
   const key = `evolver:${proposal.agent}:${proposal.code}`;
-  return tellOwnerOf(home, proposal.agent, own, 'approval', key) || (proposal.agent !== REPORTS_AGENT && tellOwnerOf(home, REPORTS_AGENT, [head, how('here ')].join('\n'), 'approval', key));
+  return (
+    (await tellOwnerOf(home, proposal.agent, own, 'approval', key)) || (proposal.agent !== REPORTS_AGENT && (await tellOwnerOf(home, REPORTS_AGENT, [head, how('here ')].join('\n'), 'approval', key)))
+  );
 }
 
 /** The JSON the model was asked for, found in its answer (a model may wrap it in a code fence), or null. */

@@ -10,9 +10,9 @@ import { createTestHome, runTool, waitFor, type TestHome } from '../testing/inde
 
 let t: TestHome;
 
-beforeEach(() => {
+beforeEach(async () => {
   t = createTestHome();
-  initAgent(t.home, 'helper');
+  await initAgent(t.home, 'helper');
   mkdirSync(join(t.home, 'logs'), { recursive: true });
   writeFileSync(
     join(t.home, 'logs', 'notifier.log'),

@@ -74,7 +74,7 @@ describe('theclaw prune', () => {
   });
 
   it('removes old acknowledged thread events beyond the newest 1,000 of each thread, never one a consumer has yet to handle', async () => {
-    const dir = initAgent(t.home, 'admin');
+    const dir = await initAgent(t.home, 'admin');
     const inbox = openThread(dir.inbox, { home: t.home });
     try {
       inbox.pushBatch(Array.from({ length: 1_600 }, (_, i) => ({ source: 'self', type: 'message', content: `m${i + 1}` })));

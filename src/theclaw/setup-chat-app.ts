@@ -53,7 +53,7 @@ export async function connectChatApp(home: string, app: ChatApp, waitForOwner: (
   const ownerId = await waitForOwner();
   storeSecret(home, app.tokenEnv, app.token);
   const owner = `${app.channel}:${ownerId}`;
-  addOwner(home, 'admin', owner);
+  await addOwner(home, 'admin', owner);
   // Written, not applied: a running xgw lacks the token until it is started again.
   await addChannel(home, app.channel, { access: 'allowlist', allow: [ownerId], ...(app.apiRoot ? { apiRoot: app.apiRoot } : {}) }, { noReload: true });
   const routed = loadXgwConfig(home).routes.some((route) => route.channel === app.channel);
@@ -62,9 +62,9 @@ export async function connectChatApp(home: string, app: ChatApp, waitForOwner: (
 }
 
 /** Adds `owner` to the agent's `policy.owners` (creating the agent if `theclaw up` has not yet). */
-function addOwner(home: string, agent: string, owner: string): void {
+async function addOwner(home: string, agent: string, owner: string): Promise<void> {
   const dir = agentDir(home, agent);
-  if (!existsSync(dir.config)) initAgent(home, agent);
+  if (!existsSync(dir.config)) await initAgent(home, agent);
   const document = parseConfigDocument(dir.config, readConfigText(dir.config));
   const owners = ((document.getIn(['policy', 'owners']) as { toJSON(): unknown } | undefined)?.toJSON() as string[] | undefined) ?? [];
   if (owners.includes(owner)) return;

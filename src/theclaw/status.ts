@@ -183,13 +183,15 @@ export async function systemStatus(home: string, env: NodeJS.ProcessEnv = proces
     checked_at: new Date().toISOString(),
     components,
     channels: xgw?.channels ?? [],
-    agents: listAgentIds(home).map((id) => {
-      try {
-        return withDamage(agentStatus(home, id), damaged);
-      } catch (error) {
-        return { id, error: formatError(error).replace(/^Error: /, '') };
-      }
-    }),
+    agents: await Promise.all(
+      listAgentIds(home).map(async (id) => {
+        try {
+          return withDamage(await agentStatus(home, id), damaged);
+        } catch (error) {
+          return { id, error: formatError(error).replace(/^Error: /, '') };
+        }
+      }),
+    ),
     queues,
     pending: queues.reduce((sum, queue) => sum + queue.pending, 0),
     model,

@@ -117,8 +117,8 @@ async function upLocked(home: string, env: NodeJS.ProcessEnv): Promise<Omit<UpRe
 
   const systemAgents = Object.keys(SYSTEM_AGENTS);
   const created = systemAgents.filter((id) => !existsSync(agentDir(home, id).config));
-  for (const id of created) initAgent(home, id);
-  for (const id of systemAgents) startAgent(home, id);
+  for (const id of created) await initAgent(home, id, {}, env);
+  for (const id of systemAgents) await startAgent(home, id, env);
 
   const started: DaemonName[] = [];
   const [notifier, xgw] = await Promise.allSettled([

@@ -24,9 +24,11 @@ export interface WardFinding extends ToolcallFeedEntry {
   told: boolean;
 }
 
-export function ward(home: string): WardResult {
+export async function ward(home: string): Promise<WardResult> {
   const incidents = new Incidents(incidentsPath(home, 'warden'));
   const findings: WardFinding[] = [];
+  // Told once the feed is read (the thread store is async); a tell has its key, and is told once.
+  const telling: (() => Promise<void>)[] = [];
   try {
     const { read } = readFeed(home, 'toolcalls', 'warden', ToolcallFeedEntrySchema, (entry, event) => {
       const rules = review(entry.command);
@@ -34,9 +36,14 @@ export function ward(home: string): WardResult {
       const key = `${entry.agent}|${rules.map((rule) => rule.rule).join(',')}|${createHash('sha256').update(entry.command).digest('hex')}`;
       incidents.occur(key, event.created_at, () => {
         const text = findingText(entry, rules);
-        findings.push({ ...entry, rules, text, told: tellOwnerOf(home, REPORTS_AGENT, text, 'error', `warden:${event.id}`) });
+        const finding = { ...entry, rules, text, told: false };
+        findings.push(finding);
+        telling.push(async () => {
+          finding.told = await tellOwnerOf(home, REPORTS_AGENT, text, 'error', `warden:${event.id}`);
+        });
       });
     });
+    for (const tell of telling) await tell();
     return { read, findings };
   } finally {
     incidents.close();

@@ -17,11 +17,11 @@ export interface CallAccount {
   /** The message (or heartbeat) the calls are made for. */
   inReplyTo: number;
   /** Pushes a record into the conversation's thread (or the heartbeats'), where the usage records go; returns its event id. */
-  record: (subtype: 'toolcall' | 'usage', content: ToolcallRecord | UsageRecord) => number;
+  record: (subtype: 'toolcall' | 'usage', content: ToolcallRecord | UsageRecord) => Promise<number>;
 }
 
 /** Records one model call's usage; `purpose` names the upkeep it was for (none: the turn's answer). */
-export function recordUsage(account: CallAccount, model: Pick<ResolvedModel, 'provider' | 'model'>, event: Extract<ChatEvent, { type: 'usage' }>, purpose?: UpkeepPurpose): void {
+export function recordUsage(account: CallAccount, model: Pick<ResolvedModel, 'provider' | 'model'>, event: Extract<ChatEvent, { type: 'usage' }>, purpose?: UpkeepPurpose): Promise<number> {
   account.spend.spent(account.peer, event.usage.input + event.usage.output);
   const record: UsageRecord = {
     in_reply_to: account.inReplyTo,
@@ -34,7 +34,7 @@ export function recordUsage(account: CallAccount, model: Pick<ResolvedModel, 'pr
     duration_ms: event.duration_ms,
     ...(purpose ? { purpose } : {}),
   };
-  account.record('usage', record);
+  return account.record('usage', record);
 }
 
 /** A call that summarises `input` under the instructions `system` (compaction, memory upkeep). */
@@ -59,7 +59,7 @@ export function accountedSummariser(
     if (reservation.over) throw new UpkeepSkipped(`not made: ${reservation.over.reason} (budget.${reservation.over.cap})`);
     try {
       const result = await call(system, input, (event) => {
-        if (event.type === 'usage') recordUsage(account, model, event, purpose);
+        if (event.type === 'usage') void recordUsage(account, model, event, purpose); // awaited with the turn's records (MessageAccount.settled)
       });
       return result.text;
     } finally {

@@ -27,7 +27,7 @@ const telegram = (peer: string) => formatAddress({ kind: 'external', channelType
 
 beforeEach(async () => {
   t = createTestHome();
-  dir = initAgent(t.home, 'helper');
+  dir = await initAgent(t.home, 'helper');
   server = await startFakeOpenAI({ defaultStep: { kind: 'text', text: 'an answer', usage: { input: 400, output: 50 } } });
   writeFakePaiConfig(t.home, server, { modelFields: 'max_output_tokens: 50' });
 });
@@ -49,7 +49,7 @@ describe('spend caps', () => {
   it("answers until the day's tokens would pass the cap, then gives a notice without calling the model, and tells the owner once", async () => {
     setBudget({ daily_tokens: 940 });
     for (const text of ['one', 'two', 'three', 'four']) {
-      sendToAgent(t.home, 'helper', { text, source: owner });
+      await sendToAgent(t.home, 'helper', { text, source: owner });
       await runAgent('helper', { home: t.home, env: t.env });
     }
     expect(calls()).toBe(2); // 450 + 450 spent: the third, reserving 52, would pass the 940
@@ -66,10 +66,10 @@ describe('spend caps', () => {
 
   it("caps each person's share: one past it gets the notice, another is still answered", async () => {
     setBudget({ per_peer_daily_tokens: 500 });
-    sendToAgent(t.home, 'helper', { text: 'a1', source: telegram('1') });
+    await sendToAgent(t.home, 'helper', { text: 'a1', source: telegram('1') });
     await runAgent('helper', { home: t.home, env: t.env });
-    sendToAgent(t.home, 'helper', { text: 'a2', source: telegram('1') }); // 450 + 51 > 500
-    sendToAgent(t.home, 'helper', { text: 'b1', source: telegram('2') });
+    await sendToAgent(t.home, 'helper', { text: 'a2', source: telegram('1') }); // 450 + 51 > 500
+    await sendToAgent(t.home, 'helper', { text: 'b1', source: telegram('2') });
     await runAgent('helper', { home: t.home, env: t.env });
     expect(calls()).toBe(2);
     expect(messages(telegram('1')).map((m) => m.text)).toEqual(['an answer', "I could not answer: your share of today's budget (500 tokens) is used up. The owner has been told."]);
@@ -96,7 +96,7 @@ describe('spend caps and the upkeep calls', () => {
   };
   const systems = () => completionRequests(server).map(systemPromptOf);
   const say = async (text: string) => {
-    sendToAgent(t.home, 'helper', { text, source: owner });
+    await sendToAgent(t.home, 'helper', { text, source: owner });
     await runAgent('helper', { home: t.home, env: t.env });
   };
 

@@ -2,7 +2,8 @@ import * as z from 'zod/mini';
 import { formatAddress } from '../../core/address.js';
 import { feedPath, type FeedName } from '../../core/layout.js';
 import type { Logger } from '../../core/logger.js';
-import { openThread, type Thread } from '../../thread/index.js';
+import type { StoredThread } from '../../thread/index.js';
+import { openAgentThread, push } from '../threads.js';
 
 /** One error of an agent, as the maintainer's feed has it (see theclaw/maintainer.ts). */
 export const ErrorFeedEntrySchema = z.object({
@@ -37,20 +38,22 @@ export type ToolcallFeedEntry = z.output<typeof ToolcallFeedEntrySchema>;
  * caller's to log: the feeds are a copy of what the agent's own threads record.
  */
 export class FeedWriter {
-  private readonly open = new Map<FeedName, Thread>();
+  private readonly open = new Map<FeedName, Promise<StoredThread>>();
 
   constructor(
     private readonly home: string,
     private readonly agent: string,
+    private readonly env: NodeJS.ProcessEnv = process.env,
   ) {}
 
-  append(feed: FeedName, subtype: string, entry: object, idempotencyKey?: string): void {
-    let thread = this.open.get(feed);
-    if (!thread) {
-      thread = openThread(feedPath(this.home, feed), { home: this.home, create: true });
-      this.open.set(feed, thread);
+  async append(feed: FeedName, subtype: string, entry: object, idempotencyKey?: string): Promise<void> {
+    let opening = this.open.get(feed);
+    if (!opening) {
+      opening = openAgentThread(this.home, feedPath(this.home, feed), { create: true }, this.env);
+      this.open.set(feed, opening);
+      opening.catch(() => this.open.delete(feed)); // the next entry tries again
     }
-    thread.push({
+    await push(await opening, {
       source: formatAddress({ kind: 'internal', conversationType: 'feed', conversationId: feed, agentId: this.agent }),
       type: 'record',
       subtype,
@@ -59,9 +62,10 @@ export class FeedWriter {
     });
   }
 
-  close(): void {
-    for (const thread of this.open.values()) thread.close();
+  async close(): Promise<void> {
+    const open = [...this.open.values()];
     this.open.clear();
+    await Promise.all(open.map(async (opening) => (await opening.catch(() => null))?.close()));
   }
 }
 
@@ -71,10 +75,8 @@ export class FeedWriter {
  */
 export function feedCopier(feeds: FeedWriter, logger: Logger, who: string): (feed: FeedName, subtype: string, entry: object) => void {
   return (feed, subtype, entry) => {
-    try {
-      feeds.append(feed, subtype, entry);
-    } catch (feedError) {
+    feeds.append(feed, subtype, entry).catch((feedError: unknown) => {
       logger.warn(`${who}: the ${subtype} could not go to the feed ${feed}: ${(feedError as Error).message}`);
-    }
+    });
   };
 }

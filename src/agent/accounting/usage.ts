@@ -1,4 +1,4 @@
-import type { Thread } from '../../thread/index.js';
+import type { StoredThread } from '../../thread/index.js';
 import type { UsageRecord } from '../types.js';
 
 /** Model calls of a thread summed up, from its `record/usage` events. */
@@ -28,11 +28,11 @@ export function plusUsage(a: UsageTotals, b: UsageTotals): UsageTotals {
 }
 
 /** The thread's usage, from `since` (an ISO time or day, UTC) when given; `upkeep`: of the runtime's upkeep calls alone. */
-export function threadUsage(thread: Thread, since?: string, upkeep = false): UsageTotals {
+export async function threadUsage(thread: StoredThread, since?: string, upkeep = false): Promise<UsageTotals> {
   // Filters take only literals; `since` is an ISO date the caller made, never a person's text.
   const filter = `type = 'record' AND subtype = 'usage'${since === undefined ? '' : ` AND created_at >= '${since}'`}`;
   let totals = NO_USAGE;
-  for (const event of thread.peek({ filter, limit: 1_000_000 })) {
+  for (const event of await thread.peek({ filter, limit: 1_000_000 })) {
     const record = usageOfRecord(event.content);
     if (record && (!upkeep || isUpkeep(event.content))) totals = plusUsage(totals, record);
   }

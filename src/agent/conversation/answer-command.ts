@@ -1,4 +1,4 @@
-import type { Thread, ThreadEvent } from '../../thread/index.js';
+import type { StoredThread, ThreadEvent } from '../../thread/index.js';
 import { chatCommandOf } from '../chat-commands.js';
 import { memoryFiles } from '../context.js';
 import { pushReply } from '../reply-context.js';
@@ -12,7 +12,14 @@ import { answerChatCommand } from './command-replies.js';
  * `/approve`, ...: chat-commands.ts) is answered here, without the model. Null: the message is
  * for the model.
  */
-export async function answerCommand(turn: TurnSettings, thread: Thread, route: ThreadRoute, event: ThreadEvent, message: TakenMessage, { upkeep }: MessageAccount): Promise<MessageOutcome | null> {
+export async function answerCommand(
+  turn: TurnSettings,
+  thread: StoredThread,
+  route: ThreadRoute,
+  event: ThreadEvent,
+  message: TakenMessage,
+  { upkeep }: MessageAccount,
+): Promise<MessageOutcome | null> {
   const command = chatCommandOf(event);
   if (!command) return null;
   const { inboundId } = message;
@@ -27,7 +34,7 @@ export async function answerCommand(turn: TurnSettings, thread: Thread, route: T
     summarise: upkeep('new_conversation'),
     policy: turn.config.policy,
   });
-  pushReply(thread, message.target, inboundId, text, message.outcomeKey);
+  await pushReply(thread, message.target, inboundId, text, message.outcomeKey);
   turn.logger.info(`run: answered /${command} in thread ${route.threadId} (event ${inboundId})`);
   return 'replied';
 }

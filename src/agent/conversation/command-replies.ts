@@ -2,7 +2,8 @@ import { parseMessageContent } from '../../core/message.js';
 import { isStorageError } from '../../core/storage-error.js';
 import type { Logger } from '../../core/logger.js';
 import type { PaiConfig, ResolvedModel } from '../../pai/index.js';
-import { openThread, type Thread, type ThreadEvent } from '../../thread/index.js';
+import type { StoredThread, ThreadEvent } from '../../thread/index.js';
+import { withAgentThread } from '../threads.js';
 import type { AgentDir } from '../agent-dir.js';
 import { chatCommandArgument, chatCommandHelp, type ChatCommand } from '../chat-commands.js';
 import { type Summarise, describeUsage, plusUsage, threadUsage, NO_USAGE } from '../accounting/index.js';
@@ -10,7 +11,7 @@ import { startFreshConversation } from '../turn/index.js';
 import { approvalReply } from './owner-approval.js';
 import { tasksReply } from '../tasks.js';
 import { isOwner, type Policy } from '../policy/index.js';
-import { conversationThreads } from '../lifecycle.js';
+import { storedConversationThreads } from '../lifecycle.js';
 import type { AgentConfig, DecisionRecord, QueueMode, ThreadRoute } from '../types.js';
 import { compactNow } from './compact-now.js';
 import { allowedModels, modelReply, sessionSettings, thinkReply, verboseReply } from './session-settings.js';
@@ -25,7 +26,7 @@ export interface CommandContext {
   home: string;
   dir: AgentDir;
   route: ThreadRoute;
-  thread: Thread;
+  thread: StoredThread;
   /** The command's inbox event. */
   inboxEvent: ThreadEvent;
   /** The command's event in the conversation thread. */
@@ -69,11 +70,11 @@ export async function answerChatCommand(command: ChatCommand, context: CommandCo
           logger: context.logger,
         });
       case 'stop':
-        return stoppedTurns(context.thread, context.inboxEvent.id) > 0 ? 'Stopped.' : 'Nothing is running.';
+        return (await stoppedTurns(context.thread, context.inboxEvent.id)) > 0 ? 'Stopped.' : 'Nothing is running.';
       case 'status':
-        return statusReply(context);
+        return await statusReply(context);
       case 'usage':
-        return usageReply(context);
+        return await usageReply(context);
       case 'approve':
       case 'deny':
         return approvalReply(command, context.inboxEvent, context.dir, context.policy, context.home);
@@ -84,10 +85,10 @@ export async function answerChatCommand(command: ChatCommand, context: CommandCo
       case 'model':
         // It changes what the agent costs: the owner's to choose.
         if (!isOwner(context.policy, context.inboxEvent.source)) return ownerOnly(command);
-        return modelReply(context.thread, allowedModels(context.config, context.paiConfig, context.env), modelName(context), argumentOf(context));
+        return await modelReply(context.thread, allowedModels(context.config, context.paiConfig, context.env), modelName(context), argumentOf(context));
       case 'think':
         if (!isOwner(context.policy, context.inboxEvent.source)) return ownerOnly(command);
-        return thinkReply(context.thread, argumentOf(context));
+        return await thinkReply(context.thread, argumentOf(context));
       case 'compact':
         return await compactNow({
           thread: context.thread,
@@ -104,9 +105,9 @@ export async function answerChatCommand(command: ChatCommand, context: CommandCo
             .replace(/^\S+\s*/, ''),
         });
       case 'verbose':
-        return verboseReply(context.thread, argumentOf(context));
+        return await verboseReply(context.thread, argumentOf(context));
       case 'queue':
-        return queueReply(context.thread, argumentOf(context), defaultQueueMode(context), context.config.queue.debounce_ms);
+        return await queueReply(context.thread, argumentOf(context), defaultQueueMode(context), context.config.queue.debounce_ms);
     }
   } catch (error) {
     // A full or read-only disk: the command waits in the inbox like any message, and is answered later.
@@ -117,8 +118,8 @@ export async function answerChatCommand(command: ChatCommand, context: CommandCo
   }
 }
 
-function settingsLines(context: CommandContext): string[] {
-  const settings = sessionSettings(context.thread);
+async function settingsLines(context: CommandContext): Promise<string[]> {
+  const settings = await sessionSettings(context.thread);
   const mode = queueMode(settings.queue, defaultQueueMode(context), context.route, context.inboxEvent.source);
   return [`Thinking: ${settings.think ?? 'off'}`, `Verbose: ${settings.verbose ? 'on' : 'off'}`, `Queue mode: ${describeQueueMode(mode, context.config.queue.debounce_ms)}`];
 }
@@ -143,56 +144,47 @@ function modelName(context: CommandContext): string {
 }
 
 /** How many turns of the thread the `/stop` with this inbox id ended (see turn-stop.ts). */
-function stoppedTurns(thread: Thread, stopInboxId: number): number {
+async function stoppedTurns(thread: StoredThread, stopInboxId: number): Promise<number> {
   // The turns it ended are the ones just before it in this thread.
-  return thread.peek({ filter: "type = 'record' AND subtype = 'decision'", last: 100 }).filter((event) => {
+  return (await thread.peek({ filter: "type = 'record' AND subtype = 'decision'", last: 100 })).filter((event) => {
     const decision = JSON.parse(event.content) as DecisionRecord;
     return decision.decision === 'stopped' && decision.stopped_by_inbox_id === stopInboxId;
   }).length;
 }
 
 /** The owner's status of the agent; anyone else's is of their own conversation only. */
-function statusReply(context: CommandContext): string {
+async function statusReply(context: CommandContext): Promise<string> {
   const { dir } = context;
   const today = todayUtc(context.now);
-  const conversation = threadUsage(context.thread, today);
+  const conversation = await threadUsage(context.thread, today);
   if (!isOwner(context.policy, context.inboxEvent.source)) return [`Agent: ${dir.id}`, `Today (${today}, UTC): this conversation ${describeUsage(conversation)}`].join('\n');
-  const agent = conversationThreads(dir).reduce(
-    (sum, path) => plusUsage(sum, path === context.route.path ? conversation : withThread(context.home, path, (thread) => threadUsage(thread, today))),
-    NO_USAGE,
-  );
+  let agent = NO_USAGE;
+  for (const path of await storedConversationThreads(context.home, dir, context.env)) {
+    agent = plusUsage(agent, path === context.route.path ? conversation : await withAgentThread(context.home, path, (thread) => threadUsage(thread, today), context.env));
+  }
   return [
     `Agent: ${dir.id}`,
     `Model: ${modelName(context)}`,
-    ...settingsLines(context),
+    ...(await settingsLines(context)),
     `Today (${today}, UTC): this conversation ${describeUsage(conversation)}; all conversations ${describeUsage(agent)}`,
-    `Queue: ${plural(waitingAfter(context), 'message')} waiting in the inbox`,
+    `Queue: ${plural(await waitingAfter(context), 'message')} waiting in the inbox`,
   ].join('\n');
 }
 
-function usageReply(context: CommandContext): string {
+async function usageReply(context: CommandContext): Promise<string> {
   const today = todayUtc(context.now);
   // The upkeep (summaries, memory writes) is in the figures; said apart when there was any.
-  const upkeep = threadUsage(context.thread, undefined, true);
+  const upkeep = await threadUsage(context.thread, undefined, true);
   return [
-    `This conversation today (${today}, UTC): ${describeUsage(threadUsage(context.thread, today))}`,
-    `In total: ${describeUsage(threadUsage(context.thread))}`,
+    `This conversation today (${today}, UTC): ${describeUsage(await threadUsage(context.thread, today))}`,
+    `In total: ${describeUsage(await threadUsage(context.thread))}`,
     ...(upkeep.calls > 0 ? [`Of these in total, summaries and memory upkeep: ${describeUsage(upkeep)}`] : []),
   ].join('\n');
 }
 
 /** Inbox messages after this command: waiting for this run or the next. */
-function waitingAfter(context: CommandContext): number {
-  return withThread(context.home, context.dir.inbox, (inbox) => inbox.peek({ afterId: context.inboxEvent.id, filter: "type = 'message'", limit: 100_000 }).length);
-}
-
-function withThread<T>(home: string, path: string, read: (thread: Thread) => T): T {
-  const thread = openThread(path, { home });
-  try {
-    return read(thread);
-  } finally {
-    thread.close();
-  }
+async function waitingAfter(context: CommandContext): Promise<number> {
+  return withAgentThread(context.home, context.dir.inbox, async (inbox) => (await inbox.peek({ afterId: context.inboxEvent.id, filter: "type = 'message'", limit: 100_000 })).length, context.env);
 }
 
 function todayUtc(now = new Date()): string {

@@ -1,12 +1,12 @@
 import { basename } from 'node:path';
 import type { Logger } from '../../core/logger.js';
-import type { Thread } from '../../thread/index.js';
+import type { StoredThread } from '../../thread/index.js';
 import type { Summarise } from '../accounting/index.js';
 import { compactIfNeeded } from '../turn/index.js';
 import type { AgentConfig } from '../types.js';
 
 export interface CompactNow {
-  thread: Thread;
+  thread: StoredThread;
   memoryDir: string;
   summaryFile: string;
   /** The `/compact` command's event: not part of what is compacted. */

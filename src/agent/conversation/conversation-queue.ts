@@ -77,12 +77,12 @@ export class ConversationQueue<T> {
    * a slot is free and nothing is ready, before the slot waits for something to change (a chance
    * to look for new items at once).
    */
-  async run(concurrency: number, handle: (conversation: string, items: T[]) => Promise<boolean>, idle?: () => void): Promise<void> {
+  async run(concurrency: number, handle: (conversation: string, items: T[]) => Promise<boolean>, idle?: () => void | Promise<void>): Promise<void> {
     const worker = async (): Promise<void> => {
       for (;;) {
         let next = this.nextReady();
         if (next.conversation === undefined) {
-          idle?.();
+          await idle?.();
           next = this.nextReady();
         }
         if (next.conversation !== undefined) {

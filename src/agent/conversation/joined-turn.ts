@@ -1,7 +1,8 @@
-import type { Thread } from '../../thread/index.js';
+import type { StoredThread } from '../../thread/index.js';
 import { spokenBy } from '../context.js';
 import type { ModelInput, TakenMessage } from '../turn/index.js';
 import type { DecisionRecord } from '../types.js';
+import { push } from '../threads.js';
 
 /**
  * Messages that one turn answers together (queue modes collect and steer: queue-mode.ts). Each one
@@ -17,9 +18,9 @@ export interface TurnPart {
 }
 
 /** Records that `message` is answered by the turn of the message whose thread event is `turnOf`. */
-export function recordJoined(thread: Thread, message: TakenMessage, turnOf: number): void {
+export async function recordJoined(thread: StoredThread, message: TakenMessage, turnOf: number): Promise<void> {
   const record: DecisionRecord = { in_reply_to: message.inboundId, decision: 'joined', turn_of: turnOf };
-  thread.push({ source: 'self', type: 'record', subtype: 'decision', content: JSON.stringify(record), idempotency_key: message.outcomeKey });
+  await push(thread, { source: 'self', type: 'record', subtype: 'decision', content: JSON.stringify(record), idempotency_key: message.outcomeKey });
 }
 
 /** What the model is given of a message that joins a turn: its words and files, named where the thread mixes people. */
@@ -32,10 +33,10 @@ export function partInput({ message, source }: TurnPart, mixedPeople: boolean, s
  * Messages collected into one turn (collect), as one message: the last one is answered (its
  * answer target, its reply files); the model is given all their words and files, in order.
  */
-export function collectedMessage(thread: Thread, collected: readonly TurnPart[], mixedPeople: boolean): TakenMessage {
+export async function collectedMessage(thread: StoredThread, collected: readonly TurnPart[], mixedPeople: boolean): Promise<TakenMessage> {
   const last = collected.at(-1)!.message;
   const earlier = collected.slice(0, -1);
-  for (const { message } of earlier) recordJoined(thread, message, last.inboundId);
+  for (const { message } of earlier) await recordJoined(thread, message, last.inboundId);
   return {
     ...last,
     joinedIds: earlier.map(({ message }) => message.inboundId),

@@ -1,6 +1,6 @@
 import type { Logger } from '../../core/logger.js';
 import { parseMessageContent } from '../../core/message.js';
-import type { Thread, ThreadEvent } from '../../thread/index.js';
+import type { StoredThread, ThreadEvent } from '../../thread/index.js';
 import { INBOX_FILTER } from '../lifecycle.js';
 import type { AgentDir } from '../agent-dir.js';
 import {
@@ -38,7 +38,7 @@ export interface AskSettings {
    * Puts the request into the owner's direct chat with the agent (the one they wrote in last);
    * false when the owner has none.
    */
-  tellOwner: (text: string) => boolean;
+  tellOwner: (text: string) => Promise<boolean>;
 }
 
 /** bash_exec's `authorize` under a rule: null runs the command; a text is why it does not run. */
@@ -63,7 +63,7 @@ async function ask(command: string, settings: AskSettings, signal?: AbortSignal)
   const { dir, policy, logger } = settings;
   const approval = createApproval(dir, { command, conversation: settings.conversation, askedFor: settings.askedFor, timeoutSeconds: policy.approval_timeout_seconds });
   const within = describeSeconds(policy.approval_timeout_seconds);
-  if (!settings.tellOwner(requestText(dir, approval, within))) {
+  if (!(await settings.tellOwner(requestText(dir, approval, within)))) {
     logger.warn(`run: approval ${approval.code} for ${settings.conversation} cannot be asked: the owner has no direct chat with agent ${dir.id}`);
     decideApproval(dir, approval.code, false, 'nobody: the owner has no direct chat with the agent');
     return "needs the owner's approval, and the owner has no direct chat with this agent to be asked in: it did not run. Say that it needs the owner.";
@@ -88,8 +88,8 @@ function requestText(dir: AgentDir, approval: Approval, within: string): string 
 }
 
 /** The owner's direct chat with the agent they wrote in last (a source address), or null. */
-export function ownerDirectChat(inbox: Thread, policy: Policy): string | null {
-  const recent = inbox.peek({ last: 1000, filter: INBOX_FILTER });
+export async function ownerDirectChat(inbox: StoredThread, policy: Policy): Promise<string | null> {
+  const recent = await inbox.peek({ last: 1000, filter: INBOX_FILTER });
   return recent.findLast((event) => isOwnerDirectChat(policy, event.source))?.source ?? null;
 }
 

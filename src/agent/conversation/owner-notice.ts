@@ -1,10 +1,10 @@
-import { existsSync } from 'node:fs';
 import { replyContextFromSource } from '../reply-context.js';
-import { openThread, type PushInput } from '../../thread/index.js';
+import type { PushInput } from '../../thread/index.js';
 import { loadAgentConfig, requireAgent } from '../agent-dir.js';
 import { ownerDirectChat } from './owner-approval.js';
 import { routeFor } from '../router.js';
 import type { NoticeKind } from '../../core/message.js';
+import { hasAgentThread, pushOnce, withAgentThread } from '../threads.js';
 
 /**
  * Puts a message into the owner's direct chat with an agent (the one they wrote in last), for
@@ -13,25 +13,14 @@ import type { NoticeKind } from '../../core/message.js';
  * heartbeat's finding (the agent's own words, no notice). A message with a `key` is put there
  * once: a sweep that tells again what it told before it crashed tells nothing.
  */
-export function tellOwnerOf(home: string, id: string, text: string, notice?: NoticeKind, key?: string): boolean {
+export async function tellOwnerOf(home: string, id: string, text: string, notice?: NoticeKind, key?: string, env: NodeJS.ProcessEnv = process.env): Promise<boolean> {
   const dir = requireAgent(home, id);
   const config = loadAgentConfig(dir);
-  const inbox = openThread(dir.inbox, { home });
-  let owner: string | null;
-  try {
-    owner = ownerDirectChat(inbox, config.policy);
-  } finally {
-    inbox.close();
-  }
+  const owner = await withAgentThread(home, dir.inbox, (inbox) => ownerDirectChat(inbox, config.policy), env);
   if (owner === null) return false;
   const route = routeFor(dir, config, owner);
-  if (!existsSync(route.path)) return false;
-  const thread = openThread(route.path, { home });
-  try {
-    thread.pushOnce(ownerMessage(owner, text, notice, key));
-  } finally {
-    thread.close();
-  }
+  if (!(await hasAgentThread(home, route.path, env))) return false;
+  await withAgentThread(home, route.path, (thread) => pushOnce(thread, ownerMessage(owner, text, notice, key)), env);
   return true;
 }
 

@@ -1,6 +1,6 @@
 import { parseAddress } from '../../core/address.js';
 import { ClawError } from '../../core/errors.js';
-import type { Thread, ThreadEvent } from '../../thread/index.js';
+import type { StoredThread, ThreadEvent } from '../../thread/index.js';
 import { chatCommandOf } from '../chat-commands.js';
 import { QUEUE_MODES, type AgentConfig, type QueueMode, type ThreadRoute } from '../types.js';
 import type { TurnPlan } from './conversation-queue.js';
@@ -70,10 +70,10 @@ export function planTurn(mode: QueueMode, waiting: readonly Pick<ThreadEvent, 's
 }
 
 /** `/queue`: the mode and the choices; `/queue <mode>` sets it for this conversation; `/queue default` goes back. */
-export function queueReply(thread: Thread, argument: string | null, agentMode: QueueMode, debounceMs: number): string {
+export async function queueReply(thread: StoredThread, argument: string | null, agentMode: QueueMode, debounceMs: number): Promise<string> {
   const word = argument?.toLowerCase();
   if (word === undefined) {
-    const chosen = sessionSettings(thread).queue;
+    const chosen = (await sessionSettings(thread)).queue;
     const mode = chosen ?? agentMode;
     return [
       `Queue mode: ${describeQueueMode(mode, debounceMs)}${chosen === null ? " (the agent's)" : " (this conversation's)"}`,
@@ -83,11 +83,11 @@ export function queueReply(thread: Thread, argument: string | null, agentMode: Q
     ].join('\n');
   }
   if (word === 'default') {
-    recordSetting(thread, { queue: null });
+    await recordSetting(thread, { queue: null });
     return `This conversation takes its messages as the agent does again (${agentMode}).`;
   }
   if (!isQueueMode(word)) return `Error: ${argument} is not a queue mode - use /queue ${QUEUE_MODES.join('|')}|default`;
-  recordSetting(thread, { queue: word });
+  await recordSetting(thread, { queue: word });
   return `Queue mode: ${word} for this conversation: ${DESCRIPTIONS[word]}.`;
 }
 

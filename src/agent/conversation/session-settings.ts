@@ -1,6 +1,7 @@
 import { chooseModel, type PaiConfig, type ReasoningLevel } from '../../pai/index.js';
-import type { Thread } from '../../thread/index.js';
+import type { StoredThread } from '../../thread/index.js';
 import type { AgentConfig, QueueMode } from '../types.js';
+import { push } from '../threads.js';
 
 /**
  * What a person set for their conversation with `/model`, `/think`, `/verbose` and `/queue`: kept as `session_setting` records in
@@ -23,16 +24,16 @@ const DEFAULTS: SessionSettings = { model: null, think: null, verbose: true, que
 const THINK_LEVELS = ['off', 'low', 'medium', 'high'] as const;
 
 /** The conversation's settings: each one's latest record, else the agent's default. */
-export function sessionSettings(thread: Thread): SessionSettings {
+export async function sessionSettings(thread: StoredThread): Promise<SessionSettings> {
   const settings = { ...DEFAULTS };
-  for (const event of thread.peek({ filter: `type = 'record' AND subtype = '${SETTING_SUBTYPE}'`, last: 1_000 })) {
+  for (const event of await thread.peek({ filter: `type = 'record' AND subtype = '${SETTING_SUBTYPE}'`, last: 1_000 })) {
     Object.assign(settings, JSON.parse(event.content) as Partial<SessionSettings>);
   }
   return settings;
 }
 
-export function recordSetting(thread: Thread, setting: Partial<SessionSettings>): void {
-  thread.push({ source: 'self', type: 'record', subtype: SETTING_SUBTYPE, content: JSON.stringify(setting) });
+export async function recordSetting(thread: StoredThread, setting: Partial<SessionSettings>): Promise<void> {
+  await push(thread, { source: 'self', type: 'record', subtype: SETTING_SUBTYPE, content: JSON.stringify(setting) });
 }
 
 /**
@@ -55,8 +56,8 @@ export function allowedModels(config: AgentConfig, paiConfig: PaiConfig, env: No
 }
 
 /** `/model`: the list and the current one; `/model <name>` switches; `/model default` goes back. */
-export function modelReply(thread: Thread, allowed: string[], current: string, argument: string | null): string {
-  const chosen = sessionSettings(thread).model;
+export async function modelReply(thread: StoredThread, allowed: string[], current: string, argument: string | null): Promise<string> {
+  const chosen = (await sessionSettings(thread)).model;
   if (argument === null) {
     return [
       `Model: ${current}${chosen === null ? " (the agent's)" : " (this conversation's)"}`,
@@ -66,7 +67,7 @@ export function modelReply(thread: Thread, allowed: string[], current: string, a
     ].join('\n');
   }
   if (argument.toLowerCase() === 'default') {
-    recordSetting(thread, { model: null });
+    await recordSetting(thread, { model: null });
     return "This conversation uses the agent's model again.";
   }
   // A bare model id names the allowed one with that id, when it is one.
@@ -74,26 +75,26 @@ export function modelReply(thread: Thread, allowed: string[], current: string, a
   if (matches.length !== 1) {
     return `Error: ${matches.length === 0 ? `${argument} is not one of this agent's models` : `${argument} names more than one model`} - pick one of: ${allowed.join(', ')}`;
   }
-  recordSetting(thread, { model: matches[0]! });
+  await recordSetting(thread, { model: matches[0]! });
   return `This conversation now uses ${matches[0]}.`;
 }
 
 /** `/think`: the level now; `/think off|low|medium|high` sets it for this conversation. */
-export function thinkReply(thread: Thread, argument: string | null): string {
+export async function thinkReply(thread: StoredThread, argument: string | null): Promise<string> {
   const level = argument?.toLowerCase();
-  if (level === undefined) return `Thinking: ${sessionSettings(thread).think ?? 'off'}. Set it with /think ${THINK_LEVELS.join('|')}.`;
+  if (level === undefined) return `Thinking: ${(await sessionSettings(thread)).think ?? 'off'}. Set it with /think ${THINK_LEVELS.join('|')}.`;
   if (!(THINK_LEVELS as readonly string[]).includes(level)) return `Error: ${argument} is not a thinking level - use /think ${THINK_LEVELS.join('|')}`;
   const think = level === 'off' ? null : (level as ReasoningLevel);
-  recordSetting(thread, { think });
+  await recordSetting(thread, { think });
   return think === null ? 'Thinking is off for this conversation.' : `Thinking is ${think} for this conversation (for a model that can reason).`;
 }
 
 /** `/verbose on|off`: whether this chat is shown the commands a turn runs. */
-export function verboseReply(thread: Thread, argument: string | null): string {
+export async function verboseReply(thread: StoredThread, argument: string | null): Promise<string> {
   const word = argument?.toLowerCase();
-  if (word === undefined) return `Verbose: ${sessionSettings(thread).verbose ? 'on' : 'off'}. Set it with /verbose on|off.`;
+  if (word === undefined) return `Verbose: ${(await sessionSettings(thread)).verbose ? 'on' : 'off'}. Set it with /verbose on|off.`;
   if (word !== 'on' && word !== 'off') return `Error: ${argument} is not on or off - use /verbose on|off`;
-  recordSetting(thread, { verbose: word === 'on' });
+  await recordSetting(thread, { verbose: word === 'on' });
   return word === 'on' ? 'The commands the agent runs are shown in this chat.' : 'The commands the agent runs are no longer shown in this chat.';
 }
 

@@ -29,7 +29,7 @@ const terminal = formatAddress({ kind: 'external', channelType: 'terminal', inst
 
 beforeEach(async () => {
   t = createTestHome();
-  dir = initAgent(t.home, 'helper');
+  dir = await initAgent(t.home, 'helper');
   server = await startFakeOpenAI();
   writeFakePaiConfig(t.home, server);
   writeXgwConfig('terminal:local');
@@ -62,7 +62,7 @@ const deliver = (path: string, consumer = 'outbound') => runTool('agent', ['deli
 
 /** Sends a message and runs the agent; returns the conversation thread and the reply's event id. */
 async function reply(text: string, source = terminal): Promise<{ path: string; id: number; createdAt: string }> {
-  sendToAgent(t.home, 'helper', { text, source });
+  await sendToAgent(t.home, 'helper', { text, source });
   await runAgent('helper', { home: t.home, env: t.env });
   const path = routeMessage(dir, 'per-peer', source).path;
   const replies = events(path, "type = 'message' AND source = 'self'");
@@ -287,7 +287,7 @@ describe('agent deliver to xgw', () => {
 
 describe('agent deliver to another agent', () => {
   it("pushes an internal reply into the asking agent's inbox as from this agent, once", async () => {
-    initAgent(t.home, 'other');
+    await initAgent(t.home, 'other');
     const source = formatAddress({ kind: 'internal', conversationType: 'dm', conversationId: 'peer-telegram.main.42', agentId: 'other' });
     const { path, id } = await reply('what is 6*7?', source);
     expect(path).toBe(join(dir.threads, 'agents', 'other.dm.peer-telegram.main.42'));
@@ -315,9 +315,9 @@ describe('agent deliver to another agent', () => {
   });
 
   it("carries the message the question was asked for from the question, through the answer, into the asking agent's inbox", async () => {
-    initAgent(t.home, 'other');
+    await initAgent(t.home, 'other');
     // As `agent send` runs inside other's bash_exec, answering its event 7 of thread peer-telegram.main.42.
-    sendToAgent(t.home, 'helper', { text: 'what is 6*7?', env: { THECLAW_AGENT: 'other', THECLAW_CONVERSATION: 'peer-telegram.main.42', THECLAW_ASKING_EVENT: '7' } });
+    await sendToAgent(t.home, 'helper', { text: 'what is 6*7?', env: { THECLAW_AGENT: 'other', THECLAW_CONVERSATION: 'peer-telegram.main.42', THECLAW_ASKING_EVENT: '7' } });
     await runAgent('helper', { home: t.home, env: t.env });
     const path = join(dir.threads, 'agents', 'other.dm.peer-telegram.main.42');
     const [answer] = events(path, "type = 'message' AND source = 'self'");

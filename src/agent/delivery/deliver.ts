@@ -4,12 +4,12 @@ import type Database from 'better-sqlite3';
 import { formatAddress } from '../../core/address.js';
 import { ClawError, isClawError } from '../../core/errors.js';
 import { resolveHome } from '../../core/home.js';
-import { homeRef, resolveHomeRef } from '../../core/layout.js';
+import { resolveHomeRef } from '../../core/layout.js';
 import { createLogger } from '../../core/logger.js';
 import { ATTACHMENT_KINDS, parseMessageContent, type Attachment, type ReplyContext } from '../../core/message.js';
 import { openSqlite } from '../../core/sqlite.js';
 import { isStorageError } from '../../core/storage-error.js';
-import { openThread, type Thread, type ThreadEvent } from '../../thread/index.js';
+import type { StoredThread, ThreadEvent } from '../../thread/index.js';
 import { askXgw, isXgwUnavailable } from '../../xgw/client.js';
 import type { OutboundFile, XgwRequest } from '../../xgw/index.js';
 import { agentDir, loadAgentConfig, requireAgent, type AgentDir } from '../agent-dir.js';
@@ -17,6 +17,7 @@ import { recordGivenUp } from './given-up.js';
 import { deliverTaskResult, TASK_CONVERSATION } from '../tasks.js';
 import { ANSWER_CONVERSATION } from '../router.js';
 import type { ErrorRecord } from '../types.js';
+import { openAgentThread, push, withAgentThread } from '../threads.js';
 
 /**
  * `agent deliver --consumer C`: started by notifier when a conversation thread (THECLAW_THREAD, or
@@ -50,20 +51,20 @@ export interface DeliverSummary {
 export async function deliverReplies(options: DeliverOptions): Promise<DeliverSummary> {
   const env = options.env ?? process.env;
   const home = options.home ?? resolveHome(env);
-  const path = threadToDeliver(home, options.thread ?? env.THECLAW_THREAD);
+  const path = threadToDeliver(home, options.thread, env.THECLAW_THREAD);
   const dir = agentOfThread(home, path);
   // Read only when a delivery fails: the config is not needed on the common path, and every
   // reply pays this process's start-up.
   const maxAttempts = () => loadAgentConfig(dir).deliver.max_attempts;
   const logger = createLogger(dir.log, { env });
-  const thread = openThread(path, { home });
-  const ref = homeRef(home, path);
+  const thread = await openAgentThread(home, path, {}, env);
+  const ref = thread.name;
   const attempts = new AttemptStore(dir);
   const summary: DeliverSummary = { delivered: 0, skipped: 0, failed: false };
   try {
-    for (const event of thread.pop(options.consumer, { limit: 100 })) {
+    for (const event of await thread.pop(options.consumer, { limit: 100 })) {
       try {
-        const waiting = await deliverOne(home, dir, thread, event);
+        const waiting = await deliverOne(home, dir, thread, event, env);
         if (waiting) {
           logger.warn(`deliver: event ${event.id} of ${ref} waits: ${waiting} (not counted as an attempt)`);
           summary.failed = true;
@@ -87,17 +88,17 @@ export async function deliverReplies(options: DeliverOptions): Promise<DeliverSu
           break; // in order: later replies wait for this one
         }
         const record: ErrorRecord = { stage: 'deliver', event_id: event.id, error: `not delivered after ${count} attempt(s): ${message}` };
-        thread.push({ source: 'self', type: 'record', subtype: 'error', content: JSON.stringify(record) });
-        recordGivenUp(home, dir, ref, event.id, count, error);
+        await push(thread, { source: 'self', type: 'record', subtype: 'error', content: JSON.stringify(record) });
+        await recordGivenUp(home, dir, ref, event.id, count, error);
         logger.error(`deliver: gave up on event ${event.id} of ${ref}: ${message}`);
         summary.skipped++;
       }
-      thread.ack(options.consumer, event.id);
+      await thread.ack(options.consumer, event.id);
       attempts.forget(ref, event.id);
     }
     return summary;
   } finally {
-    thread.close();
+    await thread.close();
     attempts.close();
   }
 }
@@ -106,7 +107,7 @@ export async function deliverReplies(options: DeliverOptions): Promise<DeliverSu
  * Delivers one reply. Returns null once it is delivered (or has nowhere to go), or why it cannot
  * be tried now (xgw is unavailable); a delivery that was tried and failed is thrown.
  */
-export async function deliverOne(home: string, dir: AgentDir, thread: Thread, event: ThreadEvent): Promise<string | null> {
+export async function deliverOne(home: string, dir: AgentDir, thread: StoredThread, event: ThreadEvent, env: NodeJS.ProcessEnv = process.env): Promise<string | null> {
   const content = parseMessageContent(event.content);
   const context: ReplyContext | undefined = content.reply_context;
   if (!context) return null; // kept in the thread on purpose (see run.ts): nothing to deliver
@@ -118,7 +119,7 @@ export async function deliverOne(home: string, dir: AgentDir, thread: Thread, ev
       conversation_type: context.conversation_type,
       conversation: context.conversation_id,
       reply_to: context.message_id,
-      idempotency_key: deliveryKey(home, thread, event),
+      idempotency_key: deliveryKey(thread, event),
       text: content.text,
       ...(content.notice ? { notice: content.notice } : {}),
       ...(content.attachments.length ? { files: outboundFiles(dir, content.attachments) } : {}),
@@ -133,51 +134,54 @@ export async function deliverOne(home: string, dir: AgentDir, thread: Thread, ev
     return null;
   }
   if (context.conversation_type === TASK_CONVERSATION) {
-    await deliverTaskResult(home, dir, context.agent_id, context.conversation_id, content);
+    await deliverTaskResult(home, dir, context.agent_id, context.conversation_id, content, env);
     return null;
   }
   // An answer for another agent: into its inbox, from us, marked as an answer so that it goes
   // back into the conversation that asked (router.ts).
   const target = agentDir(home, context.agent_id);
-  const inbox = openThread(target.inbox, { home });
-  try {
-    inbox.push({
-      source: formatAddress({ kind: 'internal', conversationType: ANSWER_CONVERSATION, conversationId: context.conversation_id, agentId: dir.id }),
-      type: 'message',
-      content: JSON.stringify({
-        text: content.text,
-        attachments: [],
-        reply_context: {
-          kind: 'internal',
-          conversation_type: ANSWER_CONVERSATION,
-          conversation_id: context.conversation_id,
-          agent_id: dir.id,
-          // The asker passes the answer on to the message that asked (reply-context.ts).
-          ...(context.asking_event_id ? { asking_event_id: context.asking_event_id } : {}),
-        },
-        in_reply_to: event.id,
+  await withAgentThread(
+    home,
+    target.inbox,
+    (inbox) =>
+      push(inbox, {
+        source: formatAddress({ kind: 'internal', conversationType: ANSWER_CONVERSATION, conversationId: context.conversation_id, agentId: dir.id }),
+        type: 'message',
+        content: JSON.stringify({
+          text: content.text,
+          attachments: [],
+          reply_context: {
+            kind: 'internal',
+            conversation_type: ANSWER_CONVERSATION,
+            conversation_id: context.conversation_id,
+            agent_id: dir.id,
+            // The asker passes the answer on to the message that asked (reply-context.ts).
+            ...(context.asking_event_id ? { asking_event_id: context.asking_event_id } : {}),
+          },
+          in_reply_to: event.id,
+        }),
+        idempotency_key: `${dir.id}:${deliveryKey(thread, event)}`,
       }),
-      idempotency_key: `${dir.id}:${deliveryKey(home, thread, event)}`,
-    });
-  } finally {
-    inbox.close();
-  }
+    env,
+  );
   return null;
 }
 
 /** Names one reply for good: ids start again at 1 in a thread made anew at the same path. */
-function deliveryKey(home: string, thread: Thread, event: ThreadEvent): string {
-  return `${homeRef(home, thread.path)}#${event.id}@${event.created_at}`;
+function deliveryKey(thread: StoredThread, event: ThreadEvent): string {
+  return `${thread.name}#${event.id}@${event.created_at}`;
 }
 
 /**
  * The thread to deliver from: `--thread` (relative to the working directory, as a path given on
- * the command line is) or THECLAW_THREAD. An older handler names it by its absolute path, which
+ * the command line is) or THECLAW_THREAD, which notifier sets to the thread's path (SQLite) or its
+ * name relative to the home (PostgreSQL). An older handler names it by its absolute path, which
  * may be the home's before a move or a copy: it is found in this home (layout.ts resolveHomeRef).
  */
-function threadToDeliver(home: string, given: string | undefined): string {
+function threadToDeliver(home: string, flag: string | undefined, fromNotifier: string | undefined): string {
+  const given = flag === undefined ? fromNotifier : resolve(flag);
   if (!given) throw new ClawError('usage', 'no thread to deliver from', { suggestion: 'pass --thread <home>/agents/<id>/threads/peers/<name> (notifier sets THECLAW_THREAD)' });
-  return resolveHomeRef(home, resolve(given));
+  return resolveHomeRef(home, given);
 }
 
 /** The agent a thread belongs to: `<home>/agents/<id>/threads/<group>/<leaf>` or `.../threads/main`. */

@@ -24,7 +24,7 @@ export interface GivenUpReply {
 }
 
 /** Records that delivery gave up on `eventId` of the thread `ref` (relative to the home) after `attempts`. */
-export function recordGivenUp(home: string, dir: AgentDir, ref: string, eventId: number, attempts: number, error: unknown): void {
+export async function recordGivenUp(home: string, dir: AgentDir, ref: string, eventId: number, attempts: number, error: unknown): Promise<void> {
   const message = error instanceof Error ? error.message : String(error);
   const db = openSqlite(dir.state);
   try {
@@ -44,9 +44,9 @@ export function recordGivenUp(home: string, dir: AgentDir, ref: string, eventId:
       // Ours: the platform's words stay in the conversation's error record and the log.
       reason: `the reply was not delivered after ${attempts} attempt(s)`,
     };
-    feeds.append('errors', 'error', entry, `deliver:${ref}#${eventId}`);
+    await feeds.append('errors', 'error', entry, `deliver:${ref}#${eventId}`);
   } finally {
-    feeds.close();
+    await feeds.close();
   }
 }
 

@@ -48,7 +48,7 @@ describe('the draft of an answer', () => {
   it('is not shown while an earlier answer of the conversation waits for delivery, and is once it went', async () => {
     let waiting = true;
     let asked = 0;
-    const earlierWaiting = () => {
+    const earlierWaiting = async () => {
       asked++;
       return waiting;
     };

@@ -28,7 +28,13 @@ const SHOWN_COMMAND_CHARS = 80;
  * only logged. No draft is shown while `earlierWaiting` says an earlier answer of the conversation
  * has yet to be delivered (xgw was down, the platform failing): it would show above it.
  */
-export function replyProgress(home: string, replyContext: ReplyContext | null, logger: Logger, redact: (text: string) => string, earlierWaiting: () => boolean = () => false): ReplyProgress {
+export function replyProgress(
+  home: string,
+  replyContext: ReplyContext | null,
+  logger: Logger,
+  redact: (text: string) => string,
+  earlierWaiting: () => Promise<boolean> = async () => false,
+): ReplyProgress {
   if (replyContext?.kind !== 'external') return { written() {}, restart() {}, running() {}, end() {} };
   const conversation = {
     channel: replyContext.channel_id,
@@ -51,15 +57,23 @@ export function replyProgress(home: string, replyContext: ReplyContext | null, l
   let shown = '';
   let sentAt = 0;
   let due: NodeJS.Timeout | undefined;
+  let ended = false;
   const showDraft = (): void => {
     due = undefined;
     if (replyTo === undefined || text.trim() === '' || SILENT_ANSWERS.some((silent) => silent.startsWith(text.trim().slice(0, silent.length)))) return;
+    if (text === shown) return;
+    const draft = text;
     // Held back behind an undelivered answer: tried again with the next of the text, or never (the
     // answer itself then comes in its order).
-    if (text === shown || earlierWaiting()) return;
-    shown = text;
-    sentAt = Date.now();
-    tell({ op: 'draft', ...conversation, reply_to: replyTo, text });
+    earlierWaiting().then(
+      (waiting) => {
+        if (waiting || ended || draft !== text) return;
+        shown = draft;
+        sentAt = Date.now();
+        tell({ op: 'draft', ...conversation, reply_to: replyTo, text: draft });
+      },
+      (error: unknown) => logger.debug(`run: no draft shown: the thread could not be read (${error instanceof Error ? error.message : String(error)})`),
+    );
   };
   const withdraw = (): void => {
     clearTimeout(due);
@@ -84,6 +98,7 @@ export function replyProgress(home: string, replyContext: ReplyContext | null, l
       tell({ op: 'tool_progress', ...conversation, ...(replyTo === undefined ? {} : { reply_to: replyTo }), command: shownCommand(command, redact) });
     },
     end(answered) {
+      ended = true;
       clearInterval(typing);
       if (answered) clearTimeout(due);
       else withdraw();

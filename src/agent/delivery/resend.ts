@@ -1,7 +1,5 @@
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
 import { resolveHomeRef } from '../../core/layout.js';
-import { openThread } from '../../thread/index.js';
+import { hasAgentThread, openAgentThread } from '../threads.js';
 import { deliverOne } from './deliver.js';
 import { forgetGivenUp, givenUpReplies } from './given-up.js';
 
@@ -21,20 +19,20 @@ export interface ResentReply {
  * same idempotency key, so one that did reach the platform before is not sent twice. A reply sent
  * (or gone) is forgotten; one that fails again is kept for the next retry.
  */
-export async function resendGivenUp(home: string): Promise<ResentReply[]> {
+export async function resendGivenUp(home: string, env: NodeJS.ProcessEnv = process.env): Promise<ResentReply[]> {
   const outcomes: ResentReply[] = [];
   for (const { dir, reply } of givenUpReplies(home)) {
     const base = { agent: dir.id, thread: reply.thread, event_id: reply.event_id };
     const path = resolveHomeRef(home, reply.thread);
-    const thread = existsSync(join(path, 'events.db')) ? openThread(path, { home }) : null;
+    const thread = (await hasAgentThread(home, path, env)) ? await openAgentThread(home, path, {}, env) : null;
     try {
-      const event = thread?.peek({ afterId: reply.event_id - 1, limit: 1 }).find((e) => e.id === reply.event_id);
+      const event = (await thread?.peek({ afterId: reply.event_id - 1, limit: 1 }))?.find((e) => e.id === reply.event_id);
       if (!thread || !event) {
         outcomes.push({ ...base, outcome: 'gone' });
         forgetGivenUp(dir, reply);
         continue;
       }
-      const waiting = await deliverOne(home, dir, thread, event);
+      const waiting = await deliverOne(home, dir, thread, event, env);
       if (waiting) {
         outcomes.push({ ...base, outcome: 'failed', error: waiting });
         continue;
@@ -44,7 +42,7 @@ export async function resendGivenUp(home: string): Promise<ResentReply[]> {
     } catch (error) {
       outcomes.push({ ...base, outcome: 'failed', error: error instanceof Error ? error.message : String(error) });
     } finally {
-      thread?.close();
+      await thread?.close();
     }
   }
   return outcomes;

@@ -1,4 +1,4 @@
-import type { Thread, ThreadEvent } from '../../thread/index.js';
+import type { StoredThread, ThreadEvent } from '../../thread/index.js';
 import { chatCommandOf } from '../chat-commands.js';
 import { withGroupContext } from '../context.js';
 import { OUTBOUND_CONSUMER } from '../lifecycle.js';
@@ -10,6 +10,7 @@ import { modelInput, ownFile } from './attachments.js';
 import { replyProgress } from './reply-progress.js';
 import { takeAttachments } from './reply-files.js';
 import { answerUnheardVoice, hearVoice, unheardVoice } from './voice.js';
+import { pushOnce } from '../threads.js';
 
 /**
  * The first stage of a message's path (run.ts handleTurn): puts the inbox message into its
@@ -17,23 +18,23 @@ import { answerUnheardVoice, hearVoice, unheardVoice } from './voice.js';
  * it was answered before a crash, or when it is a voice message that could not be heard (and no
  * chat command, which the next stage answers).
  */
-export async function takeApart(turn: TurnSettings, thread: Thread, route: ThreadRoute, event: ThreadEvent): Promise<TakenMessage | MessageOutcome> {
+export async function takeApart(turn: TurnSettings, thread: StoredThread, route: ThreadRoute, event: ThreadEvent): Promise<TakenMessage | MessageOutcome> {
   const { dir, logger } = turn;
   // The inbox event's id is the key: a message put into its thread before a crash is not put twice.
   // A voice message's words are transcribed first (voice.ts), once: a retried turn finds them there.
   const inboxKey = `inbox:${event.id}`;
-  const heard = thread.findByKey(inboxKey) === undefined ? await hearVoice(event.content, { dir, paiConfig: turn.paiConfig, env: turn.env, signal: turn.running?.signal }) : undefined;
-  const { id: inboundId } = thread.pushOnce({ source: event.source, type: 'message', content: heard?.content ?? event.content, idempotency_key: inboxKey });
+  const heard = (await thread.findByKey(inboxKey)) === undefined ? await hearVoice(event.content, { dir, paiConfig: turn.paiConfig, env: turn.env, signal: turn.running?.signal }) : undefined;
+  const { id: inboundId } = await pushOnce(thread, { source: event.source, type: 'message', content: heard?.content ?? event.content, idempotency_key: inboxKey });
   const outcomeKey = `reply:${inboundId}`;
-  if (thread.findByKey(outcomeKey) !== undefined) {
+  if ((await thread.findByKey(outcomeKey)) !== undefined) {
     logger.info(`run: inbox event ${event.id} was handled before (thread ${route.threadId} event ${inboundId}); not answered twice`);
     return 'already_handled';
   }
-  const stored = heard?.content ?? thread.peek({ afterId: inboundId - 1, limit: 1 })[0]?.content ?? event.content;
+  const stored = heard?.content ?? (await thread.peek({ afterId: inboundId - 1, limit: 1 }))[0]?.content ?? event.content;
   const inbound = readInbound({ ...event, content: stored });
-  const target = answerTarget(thread, inbound, inboundId);
+  const target = await answerTarget(thread, inbound, inboundId);
   if (unheardVoice(inbound.attachments) && chatCommandOf(event) === null) {
-    const record = answerUnheardVoice({ thread, inboundId, outcomeKey, replyContext: target.replyContext, paiConfig: turn.paiConfig, problem: heard?.problem, redact: turn.redact });
+    const record = await answerUnheardVoice({ thread, inboundId, outcomeKey, replyContext: target.replyContext, paiConfig: turn.paiConfig, problem: heard?.problem, redact: turn.redact });
     logger.warn(`run: a voice message in thread ${route.threadId} (event ${inboundId}) was not transcribed: ${record.error}; the person is told`);
     if (heard?.problem === undefined) return 'no_reply'; // not set up (or told before a crash): nothing new to report
     const status = record.status ?? null;

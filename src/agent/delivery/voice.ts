@@ -1,7 +1,7 @@
 import { ClawError } from '../../core/errors.js';
 import { formatMessageContent, parseMessageContent, type Attachment, type MessageContent, type ReplyContext } from '../../core/message.js';
 import { ModelCallError, transcribe, type PaiConfig } from '../../pai/index.js';
-import type { Thread } from '../../thread/index.js';
+import type { StoredThread } from '../../thread/index.js';
 import type { AgentDir } from '../agent-dir.js';
 import { ownFile } from './attachments.js';
 import { noticeEvent } from '../turn/index.js';
@@ -60,7 +60,7 @@ export function unheardVoice(attachments: readonly Attachment[]): boolean {
 }
 
 export interface UnheardMessage {
-  thread: Thread;
+  thread: StoredThread;
   inboundId: number;
   /** The key of the message's one outcome (see run.ts). */
   outcomeKey: string;
@@ -77,7 +77,7 @@ export interface UnheardMessage {
  * not taken, or that this one could not be made out), and an error record is the message's
  * outcome. Returns the record.
  */
-export function answerUnheardVoice(message: UnheardMessage): ErrorRecord {
+export async function answerUnheardVoice(message: UnheardMessage): Promise<ErrorRecord> {
   const { thread, inboundId, replyContext, problem } = message;
   const configured = message.paiConfig.transcription !== undefined;
   const record: ErrorRecord = {
@@ -96,7 +96,7 @@ export function answerUnheardVoice(message: UnheardMessage): ErrorRecord {
     ...(problem instanceof ModelCallError ? { status: problem.modelError.status } : {}),
   };
   // Both in one transaction: a crash never leaves the outcome without its notice.
-  thread.pushBatch([
+  await thread.append([
     ...(replyContext ? [noticeEvent('error', configured ? VOICE_NOT_HEARD : VOICE_NOT_TAKEN, replyContext, inboundId)] : []),
     { source: 'self', type: 'record', subtype: 'error', content: JSON.stringify(record), idempotency_key: message.outcomeKey },
   ]);

@@ -1,4 +1,4 @@
-import type { Thread } from '../../thread/index.js';
+import type { StoredThread } from '../../thread/index.js';
 import { memoryVersion } from './memory-store.js';
 import { CHARS_PER_TOKEN, estimateTokens } from '../tokens.js';
 import type { ErrorRecord, MemoryLayer } from '../types.js';
@@ -57,8 +57,9 @@ function endLines(text: string, chars: number): string {
  * (the idempotency key names the version): a file over its cap would otherwise be reported on
  * every message. Returns the truncations not reported before in this thread.
  */
-export function recordTruncations(thread: Thread, truncations: readonly MemoryTruncation[], inReplyTo: number): MemoryTruncation[] {
-  return truncations.filter((truncation) => {
+export async function recordTruncations(thread: StoredThread, truncations: readonly MemoryTruncation[], inReplyTo: number): Promise<MemoryTruncation[]> {
+  const reported: MemoryTruncation[] = [];
+  for (const truncation of truncations) {
     const record: ErrorRecord = {
       in_reply_to: inReplyTo,
       stage: 'memory',
@@ -66,6 +67,8 @@ export function recordTruncations(thread: Thread, truncations: readonly MemoryTr
       error: `${truncation.file} is about ${truncation.tokens} tokens, over its cap of ${truncation.cap} (context.memory_caps.${truncation.layer}): its middle is left out of the context - condense the file, or raise the cap in the agent's config.yaml`,
     };
     const key = `memory-cap:${truncation.file}:${truncation.version}`;
-    return !thread.pushOnce({ source: 'self', type: 'record', subtype: 'error', content: JSON.stringify(record), idempotency_key: key }).duplicate;
-  });
+    const [stored] = await thread.append([{ source: 'self', type: 'record', subtype: 'error', content: JSON.stringify(record), idempotency_key: key }]);
+    if (!stored!.duplicate) reported.push(truncation);
+  }
+  return reported;
 }

@@ -41,9 +41,9 @@ const peer = (id: string) => formatAddress({ kind: 'external', channelType: 'tel
 const ANN = peer('5151');
 const BOB = peer('6262');
 
-beforeEach(() => {
+beforeEach(async () => {
   t = createTestHome();
-  dir = initAgent(t.home, 'helper');
+  dir = await initAgent(t.home, 'helper');
 });
 afterEach(() => t.cleanup());
 
@@ -400,7 +400,7 @@ describe('memory search', () => {
         { person: dog.said, agent: 'Noted.' },
         ...Array.from({ length: 200 }, () => ({ person: 'What is on today?', agent: 'Nothing much.' })),
       ]);
-      sendToAgent(t.home, 'helper', { text: 'What was the name of our first dog?', source: owner });
+      await sendToAgent(t.home, 'helper', { text: 'What was the name of our first dog?', source: owner });
       expect(await runAgent('helper', { home: t.home, env: t.env })).toMatchObject({ handled: 1, replied: 1 });
       // The turn's first call (a compaction may summarise older messages before it): the fact is not in its context.
       const first = server.requests.find((request) => request.path === '/v1/chat/completions' && Array.isArray(request.body.tools) && request.body.tools.length > 0)!;
@@ -433,7 +433,7 @@ describe('memory search', () => {
         { person: 'We keep the boat on Lake Constance.', agent: 'Noted.' },
         { person: 'The car needs new tyres.', agent: 'Noted.' },
       ]);
-      sendToAgent(t.home, 'helper', { text: 'Where is the boat?', source: owner });
+      await sendToAgent(t.home, 'helper', { text: 'Where is the boat?', source: owner });
       expect(await runAgent('helper', { home: t.home, env: { ...t.env, FAKE_KEY: key } })).toMatchObject({ handled: 1, replied: 1 });
       const reply = threadEvents(t.home, routeMessage(dir, 'per-peer', owner).path, "type = 'message' AND source = 'self'").at(-1)!;
       expect(JSON.parse(reply.content).text).toBe('Found: We keep the boat on Lake Constance. / key: []');

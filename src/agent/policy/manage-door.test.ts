@@ -14,9 +14,9 @@ import { forwardSends } from './sandbox-sends.js';
 let t: TestHome;
 let turn: DoorTurn;
 
-beforeEach(() => {
+beforeEach(async () => {
   t = createTestHome();
-  for (const id of ['admin', 'gardener']) initAgent(t.home, id);
+  for (const id of ['admin', 'gardener']) await initAgent(t.home, id);
   const outbox = join(t.home, 'agents', 'admin', 'outbox', 'peer-telegram.main.7171');
   mkdirSync(outbox, { recursive: true });
   turn = { home: t.home, dir: agentDir(t.home, 'admin'), outbox, ownerChat: true, env: t.env };
@@ -95,7 +95,7 @@ describe("the runtime's management door", () => {
     writeFileSync(join(turn.outbox, 'manage-2-cd.json'), JSON.stringify({ action: 'agent_list' }));
     const late = manageDoor({ ...turn, ownerChat: false }).serveCall();
     await late.close();
-    expect(forwardSends(t.home, turn.outbox, t.env)).toEqual([]);
+    expect(await forwardSends(t.home, turn.outbox, t.env)).toEqual([]);
     expect(readdirSync(turn.outbox)).toEqual([]);
   });
 

@@ -45,7 +45,7 @@ const telegram = (peer: string, conversationType = 'dm') =>
 
 beforeEach(async () => {
   t = createTestHome();
-  dir = initAgent(t.home, 'helper');
+  dir = await initAgent(t.home, 'helper');
   server = await startFakeOpenAI();
   writeFakePaiConfig(t.home, server, { contextWindow: 100_000 });
 });
@@ -71,9 +71,9 @@ const approvalCode = (text: string) => /\/approve ([a-z0-9]+)/.exec(text)?.[1];
 
 describe('the tool policy in a run', () => {
   it("offers bash_exec in the owner's direct chat only, by default: a group and a stranger are answered without it", async () => {
-    send('hello from the owner');
-    send('hello from a stranger', telegram('555'));
-    send('hello from a group', telegram('42', 'group'));
+    await send('hello from the owner');
+    await send('hello from a stranger', telegram('555'));
+    await send('hello from a group', telegram('42', 'group'));
     expect(await run()).toMatchObject({ handled: 3, replied: 3 });
     const bySender = (text: string) => completions().find((request) => JSON.stringify(request.body.messages).includes(text))!;
     expect(offered(bySender('hello from the owner'))).toBe(true);
@@ -94,7 +94,7 @@ describe('the tool policy in a run', () => {
       { kind: 'tool_call', name: 'bash_exec', arguments: { command: `ls; touch ${marker}` } },
       { kind: 'text', text: 'done' },
     );
-    send('do things');
+    await send('do things');
     expect(await run()).toMatchObject({ handled: 1, replied: 1 });
     const calls = toolcalls(owner);
     expect(calls.map((call) => call.exit_code)).toEqual([0, 126, 126]);
@@ -110,7 +110,7 @@ describe('the tool policy in a run', () => {
       { kind: 'tool_call', name: 'bash_exec', arguments: { command: 'echo short' } },
       { kind: 'text', text: 'done' },
     );
-    send('write a long line');
+    await send('write a long line');
     expect(await run()).toMatchObject({ handled: 1, replied: 1 });
     const calls = toolcalls(owner);
     expect(calls.map((call) => call.exit_code)).toEqual([126, 0]);
@@ -122,10 +122,10 @@ describe('the tool policy in a run', () => {
 describe.skipIf(!BWRAP)(`the owner's approval (${NEEDS_BWRAP})`, () => {
   it('asks the owner in their direct chat, and runs the command once they answer /approve, while the turn waits', async () => {
     setPolicy({ rules: [{ channel: 'telegram', bash: 'ask' }] });
-    send('hi'); // the owner has a direct chat with the agent: the request goes there
+    await send('hi'); // the owner has a direct chat with the agent: the request goes there
     await run();
     server.enqueue({ kind: 'tool_call', name: 'bash_exec', arguments: { command: 'echo approved > marker' } }, { kind: 'text', text: 'done' });
-    send('please make the marker', telegram('555'));
+    await send('please make the marker', telegram('555'));
     const running = run();
     const request = await waitFor(() => replies(owner).find((reply) => reply.notice === 'approval'), 'the approval request in the owner chat', 10_000);
     expect(request.text).toBe(
@@ -134,8 +134,8 @@ describe.skipIf(!BWRAP)(`the owner's approval (${NEEDS_BWRAP})`, () => {
     expect(request.reply_context).toMatchObject({ channel_id: 'terminal:local', conversation_type: 'dm', peer_id: user });
 
     // A stranger cannot approve it.
-    send(`/approve ${approvalCode(request.text)}`, telegram('555'));
-    send(`/approve ${approvalCode(request.text)}`);
+    await send(`/approve ${approvalCode(request.text)}`, telegram('555'));
+    await send(`/approve ${approvalCode(request.text)}`);
     expect(await running).toMatchObject({ handled: 3, replied: 3 });
     expect(toolcalls(telegram('555'))).toMatchObject([{ command: 'echo approved > marker', exit_code: 0 }]);
     // In the stranger's conversation's own workdir, not the owner's.
@@ -149,7 +149,7 @@ describe.skipIf(!BWRAP)(`the owner's approval (${NEEDS_BWRAP})`, () => {
   it('gives the model exit code 126 when the owner denies, from the terminal too, or lets the request expire', async () => {
     // Long enough for two CLI calls on a loaded machine before the second request expires.
     setPolicy({ rules: [{ channel: 'telegram', bash: 'ask' }], approval_timeout_seconds: 6 });
-    send('hi');
+    await send('hi');
     await run();
     server.enqueue(
       { kind: 'tool_call', name: 'bash_exec', arguments: { command: 'echo one' } },
@@ -157,11 +157,11 @@ describe.skipIf(!BWRAP)(`the owner's approval (${NEEDS_BWRAP})`, () => {
       { kind: 'tool_call', name: 'bash_exec', arguments: { command: 'echo three' } },
       { kind: 'text', text: 'done' },
     );
-    send('run three things', telegram('555'));
+    await send('run three things', telegram('555'));
     const running = run();
     const requests = () => replies(owner).filter((reply) => reply.notice === 'approval');
     const first = await waitFor(() => requests()[0], 'the first request', 10_000);
-    send(`/deny ${approvalCode(first.text)}`);
+    await send(`/deny ${approvalCode(first.text)}`);
     const second = await waitFor(() => requests()[1], 'the second request', 10_000);
     const listed = await runTool('agent', ['approvals', 'helper', '--json'], t.env);
     expect(JSON.parse(listed.stdout)).toMatchObject([{ code: approvalCode(second.text), command: 'echo two' }]);
@@ -192,15 +192,15 @@ describe('who is the owner: a person, not a channel type', () => {
   });
 
   it("answers a guest of the README's guest web chat under the non-owner rule, unless policy.owners lists them", async () => {
-    send('hello from the owner', ownerWeb);
-    send('hello from a guest', guest);
+    await send('hello from the owner', ownerWeb);
+    await send('hello from a guest', guest);
     expect(await run()).toMatchObject({ handled: 2, replied: 2 });
     const bySender = (text: string) => completions().findLast((request) => JSON.stringify(request.body.messages).includes(text))!;
     expect(offered(bySender('hello from the owner'))).toBe(true);
     expect(offered(bySender('hello from a guest'))).toBe(false);
 
     setPolicy({ owners: [`webchat:guests:${'b'.repeat(32)}`] });
-    send('hello again from a listed guest', guest);
+    await send('hello again from a listed guest', guest);
     expect(await run()).toMatchObject({ handled: 1, replied: 1 });
     expect(offered(bySender('hello again from a listed guest'))).toBe(true);
   });
@@ -211,17 +211,17 @@ describe.skipIf(!BWRAP)(`who is the owner: approvals (${NEEDS_BWRAP})`, () => {
 
   it("asks the owner in their own web chat though a guest wrote last, and takes no guest's /approve", async () => {
     setPolicy({ rules: [{ channel: 'telegram', bash: 'ask' }] });
-    send('hi', ownerWeb);
-    send('hi, I am a guest', guest); // wrote last: under the old rule, the request went to them
+    await send('hi', ownerWeb);
+    await send('hi, I am a guest', guest); // wrote last: under the old rule, the request went to them
     await run();
     server.enqueue({ kind: 'tool_call', name: 'bash_exec', arguments: { command: 'echo approved > marker' } }, { kind: 'text', text: 'done' });
-    send('please make the marker', telegram('555'));
+    await send('please make the marker', telegram('555'));
     const running = run();
     const request = await waitFor(() => replies(ownerWeb).find((reply) => reply.notice === 'approval'), "the approval request in the owner's web chat", 10_000);
     expect(replies(guest).filter((reply) => reply.notice === 'approval')).toEqual([]);
 
-    send(`/approve ${approvalCode(request.text)}`, guest);
-    send(`/approve ${approvalCode(request.text)}`, ownerWeb);
+    await send(`/approve ${approvalCode(request.text)}`, guest);
+    await send(`/approve ${approvalCode(request.text)}`, ownerWeb);
     expect(await running).toMatchObject({ handled: 3, replied: 3 });
     expect(replies(guest).at(-1)!.text).toBe('Only the owner can approve or deny commands.');
     expect(replies(ownerWeb).at(-1)!.text).toBe('Approved: echo approved > marker');

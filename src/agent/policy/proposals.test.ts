@@ -10,9 +10,9 @@ import { createProposal, decideProposal, describeOutcome, findProposal, pendingP
 let t: TestHome;
 let dir: AgentDir;
 
-beforeEach(() => {
+beforeEach(async () => {
   t = createTestHome();
-  dir = initAgent(t.home, 'helper');
+  dir = await initAgent(t.home, 'helper');
   writeFileSync(dir.identity, '# helper\n\nI help.\n');
 });
 

@@ -191,13 +191,13 @@ export function decideProposal(home: string, dir: AgentDir, proposal: Proposal, 
       writeContained(dir.root, current.path, proposal.text);
     });
   }
+  // A copy for the evolver's feed, written in passing (the thread store is async): the decision file is the record.
   const feeds = new FeedWriter(home, dir.id);
-  try {
-    const change = { agent: dir.id, code: proposal.code, file: proposal.file, outcome: decision.outcome, by: decision.by, ...(decision.outcome === 'applied' ? { before } : {}) };
-    feeds.append('proposals', 'change', change, `decided:${dir.id}:${proposal.code}`);
-  } finally {
-    feeds.close();
-  }
+  const change = { agent: dir.id, code: proposal.code, file: proposal.file, outcome: decision.outcome, by: decision.by, ...(decision.outcome === 'applied' ? { before } : {}) };
+  feeds
+    .append('proposals', 'change', change, `decided:${dir.id}:${proposal.code}`)
+    .catch(() => {})
+    .finally(() => feeds.close());
   return { proposal, decision, mine, before };
 }
 

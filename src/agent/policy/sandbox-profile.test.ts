@@ -33,11 +33,11 @@ let scope: TurnScope;
 let listener: Server | undefined;
 const marks: ProcessMark[] = [];
 
-beforeEach(() => {
+beforeEach(async () => {
   // Under /tmp: the sandbox's /tmp is its own, so the home's neighbours there are out of sight.
   t = createTestHome('/tmp');
-  helper = initAgent(t.home, 'helper');
-  other = initAgent(t.home, 'other');
+  helper = await initAgent(t.home, 'helper');
+  other = await initAgent(t.home, 'other');
   const write = (file: string, text: string) => {
     mkdirSync(join(t.home, file, '..'), { recursive: true });
     writeFileSync(join(t.home, file), text);

@@ -157,7 +157,7 @@ export function agentSandbox(home: string, dir: AgentDir, settings: SandboxSetti
     ],
     env: [...BASE_SANDBOX_ENV, ...AGENT_ENV],
     setEnv: { [OUTBOX_ENV]: outbox },
-    afterCall: () => [...forwardSends(home, outbox, env), ...startRequestedTasks(home, outbox, env)],
+    afterCall: async () => [...(await forwardSends(home, outbox, env)), ...(await startRequestedTasks(home, outbox, env))],
     serveCall: manage.serveCall,
   };
 }

@@ -41,7 +41,7 @@ export function queueSend(home: string, id: string, options: Pick<SendOptions, '
  * conversation's THECLAW_AGENT, THECLAW_CONVERSATION, THECLAW_ASKING_EVENT), and empties the
  * outbox. Returns what could not be sent, for the command's result.
  */
-export function forwardSends(home: string, outbox: string, env: NodeJS.ProcessEnv): string[] {
+export async function forwardSends(home: string, outbox: string, env: NodeJS.ProcessEnv): Promise<string[]> {
   // Attachments (reply-files.ts) wait for the turn's answer, timers for its end (reminders.ts);
   // tasks are started by tasks.ts.
   const taken = takeRequests(
@@ -52,7 +52,7 @@ export function forwardSends(home: string, outbox: string, env: NodeJS.ProcessEn
   const problems = taken.problems.map((problem) => `agent send: ${problem}`);
   for (const { name, request } of taken.requests) {
     try {
-      sendToAgent(home, request.to, { text: request.text, idempotencyKey: request.idempotency_key, env });
+      await sendToAgent(home, request.to, { text: request.text, idempotencyKey: request.idempotency_key, env });
     } catch (error) {
       problems.push(`agent send: ${name} was not sent: ${(error as Error).message}`);
     }

@@ -25,9 +25,9 @@ beforeAll(async () => {
   [site, searx, brave] = await Promise.all([startFixtureSite(), startFakeSearxng(), startFakeBrave({ key: 'BSA-secret' })]);
 });
 afterAll(() => Promise.all([site.close(), searx.close(), brave.close()]));
-beforeEach(() => {
+beforeEach(async () => {
   t = createTestHome('/tmp');
-  helper = initAgent(t.home, 'helper');
+  helper = await initAgent(t.home, 'helper');
   env = { ...t.env, BRAVE_API_KEY: 'BSA-secret', THECLAW_AGENT: 'helper', THECLAW_AGENT_DIR: helper.root, THECLAW_CONVERSATION: 'c1' };
 });
 afterEach(() => t.cleanup());

@@ -3,12 +3,12 @@ import { parseDuration } from '../../core/duration.js';
 import { ClawError, isClawError, usageError } from '../../core/errors.js';
 import { validate } from '../../core/validate.js';
 import { loadPaiConfig, resolveModel } from '../../pai/index.js';
-import { openThread } from '../../thread/index.js';
 import { listAgentIds, loadAgentConfig, requireAgent } from '../agent-dir.js';
 import { heartbeatCommand, heartbeatTimerId, inboxState, refuseInTurn } from './heartbeat.js';
 import { notifierTimer } from '../notifier-timers.js';
 import { HeartbeatConfigSchema, type DecisionRecord, type HeartbeatConfig } from '../types.js';
 import { usageOfRecord } from '../accounting/index.js';
+import { openAgentThread } from '../threads.js';
 
 export { DEFAULT_HEARTBEAT_PROMPT } from '../types.js';
 
@@ -80,14 +80,14 @@ export async function showHeartbeat(home: string, id: string, env: NodeJS.Proces
   const config = loadAgentConfig(dir);
   const timers = await listTimers(home, env);
   const timer = timers.find((t) => t.id === heartbeatTimerId(id));
-  const { started, owner } = inboxState(home, dir, config);
+  const { started, owner } = await inboxState(home, dir, config, env);
   return {
     agent: id,
     heartbeat: config.heartbeat ?? null,
     timer: timer ? { id: timer.id, schedule: timer.schedule, next_run_at: timer.next_run_at, runs: timer.runs, last_exit: timer.last_exit } : null,
     started,
     owner_chat: owner !== null,
-    last: lastBeat(home, dir.heartbeat),
+    last: await lastBeat(home, dir.heartbeat, env),
   };
 }
 
@@ -159,19 +159,19 @@ async function listTimers(home: string, env: NodeJS.ProcessEnv): Promise<ListedT
 }
 
 /** The newest beat in the heartbeat thread: when, how it ended, and its tokens. */
-function lastBeat(home: string, path: string): HeartbeatView['last'] {
+async function lastBeat(home: string, path: string, env: NodeJS.ProcessEnv): Promise<HeartbeatView['last']> {
   let thread;
   try {
-    thread = openThread(path, { home });
+    thread = await openAgentThread(home, path, {}, env);
   } catch {
     return null; // no beat has run yet
   }
   try {
-    const begun = thread.peek({ filter: "type = 'record' AND subtype = 'heartbeat'", last: 1 })[0];
+    const begun = (await thread.peek({ filter: "type = 'record' AND subtype = 'heartbeat'", last: 1 }))[0];
     if (!begun) return null;
     let outcome: NonNullable<HeartbeatView['last']>['outcome'] = 'unfinished';
     let tokens = 0;
-    for (const event of thread.peek({ afterId: begun.id, limit: 1000, filter: "type = 'record'" })) {
+    for (const event of await thread.peek({ afterId: begun.id, limit: 1000, filter: "type = 'record'" })) {
       const content = JSON.parse(event.content) as { in_reply_to?: number };
       if (content.in_reply_to !== begun.id) continue;
       const usage = event.subtype === 'usage' ? usageOfRecord(event.content) : null;
@@ -181,6 +181,6 @@ function lastBeat(home: string, path: string): HeartbeatView['last'] {
     }
     return { at: begun.created_at, outcome, tokens };
   } finally {
-    thread.close();
+    await thread.close();
   }
 }

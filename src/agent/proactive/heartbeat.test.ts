@@ -26,8 +26,8 @@ const ownerThread = () => routeMessage(dir, 'per-peer', owner).path;
 
 beforeEach(async () => {
   t = createTestHome();
-  dir = initAgent(t.home, 'helper');
-  startAgent(t.home, 'helper');
+  dir = await initAgent(t.home, 'helper');
+  await startAgent(t.home, 'helper');
   server = await startFakeOpenAI({ defaultStep: { kind: 'text', text: HEARTBEAT_OK } });
   writeFakePaiConfig(t.home, server, { modelFields: 'max_output_tokens: 50' });
   setConfig({ heartbeat: { every: '30m', prompt: 'Look at <<the checklist>>.' } });
@@ -45,7 +45,7 @@ function setConfig(fields: Record<string, unknown>): void {
 
 /** The owner writes to the agent once, which answers: their direct chat exists. */
 async function ownerSays(text: string): Promise<void> {
-  sendToAgent(t.home, 'helper', { text, source: owner });
+  await sendToAgent(t.home, 'helper', { text, source: owner });
   await runAgent('helper', { home: t.home, env: t.env });
 }
 
@@ -102,9 +102,9 @@ describe('a heartbeat', () => {
     await ownerSays('hello');
     const calls = completions().length;
 
-    stopAgent(t.home, 'helper');
+    await stopAgent(t.home, 'helper');
     expect(await beat()).toEqual({ outcome: 'skipped', reason: 'agent helper is stopped (agent start helper)' });
-    startAgent(t.home, 'helper');
+    await startAgent(t.home, 'helper');
 
     setConfig({ heartbeat: { every: '30m', active_hours: '08:00-22:00' } });
     expect(await beat(new Date(2026, 0, 1, 3, 0))).toEqual({ outcome: 'skipped', reason: 'outside its active hours (08:00-22:00)' });

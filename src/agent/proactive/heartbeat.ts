@@ -10,7 +10,7 @@ import { createRedactor } from '../../core/secrets.js';
 import { turnOutbox } from '../../core/turn-outbox.js';
 import { TurnRegistry } from '../../core/turn-processes.js';
 import { loadPaiConfig, providerSecrets, resolveModel, type ChatResult, type ModelCaller } from '../../pai/index.js';
-import { openThread, type Thread } from '../../thread/index.js';
+import type { StoredThread } from '../../thread/index.js';
 import { loadAgentConfig, requireAgent, type AgentDir } from '../agent-dir.js';
 import { estimateTokens } from '../tokens.js';
 import { SpendLedger, feedCopier, FeedWriter, type ErrorFeedEntry, type ToolcallFeedEntry } from '../accounting/index.js';
@@ -22,6 +22,7 @@ import { setReminders } from './reminders.js';
 import { takeAttachments } from '../delivery/index.js';
 import { commandRuleFor, commandsFact, offersTools, sandboxFact, type TurnScope } from '../policy/index.js';
 import { DEFAULT_HEARTBEAT_PROMPT, type AgentConfig, type DecisionRecord, type ErrorRecord, type HeartbeatConfig, type HeartbeatRecord } from '../types.js';
+import { openAgentThread, push, recordWriter, withAgentThread } from '../threads.js';
 
 /**
  * Heartbeats: a turn of the agent's own on a notifier timer (`agent heartbeat <id> --every 30m`
@@ -162,34 +163,29 @@ export async function runHeartbeat(id: string, options: HeartbeatOptions = {}): 
   const heartbeat = config.heartbeat;
   if (!heartbeat) return skip(`agent ${id} has no heartbeat (agent heartbeat ${id} --every 30m sets one)`);
   if (!withinActiveHours(heartbeat.active_hours, now)) return skip(`outside its active hours (${heartbeat.active_hours})`);
-  const { started, owner } = inboxState(home, dir, config);
+  const { started, owner } = await inboxState(home, dir, config, env);
   if (!started) return skip(`agent ${id} is stopped (agent start ${id})`);
   if (owner === null) return skip(`the owner has no direct chat with ${id} yet, where a finding would go`);
   const lock = tryLock(dir.heartbeatLock);
   if (!lock.acquired) return skip(`another heartbeat is under way (pid ${lock.holder.pid})`);
   const spend = new SpendLedger(dir, config.budget);
-  const feeds = new FeedWriter(home, id);
-  let thread: Thread | undefined;
+  const feeds = new FeedWriter(home, id, env);
+  let thread: StoredThread | undefined;
   try {
-    thread = openThread(dir.heartbeat, { home, create: true });
+    thread = await openAgentThread(home, dir.heartbeat, { create: true }, env);
     const toFeed = feedCopier(feeds, logger, 'heartbeat');
     return await beat({ home, env, now, dir, config, heartbeat, logger, spend, thread, owner, toFeed, caller: options.caller }, skip);
   } finally {
-    thread?.close();
-    feeds.close();
+    await thread?.close();
+    await feeds.close();
     spend.close();
     lock.lock.release();
   }
 }
 
 /** What a beat needs of the inbox: whether the agent is started, and the owner's direct chat (a source address) or null. */
-export function inboxState(home: string, dir: AgentDir, config: AgentConfig): { started: boolean; owner: string | null } {
-  const inbox = openThread(dir.inbox, { home });
-  try {
-    return { started: inbox.consumer(INBOX_CONSUMER)?.subscribed ?? false, owner: ownerDirectChat(inbox, config.policy) };
-  } finally {
-    inbox.close();
-  }
+export async function inboxState(home: string, dir: AgentDir, config: AgentConfig, env: NodeJS.ProcessEnv = process.env): Promise<{ started: boolean; owner: string | null }> {
+  return withAgentThread(home, dir.inbox, async (inbox) => ({ started: (await inbox.consumer(INBOX_CONSUMER))?.subscribed ?? false, owner: await ownerDirectChat(inbox, config.policy) }), env);
 }
 
 interface Beat {
@@ -201,7 +197,7 @@ interface Beat {
   heartbeat: HeartbeatConfig;
   logger: Logger;
   spend: SpendLedger;
-  thread: Thread;
+  thread: StoredThread;
   /** The owner's direct chat (a source address). */
   owner: string;
   /** Its commands go to the warden's feed, an error no retry mends to the maintainer's (feeds.ts). */
@@ -211,14 +207,14 @@ interface Beat {
 
 async function beat(b: Beat, skip: (reason: string) => HeartbeatOutcome): Promise<HeartbeatOutcome> {
   const { home, env, dir, config, heartbeat, logger, thread } = b;
-  const record = (subtype: string, content: object) => thread.push({ source: 'self', type: 'record', subtype, content: JSON.stringify(content) });
+  const { record, settled } = recordWriter(thread);
   const paiConfig = withAgentSettings(loadPaiConfig(home), config);
   const redact = createRedactor(env, providerSecrets(paiConfig, env));
   const rule = commandRuleFor(config.policy, b.owner);
   const tools = offersTools(rule);
   // The owner's own check: their workdir, the agent's memory and skills; no person's memory, no conversation's thread.
   const scope: TurnScope = { threadId: HEARTBEAT_THREAD_ID, thread: dir.heartbeat, memory: { agent: agentMemoryFile(dir) }, ownMemory: null, owner: true, files: [] };
-  const { system, input } = heartbeatPrompt({ dir, heartbeat, commands: tools ? commandsFact(rule, sandboxFact(config.sandbox, scope)) : null, lastFinding: lastFinding(thread), now: b.now });
+  const { system, input } = heartbeatPrompt({ dir, heartbeat, commands: tools ? commandsFact(rule, sandboxFact(config.sandbox, scope)) : null, lastFinding: await lastFinding(thread), now: b.now });
   let beatId: number | undefined;
   let release = (): void => {};
   let result: ChatResult;
@@ -229,7 +225,7 @@ async function beat(b: Beat, skip: (reason: string) => HeartbeatOutcome): Promis
     const reservation = b.spend.reserve(HEARTBEAT_THREAD_ID, estimateTokens(system, input) + model.maxOutputTokens, b.now);
     if (reservation.over) return skip(`over its budget: ${reservation.over.reason}`);
     release = reservation.release;
-    const id = record('heartbeat', { model: `${model.provider}/${model.model}`, tools } satisfies HeartbeatRecord);
+    const id = await record('heartbeat', { model: `${model.provider}/${model.model}`, tools } satisfies HeartbeatRecord);
     beatId = id;
     const authorize = commandAuthorizer(rule, {
       dir,
@@ -237,7 +233,7 @@ async function beat(b: Beat, skip: (reason: string) => HeartbeatOutcome): Promis
       logger,
       conversation: HEARTBEAT_THREAD_ID,
       askedFor: b.owner,
-      tellOwner: (text) => tellOwnerOf(home, dir.id, text, 'approval'),
+      tellOwner: (text) => tellOwnerOf(home, dir.id, text, 'approval', undefined, env),
     });
     const onEvent = turnRecorder({
       account: { record, inReplyTo: id, spend: b.spend, peer: HEARTBEAT_THREAD_ID },
@@ -262,8 +258,10 @@ async function beat(b: Beat, skip: (reason: string) => HeartbeatOutcome): Promis
         },
       ),
     );
+    await settled();
   } catch (error) {
-    throw failed(b, error, beatId, redact);
+    await settled().catch(() => {}); // what the model's events recorded goes before the error record
+    throw await failed(b, error, beatId, redact);
   } finally {
     release();
   }
@@ -271,17 +269,17 @@ async function beat(b: Beat, skip: (reason: string) => HeartbeatOutcome): Promis
   const tokens = result.usage.input + result.usage.output;
   const finding = heartbeatFinding(result.text);
   if (finding === null) {
-    record('decision', { in_reply_to: beatId, decision: 'no_reply' } satisfies DecisionRecord);
+    await record('decision', { in_reply_to: beatId, decision: 'no_reply' } satisfies DecisionRecord);
     logger.info(`heartbeat: nothing to report (${result.usage.input}+${result.usage.output} tokens)`);
     return { outcome: 'ok', tokens };
   }
-  if (!tellOwnerOf(home, dir.id, finding)) {
-    record('error', { in_reply_to: beatId, stage: 'route', error: `the owner's direct chat is gone; the finding was not told: ${clip(finding, 1000)}` } satisfies ErrorRecord);
+  if (!(await tellOwnerOf(home, dir.id, finding, undefined, undefined, env))) {
+    await record('error', { in_reply_to: beatId, stage: 'route', error: `the owner's direct chat is gone; the finding was not told: ${clip(finding, 1000)}` } satisfies ErrorRecord);
     throw new ClawError('not_found', "the heartbeat's finding could not reach the owner: they have no direct chat with the agent", {
       suggestion: `the owner writes to ${dir.id} once, then the next heartbeat tells them`,
     });
   }
-  record('decision', { in_reply_to: beatId, decision: 'told_owner', text: finding } satisfies DecisionRecord);
+  await record('decision', { in_reply_to: beatId, decision: 'told_owner', text: finding } satisfies DecisionRecord);
   logger.info(`heartbeat: told the owner (${result.usage.input}+${result.usage.output} tokens)`);
   return { outcome: 'told_owner', text: finding, tokens };
 }
@@ -304,10 +302,10 @@ async function afterCommands(b: Beat): Promise<void> {
  * refused, no such model) also goes to the maintainer's feed, which tells the owner once; an
  * outage only misses this beat. The error makes the timer's run exit 1.
  */
-function failed(b: Beat, error: unknown, beatId: number | undefined, redact: (text: string) => string): ClawError {
+async function failed(b: Beat, error: unknown, beatId: number | undefined, redact: (text: string) => string): Promise<ClawError> {
   const failure = classifyFailure(error);
   const detail = redact(error instanceof Error ? error.message : String(error));
-  b.thread.push({
+  await push(b.thread, {
     source: 'self',
     type: 'record',
     subtype: 'error',
@@ -324,8 +322,8 @@ function failed(b: Beat, error: unknown, beatId: number | undefined, redact: (te
 }
 
 /** The last finding a heartbeat told the owner, from the heartbeat thread. */
-function lastFinding(thread: Thread): { text: string; at: string } | null {
-  for (const event of thread.peek({ filter: "type = 'record' AND subtype = 'decision'", last: 200 }).reverse()) {
+async function lastFinding(thread: StoredThread): Promise<{ text: string; at: string } | null> {
+  for (const event of (await thread.peek({ filter: "type = 'record' AND subtype = 'decision'", last: 200 })).reverse()) {
     const decision = JSON.parse(event.content) as DecisionRecord;
     if (decision.decision === 'told_owner') return { text: decision.text, at: event.created_at };
   }

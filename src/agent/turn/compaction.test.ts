@@ -14,6 +14,7 @@ import {
   type FakeLlmServer,
   type RecordedRequest,
   type TestHome,
+  storedThread,
 } from '../../testing/index.js';
 import { initThread, type ThreadEvent } from '../../thread/index.js';
 import type { AgentDir } from '../agent-dir.js';
@@ -40,7 +41,7 @@ const THRESHOLD = 0.7;
 
 beforeEach(async () => {
   t = createTestHome();
-  dir = initAgent(t.home, 'helper');
+  dir = await initAgent(t.home, 'helper');
   server = await startFakeOpenAI();
   writeFakePaiConfig(t.home, server, { contextWindow: WINDOW });
   const config = parse(readFileSync(dir.config, 'utf8')) as Record<string, unknown>;
@@ -65,8 +66,8 @@ const events = (path: string, filter?: string): ThreadEvent[] => threadEvents(t.
 
 describe('compaction in the run loop', () => {
   it('folds older turns into the thread memory file once the context passes the threshold, keeping a turn-1 fact', async () => {
-    sendToAgent(t.home, 'helper', { text: 'my cat is called Zorro', source });
-    for (let i = 2; i <= 45; i++) sendToAgent(t.home, 'helper', { text: `turn ${String(i).padStart(2, '0')} ok`, source });
+    await sendToAgent(t.home, 'helper', { text: 'my cat is called Zorro', source });
+    for (let i = 2; i <= 45; i++) await sendToAgent(t.home, 'helper', { text: `turn ${String(i).padStart(2, '0')} ok`, source });
     expect(await runAgent('helper', { home: t.home, env: t.env })).toEqual({ handled: 45, replied: 45, errors: 0 });
 
     const route = routeMessage(dir, 'per-peer', source);
@@ -116,7 +117,7 @@ describe('compaction in the run loop', () => {
     expect(readFileSync(summaryFile, 'utf8')).toContain('Zorro');
 
     // A later run: the fact reaches the model through the summary.
-    sendToAgent(t.home, 'helper', { text: 'what is my cat called?', source });
+    await sendToAgent(t.home, 'helper', { text: 'what is my cat called?', source });
     await runAgent('helper', { home: t.home, env: t.env });
     const last = completions().at(-1)!;
     expect(nonSystem(last).at(-1)).toBe('what is my cat called?');
@@ -125,7 +126,7 @@ describe('compaction in the run loop', () => {
   });
 
   it('does not compact a thread below the threshold', async () => {
-    sendToAgent(t.home, 'helper', { text: 'hello', source });
+    await sendToAgent(t.home, 'helper', { text: 'hello', source });
     await runAgent('helper', { home: t.home, env: t.env });
     const route = routeMessage(dir, 'per-peer', source);
     expect(existsSync(join(dir.memory, `thread-${route.threadId}.md`))).toBe(false);
@@ -141,7 +142,7 @@ describe('compactIfNeeded', () => {
       const ids = Array.from({ length: 8 }, (_, i) => thread.push({ source: i % 2 ? source : 'self', type: 'message', content: JSON.stringify({ text: `m${i}` }) }));
       const current = thread.push({ source, type: 'message', content: JSON.stringify({ text: 'now' }) });
       const base = {
-        thread,
+        thread: storedThread(thread),
         memoryDir: t.home,
         summaryFile: join(t.home, 'count.md'),
         logger: { warn: () => {} },
@@ -180,7 +181,7 @@ describe('compactIfNeeded', () => {
       };
       // Six messages of ~140 characters (as session JSON) pass 0.2 × 1000 tokens.
       const base = {
-        thread,
+        thread: storedThread(thread),
         memoryDir: t.home,
         summaryFile,
         logger: { warn: () => {} },
@@ -248,7 +249,7 @@ describe('compactIfNeeded with a link in the summary’s place', () => {
         return 'summary';
       };
       const args = {
-        thread,
+        thread: storedThread(thread),
         memoryDir: dir.memory,
         summaryFile,
         logger: { warn: (line: string) => warnings.push(line) },

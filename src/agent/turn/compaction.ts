@@ -1,5 +1,5 @@
 import { basename } from 'node:path';
-import type { Thread, ThreadEvent } from '../../thread/index.js';
+import type { StoredThread, ThreadEvent } from '../../thread/index.js';
 import { withoutChatCommands } from '../chat-commands.js';
 import { isNotice } from './failure.js';
 import type { Summarise } from '../accounting/index.js';
@@ -22,7 +22,7 @@ Keep every fact, name, number, preference, decision, promise and open task; drop
 Write in the third person about the user ("the user said ..."). Output only the summary.`;
 
 export interface CompactionInput {
-  thread: Thread;
+  thread: StoredThread;
   /** The agent's memory directory, and the thread memory file in it. */
   memoryDir: string;
   summaryFile: string;
@@ -60,16 +60,16 @@ export interface CompactionResult {
 const HISTORY_MARKERS = "type = 'record' AND subtype IN ('compaction', 'reset')";
 
 /** The id after which the thread's history starts: the end of the last compaction or reset. */
-export function historyStart(thread: Thread): number {
-  const last = thread.peek({ filter: HISTORY_MARKERS, last: 1 })[0];
+export async function historyStart(thread: StoredThread): Promise<number> {
+  const last = (await thread.peek({ filter: HISTORY_MARKERS, last: 1 }))[0];
   return last ? (JSON.parse(last.content) as Pick<CompactionRecord, 'to_id'>).to_id : 0;
 }
 
 /** The content of the record the thread holds under an idempotency key, or null. */
-export function recordByKey<T>(thread: Thread, key: string): T | null {
-  const id = thread.findByKey(key);
+export async function recordByKey<T>(thread: StoredThread, key: string): Promise<T | null> {
+  const id = await thread.findByKey(key);
   if (id === undefined) return null;
-  const event = thread.peek({ afterId: id - 1, limit: 1 })[0];
+  const event = (await thread.peek({ afterId: id - 1, limit: 1 }))[0];
   return event ? (JSON.parse(event.content) as T) : null;
 }
 
@@ -78,22 +78,22 @@ export function recordByKey<T>(thread: Thread, key: string): T | null {
 const MAX_UNCOMPACTED = 2_000;
 
 /** Messages after the last compaction or reset, without the current message. */
-export function uncompacted(thread: Thread, afterId: number, currentId: number): ThreadEvent[] {
-  return conversation(thread, thread.peek({ afterId, filter: "type = 'message'", limit: MAX_UNCOMPACTED }), currentId);
+export async function uncompacted(thread: StoredThread, afterId: number, currentId: number): Promise<ThreadEvent[]> {
+  return conversation(thread, await thread.peek({ afterId, filter: "type = 'message'", limit: MAX_UNCOMPACTED }), currentId);
 }
 
 /**
  * The messages of the conversation the model sees and summarises: not the current one, not chat
  * commands with their answers, not the runtime's notices (they are no answer of the model's).
  */
-export function conversation(thread: Thread, messages: readonly ThreadEvent[], currentId: number): ThreadEvent[] {
-  return withoutChatCommands(thread, messages).filter((event) => event.id !== currentId && !isNotice(event));
+export async function conversation(thread: StoredThread, messages: readonly ThreadEvent[], currentId: number): Promise<ThreadEvent[]> {
+  return (await withoutChatCommands(thread, messages)).filter((event) => event.id !== currentId && !isNotice(event));
 }
 
 export async function compactIfNeeded(args: CompactionInput): Promise<CompactionResult> {
   const { thread, contextWindow, threshold } = args;
-  const afterId = historyStart(thread);
-  const messages = uncompacted(thread, afterId, args.currentId);
+  const afterId = await historyStart(thread);
+  const messages = await uncompacted(thread, afterId, args.currentId);
   // Two triggers: the context would pass its share of the window, or more messages wait than a
   // call carries (older ones would otherwise drop out of the context unsummarised).
   const size = estimateTokens(args.system, args.input, JSON.stringify(historyLines(messages.slice(-args.recentMessages), args.mixedPeople)));
@@ -114,7 +114,7 @@ export async function compactIfNeeded(args: CompactionInput): Promise<Compaction
   };
   // Keyed by its range: a run that crashed after the summary was written and retries does not
   // record the same compaction twice.
-  thread.push({ source: 'self', type: 'record', subtype: 'compaction', content: JSON.stringify(record), idempotency_key: `compaction:${record.to_id}` });
+  await thread.append([{ source: 'self', type: 'record', subtype: 'compaction', content: JSON.stringify(record), idempotency_key: `compaction:${record.to_id}` }]);
   return { afterId: record.to_id, compacted: record };
 }
 

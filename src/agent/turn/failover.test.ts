@@ -23,7 +23,7 @@ const owner = formatAddress({ kind: 'external', channelType: 'terminal', instanc
 
 beforeEach(async () => {
   t = createTestHome();
-  dir = initAgent(t.home, 'helper');
+  dir = await initAgent(t.home, 'helper');
   backup = await startFakeOpenAI({
     defaultStep: (request) => {
       const messages: LooseJson[] = request.body?.messages ?? [];
@@ -63,7 +63,7 @@ const completions = (server: FakeLlmServer) => server.requests.filter((request) 
 describe('model failover', () => {
   it.each([500, 429])('answers on the fallback when the primary answers %i, and the usage records name the model that answered', async (status) => {
     await setUp(status);
-    sendToAgent(t.home, 'helper', { text: 'are you there?', source: owner });
+    await sendToAgent(t.home, 'helper', { text: 'are you there?', source: owner });
     expect(await runAgent('helper', { home: t.home, env: t.env })).toMatchObject({ handled: 1, replied: 1, errors: 0 });
     expect(completions(primary).length).toBe(3); // its own attempts first (the agent's retry.max_attempts)
     expect(completions(backup).length).toBe(2);
@@ -85,7 +85,7 @@ describe('model failover', () => {
 
   it("goes on with the provider's next key (api_key_envs) before failing over: a refused key A, then key B answers on the same model; the usage records name the key variable, never the key", async () => {
     await setUp(200, { keys: ', api_key_envs: [KEY_A, KEY_B]', server: { apiKey: keys.KEY_B, defaultStep: { kind: 'text', text: 'answered with key B' } } });
-    sendToAgent(t.home, 'helper', { text: 'are you there?', source: owner });
+    await sendToAgent(t.home, 'helper', { text: 'are you there?', source: owner });
     expect(await runAgent('helper', { home: t.home, env: { ...t.env, ...keys } })).toMatchObject({ handled: 1, replied: 1, errors: 0 });
     expect(completions(primary).map((request) => request.headers.authorization)).toEqual([`Bearer ${keys.KEY_A}`, `Bearer ${keys.KEY_B}`]);
     expect(completions(backup)).toHaveLength(0);
@@ -97,7 +97,7 @@ describe('model failover', () => {
 
   it('fails over to the next model once every key of the provider is rate limited (429)', async () => {
     await setUp(429, { keys: ', api_key_envs: [KEY_A, KEY_B]' });
-    sendToAgent(t.home, 'helper', { text: 'are you there?', source: owner });
+    await sendToAgent(t.home, 'helper', { text: 'are you there?', source: owner });
     expect(await runAgent('helper', { home: t.home, env: { ...t.env, ...keys } })).toMatchObject({ handled: 1, replied: 1, errors: 0 });
     expect(
       completions(primary)
@@ -109,7 +109,7 @@ describe('model failover', () => {
 
   it('does not fail over a refusal (401): the message gets its error notice, the fallback is not asked', async () => {
     await setUp(401);
-    sendToAgent(t.home, 'helper', { text: 'are you there?', source: owner });
+    await sendToAgent(t.home, 'helper', { text: 'are you there?', source: owner });
     expect(await runAgent('helper', { home: t.home, env: t.env })).toMatchObject({ handled: 1, errors: 1 });
     expect(completions(backup)).toHaveLength(0);
   });

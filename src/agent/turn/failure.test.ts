@@ -4,7 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ClawError } from '../../core/errors.js';
 import { parseMessageContent, type ReplyContext } from '../../core/message.js';
 import { classify, ModelCallError } from '../../pai/index.js';
-import { createTestHome, type TestHome } from '../../testing/index.js';
+import { createTestHome, storedThread, type TestHome } from '../../testing/index.js';
 import { openThread, type Thread, type ThreadEvent } from '../../thread/index.js';
 import { answerFailure, classifyFailure, isNotice, ModelOutage, noticeText, type FailedMessage } from './failure.js';
 import { AgentConfigSchema, type AgentConfig } from '../types.js';
@@ -90,13 +90,13 @@ describe('answerFailure', () => {
   const person: ReplyContext = { kind: 'external', channel_id: 'telegram:main', conversation_type: 'dm', conversation_id: '42', peer_id: '42', message_id: '7' };
   const agent: ReplyContext = { kind: 'internal', conversation_type: 'dm', conversation_id: 'c1', agent_id: 'other' };
 
-  beforeEach(() => {
+  beforeEach(async () => {
     t = createTestHome();
     thread = openThread(join(t.home, 'conversation'), { home: t.home, create: true });
     inbox = openThread(join(t.home, 'inbox'), { home: t.home, create: true });
   });
 
-  afterEach(() => {
+  afterEach(async () => {
     thread.close();
     inbox.close();
     t.cleanup();
@@ -109,7 +109,7 @@ describe('answerFailure', () => {
     const inboundId = thread.push({ source: event.source, type: 'message', content: event.content });
     const config = AgentConfigSchema.parse({ agent_id: 'x', notices: options.config ?? {} });
     return {
-      thread,
+      thread: storedThread(thread),
       config,
       event,
       inboundId,
@@ -123,10 +123,10 @@ describe('answerFailure', () => {
   const selfEvents = () => thread.peek({ filter: "source = 'self'", limit: 1000 });
   const contentOf = (event: ThreadEvent) => JSON.parse(event.content) as Record<string, unknown>;
 
-  it('stores one error notice to the person and one error record as the outcome, however often it is called', () => {
+  it('stores one error notice to the person and one error record as the outcome, however often it is called', async () => {
     const message = failedMessage({ config: { error: 'No answer ({status}): {reason}.' } });
     const error = modelCallError({ status: 401 }, 'Incorrect API key provided: sk-secret');
-    for (let i = 0; i < 2; i++) expect(answerFailure(message, error)).toMatchObject({ class: 'unrecoverable', kind: 'auth' });
+    for (let i = 0; i < 2; i++) expect(await answerFailure(message, error)).toMatchObject({ class: 'unrecoverable', kind: 'auth' });
 
     const [notice, record, ...rest] = selfEvents();
     expect(rest).toEqual([]);
@@ -145,21 +145,22 @@ describe('answerFailure', () => {
     expect(record!.content).not.toContain('sk-secret');
   });
 
-  it('records without a notice when nobody waits for an answer', () => {
+  it('records without a notice when nobody waits for an answer', async () => {
     const message = failedMessage({ replyContext: null });
-    answerFailure(message, new ClawError('not_found', 'unknown provider nosuch'));
+    await answerFailure(message, new ClawError('not_found', 'unknown provider nosuch'));
     expect(selfEvents().map((event) => [event.type, event.subtype])).toEqual([['record', 'error']]);
     expect(contentOf(selfEvents()[0]!)).toEqual({ in_reply_to: message.inboundId, stage: 'llm', error: 'unknown provider nosuch', kind: 'internal' });
   });
 
-  it('leaves an outage without an outcome, and tells the person once that the answer is delayed once it has waited long enough', () => {
+  it('leaves an outage without an outcome, and tells the person once that the answer is delayed once it has waited long enough', async () => {
     const outage = modelCallError({ status: 503 });
     const early = failedMessage({ waitedSeconds: 19 });
-    expect(() => answerFailure(early, outage)).toThrow(ModelOutage);
+    await expect(answerFailure(early, outage)).rejects.toThrow(ModelOutage);
     expect(selfEvents()).toEqual([]);
 
     const late = { ...early, now: early.now! + 1_000 };
-    for (let i = 0; i < 3; i++) expect(() => answerFailure(late, outage)).toThrow(expect.objectContaining({ kind: 'upstream', failure: expect.objectContaining({ class: 'outage', status: 503 }) }));
+    for (let i = 0; i < 3; i++)
+      await expect(answerFailure(late, outage)).rejects.toThrow(expect.objectContaining({ kind: 'upstream', failure: expect.objectContaining({ class: 'outage', status: 503 }) }));
     const [notice, ...rest] = selfEvents();
     expect(rest).toEqual([]);
     expect(parseMessageContent(notice!.content)).toEqual({
@@ -172,19 +173,19 @@ describe('answerFailure', () => {
     expect(thread.findByKey(early.outcomeKey)).toBeUndefined();
   });
 
-  it('honours the configured delay, and sends no delayed notice to an agent (it gets the answer later anyway)', () => {
+  it('honours the configured delay, and sends no delayed notice to an agent (it gets the answer later anyway)', async () => {
     const quick = failedMessage({ waitedSeconds: 2, config: { delayed_after_seconds: 2, delayed: 'Later: {reason}' } });
-    expect(() => answerFailure(quick, modelCallError({ networkCode: 'ECONNREFUSED' }))).toThrow(ModelOutage);
+    await expect(answerFailure(quick, modelCallError({ networkCode: 'ECONNREFUSED' }))).rejects.toThrow(ModelOutage);
     expect(selfEvents().map((event) => parseMessageContent(event.content).text)).toEqual(['Later: the model cannot be reached']);
 
     const asked = failedMessage({ waitedSeconds: 500, replyContext: agent });
-    expect(() => answerFailure(asked, modelCallError({ status: 500 }))).toThrow(ModelOutage);
+    await expect(answerFailure(asked, modelCallError({ status: 500 }))).rejects.toThrow(ModelOutage);
     expect(selfEvents()).toHaveLength(1);
   });
 
-  it('tells a notice from an answer', () => {
+  it('tells a notice from an answer', async () => {
     const message = failedMessage();
-    answerFailure(message, modelCallError({ status: 400 }));
+    await answerFailure(message, modelCallError({ status: 400 }));
     const answer = thread.push({ source: 'self', type: 'message', content: JSON.stringify({ text: 'an answer', attachments: [] }) });
     expect(selfEvents().map((event) => [event.id === answer, isNotice(event)])).toEqual([
       [false, true],

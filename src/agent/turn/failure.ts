@@ -1,7 +1,7 @@
 import { ClawError, isClawError } from '../../core/errors.js';
 import type { NoticeKind, ReplyContext } from '../../core/message.js';
 import { ModelCallError } from '../../pai/index.js';
-import type { PushInput, Thread, ThreadEvent } from '../../thread/index.js';
+import type { PushInput, StoredThread, ThreadEvent } from '../../thread/index.js';
 import type { AgentConfig, ErrorRecord } from '../types.js';
 import { UpkeepSkipped } from '../accounting/index.js';
 
@@ -107,7 +107,7 @@ export class ModelOutage extends ClawError {
 }
 
 export interface FailedMessage {
-  thread: Thread;
+  thread: StoredThread;
   config: AgentConfig;
   /** The inbox event: its time is when the message arrived. */
   event: ThreadEvent;
@@ -126,7 +126,7 @@ export interface FailedMessage {
  * Deals with a failed model call as described above: returns the failure once the notice and the
  * record are stored, or throws ModelOutage (with the delayed notice stored when it is due).
  */
-export function answerFailure(message: FailedMessage, error: unknown): ModelFailure {
+export async function answerFailure(message: FailedMessage, error: unknown): Promise<ModelFailure> {
   const { thread, config, inboundId, replyContext } = message;
   const failure = classifyFailure(error);
   const detail = message.redact(error instanceof Error ? error.message : String(error));
@@ -134,7 +134,7 @@ export function answerFailure(message: FailedMessage, error: unknown): ModelFail
     const waitedMs = (message.now ?? Date.now()) - Date.parse(message.event.created_at);
     // Only to people: an agent that asked gets the answer later anyway, and a notice would cost it a turn.
     if (replyContext?.kind === 'external' && waitedMs >= config.notices.delayed_after_seconds * 1000) {
-      thread.push(noticeEvent('delayed', noticeText(config.notices.delayed, failure), replyContext, inboundId));
+      await thread.append([noticeEvent('delayed', noticeText(config.notices.delayed, failure), replyContext, inboundId)]);
     }
     throw new ModelOutage(failure, detail);
   }
@@ -146,7 +146,7 @@ export function answerFailure(message: FailedMessage, error: unknown): ModelFail
     kind: failure.kind,
     ...(error instanceof ModelCallError ? { status: failure.status } : {}),
   };
-  thread.pushBatch([
+  await thread.append([
     ...(replyContext ? [noticeEvent('error', noticeText(config.notices.error, failure), replyContext, inboundId)] : []),
     { source: 'self', type: 'record', subtype: 'error', content: JSON.stringify(record), idempotency_key: message.outcomeKey },
   ]);

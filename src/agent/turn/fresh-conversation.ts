@@ -2,12 +2,13 @@ import { join } from 'node:path';
 import { kindContained, renameContained } from '../../core/contained-fs.js';
 import type { Logger } from '../../core/logger.js';
 import { isStorageError } from '../../core/storage-error.js';
-import type { Thread } from '../../thread/index.js';
+import type { StoredThread } from '../../thread/index.js';
 import { historyStart, readSummary, recordByKey, summariseTurns, uncompacted } from './compaction.js';
 import type { Summarise } from '../accounting/index.js';
 import { ARCHIVE_DIR, fileStamp, writeSummary } from '../memory/index.js';
 import { CONVERSATIONS_DIR } from '../context.js';
 import type { ResetRecord } from '../types.js';
+import { push } from '../threads.js';
 
 /**
  * `/new` and `/reset`: a fresh conversation in the same thread. The thread is not moved (notifier's
@@ -23,7 +24,7 @@ import type { ResetRecord } from '../types.js';
  */
 export interface FreshConversationInput {
   command: 'new' | 'reset';
-  thread: Thread;
+  thread: StoredThread;
   threadId: string;
   /** The agent's memory directory. */
   memoryDir: string;
@@ -46,10 +47,10 @@ export async function startFreshConversation(input: FreshConversationInput): Pro
   const { thread, command, commandId } = input;
   const key = `reset:${commandId}`;
   // Done before a crash: the record says what was saved, and the steps after it are repeated.
-  let record = recordByKey<ResetRecord>(thread, key);
+  let record = await recordByKey<ResetRecord>(thread, key);
   if (!record) {
     record = { to_id: commandId, command, summary_file: null, ...(command === 'new' ? await saveSummary(input) : {}) };
-    thread.push({ source: 'self', type: 'record', subtype: 'reset', content: JSON.stringify(record), idempotency_key: key });
+    await push(thread, { source: 'self', type: 'record', subtype: 'reset', content: JSON.stringify(record), idempotency_key: key });
   }
   // A link a command left in its place moves as itself: nothing reads through it.
   if (kindContained(input.memoryDir, input.summaryFile) !== null) {
@@ -60,7 +61,7 @@ export async function startFreshConversation(input: FreshConversationInput): Pro
 
 async function saveSummary(input: FreshConversationInput): Promise<Pick<ResetRecord, 'summary_file' | 'summary_error'>> {
   const previous = readSummary(input.memoryDir, input.summaryFile, input.logger);
-  const turns = uncompacted(input.thread, historyStart(input.thread), input.commandId).filter((event) => event.id < input.commandId);
+  const turns = (await uncompacted(input.thread, await historyStart(input.thread), input.commandId)).filter((event) => event.id < input.commandId);
   if (!previous && turns.length === 0) return { summary_file: null };
   const file = join(CONVERSATIONS_DIR, input.threadId, `${fileStamp(input.sentAt)}.md`);
   const path = join(input.memoryDir, file);

@@ -9,6 +9,7 @@ import { warningRecord } from './failure.js';
 import { UpkeepSkipped } from '../accounting/index.js';
 import type { UpkeepSettings } from './memory-flush.js';
 import type { MemoryCondenseRecord, MemoryLayer } from '../types.js';
+import { push } from '../threads.js';
 
 /**
  * Person- and agent-level compaction: a memory file (agent.md, user-*.md, group-*.md) past its
@@ -80,7 +81,7 @@ async function condense(settings: CondenseSettings, layer: MemoryLayer, file: st
     writeSummary(dir.root, archive, text);
     writeSummary(dir.root, file, condensed);
     const record: MemoryCondenseRecord = { action: 'condense', file: name, layer, version, archive: relative(dir.root, archive), tokens_before: tokens, tokens_after: after, cap };
-    thread.push({ source: 'self', type: 'record', subtype: 'memory', content: JSON.stringify(record), idempotency_key: `memory-condense:${name}:${version}` });
+    await push(thread, { source: 'self', type: 'record', subtype: 'memory', content: JSON.stringify(record), idempotency_key: `memory-condense:${name}:${version}` });
     logger.info(`run: condensed ${name} from about ${tokens} to ${after} tokens (cap ${cap}); the old version is ${record.archive}`);
     return record;
   } catch (error) {
@@ -88,7 +89,7 @@ async function condense(settings: CondenseSettings, layer: MemoryLayer, file: st
     if (error instanceof UpkeepSkipped) unclaimVersion(dir, name, version);
     const what = `${name} is over its cap of ${cap} (context.memory_caps.${layer}) and could not be condensed, so its middle stays left out of the context until the file changes`;
     const { record, message } = warningRecord(settings.inReplyTo, 'memory', what, error, settings.redact);
-    thread.push({ source: 'self', type: 'record', subtype: 'error', content: JSON.stringify(record), idempotency_key: `memory-condense-failed:${name}:${version}` });
+    await push(thread, { source: 'self', type: 'record', subtype: 'error', content: JSON.stringify(record), idempotency_key: `memory-condense-failed:${name}:${version}` });
     logger.warn(`run: ${name} could not be condensed (${message}); it is cut to its cap in the context`);
     return null;
   }

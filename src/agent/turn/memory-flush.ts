@@ -1,12 +1,13 @@
 import { join, relative } from 'node:path';
 import type { Logger } from '../../core/logger.js';
-import type { Thread, ThreadEvent } from '../../thread/index.js';
+import type { StoredThread, ThreadEvent } from '../../thread/index.js';
 import type { AgentDir } from '../agent-dir.js';
 import { inputBudgetChars, recordByKey, transcriptOf } from './compaction.js';
 import type { Summarise } from '../accounting/index.js';
 import { capMemory, appendNewLines, dailyFolder, readMemoryFile } from '../memory/index.js';
 import { warningRecord } from './failure.js';
 import type { MemoryFlushRecord } from '../types.js';
+import { push } from '../threads.js';
 
 /**
  * The memory flush: before a compaction folds older turns into the conversation's summary, one
@@ -68,7 +69,7 @@ export function parseFlush(answer: string): FlushedItems {
 export interface UpkeepSettings {
   dir: AgentDir;
   /** The conversation of the turn: the records go there. */
-  thread: Thread;
+  thread: StoredThread;
   contextWindow: number;
   summarise: Summarise;
   /** Removes secret values from what is written and recorded. */
@@ -92,10 +93,10 @@ export async function flushMemory(settings: FlushSettings, covered: readonly Thr
   if (covered.length === 0) return null;
   const key = `memory-flush:${covered.at(-1)!.id}`;
   try {
-    const after = lastFlushed(thread);
+    const after = await lastFlushed(thread);
     const turns = covered.filter((event) => event.id > after);
     // The same range again is a retry (of a turn cut off after the record): applied from it.
-    const retried = recordByKey<MemoryFlushRecord>(thread, key);
+    const retried = await recordByKey<MemoryFlushRecord>(thread, key);
     if (!retried && turns.length === 0) return null;
     const record = retried ?? (await askAndRecord(settings, turns, key));
     apply(settings, record);
@@ -108,7 +109,7 @@ export async function flushMemory(settings: FlushSettings, covered: readonly Thr
     const { record, message } = warningRecord(settings.inReplyTo, 'memory', what, error, settings.redact);
     logger.warn(`run: memory flush of events up to ${covered.at(-1)!.id} failed (${message}); compacting without it`);
     try {
-      thread.push({ source: 'self', type: 'record', subtype: 'error', content: JSON.stringify(record), idempotency_key: `memory-flush-failed:${covered.at(-1)!.id}` });
+      await push(thread, { source: 'self', type: 'record', subtype: 'error', content: JSON.stringify(record), idempotency_key: `memory-flush-failed:${covered.at(-1)!.id}` });
     } catch (recordError) {
       logger.warn(`run: the failed memory flush could not be recorded: ${(recordError as Error).message}`);
     }
@@ -134,7 +135,7 @@ async function askAndRecord(settings: FlushSettings, turns: readonly ThreadEvent
     at: last.created_at,
   };
   // Recorded before it is applied: a crash in between is mended by the retry, from the record.
-  settings.thread.push({ source: 'self', type: 'record', subtype: 'memory', content: JSON.stringify(record), idempotency_key: key });
+  await push(settings.thread, { source: 'self', type: 'record', subtype: 'memory', content: JSON.stringify(record), idempotency_key: key });
   return record;
 }
 
@@ -149,8 +150,8 @@ function apply({ dir }: FlushSettings, record: MemoryFlushRecord): void {
 const RECENT_MEMORY_RECORDS = 50;
 
 /** The end of the range the thread's last flush covered (0: none yet). */
-function lastFlushed(thread: Thread): number {
-  const records = thread.peek({ filter: "type = 'record' AND subtype = 'memory'", last: RECENT_MEMORY_RECORDS });
+async function lastFlushed(thread: StoredThread): Promise<number> {
+  const records = await thread.peek({ filter: "type = 'record' AND subtype = 'memory'", last: RECENT_MEMORY_RECORDS });
   const flush = records.map((event) => JSON.parse(event.content) as { action: string; to_id?: number }).findLast((record) => record.action === 'flush');
   return flush?.to_id ?? 0;
 }

@@ -18,6 +18,7 @@ import {
   type FakeStep,
   type RecordedRequest,
   type TestHome,
+  storedThread,
 } from '../../testing/index.js';
 import { initThread } from '../../thread/index.js';
 import type { AgentDir } from '../agent-dir.js';
@@ -65,7 +66,7 @@ let condenseStep: (request: RecordedRequest) => FakeStep;
 
 beforeEach(async () => {
   t = createTestHome();
-  dir = initAgent(t.home, 'helper');
+  dir = await initAgent(t.home, 'helper');
   flushStep = flushAnswer;
   condenseStep = () => ({ kind: 'text', text: '## About the person\n- Condensed: likes tea.' });
   server = await startFakeOpenAI({ defaultStep: (request) => (isFlush(request) ? flushStep(request) : isCondense(request) ? condenseStep(request) : echo(request)) });
@@ -94,8 +95,8 @@ const today = () => new Date().toISOString().slice(0, 10);
 
 describe('the memory flush before a compaction', () => {
   it("puts a fact said early into the person's memory file, with a daily note, and a later turn has it after the conversation was reset", async () => {
-    send('remember I am allergic to peanuts');
-    for (let i = 2; i <= 5; i++) send(`turn ${i}`);
+    await send('remember I am allergic to peanuts');
+    for (let i = 2; i <= 5; i++) await send(`turn ${i}`);
     expect(await run()).toEqual({ handled: 5, replied: 5, errors: 0 });
 
     const [compaction] = records<CompactionRecord>('compaction');
@@ -129,8 +130,8 @@ describe('the memory flush before a compaction', () => {
     expect(systemOf(turns()[3]!)).toContain(`- daily notes of this person, one file a day (memory search finds them): ${join(dir.memory, 'daily', `user-${key}`)}/`);
 
     // A fresh conversation: no summary, no history; the person's memory still has the fact.
-    send('/reset');
-    send('what am I allergic to?');
+    await send('/reset');
+    await send('what am I allergic to?');
     await run();
     const last = turns().at(-1)!;
     expect(conversationOf(last)).toEqual(['what am I allergic to?']);
@@ -144,7 +145,7 @@ describe('the memory flush before a compaction', () => {
 
   it('never blocks the compaction or the answer when it fails: a warning, and the file untouched', async () => {
     flushStep = () => ({ kind: 'error', status: 400, message: 'the flush is broken' });
-    for (let i = 1; i <= 5; i++) send(`remember fact ${i}`);
+    for (let i = 1; i <= 5; i++) await send(`remember fact ${i}`);
     expect(await run()).toEqual({ handled: 5, replied: 5, errors: 0 });
     expect(records('compaction')).toHaveLength(1);
     expect(records('memory')).toEqual([]);
@@ -155,9 +156,9 @@ describe('the memory flush before a compaction', () => {
   });
 
   it("in a group writes the group's file, never a member's; a thread several people's direct chats share is not flushed", async () => {
-    send('remember the picnic is on Saturday', GROUP_ANN);
-    send('remember I bring the bread', GROUP_BOB);
-    for (let i = 3; i <= 5; i++) send(`turn ${i}`, i % 2 ? GROUP_ANN : GROUP_BOB);
+    await send('remember the picnic is on Saturday', GROUP_ANN);
+    await send('remember I bring the bread', GROUP_BOB);
+    for (let i = 3; i <= 5; i++) await send(`turn ${i}`, i % 2 ? GROUP_ANN : GROUP_BOB);
     expect(await run()).toEqual({ handled: 5, replied: 5, errors: 0 });
     const group = route(GROUP_ANN);
     expect(readFileSync(join(dir.memory, `group-${group.groupKey}.md`), 'utf8')).toBe(`## Noted ${today()}\n- the picnic is on Saturday\n- I bring the bread\n`);
@@ -165,7 +166,7 @@ describe('the memory flush before a compaction', () => {
     expect(existsSync(personFile(ANN)) || existsSync(personFile(BOB))).toBe(false);
 
     setConfig({ routing: { default: 'per-channel' }, context: { recent_messages: 4, keep_recent: 2 } });
-    for (let i = 1; i <= 5; i++) send(`remember private thing ${i}`, i % 2 ? ANN : BOB);
+    for (let i = 1; i <= 5; i++) await send(`remember private thing ${i}`, i % 2 ? ANN : BOB);
     await run();
     expect(records('compaction', ANN, 'per-channel')).toHaveLength(1);
     expect(records('memory', ANN, 'per-channel')).toEqual([]);
@@ -175,7 +176,7 @@ describe('the memory flush before a compaction', () => {
 
   it('can be turned off (context.memory_flush: false)', async () => {
     setConfig({ context: { recent_messages: 4, keep_recent: 2, memory_flush: false } });
-    for (let i = 1; i <= 5; i++) send(`remember fact ${i}`);
+    for (let i = 1; i <= 5; i++) await send(`remember fact ${i}`);
     await run();
     expect(records('compaction')).toHaveLength(1);
     expect(completionRequests(server).filter(isFlush)).toEqual([]);
@@ -190,7 +191,7 @@ describe('flushMemory', () => {
     const inputs: string[] = [];
     const settings = {
       dir,
-      thread,
+      thread: storedThread(thread),
       file,
       cap: 1_000,
       contextWindow: 100_000,
@@ -278,7 +279,7 @@ describe('a memory file over its cap', () => {
       answeredFirst = threadEvents(t.home, route().path, "type = 'message' AND source = 'self'").length === 1;
       return { kind: 'text', text: `## About the person\n- Condensed: likes tea. ${conversationOf(request)[0]!.split('\n')[0]}` };
     };
-    send('hello');
+    await send('hello');
     expect(await run()).toEqual({ handled: 1, replied: 1, errors: 0 });
     expect(answeredFirst).toBe(true);
     // This turn read the file cut to its cap (the fallback), and it was condensed after.
@@ -302,7 +303,7 @@ describe('a memory file over its cap', () => {
     // Its conversation's search still finds what only the archived version holds.
     expect((await searchMemory(t.home, 'helper', 'note 42', {}, { THECLAW_AGENT: 'helper', THECLAW_CONVERSATION: route().threadId }))[0]).toMatchObject({ where: record!.archive });
 
-    send('and now?');
+    await send('and now?');
     await run();
     expect(systemOf(turns()[1]!)).toContain(`## What I know about this person\n${condensed}`);
     expect(systemOf(turns()[1]!)).not.toContain('[... memory truncated');
@@ -313,8 +314,8 @@ describe('a memory file over its cap', () => {
     setConfig({ context: { memory_caps: { person: 200 } } });
     writeFileSync(personFile(), overCap);
     condenseStep = () => ({ kind: 'text', text: overCap.slice(0, 1_000) });
-    send('one');
-    send('two');
+    await send('one');
+    await send('two');
     expect(await run()).toEqual({ handled: 2, replied: 2, errors: 0 });
     expect(readFileSync(personFile(), 'utf8')).toBe(overCap);
     expect(existsSync(join(dir.memory, 'archive'))).toBe(false);

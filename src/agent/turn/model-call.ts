@@ -103,7 +103,8 @@ export function turnRecorder(recording: TurnRecording): (event: ChatEvent) => vo
       // A command may print a key it found; records are read by people and other agents.
       const output = recording.redact(event.stdout + (event.stderr ? `\n[stderr]\n${event.stderr}` : ''));
       const command = commands.get(event.id);
-      const recordId = account.record('toolcall', {
+      // Stored in order with the turn's other records; the turn waits for them (MessageAccount.settled).
+      const recorded = account.record('toolcall', {
         in_reply_to: account.inReplyTo,
         command: command?.command ?? '',
         ...(command?.comment ? { comment: command.comment } : {}),
@@ -111,8 +112,12 @@ export function turnRecorder(recording: TurnRecording): (event: ChatEvent) => vo
         output: output.length > OUTPUT_LIMIT ? `${output.slice(0, OUTPUT_LIMIT)}\n[... ${output.length - OUTPUT_LIMIT} characters more]` : output,
         duration_ms: event.duration_ms,
       });
-      recording.ranCommand?.({ event: recordId, command: recording.redact(command?.command ?? ''), exit_code: event.exit_code });
+      const ran = { command: recording.redact(command?.command ?? ''), exit_code: event.exit_code };
+      recorded.then(
+        (recordId) => recording.ranCommand?.({ event: recordId, ...ran }),
+        () => {},
+      );
     }
-    if (event.type === 'usage') recordUsage(account, recording.used(), event);
+    if (event.type === 'usage') void recordUsage(account, recording.used(), event);
   };
 }

@@ -2,7 +2,7 @@ import { renameSync, rmSync, writeFileSync } from 'node:fs';
 import { isStorageError, storageError } from '../../core/storage-error.js';
 import { TurnRegistry } from '../../core/turn-processes.js';
 import { BROWSER_SOCKET_ENV } from '../../browser/index.js';
-import type { Thread, ThreadEvent } from '../../thread/index.js';
+import type { StoredThread, ThreadEvent } from '../../thread/index.js';
 import { WEB_SEARCH_SOCKET_ENV } from '../../web/search-door.js';
 import { memoryFiles, ownMemoryFile, sessionFile } from '../context.js';
 import { pushReply } from '../reply-context.js';
@@ -43,11 +43,11 @@ export interface TurnSurroundings {
  */
 export async function runModelTurn(
   turn: TurnSettings,
-  thread: Thread,
+  thread: StoredThread,
   route: ThreadRoute,
   event: ThreadEvent,
   message: TakenMessage,
-  { account, record, upkeep }: MessageAccount,
+  { account, record, settled, upkeep }: MessageAccount,
   around: TurnSurroundings,
 ): Promise<MessageOutcome> {
   const { dir, config, logger } = turn;
@@ -68,10 +68,10 @@ export async function runModelTurn(
     releaseBudget = reservation.release;
     if (reservation.over) {
       if (turn.spend.firstReport(reservation.over.cap))
-        turn.tellOwner(`${dir.id} stopped answering for today: ${reservation.over.reason} (budget.${reservation.over.cap} in its config.yaml). Messages get a notice until tomorrow (UTC).`);
+        await turn.tellOwner(`${dir.id} stopped answering for today: ${reservation.over.reason} (budget.${reservation.over.cap} in its config.yaml). Messages get a notice until tomorrow (UTC).`);
       throw new TurnAbandoned('over_budget', reservation.over.reason);
     }
-    attempt = beginAttempt(thread, inboundId, config.turn);
+    attempt = await beginAttempt(thread, inboundId, config.turn);
     progress = message.progress();
     const modelTurn = { ...turn, model };
     // The model that answers (a fallback after a failover): the usage records name it.
@@ -183,6 +183,7 @@ export async function runModelTurn(
         },
       }),
     );
+    await settled();
 
     // The memory files it loaded that are over their caps are condensed once it is answered.
     afterAnswer = () =>
@@ -210,11 +211,11 @@ export async function runModelTurn(
     if (reminders.set.length) logger.info(`run: set reminder timer(s) ${reminders.set.join(', ')} for thread ${route.threadId}`);
     // An empty answer is nothing to deliver: recorded like NO_REPLY rather than sent and refused.
     if (result.text.trim() === 'NO_REPLY' || (result.text.trim() === '' && files.attachments.length === 0)) {
-      record('decision', { in_reply_to: inboundId, decision: 'no_reply' } satisfies DecisionRecord, outcomeKey);
+      await record('decision', { in_reply_to: inboundId, decision: 'no_reply' } satisfies DecisionRecord, outcomeKey);
       logger.info(`run: NO_REPLY to thread ${route.threadId} event ${inboundId}${files.attachments.length ? ` (${files.attachments.length} attached file(s) not sent)` : ''}`);
       return 'no_reply';
     }
-    pushReply(thread, target, inboundId, result.text, outcomeKey, files.attachments);
+    await pushReply(thread, target, inboundId, result.text, outcomeKey, files.attachments);
     answered = true;
     if (target.problem) logger.warn(`run: the answer in thread ${route.threadId} to event ${inboundId} is kept there: ${target.problem}`);
     logger.info(`run: replied in thread ${route.threadId} to event ${inboundId} (${result.toolRounds} tool rounds, ${result.usage.input}+${result.usage.output} tokens)`);
@@ -224,10 +225,14 @@ export async function runModelTurn(
     // the run after the disk recovers (the error record could not be written anyway, or would
     // consume the message for good if it could).
     if (isStorageError(error)) throw error;
+    // The records the model's events made before it failed go first (a storage error among them is thrown, as above).
+    await settled().catch((failed: unknown) => {
+      if (isStorageError(failed)) throw failed;
+    });
     const stoppedBy = turn.running?.stoppedBy ?? null;
     if (stoppedBy !== null) {
       // Not a failure: the person asked for it, and their `/stop` gets the answer.
-      record('decision', { in_reply_to: inboundId, decision: 'stopped', stopped_by_inbox_id: stoppedBy } satisfies DecisionRecord, outcomeKey);
+      await record('decision', { in_reply_to: inboundId, decision: 'stopped', stopped_by_inbox_id: stoppedBy } satisfies DecisionRecord, outcomeKey);
       logger.info(`run: the turn for thread ${route.threadId} event ${inboundId} was stopped by inbox event ${stoppedBy} (a /stop, or a newer message in queue mode interrupt)`);
       return 'stopped';
     }
@@ -236,9 +241,9 @@ export async function runModelTurn(
     const cause = turn.running?.timedOut ? overTurnLimit(config.turn) : error;
     let failure;
     try {
-      failure = answerFailure({ thread, config, event, inboundId, outcomeKey, replyContext: target.replyContext, redact: turn.redact }, cause);
+      failure = await answerFailure({ thread, config, event, inboundId, outcomeKey, replyContext: target.replyContext, redact: turn.redact }, cause);
     } catch (outage) {
-      attempt?.waits();
+      await attempt?.waits();
       throw outage;
     }
     logger.error(`run: no answer to thread ${route.threadId} event ${inboundId} (${failure.kind}): ${cause instanceof Error ? cause.message : String(cause)}`);

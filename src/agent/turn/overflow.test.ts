@@ -92,7 +92,7 @@ function setContext(patch: Record<string, unknown>): void {
 
 beforeEach(async () => {
   t = createTestHome();
-  dir = initAgent(t.home, 'helper');
+  dir = await initAgent(t.home, 'helper');
   setContext({});
   summaryStep = { kind: 'text', text: 'SUMMARY: the user counted turns' };
   condenseStep = { kind: 'text', text: 'CONDENSED' };
@@ -110,7 +110,7 @@ afterEach(async () => {
  */
 async function answerOverTheWindow(): Promise<{ turns: string[]; first: RecordedRequest; retry: RecordedRequest }> {
   const turns = earlierTurns(12, 2_000);
-  sendToAgent(t.home, 'helper', { text: 'and now?', source });
+  await sendToAgent(t.home, 'helper', { text: 'and now?', source });
   expect(await run()).toEqual({ handled: 1, replied: 1, errors: 0 });
   const [first, summariser, retry, ...more] = completions();
   expect(more).toEqual([]);
@@ -158,7 +158,7 @@ describe('a context the provider refuses as too long', () => {
     summaryStep = { kind: 'error', status: 400 };
     setContext({ compaction_threshold: 0.2 });
     const turns = earlierTurns(12, 2_000);
-    sendToAgent(t.home, 'helper', { text: 'and now?', source });
+    await sendToAgent(t.home, 'helper', { text: 'and now?', source });
     expect(await run()).toEqual({ handled: 1, replied: 1, errors: 0 });
 
     const [summariser, call, ...more] = completions();
@@ -174,7 +174,7 @@ describe('a context the provider refuses as too long', () => {
 
   it("ends in the message's error outcome when the retry is refused too", async () => {
     // The message alone is over the window: nothing to compact, and the retry cannot fit.
-    sendToAgent(t.home, 'helper', { text: 'y'.repeat(4 * PROVIDER_WINDOW), source });
+    await sendToAgent(t.home, 'helper', { text: 'y'.repeat(4 * PROVIDER_WINDOW), source });
     expect(await run()).toEqual({ handled: 1, replied: 0, errors: 1 });
     expect(completions()).toHaveLength(2);
     expect(completions().every(refused)).toBe(true);
@@ -194,7 +194,7 @@ describe('a context the provider refuses as too long', () => {
   it('is not tried again once commands ran for the message, which would run them twice', async () => {
     // The command's output pushes the second call of the turn over the window.
     server.enqueue({ kind: 'tool_call', name: 'bash_exec', arguments: { command: `head -c ${4 * PROVIDER_WINDOW} /dev/zero | tr '\\0' z` } });
-    sendToAgent(t.home, 'helper', { text: 'run it', source });
+    await sendToAgent(t.home, 'helper', { text: 'run it', source });
     expect(await run()).toEqual({ handled: 1, replied: 0, errors: 1 });
     expect(completions()).toHaveLength(2);
     expect(refused(completions()[1]!)).toBe(true);
@@ -213,8 +213,8 @@ describe('memory over its cap', () => {
     setContext({ memory_caps: { agent: 500 } });
     const tokens = Math.ceil(lines.join('\n').length / 4);
 
-    sendToAgent(t.home, 'helper', { text: 'one', source });
-    sendToAgent(t.home, 'helper', { text: 'two', source });
+    await sendToAgent(t.home, 'helper', { text: 'one', source });
+    await sendToAgent(t.home, 'helper', { text: 'two', source });
     expect(await run()).toEqual({ handled: 2, replied: 2, errors: 0 });
 
     for (const request of completions()) {
@@ -242,8 +242,8 @@ describe('memory over its cap', () => {
 
     // A new version of the file is warned about again, once, and tried again, once.
     appendFileSync(agentMemory, '\n- note 200: and likes cats.');
-    sendToAgent(t.home, 'helper', { text: 'three', source });
-    sendToAgent(t.home, 'helper', { text: 'four', source });
+    await sendToAgent(t.home, 'helper', { text: 'three', source });
+    await sendToAgent(t.home, 'helper', { text: 'four', source });
     await run();
     expect(records('error')).toHaveLength(4);
     expect(completionRequests(server).filter(isCondense)).toHaveLength(2);
@@ -253,7 +253,7 @@ describe('memory over its cap', () => {
 
   it('is put in whole when it fits', async () => {
     writeFileSync(join(dir.memory, 'agent.md'), 'the user is called Ada');
-    sendToAgent(t.home, 'helper', { text: 'hi', source });
+    await sendToAgent(t.home, 'helper', { text: 'hi', source });
     await run();
     expect(systemOf(completions()[0]!)).toContain('## What I have learned (my agent memory)\nthe user is called Ada\n\n## ');
     expect(records('error')).toEqual([]);

@@ -1,7 +1,7 @@
 import type { Logger } from '../../core/logger.js';
 import { isStorageError } from '../../core/storage-error.js';
 import { ModelCallError, type ChatResult, type SessionLine } from '../../pai/index.js';
-import type { Thread, ThreadEvent } from '../../thread/index.js';
+import type { StoredThread, ThreadEvent } from '../../thread/index.js';
 import { compactIfNeeded, conversation, historyStart, type CompactionInput } from './compaction.js';
 import type { Summarise } from '../accounting/index.js';
 import { buildSystemPrompt, historyLines, type SystemPromptInput } from '../context.js';
@@ -23,7 +23,7 @@ import type { AgentConfig, ToolcallRecord } from '../types.js';
  * A second refusal is thrown like any failed call: the caller records the message's error outcome.
  */
 export interface WindowedCall {
-  thread: Thread;
+  thread: StoredThread;
   /** The inbound message being answered. */
   currentId: number;
   /** Messages that joined its turn, whose words are in `input`: left out of the history. */
@@ -53,7 +53,7 @@ export async function callWithinWindow(turn: WindowedCall): Promise<ChatResult> 
   try {
     return await turn.call(context);
   } catch (error) {
-    if (!(error instanceof ModelCallError) || error.modelError.kind !== 'context_length' || commandsRan(turn)) throw error;
+    if (!(error instanceof ModelCallError) || error.modelError.kind !== 'context_length' || (await commandsRan(turn))) throw error;
     turn.logger.warn(`run: the model found the context of event ${turn.currentId} too long; compacting and trying once more`);
     return await turn.call(await prepare(turn, true));
   }
@@ -61,7 +61,7 @@ export async function callWithinWindow(turn: WindowedCall): Promise<ChatResult> 
 
 async function prepare(turn: WindowedCall, overflowed: boolean): Promise<CallContext> {
   const { thread, settings } = turn;
-  const before = systemPrompt(turn);
+  const before = await systemPrompt(turn);
   let afterId: number;
   let compacted = false;
   let failed = false;
@@ -87,31 +87,31 @@ async function prepare(turn: WindowedCall, overflowed: boolean): Promise<CallCon
     compacted = result.compacted !== null;
   } catch (error) {
     if (isStorageError(error)) throw error;
-    recordCompactionFailure(turn, error);
-    afterId = historyStart(thread);
+    await recordCompactionFailure(turn, error);
+    afterId = await historyStart(thread);
     failed = true;
   }
   // Built again after a compaction, so that the summary it wrote is in it.
-  const system = compacted ? systemPrompt(turn) : before;
+  const system = compacted ? await systemPrompt(turn) : before;
   // After a refusal the call carries no more than a compaction keeps; after a refusal or without
   // the summary, only the newest messages that fit the threshold's share of the window.
-  let messages = recentMessages(thread, afterId, turn.currentId, overflowed ? settings.keep_recent : settings.recent_messages).filter((event) => !turn.joinedIds.includes(event.id));
+  let messages = (await recentMessages(thread, afterId, turn.currentId, overflowed ? settings.keep_recent : settings.recent_messages)).filter((event) => !turn.joinedIds.includes(event.id));
   if (overflowed || failed) messages = newestThatFit(messages, Math.floor(settings.compaction_threshold * turn.contextWindow) - estimateTokens(system, turn.input), turn.mixedPeople);
   return { system, history: historyLines(messages, turn.mixedPeople) };
 }
 
-function systemPrompt(turn: WindowedCall): string {
+async function systemPrompt(turn: WindowedCall): Promise<string> {
   const prompt = buildSystemPrompt(turn.prompt);
   prompt.refused.forEach(warnRefused(turn.logger));
-  for (const truncation of recordTruncations(turn.thread, prompt.truncated, turn.currentId)) {
+  for (const truncation of await recordTruncations(turn.thread, prompt.truncated, turn.currentId)) {
     turn.logger.warn(`run: ${truncation.file} is about ${truncation.tokens} tokens, over its cap of ${truncation.cap} (context.memory_caps.${truncation.layer}); its middle is left out`);
   }
   return prompt.text;
 }
 
 /** The last `limit` messages of the conversation after `afterId`. */
-function recentMessages(thread: Thread, afterId: number, currentId: number, limit: number): ThreadEvent[] {
-  return conversation(thread, thread.peek({ afterId, filter: "type = 'message'", last: limit + 1 }), currentId).slice(-limit);
+async function recentMessages(thread: StoredThread, afterId: number, currentId: number, limit: number): Promise<ThreadEvent[]> {
+  return (await conversation(thread, await thread.peek({ afterId, filter: "type = 'message'", last: limit + 1 }), currentId)).slice(-limit);
 }
 
 function newestThatFit(messages: readonly ThreadEvent[], budget: number, mixedPeople: boolean): ThreadEvent[] {
@@ -126,15 +126,15 @@ function newestThatFit(messages: readonly ThreadEvent[], budget: number, mixedPe
 }
 
 /** Commands ran for this message (their records follow it: a thread's messages are handled in order). */
-function commandsRan(turn: WindowedCall): boolean {
-  return turn.thread
-    .peek({ afterId: turn.currentId, filter: "type = 'record' AND subtype = 'toolcall'" })
-    .some((event) => (JSON.parse(event.content) as ToolcallRecord).in_reply_to === turn.currentId);
+async function commandsRan(turn: WindowedCall): Promise<boolean> {
+  return (await turn.thread.peek({ afterId: turn.currentId, filter: "type = 'record' AND subtype = 'toolcall'" })).some(
+    (event) => (JSON.parse(event.content) as ToolcallRecord).in_reply_to === turn.currentId,
+  );
 }
 
-function recordCompactionFailure(turn: WindowedCall, error: unknown): void {
+async function recordCompactionFailure(turn: WindowedCall, error: unknown): Promise<void> {
   const { record, message } = warningRecord(turn.currentId, 'compaction', 'the summary of the older messages failed, so the answer sees only the newest ones', error, turn.redact);
   // One per message: the retry after a refusal may fail to summarise again.
-  turn.thread.push({ source: 'self', type: 'record', subtype: 'error', content: JSON.stringify(record), idempotency_key: `compaction-failed:${turn.currentId}` });
+  await turn.thread.append([{ source: 'self', type: 'record', subtype: 'error', content: JSON.stringify(record), idempotency_key: `compaction-failed:${turn.currentId}` }]);
   turn.logger.warn(`run: compaction for event ${turn.currentId} failed (${message}); answering with the newest messages`);
 }

@@ -45,7 +45,7 @@ function setNotices(notices: Record<string, unknown>): void {
 
 beforeEach(async () => {
   t = createTestHome();
-  dir = initAgent(t.home, 'helper');
+  dir = await initAgent(t.home, 'helper');
   failing.clear();
   // Messages are named after their sender (`alice-1`), so the model can fail for one sender only.
   server = await startFakeOpenAI({
@@ -66,9 +66,9 @@ afterEach(async () => {
 describe('agent run when the model is unavailable', () => {
   it('leaves the message and the later ones of its conversation waiting, answers the other conversations, fails, and answers once the model is back', async () => {
     failing.set('alice', 503);
-    send('alice-1', 'alice');
-    send('bob-1', 'bob');
-    send('alice-2', 'alice');
+    await send('alice-1', 'alice');
+    await send('bob-1', 'bob');
+    await send('alice-2', 'alice');
 
     // The real process: notifier sees exit 1 and retries with backoff.
     const failed = await runTool('agent', ['run', 'helper'], t.env);
@@ -100,7 +100,7 @@ describe('agent run when the model is unavailable', () => {
   it('tells the person once that the answer is delayed, and keeps notices out of what the model sees', async () => {
     setNotices({ delayed_after_seconds: 0, delayed: 'Delayed: {reason}.', error: 'Failed: {reason}.' });
     failing.set('alice', 503);
-    send('alice-1', 'alice');
+    await send('alice-1', 'alice');
     for (let i = 0; i < 2; i++) await expect(run()).rejects.toBeInstanceOf(ModelOutage);
     expect(selfMessages('alice')).toEqual([
       { text: 'Delayed: the model is failing (503).', attachments: [], reply_context: expect.objectContaining({ peer_id: 'alice' }), in_reply_to: 1, notice: 'delayed' },
@@ -108,8 +108,8 @@ describe('agent run when the model is unavailable', () => {
 
     failing.clear();
     failing.set('alice-2', 401);
-    send('alice-2', 'alice');
-    send('alice-3', 'alice');
+    await send('alice-2', 'alice');
+    await send('alice-3', 'alice');
     expect(await run()).toEqual({ handled: 3, replied: 2, errors: 1 });
     expect(selfMessages('alice').map((m) => [m.notice ?? 'answer', m.text])).toEqual([
       ['delayed', 'Delayed: the model is failing (503).'],

@@ -10,23 +10,25 @@ const settings = { timeout_seconds: 600, max_attempts: 3 };
 const message = (text: string) => test.thread.push({ source: 'external:terminal:local:dm:ann:ann', type: 'message', content: JSON.stringify({ text, attachments: [] }) });
 
 describe('beginAttempt', () => {
-  it('numbers the turns at a message and gives it up once max_attempts of them were cut off', () => {
+  it('numbers the turns at a message and gives it up once max_attempts of them were cut off', async () => {
     const id = message('poison');
-    expect([1, 2, 3].map(() => beginAttempt(test.thread, id, settings).number)).toEqual([1, 2, 3]);
-    expect(() => beginAttempt(test.thread, id, settings)).toThrow(new TurnAbandoned('crashed', 'answering failed 3 times'));
+    const numbers = [];
+    for (let n = 0; n < 3; n++) numbers.push((await beginAttempt(test.stored, id, settings)).number);
+    expect(numbers).toEqual([1, 2, 3]);
+    await expect(beginAttempt(test.stored, id, settings)).rejects.toThrow(new TurnAbandoned('crashed', 'answering failed 3 times'));
   });
 
-  it('does not count a turn that ended waiting for the model, nor the turns at another message', () => {
+  it('does not count a turn that ended waiting for the model, nor the turns at another message', async () => {
     const first = message('first');
-    beginAttempt(test.thread, first, settings).waits();
-    beginAttempt(test.thread, first, settings).waits();
+    await (await beginAttempt(test.stored, first, settings)).waits();
+    await (await beginAttempt(test.stored, first, settings)).waits();
     const second = message('second');
-    beginAttempt(test.thread, second, settings);
-    beginAttempt(test.thread, second, settings);
-    expect(beginAttempt(test.thread, first, settings).number).toBe(3);
-    expect(beginAttempt(test.thread, first, settings).number).toBe(4);
-    expect(beginAttempt(test.thread, second, settings).number).toBe(3);
-    expect(() => beginAttempt(test.thread, second, settings)).toThrow(TurnAbandoned);
+    await beginAttempt(test.stored, second, settings);
+    await beginAttempt(test.stored, second, settings);
+    expect((await beginAttempt(test.stored, first, settings)).number).toBe(3);
+    expect((await beginAttempt(test.stored, first, settings)).number).toBe(4);
+    expect((await beginAttempt(test.stored, second, settings)).number).toBe(3);
+    await expect(beginAttempt(test.stored, second, settings)).rejects.toThrow(TurnAbandoned);
   });
 });
 

@@ -1,5 +1,5 @@
 import { lastTurnStart, readSession, type SessionLine } from '../../pai/index.js';
-import type { Thread } from '../../thread/index.js';
+import type { StoredThread } from '../../thread/index.js';
 import { TurnAbandoned } from './failure.js';
 import type { AgentConfig, AttemptRecord } from '../types.js';
 
@@ -15,15 +15,14 @@ import type { AgentConfig, AttemptRecord } from '../types.js';
 export interface Attempt {
   readonly number: number;
   /** The turn ended without an outcome through no fault of the message: this attempt does not count. */
-  waits(): void;
+  waits(): Promise<void>;
 }
 
 const ATTEMPTS = "type = 'record' AND subtype = 'attempt'";
 
 /** Records the next attempt at the message, or throws TurnAbandoned when it has been cut off too often. */
-export function beginAttempt(thread: Thread, inboundId: number, settings: AgentConfig['turn']): Attempt {
-  const records = thread
-    .peek({ afterId: inboundId, filter: ATTEMPTS, limit: 10_000 })
+export async function beginAttempt(thread: StoredThread, inboundId: number, settings: AgentConfig['turn']): Promise<Attempt> {
+  const records = (await thread.peek({ afterId: inboundId, filter: ATTEMPTS, limit: 10_000 }))
     .map((event) => JSON.parse(event.content) as AttemptRecord)
     .filter((record) => record.in_reply_to === inboundId);
   const begun = records.filter((record) => record.ended === undefined).map((record) => record.attempt);
@@ -31,8 +30,10 @@ export function beginAttempt(thread: Thread, inboundId: number, settings: AgentC
   const cutOff = begun.filter((attempt) => !ended.has(attempt)).length;
   if (cutOff >= settings.max_attempts) throw new TurnAbandoned('crashed', `answering failed ${cutOff} times`);
   const number = Math.max(0, ...begun) + 1;
-  const push = (content: AttemptRecord, key: string) => thread.push({ source: 'self', type: 'record', subtype: 'attempt', content: JSON.stringify(content), idempotency_key: key });
-  push({ in_reply_to: inboundId, attempt: number }, `attempt:${inboundId}:${number}`);
+  const push = async (content: AttemptRecord, key: string) => {
+    await thread.append([{ source: 'self', type: 'record', subtype: 'attempt', content: JSON.stringify(content), idempotency_key: key }]);
+  };
+  await push({ in_reply_to: inboundId, attempt: number }, `attempt:${inboundId}:${number}`);
   return { number, waits: () => push({ in_reply_to: inboundId, attempt: number, ended: 'waits' }, `attempt-ended:${inboundId}:${number}`) };
 }
 

@@ -1,12 +1,13 @@
 import type { Logger } from '../../core/logger.js';
 import type { ModelCaller, PaiConfig, ReasoningLevel, ResolvedModel } from '../../pai/index.js';
-import type { Thread } from '../../thread/index.js';
+import type { StoredThread } from '../../thread/index.js';
 import type { Attachment } from '../../core/message.js';
 import type { ImageRef } from '../../pai/index.js';
 import type { AgentDir } from '../agent-dir.js';
 import type { AnswerTarget, Inbound } from '../reply-context.js';
 import { accountedSummariser, type CallAccount, type feedCopier, type SpendLedger, type Summarise } from '../accounting/index.js';
 import type { AgentConfig, ThreadRoute, UpkeepPurpose } from '../types.js';
+import { recordWriter } from '../threads.js';
 import { callModel } from './model-call.js';
 import type { RunningTurn } from './turn-stop.js';
 
@@ -38,7 +39,7 @@ export interface TurnSettings {
   /** The message's turn: `/stop` aborts its signal. */
   running?: RunningTurn;
   /** Puts an approval request into the owner's direct chat with the agent; false when there is none. */
-  tellOwner: (text: string) => boolean;
+  tellOwner: (text: string) => Promise<boolean>;
   /** The agent's spend caps and what they count (budget.ts). */
   spend: SpendLedger;
   /** Errors and commands go to the system agents' feeds too (feeds.ts). */
@@ -51,15 +52,19 @@ export type MessageOutcome = 'replied' | 'no_reply' | 'stopped' | 'error' | 'alr
 /** How one message's calls are counted and recorded: the turn's and the upkeep's alike (accounting.ts). */
 export interface MessageAccount {
   account: CallAccount;
-  /** Puts a record into the message's thread. */
-  record: (subtype: string, content: object, idempotencyKey?: string) => number;
+  /** Puts a record into the message's thread; records are stored in the order they are made. */
+  record: (subtype: string, content: object, idempotencyKey?: string) => Promise<number>;
+  /**
+   * Waits for the records made so far and throws the first that failed: a model's events are
+   * recorded as they come, without waiting, and a record that cannot be stored fails the turn.
+   */
+  settled: () => Promise<void>;
   /** A summariser for an upkeep call (compaction, memory flush, ...), counted against this message. */
   upkeep: (purpose: UpkeepPurpose) => Summarise;
 }
 
-export function messageAccount(turn: TurnSettings, thread: Thread, route: ThreadRoute, inboundId: number): MessageAccount {
-  const record = (subtype: string, content: object, idempotencyKey?: string) =>
-    thread.push({ source: 'self', type: 'record', subtype, content: JSON.stringify(content), idempotency_key: idempotencyKey });
+export function messageAccount(turn: TurnSettings, thread: StoredThread, route: ThreadRoute, inboundId: number): MessageAccount {
+  const { record, settled } = recordWriter(thread);
   // Every call for this message is counted alike, the upkeep's too (accounting.ts).
   const account: CallAccount = { spend: turn.spend, peer: route.peerKey ?? route.threadId, inReplyTo: inboundId, record };
   const upkeep = (purpose: UpkeepPurpose): Summarise => {
@@ -67,7 +72,7 @@ export function messageAccount(turn: TurnSettings, thread: Thread, route: Thread
     if (model instanceof Error) return () => Promise.reject(model);
     return accountedSummariser(account, model, purpose, (system, input, onEvent) => callModel({ ...turn, model }, { input, system, tools: false, onEvent }));
   };
-  return { account, record, upkeep };
+  return { account, record, settled, upkeep };
 }
 
 /** What the model is given of a message: its text, and its files. */

@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatAddress } from '../../core/address.js';
 import { createLogger } from '../../core/logger.js';
-import { createTestHome, waitFor, type TestHome } from '../../testing/index.js';
+import { createTestHome, waitFor, type TestHome, storedThread } from '../../testing/index.js';
 import { openThread, type Thread } from '../../thread/index.js';
 import { watchInbox } from '../inbox-watch.js';
 import { noticeStop, RunningTurns } from './turn-stop.js';
@@ -74,7 +74,7 @@ describe('a run watching its inbox for /stop', () => {
     const stop = push('ann', '/stop');
     const turns = new RunningTurns();
     const logger = createLogger(join(t.home, 'log'));
-    const watch = watchInbox(inbox, { afterId: first - 1, onMessage: (event) => noticeStop(event, turns, (source) => source, logger), logger, intervalMs: 20 });
+    const watch = await watchInbox(storedThread(inbox), { afterId: first - 1, onMessage: (event) => noticeStop(event, turns, (source) => source, logger), logger, intervalMs: 20 });
     try {
       expect(turns.begin(person('ann'), first).stoppedBy).toBe(stop);
 

@@ -38,6 +38,11 @@ export function createSqliteStore(home: string): ThreadStore {
   };
 }
 
+/** An open SQLite thread behind the store interface (for tests that made it with `openThread`). */
+export function sqliteStoredThread(name: string, thread: Thread): StoredThread {
+  return new SqliteThread(name, thread);
+}
+
 class SqliteThread implements StoredThread {
   readonly path: string;
   constructor(

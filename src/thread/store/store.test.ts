@@ -67,7 +67,7 @@ for (const kind of ['sqlite', 'postgres'] as const) {
       expect(await thread.info()).toMatchObject({ events: 2, last_id: 2, consumers: [] });
     });
 
-    it('stores a key once: a repeat gives the first id, within one batch too', async () => {
+    it('stores a key once: a repeat gives the first id, within one batch too, and the key finds it', async () => {
       const thread = await fresh();
       expect(await thread.append([msg('a', { idempotency_key: 'k1' })])).toEqual([{ id: 1, duplicate: false }]);
       const again = await thread.append([msg('b'), msg('a again', { idempotency_key: 'k1' }), msg('c', { idempotency_key: 'k2' }), msg('c again', { idempotency_key: 'k2' })]);
@@ -78,7 +78,7 @@ for (const kind of ['sqlite', 'postgres'] as const) {
         { id: 3, duplicate: true },
       ]);
       expect((await thread.peek()).map((event) => event.content)).toEqual(['a', 'b', 'c']);
-      expect([await thread.findByKey('k2'), await thread.findByKey('k3')]).toEqual([3, undefined]);
+      expect([await thread.findByKey('k2'), await thread.findByKey('k1'), await thread.findByKey('k3')]).toEqual([3, 1, undefined]);
     });
 
     it('gives appends from two connections at once ids without gaps, storing each key once', async () => {
