@@ -33,7 +33,6 @@ export async function init(id: string, options: Json & { kind?: 'system' | 'user
 export async function start(id: string, options: Json): Promise<void> {
   if (await relayed({ action: 'agent_start', agent: id, json: options.json })) return;
   const home = resolveHome();
-  await (await import('./placement.js')).placeAgent(home, id);
   await (await lifecycle()).startAgent(home, id);
   const heartbeat = await heartbeatTimer(home, id);
   if (options.json) printJson({ id, started: true });

@@ -11,6 +11,7 @@ import { cliPath } from '../core/package.js';
 import { threadName, type StoredThread } from '../thread/index.js';
 import { openAgentThread, threadStore, withAgentThread } from './threads.js';
 import { agentDir, listAgentIds, loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
+import { placeAgent } from './placement.js';
 import { identityText } from './context.js';
 import { defaultIdentity, defaultUsage, isSystemAgentId, SYSTEM_AGENTS } from './identity.js';
 import { THREAD_FOLDERS } from './router.js';
@@ -132,6 +133,9 @@ function writeIfMissing(path: string, text: string): void {
 export async function startAgent(home: string, id: string, env: NodeJS.ProcessEnv = process.env): Promise<void> {
   const dir = requireAgent(home, id);
   loadAgentConfig(dir);
+  // Every start places the agent (system agents and `theclaw up`'s too): on a store shared by
+  // hosts an inbox subscribed to run on `agent:<id>` runs nowhere until that key is placed.
+  await placeAgent(home, id, env);
   await withAgentThread(home, dir.inbox, (inbox) => inbox.subscribe({ consumer: INBOX_CONSUMER, handler: runHandler(id), filter: INBOX_FILTER, runOn: inboxRunOn(id) }), env);
   const logger = createLogger(dir.log);
   for (const path of await storedConversationThreads(home, dir, env)) {

@@ -43,17 +43,17 @@ afterAll(async () => {
 
 describe.skipIf(unavailable)(`agents on several hosts (${NEEDS_POSTGRES})`, () => {
   it('starts an agent only on its host: the config names it first, the store after', async () => {
-    initAgent(a.home, 'kim');
+    await initAgent(a.home, 'kim');
     await placeAgent(a.home, 'kim', env('a'));
     expect(await store.placements.get('agent:kim')).toMatchObject({ host: 'a', expiresAt: null });
 
-    initAgent(b.home, 'kim');
+    await initAgent(b.home, 'kim');
     const refused = await rejection(placeAgent(b.home, 'kim', env('b')));
     expect(refused.message).toMatch(/^agent kim is placed on host a \(the placements in .*\), not on this one \(b\), so it is not started here$/);
     expect(refused.suggestion).toBe('start it on a, or move it here with: agent move kim --to b (run on a)');
     rmSync(join(b.home, 'agents', 'kim'), { recursive: true });
 
-    initAgent(a.home, 'lee');
+    await initAgent(a.home, 'lee');
     writeFileSync(join(a.home, 'agents', 'lee', 'config.yaml'), `${readFileSync(join(a.home, 'agents', 'lee', 'config.yaml'), 'utf8')}placement: { host: b }\n`);
     expect((await rejection(placeAgent(a.home, 'lee', env('a')))).message).toContain('agent lee is placed on host b (its config.yaml)');
     expect(await store.placements.get('agent:lee')).toBeNull();
@@ -70,7 +70,7 @@ describe.skipIf(unavailable)(`agents on several hosts (${NEEDS_POSTGRES})`, () =
   });
 
   it('refuses a move to an unknown host, and to a home it cannot reach, with the rsync to run', async () => {
-    initAgent(a.home, 'max');
+    await initAgent(a.home, 'max');
     const unknown = await rejection(moveAgent(a.home, 'max', 'c', {}, env('a')));
     expect(unknown.message).toMatch(/^host c is not one of the hosts sharing .* \(a, b\)$/);
     expect(unknown.suggestion).toContain('THECLAW_HOST=c');

@@ -1,6 +1,7 @@
 import { ClawError } from '../core/errors.js';
 import { hostName } from '../core/host.js';
-import { agentKey, openThreadStore, type ThreadStore } from '../thread/index.js';
+import { agentKey, type ThreadStore } from '../thread/index.js';
+import { threadStore } from './threads.js';
 import { loadAgentConfig, requireAgent } from './agent-dir.js';
 
 /**
@@ -13,21 +14,17 @@ import { loadAgentConfig, requireAgent } from './agent-dir.js';
  */
 export async function placeAgent(home: string, id: string, env: NodeJS.ProcessEnv = process.env): Promise<void> {
   const config = loadAgentConfig(requireAgent(home, id));
-  const store = await openThreadStore(home, env);
-  try {
-    if (store.kind === 'sqlite') return;
-    const here = hostName(home, env);
-    // The store's placement, once there is one, decides (agent move changes it); the config only the first.
-    const placed = await agentHost(store, id);
-    if (placed !== null && placed !== here) throw placedElsewhere(id, placed, here, `the placements in ${store.location}`);
-    const wanted = config.placement?.host ?? here;
-    if (placed === null && wanted !== here) throw placedElsewhere(id, wanted, here, 'its config.yaml');
-    await store.placements.seen(here, home);
-    const { claimed, placement } = await store.placements.claim(agentKey(id), here);
-    if (!claimed) throw placedElsewhere(id, placement.host, here, `the placements in ${store.location}`);
-  } finally {
-    await store.close();
-  }
+  const store = await threadStore(home, env);
+  if (store.kind === 'sqlite') return;
+  const here = hostName(home, env);
+  // The store's placement, once there is one, decides (agent move changes it); the config only the first.
+  const placed = await agentHost(store, id);
+  if (placed !== null && placed !== here) throw placedElsewhere(id, placed, here, `the placements in ${store.location}`);
+  const wanted = config.placement?.host ?? here;
+  if (placed === null && wanted !== here) throw placedElsewhere(id, wanted, here, 'its config.yaml');
+  await store.placements.seen(here, home);
+  const { claimed, placement } = await store.placements.claim(agentKey(id), here);
+  if (!claimed) throw placedElsewhere(id, placement.host, here, `the placements in ${store.location}`);
 }
 
 /** The host an agent is placed on, per the store (this host on SQLite), or null where it was never started. */

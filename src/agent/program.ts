@@ -54,7 +54,7 @@ without the model (/help lists what they do); any other /word goes to the model 
   withExamples(
     program
       .command('status')
-      .description('started, pending messages, running, last activity, model, threads, undelivered replies')
+      .description('started, pending, running, last activity, model, threads, undelivered')
       .argument('[id]')
       .addOption(jsonOption())
       .action(async (id: string | undefined, options) => (await commands()).status(id, options)),
@@ -71,7 +71,7 @@ without the model (/help lists what they do); any other /word goes to the model 
   withExamples(
     program
       .command('send')
-      .description("put a message into an agent's inbox (from the terminal, or from the agent whose bash_exec runs it)")
+      .description("put a message into an agent's inbox (from the terminal or another agent)")
       .argument('<id>')
       .requiredOption('--text <text>', 'the message')
       .option('--source <address>', 'sender address (default: you on the terminal channel, or the calling agent)')
@@ -203,7 +203,7 @@ without the model (/help lists what they do); any other /word goes to the model 
   withExamples(
     program
       .command('chat')
-      .description('talk to an agent from this terminal through the real pipeline')
+      .description('talk to an agent from this terminal')
       .argument('<id>')
       .addHelpText(
         'after',
@@ -219,7 +219,7 @@ The agent's commands are shown as they run, on stderr.`,
   withExamples(
     program
       .command('approvals')
-      .description("what waits for the owner's decision: commands (policy ask), and proposed changes to the agent's IDENTITY.md or memory (the evolver's)")
+      .description("what waits for the owner's decision: commands (policy ask) and proposed changes (the evolver's)")
       .argument('<id>')
       .addOption(jsonOption())
       .action(async (id: string, options) => (await commands()).approvals(id, options)),
@@ -273,7 +273,7 @@ no person's memory, no conversation. Its commands follow the policy of the owner
   withExamples(
     program
       .command('run')
-      .description('one batch of inbox messages (notifier runs it; not needed by hand)')
+      .description('one batch of inbox messages (notifier runs it)')
       .argument('<id>')
       .addOption(jsonOption())
       .action(async (id: string, options) => (await commands()).run(id, options)),
@@ -282,7 +282,7 @@ no person's memory, no conversation. Its commands follow the policy of the owner
   withExamples(
     program
       .command('deliver')
-      .description("deliver a thread's replies (notifier runs it; not needed by hand)")
+      .description("deliver a thread's replies (notifier runs it)")
       .option('--thread <path>', 'conversation thread (default: $THECLAW_THREAD, which notifier sets)')
       .requiredOption('--consumer <name>', 'consumer (outbound)')
       .addOption(jsonOption())
@@ -292,10 +292,10 @@ no person's memory, no conversation. Its commands follow the policy of the owner
   withExamples(
     program
       .command('move')
-      .description("move an agent to another host sharing the PostgreSQL store: stop it, copy its directory into that host's home, place it there")
+      .description("move an agent to another host of the PostgreSQL store")
       .argument('<id>')
       .requiredOption('--to <host>', 'the target host (THECLAW_HOST there)')
-      .option('--copied', 'the directory was copied there by hand (rsync): only switch the placement')
+      .option('--copied', 'copied by hand already: only switch the placement')
       .addOption(jsonOption())
       .action(async (id: string, options) => (await import('./move.js')).moveCommand(id, options)),
     ['agent move helper --to host-b'],

@@ -26,7 +26,7 @@ import { threadSnapshot } from './support.js';
 let t: TestHome;
 let thread: string;
 
-beforeAll(() => {
+beforeAll(async () => {
   t = createTestHome();
   thread = join(t.home, 'demo');
   const demo = initThread(thread, { home: t.home });
@@ -36,7 +36,7 @@ beforeAll(() => {
     { source: 'self', type: 'record', subtype: 'usage', content: '{}' },
   ]);
   demo.close();
-  initAgent(t.home, 'helper');
+  await initAgent(t.home, 'helper');
 });
 
 afterAll(() => t.cleanup());
@@ -395,7 +395,7 @@ describe('config files with wrong types', () => {
       cases.map(async (c) => {
         const home = createTestHome();
         homes.push(home);
-        initAgent(home.home, 'helper');
+        await initAgent(home.home, 'helper');
         mkdirSync(join(home.home, c.file, '..'), { recursive: true });
         writeFileSync(join(home.home, c.file), c.text);
         const [tool, ...args] = c.args as ['pai', ...string[]];

@@ -45,7 +45,7 @@ describe('the turn limit, end to end', () => {
     const pid = Number(readFileSync(pidFile, 'utf8'));
     // Behind it in the same conversation (straight into the inbox: xgw's rate limit is 60 a minute).
     const source = formatAddress({ kind: 'external', channelType: 'telegram', instance: 'main', conversationType: 'dm', conversationId: String(PEER), peerId: String(PEER) });
-    for (let n = 1; n <= BEHIND; n++) sendToAgent(s.home, 'admin', { text: `message ${n}`, source });
+    for (let n = 1; n <= BEHIND; n++) await sendToAgent(s.home, 'admin', { text: `message ${n}`, source });
 
     await until(() => !existsSync(`/proc/${pid}`), 'the sleep to be killed', 10_000, 50);
     const killedAfter = Date.now() - sleepStarted;

@@ -83,7 +83,7 @@ export async function runXgw(home: string, env: NodeJS.ProcessEnv = process.env)
         // Replies that failed while the gateway was away wait out notifier's backoff (minutes,
         // after a long outage); once the channels are up they may go at once.
         void gateway.launched(MAX_STATUS_WAIT_MS).then(() => {
-          wakeNotifier(home);
+          void wakeNotifier(home);
           return gateway.welcomeApproved();
         });
       },
