@@ -140,7 +140,7 @@ export async function startAgent(home: string, id: string, env: NodeJS.ProcessEn
   const logger = createLogger(dir.log);
   for (const path of await storedConversationThreads(home, dir, env)) {
     try {
-      await withAgentThread(home, path, async (thread) => subscribeOutbound(thread, (await thread.peek({ filter: FROM_OUTSIDE, last: 1 }))[0]?.source), env);
+      await withAgentThread(home, path, async (thread) => subscribeOutbound(thread, (await thread.peek({ filter: FROM_OUTSIDE, last: 1 }))[0]?.source, id), env);
     } catch (error) {
       // One damaged conversation does not keep the agent from starting (status names it).
       const damage = damagedThread(dir, path, error);
@@ -177,18 +177,21 @@ const FROM_OUTSIDE = "type = 'message' AND source != 'self'";
 /**
  * Subscribes a conversation's deliveries (again: the handler is stored anew). Replies to people go
  * out through the gateway that owns their channel (`channel:<type>:<instance>`, xgw's channel id,
- * from `source`: the address of a message in the thread); replies to an agent or a task, from any
- * host. A thread several channels share (per-agent routing, a linked person) goes with the last.
+ * from `source`: the address of a message in the thread); a terminal chat's on the agent's own host
+ * (a terminal channel is each host's, never claimed, and its owner chats where the agent is);
+ * replies to an agent or a task, from any host. A thread several channels share (per-agent
+ * routing, a linked person) goes with the last.
  */
-export async function subscribeOutbound(thread: StoredThread, source: string | undefined): Promise<void> {
-  const runOn = outboundRunOn(source);
+export async function subscribeOutbound(thread: StoredThread, source: string | undefined, agentId: string): Promise<void> {
+  const runOn = outboundRunOn(source, agentId);
   await thread.subscribe({ consumer: OUTBOUND_CONSUMER, handler: deliverHandler(), filter: OUTBOUND_FILTER, ...(runOn ? { runOn } : {}) });
 }
 
-function outboundRunOn(source: string | undefined): string | undefined {
+function outboundRunOn(source: string | undefined, agentId: string): string | undefined {
   try {
     const address = source === undefined ? null : parseAddress(source);
-    return address?.kind === 'external' ? `channel:${address.channelType}:${address.instance}` : undefined;
+    if (address?.kind !== 'external') return undefined;
+    return address.channelType === 'terminal' ? inboxRunOn(agentId) : `channel:${address.channelType}:${address.instance}`;
   } catch {
     return undefined; // a message pushed by hand with a source that is no address
   }

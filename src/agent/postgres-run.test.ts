@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { formatAddress } from '../core/address.js';
 import { parseMessageContent } from '../core/message.js';
@@ -24,6 +25,7 @@ let server: FakeLlmServer;
 let t: TestHome;
 let env: NodeJS.ProcessEnv;
 let store: ThreadStore;
+let admin: postgres.Sql;
 
 const person = formatAddress({ kind: 'external', channelType: 'terminal', instance: 'local', conversationType: 'dm', conversationId: 'ann', peerId: 'ann' });
 
@@ -36,6 +38,7 @@ beforeAll(async () => {
   server = await startFakeOpenAI({ defaultStep: { kind: 'text', text: 'pong' } });
   writeFakePaiConfig(t.home, server);
   store = await openStoreAt(url);
+  admin = postgres(url, { max: 1, onnotice: () => {} });
   for (const id of ['helper', 'asker']) {
     await initAgent(t.home, id, {}, env);
     await startAgent(t.home, id, env);
@@ -43,6 +46,7 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
+  await admin?.end();
   await store?.close();
   await closeThreadStores();
   await server?.close();
@@ -66,8 +70,10 @@ describe.skipIf(unavailable !== null)(`an agent whose threads are in PostgreSQL$
     const message = { source: person, type: 'message', content: JSON.stringify({ text: 'ping', attachments: [] }), idempotency_key: 'xgw:ann:1' };
     await inbox.append([message]);
     await inbox.append([message]); // the gateway's retry of the same message
-    await inbox.close();
     expect(await runAgent('helper', { home: t.home, env })).toMatchObject({ handled: 1, replied: 1, errors: 0 });
+    // Acknowledged once the run is over (a warm runner's job ends there, and notifier checks it).
+    expect(await inbox.consumer('inbox')).toMatchObject({ progress: 1, pending: 0 });
+    await inbox.close();
     expect(await runAgent('helper', { home: t.home, env })).toMatchObject({ handled: 0 });
 
     const route = routeMessage(agentDir(t.home, 'helper'), 'per-peer', person);
@@ -81,6 +87,14 @@ describe.skipIf(unavailable !== null)(`an agent whose threads are in PostgreSQL$
     const conversation = await store.open(threadName(t.home, route.path));
     expect(await conversation.consumer('outbound')).toMatchObject({ subscribed: true, pending: 1 });
     await conversation.close();
+    // A terminal chat is each host's own: its replies go out on the agent's host.
+    const runOn = await admin<{ consumer: string; run_on: string }[]>`
+      SELECT c.consumer, c.run_on FROM theclaw.consumers c JOIN theclaw.threads t ON t.thread = c.thread
+      WHERE t.name IN ('agents/helper/inbox', ${threadName(t.home, route.path)}) ORDER BY c.consumer`;
+    expect(runOn).toEqual([
+      { consumer: 'inbox', run_on: 'agent:helper' },
+      { consumer: 'outbound', run_on: 'agent:helper' },
+    ]);
   });
 
   it("delivers an answer to another agent into that agent's inbox there, once", async () => {

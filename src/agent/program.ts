@@ -292,7 +292,7 @@ no person's memory, no conversation. Its commands follow the policy of the owner
   withExamples(
     program
       .command('move')
-      .description("move an agent to another host of the PostgreSQL store")
+      .description('move an agent to another host of the PostgreSQL store')
       .argument('<id>')
       .requiredOption('--to <host>', 'the target host (THECLAW_HOST there)')
       .option('--copied', 'copied by hand already: only switch the placement')

@@ -289,6 +289,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
       }
     };
     await queue.run(config.concurrency, answer, () => inboxWatch?.look());
+    await acks.settled();
     noteOutage(dir, { outage, failed: failed !== undefined }, logger);
     if (failed !== undefined) throw failed;
     logger.info(`run: done, ${summary.handled} handled, ${summary.replied} replied, ${summary.errors} errors`);
@@ -436,7 +437,7 @@ function openConversation(turn: TurnSettings, store: ThreadStore, open: Map<stri
   opening = (async () => {
     const thread = await store.open(threadName(turn.home, route.path), { create: true });
     if (!(await thread.consumer(OUTBOUND_CONSUMER))?.subscribed) {
-      await subscribeOutbound(thread, source);
+      await subscribeOutbound(thread, source, turn.dir.id);
       turn.logger.info(`run: new thread ${route.threadId} (${route.path})`);
     }
     return thread;
@@ -451,11 +452,16 @@ function openConversation(turn: TurnSettings, store: ThreadStore, open: Map<stri
  * acknowledges a message that was not handled, and one that is never done (its conversation
  * stopped) holds back all that came after it for the next run.
  */
-function createAckTracker(ack: (upTo: number) => void) {
+function createAckTracker(ack: (upTo: number) => Promise<unknown>) {
   const ids: number[] = [];
   const finished = new Set<number>();
   let next = 0;
+  // Acks go one after another (progress only moves forward) and the run waits for the last before
+  // it ends: notifier checks the progress once the run is over, and a PostgreSQL ack takes a trip.
+  let acked: Promise<unknown> = Promise.resolve();
   return {
+    /** Every acknowledgement given so far is stored; an ack that failed fails the run. */
+    settled: () => acked,
     /** Ids come in inbox order. */
     expect(id: number) {
       ids.push(id);
@@ -464,7 +470,9 @@ function createAckTracker(ack: (upTo: number) => void) {
       finished.add(id);
       let upTo: number | undefined;
       while (next < ids.length && finished.has(ids[next]!)) upTo = ids[next++];
-      if (upTo !== undefined) ack(upTo);
+      if (upTo === undefined) return;
+      acked = acked.then(() => ack(upTo));
+      acked.catch(() => {}); // seen by settled(), not an unhandled rejection meanwhile
     },
   };
 }
