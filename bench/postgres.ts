@@ -10,9 +10,10 @@ import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startSystem, type System } from '../src/e2e/support.js';
-import { textUpdate } from '../src/testing/fake-telegram.js';
+import connect from 'postgres';
+import { askDaemon } from '../src/core/daemon.js';
 import { type PostgresCluster, postgresUnavailable, startPostgres } from '../src/testing/postgres.js';
-import { now, record, waitUntil } from './measure.js';
+import { now, record } from './measure.js';
 
 /** Where a scenario's threads are. */
 export interface StoreUnderTest {
@@ -58,11 +59,15 @@ const AGENTS = 24;
 const MODEL_DELAY_MS = 1_000;
 
 /**
- * Throughput with 1, 2 and 4 notifier hosts: 24 Telegram peers, each routed to an agent of its
- * own, send one message at once; the model takes 1 s per call. The agents are spread evenly over
- * the hosts (each agent's directory in its host's home, `agent start` there places it); host h1
- * also runs xgw, which owns the channel, so every delivery runs there. Each host runs at most 2
- * handlers at once, so a host's capacity, not this machine's two cores, is what more hosts add.
+ * Throughput with 1, 2 and 4 notifier hosts: 24 agents, each asked once at the same moment; the
+ * model takes 1 s per call. The agents are spread evenly over the hosts (each agent's directory in
+ * its host's home, `agent start` there places it). Each host runs notifier and xgw with a terminal
+ * channel, and each agent is asked through its own host's terminal chat, whose replies go out on
+ * that host: a reply to a channel owned by another host's gateway needs the agent's directory
+ * there (known limits). Done when every conversation's reply is delivered (its outbound consumer
+ * acknowledged it, read in the database), after a first round that
+ * warms every agent up. Each host runs at most 2 handlers at once, so a host's
+ * capacity, not this machine's two cores, is what more hosts add.
  */
 export async function benchHosts(): Promise<void> {
   const server = await postgres();
@@ -84,6 +89,7 @@ export async function benchHosts(): Promise<void> {
 async function throughput(server: PostgresCluster, hosts: number): Promise<number> {
   const url = await server.createDatabase(`hosts_${hosts}`);
   const system = await startSystem({ logLevel: 'info', llm: { defaultDelayMs: MODEL_DELAY_MS }, env: { THECLAW_DATABASE_URL: url, THECLAW_HOST: 'h1' } });
+  const sql = connect(url, { max: 1, onnotice: () => {} });
   const others: NodeJS.ProcessEnv[] = [];
   try {
     limitRuns(system.home);
@@ -91,27 +97,43 @@ async function throughput(server: PostgresCluster, hosts: number): Promise<numbe
     await system.must('notifier', ['start']);
     for (let index = 2; index <= hosts; index++) others.push(await startHost(system, `h${index}`));
     const envs = [system.env, ...others];
-    const agents = Array.from({ length: AGENTS }, (_, i) => `w${i + 1}`);
-    for (const [i, id] of agents.entries()) {
-      const env = envs[i % hosts]!;
+    const agents = Array.from({ length: AGENTS }, (_, i) => ({ id: `w${i + 1}`, env: envs[i % hosts]! }));
+    for (const { id, env } of agents) {
       await mustOn(system, env, 'agent', ['init', id]);
       await mustOn(system, env, 'agent', ['start', id]);
     }
-    const routes = agents.map((id, i) => `  - { channel: "telegram:main", peer: "${9000 + i}", agent: ${id} }`).join('\n');
-    const config = readFileSync(join(system.home, 'xgw', 'config.yaml'), 'utf8').replace('routes:\n', `routes:\n${routes}\n`);
-    writeFileSync(join(system.home, 'xgw', 'config.yaml'), config);
-    await system.must('xgw', ['stop']);
-    await system.must('xgw', ['start']);
-    const started = now();
-    for (let i = 0; i < AGENTS; i++) system.telegram.queueUpdate(textUpdate({ from: 9000 + i, text: `work for agent ${i + 1}` }));
-    await waitUntil(() => system.telegram.sent.length >= AGENTS, 120_000);
-    const seconds = (now() - started) / 1000;
-    const chats = new Set(system.telegram.sent.map((sent) => String(sent.chat_id)));
-    if (chats.size !== AGENTS) throw new Error(`${AGENTS} replies went to ${chats.size} chats`);
-    return AGENTS / seconds;
+    // Each conversation's delivered progress: a round is done when every one has moved on.
+    const progress = async () =>
+      new Map(
+        (
+          await sql<{ name: string; progress: number }[]>`
+            SELECT t.name, c.progress::int AS progress FROM theclaw.consumers c JOIN theclaw.threads t ON t.thread = c.thread
+            WHERE c.consumer = 'outbound' AND t.name LIKE 'agents/w%'`
+        ).map((row) => [row.name, row.progress]),
+      );
+    const round = async (name: string): Promise<number> => {
+      const before = await progress();
+      const started = now();
+      await Promise.all(
+        agents.map(({ id, env }, i) =>
+          askDaemon(env.THECLAW_HOME!, 'xgw', { op: 'chat_message', channel: 'terminal:local', peer: `p${i}`, agent: id, message_id: `${name}-${i}`, text: `${name} for ${id}` }),
+        ),
+      );
+      const deadline = Date.now() + 120_000;
+      for (;;) {
+        const after = await progress();
+        const moved = [...after].filter(([thread, at]) => at > (before.get(thread) ?? 0)).length;
+        if (moved >= AGENTS) return AGENTS / ((now() - started) / 1000);
+        if (Date.now() > deadline) throw new Error(`${moved} of ${AGENTS} replies delivered in 120 s`);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    };
+    await round('warm-up'); // every agent's first turn, its conversation made, its runner warm
+    return await round('work');
   } finally {
+    await sql.end();
     for (const env of others) {
-      await system.run('notifier', ['stop'], undefined, env).catch(() => {});
+      await Promise.allSettled([system.run('xgw', ['stop'], undefined, env), system.run('notifier', ['stop'], undefined, env)]);
       rmSync(env.THECLAW_HOME!, { recursive: true, force: true });
     }
     await system.stop();
@@ -123,17 +145,19 @@ function limitRuns(home: string): void {
   writeFileSync(file, `${readFileSync(file, 'utf8')}max_concurrent_runs: ${RUNS_PER_HOST}\n`);
 }
 
-/** A host that runs only notifier and its agents: a home of its own, the same model and database. */
+/** Another host: a home of its own, the same model and database, notifier, and xgw with its terminal chat. */
 async function startHost(system: System, host: string): Promise<NodeJS.ProcessEnv> {
   const home = mkdtempSync(join(tmpdir(), `theclaw-bench-${host}-`));
-  for (const dir of ['pai', 'notifier']) mkdirSync(join(home, dir), { mode: 0o700 });
+  for (const dir of ['pai', 'notifier', 'xgw']) mkdirSync(join(home, dir), { mode: 0o700 });
   for (const file of ['pai/config.yaml', 'notifier/config.yaml']) copyFileSync(join(system.home, file), join(home, file));
+  writeFileSync(join(home, 'xgw', 'config.yaml'), 'channels:\n  - { id: terminal:local, type: terminal, access: open }\nroutes: []\n');
   const env = { ...system.env, THECLAW_HOME: home, THECLAW_HOST: host };
   await mustOn(system, env, 'notifier', ['start']);
+  await mustOn(system, env, 'xgw', ['start']);
   return env;
 }
 
-async function mustOn(system: System, env: NodeJS.ProcessEnv, tool: 'agent' | 'notifier', args: string[]): Promise<void> {
+async function mustOn(system: System, env: NodeJS.ProcessEnv, tool: 'agent' | 'notifier' | 'xgw', args: string[]): Promise<void> {
   const result = await system.run(tool, args, undefined, env);
   if (result.code !== 0) throw new Error(`${tool} ${args.join(' ')} on ${env.THECLAW_HOST} exited ${result.code}: ${result.stderr}`);
 }
