@@ -7,7 +7,7 @@ import { NEEDS_POSTGRES, postgresUnavailable, startPostgres, type PostgresCluste
 import { openStoreAt, type ThreadStore } from '../thread/index.js';
 import { initAgent } from './lifecycle.js';
 import { moveAgent } from './move.js';
-import { placeAgent } from './placement.js';
+import { placeAgent, placedElsewhere } from './placement.js';
 
 /**
  * Agent placement and `agent move`, in-process, with two "hosts" (a and b: two homes) sharing one
@@ -57,6 +57,8 @@ describe.skipIf(unavailable)(`agents on several hosts (${NEEDS_POSTGRES})`, () =
     writeFileSync(join(a.home, 'agents', 'lee', 'config.yaml'), `${readFileSync(join(a.home, 'agents', 'lee', 'config.yaml'), 'utf8')}placement: { host: b }\n`);
     expect((await rejection(placeAgent(a.home, 'lee', env('a')))).message).toContain('agent lee is placed on host b (its config.yaml)');
     expect(await store.placements.get('agent:lee')).toBeNull();
+    // theclaw up on b leaves kim alone (placed on a) rather than refuse.
+    expect([await placedElsewhere(b.home, 'kim', env('b')), await placedElsewhere(a.home, 'kim', env('a')), await placedElsewhere(b.home, 'lee', env('b'))]).toEqual(['a', null, null]);
   });
 
   it('moves an agent: stopped, its directory copied into the target home, placed there; then it starts there only', async () => {

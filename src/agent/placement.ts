@@ -19,12 +19,23 @@ export async function placeAgent(home: string, id: string, env: NodeJS.ProcessEn
   const here = hostName(home, env);
   // The store's placement, once there is one, decides (agent move changes it); the config only the first.
   const placed = await agentHost(store, id);
-  if (placed !== null && placed !== here) throw placedElsewhere(id, placed, here, `the placements in ${store.location}`);
+  if (placed !== null && placed !== here) throw placedElsewhereError(id, placed, here, `the placements in ${store.location}`);
   const wanted = config.placement?.host ?? here;
-  if (placed === null && wanted !== here) throw placedElsewhere(id, wanted, here, 'its config.yaml');
+  if (placed === null && wanted !== here) throw placedElsewhereError(id, wanted, here, 'its config.yaml');
   await store.placements.seen(here, home);
   const { claimed, placement } = await store.placements.claim(agentKey(id), here);
-  if (!claimed) throw placedElsewhere(id, placement.host, here, `the placements in ${store.location}`);
+  if (!claimed) throw placedElsewhereError(id, placement.host, here, `the placements in ${store.location}`);
+}
+
+/**
+ * The other host an agent is placed on, or null when it may run here (placed here, never placed,
+ * or SQLite): `theclaw up` leaves the system agents of another host alone rather than refuse.
+ */
+export async function placedElsewhere(home: string, id: string, env: NodeJS.ProcessEnv = process.env): Promise<string | null> {
+  const store = await threadStore(home, env);
+  if (store.kind === 'sqlite') return null;
+  const placed = await agentHost(store, id);
+  return placed !== null && placed !== hostName(home, env) ? placed : null;
 }
 
 /** The host an agent is placed on, per the store (this host on SQLite), or null where it was never started. */
@@ -32,7 +43,7 @@ export async function agentHost(store: ThreadStore, id: string): Promise<string 
   return (await store.placements.get(agentKey(id)))?.host ?? null;
 }
 
-function placedElsewhere(id: string, host: string, here: string, where: string): ClawError {
+function placedElsewhereError(id: string, host: string, here: string, where: string): ClawError {
   return new ClawError('conflict', `agent ${id} is placed on host ${host} (${where}), not on this one (${here}), so it is not started here`, {
     suggestion: `start it on ${host}, or move it here with: agent move ${id} --to ${here} (run on ${host})`,
   });

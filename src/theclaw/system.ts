@@ -3,7 +3,7 @@ import { dirname, relative } from 'node:path';
 import { agentDir, listAgentIds } from '../agent/agent-dir.js';
 import { SYSTEM_AGENTS } from '../agent/identity.js';
 import { initAgent, startAgent } from '../agent/lifecycle.js';
-import { resendGivenUp, type ResentReply } from '../agent/index.js';
+import { placedElsewhere, resendGivenUp, type ResentReply } from '../agent/index.js';
 import { daemonEnvironment, daemonHolder, stopDaemonProcess, type DaemonName } from '../core/daemon.js';
 import { ensureDir } from '../core/home.js';
 import { runDir, upLockPath, xgwConfigPath } from '../core/layout.js';
@@ -115,7 +115,9 @@ async function upLocked(home: string, env: NodeJS.ProcessEnv): Promise<Omit<UpRe
   loadNotifierConfig(home);
   loadPaiConfig(home);
 
-  const systemAgents = Object.keys(SYSTEM_AGENTS);
+  // On a store shared by hosts, the system agents run where they were first started.
+  const systemAgents: string[] = [];
+  for (const id of Object.keys(SYSTEM_AGENTS)) if ((await placedElsewhere(home, id, env)) === null) systemAgents.push(id);
   const created = systemAgents.filter((id) => !existsSync(agentDir(home, id).config));
   for (const id of created) await initAgent(home, id, {}, env);
   for (const id of systemAgents) await startAgent(home, id, env);
