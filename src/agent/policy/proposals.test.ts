@@ -41,9 +41,10 @@ describe('proposals', () => {
     expect(readFileSync(dir.identity, 'utf8')).toBe('# helper\n\nI help.\n');
   });
 
-  it('applied: the new text is written, the old one kept, the change recorded; the first decision counts', () => {
+  it('applied: the new text is written, the old one kept, the change recorded; the first decision counts', async () => {
     const proposal = createProposal(dir, { file: 'IDENTITY.md', summary: 'x', text: '# helper\n\nNew.\n' });
     const outcome = decideProposal(t.home, dir, proposal, true, 'the owner');
+    await outcome.recorded;
     expect(outcome).toMatchObject({ mine: true, decision: { outcome: 'applied', by: 'the owner' } });
     expect(readFileSync(dir.identity, 'utf8')).toBe('# helper\n\nNew.\n');
     expect(readFileSync(outcome.before, 'utf8')).toBe('# helper\n\nI help.\n');
@@ -52,6 +53,7 @@ describe('proposals', () => {
     expect(pendingProposals(dir)).toEqual([]);
 
     const again = decideProposal(t.home, dir, proposal, false, 'someone else');
+    await again.recorded;
     expect(again).toMatchObject({ mine: false, decision: { outcome: 'applied' } });
     expect(describeOutcome(again, t.home)).toBe(`Proposal ${proposal.code} (helper's IDENTITY.md) was applied before, by the owner.`);
     expect(changes()).toHaveLength(1);
@@ -85,10 +87,12 @@ describe('proposals', () => {
     expect(readFileSync(dir.identity, 'utf8')).toBe('# helper\n\nThe owner edited this.\n');
   });
 
-  it('a decider that died after deciding and before writing: the next decision of the code completes it', () => {
+  it('a decider that died after deciding and before writing: the next decision of the code completes it', async () => {
     const proposal = createProposal(dir, { file: 'IDENTITY.md', summary: 'x', text: 'New.\n' });
     writeFileSync(join(dir.root, 'proposals', `${proposal.code}.decision.json`), JSON.stringify({ outcome: 'applied', by: 'the owner', at: new Date().toISOString() }));
-    expect(decideProposal(t.home, dir, proposal, true, 'the owner again').mine).toBe(false);
+    const outcome = decideProposal(t.home, dir, proposal, true, 'the owner again');
+    await outcome.recorded;
+    expect(outcome.mine).toBe(false);
     expect(readFileSync(dir.identity, 'utf8')).toBe('New.\n');
     expect(changes()).toHaveLength(1);
   });

@@ -169,6 +169,8 @@ export interface ProposalOutcome {
   mine: boolean;
   /** Where the file as it was is kept, once applied. */
   before: string;
+  /** The copy in the `proposals` feed, written in passing; settles (never rejects) once stored or given up. */
+  recorded: Promise<void>;
 }
 
 /**
@@ -194,11 +196,14 @@ export function decideProposal(home: string, dir: AgentDir, proposal: Proposal, 
   // A copy for the evolver's feed, written in passing (the thread store is async): the decision file is the record.
   const feeds = new FeedWriter(home, dir.id);
   const change = { agent: dir.id, code: proposal.code, file: proposal.file, outcome: decision.outcome, by: decision.by, ...(decision.outcome === 'applied' ? { before } : {}) };
-  feeds
+  const recorded = feeds
     .append('proposals', 'change', change, `decided:${dir.id}:${proposal.code}`)
-    .catch(() => {})
+    .then(
+      () => {},
+      () => {},
+    )
     .finally(() => feeds.close());
-  return { proposal, decision, mine, before };
+  return { proposal, decision, mine, before, recorded };
 }
 
 /** What the owner is told of a decision, in their chat or terminal. */
