@@ -414,8 +414,8 @@ async function benchHundredAgents(store: StoreUnderTest = SQLITE): Promise<void>
   try {
     const agents = Array.from({ length: 100 }, (_, i) => `a${i + 1}`);
     for (const id of agents) {
-      await initAgent(system.home, id);
-      await startAgent(system.home, id);
+      await initAgent(system.home, id, {}, system.env);
+      await startAgent(system.home, id, system.env);
     }
     const routes = agents.map((id, i) => `  - { channel: "telegram:main", peer: "${7000 + i}", agent: ${id} }`).join('\n');
     const config = readFileSync(join(system.home, 'xgw', 'config.yaml'), 'utf8').replace('routes:\n', `routes:\n${routes}\n`);
@@ -435,6 +435,8 @@ async function benchHundredAgents(store: StoreUnderTest = SQLITE): Promise<void>
     const seconds = (now() - started) / 1000;
     const chats = new Set(system.telegram.sent.map((sent) => String(sent.chat_id)));
     if (chats.size !== 100) throw new Error(`100 replies went to ${chats.size} chats`);
+    const answered = new Set(system.llm.requests.map((request) => lastUserText(request)));
+    if (agents.some((_, i) => !answered.has(`hello agent ${i + 1}`))) throw new Error('a reply was sent without its agent asking the model');
     record(`100 messages at once to 100 agents: peak RSS of every process of the system${store.label}`, peak, 'MB', { atMost: 1000 });
     record(`100 messages at once to 100 agents: last reply sent${store.label}`, seconds, 's', { atMost: 10 });
   } finally {
