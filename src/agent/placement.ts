@@ -13,9 +13,9 @@ import { loadAgentConfig, requireAgent } from './agent-dir.js';
  * SQLite there is one host, and nothing to check.
  */
 export async function placeAgent(home: string, id: string, env: NodeJS.ProcessEnv = process.env): Promise<void> {
-  const config = loadAgentConfig(requireAgent(home, id));
   const store = await threadStore(home, env);
-  if (store.kind === 'sqlite') return;
+  if (store.kind === 'sqlite') return; // one host: nothing to place, and nothing more to read
+  const config = loadAgentConfig(requireAgent(home, id));
   const here = hostName(home, env);
   // The store's placement, once there is one, decides (agent move changes it); the config only the first.
   const placed = await agentHost(store, id);
