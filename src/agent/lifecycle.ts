@@ -2,7 +2,7 @@ import { existsSync, readdirSync, renameSync, statSync, writeFileSync } from 'no
 import { yaml } from '../core/config.js';
 import { join } from 'node:path';
 import { joinCommand } from '../core/command.js';
-import { parseAddress } from '../core/address.js';
+import { isHostsOwnChannel, parseAddress } from '../core/address.js';
 import { ClawError, usageError } from '../core/errors.js';
 import { readLockHolder } from '../core/lock.js';
 import { validate } from '../core/validate.js';
@@ -191,7 +191,7 @@ function outboundRunOn(source: string | undefined, agentId: string): string | un
   try {
     const address = source === undefined ? null : parseAddress(source);
     if (address?.kind !== 'external') return undefined;
-    return address.channelType === 'terminal' ? inboxRunOn(agentId) : `channel:${address.channelType}:${address.instance}`;
+    return isHostsOwnChannel(address.channelType) ? inboxRunOn(agentId) : `channel:${address.channelType}:${address.instance}`;
   } catch {
     return undefined; // a message pushed by hand with a source that is no address
   }

@@ -30,6 +30,12 @@ export interface SelfAddress {
   kind: 'self';
 }
 
+/**
+ * A terminal chat is each host's own (its owner at that machine): its gateway never claims it and
+ * its replies go out on the agent's host, where the owner chats.
+ */
+export const isHostsOwnChannel = (channelType: string): boolean => channelType === 'terminal';
+
 // Only RFC 3986 unreserved characters stay literal, so every string has exactly one encoding.
 const UNRESERVED = /^[A-Za-z0-9._~-]$/;
 const ENCODED_SEGMENT = /^(?:[A-Za-z0-9._~-]|%[0-9A-F]{2})+$/;

@@ -1,3 +1,4 @@
+import { isHostsOwnChannel } from '../core/address.js';
 import type { Logger } from '../core/logger.js';
 import { channelKey, type Placements } from '../thread/index.js';
 import { splitChannelId } from './types.js';
@@ -5,8 +6,7 @@ import { splitChannelId } from './types.js';
 /** How long a channel's claim lasts by default, unless renewed (`channel_claim_seconds`). */
 export const DEFAULT_CLAIM_SECONDS = 30;
 
-/** A terminal chat is each host's own (its owner at that machine), never claimed. */
-const isHostsOwn = (id: string) => splitChannelId(id).type === 'terminal';
+const isHostsOwn = (id: string) => isHostsOwnChannel(splitChannelId(id).type);
 
 /** What ownership changes in the gateway: a channel to serve, or to leave to its owner. */
 export interface OwnedChannels {
