@@ -37,6 +37,18 @@ describe('secrets named by the configs', () => {
     expect(redact('bot 123456:bot-token-value, key inline-key-12345, kept as it is')).toBe('bot [redacted], key [redacted], kept as it is');
   });
 
+  it("redacts the store URL's password and secret query values, not the rest of the URL, which status lines name", () => {
+    const env: NodeJS.ProcessEnv = { ...homeWith({}), THECLAW_DATABASE_URL: 'postgres://claw:s3cret-pw%2F1@db.example:5432/theclaw?sslpassword=key-pass-99&sslmode=require' };
+    expect(withoutSecrets(env)).toEqual({ THECLAW_HOME: env.THECLAW_HOME });
+    const redact = createRedactor(env);
+    expect(redact(`in ${env.THECLAW_DATABASE_URL}`)).toBe('in [redacted]');
+    expect(redact('pw s3cret-pw/1, ssl key-pass-99, threads in postgres://claw@db.example:5432/theclaw')).toBe(
+      'pw [redacted], ssl [redacted], threads in postgres://claw@db.example:5432/theclaw',
+    );
+    const noPassword = createRedactor({ ...homeWith({}), THECLAW_DATABASE_URL: 'postgres://claw@db.example:5432/theclaw' });
+    expect(noPassword('threads in postgres://claw@db.example:5432/theclaw')).toBe('threads in postgres://claw@db.example:5432/theclaw');
+  });
+
   it("takes every variable of pai's api_key_envs, as a flow list or a block list, comments left out", () => {
     const env = homeWith({
       'pai/config.yaml': [

@@ -67,6 +67,23 @@ export function withoutSecrets(env: NodeJS.ProcessEnv, extraNames: readonly stri
 }
 
 /**
+ * What is secret in a URL-valued secret (the store's URL): its password and any query value named
+ * like one, and the whole URL when it holds either. The rest (user, host, database) is what every
+ * status line names, and redacting it would hide where the threads are.
+ */
+function secretsOfUrl(value: string): string[] {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return [value]; // not a URL: all of it, as for any secret
+  }
+  const parts = [...url.searchParams].filter(([name]) => /pass|secret|key|token/i.test(name)).map(([, part]) => part);
+  if (url.password) parts.push(decodeURIComponent(url.password), url.password);
+  return parts.length ? [value, ...parts] : [];
+}
+
+/**
  * A secret as it appears in text: as it is, URL-encoded, and inside base64 or base64url text.
  * Base64 writes 3 bytes as 4 characters, so inside an encoded blob the secret's own characters
  * depend on where it starts within a group of 3: for each of the 3 offsets, the whole groups that
@@ -95,7 +112,7 @@ export function createRedactor(env: NodeJS.ProcessEnv = process.env, extra: stri
   const values = [
     ...Object.entries(env)
       .filter(([name]) => isSecretName(name) || configured.names.includes(name))
-      .map(([, value]) => value ?? ''),
+      .flatMap(([name, value]) => (SECRET_NAMES.has(name) ? secretsOfUrl(value ?? '') : [value ?? ''])),
     ...configured.values,
     ...extra,
   ]
