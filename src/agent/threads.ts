@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { isClawError } from '../core/errors.js';
+import { closeWhenCommandDone } from '../core/process-resources.js';
 import { openThreadStore, threadName, type OpenStoredThreadOptions, type PushInput, type StoredThread, type ThreadStore } from '../thread/index.js';
 
 /**
@@ -10,9 +11,10 @@ import { openThreadStore, threadName, type OpenStoredThreadOptions, type PushInp
  * name relative to the home (`threadName`).
  *
  * One store per home and database URL for the whole process: a warm runner runs many jobs in one
- * process, and a PostgreSQL pool per job would use up the server's connections. Nothing closes
- * one but the process's end (`closeThreadStores`, for a CLI of its own and for tests), since
- * another job may be using it. `store:` in config.yaml is read once per process.
+ * process, and a PostgreSQL pool per job would use up the server's connections. Only the end of
+ * the work closes them (`closeThreadStores`): a CLI's process when its command is done (core/cli.ts
+ * `main`, whatever tool's library opened them), a test when it is done, never a job, since another
+ * may be using them. `store:` in config.yaml is read once per process.
  */
 const stores = new Map<string, Promise<ThreadStore>>();
 
@@ -24,6 +26,7 @@ export function threadStore(home: string, env: NodeJS.ProcessEnv = process.env):
     stores.set(key, store);
     // One that could not be opened (a bad setting) is tried again by the next caller.
     store.catch(() => stores.delete(key));
+    closeWhenCommandDone(closeThreadStores);
   }
   return store;
 }

@@ -3,6 +3,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { errorToJson, exitCodeOf, formatError, usageError } from './errors.js';
 import { isReferenceRequest, renderReference, requestedCommand } from './reference.js';
 import { PRIVATE_UMASK } from './private-home.js';
+import { closeProcessResources } from './process-resources.js';
 import { createRedactor } from './secrets.js';
 import { storageError } from './storage-error.js';
 import { WARM_LOADER } from './warm-loader.js';
@@ -40,7 +41,12 @@ type WarmLoader = (factory: ProgramFactory) => void;
  */
 export async function main(factory: ProgramFactory, warm?: () => void): Promise<void> {
   const loader = (globalThis as Record<symbol, WarmLoader | undefined>)[WARM_LOADER];
-  if (!loader) return runCli(factory());
+  if (!loader) {
+    await runCli(factory());
+    // A process of its own leaves once the command is done: a pool it opened must not keep it.
+    await closeProcessResources();
+    return;
+  }
   loader(factory);
   warm?.();
 }
