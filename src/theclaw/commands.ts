@@ -5,7 +5,7 @@ import { resolveHome } from '../core/home.js';
 import { withStoredSecrets } from '../core/secrets-file.js';
 import type { Check } from './doctor.js';
 import type { StatusDetails, SystemStatus } from './status.js';
-import type { ModelChoice } from './system.js';
+import type { ModelChoice, UpResult } from './system.js';
 import { isSetupProvider, SETUP_PROVIDERS, type SetupFlags, type SetupProvider } from './setup-types.js';
 
 interface Json {
@@ -76,13 +76,22 @@ export async function up(options: Json): Promise<void> {
     `TheClaw is up (data: ${result.home})`,
     `  notifier  ${daemon('notifier', result.notifier.pid)}`,
     `  xgw       ${daemon('xgw', result.xgw.pid)}`,
-    `  agents    ${result.agents.join(', ')}${result.created.length ? ` (created ${result.created.join(', ')})` : ''}`,
+    `  agents    ${agentsLine(result)}`,
     `  model     ${modelLine(result.model)}`,
     ...(result.heartbeats.set.length ? [`  heartbeats set again from the agents' configs: ${result.heartbeats.set.join(', ')}`] : []),
     ...(result.repaired.length ? [`  privacy   made ${result.repaired.length} path(s) under the home private (others could read or enter them), e.g. ${result.repaired.slice(0, 3).join(', ')}`] : []),
     ...talkLines(result.talk),
     'Next: theclaw status · theclaw doctor · theclaw down',
   ]);
+}
+
+/** `admin, warden (created warden); on host-a: maintainer, evolver` */
+function agentsLine(result: UpResult): string {
+  const here = result.agents.length ? result.agents.join(', ') : 'none on this host';
+  const created = result.created.length ? ` (created ${result.created.join(', ')})` : '';
+  const hosts = new Map<string, string[]>();
+  for (const [id, host] of Object.entries(result.elsewhere)) hosts.set(host, [...(hosts.get(host) ?? []), id]);
+  return `${here}${created}${[...hosts].map(([host, ids]) => `; on ${host}: ${ids.join(', ')}`).join('')}`;
 }
 
 export async function reload(options: Json): Promise<void> {

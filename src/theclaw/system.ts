@@ -70,6 +70,8 @@ export interface UpResult {
   repaired: string[];
   /** Every agent of the home: the system's, then the others. */
   agents: string[];
+  /** System agents that run on another host sharing the store (id → host), left alone here. */
+  elsewhere: Record<string, string>;
   /** Where to talk to whom (see up-summary.ts). */
   talk: TalkTo[];
   notifier: { pid: number };
@@ -117,7 +119,12 @@ async function upLocked(home: string, env: NodeJS.ProcessEnv): Promise<Omit<UpRe
 
   // On a store shared by hosts, the system agents run where they were first started.
   const systemAgents: string[] = [];
-  for (const id of Object.keys(SYSTEM_AGENTS)) if ((await placedElsewhere(home, id, env)) === null) systemAgents.push(id);
+  const elsewhere: Record<string, string> = {};
+  for (const id of Object.keys(SYSTEM_AGENTS)) {
+    const host = await placedElsewhere(home, id, env);
+    if (host === null) systemAgents.push(id);
+    else elsewhere[id] = host;
+  }
   const created = systemAgents.filter((id) => !existsSync(agentDir(home, id).config));
   for (const id of created) await initAgent(home, id, {}, env);
   for (const id of systemAgents) await startAgent(home, id, env);
@@ -159,6 +166,7 @@ async function upLocked(home: string, env: NodeJS.ProcessEnv): Promise<Omit<UpRe
     started,
     created,
     agents,
+    elsewhere,
     talk: talkTo(xgw.value, xgwConfig.channels, agents),
     notifier: { pid: notifier.value.pid! },
     xgw: xgw.value,

@@ -53,4 +53,9 @@ describe('talkTo', () => {
     expect(talkLines(talkTo(status(webOnly), config.channels, agents))).toEqual(['Talk to helper:', '  web chat  http://127.0.0.1:18791/?token=bb']);
     expect(talkLines(talkTo(status([]), config.channels, agents))).toEqual(['No web chat or terminal channel is configured: see xgw config check']);
   });
+
+  it("offers no terminal chat with an agent of another host (its replies go out on that host's terminal)", () => {
+    const here = running.filter((channel) => channel.id === 'terminal:local');
+    expect(talkLines(talkTo(status(here), config.channels, ['helper']))).toEqual(['Talk to helper:', '  terminal  agent chat helper']);
+  });
 });

@@ -15,7 +15,8 @@ export interface TalkTo {
 /**
  * Where to talk to whom: admin and every agent of the owner's (not the system's reporting
  * agents), and whichever agent a web chat's route goes to, each with its web chats; the terminal
- * reaches any agent by name. `configured` says which web chat serves `/status`.
+ * reaches any agent of this host by name (`agents`: another host's answer on its own terminal).
+ * `configured` says which web chat serves `/status`.
  */
 export function talkTo(xgw: XgwStatus, configured: readonly ChannelConfig[], agents: readonly string[]): TalkTo[] {
   const terminal = xgw.channels.some((channel) => channel.type === 'terminal');
@@ -25,7 +26,7 @@ export function talkTo(xgw: XgwStatus, configured: readonly ChannelConfig[], age
     sections.set(agent, found);
     return found;
   };
-  if (terminal) for (const agent of ['admin', ...agents.filter((id) => !(id in SYSTEM_AGENTS))]) section(agent);
+  if (terminal) for (const agent of agents.filter((id) => id === 'admin' || !(id in SYSTEM_AGENTS))) section(agent);
   for (const channel of xgw.channels) {
     if (!channel.url) continue;
     const config = configured.find((c) => c.id === channel.id);

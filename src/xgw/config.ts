@@ -4,6 +4,7 @@ import { ClawError } from '../core/errors.js';
 import { secretsEnvPath, xgwConfigPath } from '../core/layout.js';
 import { readSecretsFile } from '../core/secrets-file.js';
 import { describeIssue } from '../core/validate.js';
+import { storeSetting } from '../thread/index.js';
 import { agentExists, findRoute } from './route.js';
 import { ChannelConfigSchema, isLoopbackHost, RouteSchema, XgwConfigSchema, type ChannelConfig, type Route, type WebchatChannelConfig, type XgwConfig } from './types.js';
 
@@ -236,8 +237,13 @@ function secretVariables(channel: ChannelConfig): { variable: string; holds: str
   ];
 }
 
-/** A route to an agent that does not exist (yet): its messages are answered with a notice saying so. */
+/**
+ * A route to an agent that does not exist (yet): its messages are answered with a notice saying so.
+ * On a store shared by hosts the agent may be another host's (its directory is there), which the
+ * gateway's routing finds in the store: this file check cannot say, so it says nothing.
+ */
 function routeFindings(home: string, routes: (Route | undefined)[]): ConfigFinding[] {
+  if (sharesStore(home)) return [];
   const missing = new Map<string, number>();
   routes.forEach((route, index) => {
     if (route && !missing.has(route.agent) && !agentExists(home, route.agent)) missing.set(route.agent, index);
@@ -247,6 +253,14 @@ function routeFindings(home: string, routes: (Route | undefined)[]): ConfigFindi
     message: `routes.${index}: agent ${agent} does not exist, so the messages routed to it get a notice instead of an answer`,
     fix: `create it with: agent init ${agent} && agent start ${agent}, or route to another agent`,
   }));
+}
+
+function sharesStore(home: string): boolean {
+  try {
+    return storeSetting(home).url !== null;
+  } catch {
+    return false; // a bad store setting is the store's check's to report
+  }
 }
 
 /** Checks across entries; `undefined` stands for an entry the schema refused (skipped, keeping indexes). */

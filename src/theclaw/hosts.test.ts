@@ -1,0 +1,61 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../testing/free-port.js';
+import { createTestHome, runTool, runToolAlone, writeXgwConfig, type TestHome } from '../testing/index.js';
+import { NEEDS_POSTGRES, postgresUnavailable, startPostgres, type PostgresCluster } from '../testing/postgres.js';
+import type { UpResult } from './system.js';
+
+/**
+ * `theclaw up` on two hosts sharing a PostgreSQL store ("a" and "b": two homes on this machine,
+ * one web chat configured on both): the first host gets the system agents, the second leaves them
+ * there and says so, and each `up` leaves once the system is up (its pool must not keep it).
+ */
+
+const unavailable = postgresUnavailable();
+let cluster: PostgresCluster | undefined;
+const hosts: Record<'a' | 'b', TestHome> = {} as never;
+let url: string;
+const envOf = (host: 'a' | 'b') => ({ ...hosts[host].env, THECLAW_DATABASE_URL: url, THECLAW_HOST: `host-${host}` });
+
+beforeAll(async () => {
+  if (unavailable) return;
+  cluster = await startPostgres();
+  url = await cluster.createDatabase('up');
+  const port = await freePort();
+  for (const host of ['a', 'b'] as const) {
+    hosts[host] = createTestHome();
+    writeXgwConfig(
+      hosts[host].home,
+      `channels:\n  - { id: webchat:main, type: webchat, port: ${port}, access: open }\n  - { id: terminal:local, type: terminal, access: open }\nroutes:\n  - { channel: "*", peer: "*", agent: admin }\n`,
+    );
+  }
+}, 120_000);
+
+afterAll(async () => {
+  for (const host of ['b', 'a'] as const) {
+    if (!hosts[host]) continue;
+    await runTool('theclaw', ['down'], envOf(host));
+    hosts[host].cleanup();
+  }
+  await cluster?.stop();
+});
+
+describe.skipIf(unavailable !== null)(`theclaw up on hosts sharing a PostgreSQL store${unavailable ? ` (skipped: ${NEEDS_POSTGRES})` : ''}`, () => {
+  it('starts the system agents on the first host, leaves them to it on the second, and each up leaves once done', async () => {
+    const upA = await runToolAlone('theclaw', ['up', '--json'], envOf('a'));
+    expect(upA.code, upA.stderr).toBe(0);
+    expect((JSON.parse(upA.stdout) as UpResult).agents).toEqual(['admin', 'warden', 'maintainer', 'evolver']);
+
+    const upB = await runToolAlone('theclaw', ['up', '--json'], envOf('b'));
+    expect(upB.code, upB.stderr).toBe(0);
+    const b = JSON.parse(upB.stdout) as UpResult;
+    expect(b).toMatchObject({ agents: [], elsewhere: { admin: 'host-a', warden: 'host-a', maintainer: 'host-a', evolver: 'host-a' } });
+    expect(b.xgw.channels.find((channel) => channel.id === 'webchat:main')).toMatchObject({ state: 'standby' });
+    expect(upB.stderr).not.toMatch(/agent admin does not exist/);
+
+    // Said the same way to a person: no terminal chat with an agent whose replies go out on host-a.
+    const again = await runToolAlone('theclaw', ['up'], envOf('b'));
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stdout).toContain('  agents    none on this host; on host-a: admin, warden, maintainer, evolver\n');
+    expect(again.stdout).not.toContain('agent chat admin');
+  });
+});
