@@ -28,7 +28,7 @@ export async function checkStore(home: string, env: NodeJS.ProcessEnv): Promise<
         },
       ];
     }
-    return [{ name: 'store', status: 'ok', detail: `${where}: ${state.threads} threads; the thread CLI uses it, the daemons still keep theirs in SQLite files` }];
+    return [{ name: 'store', status: 'ok', detail: `${where}: ${state.threads} threads` }];
   } catch (error) {
     if (!isClawError(error)) throw error;
     return [{ name: 'store', status: 'fail', detail: error.message, fix: error.suggestion ?? 'check THECLAW_DATABASE_URL' }];
