@@ -42,9 +42,7 @@ describe('secrets named by the configs', () => {
     expect(withoutSecrets(env)).toEqual({ THECLAW_HOME: env.THECLAW_HOME });
     const redact = createRedactor(env);
     expect(redact(`in ${env.THECLAW_DATABASE_URL}`)).toBe('in [redacted]');
-    expect(redact('pw s3cret-pw/1, ssl key-pass-99, threads in postgres://claw@db.example:5432/theclaw')).toBe(
-      'pw [redacted], ssl [redacted], threads in postgres://claw@db.example:5432/theclaw',
-    );
+    expect(redact('pw s3cret-pw/1, ssl key-pass-99, threads in postgres://claw@db.example:5432/theclaw')).toBe('pw [redacted], ssl [redacted], threads in postgres://claw@db.example:5432/theclaw');
     const noPassword = createRedactor({ ...homeWith({}), THECLAW_DATABASE_URL: 'postgres://claw@db.example:5432/theclaw' });
     expect(noPassword('threads in postgres://claw@db.example:5432/theclaw')).toBe('threads in postgres://claw@db.example:5432/theclaw');
   });
