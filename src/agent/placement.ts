@@ -1,8 +1,9 @@
+import { existsSync } from 'node:fs';
 import { ClawError } from '../core/errors.js';
 import { hostName } from '../core/host.js';
 import { agentKey, type ThreadStore } from '../thread/index.js';
 import { threadStore } from './threads.js';
-import { loadAgentConfig, requireAgent } from './agent-dir.js';
+import { agentDir, loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
 
 /**
  * Where an agent runs when hosts share a PostgreSQL store: on one host, which holds its directory
@@ -36,6 +37,22 @@ export async function placedElsewhere(home: string, id: string, env: NodeJS.Proc
   if (store.kind === 'sqlite') return null;
   const placed = await agentHost(store, id);
   return placed !== null && placed !== hostName(home, env) ? placed : null;
+}
+
+/**
+ * The agent's directory on this host, or an error that says where it is when the agent is
+ * another host's (its directory is there): a person talks to it on that host.
+ */
+export async function requireAgentHere(home: string, id: string, env: NodeJS.ProcessEnv = process.env): Promise<AgentDir> {
+  if (!existsSync(agentDir(home, id).config)) {
+    const host = await placedElsewhere(home, id, env);
+    if (host !== null) {
+      throw new ClawError('not_found', `agent ${id} runs on host ${host}, not on this one (${hostName(home, env)})`, {
+        suggestion: `talk to it on ${host} (agent chat ${id} there), or through a channel whose route goes to it`,
+      });
+    }
+  }
+  return requireAgent(home, id);
 }
 
 /** The host an agent is placed on, per the store (this host on SQLite), or null where it was never started. */

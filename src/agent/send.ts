@@ -4,7 +4,8 @@ import { ClawError } from '../core/errors.js';
 import { formatMessageContent, type ReplyContext } from '../core/message.js';
 import { runTerminalChat } from '../xgw/chat-client.js';
 import { routeFor } from './router.js';
-import { agentDir, loadAgentConfig, requireAgent, type AgentDir } from './agent-dir.js';
+import { agentDir, loadAgentConfig, type AgentDir } from './agent-dir.js';
+import { requireAgentHere } from './placement.js';
 import { readOutage } from './turn/outage.js';
 import { hasAgentThread, push, withAgentThread } from './threads.js';
 
@@ -54,7 +55,7 @@ export interface SendOptions {
 
 /** `agent send`: pushes a message into an agent's inbox; returns its event id. */
 export async function sendToAgent(home: string, id: string, options: SendOptions): Promise<number> {
-  const dir = requireAgent(home, id);
+  const dir = await requireAgentHere(home, id, options.env);
   const source = options.source ?? defaultSource(options.env ?? process.env);
   const address = parseAddress(source);
   if (address.kind === 'self') throw new ClawError('usage', 'the source of a message cannot be self', { suggestion: 'leave --source out, or give an external: or internal: address' });
@@ -92,7 +93,7 @@ function watchOutage(dir: AgentDir, tell: (reason: string) => void): () => void 
  * inbox → run → deliver → back), with the agent's tool calls shown as they happen.
  */
 export async function chatWithAgent(home: string, id: string, options: { input?: NodeJS.ReadableStream; output?: NodeJS.WritableStream } = {}): Promise<void> {
-  const dir = requireAgent(home, id);
+  const dir = await requireAgentHere(home, id);
   const route = routeFor(agentDir(home, id), loadAgentConfig(dir), defaultSource({}));
   let seen = -1;
   let looking = false;

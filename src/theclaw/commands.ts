@@ -80,7 +80,10 @@ export async function up(options: Json): Promise<void> {
     `  model     ${modelLine(result.model)}`,
     ...(result.heartbeats.set.length ? [`  heartbeats set again from the agents' configs: ${result.heartbeats.set.join(', ')}`] : []),
     ...(result.repaired.length ? [`  privacy   made ${result.repaired.length} path(s) under the home private (others could read or enter them), e.g. ${result.repaired.slice(0, 3).join(', ')}`] : []),
-    ...talkLines(result.talk),
+    ...talkLines(
+      result.talk,
+      result.xgw.channels.some((channel) => channel.type === 'terminal'),
+    ),
     'Next: theclaw status · theclaw doctor · theclaw down',
   ]);
 }

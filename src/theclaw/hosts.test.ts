@@ -57,5 +57,11 @@ describe.skipIf(unavailable !== null)(`theclaw up on hosts sharing a PostgreSQL 
     expect(again.code, again.stderr).toBe(0);
     expect(again.stdout).toContain('  agents    none on this host; on host-a: admin, warden, maintainer, evolver\n');
     expect(again.stdout).not.toContain('agent chat admin');
+    expect(again.stdout).toContain('No agent of yours runs on this host');
+
+    // A person who tries it anyway is told where the agent is.
+    const chat = await runTool('agent', ['send', 'admin', '--text', 'hello'], envOf('b'));
+    expect(chat).toMatchObject({ code: 1 });
+    expect(chat.stderr).toBe('Error: agent admin runs on host host-a, not on this one (host-b) - talk to it on host-a (agent chat admin there), or through a channel whose route goes to it\n');
   });
 });

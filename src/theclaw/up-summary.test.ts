@@ -57,5 +57,8 @@ describe('talkTo', () => {
   it("offers no terminal chat with an agent of another host (its replies go out on that host's terminal)", () => {
     const here = running.filter((channel) => channel.id === 'terminal:local');
     expect(talkLines(talkTo(status(here), config.channels, ['helper']))).toEqual(['Talk to helper:', '  terminal  agent chat helper']);
+    expect(talkLines(talkTo(status(here), config.channels, []), true)).toEqual([
+      'No agent of yours runs on this host: create one here with agent init <id> && agent start <id>, or talk to them on their host',
+    ]);
   });
 });

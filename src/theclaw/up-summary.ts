@@ -43,8 +43,9 @@ function statusPageUrl(webchatUrl: string): string {
   return url.toString();
 }
 
-/** The summary's lines for `talk`. */
-export function talkLines(talk: readonly TalkTo[]): string[] {
+/** The summary's lines for `talk`; `terminal`: a terminal channel runs (with no agent here to talk to, maybe). */
+export function talkLines(talk: readonly TalkTo[], terminal = false): string[] {
+  if (talk.length === 0 && terminal) return ['No agent of yours runs on this host: create one here with agent init <id> && agent start <id>, or talk to them on their host'];
   if (talk.length === 0) return ['No web chat or terminal channel is configured: see xgw config check'];
   return talk.flatMap((section) => [
     section.agent === null ? 'No route (messages get a notice; add one with xgw route add):' : `Talk to ${section.agent}:`,
