@@ -117,4 +117,19 @@ describe('RunnerPool', () => {
     await waitFor(() => pids.every((pid) => !isAlive({ pid, start: null })), 'the runners to leave', 10_000);
     await waitFor(() => readdirSync(join(t.home, 'run', 'notifier-output')).length === 0, 'no output files left', 10_000);
   });
+
+  it('runs a job in a new runner once dist/ was built again, instead of one that loaded the old build', async () => {
+    let build = 1;
+    startPool({ buildStamp: () => build });
+    const first = job('thread', ['init', join(t.home, 'before')]);
+    expect((await first.outcome).code).toBe(0);
+    build = 2; // an upgrade rebuilt dist/ while notifier ran
+    const next = job('thread', ['init', join(t.home, 'after')]);
+    expect((await next.outcome).code).toBe(0);
+    expect(next.pid).not.toBe(first.pid);
+    await waitFor(() => !isAlive({ pid: first.pid, start: null }), 'the old runner to leave', 10_000);
+    const again = job('thread', ['init', join(t.home, 'again')]);
+    expect((await again.outcome).code).toBe(0);
+    expect(again.pid).toBe(next.pid);
+  });
 });

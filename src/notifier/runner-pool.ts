@@ -1,4 +1,5 @@
 import { fork, type ChildProcess } from 'node:child_process';
+import { statSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
 import { splitCommand } from '../core/command.js';
 import type { Logger } from '../core/logger.js';
@@ -18,6 +19,8 @@ export interface RunnerPoolOptions {
   maxRssBytes: number;
   /** Idle runners beyond `idleRunners` leave after this long. */
   idleTimeoutMs: number;
+  /** Which build of `dist/` a runner would load now (default: runner.js's mtime); for tests. */
+  buildStamp?: () => number;
 }
 
 /** One handler of this package's CLIs: the module and its arguments. */
@@ -31,6 +34,8 @@ interface Runner {
   output: OutputFile;
   jobs: number;
   idleSince: number;
+  /** The build of `dist/` it loaded (`buildStamp`). */
+  build: number;
   /** The job under way: how to end it; true when the job was killed for its time. */
   current: { id: number; finish: (code: number | null, signal: NodeJS.Signals | null) => boolean } | null;
 }
@@ -88,7 +93,7 @@ export class RunnerPool {
     this.learn(command.cli);
     let runner: Runner;
     try {
-      runner = this.idle.pop() ?? this.spawn();
+      runner = this.takeIdle() ?? this.spawn();
       runner.output.empty();
     } catch (error) {
       return { ok: false, error: `cannot start a runner: ${(error as Error).message}` };
@@ -125,6 +130,29 @@ export class RunnerPool {
     for (const runner of this.runners) this.retire(runner);
   }
 
+  /**
+   * An idle runner of the build `dist/` holds now. One loaded before a rebuild (an upgrade while
+   * notifier runs) would fail every job: the chunks it imports lazily were renamed.
+   */
+  private takeIdle(): Runner | undefined {
+    const build = this.buildStamp();
+    for (let runner = this.idle.pop(); runner; runner = this.idle.pop()) {
+      if (runner.build === build) return runner;
+      this.options.logger.info(`runner ${runner.child.pid} leaves: dist/ was built again since it started`);
+      this.retire(runner);
+    }
+    return undefined;
+  }
+
+  private buildStamp(): number {
+    if (this.options.buildStamp) return this.options.buildStamp();
+    try {
+      return statSync(RUNNER_MODULE()).mtimeMs;
+    } catch {
+      return Number.NaN; // being rebuilt: no runner is of this build, and spawning says what is wrong
+    }
+  }
+
   private learn(cli: string): void {
     if (this.modules.has(cli)) return;
     this.modules.add(cli);
@@ -135,8 +163,9 @@ export class RunnerPool {
   private spawn(): Runner {
     const output = new OutputFile(this.options.outputDir, 'runner', { append: true });
     let child: ChildProcess;
+    const build = this.buildStamp();
     try {
-      child = fork(join(packageRoot(), 'dist', 'notifier', 'runner.js'), [...this.modules], {
+      child = fork(RUNNER_MODULE(), [...this.modules], {
         detached: true,
         stdio: ['ignore', output.fd, output.fd, 'ipc'],
         execArgv: [],
@@ -146,7 +175,7 @@ export class RunnerPool {
       output.remove();
       throw error;
     }
-    const runner: Runner = { child: child as ChildProcess & { pid: number }, output, jobs: 0, idleSince: Date.now(), current: null };
+    const runner: Runner = { child: child as ChildProcess & { pid: number }, output, jobs: 0, idleSince: Date.now(), build, current: null };
     this.runners.add(runner);
     child.on('message', (message: RunnerMessage) => {
       if (message.type !== 'done' || runner.current?.id !== message.id) return;
@@ -202,6 +231,8 @@ export class RunnerPool {
     }
   }
 }
+
+const RUNNER_MODULE = () => join(packageRoot(), 'dist', 'notifier', 'runner.js');
 
 /** notifier's environment, less what marks a handler (a runner is none until it runs a job). */
 function runnerEnv(): NodeJS.ProcessEnv {
