@@ -15,6 +15,7 @@ import { placeAgent } from './placement.js';
 import { identityText } from './context.js';
 import { defaultIdentity, defaultUsage, isSystemAgentId, SYSTEM_AGENTS } from './identity.js';
 import { THREAD_FOLDERS } from './router.js';
+import { TASK_CONVERSATION } from './tasks.js';
 import { AgentConfigSchema, DEFAULT_DELIVER_ATTEMPTS } from './types.js';
 import { damagedThread, describeDamage, type DamagedThread } from './damaged-thread.js';
 import { agentModel, describeShortage, windowShortage } from './window-check.js';
@@ -184,7 +185,8 @@ const FROM_OUTSIDE = "type = 'message' AND source != 'self'";
  * out through the gateway that owns their channel (`channel:<type>:<instance>`, xgw's channel id,
  * from `source`: the address of a message in the thread); a terminal chat's on the agent's own host
  * (a terminal channel is each host's, never claimed, and its owner chats where the agent is);
- * replies to an agent or a task, from any host. A thread several channels share (per-agent
+ * a task's result on the asker's host, which keeps the task's row (tasks.ts); replies to an agent
+ * from any host. A thread several channels share (per-agent
  * routing, a linked person) goes with the last. The handler carries `deliver.max_attempts`
  * (`deliverHandler`): that host may not hold the agent's config.
  */
@@ -196,6 +198,7 @@ export async function subscribeOutbound(thread: StoredThread, source: string | u
 function outboundRunOn(source: string | undefined, agentId: string): string | undefined {
   try {
     const address = source === undefined ? null : parseAddress(source);
+    if (address?.kind === 'internal') return address.conversationType === TASK_CONVERSATION ? inboxRunOn(address.agentId) : undefined;
     if (address?.kind !== 'external') return undefined;
     return address.channelType === 'terminal' ? inboxRunOn(agentId) : `channel:${address.channelType}:${address.instance}`;
   } catch {

@@ -3,13 +3,14 @@ import { join } from 'node:path';
 import postgres from 'postgres';
 import { parse, stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { formatAddress } from '../../core/address.js';
 import type { FakeStep, LooseJson } from '../../testing/fake-llm.js';
 import { startFakeTelegram, textUpdate, type FakeTelegram } from '../../testing/fake-telegram.js';
 import { createTestHome, runTool, startFakeOpenAI, waitFor, writeFakePaiConfig, type FakeLlmServer, type TestHome } from '../../testing/index.js';
 import { NEEDS_POSTGRES, postgresUnavailable, startPostgres, type PostgresCluster } from '../../testing/postgres.js';
 import { openStoreAt, type ThreadStore } from '../../thread/index.js';
 import { agentDir } from '../agent-dir.js';
-import { initAgent, startAgent } from '../lifecycle.js';
+import { initAgent, startAgent, subscribeOutbound } from '../lifecycle.js';
 import { runAgent } from '../run.js';
 import { closeThreadStores } from '../threads.js';
 import { deliverReplies } from './deliver.js';
@@ -147,5 +148,19 @@ describe.skipIf(unavailable !== null)(`replies delivered by another host than th
     expect(telegram.sent.slice(sentBefore).map((sent) => sent.text)).toEqual(['pong']);
     expect(await resendGivenUp(hosts.a.home, envs.a)).toEqual([]);
     expect(existsSync(join(hosts.a.home, 'agents', 'helper'))).toBe(false);
+  });
+
+  it("runs a task's result on the asker's host, which keeps the task, and an answer to another agent on any", async () => {
+    const cases = [
+      ['task', 'agent:asker'],
+      ['reply', null],
+    ] as const;
+    for (const [conversationType, runOn] of cases) {
+      const name = `agents/helper/threads/agents/${conversationType}`;
+      const thread = await store.open(name, { create: true });
+      await subscribeOutbound(thread, formatAddress({ kind: 'internal', conversationType, conversationId: 'c1', agentId: 'asker' }), 'helper', 3);
+      await thread.close();
+      expect(await outbound(name)).toEqual({ run_on: runOn, handler: expect.stringMatching(/deliver --consumer outbound$/) });
+    }
   });
 });
