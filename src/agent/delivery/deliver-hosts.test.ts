@@ -8,10 +8,12 @@ import type { FakeStep, LooseJson } from '../../testing/fake-llm.js';
 import { startFakeTelegram, textUpdate, type FakeTelegram } from '../../testing/fake-telegram.js';
 import { createTestHome, runTool, startFakeOpenAI, waitFor, writeFakePaiConfig, type FakeLlmServer, type TestHome } from '../../testing/index.js';
 import { NEEDS_POSTGRES, postgresUnavailable, startPostgres, type PostgresCluster } from '../../testing/postgres.js';
-import { openStoreAt, type ThreadStore } from '../../thread/index.js';
+import { openStoreAt, threadName, type ThreadStore } from '../../thread/index.js';
 import { agentDir } from '../agent-dir.js';
 import { initAgent, startAgent, subscribeOutbound } from '../lifecycle.js';
+import { routeMessage } from '../router.js';
 import { runAgent } from '../run.js';
+import { sendToAgent } from '../send.js';
 import { closeThreadStores } from '../threads.js';
 import { deliverReplies } from './deliver.js';
 import { resendGivenUp } from './resend.js';
@@ -147,6 +149,27 @@ describe.skipIf(unavailable !== null)(`replies delivered by another host than th
     expect(await resendGivenUp(hosts.a.home, envs.a)).toEqual([{ agent: 'helper', thread, event_id: expect.any(Number), outcome: 'sent' }]);
     expect(telegram.sent.slice(sentBefore).map((sent) => sent.text)).toEqual(['pong']);
     expect(await resendGivenUp(hosts.a.home, envs.a)).toEqual([]);
+    expect(existsSync(join(hosts.a.home, 'agents', 'helper'))).toBe(false);
+  });
+
+  it("passes an answer into the asking agent's inbox from a host without the answering agent's directory", async () => {
+    await initAgent(hosts.a.home, 'asker', {}, envs.a);
+    await startAgent(hosts.a.home, 'asker', envs.a);
+    // asker's command asked helper, from asker's conversation with ann (agent send in its turn).
+    const askEnv = { ...envs.b, THECLAW_AGENT: 'asker', THECLAW_CONVERSATION: 'peer-terminal.local.ann', THECLAW_ASKING_EVENT: '1' };
+    await sendToAgent(hosts.b.home, 'helper', { text: 'what is 6*7?', env: askEnv });
+    expect(await runAgent('helper', { home: hosts.b.home, env: envs.b })).toMatchObject({ handled: 1, replied: 1 });
+    const helperInbox = await store.open('agents/helper/inbox');
+    const [question] = await helperInbox.peek({ last: 1 });
+    await helperInbox.close();
+    const thread = threadName(hosts.b.home, routeMessage(agentDir(hosts.b.home, 'helper'), 'per-peer', question!.source).path);
+    expect(await outbound(thread)).toMatchObject({ run_on: null });
+
+    expect(await deliverOnA(thread)).toEqual({ delivered: 1, skipped: 0, failed: false });
+    const inbox = await store.open('agents/asker/inbox');
+    const answers = (await inbox.peek()).filter((event) => event.source.startsWith('internal:'));
+    await inbox.close();
+    expect(answers.map((event) => [event.source, JSON.parse(event.content).text])).toEqual([['internal:reply:peer-terminal.local.ann:helper', 'pong']]);
     expect(existsSync(join(hosts.a.home, 'agents', 'helper'))).toBe(false);
   });
 
