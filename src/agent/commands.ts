@@ -168,7 +168,7 @@ export async function run(id: string, options: Json): Promise<void> {
   if (options.json) printJson(summary);
 }
 
-export async function deliver(options: Json & { thread?: string; consumer: string }): Promise<void> {
+export async function deliver(options: Json & { thread?: string; consumer: string; maxAttempts?: number }): Promise<void> {
   const { deliverReplies } = await import('./delivery/deliver.js');
   const summary = await deliverReplies(options);
   // Exit 1 leaves the failed reply unacknowledged for notifier's next, backed-off try; under

@@ -15,7 +15,8 @@ import { placeAgent } from './placement.js';
 import { identityText } from './context.js';
 import { defaultIdentity, defaultUsage, isSystemAgentId, SYSTEM_AGENTS } from './identity.js';
 import { THREAD_FOLDERS } from './router.js';
-import { AgentConfigSchema } from './types.js';
+import { TASK_CONVERSATION } from './tasks.js';
+import { AgentConfigSchema, DEFAULT_DELIVER_ATTEMPTS } from './types.js';
 import { damagedThread, describeDamage, type DamagedThread } from './damaged-thread.js';
 import { agentModel, describeShortage, windowShortage } from './window-check.js';
 import { ensureDir } from '../core/home.js';
@@ -37,8 +38,13 @@ export function runHandler(id: string): string {
   return joinCommand([process.execPath, cliPath('agent'), 'run', id]);
 }
 
-export function deliverHandler(): string {
-  return joinCommand([process.execPath, cliPath('agent'), 'deliver', '--consumer', OUTBOUND_CONSUMER]);
+/**
+ * `maxAttempts`: the agent's `deliver.max_attempts`, carried in the handler (and so in the store)
+ * when it is not the default, for a host that delivers the agent's replies without its directory.
+ */
+export function deliverHandler(maxAttempts = DEFAULT_DELIVER_ATTEMPTS): string {
+  const carried = maxAttempts === DEFAULT_DELIVER_ATTEMPTS ? [] : ['--max-attempts', String(maxAttempts)];
+  return joinCommand([process.execPath, cliPath('agent'), 'deliver', '--consumer', OUTBOUND_CONSUMER, ...carried]);
 }
 
 export interface InitOptions {
@@ -132,7 +138,7 @@ function writeIfMissing(path: string, text: string): void {
  */
 export async function startAgent(home: string, id: string, env: NodeJS.ProcessEnv = process.env): Promise<void> {
   const dir = requireAgent(home, id);
-  loadAgentConfig(dir);
+  const config = loadAgentConfig(dir);
   // Every start places the agent (system agents and `theclaw up`'s too): on a store shared by
   // hosts an inbox subscribed to run on `agent:<id>` runs nowhere until that key is placed.
   await placeAgent(home, id, env);
@@ -140,7 +146,7 @@ export async function startAgent(home: string, id: string, env: NodeJS.ProcessEn
   const logger = createLogger(dir.log);
   for (const path of await storedConversationThreads(home, dir, env)) {
     try {
-      await withAgentThread(home, path, async (thread) => subscribeOutbound(thread, (await thread.peek({ filter: FROM_OUTSIDE, last: 1 }))[0]?.source, id), env);
+      await withAgentThread(home, path, async (thread) => subscribeOutbound(thread, (await thread.peek({ filter: FROM_OUTSIDE, last: 1 }))[0]?.source, id, config.deliver.max_attempts), env);
     } catch (error) {
       // One damaged conversation does not keep the agent from starting (status names it).
       const damage = damagedThread(dir, path, error);
@@ -179,17 +185,20 @@ const FROM_OUTSIDE = "type = 'message' AND source != 'self'";
  * out through the gateway that owns their channel (`channel:<type>:<instance>`, xgw's channel id,
  * from `source`: the address of a message in the thread); a terminal chat's on the agent's own host
  * (a terminal channel is each host's, never claimed, and its owner chats where the agent is);
- * replies to an agent or a task, from any host. A thread several channels share (per-agent
- * routing, a linked person) goes with the last.
+ * a task's result on the asker's host, which keeps the task's row (tasks.ts); replies to an agent
+ * from any host. A thread several channels share (per-agent
+ * routing, a linked person) goes with the last. The handler carries `deliver.max_attempts`
+ * (`deliverHandler`): that host may not hold the agent's config.
  */
-export async function subscribeOutbound(thread: StoredThread, source: string | undefined, agentId: string): Promise<void> {
+export async function subscribeOutbound(thread: StoredThread, source: string | undefined, agentId: string, maxAttempts: number): Promise<void> {
   const runOn = outboundRunOn(source, agentId);
-  await thread.subscribe({ consumer: OUTBOUND_CONSUMER, handler: deliverHandler(), filter: OUTBOUND_FILTER, ...(runOn ? { runOn } : {}) });
+  await thread.subscribe({ consumer: OUTBOUND_CONSUMER, handler: deliverHandler(maxAttempts), filter: OUTBOUND_FILTER, ...(runOn ? { runOn } : {}) });
 }
 
 function outboundRunOn(source: string | undefined, agentId: string): string | undefined {
   try {
     const address = source === undefined ? null : parseAddress(source);
+    if (address?.kind === 'internal') return address.conversationType === TASK_CONVERSATION ? inboxRunOn(address.agentId) : undefined;
     if (address?.kind !== 'external') return undefined;
     return isHostsOwnChannel(address.channelType) ? inboxRunOn(agentId) : `channel:${address.channelType}:${address.instance}`;
   } catch {

@@ -285,6 +285,7 @@ no person's memory, no conversation. Its commands follow the policy of the owner
       .description("deliver a thread's replies (notifier runs it)")
       .option('--thread <path>', 'conversation thread (default: $THECLAW_THREAD, which notifier sets)')
       .requiredOption('--consumer <name>', 'consumer (outbound)')
+      .option('--max-attempts <n>', 'deliver.max_attempts of an agent whose directory is on another host (agent start writes it into the handler)', positiveInt('--max-attempts'))
       .addOption(jsonOption())
       .action(async (options) => (await commands()).deliver(options)),
     ['agent deliver --thread ~/.theclaw/agents/helper/threads/peers/webchat.main.b7c1 --consumer outbound'],

@@ -437,7 +437,7 @@ function openConversation(turn: TurnSettings, store: ThreadStore, open: Map<stri
   opening = (async () => {
     const thread = await store.open(threadName(turn.home, route.path), { create: true });
     if (!(await thread.consumer(OUTBOUND_CONSUMER))?.subscribed) {
-      await subscribeOutbound(thread, source, turn.dir.id);
+      await subscribeOutbound(thread, source, turn.dir.id, turn.config.deliver.max_attempts);
       turn.logger.info(`run: new thread ${route.threadId} (${route.path})`);
     }
     return thread;

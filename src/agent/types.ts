@@ -47,6 +47,10 @@ export const DEFAULT_DELAYED_NOTICE = 'The model is not answering right now; I w
 
 const providerModel = z.string().check(z.regex(/^[^/\s]+\/\S+$/, 'must be provider/model, e.g. openai/gpt-4o-mini'));
 
+/** `deliver.max_attempts`: its default, and the most it may be. */
+export const DEFAULT_DELIVER_ATTEMPTS = 3;
+export const MAX_DELIVER_ATTEMPTS = 100;
+
 export const DEFAULT_MEMORY_SEARCH = { vector_weight: 0.7, half_life_days: 30 };
 
 /** What a heartbeat checks when its config gives no prompt of its own. */
@@ -182,7 +186,7 @@ export const AgentConfigSchema = z.strictObject({
   /** Recoverable LLM errors are retried up to this many attempts. */
   retry: z._default(z.strictObject({ max_attempts: z._default(z.int().check(z.positive(), z.maximum(10)), 3) }), { max_attempts: 3 }),
   /** A reply that cannot be delivered this many times is recorded as an error and skipped. */
-  deliver: z._default(z.strictObject({ max_attempts: z._default(z.int().check(z.positive(), z.maximum(100)), 3) }), { max_attempts: 3 }),
+  deliver: z._default(z.strictObject({ max_attempts: z._default(z.int().check(z.positive(), z.maximum(MAX_DELIVER_ATTEMPTS)), DEFAULT_DELIVER_ATTEMPTS) }), { max_attempts: DEFAULT_DELIVER_ATTEMPTS }),
   /**
    * Background tasks it starts (`agent delegate`, tasks.ts): at most `max_running` at once;
    * `max_depth` 1: a task may not start another; each given up after `timeout_seconds`.

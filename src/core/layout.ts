@@ -178,6 +178,20 @@ export function evolverStatePath(home: string): string {
   return join(home, 'evolver', 'state.json');
 }
 
+/**
+ * `deliveries/`: what `agent deliver` keeps on a host that delivers the replies of an agent whose
+ * directory is on another host (a shared store): `state.db` (its attempts and given-up replies)
+ * and `files/` (its replies' files, read from the store for the gateway here).
+ */
+export function deliveriesDir(home: string): string {
+  return join(home, 'deliveries');
+}
+
+/** `logs/deliver.log`: the log of those deliveries. */
+export function deliveriesLogFile(home: string): string {
+  return join(logsDir(home), 'deliver.log');
+}
+
 /** `secrets.env`: provider keys and bot tokens (core/secrets-file.ts), 0600, never in a YAML file. */
 export function secretsEnvPath(home: string): string {
   return join(home, 'secrets.env');

@@ -1,19 +1,20 @@
 import { existsSync } from 'node:fs';
-import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import type Database from 'better-sqlite3';
 import { formatAddress } from '../../core/address.js';
 import { ClawError, isClawError } from '../../core/errors.js';
-import { resolveHome } from '../../core/home.js';
+import { ensureDir, resolveHome } from '../../core/home.js';
 import { resolveHomeRef } from '../../core/layout.js';
 import { createLogger } from '../../core/logger.js';
-import { ATTACHMENT_KINDS, parseMessageContent, type Attachment, type ReplyContext } from '../../core/message.js';
+import { parseMessageContent, type ReplyContext } from '../../core/message.js';
 import { openSqlite } from '../../core/sqlite.js';
 import { isStorageError } from '../../core/storage-error.js';
 import type { StoredThread, ThreadEvent } from '../../thread/index.js';
 import { askXgw, isXgwUnavailable } from '../../xgw/client.js';
-import type { OutboundFile, XgwRequest } from '../../xgw/index.js';
-import { agentDir, loadAgentConfig, requireAgent, type AgentDir } from '../agent-dir.js';
+import type { XgwRequest } from '../../xgw/index.js';
+import { agentDir } from '../agent-dir.js';
 import { recordGivenUp } from './given-up.js';
+import { agentOfThread, findSender, type Sender } from './sender.js';
 import { deliverTaskResult, TASK_CONVERSATION } from '../tasks.js';
 import { ANSWER_CONVERSATION } from '../router.js';
 import type { ErrorRecord } from '../types.js';
@@ -26,7 +27,8 @@ import { openAgentThread, push, withAgentThread } from '../threads.js';
  * the home (a retried delivery is not sent twice;
  * the time tells apart the events of a thread made anew where a damaged one was moved away);
  * internal ones are pushed into the asking agent's inbox. A failure is not acknowledged: the
- * run ends with exit 1 and notifier retries with backoff. The attempt count is kept on disk;
+ * run ends with exit 1 and notifier retries with backoff. The attempt count is kept on disk (the
+ * agent's `state.db`, or this home's where its directory is on another host: sender.ts);
  * past `deliver.max_attempts` an error record is written, the maintainer is told (given-up.ts:
  * `theclaw retry` sends it again) and the reply is skipped. Only a
  * delivery that was tried and failed is an attempt: while xgw is down, restarting or its channel
@@ -39,6 +41,11 @@ export interface DeliverOptions {
   consumer: string;
   home?: string;
   env?: NodeJS.ProcessEnv;
+  /**
+   * `deliver.max_attempts` as the handler carries it (`--max-attempts`, lifecycle.ts), for an
+   * agent whose directory is on another host. Default: the agent's config here, else 3.
+   */
+  maxAttempts?: number;
 }
 
 export interface DeliverSummary {
@@ -52,19 +59,16 @@ export async function deliverReplies(options: DeliverOptions): Promise<DeliverSu
   const env = options.env ?? process.env;
   const home = options.home ?? resolveHome(env);
   const path = threadToDeliver(home, options.thread, env.THECLAW_THREAD);
-  const dir = agentOfThread(home, path);
-  // Read only when a delivery fails: the config is not needed on the common path, and every
-  // reply pays this process's start-up.
-  const maxAttempts = () => loadAgentConfig(dir).deliver.max_attempts;
-  const logger = createLogger(dir.log, { env });
+  const sender = await findSender(home, agentOfThread(path), env, options.maxAttempts);
+  const logger = createLogger(sender.log, { env });
   const thread = await openAgentThread(home, path, {}, env);
   const ref = thread.name;
-  const attempts = new AttemptStore(dir);
+  const attempts = new AttemptStore(sender.state);
   const summary: DeliverSummary = { delivered: 0, skipped: 0, failed: false };
   try {
     for (const event of await thread.pop(options.consumer, { limit: 100 })) {
       try {
-        const waiting = await deliverOne(home, dir, thread, event, env);
+        const waiting = await deliverOne(home, sender, thread, event, env);
         if (waiting) {
           logger.warn(`deliver: event ${event.id} of ${ref} waits: ${waiting} (not counted as an attempt)`);
           summary.failed = true;
@@ -81,7 +85,9 @@ export async function deliverReplies(options: DeliverOptions): Promise<DeliverSu
           break;
         }
         const count = attempts.fail(ref, event.id, message);
-        const limit = maxAttempts();
+        // Read only when a delivery fails: the config is not needed on the common path, and every
+        // reply pays this process's start-up.
+        const limit = sender.maxAttempts();
         if (count < limit && !isClawError(error, 'invalid')) {
           logger.warn(`deliver: event ${event.id} of ${ref} failed (attempt ${count} of ${limit}): ${message}`);
           summary.failed = true;
@@ -89,7 +95,7 @@ export async function deliverReplies(options: DeliverOptions): Promise<DeliverSu
         }
         const record: ErrorRecord = { stage: 'deliver', event_id: event.id, error: `not delivered after ${count} attempt(s): ${message}` };
         await push(thread, { source: 'self', type: 'record', subtype: 'error', content: JSON.stringify(record) });
-        await recordGivenUp(home, dir, ref, event.id, count, error);
+        await recordGivenUp(home, sender, ref, event.id, count, error, env);
         logger.error(`deliver: gave up on event ${event.id} of ${ref}: ${message}`);
         summary.skipped++;
       }
@@ -107,7 +113,7 @@ export async function deliverReplies(options: DeliverOptions): Promise<DeliverSu
  * Delivers one reply. Returns null once it is delivered (or has nowhere to go), or why it cannot
  * be tried now (xgw is unavailable); a delivery that was tried and failed is thrown.
  */
-export async function deliverOne(home: string, dir: AgentDir, thread: StoredThread, event: ThreadEvent, env: NodeJS.ProcessEnv = process.env): Promise<string | null> {
+export async function deliverOne(home: string, sender: Sender, thread: StoredThread, event: ThreadEvent, env: NodeJS.ProcessEnv = process.env): Promise<string | null> {
   const content = parseMessageContent(event.content);
   const context: ReplyContext | undefined = content.reply_context;
   if (!context) return null; // kept in the thread on purpose (see run.ts): nothing to deliver
@@ -122,8 +128,8 @@ export async function deliverOne(home: string, dir: AgentDir, thread: StoredThre
       idempotency_key: deliveryKey(thread, event),
       text: content.text,
       ...(content.notice ? { notice: content.notice } : {}),
-      ...(content.attachments.length ? { files: outboundFiles(dir, content.attachments) } : {}),
-      agent: dir.id,
+      ...(content.attachments.length ? { files: await sender.outboundFiles(content.attachments) } : {}),
+      agent: sender.id,
     };
     try {
       await askXgw(home, request, 60_000);
@@ -134,7 +140,7 @@ export async function deliverOne(home: string, dir: AgentDir, thread: StoredThre
     return null;
   }
   if (context.conversation_type === TASK_CONVERSATION) {
-    await deliverTaskResult(home, dir, context.agent_id, context.conversation_id, content, env);
+    await deliverTaskResult(home, sender.dir, context.agent_id, context.conversation_id, content, env);
     return null;
   }
   // An answer for another agent: into its inbox, from us, marked as an answer so that it goes
@@ -145,7 +151,7 @@ export async function deliverOne(home: string, dir: AgentDir, thread: StoredThre
     target.inbox,
     (inbox) =>
       push(inbox, {
-        source: formatAddress({ kind: 'internal', conversationType: ANSWER_CONVERSATION, conversationId: context.conversation_id, agentId: dir.id }),
+        source: formatAddress({ kind: 'internal', conversationType: ANSWER_CONVERSATION, conversationId: context.conversation_id, agentId: sender.id }),
         type: 'message',
         content: JSON.stringify({
           text: content.text,
@@ -154,13 +160,13 @@ export async function deliverOne(home: string, dir: AgentDir, thread: StoredThre
             kind: 'internal',
             conversation_type: ANSWER_CONVERSATION,
             conversation_id: context.conversation_id,
-            agent_id: dir.id,
+            agent_id: sender.id,
             // The asker passes the answer on to the message that asked (reply-context.ts).
             ...(context.asking_event_id ? { asking_event_id: context.asking_event_id } : {}),
           },
           in_reply_to: event.id,
         }),
-        idempotency_key: `${dir.id}:${deliveryKey(thread, event)}`,
+        idempotency_key: `${sender.id}:${deliveryKey(thread, event)}`,
       }),
     env,
   );
@@ -184,26 +190,18 @@ function threadToDeliver(home: string, flag: string | undefined, fromNotifier: s
   return resolveHomeRef(home, given);
 }
 
-/** The agent a thread belongs to: `<home>/agents/<id>/threads/<group>/<leaf>` or `.../threads/main`. */
-function agentOfThread(home: string, threadPath: string): AgentDir {
-  let at = dirname(threadPath);
-  if (basename(at) !== 'threads') at = dirname(at);
-  if (basename(at) !== 'threads') {
-    throw new ClawError('usage', `${threadPath} is not a conversation thread of an agent`, { suggestion: 'pass --thread <home>/agents/<id>/threads/peers/<name>' });
-  }
-  return requireAgent(home, basename(dirname(at)));
-}
-
 /** Delivery attempts, on disk so that they survive the short-lived deliver processes. */
 class AttemptStore {
   private opened: Database.Database | undefined;
 
-  constructor(private readonly dir: AgentDir) {}
+  /** `file`: the SQLite file that keeps them (Sender.state). */
+  constructor(private readonly file: string) {}
 
   /** Opened on first use: most deliveries succeed at once and never need it. */
   private get db(): Database.Database {
     if (!this.opened) {
-      this.opened = openSqlite(this.dir.state);
+      ensureDir(dirname(this.file));
+      this.opened = openSqlite(this.file);
       this.opened.exec('CREATE TABLE IF NOT EXISTS delivery_attempts (thread TEXT NOT NULL, event_id INTEGER NOT NULL, attempts INTEGER NOT NULL, last_error TEXT, PRIMARY KEY (thread, event_id))');
     }
     return this.opened;
@@ -222,7 +220,7 @@ class AttemptStore {
 
   forget(thread: string, eventId: number): void {
     // A reply that never failed has no row; a store not opened yet holds none of this process's.
-    if (!this.opened && !existsSync(this.dir.state)) return;
+    if (!this.opened && !existsSync(this.file)) return;
     // Also the row an older version kept under the thread's absolute path, wherever the home was then.
     this.db
       .prepare("DELETE FROM delivery_attempts WHERE event_id = @eventId AND (thread = @thread OR (substr(thread, 1, 1) = '/' AND substr(thread, -length(@thread) - 1) = '/' || @thread))")
@@ -232,21 +230,4 @@ class AttemptStore {
   close(): void {
     this.opened?.close();
   }
-}
-
-/** The answer's files as xgw sends them: those in the agent's `files/` (reply-files.ts put them there). */
-function outboundFiles(dir: AgentDir, attachments: readonly Attachment[]): OutboundFile[] {
-  return attachments.flatMap((attachment) => {
-    if (attachment.path === undefined || isAbsolute(attachment.path) || attachment.path.split('/').includes('..')) return [];
-    const kind = ATTACHMENT_KINDS.find((k) => k === attachment.type) ?? 'document';
-    return [
-      {
-        kind,
-        path: join(dir.root, attachment.path),
-        name: attachment.name ?? attachment.path.split('/').at(-1)!,
-        ...(attachment.mime_type ? { mime_type: attachment.mime_type } : {}),
-        ...(attachment.bytes !== undefined ? { bytes: attachment.bytes } : {}),
-      },
-    ];
-  });
 }

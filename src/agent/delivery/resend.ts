@@ -2,6 +2,7 @@ import { resolveHomeRef } from '../../core/layout.js';
 import { hasAgentThread, openAgentThread } from '../threads.js';
 import { deliverOne } from './deliver.js';
 import { forgetGivenUp, givenUpReplies } from './given-up.js';
+import { findSender } from './sender.js';
 
 /** What `theclaw retry` did with a reply delivery had given up on. */
 export interface ResentReply {
@@ -21,23 +22,23 @@ export interface ResentReply {
  */
 export async function resendGivenUp(home: string, env: NodeJS.ProcessEnv = process.env): Promise<ResentReply[]> {
   const outcomes: ResentReply[] = [];
-  for (const { dir, reply } of givenUpReplies(home)) {
-    const base = { agent: dir.id, thread: reply.thread, event_id: reply.event_id };
+  for (const { agent, state, reply } of givenUpReplies(home)) {
+    const base = { agent, thread: reply.thread, event_id: reply.event_id };
     const path = resolveHomeRef(home, reply.thread);
     const thread = (await hasAgentThread(home, path, env)) ? await openAgentThread(home, path, {}, env) : null;
     try {
       const event = (await thread?.peek({ afterId: reply.event_id - 1, limit: 1 }))?.find((e) => e.id === reply.event_id);
       if (!thread || !event) {
         outcomes.push({ ...base, outcome: 'gone' });
-        forgetGivenUp(dir, reply);
+        forgetGivenUp(state, reply);
         continue;
       }
-      const waiting = await deliverOne(home, dir, thread, event, env);
+      const waiting = await deliverOne(home, await findSender(home, agent, env), thread, event, env);
       if (waiting) {
         outcomes.push({ ...base, outcome: 'failed', error: waiting });
         continue;
       }
-      forgetGivenUp(dir, reply);
+      forgetGivenUp(state, reply);
       outcomes.push({ ...base, outcome: 'sent' });
     } catch (error) {
       outcomes.push({ ...base, outcome: 'failed', error: error instanceof Error ? error.message : String(error) });

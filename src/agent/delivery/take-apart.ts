@@ -9,6 +9,7 @@ import type { ThreadRoute } from '../types.js';
 import { modelInput, ownFile } from './attachments.js';
 import { replyProgress } from './reply-progress.js';
 import { takeAttachments } from './reply-files.js';
+import { shareReplyFiles } from './shared-reply-files.js';
 import { answerUnheardVoice, hearVoice, unheardVoice } from './voice.js';
 import { pushOnce } from '../threads.js';
 
@@ -56,6 +57,10 @@ export async function takeApart(turn: TurnSettings, thread: StoredThread, route:
     input: (seesImages) => modelInput(dir, withGroupContext(inbound.text, { source: event.source, content: stored }), inbound.attachments, seesImages),
     carried: () => inbound.attachments.flatMap((attachment) => ownFile(dir, attachment) ?? []),
     progress: () => replyProgress(turn.home, target.replyContext, logger, turn.redact, () => thread.hasPending(OUTBOUND_CONSUMER)),
-    takeFiles: (shows) => takeAttachments(turn.home, dir, route.threadId, shows),
+    takeFiles: async (shows) => {
+      const taken = takeAttachments(turn.home, dir, route.threadId, shows);
+      await shareReplyFiles(turn.home, dir, taken.attachments, turn.env);
+      return taken;
+    },
   };
 }

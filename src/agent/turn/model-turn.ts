@@ -205,7 +205,7 @@ export async function runModelTurn(
 
     // Files the turn's commands attached go with the answer (taken now either way: a NO_REPLY drops them);
     // the reminders they asked for are set in this conversation's name.
-    const files = message.takeFiles((path) => turnShows(dir, scope, path));
+    const files = await message.takeFiles((path) => turnShows(dir, scope, path));
     const reminders = await around.setReminders();
     for (const problem of [...files.problems, ...reminders.problems]) logger.warn(`run: ${problem}`);
     if (reminders.set.length) logger.info(`run: set reminder timer(s) ${reminders.set.join(', ')} for thread ${route.threadId}`);

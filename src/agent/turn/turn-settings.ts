@@ -114,6 +114,6 @@ export interface TakenMessage {
   carried: () => string[];
   /** The answer's progress, shown where it goes (reply-progress.ts). */
   progress: () => ReplyProgress;
-  /** The files the turn's commands attached that its commands could see (reply-files.ts). */
-  takeFiles: (shows: (path: string) => boolean) => { attachments: Attachment[]; problems: string[] };
+  /** The files the turn's commands attached that its commands could see (reply-files.ts), in the store too where hosts share it. */
+  takeFiles: (shows: (path: string) => boolean) => Promise<{ attachments: Attachment[]; problems: string[] }>;
 }

@@ -8,7 +8,7 @@ import { ClawError } from '../../core/errors.js';
  * idempotency key is unique per thread by constraint. Text columns that filters compare are
  * `COLLATE "C"`: bytes order them, as SQLite's BINARY does (postgres-filter.ts).
  */
-export const SCHEMA_VERSION = 2;
+export const SCHEMA_VERSION = 3;
 
 const SCHEMA = `
 CREATE SCHEMA IF NOT EXISTS theclaw;
@@ -76,8 +76,23 @@ CREATE TABLE theclaw.hosts (
 );
 `;
 
+/**
+ * Version 3: a reply's files for a deliverer on another host (issue 26, shared-files.ts). The
+ * agent's host puts each file a reply carries here, by its SHA-256, before the reply is in its
+ * thread; the host that owns the reply's channel reads it into its own home. A row lives
+ * `SHARED_FILE_DAYS` after its last put (`stored_at`).
+ */
+const SCHEMA_3 = `
+CREATE TABLE theclaw.files (
+  sha256 text COLLATE "C" PRIMARY KEY,
+  bytes bytea NOT NULL,
+  stored_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX files_stored_at ON theclaw.files (stored_at);
+`;
+
 /** What takes a schema of version N to N + 1, by N. */
-const UPGRADES: Record<number, string> = { 1: SCHEMA_2 };
+const UPGRADES: Record<number, string> = { 1: SCHEMA_2, 2: SCHEMA_3 };
 
 /** Any constant: the advisory lock under which the first of several processes creates the schema. */
 const SCHEMA_LOCK = 0x7468_7264;

@@ -12,6 +12,7 @@ import { ensureSchema } from './postgres-schema.js';
 import { connectPostgres, postgresFailure } from './postgres-connect.js';
 import { postgresPlacements } from './placements.js';
 import { PostgresLeases, THREADS_CHANNEL } from './postgres-leases.js';
+import { postgresSharedFiles } from './shared-files.js';
 import type { AppendOptions, OpenStoredThreadOptions, RunOutcome, StoredConsumer, StoredEvent, StoredThread, ThreadDump, ThreadStore } from './types.js';
 
 type Tx = Sql | TransactionSql;
@@ -39,6 +40,7 @@ export async function createPostgresStore(url: string, options: { maxConnections
 class PostgresStore implements ThreadStore {
   readonly kind = 'postgres' as const;
   readonly placements = postgresPlacements(this);
+  readonly files = postgresSharedFiles(this);
   readonly leases: PostgresLeases;
   constructor(
     /** The pool; the store's threads query through `run` and `transaction`. */

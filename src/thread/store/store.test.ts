@@ -8,6 +8,7 @@ import { createTestHome, rejection, type TestHome } from '../../testing/index.js
 import { NEEDS_POSTGRES, postgresUnavailable, startPostgres, type PostgresCluster } from '../../testing/postgres.js';
 import type { PushInput } from '../types.js';
 import { openStoreAt } from './choose.js';
+import { SHARED_FILE_DAYS } from './shared-files.js';
 import { POSTGRES_DIALECT } from './postgres-filter.js';
 import { ensureSchema, readSchemaVersion, SCHEMA_VERSION } from './postgres-schema.js';
 import { createSqliteStore } from './sqlite-store.js';
@@ -291,11 +292,19 @@ describe.skipIf(unavailable !== null)(`the PostgreSQL schema${unavailable ? ` (s
       const thread = await store.open('agents/a/inbox');
       await thread.append([msg('after the upgrade')]);
       expect((await thread.peek()).map((event) => event.content)).toEqual(['after the upgrade']);
-      await store.close();
       expect(await readSchemaVersion(pg)).toBe(SCHEMA_VERSION);
       const columns = await pg<{ column_name: string }[]>`
         SELECT column_name FROM information_schema.columns WHERE table_schema = 'theclaw' AND table_name = 'consumers' AND column_name IN ('run_on', 'lease_host', 'lease_expires')`;
       expect(columns).toHaveLength(3);
+      // Version 3's: a reply's files, by their SHA-256, for a deliverer on another host.
+      const sha256 = await store.files!.put(Buffer.from('a file'));
+      expect((await store.files!.get(sha256))?.toString()).toBe('a file');
+      expect(await store.files!.get('0'.repeat(64))).toBeNull();
+      // Kept SHARED_FILE_DAYS after its last put: the next put removes one older.
+      await pg`UPDATE theclaw.files SET stored_at = now() - ${SHARED_FILE_DAYS + 1}::int * interval '1 day'`;
+      await store.files!.put(Buffer.from('another file'));
+      expect(await store.files!.get(sha256)).toBeNull();
+      await store.close();
     } finally {
       await pg.end();
     }

@@ -1,6 +1,7 @@
 import type { ProcessIdentity } from '../../core/process.js';
 import type { Placements } from './placements.js';
 import type { PostgresLeases } from './postgres-leases.js';
+import type { SharedFiles } from './shared-files.js';
 import type { ConsumerInfo, PeekOptions, PopOptions, PushInput, SubscribeOptions, ThreadEvent, ThreadInfo } from '../types.js';
 
 /**
@@ -29,6 +30,8 @@ export interface ThreadStore {
   readonly placements: Placements;
   /** PostgreSQL's: host-aware leases for notifiers on several hosts (postgres-leases.ts). */
   readonly leases?: PostgresLeases;
+  /** PostgreSQL's: files that travel between hosts, by their SHA-256 (shared-files.ts). */
+  readonly files?: SharedFiles;
   /**
    * PostgreSQL's: calls `onThread` with a thread's row key after each commit that appended to it
    * or subscribed to it, on any host; `onListening` on each (re)connect, when notices may have
