@@ -4,6 +4,7 @@ export { resendGivenUp, type ResentReply } from './delivery/resend.js';
 export { initAgent, startAgent, stopAgent, agentStatus, listAgents, conversationThreads, INBOX_CONSUMER, INBOX_FILTER, OUTBOUND_CONSUMER, type AgentStatus } from './lifecycle.js';
 export { sendToAgent, chatWithAgent, defaultSource } from './send.js';
 export { agentDir, requireAgent, loadAgentConfig, listAgentIds, type AgentDir } from './agent-dir.js';
+export { closeThreadStores, hasAgentThread, openAgentThread, withAgentThread } from './threads.js';
 export { setIdentity } from './agent-settings.js';
 export { waitingDecisions, decideFor, type OwnerDecision, type WaitingDecisions } from './owner-decisions.js';
 export { routeMessage, threadById } from './router.js';

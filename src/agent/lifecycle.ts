@@ -142,6 +142,15 @@ export async function startAgent(home: string, id: string, env: NodeJS.ProcessEn
   // Every start places the agent (system agents and `theclaw up`'s too): on a store shared by
   // hosts an inbox subscribed to run on `agent:<id>` runs nowhere until that key is placed.
   await placeAgent(home, id, env);
+  await subscribeAgent(home, dir, id, env);
+  createLogger(dir.log).info(`started agent ${id}`);
+}
+
+/**
+ * The start's subscriptions, in the store: whichever host's notifier the placements name runs
+ * them, so `agent move` starts an agent on its target host this way, from the host it leaves.
+ */
+export async function subscribeAgent(home: string, dir: AgentDir, id: string, env: NodeJS.ProcessEnv = process.env): Promise<void> {
   await withAgentThread(home, dir.inbox, (inbox) => inbox.subscribe({ consumer: INBOX_CONSUMER, handler: runHandler(id), filter: INBOX_FILTER, runOn: inboxRunOn(id) }), env);
   const logger = createLogger(dir.log);
   for (const path of await storedConversationThreads(home, dir, env)) {
@@ -154,7 +163,6 @@ export async function startAgent(home: string, id: string, env: NodeJS.ProcessEn
       logger.error(`start: ${describeDamage(damage)}`);
     }
   }
-  logger.info(`started agent ${id}`);
 }
 
 /** `agent stop`: unsubscribes the inbox; progress is kept, messages wait; a running batch finishes. */

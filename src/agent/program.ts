@@ -296,7 +296,7 @@ no person's memory, no conversation. Its commands follow the policy of the owner
       .description('move an agent to another host of the PostgreSQL store')
       .argument('<id>')
       .requiredOption('--to <host>', 'the target host (THECLAW_HOST there)')
-      .option('--copied', 'copied by hand already: only switch the placement')
+      .option('--copied', 'copied by hand already (stopped for the copy): switch the placement and start it there')
       .addOption(jsonOption())
       .action(async (id: string, options) => (await import('./move.js')).moveCommand(id, options)),
     ['agent move helper --to host-b'],

@@ -66,6 +66,8 @@ const LIGHT_DOORS: Record<string, string> = {
   'web/fetch-client.ts': "the name of the turn's service socket, for the browser's client, without the fetch",
   'agent/agent-dir.ts': "an agent's directory and config, for theclaw up, status and prune, without the agent runtime",
   'agent/lifecycle.ts': 'creating, starting and inspecting agents, for theclaw up, status and prune',
+  'agent/threads.ts': "the agent's thread store, for theclaw status, prune and the feeds' sweeps, without the agent runtime",
+  'agent/placement.ts': "where an agent is placed, for the feeds' sweeps (on admin's host only), without the agent runtime",
   'agent/agent-settings.ts': "an agent's identity, for the control page's runner, without the agent runtime",
   'agent/owner-decisions.ts': "what waits for the owner and deciding it, for the control page's runner, without the agent runtime",
   'agent/identity.ts': 'the system agents, for theclaw up',

@@ -125,14 +125,16 @@ export async function reload(options: Json): Promise<void> {
 export async function maintain(options: Json): Promise<void> {
   const home = resolveHome();
   // Most sweeps find nothing new: those need not load the agent runtime the sweep uses.
-  const result = (await import('./feed-sweep.js')).hasNew(home, 'errors', 'maintainer') ? await (await import('./maintainer.js')).sweep(home) : { read: 0, reported: [] };
+  const { hasNew, sweepsHere } = await import('./feed-sweep.js');
+  const result = (await sweepsHere(home)) && (await hasNew(home, 'errors', 'maintainer')) ? await (await import('./maintainer.js')).sweep(home) : { read: 0, reported: [] };
   if (options.json) return printJson(result);
   printLines([`read ${result.read} error(s); ${result.reported.length ? `reported ${result.reported.length} new incident(s)` : 'no new incident'}`, ...result.reported.map((text) => `  ${text}`)]);
 }
 
 export async function ward(options: Json): Promise<void> {
   const home = resolveHome();
-  const result = (await import('./feed-sweep.js')).hasNew(home, 'toolcalls', 'warden') ? await (await import('./warden.js')).ward(home) : { read: 0, findings: [] };
+  const { hasNew, sweepsHere } = await import('./feed-sweep.js');
+  const result = (await sweepsHere(home)) && (await hasNew(home, 'toolcalls', 'warden')) ? await (await import('./warden.js')).ward(home) : { read: 0, findings: [] };
   if (options.json) return printJson(result);
   const untold = result.findings.filter((finding) => !finding.told).length;
   printLines([
@@ -191,7 +193,7 @@ export async function status(options: Json & { recent?: number }): Promise<void>
   const { systemStatus, statusDetails } = await import('./status.js');
   const status = await systemStatus(home, withStoredSecrets(home, process.env));
   warnOfShellModel(status);
-  const details = options.recent ? statusDetails(home, options.recent) : undefined;
+  const details = options.recent ? await statusDetails(home, options.recent) : undefined;
   if (options.json) return printJson(details ? { ...status, details } : status);
   printLines([...formatStatus(status), ...(details ? formatDetails(details) : [])]);
 }
@@ -225,7 +227,7 @@ export async function logs(component: string | undefined, options: { lines: numb
 }
 
 export async function prune(options: Json & { olderThan: number; keepLogs: number; dryRun?: boolean }): Promise<void> {
-  const report = (await import('./prune.js')).prune(resolveHome(), { olderThanMs: options.olderThan * 86_400_000, keepLogs: options.keepLogs, dryRun: options.dryRun });
+  const report = await (await import('./prune.js')).prune(resolveHome(), { olderThanMs: options.olderThan * 86_400_000, keepLogs: options.keepLogs, dryRun: options.dryRun });
   if (options.json) return printJson(report);
   const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MB`;
   printLines([

@@ -1,9 +1,10 @@
 import { relative } from 'node:path';
 import { requireAgent } from '../agent/agent-dir.js';
-import { conversationThreads } from '../agent/lifecycle.js';
+import { storedConversationThreads } from '../agent/lifecycle.js';
+import { withAgentThread } from '../agent/threads.js';
 import { ClawError } from '../core/errors.js';
 import { parseMessageContent } from '../core/message.js';
-import { openThread, type ThreadEvent } from '../thread/index.js';
+import type { ThreadEvent } from '../thread/index.js';
 import type { ConversationMessage, ConversationSummary, ConversationView } from '../xgw/index.js';
 import { forEachAgentThread, newestFirst } from './agent-threads.js';
 
@@ -24,28 +25,19 @@ function message(event: ThreadEvent): ConversationMessage {
   return { id: event.id, at: event.created_at, from: event.source === 'self' ? 'agent' : 'person', source: event.source, text };
 }
 
-export function conversationSummaries(home: string): ConversationSummary[] {
+export async function conversationSummaries(home: string): Promise<ConversationSummary[]> {
   const found: ConversationSummary[] = [];
-  forEachAgentThread(
-    home,
-    (dir) => conversationThreads(dir).filter((path) => path !== dir.heartbeat),
-    ({ agent, dir, path, thread }) => {
-      const last = thread.peek({ filter: MESSAGES, last: SUMMARY_MESSAGES }).map(message);
-      if (last.length > 0) found.push({ agent, thread: relative(dir.root, path), last });
-    },
-  );
+  await forEachAgentThread(home, { inbox: false, withoutHeartbeat: true }, async ({ agent, dir, path, thread }) => {
+    const last = (await thread.peek({ filter: MESSAGES, last: SUMMARY_MESSAGES })).map(message);
+    if (last.length > 0) found.push({ agent, thread: relative(dir.root, path), last });
+  });
   return found.sort((a, b) => newestFirst(a.last.at(-1)!.at, b.last.at(-1)!.at));
 }
 
 /** One conversation of `agent`, named by its thread's path in the agent's directory: only one of its conversations is ever opened. */
-export function conversationView(home: string, agent: string, thread: string): ConversationView {
+export async function conversationView(home: string, agent: string, thread: string): Promise<ConversationView> {
   const dir = requireAgent(home, agent);
-  const path = conversationThreads(dir).find((candidate) => candidate !== dir.heartbeat && relative(dir.root, candidate) === thread);
+  const path = (await storedConversationThreads(home, dir)).find((candidate) => candidate !== dir.heartbeat && relative(dir.root, candidate) === thread);
   if (!path) throw new ClawError('not_found', `${agent} has no conversation ${JSON.stringify(thread)}`, { suggestion: 'reload the control page' });
-  const opened = openThread(path, { home });
-  try {
-    return { agent, thread, messages: opened.peek({ filter: MESSAGES, last: VIEW_MESSAGES }).map(message) };
-  } finally {
-    opened.close();
-  }
+  return withAgentThread(home, path, async (opened) => ({ agent, thread, messages: (await opened.peek({ filter: MESSAGES, last: VIEW_MESSAGES })).map(message) }));
 }

@@ -176,7 +176,7 @@ describe.skipIf(!hasChromium || !BWRAP)(`the owner's control page (needs ${CHROM
 
   it("charts the tokens per day and agent over 30 days, and what is left of today's budget", async () => {
     const today = new Date().toISOString().slice(0, 10);
-    const used = () => usagePerDay(s.home, 30).find((u) => u.agent === 'admin' && u.day === today);
+    const used = async () => (await usagePerDay(s.home, 30)).find((u) => u.agent === 'admin' && u.day === today);
     const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     try {
       const page = await context.newPage();
@@ -186,13 +186,13 @@ describe.skipIf(!hasChromium || !BWRAP)(`the owner's control page (needs ${CHROM
       // The turns above may still be recording: the page, read again every few seconds, catches up.
       await waitFor(
         async () => {
-          const u = used();
+          const u = await used();
           return u !== undefined && (await bar.getAttribute('data-tokens')) === String(u.input_tokens + u.output_tokens);
         },
         "today's bar with admin's tokens so far",
         30_000,
       );
-      const u = used()!;
+      const u = (await used())!;
       const tokens = u.input_tokens + u.output_tokens;
       expect(await bar.locator('title').textContent()).toBe(
         `${today} admin: ${tokens.toLocaleString('en')} tokens (${u.input_tokens.toLocaleString('en')} in, ${u.output_tokens.toLocaleString('en')} out), ${u.calls} calls, $0.00`,

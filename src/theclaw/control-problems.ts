@@ -1,9 +1,9 @@
 import { REPORTS_AGENT } from '../agent/identity.js';
 import { agentDir } from '../agent/agent-dir.js';
-import { conversationThreads } from '../agent/lifecycle.js';
+import { storedConversationThreads } from '../agent/lifecycle.js';
+import { withAgentThread } from '../agent/threads.js';
 import { parseMessageContent } from '../core/message.js';
 import { daemonStatus } from '../notifier/control.js';
-import { openThread } from '../thread/index.js';
 import { gatewayStatus } from '../xgw/control.js';
 import type { Problem } from '../xgw/index.js';
 
@@ -18,7 +18,7 @@ const MAX_INCIDENTS = 20;
 const REPORTERS = ['maintainer', 'warden'] as const;
 
 export async function controlProblems(home: string, now = new Date()): Promise<Problem[]> {
-  return [...(await stoppedParts(home)), ...incidents(home, now)];
+  return [...(await stoppedParts(home)), ...(await incidents(home, now))];
 }
 
 async function stoppedParts(home: string): Promise<Problem[]> {
@@ -39,28 +39,25 @@ async function stoppedParts(home: string): Promise<Problem[]> {
   return found;
 }
 
-function incidents(home: string, now: Date): Problem[] {
+async function incidents(home: string, now: Date): Promise<Problem[]> {
   const since = new Date(now.getTime() - INCIDENT_DAYS * 86_400_000).toISOString();
   const found: Problem[] = [];
   let threads: string[];
   try {
-    threads = conversationThreads(agentDir(home, REPORTS_AGENT));
+    threads = await storedConversationThreads(home, agentDir(home, REPORTS_AGENT));
   } catch {
     return []; // no admin yet: nobody was told anything
   }
   for (const path of threads) {
-    let thread;
     try {
-      thread = openThread(path, { home });
       // Filters take only literals, and `since` is a time this code made.
-      for (const event of thread.peek({ filter: `type = 'message' AND source = 'self' AND created_at >= '${since}'`, limit: 100_000 })) {
+      const told = await withAgentThread(home, path, (thread) => thread.peek({ filter: `type = 'message' AND source = 'self' AND created_at >= '${since}'`, limit: 100_000 }));
+      for (const event of told) {
         const problem = incidentOf(event.content, event.created_at);
         if (problem) found.push(problem);
       }
     } catch {
       // a damaged conversation: the status page names it
-    } finally {
-      thread?.close();
     }
   }
   return found.sort((a, b) => b.at!.localeCompare(a.at!)).slice(0, MAX_INCIDENTS);

@@ -6,6 +6,7 @@ import { parseControlAction, type RunnerAnswer } from '../xgw/control-source.js'
 import type { ControlOutcome } from '../xgw/index.js';
 import { controlAction, controlView } from './control.js';
 import { conversationView } from './control-conversations.js';
+import { closeThreadStores } from '../agent/threads.js';
 
 /**
  * The control runner (`dist/theclaw/control-runner.js`): the web chat's server starts it for each
@@ -23,7 +24,7 @@ async function answer(): Promise<RunnerAnswer> {
       throw usageError('the request is not JSON', 'see RunnerRequest in src/xgw/control-source.ts');
     }
     if (request?.op === 'view') return { ok: true, value: await controlView(home) };
-    if (request?.op === 'conversation') return { ok: true, value: conversationView(home, String(request.agent), String(request.thread)) };
+    if (request?.op === 'conversation') return { ok: true, value: await conversationView(home, String(request.agent), String(request.thread)) };
     if (request?.op === 'act') {
       const { text } = await controlAction(home, parseControlAction(request.action));
       return { ok: true, value: { text, view: await controlView(home) } satisfies ControlOutcome };
@@ -36,3 +37,5 @@ async function answer(): Promise<RunnerAnswer> {
 
 process.umask(PRIVATE_UMASK);
 process.stdout.write(`${JSON.stringify(await answer())}\n`);
+// A PostgreSQL pool the answer opened must not keep the process.
+await closeThreadStores();

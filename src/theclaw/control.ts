@@ -29,15 +29,15 @@ export async function controlView(home: string, now = new Date()): Promise<Contr
     checked_at: now.toISOString(),
     agents: await Promise.all(ids.map((id) => controlAgent(home, id))),
     waiting: [...ids.flatMap((id) => waitingIn(home, id)), ...waitingPairings(home)],
-    spend: spend(home, ids, now),
-    conversations: conversationSummaries(home),
+    spend: await spend(home, ids, now),
+    conversations: await conversationSummaries(home),
     problems,
   };
 }
 
-function spend(home: string, ids: string[], now: Date): Spend {
+async function spend(home: string, ids: string[], now: Date): Promise<Spend> {
   const days = Array.from({ length: SPEND_DAYS }, (_, i) => new Date(now.getTime() - (SPEND_DAYS - 1 - i) * 86_400_000).toISOString().slice(0, 10));
-  const usage = usagePerDay(home, SPEND_DAYS, now);
+  const usage = await usagePerDay(home, SPEND_DAYS, now);
   const today = days.at(-1);
   const budgets = ids.flatMap((agent): BudgetLeft[] => {
     let cap: number | undefined;

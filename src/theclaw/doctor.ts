@@ -285,9 +285,9 @@ async function checkModel(home: string, config: PaiConfig, shellEnv: NodeJS.Proc
 }
 
 /** Messages waiting for an unavailable model, and error records of the last day. */
-function checkFailures(home: string, subscriptions: readonly SubscriptionStatus[], now: number, damaged: AgentDamage[]): Check[] {
+async function checkFailures(home: string, subscriptions: readonly SubscriptionStatus[], now: number, damaged: AgentDamage[]): Promise<Check[]> {
   const waits = modelWaits(home, subscriptions);
-  const errors = recentErrors(home, RECENT_ERRORS, damaged).filter((e) => now - Date.parse(e.created_at) < RECENT_ERROR_MS);
+  const errors = (await recentErrors(home, RECENT_ERRORS, damaged)).filter((e) => now - Date.parse(e.created_at) < RECENT_ERROR_MS);
   const newest = errors[0];
   return [
     waits.length === 0
@@ -385,7 +385,7 @@ async function checkRuntime(home: string, configured: ChannelConfig[], now: numb
       : { name: 'pending', status: 'warn', detail: `events waiting more than a minute: ${late.join('; ')}`, fix: [...fixes].join('; ') },
   );
   const damaged: AgentDamage[] = [];
-  checks.push(...checkFailures(home, subscriptions, now, damaged), await checkThreads(home, damaged));
+  checks.push(...(await checkFailures(home, subscriptions, now, damaged)), await checkThreads(home, damaged));
   return checks;
 }
 

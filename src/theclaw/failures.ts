@@ -1,6 +1,6 @@
 import { relative } from 'node:path';
 import { agentDir, listAgentIds } from '../agent/agent-dir.js';
-import { conversationThreads, INBOX_CONSUMER } from '../agent/lifecycle.js';
+import { INBOX_CONSUMER } from '../agent/lifecycle.js';
 import { readOutage } from '../agent/turn/outage.js';
 import type { ErrorRecord } from '../agent/index.js';
 import type { SubscriptionStatus } from '../notifier/index.js';
@@ -53,13 +53,13 @@ export function modelWaits(home: string, subscriptions: readonly SubscriptionSta
  * The newest `limit` error records over every conversation of every agent, newest first. A damaged
  * conversation is left out and added to `damaged`.
  */
-export function recentErrors(home: string, limit: number, damaged?: AgentDamage[]): RecentError[] {
+export async function recentErrors(home: string, limit: number, damaged?: AgentDamage[], env: NodeJS.ProcessEnv = process.env): Promise<RecentError[]> {
   const found: RecentError[] = [];
-  forEachAgentThread(
+  await forEachAgentThread(
     home,
-    conversationThreads,
-    ({ agent, dir, path, thread }) => {
-      for (const event of thread.peek({ filter: "type = 'record' AND subtype = 'error'", last: limit })) {
+    { inbox: false },
+    async ({ agent, dir, path, thread }) => {
+      for (const event of await thread.peek({ filter: "type = 'record' AND subtype = 'error'", last: limit })) {
         const record = parseRecord(event.content);
         found.push({
           agent,
@@ -74,6 +74,7 @@ export function recentErrors(home: string, limit: number, damaged?: AgentDamage[
       }
     },
     damaged,
+    env,
   );
   return found.sort((a, b) => newestFirst(a.created_at, b.created_at)).slice(0, limit);
 }

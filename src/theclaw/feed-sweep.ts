@@ -1,11 +1,13 @@
-import { existsSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname } from 'node:path';
 import type Database from 'better-sqlite3';
 import type * as z from 'zod/mini';
 import { ensureDir } from '../core/home.js';
 import { feedPath, type FeedName } from '../core/layout.js';
 import { openSqlite } from '../core/sqlite.js';
-import { openThread, type ThreadEvent } from '../thread/index.js';
+import { REPORTS_AGENT } from '../agent/identity.js';
+import { placedElsewhere } from '../agent/placement.js';
+import { hasAgentThread, withAgentThread } from '../agent/threads.js';
+import type { ThreadEvent } from '../thread/index.js';
 
 /**
  * What the system agents' sweeps share (maintainer.ts, warden.ts): reading a feed, and incidents.
@@ -13,7 +15,8 @@ import { openThread, type ThreadEvent } from '../thread/index.js';
  * A sweep reads a feed as a consumer of its thread: what is new since its last sweep, acknowledged
  * once handled, so that `theclaw prune` keeps what a sweep has yet to read. A sweep that dies
  * before acknowledging reads the same entries again; what it tells the owner carries the entry's
- * id as idempotency key (tellOwnerOf), so nothing is told twice.
+ * id as idempotency key (tellOwnerOf), so nothing is told twice. The feed is read in the home's
+ * store (SQLite or PostgreSQL), as the agents append to it.
  */
 const BATCH = 500;
 
@@ -23,41 +26,54 @@ export interface FeedRead {
   skipped: number;
 }
 
-export function readFeed<T>(home: string, feed: FeedName, consumer: string, schema: z.ZodMiniType<T>, handle: (entry: T, event: ThreadEvent) => void): FeedRead {
+export async function readFeed<T>(
+  home: string,
+  feed: FeedName,
+  consumer: string,
+  schema: z.ZodMiniType<T>,
+  handle: (entry: T, event: ThreadEvent) => void,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<FeedRead> {
   const path = feedPath(home, feed);
   const result: FeedRead = { read: 0, skipped: 0 };
-  if (!existsSync(join(path, 'events.db'))) return result;
-  const thread = openThread(path, { home });
-  try {
-    for (;;) {
-      const batch = thread.pop(consumer, { limit: BATCH });
-      if (batch.length === 0) return result;
-      for (const event of batch) {
-        const entry = parseEntry(schema, event.content);
-        if (entry === undefined) result.skipped++;
-        else handle(entry, event);
+  if (!(await hasAgentThread(home, path, env))) return result;
+  return withAgentThread(
+    home,
+    path,
+    async (thread) => {
+      for (;;) {
+        const batch = await thread.pop(consumer, { limit: BATCH });
+        if (batch.length === 0) return result;
+        for (const event of batch) {
+          const entry = parseEntry(schema, event.content);
+          if (entry === undefined) result.skipped++;
+          else handle(entry, event);
+        }
+        await thread.ack(consumer, batch.at(-1)!.id);
+        result.read += batch.length;
       }
-      thread.ack(consumer, batch.at(-1)!.id);
-      result.read += batch.length;
-    }
-  } finally {
-    thread.close();
-  }
+    },
+    env,
+  );
 }
 
 /**
  * Whether the feed has entries its consumer has yet to read: a look at the thread alone, so that
  * a sweep on a timer with nothing to do does not load what reviewing would need.
  */
-export function hasNew(home: string, feed: FeedName, consumer: string): boolean {
+export async function hasNew(home: string, feed: FeedName, consumer: string, env: NodeJS.ProcessEnv = process.env): Promise<boolean> {
   const path = feedPath(home, feed);
-  if (!existsSync(join(path, 'events.db'))) return false;
-  const thread = openThread(path, { home });
-  try {
-    return thread.peek({ afterId: thread.consumer(consumer)?.progress ?? 0, limit: 1 }).length > 0;
-  } finally {
-    thread.close();
-  }
+  if (!(await hasAgentThread(home, path, env))) return false;
+  return withAgentThread(home, path, async (thread) => (await thread.peek({ afterId: (await thread.consumer(consumer))?.progress ?? 0, limit: 1 })).length > 0, env);
+}
+
+/**
+ * Whether the sweeps run on this host: the one the reporting agent (admin) is placed on, whose
+ * directory telling the owner needs. Every host's `theclaw up` sets the sweeps' timers; on a store
+ * shared by hosts the others pass, rather than read the feed and fail to tell. SQLite: always.
+ */
+export async function sweepsHere(home: string, env: NodeJS.ProcessEnv = process.env): Promise<boolean> {
+  return (await placedElsewhere(home, REPORTS_AGENT, env)) === null;
 }
 
 function parseEntry<T>(schema: z.ZodMiniType<T>, content: string): T | undefined {

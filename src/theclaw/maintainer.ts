@@ -21,7 +21,7 @@ export async function sweep(home: string): Promise<SweepResult> {
   // Told once the feed is read (the thread store is async); a tell has its key, and is told once.
   const telling: (() => Promise<void>)[] = [];
   try {
-    const { read } = readFeed(home, 'errors', 'maintainer', ErrorFeedEntrySchema, (entry, event) => {
+    const { read } = await readFeed(home, 'errors', 'maintainer', ErrorFeedEntrySchema, (entry, event) => {
       const text = reportText(entry, event.created_at);
       incidents.occur(`${entry.agent}|${entry.stage}|${entry.kind}|${entry.status ?? ''}`, event.created_at, () => {
         telling.push(async () => {

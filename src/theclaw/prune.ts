@@ -1,10 +1,10 @@
 import type Database from 'better-sqlite3';
-import { existsSync, readdirSync, statSync, unlinkSync, type Dirent } from 'node:fs';
+import { readdirSync, statSync, unlinkSync, type Dirent } from 'node:fs';
 import { join } from 'node:path';
-import { conversationThreads } from '../agent/lifecycle.js';
+import { hasAgentThread, withAgentThread } from '../agent/threads.js';
 import { FEED_NAMES, feedPath, xgwStatePath } from '../core/layout.js';
 import { openSqlite } from '../core/sqlite.js';
-import { openThread, type Thread } from '../thread/index.js';
+import type { StoredThread } from '../thread/index.js';
 import { forEachAgentThread } from './agent-threads.js';
 
 /**
@@ -17,7 +17,8 @@ import { forEachAgentThread } from './agent-threads.js';
  *   mailbox messages that were read and are older than the cut-off, and expired pairing codes;
  * - thread events (every agent's inbox and conversations, and the feeds) older than the cut-off that every
  *   consumer of the thread has acknowledged, except the newest `keepEvents` of each thread, which
- *   stay as its recent history (Thread.prune): unacknowledged work is never removed;
+ *   stay as its recent history (Thread.prune): unacknowledged work is never removed; in the
+ *   home's store, SQLite or PostgreSQL (where the files and WALs are only the home's own);
  * - then every database's WAL is checkpointed and truncated (`wal_checkpoint(TRUNCATE)`; a
  *   database a reader holds now keeps its WAL until the next time).
  */
@@ -47,14 +48,14 @@ const ROTATED_LOG = /^(.+)-\d{8}-\d{6}(?:-\d+)?\.log$/;
 /** A checkpoint waits this long for a busy writer, not the usual 10 s: it can wait for the next prune. */
 const CHECKPOINT_BUSY_MS = 500;
 
-export function prune(home: string, options: PruneOptions): PruneReport {
+export async function prune(home: string, options: PruneOptions, env: NodeJS.ProcessEnv = process.env): Promise<PruneReport> {
   const now = options.now ?? Date.now();
   const cutoff = new Date(now - options.olderThanMs).toISOString();
   const dryRun = options.dryRun ?? false;
   const files = walk(home);
   const rotated_logs = pruneLogs(files, options.keepLogs ?? DEFAULT_KEEP_LOGS, dryRun);
   const xgw = pruneGateway(xgwStatePath(home), cutoff, now, dryRun);
-  const events = pruneEvents(home, cutoff, options.keepEvents ?? DEFAULT_KEEP_EVENTS, dryRun);
+  const events = await pruneEvents(home, cutoff, options.keepEvents ?? DEFAULT_KEEP_EVENTS, dryRun, env);
   const wal = checkpoint(
     files.filter((file) => file.endsWith('.db')),
     dryRun,
@@ -63,25 +64,16 @@ export function prune(home: string, options: PruneOptions): PruneReport {
 }
 
 /** Old, acknowledged events of every agent thread and feed (a damaged thread is skipped: status names it). */
-function pruneEvents(home: string, cutoff: string, keep: number, dryRun: boolean): PruneReport['events'] {
+async function pruneEvents(home: string, cutoff: string, keep: number, dryRun: boolean, env: NodeJS.ProcessEnv): Promise<PruneReport['events']> {
   const report = { threads: 0, removed: 0 };
-  const pruneThread = (thread: Thread) => {
-    const removed = thread.prune({ before: cutoff, keep, dryRun });
+  const pruneThread = async (thread: StoredThread) => {
+    const removed = await thread.prune({ before: cutoff, keep, dryRun });
     if (removed > 0) report.threads++;
     report.removed += removed;
   };
-  forEachAgentThread(
-    home,
-    (dir) => [dir.inbox, ...conversationThreads(dir)],
-    ({ thread }) => pruneThread(thread),
-  );
-  for (const path of FEED_NAMES.map((name) => feedPath(home, name)).filter((path) => existsSync(join(path, 'events.db')))) {
-    const thread = openThread(path, { home });
-    try {
-      pruneThread(thread);
-    } finally {
-      thread.close();
-    }
+  await forEachAgentThread(home, { inbox: true }, ({ thread }) => pruneThread(thread), [], env);
+  for (const name of FEED_NAMES) {
+    if (await hasAgentThread(home, feedPath(home, name), env)) await withAgentThread(home, feedPath(home, name), pruneThread, env);
   }
   return report;
 }

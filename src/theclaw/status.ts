@@ -1,6 +1,6 @@
 import { relative } from 'node:path';
 import { listAgentIds } from '../agent/agent-dir.js';
-import { agentStatus, conversationThreads, type AgentStatus } from '../agent/lifecycle.js';
+import { agentStatus, type AgentStatus } from '../agent/lifecycle.js';
 import { browserServiceStatus, type RunningBrowser } from '../browser/index.js';
 import { daemonHolder, type DaemonName } from '../core/daemon.js';
 import { formatError, isClawError } from '../core/errors.js';
@@ -176,7 +176,7 @@ export async function systemStatus(home: string, env: NodeJS.ProcessEnv = proces
   });
   // Read first: a conversation found damaged here is named under its agent below.
   const damaged: AgentDamage[] = [];
-  const recent = recentErrors(home, RECENT_ERRORS, damaged);
+  const recent = await recentErrors(home, RECENT_ERRORS, damaged, env);
   const browser = await browserService(home);
   return {
     home,
@@ -217,17 +217,19 @@ async function browserService(home: string): Promise<BrowserServiceStatus | unde
  * What the status page shows beyond `systemStatus`: the newest `recent` events of every thread of
  * every agent, and model usage per agent per day.
  */
-export function statusDetails(home: string, recent: number, now = new Date()): StatusDetails {
+export async function statusDetails(home: string, recent: number, now = new Date(), env: NodeJS.ProcessEnv = process.env): Promise<StatusDetails> {
   const threads: ThreadActivity[] = [];
   const usage = new UsageByDay(USAGE_DAYS, now);
-  forEachAgentThread(
+  await forEachAgentThread(
     home,
-    (dir) => [dir.inbox, ...conversationThreads(dir)],
-    ({ agent: id, dir, path, thread }) => {
-      const events = thread.peek({ last: recent }).reverse();
+    { inbox: true },
+    async ({ agent: id, dir, path, thread }) => {
+      const events = (await thread.peek({ last: recent })).reverse();
       if (events.length > 0) threads.push({ agent: id, thread: relative(dir.root, path), events: events.map(eventLine) });
-      usage.add(id, thread);
+      await usage.add(id, thread);
     },
+    [],
+    env,
   );
   threads.sort((a, b) => newestFirst(a.events[0]!.created_at, b.events[0]!.created_at));
   return { threads, days: USAGE_DAYS, usage: usage.days() };

@@ -1,6 +1,5 @@
-import { conversationThreads } from '../agent/lifecycle.js';
 import { NO_USAGE, plusUsage, usageOfRecord } from '../agent/accounting/usage.js';
-import type { Thread } from '../thread/index.js';
+import type { StoredThread } from '../thread/index.js';
 import type { SpendDay } from '../xgw/index.js';
 import { forEachAgentThread, newestFirst } from './agent-threads.js';
 
@@ -10,13 +9,9 @@ import { forEachAgentThread, newestFirst } from './agent-threads.js';
 export type UsageDay = SpendDay;
 
 /** Model usage per agent per day over the last `days` (today included), newest first: the control page's spend. */
-export function usagePerDay(home: string, days: number, now = new Date()): UsageDay[] {
+export async function usagePerDay(home: string, days: number, now = new Date()): Promise<UsageDay[]> {
   const usage = new UsageByDay(days, now);
-  forEachAgentThread(
-    home,
-    (dir) => [dir.inbox, ...conversationThreads(dir)],
-    ({ agent, thread }) => usage.add(agent, thread),
-  );
+  await forEachAgentThread(home, { inbox: true }, ({ agent, thread }) => usage.add(agent, thread));
   return usage.days();
 }
 
@@ -29,9 +24,9 @@ export class UsageByDay {
     this.since = new Date(now.getTime() - (days - 1) * 86_400_000).toISOString().slice(0, 10);
   }
 
-  add(agent: string, thread: Thread): void {
+  async add(agent: string, thread: StoredThread): Promise<void> {
     // Filters take only literals, and `since` is a date this code made.
-    for (const event of thread.peek({ filter: `type = 'record' AND subtype = 'usage' AND created_at >= '${this.since}'`, limit: 1_000_000 })) {
+    for (const event of await thread.peek({ filter: `type = 'record' AND subtype = 'usage' AND created_at >= '${this.since}'`, limit: 1_000_000 })) {
       const record = usageOfRecord(event.content);
       if (!record) continue;
       const day = event.created_at.slice(0, 10);

@@ -30,7 +30,7 @@ export async function ward(home: string): Promise<WardResult> {
   // Told once the feed is read (the thread store is async); a tell has its key, and is told once.
   const telling: (() => Promise<void>)[] = [];
   try {
-    const { read } = readFeed(home, 'toolcalls', 'warden', ToolcallFeedEntrySchema, (entry, event) => {
+    const { read } = await readFeed(home, 'toolcalls', 'warden', ToolcallFeedEntrySchema, (entry, event) => {
       const rules = review(entry.command);
       if (rules.length === 0) return;
       const key = `${entry.agent}|${rules.map((rule) => rule.rule).join(',')}|${createHash('sha256').update(entry.command).digest('hex')}`;

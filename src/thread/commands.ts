@@ -7,7 +7,7 @@ import { RotatingFile } from '../core/rotating-file.js';
 import { validate } from '../core/validate.js';
 import { spawnLaunch, startHandler } from './dispatch/handler.js';
 import { openThread, type Thread } from './thread.js';
-import { describeSummary, migrateThreads, type StoreSummary } from './store/migrate.js';
+import { describeSummary, migrateThreads, type MigrationResult } from './store/migrate.js';
 import { openStoreAt, openThreadStore, storeSetting } from './store/choose.js';
 import { threadName } from './store/name.js';
 import type { OpenStoredThreadOptions, StoredThread, ThreadStore } from './store/types.js';
@@ -180,7 +180,7 @@ export interface MigrateFlags extends Json {
 /** `thread migrate`: every thread of one store copied into another, then counted and hashed on both sides. */
 export async function migrate(options: MigrateFlags): Promise<void> {
   const from = options.from === undefined ? await openThreadStore(resolveHome()) : await openStoreAt(options.from);
-  let result: { from: StoreSummary; to: StoreSummary };
+  let result: MigrationResult;
   try {
     const to = await openStoreAt(options.to);
     try {
@@ -198,7 +198,14 @@ export async function migrate(options: MigrateFlags): Promise<void> {
       `from ${result.from.kind} ${result.from.location}: ${describeSummary(result.from)}`,
       `to   ${result.to.kind} ${result.to.location}: ${describeSummary(result.to)}`,
       `copied ${result.to.threads} threads; counts and hashes match`,
+      ...describePlacements(result),
     ]);
+}
+
+function describePlacements({ to, placements }: MigrationResult): string[] {
+  const lines = to.kind === 'postgres' ? [`placed ${placements.agents} agents; ${placements.hosts} hosts`] : [];
+  if (placements.elsewhere.length > 0) lines.push(`placed on other hosts (their directories are there): ${placements.elsewhere.join(', ')}`);
+  return lines;
 }
 
 function describeConsumer(c: ConsumerInfo): string {

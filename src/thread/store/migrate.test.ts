@@ -6,6 +6,7 @@ import { NEEDS_POSTGRES, postgresUnavailable, startPostgres, type PostgresCluste
 import { listThreads } from '../dispatch/registry.js';
 import { initThread, openThread } from '../thread.js';
 import { openStoreAt } from './choose.js';
+import { migrateThreads } from './migrate.js';
 
 /**
  * `thread migrate` and the thread CLI on PostgreSQL, run as a user runs them (the built CLI),
@@ -60,11 +61,20 @@ describe.skipIf(unavailable !== null)(`thread migrate and the thread CLI on Post
 
   it('copies a home to PostgreSQL and back into a new home with equal counts and hashes (sqlite → pg → sqlite)', async () => {
     const url = await cluster.createDatabase('round_trip');
-    const there = await runTool('thread', ['migrate', '--to', url], t.env);
+    const there = await runTool('thread', ['migrate', '--to', url], { ...t.env, THECLAW_HOST: 'here' });
     expect(there.stderr).toBe('');
     const out = summaryLines(there);
     expect(out.from).toMatch(/^4 threads, 12 events, 4 consumers, sha256 [0-9a-f]{64}$/);
     expect(out.to).toBe(out.from);
+    // One host's home: its agents are placed on it, and it is one of the hosts.
+    expect(there.stdout.trim().split('\n')[3]).toBe('placed 2 agents; 1 hosts');
+    const copied = await openStoreAt(url);
+    expect((await copied.placements.list()).map((p) => [p.key, p.host])).toEqual([
+      ['agent:a', 'here'],
+      ['agent:b', 'here'],
+    ]);
+    expect((await copied.placements.hosts()).map((host) => [host.name, host.home])).toEqual([['here', t.home]]);
+    await copied.close();
 
     const back = createTestHome();
     homes.push(back);
@@ -84,6 +94,47 @@ describe.skipIf(unavailable !== null)(`thread migrate and the thread CLI on Post
     }
     expect(listThreads(copy).sort()).toEqual([join(copy, 'agents/a/inbox'), join(copy, 'agents/b/inbox')]);
     expect(readFileSync(join(copy, 'agents/a/inbox/events.jsonl'), 'utf8').trim().split('\n')).toHaveLength(5);
+  });
+
+  it('copies the placements, the hosts and where subscriptions run between databases, and names the agents of other hosts when copied into a home', async () => {
+    const from = await openStoreAt(await cluster.createDatabase('hosts_from'));
+    const inbox = await from.init('agents/kim/inbox');
+    await inbox.append([{ source: 'agent:lee', type: 'message', content: 'hi' }]);
+    await inbox.subscribe({ consumer: 'inbox', handler: 'node agent run kim', runOn: 'agent:kim' });
+    await inbox.close();
+    await (await from.init('agents/lee/inbox')).close();
+    await from.placements.seen('a', '/homes/a');
+    await from.placements.seen('b', '/homes/b');
+    await from.placements.assign('agent:kim', 'b');
+    await from.placements.assign('agent:lee', 'a');
+    await from.placements.claim('channel:telegram:main', 'a', { ttlMs: 60_000 });
+
+    const to = await openStoreAt(await cluster.createDatabase('hosts_to'));
+    const result = await migrateThreads(from, to);
+    expect(result.placements).toEqual({ agents: 2, hosts: 2, elsewhere: [] });
+    expect(result.to.sha256).toBe(result.from.sha256);
+    expect((await to.placements.list()).map((p) => [p.key, p.host, p.expiresAt])).toEqual([
+      ['agent:kim', 'b', null],
+      ['agent:lee', 'a', null],
+    ]);
+    expect((await to.placements.hosts()).map((host) => [host.name, host.home])).toEqual([
+      ['a', '/homes/a'],
+      ['b', '/homes/b'],
+    ]);
+    // kim's inbox runs on b's notifier in the copy too, and nowhere else.
+    expect((await to.leases!.due('b')).map((due) => due.name)).toEqual(['agents/kim/inbox']);
+    expect(await to.leases!.due('a')).toEqual([]);
+    expect((await to.dump('agents/kim/inbox')).consumers[0]?.run_on).toBe('agent:kim');
+
+    // Into host a's home: one host, nothing stored; kim's directory is on b.
+    const home = createTestHome();
+    homes.push(home);
+    writeFileSync(join(home.home, 'config.yaml'), 'host: a\n');
+    const back = await openStoreAt(home.home);
+    const returned = await migrateThreads(to, back);
+    expect(returned.placements).toEqual({ agents: 0, hosts: 0, elsewhere: ['kim on b'] });
+    expect(returned.to.sha256).toBe(returned.from.sha256);
+    await Promise.all([from.close(), to.close(), back.close()]);
   });
 
   it('refuses to copy into a store that holds the threads already, and copies nothing', async () => {

@@ -85,7 +85,7 @@ class PostgresStore implements ThreadStore {
         if (!thread) throw new ClawError('not_found', `${name} is not a thread in ${this.location}`, { suggestion: 'list the threads to copy again' });
         const events = await tx<StoredEvent[]>`SELECT id, created_at, source, type, subtype, content, idempotency_key FROM theclaw.events WHERE thread = ${thread.thread} ORDER BY id`;
         const consumers = await tx<StoredConsumer[]>`
-          SELECT consumer, progress, subscribed, handler, filter, failures, last_error, retry_at
+          SELECT consumer, progress, subscribed, handler, filter, failures, last_error, retry_at, run_on
           FROM theclaw.consumers WHERE thread = ${thread.thread} ORDER BY consumer`;
         return { name, last_id: thread.last_id, events: [...events], consumers: [...consumers] };
       }),
@@ -103,7 +103,7 @@ class PostgresStore implements ThreadStore {
         const updated = now();
         for (let at = 0; at < dump.consumers.length; at += ROWS_PER_INSERT) {
           const rows = dump.consumers.slice(at, at + ROWS_PER_INSERT).map((c) => ({ ...c, thread: row.thread, updated_at: updated }));
-          await tx`INSERT INTO theclaw.consumers ${tx(rows, 'thread', 'consumer', 'progress', 'subscribed', 'handler', 'filter', 'failures', 'last_error', 'retry_at', 'updated_at')}`;
+          await tx`INSERT INTO theclaw.consumers ${tx(rows, 'thread', 'consumer', 'progress', 'subscribed', 'handler', 'filter', 'failures', 'last_error', 'retry_at', 'run_on', 'updated_at')}`;
         }
       }),
     );

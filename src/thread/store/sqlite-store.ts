@@ -103,9 +103,10 @@ function dumpThread(name: string, dir: string): ThreadDump {
       name,
       last_id: db.prepare("SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)").pluck().get() as number,
       events: db.prepare('SELECT id, created_at, source, type, subtype, content, idempotency_key FROM events ORDER BY id').all() as StoredEvent[],
-      consumers: (db.prepare(`SELECT ${CONSUMER_COLUMNS} FROM consumers ORDER BY consumer`).all() as (Omit<StoredConsumer, 'subscribed'> & { subscribed: number })[]).map((row) => ({
+      consumers: (db.prepare(`SELECT ${CONSUMER_COLUMNS} FROM consumers ORDER BY consumer`).all() as (Omit<StoredConsumer, 'subscribed' | 'run_on'> & { subscribed: number })[]).map((row) => ({
         ...row,
         subscribed: row.subscribed === 1,
+        run_on: null,
       })),
     }))();
   } finally {

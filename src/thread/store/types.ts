@@ -76,6 +76,8 @@ export interface StoredConsumer {
   last_error: string | null;
   /** Epoch milliseconds, or null. */
   retry_at: number | null;
+  /** The placement key its runs go to (PostgreSQL's; SQLite has one host and keeps none): null, any host. */
+  run_on: string | null;
 }
 
 export interface ThreadDump {

@@ -1,0 +1,93 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { closeThreadStores, FeedWriter, initAgent, openAgentThread } from '../agent/index.js';
+import { createTestHome, type TestHome } from '../testing/index.js';
+import { NEEDS_POSTGRES, postgresUnavailable, startPostgres, type PostgresCluster } from '../testing/postgres.js';
+import { openStoreAt, type ThreadStore } from '../thread/index.js';
+import { recentErrors } from './failures.js';
+import { hasNew, sweepsHere } from './feed-sweep.js';
+import { sweep } from './maintainer.js';
+import { prune } from './prune.js';
+import { statusDetails } from './status.js';
+import { ward } from './warden.js';
+
+/**
+ * What `theclaw status`, `prune` and the feeds' sweeps read on a PostgreSQL store: the threads in
+ * the database, not the home's SQLite files (which are not there). In-process, one cluster; the
+ * process's environment names the store, as a host's would.
+ */
+
+const unavailable = postgresUnavailable();
+let cluster: PostgresCluster | undefined;
+let t: TestHome;
+let store: ThreadStore;
+const CONVERSATION = 'agents/admin/threads/peers/webchat.main.p1';
+const saved = { url: process.env.THECLAW_DATABASE_URL, host: process.env.THECLAW_HOST };
+
+beforeAll(async () => {
+  t = createTestHome();
+  if (unavailable) return;
+  cluster = await startPostgres();
+  const url = await cluster.createDatabase('theclaw_reads');
+  process.env.THECLAW_DATABASE_URL = url;
+  process.env.THECLAW_HOST = 'a';
+  store = await openStoreAt(url);
+  await initAgent(t.home, 'admin');
+  const talk = await openAgentThread(t.home, join(t.home, CONVERSATION), { create: true });
+  await talk.append([
+    { source: 'external:webchat:main:dm:p1:p1', type: 'message', content: '{"text":"hello"}' },
+    { source: 'self', type: 'record', subtype: 'error', content: '{"stage":"llm","kind":"auth","status":401,"error":"the model refused the request (401)"}' },
+    { source: 'self', type: 'message', content: '{"text":"sorry"}' },
+  ]);
+  await talk.close();
+  const feeds = new FeedWriter(t.home, 'admin');
+  await feeds.append('errors', 'error', { agent: 'admin', thread: 'peer-webchat.main.p1', stage: 'llm', kind: 'auth', status: 401, reason: 'the model refused the request (401)' });
+  await feeds.append('toolcalls', 'toolcall', { agent: 'admin', thread: 'peer-webchat.main.p1', event: 2, command: 'rm -rf /', exit_code: 126 });
+  await feeds.close();
+}, 120_000);
+
+afterAll(async () => {
+  await closeThreadStores();
+  await store?.close();
+  await cluster?.stop();
+  t?.cleanup();
+  for (const [name, value] of [
+    ['THECLAW_DATABASE_URL', saved.url],
+    ['THECLAW_HOST', saved.host],
+  ] as const) {
+    if (value === undefined) delete process.env[name];
+    else process.env[name] = value;
+  }
+});
+
+describe.skipIf(unavailable)(`theclaw's reads of a PostgreSQL store (${NEEDS_POSTGRES})`, () => {
+  it("finds the agents' threads for status: recent errors and each thread's newest events", async () => {
+    expect(existsSync(join(t.home, CONVERSATION, 'events.db'))).toBe(false); // nothing in the home's files
+    expect((await recentErrors(t.home, 10)).map((e) => [e.agent, e.thread, e.id, e.status])).toEqual([['admin', 'threads/peers/webchat.main.p1', 2, 401]]);
+    const details = await statusDetails(t.home, 2);
+    expect(details.threads.map((thread) => [thread.thread, thread.events.map((event) => event.id)])).toEqual([['threads/peers/webchat.main.p1', [3, 2]]]);
+  });
+
+  it("sweeps the feeds in the database: the maintainer's errors and the warden's commands, read once", async () => {
+    expect([await hasNew(t.home, 'errors', 'maintainer'), await hasNew(t.home, 'toolcalls', 'warden')]).toEqual([true, true]);
+    expect(await sweep(t.home)).toEqual({ read: 1, reported: [] }); // admin has no owner's chat to tell yet
+    const warded = await ward(t.home);
+    expect(warded.read).toBe(1);
+    expect(warded.findings.map((finding) => [finding.command, finding.told])).toEqual([['rm -rf /', false]]);
+    expect([await hasNew(t.home, 'errors', 'maintainer'), await hasNew(t.home, 'toolcalls', 'warden')]).toEqual([false, false]);
+    expect((await (await store.open('feeds/errors')).consumer('maintainer'))?.progress).toBe(1);
+    // Swept on admin's host only (telling the owner needs its directory): another host's timer passes.
+    expect(await sweepsHere(t.home)).toBe(true);
+    await store.placements.assign('agent:admin', 'b');
+    expect(await sweepsHere(t.home)).toBe(false);
+    await store.placements.assign('agent:admin', 'a');
+  });
+
+  it("prunes the database's old events that every consumer has read, keeping the newest of each thread", async () => {
+    const report = await prune(t.home, { olderThanMs: -60_000, keepEvents: 1 });
+    // The conversation keeps its newest; each feed has one event, which stays as its newest.
+    expect(report.events).toEqual({ threads: 1, removed: 2 });
+    expect((await (await store.open(CONVERSATION)).peek()).map((event) => event.id)).toEqual([3]);
+  });
+});
