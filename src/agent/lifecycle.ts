@@ -138,7 +138,6 @@ function writeIfMissing(path: string, text: string): void {
  */
 export async function startAgent(home: string, id: string, env: NodeJS.ProcessEnv = process.env): Promise<void> {
   const dir = requireAgent(home, id);
-  const config = loadAgentConfig(dir);
   // Every start places the agent (system agents and `theclaw up`'s too): on a store shared by
   // hosts an inbox subscribed to run on `agent:<id>` runs nowhere until that key is placed.
   await placeAgent(home, id, env);
@@ -151,11 +150,12 @@ export async function startAgent(home: string, id: string, env: NodeJS.ProcessEn
  * them, so `agent move` starts an agent on its target host this way, from the host it leaves.
  */
 export async function subscribeAgent(home: string, dir: AgentDir, id: string, env: NodeJS.ProcessEnv = process.env): Promise<void> {
+  const { max_attempts } = loadAgentConfig(dir).deliver;
   await withAgentThread(home, dir.inbox, (inbox) => inbox.subscribe({ consumer: INBOX_CONSUMER, handler: runHandler(id), filter: INBOX_FILTER, runOn: inboxRunOn(id) }), env);
   const logger = createLogger(dir.log);
   for (const path of await storedConversationThreads(home, dir, env)) {
     try {
-      await withAgentThread(home, path, async (thread) => subscribeOutbound(thread, (await thread.peek({ filter: FROM_OUTSIDE, last: 1 }))[0]?.source, id, config.deliver.max_attempts), env);
+      await withAgentThread(home, path, async (thread) => subscribeOutbound(thread, (await thread.peek({ filter: FROM_OUTSIDE, last: 1 }))[0]?.source, id, max_attempts), env);
     } catch (error) {
       // One damaged conversation does not keep the agent from starting (status names it).
       const damage = damagedThread(dir, path, error);

@@ -2,11 +2,11 @@ import { readStdin } from '../core/cli.js';
 import { errorToJson, isClawError, usageError } from '../core/errors.js';
 import { resolveHome } from '../core/home.js';
 import { PRIVATE_UMASK } from '../core/private-home.js';
+import { closeProcessResources } from '../core/process-resources.js';
 import { parseControlAction, type RunnerAnswer } from '../xgw/control-source.js';
 import type { ControlOutcome } from '../xgw/index.js';
 import { controlAction, controlView } from './control.js';
 import { conversationView } from './control-conversations.js';
-import { closeThreadStores } from '../agent/threads.js';
 
 /**
  * The control runner (`dist/theclaw/control-runner.js`): the web chat's server starts it for each
@@ -38,4 +38,4 @@ async function answer(): Promise<RunnerAnswer> {
 process.umask(PRIVATE_UMASK);
 process.stdout.write(`${JSON.stringify(await answer())}\n`);
 // A PostgreSQL pool the answer opened must not keep the process.
-await closeThreadStores();
+await closeProcessResources();
