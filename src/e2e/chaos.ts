@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { cliPath, packageRoot } from '../core/package.js';
 import { daemonHolder, type DaemonName } from '../core/daemon.js';
 import { sleep } from '../core/retry.js';
+import postgres from 'postgres';
 import type { CliResult } from './support.js';
 
 /**
@@ -158,5 +159,43 @@ export class Supervisor {
         this.failures.set(why, (this.failures.get(why) ?? 0) + 1);
       }
     }
+  }
+}
+
+/**
+ * A PostgreSQL store's `PRAGMA integrity_check`: amcheck's look at the thread store's tables
+ * (`verify_heapam`) and B-tree indexes (`bt_index_check` with every heap tuple looked up), and the
+ * store's own invariants: no event or progress past its thread's `last_id`. Each check with what it
+ * found, `ok` when nothing. Needs a superuser for the extension (the tests' throwaway cluster).
+ */
+export async function postgresIntegrity(url: string): Promise<Array<{ check: string; result: string }>> {
+  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  const found = (rows: readonly object[]) => (rows.length === 0 ? 'ok' : JSON.stringify(rows.slice(0, 5)));
+  try {
+    await sql`CREATE EXTENSION IF NOT EXISTS amcheck`;
+    const relations = await sql<{ name: string; kind: string }[]>`
+      SELECT c.oid::regclass::text AS name, c.relkind AS kind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+      WHERE n.nspname = 'theclaw' AND (c.relkind = 'r' OR (c.relkind = 'i' AND c.relam = (SELECT oid FROM pg_am WHERE amname = 'btree'))) ORDER BY name`;
+    const checks: Array<{ check: string; result: string }> = [];
+    for (const { name, kind } of relations) {
+      const check = `${kind === 'r' ? 'verify_heapam' : 'bt_index_check'} ${name}`;
+      try {
+        if (kind === 'i') await sql`SELECT bt_index_check(${name}::regclass, true)`; // raises what it finds
+        checks.push({ check, result: found(kind === 'r' ? await sql`SELECT * FROM verify_heapam(${name}::regclass)` : []) });
+      } catch (error) {
+        checks.push({ check, result: (error as Error).message });
+      }
+    }
+    checks.push({
+      check: 'events within their thread',
+      result: found(await sql`SELECT t.name, e.id FROM theclaw.events e JOIN theclaw.threads t ON t.thread = e.thread WHERE e.id > t.last_id OR e.id < 1`),
+    });
+    checks.push({
+      check: 'progress within its thread',
+      result: found(await sql`SELECT t.name, c.consumer, c.progress FROM theclaw.consumers c JOIN theclaw.threads t ON t.thread = c.thread WHERE c.progress > t.last_id`),
+    });
+    return checks;
+  } finally {
+    await sql.end({ timeout: 1 });
   }
 }

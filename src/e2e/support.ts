@@ -50,6 +50,8 @@ export interface SystemOptions {
   backoff?: { initial_seconds: number; max_seconds: number };
   /** Default: 0.5. */
   sweepIntervalSeconds?: number;
+  /** notifier's `leases` (a PostgreSQL store's). Default: notifier's (ttl 30 s, heartbeat 10 s). */
+  leases?: { ttl_seconds: number; heartbeat_seconds: number };
   /** notifier's warm runners; false: each `agent run` is a process of its own. Default: true. */
   runners?: boolean;
   /** THECLAW_LOG_LEVEL of every process. Default: debug. */
@@ -164,7 +166,7 @@ ${options.transcription ? 'transcription: { model: fake/whisper-1 }\n' : ''}`,
     `sweep_interval_seconds: ${options.sweepIntervalSeconds ?? 0.5}
 backoff: { initial_seconds: ${backoff.initial_seconds}, max_seconds: ${backoff.max_seconds} }
 runners: { enabled: ${options.runners ?? true} }
-`,
+${options.leases ? `leases: { ttl_seconds: ${options.leases.ttl_seconds}, heartbeat_seconds: ${options.leases.heartbeat_seconds} }\n` : ''}`,
   );
   const allow = options.telegramAllow ?? [];
   write(

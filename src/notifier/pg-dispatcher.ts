@@ -1,6 +1,7 @@
 import { isAbsolute, join } from 'node:path';
 import { agentOfPath } from '../core/layout.js';
 import type { Logger } from '../core/logger.js';
+import { isAlive } from '../core/process.js';
 import { backoffMs } from '../core/retry.js';
 import type { DueSubscription, HeldLease, PostgresLeases, StoredThread, TakenLease, ThreadStore } from '../thread/index.js';
 import type { NotifierConfig } from './config.js';
@@ -8,7 +9,7 @@ import type { ThreadDispatcher } from './dispatch-backend.js';
 import { unreadableThread } from './dispatcher.js';
 import type { SubscriptionStatus } from './types.js';
 import type { CommandLauncher } from './launcher.js';
-import { Reaper } from './reaper-client.js';
+import { Reaper, reaperMayRun } from './reaper-client.js';
 import type { RunLimit } from './run-limit.js';
 import { describeOutcome, formatRun, succeeded, type RunOutcome } from './run.js';
 
@@ -77,6 +78,7 @@ export class PostgresDispatcher implements ThreadDispatcher {
   async start(): Promise<void> {
     const { store, host, home } = this.options;
     await store.placements.seen(host, home);
+    await this.freeDeadHoldersLeases();
     // The second callback runs on every (re)connect of the listening connection: what was notified
     // while it was down is lost, so everything is looked at. It ends with the store's connections.
     await store.listen(
@@ -84,6 +86,18 @@ export class PostgresDispatcher implements ThreadDispatcher {
       () => this.look(null),
     );
     this.startHeartbeat();
+  }
+
+  /**
+   * A lease of this host whose notifier died (killed, or the machine restarted) is free: nobody
+   * renews it, and once that notifier's reaper is gone none of its handlers runs. Waiting out its
+   * expiry would hold this host's own subscriptions for up to `leases.ttl_seconds` after a restart.
+   */
+  private async freeDeadHoldersLeases(): Promise<void> {
+    const { store, host, logger } = this.options;
+    const dead = (await store.leases.heldByOthers(host, process.pid)).filter((lease) => !isAlive({ pid: lease.pid, start: null }) && !reaperMayRun(lease.pid));
+    for (const lease of dead) await store.leases.release(host, lease);
+    if (dead.length > 0) logger.info(`took back ${dead.length} leases of this host's notifier that died (pid ${[...new Set(dead.map((lease) => lease.pid))].join(', ')})`);
   }
 
   configure(config: NotifierConfig): void {

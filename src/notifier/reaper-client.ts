@@ -1,4 +1,5 @@
 import { fork, type ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from '../core/logger.js';
 import { packageRoot } from '../core/package.js';
@@ -40,7 +41,8 @@ export class Reaper {
   }
 
   private spawn(): void {
-    const child = fork(join(packageRoot(), 'dist', 'notifier', 'reaper.js'), [], { detached: true, stdio: ['ignore', 'ignore', 'ignore', 'ipc'], execArgv: [] });
+    // Its notifier's pid on its command line: a notifier started after this one died finds it (reaperMayRun).
+    const child = fork(reaperScript(), [String(process.pid)], { detached: true, stdio: ['ignore', 'ignore', 'ignore', 'ipc'], execArgv: [] });
     this.child = child;
     child.on('error', (error) => this.logger.error(`reaper ${child.pid}: ${error.message}`));
     child.once('exit', (code, signal) => {
@@ -53,4 +55,30 @@ export class Reaper {
     child.unref();
     child.channel?.unref();
   }
+}
+
+const reaperScript = () => join(packageRoot(), 'dist', 'notifier', 'reaper.js');
+
+/**
+ * Whether the reaper of the notifier `notifierPid` may still be at work: it kills that notifier's
+ * handlers and then leaves, so once it is gone none of them runs. Found by its command line
+ * (`<node> <reaper.js> <pid>`); where /proc cannot be read it may be, for all anyone can tell.
+ */
+export function reaperMayRun(notifierPid: number): boolean {
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return true;
+  }
+  const script = reaperScript();
+  return entries.some((entry) => {
+    if (!/^\d+$/.test(entry)) return false;
+    try {
+      const [, file, pid] = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
+      return file === script && pid === String(notifierPid);
+    } catch {
+      return false; // exited meanwhile, or not ours to read
+    }
+  });
 }

@@ -112,6 +112,14 @@ export class PostgresLeases {
     );
   }
 
+  /**
+   * The unexpired leases `host` holds under another pid than `pid`: an earlier notifier of this
+   * host's, which the caller can tell dead or alive (host names are unique among the hosts).
+   */
+  async heldByOthers(host: string, pid: number): Promise<HeldLease[]> {
+    return this.query<HeldLease>('SELECT thread, consumer, lease_pid AS pid FROM theclaw.consumers WHERE lease_host = $1 AND lease_pid <> $2 AND lease_expires >= now()', [host, pid]);
+  }
+
   /** Gives the lease back if this holder still has it. */
   async release(host: string, lease: HeldLease): Promise<void> {
     await this.query(`UPDATE theclaw.consumers SET ${CLEAR_LEASE} WHERE thread = $1 AND consumer = $2 AND lease_host = $3 AND lease_pid = $4`, [lease.thread, lease.consumer, host, lease.pid]);
