@@ -53,19 +53,21 @@ export async function serveBrowsers(home: string): Promise<void> {
       if ([...held.values()].some((entry) => entry.browser.running)) return;
       emptyTimer = setTimeout(() => process.kill(process.pid, 'SIGTERM'), DEFAULT_BROWSER_LIMITS.idle_minutes * 60_000);
     };
-    let preloadScheduled = false;
+    let preloaded = false;
+    let preloadTimer: NodeJS.Timeout | undefined;
     /**
      * Once the first request is answered, what the next ones would load: the article reader and
      * playwright-core, whichever the first did not. Not before: a cold `browser open` must not
      * wait for the reader, nor a first `web fetch` for playwright-core, whose load holds this
      * process for ~0.7 s of CPU (a CommonJS tree, evaluated at once) and so waits until no fetch
-     * is under way. After a command, a moment later: the next command (a snapshot after an open)
-     * comes at once. What fails to load is reported by the request that needs it.
+     * is under way. After a command, once the browser has had none for a moment: the next one (a
+     * snapshot after an open) comes at once. What fails to load is reported by the request that needs it.
      */
     const preloadTheRest = (afterMs: number) => {
-      if (preloadScheduled) return;
-      preloadScheduled = true;
-      setTimeout(() => {
+      clearTimeout(preloadTimer);
+      if (preloaded) return;
+      preloadTimer = setTimeout(() => {
+        preloaded = true;
         void preloadReader()
           .then(() => (fetching > 0 ? new Promise<void>((resume) => noFetch.push(resume)) : undefined))
           .then(loadPlaywright)
@@ -98,6 +100,7 @@ export async function serveBrowsers(home: string): Promise<void> {
         const { agent, command } = validate(ServiceRequestSchema, raw, { what: 'browser request', kind: 'usage', suggestion: 'send {"op":"command","agent":<id>,"command":{...}}' });
         requireAgent(home, agent);
         clearTimeout(emptyTimer);
+        clearTimeout(preloadTimer);
         const entry = heldFor(home, agent, held);
         entry.limits = loadBrowserLimits(home, agent);
         const reply = entry.queue.then(() => runOne(entry, command, logger, agent));
