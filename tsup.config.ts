@@ -1,4 +1,3 @@
-import { chmodSync, copyFileSync } from 'node:fs';
 import { isBuiltin } from 'node:module';
 import { defineConfig, type Options } from 'tsup';
 
@@ -77,11 +76,6 @@ export default defineConfig([
     sourcemap: true,
     clean: ['!page/**'],
     dts: false,
-    // `web` as installed: a shell and Perl front for a turn's `web fetch` (the file says why).
-    async onSuccess() {
-      copyFileSync('src/web/fetch-client.pl', 'dist/web/web');
-      chmodSync('dist/web/web', 0o755);
-    },
   },
   {
     entry: { chat: 'src/xgw/page/chat.ts', status: 'src/xgw/page/status.ts', control: 'src/xgw/page/control.ts' },

@@ -1,14 +1,12 @@
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { socketPath } from '../core/home.js';
 import { listenSocket, request } from '../core/ipc.js';
 import { validate } from '../core/validate.js';
 import { daemonLogFile } from '../core/layout.js';
-import { binPath } from '../core/package.js';
 import { startFixtureSite, type FixtureSite } from '../testing/fixture-site.js';
-import { createTestHome, rejection, run, runTool, runToolAlone, type TestHome } from '../testing/index.js';
+import { createTestHome, rejection, runTool, runToolAlone, type TestHome } from '../testing/index.js';
 import { thinFetchRequest } from '../web/index.js';
 import { serveBrowserProxy } from './proxy.js';
 import { ServiceRequestSchema } from './types.js';
@@ -68,34 +66,6 @@ describe('web fetch through the browser service', { timeout: 60_000 }, () => {
       expect(turn).toEqual(await web(args, { ...test.env, THECLAW_AGENT_DIR: join(test.home, 'agents', 'a1') }));
       expect(turn.code).toBe(2);
       expect(turn.stdout + turn.stderr).toMatch(/refused to fetch from (127\.0\.0\.2|169\.254\.169\.254)/);
-    }
-  });
-
-  it('in a turn, `web` as installed (its Perl front) prints what the Node CLI prints, without a Node process', async () => {
-    // A PATH with Perl and no Node: the front must not need it for a plain fetch.
-    const noNode = mkdtempSync(join(tmpdir(), 'theclaw-perl-only-'));
-    symlinkSync('/usr/bin/perl', join(noNode, 'perl'));
-    const installed = (args: string[], env: NodeJS.ProcessEnv) => run(binPath('web'), args, { env });
-    try {
-      const private2 = `http://127.0.0.2:${new URL(site.url('/')).port}/article`;
-      for (const args of [
-        ['fetch', site.url('/article'), '--max-chars=300', '--fresh'],
-        ['fetch', site.url('/article-200k'), '--json', '--max-chars', '0500'],
-        ['fetch', site.url('/status/404')],
-        ['fetch', site.url(`/redirect?to=${encodeURIComponent(private2)}`), '--json'],
-        ['fetch', `${site.url('/plain')}?q="\\\u00e9\t`],
-      ]) {
-        const before = serviceFetches();
-        const perl = await installed(args, { ...inTurn(), PATH: noNode });
-        expect(perl, args.join(' ')).toEqual(await web(args, inTurn()));
-        expect(serviceFetches()).toBe(before + 2);
-      }
-      // What the front does not take goes to the Node CLI: a flag it does not know, a proxy that is gone.
-      expect(await installed(['fetch', site.url('/plain'), '--bogus'], inTurn())).toEqual(await web(['fetch', site.url('/plain'), '--bogus']));
-      const gone = { ...test.env, THECLAW_BROWSER_SOCKET: join(noNode, 'browser.sock') };
-      expect(await installed(['fetch', site.url('/plain')], gone)).toEqual(await web(['fetch', site.url('/plain')], gone));
-    } finally {
-      rmSync(noNode, { recursive: true, force: true });
     }
   });
 

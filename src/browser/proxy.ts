@@ -27,7 +27,7 @@ export async function serveBrowserProxy(home: string, agent: string, env: NodeJS
 
 /**
  * A failed fetch's error as the sandbox is told it, without this run's secrets (it holds the
- * model keys): `web fetch`'s Perl front (web/fetch-client.pl) prints the error as it comes.
+ * model keys): the client in the sandbox cannot redact what it was never given.
  */
 function redacted(error: unknown, env: NodeJS.ProcessEnv): unknown {
   if (!isClawError(error)) return error;

@@ -27,16 +27,6 @@ export function cliPath(tool: string): string {
 
 /** The tools package.json installs as commands (its `bin`), in its order. */
 export function binNames(): string[] {
-  return Object.keys(binEntries());
-}
-
-/** The file a tool is installed as (its `bin`): its CLI, or a front to it (`web`'s, web/fetch-client.pl). */
-export function binPath(tool: string): string {
-  const entry = binEntries()[tool];
-  return entry ? join(packageRoot(), entry) : cliPath(tool);
-}
-
-function binEntries(): Record<string, string> {
   const manifest = JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { bin?: Record<string, string> };
-  return manifest.bin ?? {};
+  return Object.keys(manifest.bin ?? {});
 }

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AgentStatus } from '../agent/lifecycle.js';
 import type { SandboxProfile } from '../agent/types.js';
-import { binPath, cliPath } from '../core/package.js';
+import { cliPath } from '../core/package.js';
 import { sleep } from '../core/retry.js';
 import { startFakeOpenAI, type FakeLlmOptions, type FakeLlmServer, type FakeStep, type LooseJson, type RecordedRequest } from '../testing/fake-llm.js';
 import { startFakeDiscord, type FakeDiscord } from '../testing/fake-discord.js';
@@ -121,7 +121,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<System> 
   const home = mkdtempSync(join(tmpdir(), 'theclaw-e2e-'));
   const bin = join(home, '.bin');
   mkdirSync(bin);
-  for (const tool of SYSTEM_TOOLS) symlinkSync(binPath(tool), join(bin, tool));
+  for (const tool of SYSTEM_TOOLS) symlinkSync(cliPath(tool), join(bin, tool));
   const llm = await startFakeOpenAI(options.llm);
   const telegram = await startFakeTelegram();
   const discord = options.discord ? await startFakeDiscord() : undefined;

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, expect } from 'vitest';
 import { isClawError, type ClawError, type ErrorKind } from '../core/errors.js';
-import { binPath, cliPath, packageRoot } from '../core/package.js';
+import { cliPath, packageRoot } from '../core/package.js';
 import { findBwrap } from '../pai/sandbox.js';
 import type { SessionLine } from '../pai/session.js';
 import { agentInboxPath, INBOX_CONSUMER, xgwConfigPath } from '../core/layout.js';
@@ -65,7 +65,7 @@ export function createTestHome(parent = tmpdir()): TestHome {
   const home = mkdtempSync(join(parent, 'theclaw-test-'));
   const bin = join(home, '.bin');
   mkdirSync(bin);
-  for (const tool of TOOLS) symlinkSync(binPath(tool), join(bin, tool));
+  for (const tool of TOOLS) symlinkSync(cliPath(tool), join(bin, tool));
   const env = { ...process.env, THECLAW_HOME: home, PATH: `${bin}:${process.env.PATH}`, THECLAW_LOG_LEVEL: 'debug', ...TEST_QUEUE_MODE };
   return { home, env, cleanup: () => rmSync(home, { recursive: true, force: true }) };
 }
