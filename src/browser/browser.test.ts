@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { daemonHolder } from '../core/daemon.js';
@@ -29,6 +29,20 @@ function refOf(snapshot: string, line: RegExp): string {
   return ref;
 }
 
+/** The pid of the browser's main process: the one with its profile and no `--type` (a renderer's, the GPU's). */
+function browserMainProcess(profileDir: string): number {
+  const main = readdirSync('/proc').find((pid) => {
+    try {
+      const args = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+      return args.includes(`--user-data-dir=${profileDir}`) && !args.some((arg) => arg.startsWith('--type='));
+    } catch {
+      return false; // not a process, or gone meanwhile
+    }
+  });
+  if (!main) throw new Error(`no browser runs with the profile ${profileDir}`);
+  return Number(main);
+}
+
 describe.skipIf(!hasChromium)('browser', { timeout: 120_000 }, () => {
   beforeAll(async () => {
     site = await startFormSite();
@@ -52,6 +66,10 @@ describe.skipIf(!hasChromium)('browser', { timeout: 120_000 }, () => {
     expect(snapshot).toMatch(/heading "Book a crossing" \[level=1\] \[ref=(f\d+)?e\d+\]/);
     expect(snapshot).toMatch(/textbox "Your name" \[ref=(f\d+)?e\d+\]/);
     expect(snapshot).toMatch(/button "Book" \[ref=(f\d+)?e\d+\]/);
+    // The browser itself was started, not Debian's launcher script (a shell and a dozen processes
+    // at each start), which would have given it Google's API keys in its environment.
+    const main = browserMainProcess(browserProfileDir(test.home, 'admin'));
+    expect(readFileSync(`/proc/${main}/environ`, 'latin1').split('\0')).not.toContainEqual(expect.stringMatching(/^(CHROME_WRAPPER|GOOGLE_API_KEY)=/));
   });
 
   it('fills a form, chooses an option and submits it: the site receives the POST', async () => {

@@ -69,6 +69,17 @@ describe('web fetch through the browser service', { timeout: 60_000 }, () => {
     }
   });
 
+  it("tells the sandbox a failed fetch's error without the run's secrets", async () => {
+    const secret = 'sk-run-secret-0123456789';
+    const run = await serveBrowserProxy(test.home, 'a1', { ...test.env, MODEL_API_KEY: secret });
+    try {
+      const answer = await rejection(request(run.socket, { op: 'fetch', url: site.url(`/status/404?key=${secret}`) }, { timeoutMs: 60_000 }));
+      expect(answer.message).toBe(`${site.url('/status/404?key=[redacted]')} answered 404`);
+    } finally {
+      await run.close();
+    }
+  });
+
   it("takes from a turn no agent's name but the proxy's", async () => {
     const asked = request(proxy.socket, { op: 'fetch', url: site.url('/article'), agent: 'admin' });
     expect((await rejection(asked)).message).toMatch(/invalid fetch request: .*agent/);

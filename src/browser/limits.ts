@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import * as z from 'zod/mini';
 import { loadYamlConfig } from '../core/config.js';
@@ -6,6 +7,18 @@ import { BrowserLimitsSchema, DEFAULT_BROWSER_LIMITS, type BrowserLimits } from 
 
 /** Debian's chromium, which every agent's browser runs. */
 export const CHROMIUM = '/usr/bin/chromium';
+
+/**
+ * The browser itself behind Debian's launcher script (CHROMIUM), which every start would pay
+ * for: a shell and a dozen processes (grep, findmnt, ls, tr...) before the browser, and flags and
+ * variables a headless browser does not want (Google's API keys, GPU rasterization, extensions).
+ */
+const CHROMIUM_BINARY = '/usr/lib/chromium/chromium';
+
+/** What an agent's browser runs: the browser itself where Debian's package put it, else CHROMIUM. */
+export function chromiumExecutable(): string {
+  return existsSync(CHROMIUM_BINARY) ? CHROMIUM_BINARY : CHROMIUM;
+}
 
 /** An agent's Chromium profile: `agents/<id>/browser/profile`. */
 export function browserProfileDir(home: string, agent: string): string {

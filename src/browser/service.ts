@@ -18,11 +18,12 @@ import { DEFAULT_BROWSER_LIMITS, ServiceRequestSchema, type BrowserCommand, type
  * command, and is closed when its memory passes `max_memory_mb` (the next command starts it
  * again); the service itself stops once it has had no browser open for the default idle time.
  * It does `web fetch` for thin clients too (web/fetch-door.ts): warm, a page costs its reading,
- * not a Node process loading the reader. Once its socket answers it loads what the first
- * requests would (playwright-core, the article reader), so that they find it loaded.
+ * not a Node process loading the reader. Once its first request is answered it loads what the
+ * next ones would (playwright-core, the article reader), so that they find it loaded.
  */
 
 const MEMORY_CHECK_MS = 15_000;
+const PRELOAD_AFTER_COMMAND_MS = 1_000;
 /**
  * A service whose home was removed (a test's temporary home, a reset) has no one to serve and no
  * socket to be stopped through: it stops itself, its browsers with it, rather than running on.
@@ -52,6 +53,27 @@ export async function serveBrowsers(home: string): Promise<void> {
       if ([...held.values()].some((entry) => entry.browser.running)) return;
       emptyTimer = setTimeout(() => process.kill(process.pid, 'SIGTERM'), DEFAULT_BROWSER_LIMITS.idle_minutes * 60_000);
     };
+    let preloaded = false;
+    let preloadTimer: NodeJS.Timeout | undefined;
+    /**
+     * Once the first request is answered, what the next ones would load: the article reader and
+     * playwright-core, whichever the first did not. Not before: a cold `browser open` must not
+     * wait for the reader, nor a first `web fetch` for playwright-core, whose load holds this
+     * process for ~0.7 s of CPU (a CommonJS tree, evaluated at once) and so waits until no fetch
+     * is under way. After a command, once the browser has had none for a moment: the next one (a
+     * snapshot after an open) comes at once. What fails to load is reported by the request that needs it.
+     */
+    const preloadTheRest = (afterMs: number) => {
+      clearTimeout(preloadTimer);
+      if (preloaded) return;
+      preloadTimer = setTimeout(() => {
+        preloaded = true;
+        void preloadReader()
+          .then(() => (fetching > 0 ? new Promise<void>((resume) => noFetch.push(resume)) : undefined))
+          .then(loadPlaywright)
+          .catch(() => {});
+      }, afterMs).unref();
+    };
     const memoryCheck = setInterval(() => checkMemory(held, logger), MEMORY_CHECK_MS);
     memoryCheck.unref();
     const homeCheck = setInterval(() => existsSync(home) || process.kill(process.pid, 'SIGTERM'), HOME_CHECK_MS);
@@ -72,11 +94,13 @@ export async function serveBrowsers(home: string): Promise<void> {
                 for (const resume of noFetch.splice(0)) resume();
               });
             stopWhenEmpty();
+            preloadTheRest(0);
           });
         }
         const { agent, command } = validate(ServiceRequestSchema, raw, { what: 'browser request', kind: 'usage', suggestion: 'send {"op":"command","agent":<id>,"command":{...}}' });
         requireAgent(home, agent);
         clearTimeout(emptyTimer);
+        clearTimeout(preloadTimer);
         const entry = heldFor(home, agent, held);
         entry.limits = loadBrowserLimits(home, agent);
         const reply = entry.queue.then(() => runOne(entry, command, logger, agent));
@@ -92,17 +116,11 @@ export async function serveBrowsers(home: string): Promise<void> {
             }, entry.limits.idle_minutes * 60_000);
           }
           stopWhenEmpty();
+          preloadTheRest(PRELOAD_AFTER_COMMAND_MS);
         }
       },
       listening() {
         stopWhenEmpty();
-        // The reader first: a `web fetch` may be what started the service. playwright-core's load
-        // holds this process for ~1.3 s of CPU (a CommonJS tree, evaluated at once), so it waits
-        // until no fetch is under way. What fails to load is reported by the request that needs it.
-        void preloadReader()
-          .then(() => (fetching > 0 ? new Promise<void>((resume) => noFetch.push(resume)) : undefined))
-          .then(loadPlaywright)
-          .catch(() => {});
       },
       async shutdown() {
         clearInterval(memoryCheck);

@@ -2,7 +2,7 @@ import type { BrowserContext, Locator, Page } from 'playwright-core';
 import { ClawError } from '../core/errors.js';
 import { ensureDir } from '../core/home.js';
 import { checkUrl, untrustedHeader, type AddressGuard } from '../web/index.js';
-import { CHROMIUM } from './limits.js';
+import { chromiumExecutable } from './limits.js';
 import { startGuardProxy } from './guard-proxy.js';
 import { guardContext, type Resolve } from './request-guard.js';
 import type { BrowserCommand, BrowserLimits, BrowserReply } from './types.js';
@@ -140,7 +140,7 @@ export class AgentBrowser {
     try {
       const { chromium } = await loadPlaywright();
       context = await chromium.launchPersistentContext(this.profileDir, {
-        executablePath: CHROMIUM,
+        executablePath: chromiumExecutable(),
         headless: true,
         args: [...CHROMIUM_ARGS, ...(this.options.chromiumArgs ?? [])],
         proxy: { server: proxy.server },
