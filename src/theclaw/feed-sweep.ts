@@ -13,8 +13,8 @@ import type { ThreadEvent } from '../thread/index.js';
  * What the system agents' sweeps share (maintainer.ts, warden.ts): reading a feed, and incidents.
  *
  * A sweep reads a feed as a consumer of its thread: what is new since its last sweep, acknowledged
- * once handled, so that `theclaw prune` keeps what a sweep has yet to read. A sweep that dies
- * before acknowledging reads the same entries again; what it tells the owner carries the entry's
+ * once handled (the owner told), so that `theclaw prune` keeps what a sweep has yet to read. A sweep
+ * that dies or fails before acknowledging reads the same entries again; what it tells the owner carries the entry's
  * id as idempotency key (tellOwnerOf), so nothing is told twice. The feed is read in the home's
  * store (SQLite or PostgreSQL), as the agents append to it.
  */
@@ -31,7 +31,7 @@ export async function readFeed<T>(
   feed: FeedName,
   consumer: string,
   schema: z.ZodMiniType<T>,
-  handle: (entry: T, event: ThreadEvent) => void,
+  handle: (entry: T, event: ThreadEvent) => void | Promise<void>,
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<FeedRead> {
   const path = feedPath(home, feed);
@@ -47,7 +47,7 @@ export async function readFeed<T>(
         for (const event of batch) {
           const entry = parseEntry(schema, event.content);
           if (entry === undefined) result.skipped++;
-          else handle(entry, event);
+          else await handle(entry, event);
         }
         await thread.ack(consumer, batch.at(-1)!.id);
         result.read += batch.length;
@@ -103,17 +103,17 @@ export class Incidents {
   }
 
   /**
-   * An occurrence of `key` at `at` (ISO): when it opens an incident, `tell` is called first and
-   * the incident stored after, so a sweep that dies in between tells again (idempotently) rather
-   * than never; returns whether it opened one. An occurrence of an open incident is counted.
+   * An occurrence of `key` at `at` (ISO): when it opens an incident, `tell` is awaited first and
+   * the incident stored after, so a sweep that dies or fails in between tells again (idempotently)
+   * rather than never; returns whether it opened one. An occurrence of an open incident is counted.
    */
-  occur(key: string, at: string, tell: () => void): boolean {
+  async occur(key: string, at: string, tell: () => Promise<void>): Promise<boolean> {
     const open = this.db.prepare('SELECT last_at FROM incidents WHERE key = ?').get(key) as { last_at: string } | undefined;
     if (open && Date.parse(at) - Date.parse(open.last_at) < INCIDENT_GAP_MS) {
       this.db.prepare('UPDATE incidents SET last_at = max(last_at, ?), count = count + 1 WHERE key = ?').run(at, key);
       return false;
     }
-    tell();
+    await tell();
     this.db.prepare('INSERT OR REPLACE INTO incidents VALUES (?, ?, ?, 1)').run(key, at, at);
     return true;
   }

@@ -18,18 +18,14 @@ export interface SweepResult {
 export async function sweep(home: string): Promise<SweepResult> {
   const incidents = new Incidents(incidentsPath(home, 'maintainer'));
   const reported: string[] = [];
-  // Told once the feed is read (the thread store is async); a tell has its key, and is told once.
-  const telling: (() => Promise<void>)[] = [];
   try {
-    const { read } = await readFeed(home, 'errors', 'maintainer', ErrorFeedEntrySchema, (entry, event) => {
+    // Told before the entry is acknowledged (readFeed); a tell has its key, and is told once.
+    const { read } = await readFeed(home, 'errors', 'maintainer', ErrorFeedEntrySchema, async (entry, event) => {
       const text = reportText(entry, event.created_at);
-      incidents.occur(`${entry.agent}|${entry.stage}|${entry.kind}|${entry.status ?? ''}`, event.created_at, () => {
-        telling.push(async () => {
-          if (await tellOwnerOf(home, REPORTS_AGENT, text, 'error', `maintainer:${event.id}`)) reported.push(text);
-        });
+      await incidents.occur(`${entry.agent}|${entry.stage}|${entry.kind}|${entry.status ?? ''}`, event.created_at, async () => {
+        if (await tellOwnerOf(home, REPORTS_AGENT, text, 'error', `maintainer:${event.id}`)) reported.push(text);
       });
     });
-    for (const tell of telling) await tell();
     return { read, reported };
   } finally {
     incidents.close();

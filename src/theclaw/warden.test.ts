@@ -1,3 +1,4 @@
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import fc from 'fast-check';
@@ -53,6 +54,18 @@ async function ran(home: string, entries: Omit<ToolcallFeedEntry, 'agent' | 'thr
 }
 
 describe('theclaw ward', async () => {
+  it('acknowledges nothing when telling fails, and tells on the next sweep', async () => {
+    const { home, ownerThread } = await homeWithOwner();
+    await ran(home, [{ event: 9, command: 'rm -rf ~', exit_code: 0 }]);
+    const config = agentDir(home, 'admin').config;
+    const good = readFileSync(config, 'utf8');
+    writeFileSync(config, 'policy: [unclosed\n'); // the owner cannot be found: telling throws
+    await expect(ward(home)).rejects.toThrow();
+    writeFileSync(config, good);
+    expect((await ward(home)).findings.map((f) => [f.event, f.told])).toEqual([[9, true]]);
+    expect(told(home, ownerThread)).toHaveLength(1);
+  });
+
   it('tells the owner of a dangerous command once, with the agent, the conversation, the command, why and whether it ran; never of an everyday one', async () => {
     const { home, ownerThread } = await homeWithOwner();
     await ran(home, [

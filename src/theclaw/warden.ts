@@ -27,23 +27,19 @@ export interface WardFinding extends ToolcallFeedEntry {
 export async function ward(home: string): Promise<WardResult> {
   const incidents = new Incidents(incidentsPath(home, 'warden'));
   const findings: WardFinding[] = [];
-  // Told once the feed is read (the thread store is async); a tell has its key, and is told once.
-  const telling: (() => Promise<void>)[] = [];
   try {
-    const { read } = await readFeed(home, 'toolcalls', 'warden', ToolcallFeedEntrySchema, (entry, event) => {
+    // Told before the entry is acknowledged (readFeed); a tell has its key, and is told once.
+    const { read } = await readFeed(home, 'toolcalls', 'warden', ToolcallFeedEntrySchema, async (entry, event) => {
       const rules = review(entry.command);
       if (rules.length === 0) return;
       const key = `${entry.agent}|${rules.map((rule) => rule.rule).join(',')}|${createHash('sha256').update(entry.command).digest('hex')}`;
-      incidents.occur(key, event.created_at, () => {
+      await incidents.occur(key, event.created_at, async () => {
         const text = findingText(entry, rules);
         const finding = { ...entry, rules, text, told: false };
         findings.push(finding);
-        telling.push(async () => {
-          finding.told = await tellOwnerOf(home, REPORTS_AGENT, text, 'error', `warden:${event.id}`);
-        });
+        finding.told = await tellOwnerOf(home, REPORTS_AGENT, text, 'error', `warden:${event.id}`);
       });
     });
-    for (const tell of telling) await tell();
     return { read, findings };
   } finally {
     incidents.close();
