@@ -240,15 +240,13 @@ export class PostgresDispatcher implements ThreadDispatcher {
         await this.failed(due, taken, `${describeOutcome(outcome)}${output ? `: ${output.slice(output.lastIndexOf('\n') + 1).slice(0, 300)}` : ''}`, formatRun(what, outcome));
         return;
       }
-      const thread = await this.thread(due);
-      const after = await thread.consumer(due.consumer);
-      if (after && after.pending > 0 && after.progress === taken.progress) {
+      if (await this.options.store.leases.leftPending(due, taken.progress)) {
         const note = ' without acknowledging pending events';
         await this.failed(due, taken, `exited 0${note}`, formatRun(what, outcome, note));
         return;
       }
       this.options.logger.info(formatRun(what, outcome));
-      if (taken.failures > 0) await thread.recordRun(due.consumer, { ok: true });
+      if (taken.failures > 0) await (await this.thread(due)).recordRun(due.consumer, { ok: true });
     } finally {
       // After the run record: another host taking the subscription sees its backoff.
       await this.release(run.lease, due.name);

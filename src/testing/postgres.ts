@@ -29,6 +29,8 @@ export interface PostgresOptions {
    * the bench, which sets it against SQLite's. Default: off, a test's data need not outlive it.
    */
   durable?: boolean;
+  /** Counts the statements each database runs (`pg_stat_statements`), for the bench's statements per message. Default: off. */
+  statementStats?: boolean;
 }
 
 const run = promisify(execFile);
@@ -79,7 +81,8 @@ export async function startPostgres(options: PostgresOptions = {}): Promise<Post
     await pg('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '--encoding=UTF8', '--locale=C', '--no-sync']);
     const port = await freePort();
     const durability = options.durable ? '' : ' -c fsync=off -c synchronous_commit=off -c full_page_writes=off';
-    const settings = `-c listen_addresses=127.0.0.1 -p ${port} -k ${socket}${durability}`;
+    const stats = options.statementStats ? ' -c shared_preload_libraries=pg_stat_statements' : '';
+    const settings = `-c listen_addresses=127.0.0.1 -p ${port} -k ${socket}${durability}${stats}`;
     await pg('pg_ctl', ['-D', data, '-l', join(dir, 'server.log'), '-o', settings, '-w', '-t', '60', 'start']);
     started = true;
     const url = (database: string) => `postgres://postgres@127.0.0.1:${port}/${database}`;

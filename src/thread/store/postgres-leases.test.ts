@@ -105,6 +105,24 @@ describe.skipIf(unavailable !== null)(`PostgreSQL leases${unavailable ? ` (skipp
     expect(await a.leases!.take((await dueOf(a, 'host-a', backoff))!, holder('host-a'))).toMatchObject({ failures: 1 });
   });
 
+  it('looks past a subscription whose pending events its filter does not match, once its filter was met, and tells a run that left events pending', async () => {
+    const filtered = await subscribed({ filter: "type = 'wanted'" }); // a 'message' pending, not wanted
+    // A filter no look has met yet: any pending event counts, and the take checks the filter.
+    const due = (await dueOf(b, 'host-b', filtered))!;
+    expect(await b.leases!.take(due, holder('host-b'))).toBeNull();
+    expect(await dueOf(b, 'host-b', filtered)).toBeUndefined(); // met now: the look checks it itself
+    expect(await dueOf(b, 'host-b', await subscribed())).toBeDefined(); // no filter: any event
+    await filtered.append([msg('y', 'wanted')]);
+    const wanted = (await dueOf(b, 'host-b', filtered))!;
+    const taken = (await b.leases!.take(wanted, holder('host-b')))!;
+    expect(await b.leases!.leftPending(wanted, taken.progress)).toBe(true);
+    await filtered.ack('worker', 1); // past the unwanted one only: the wanted one still waits
+    expect(await b.leases!.leftPending(wanted, taken.progress)).toBe(false); // its progress moved
+    await filtered.append([msg('z')]);
+    await filtered.ack('worker', 2);
+    expect(await b.leases!.leftPending(wanted, 2)).toBe(false); // where it was, but only an unwanted event after it
+  });
+
   it('notifies listeners on every host of an append and of a subscribe, by the thread', async () => {
     const heard: number[] = [];
     const listening = await b.listen!(

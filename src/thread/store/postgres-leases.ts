@@ -1,5 +1,5 @@
 import type { Sql } from 'postgres';
-import { compileFilter, parseFilter } from '../filter.js';
+import { compileFilter, parseFilter, type FilterExpr } from '../filter.js';
 import { POSTGRES_DIALECT } from './postgres-filter.js';
 import { postgresFailure } from './postgres-connect.js';
 
@@ -56,26 +56,68 @@ const DUE = `c.subscribed AND c.handler IS NOT NULL
 
 const CLEAR_LEASE = 'lease_host = NULL, lease_pid = NULL, lease_start = NULL, lease_since = NULL, lease_expires = NULL';
 
+/** Filters a look checks itself (`due`): a few are in use (the agents' two); past this many, the take checks the rest. */
+const MAX_KNOWN_FILTERS = 32;
+
+/** An event after the consumer's progress (`consumers c`), matching `filter` if one is given. */
+function pendingClause(filter: { sql: string } | null): string {
+  return `EXISTS (SELECT 1 FROM theclaw.events e WHERE e.thread = c.thread AND e.id > c.progress${filter ? ` AND (${filter.sql})` : ''})`;
+}
+
 export class PostgresLeases {
+  /** The filters met in looks and takes, by their text. */
+  private readonly filters = new Map<string, FilterExpr>();
+
   constructor(
     private readonly sql: Sql,
     private readonly location: string,
   ) {}
 
   /**
-   * Subscriptions due for `host` with any event after their progress (the filter is the take's
-   * to check: it is compiled per consumer), in `threads` or in all.
+   * Subscriptions due for `host` with an event after their progress that matches their filter, in
+   * `threads` or in all. The filters this holder has met are checked here (a CASE over their
+   * texts); one not met before counts any event as pending, and the take checks it.
    */
   async due(host: string, threads: number[] | null = null): Promise<DueSubscription[]> {
     const params: unknown[] = [host, Date.now()];
     if (threads) params.push(threads);
-    return this.query<DueSubscription>(
+    const cases = [...this.filters].map(([text, parsed]) => {
+      params.push(text);
+      const filter = compileFilter(parsed, POSTGRES_DIALECT, params.length + 1);
+      params.push(...filter.params);
+      return `WHEN $${params.length - filter.params.length} THEN ${pendingClause(filter)}`;
+    });
+    const pending = cases.length > 0 ? `CASE c.filter ${cases.join(' ')} ELSE ${pendingClause(null)} END` : pendingClause(null);
+    const rows = await this.query<DueSubscription>(
       `SELECT c.thread, t.name, c.consumer, c.filter FROM theclaw.consumers c JOIN theclaw.threads t ON t.thread = c.thread
-       WHERE ${DUE} ${threads ? 'AND c.thread = ANY($3::bigint[])' : ''}
-         AND EXISTS (SELECT 1 FROM theclaw.events e WHERE e.thread = c.thread AND e.id > c.progress)
+       WHERE ${DUE} ${threads ? 'AND c.thread = ANY($3::bigint[])' : ''} AND ${pending}
        ORDER BY c.retry_at NULLS FIRST, c.thread, c.consumer`,
       params,
     );
+    for (const { filter } of rows) {
+      try {
+        if (filter !== null) this.meet(filter);
+      } catch {
+        // One that does not parse fails its own take, as it did before: never the look.
+      }
+    }
+    return rows;
+  }
+
+  /**
+   * Whether a run that ended left its subscription stuck: its progress where the take found it
+   * while events matching its filter wait (a handler that exits 0 so would be started again at
+   * once, forever).
+   */
+  async leftPending(subscription: DueSubscription, progress: number): Promise<boolean> {
+    const filter = this.compile(subscription.filter, 4);
+    const [row] = await this.query<{ stuck: boolean }>(`SELECT c.progress = $3 AND ${pendingClause(filter)} AS stuck FROM theclaw.consumers c WHERE c.thread = $1 AND c.consumer = $2`, [
+      subscription.thread,
+      subscription.consumer,
+      progress,
+      ...(filter?.params ?? []),
+    ]);
+    return row?.stuck === true;
   }
 
   /**
@@ -84,12 +126,11 @@ export class PostgresLeases {
    * Null when it is not due or another host holds or is taking it.
    */
   async take(subscription: DueSubscription, holder: LeaseHolder): Promise<TakenLease | null> {
-    const filter = subscription.filter === null ? null : compileFilter(parseFilter(subscription.filter), POSTGRES_DIALECT, 9);
+    const filter = this.compile(subscription.filter, 9);
     const rows = await this.query<TakenLease>(
       `WITH due AS (
          SELECT c.thread, c.consumer FROM theclaw.consumers c
-         WHERE c.thread = $3 AND c.consumer = $4 AND c.filter IS NOT DISTINCT FROM $5::text AND ${DUE}
-           AND EXISTS (SELECT 1 FROM theclaw.events e WHERE e.thread = c.thread AND e.id > c.progress${filter ? ` AND (${filter.sql})` : ''})
+         WHERE c.thread = $3 AND c.consumer = $4 AND c.filter IS NOT DISTINCT FROM $5::text AND ${DUE} AND ${pendingClause(filter)}
          FOR UPDATE OF c SKIP LOCKED)
        UPDATE theclaw.consumers u SET lease_host = $1, lease_pid = $6, lease_start = NULL, lease_since = $7,
          lease_expires = now() + $8::bigint * interval '1 millisecond'
@@ -134,6 +175,20 @@ export class PostgresLeases {
   async subscribedThreads(): Promise<string[]> {
     const rows = await this.query<{ name: string }>('SELECT DISTINCT t.name FROM theclaw.consumers c JOIN theclaw.threads t ON t.thread = c.thread WHERE c.subscribed ORDER BY t.name', []);
     return rows.map((row) => row.name);
+  }
+
+  /** A filter compiled with its parameters numbered from `firstParam` (null: none); met, so that looks check it. */
+  private compile(text: string | null, firstParam: number): { sql: string; params: (string | number)[] } | null {
+    return text === null ? null : compileFilter(this.meet(text), POSTGRES_DIALECT, firstParam);
+  }
+
+  /** The filter parsed (it throws on one that does not parse), kept for `due` while there is room. */
+  private meet(text: string): FilterExpr {
+    const known = this.filters.get(text);
+    if (known) return known;
+    const parsed = parseFilter(text);
+    if (this.filters.size < MAX_KNOWN_FILTERS) this.filters.set(text, parsed);
+    return parsed;
   }
 
   private async query<T extends object>(text: string, params: unknown[]): Promise<T[]> {

@@ -8,7 +8,7 @@ import { ClawError } from '../../core/errors.js';
  * idempotency key is unique per thread by constraint. Text columns that filters compare are
  * `COLLATE "C"`: bytes order them, as SQLite's BINARY does (postgres-filter.ts).
  */
-export const SCHEMA_VERSION = 3;
+export const SCHEMA_VERSION = 4;
 
 const SCHEMA = `
 CREATE SCHEMA IF NOT EXISTS theclaw;
@@ -91,8 +91,66 @@ CREATE TABLE theclaw.files (
 CREATE INDEX files_stored_at ON theclaw.files (stored_at);
 `;
 
+/**
+ * Version 4: an append is one statement (`theclaw.append`), where it was six round trips (begin, the
+ * thread's row lock, the keys' lookup, the insert, the notify, commit). Its steps are those of
+ * postgres-store.ts's append before: the row lock orders the thread's appends; the statements after
+ * it each take a new snapshot (READ COMMITTED in a function), so they see the keys of an append
+ * that committed while this one waited for the lock. A key seen before, or earlier in the batch,
+ * stores nothing and gives the first event's id; new events get the ids after `last_id`, which
+ * moves on with them; the notifiers are told when anything was stored. With `ack_consumer`, its
+ * progress moves to `ack_id` in the same transaction (made a consumer if it was none); an id past
+ * the newest event raises TC002 with the newest id, a thread that is gone TC001: nothing is stored.
+ */
+const SCHEMA_4 = `
+CREATE FUNCTION theclaw.append(p_thread bigint, p_at text, p_source text[], p_type text[], p_subtype text[], p_content text[], p_key text[], p_ack_consumer text, p_ack_id bigint)
+RETURNS TABLE (id bigint, duplicate boolean) LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+  v_last bigint;
+  v_new bigint;
+BEGIN
+  SELECT t.last_id INTO v_last FROM theclaw.threads t WHERE t.thread = p_thread FOR UPDATE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'thread % is gone', p_thread USING ERRCODE = 'TC001';
+  END IF;
+  RETURN QUERY
+  WITH input AS (
+    SELECT i.ord, i.source, i.type, i.subtype, i.content, i.key
+    FROM unnest(p_source, p_type, p_subtype, p_content, p_key) WITH ORDINALITY AS i (source, type, subtype, content, key, ord)
+  ), keyed AS (
+    SELECT i.*, e.id AS stored, i.key IS NULL OR i.ord = min(i.ord) OVER (PARTITION BY i.key) AS leads
+    FROM input i LEFT JOIN theclaw.events e ON e.thread = p_thread AND e.idempotency_key = i.key
+  ), fresh AS (
+    SELECT k.ord, k.source, k.type, k.subtype, k.content, k.key, v_last + row_number() OVER (ORDER BY k.ord) AS new_id
+    FROM keyed k WHERE k.stored IS NULL AND k.leads
+  ), inserted AS (
+    INSERT INTO theclaw.events (thread, id, created_at, source, type, subtype, content, idempotency_key)
+    SELECT p_thread, f.new_id, p_at, f.source, f.type, f.subtype, f.content, f.key FROM fresh f
+  )
+  SELECT coalesce(k.stored, f.new_id, first_of_key.new_id), f.new_id IS NULL
+  FROM keyed k
+  LEFT JOIN fresh f ON f.ord = k.ord
+  LEFT JOIN fresh first_of_key ON NOT k.leads AND first_of_key.key = k.key
+  ORDER BY k.ord;
+  SELECT v_last + count(*) INTO v_new FROM theclaw.events e WHERE e.thread = p_thread AND e.id > v_last;
+  IF v_new > v_last THEN
+    UPDATE theclaw.threads SET last_id = v_new WHERE thread = p_thread;
+    PERFORM pg_notify('theclaw_threads', p_thread::text);
+  END IF;
+  IF p_ack_consumer IS NOT NULL THEN
+    IF p_ack_id > v_new THEN
+      RAISE EXCEPTION '%', v_new USING ERRCODE = 'TC002';
+    END IF;
+    INSERT INTO theclaw.consumers (thread, consumer, updated_at) VALUES (p_thread, p_ack_consumer, p_at) ON CONFLICT (thread, consumer) DO NOTHING;
+    UPDATE theclaw.consumers SET progress = p_ack_id, updated_at = p_at WHERE thread = p_thread AND consumer = p_ack_consumer AND progress < p_ack_id;
+  END IF;
+END
+$$;
+`;
+
 /** What takes a schema of version N to N + 1, by N. */
-const UPGRADES: Record<number, string> = { 1: SCHEMA_2, 2: SCHEMA_3 };
+const UPGRADES: Record<number, string> = { 1: SCHEMA_2, 2: SCHEMA_3, 3: SCHEMA_4 };
 
 /** Any constant: the advisory lock under which the first of several processes creates the schema. */
 const SCHEMA_LOCK = 0x7468_7264;

@@ -18,6 +18,7 @@ import type { AppendOptions, OpenStoredThreadOptions, RunOutcome, StoredConsumer
 type Tx = Sql | TransactionSql;
 
 const EVENT_COLUMNS = 'id, created_at, source, type, subtype, content';
+const APPEND = 'SELECT id, duplicate FROM theclaw.append($1, $2, $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8, $9)';
 /** Rows per INSERT: PostgreSQL takes at most 65,535 parameters in one statement. */
 const ROWS_PER_INSERT = 1000;
 
@@ -131,13 +132,11 @@ class PostgresStore implements ThreadStore {
   }
 }
 
-/** Inserts events as they are; with `lastId`, the thread's last id is set by the last INSERT's statement. */
-async function insertEvents(tx: Tx, thread: number, events: readonly StoredEvent[], lastId?: number): Promise<void> {
+/** Inserts events as they are (a dump's, ids and keys kept). */
+async function insertEvents(tx: Tx, thread: number, events: readonly StoredEvent[]): Promise<void> {
   for (let at = 0; at < events.length; at += ROWS_PER_INSERT) {
     const rows = events.slice(at, at + ROWS_PER_INSERT).map((event) => ({ ...event, thread }));
-    const insert = tx`INSERT INTO theclaw.events ${tx(rows, 'thread', 'id', 'created_at', 'source', 'type', 'subtype', 'content', 'idempotency_key')}`;
-    const final = lastId !== undefined && at + ROWS_PER_INSERT >= events.length;
-    await (final ? tx`WITH inserted AS (${insert}) UPDATE theclaw.threads SET last_id = ${lastId} WHERE thread = ${thread}` : insert);
+    await tx`INSERT INTO theclaw.events ${tx(rows, 'thread', 'id', 'created_at', 'source', 'type', 'subtype', 'content', 'idempotency_key')}`;
   }
 }
 
@@ -154,40 +153,25 @@ class PostgresThread implements StoredThread {
     return this.name;
   }
 
+  /** One statement (`theclaw.append`, postgres-schema.ts): the row lock, the keys, the ids, the notify and the ack. */
   async append(inputs: readonly PushInput[], options: AppendOptions = {}): Promise<{ id: number; duplicate: boolean }[]> {
-    if (options.ack) checkConsumer(options.ack.consumer);
+    const { ack } = options;
+    if (ack) {
+      checkConsumer(ack.consumer);
+      checkEventId(ack.eventId);
+    }
     const events = inputs.map((input, index) => storable(validatePush(input, inputs.length > 1 ? index + 1 : undefined)));
-    return this.store.transaction(async (tx) => {
-      // The row lock orders this thread's appends: ids are given one after the other, and a key
-      // looked up here cannot be inserted by another append before this one commits. The lookup is
-      // a statement of its own, after the lock: in READ COMMITTED a statement that waited for a
-      // lock still reads the other rows as they were when it began, and would miss that append's keys.
-      const [locked] = await tx<{ last_id: number }[]>`SELECT last_id FROM theclaw.threads WHERE thread = ${this.thread} FOR UPDATE`;
-      if (!locked) throw this.gone();
-      const keys = events.flatMap((event) => (event.idempotency_key ? [event.idempotency_key] : []));
-      const seen = new Map<string, number>();
-      if (keys.length > 0) {
-        const found = await tx<{ idempotency_key: string; id: number }[]>`
-          SELECT idempotency_key, id FROM theclaw.events WHERE thread = ${this.thread} AND idempotency_key = ANY(${tx.array(keys)})`;
-        for (const { idempotency_key, id } of found) seen.set(idempotency_key, id);
+    const column = <K extends 'source' | 'type' | 'subtype' | 'content' | 'idempotency_key'>(key: K) => events.map((event) => event[key] ?? null);
+    const params = [this.thread, now(), column('source'), column('type'), column('subtype'), column('content'), column('idempotency_key'), ack?.consumer ?? null, ack?.eventId ?? null];
+    return this.guarded(async (sql) => {
+      try {
+        return [...(await sql.unsafe<{ id: number; duplicate: boolean }[]>(APPEND, params as never[], { prepare: true }))];
+      } catch (error) {
+        const { code, message } = error as { code?: string; message?: string };
+        if (code === 'TC001') throw this.gone();
+        if (code === 'TC002') throw missingEvent(this.path, ack!.eventId, Number(message));
+        throw error;
       }
-      let last = locked.last_id;
-      const created: StoredEvent[] = [];
-      const results = events.map((event) => {
-        const key = event.idempotency_key ?? null;
-        const existing = key === null ? undefined : seen.get(key);
-        if (existing !== undefined) return { id: existing, duplicate: true };
-        const id = ++last;
-        if (key !== null) seen.set(key, id); // the same key twice in one batch stores it once
-        created.push({ id, created_at: now(), source: event.source, type: event.type, subtype: event.subtype ?? null, content: event.content, idempotency_key: key });
-        return { id, duplicate: false };
-      });
-      if (created.length > 0) {
-        await insertEvents(tx, this.thread, created, last);
-        await this.notify(tx);
-      }
-      if (options.ack) await this.advance(tx, options.ack.consumer, (await this.ensureConsumer(tx, options.ack.consumer)).progress, options.ack.eventId);
-      return results;
     });
   }
 
@@ -198,15 +182,30 @@ class PostgresThread implements StoredThread {
 
   async pop(consumer: string, options: PopOptions = {}): Promise<ThreadEvent[]> {
     checkConsumer(consumer);
+    const limit = options.limit ?? DEFAULT_LIMIT;
+    if (options.lastEventId === undefined) {
+      // Reading acknowledges nothing: two reads, no transaction; a consumer that is none yet is made below.
+      const [row] = await this.consumerRows(' AND consumer = $2', [consumer]);
+      if (row) return this.guarded((sql) => this.select(sql, row.progress, row.filter, limit, 'ASC'));
+    }
     return this.store.transaction(async (tx) => {
       const row = await this.ensureConsumer(tx, consumer);
       const progress = options.lastEventId === undefined ? row.progress : await this.advance(tx, consumer, row.progress, options.lastEventId);
-      return this.select(tx, progress, row.filter, options.limit ?? DEFAULT_LIMIT, 'ASC');
+      return this.select(tx, progress, row.filter, limit, 'ASC');
     });
   }
 
   async ack(consumer: string, eventId: number): Promise<number> {
     checkConsumer(consumer);
+    checkEventId(eventId);
+    // What an ack almost always is, in one statement: forward, to an event that exists. Anything
+    // else (a consumer that is none yet, an id not forward, one past the newest) is the transaction's.
+    const moved = await this.store.query(
+      `UPDATE theclaw.consumers c SET progress = $3, updated_at = $4 FROM theclaw.threads t
+       WHERE c.thread = $1 AND c.consumer = $2 AND t.thread = $1 AND c.progress < $3 AND $3 <= t.last_id RETURNING c.progress`,
+      [this.thread, consumer, eventId, now()],
+    );
+    if (moved.length > 0) return eventId;
     return this.store.transaction(async (tx) => this.advance(tx, consumer, (await this.ensureConsumer(tx, consumer)).progress, eventId));
   }
 
@@ -346,10 +345,13 @@ class PostgresThread implements StoredThread {
     await tx`SELECT pg_notify(${THREADS_CHANNEL}, ${String(this.thread)})`;
   }
 
+  /** The consumer's row, locked; made first when it is none yet. */
   private async ensureConsumer(tx: Tx, consumer: string): Promise<ConsumerFields> {
+    const locked = () => tx<ConsumerFields[]>`SELECT * FROM theclaw.consumers WHERE thread = ${this.thread} AND consumer = ${consumer} FOR UPDATE`;
+    const [row] = await locked();
+    if (row) return row;
     await tx`INSERT INTO theclaw.consumers (thread, consumer, updated_at) VALUES (${this.thread}, ${consumer}, ${now()}) ON CONFLICT (thread, consumer) DO NOTHING`;
-    const [row] = await tx<ConsumerFields[]>`SELECT * FROM theclaw.consumers WHERE thread = ${this.thread} AND consumer = ${consumer} FOR UPDATE`;
-    return row!;
+    return (await locked())[0]!;
   }
 
   /** Moves progress to `eventId` if that is forward; an id past the newest event is refused. */
