@@ -3,7 +3,7 @@ import { daemonEnvironment } from '../core/daemon.js';
 import { ClawError } from '../core/errors.js';
 import { secretsEnvPath, xgwConfigPath } from '../core/layout.js';
 import { readSecretsFile } from '../core/secrets-file.js';
-import { describeIssue } from '../core/validate.js';
+import { describeIssue, OWN_WORDING } from '../core/validate.js';
 import { storeSetting } from '../thread/index.js';
 import { agentExists, findRoute } from './route.js';
 import { ChannelConfigSchema, isLoopbackHost, RouteSchema, XgwConfigSchema, type ChannelConfig, type Route, type WebchatChannelConfig, type XgwConfig } from './types.js';
@@ -91,7 +91,7 @@ export function inspectXgwConfig(home: string, options: InspectOptions = {}): Xg
   const text = options.text ?? readConfigText(file);
   const raw = parseConfigText(file, text); // a file that is not YAML is thrown as it is
   const sha256 = textHash(text);
-  const parsed = XgwConfigSchema.safeParse(raw, { reportInput: true });
+  const parsed = XgwConfigSchema.safeParse(raw, OWN_WORDING);
   if (parsed.success) {
     const findings = [...checkConfig(parsed.data).map(fail), ...environmentFindings(home, parsed.data.channels, options.environment), ...routeFindings(home, parsed.data.routes)];
     return { file, sha256, channels: parsed.data.channels, schemaValid: true, findings, ...(!findings.some(isFailure) && { config: parsed.data }) };
