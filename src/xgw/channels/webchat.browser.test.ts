@@ -1,5 +1,5 @@
 import { createServer as createHttpServer, type IncomingHttpHeaders } from 'node:http';
-import { createServer, type AddressInfo } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import WebSocket from 'ws';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
