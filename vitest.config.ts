@@ -11,6 +11,7 @@ export default defineConfig({
     // import time). So a test file leaves the process as it found it: it restores what it spies on,
     // the environment variables it sets and the listeners it adds.
     isolate: false,
+    setupFiles: ['src/testing/process-state.ts'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
   },

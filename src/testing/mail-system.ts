@@ -76,14 +76,16 @@ export async function startMailSystem(users: readonly string[]): Promise<MailSys
     const mail = join(dir, 'mail');
     mkdirSync(mail);
     chownSync(mail, mailUser.uid, mailUser.gid);
-    writeFileSync(join(dir, 'users'), [...passwords].map(([user, password]) => `${address(user)}:{PLAIN}${password}\n`).join(''), { mode: 0o644 });
+    writeFileSync(join(dir, 'users'), [...passwords].map(([user, password]) => `${address(user)}:{PLAIN}${password}\n`).join(''));
+    chmodSync(join(dir, 'users'), 0o644); // dovecot's auth reads it as its own user, whatever the umask
     writeFileSync(join(dir, 'dovecot.conf'), dovecotConfig(dir, imapPort, mailUser));
     children.push(spawnServer(DOVECOT, ['-F', '-c', join(dir, 'dovecot.conf')], join(dir, 'dovecot.out')));
     const postfix = join(dir, 'postfix');
     mkdirSync(postfix);
     writeFileSync(join(postfix, 'main.cf'), postfixMain(dir, mailUser));
     writeFileSync(join(postfix, 'master.cf'), postfixMaster(smtpPort));
-    writeFileSync(join(postfix, 'vmailbox'), users.map((user) => `${address(user)} ${user}/\n`).join(''), { mode: 0o644 });
+    writeFileSync(join(postfix, 'vmailbox'), users.map((user) => `${address(user)} ${user}/\n`).join(''));
+    chmodSync(join(postfix, 'vmailbox'), 0o644);
     makePostfixQueue(dir);
     children.push(spawnServer(POSTFIX_MASTER, ['-c', postfix, '-s'], join(dir, 'postfix.out')));
     await waitFor(() => greets(imapPort, '* OK'), `Dovecot on port ${imapPort} (${join(dir, 'dovecot.log')})`, 20_000, 50);
@@ -249,8 +251,10 @@ function makePostfixQueue(dir: string): void {
   const postfix = idOf('postfix');
   const postdrop = groupIdOf('postdrop');
   const queue = join(dir, 'postfix-queue');
-  mkdirSync(queue, { mode: 0o755 });
-  mkdirSync(join(queue, 'pid'), { mode: 0o755 });
+  for (const path of [queue, join(queue, 'pid')]) {
+    mkdirSync(path);
+    chmodSync(path, 0o755); // postfix's own users enter it, whatever the umask
+  }
   for (const name of ['active', 'bounce', 'corrupt', 'defer', 'deferred', 'flush', 'hold', 'incoming', 'private', 'saved', 'trace']) {
     mkdirSync(join(queue, name), { mode: 0o700 });
     chownSync(join(queue, name), postfix.uid, 0);
