@@ -139,11 +139,20 @@ export async function startDaemonProcess(home: string, name: DaemonName, env: No
           ?.replace(/^Error: /, '');
         throw new ClawError('io', `${name} did not start${said ? `: ${said}` : ''}`, { suggestion: `see ${stderrPath} and ${daemonLogFile(home, name)}` });
       }
-      if (!isClawError(error, 'not_found') && !isClawError(error, 'timeout')) throw error;
+      if (!isClawError(error, 'not_found') && !isClawError(error, 'timeout') && !isResetWhileStarting(error)) throw error;
       await sleep(POLL_MS);
     }
   }
   throw new ClawError('timeout', `${name} did not answer within ${START_TIMEOUT_MS / 1000} s of starting`, { suggestion: `see ${stderrPath}` });
+}
+
+/**
+ * A connection the starting daemon reset (ECONNRESET; seen after a SIGKILLed predecessor, while
+ * the new one takes over its socket): the daemon has not exited (checked first), so it is asked
+ * again, as when nothing listened yet.
+ */
+function isResetWhileStarting(error: unknown): boolean {
+  return isClawError(error, 'io') && errnoCode((error as ClawError).cause) === 'ECONNRESET';
 }
 
 /** Stops the daemon and waits for its process to end. Returns false if it was not running. */
