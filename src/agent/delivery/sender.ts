@@ -1,13 +1,11 @@
 import { existsSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join } from 'node:path';
 import { ClawError } from '../../core/errors.js';
-import { hostName } from '../../core/host.js';
 import { deliveriesDir, deliveriesLogFile } from '../../core/layout.js';
 import { ATTACHMENT_KINDS, type Attachment } from '../../core/message.js';
-import type { ThreadStore } from '../../thread/index.js';
 import type { OutboundFile } from '../../xgw/index.js';
 import { agentDir, loadAgentConfig, requireAgent, type AgentDir } from '../agent-dir.js';
-import { agentHost } from '../placement.js';
+import { placedElsewhere } from '../placement.js';
 import { DEFAULT_DELIVER_ATTEMPTS } from '../types.js';
 import { hasAgentThread, threadStore } from '../threads.js';
 import { fetchReplyFile } from './shared-reply-files.js';
@@ -44,7 +42,8 @@ export interface Sender {
  */
 export async function findSender(home: string, id: string, env: NodeJS.ProcessEnv, maxAttempts?: number): Promise<Sender> {
   const store = await threadStore(home, env);
-  if (store.kind === 'sqlite' || (await placedHere(store, home, id, env))) return localSender(requireAgent(home, id));
+  // The directory here is the agent's when it is here and the store places the agent nowhere else.
+  if (store.kind === 'sqlite' || (existsSync(agentDir(home, id).config) && (await placedElsewhere(home, id, env)) === null)) return localSender(requireAgent(home, id));
   const dir = agentDir(home, id);
   if (!(await hasAgentThread(home, dir.inbox, env))) {
     throw new ClawError('not_found', `there is no agent ${id} (it has no inbox in ${store.location})`, { suggestion: 'agent list, on its host, shows the agents' });
@@ -82,13 +81,6 @@ export function localSender(dir: AgentDir): Sender {
         return [outboundFile(attachment, join(dir.root, attachment.path))];
       }),
   };
-}
-
-/** Whether the agent's directory here is its directory: it is, and the store places the agent here (or nowhere yet). */
-async function placedHere(store: ThreadStore, home: string, id: string, env: NodeJS.ProcessEnv): Promise<boolean> {
-  if (!existsSync(agentDir(home, id).config)) return false;
-  const host = await agentHost(store, id);
-  return host === null || host === hostName(home, env);
 }
 
 function outboundFile(attachment: Attachment, path: string): OutboundFile {
