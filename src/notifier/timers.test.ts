@@ -78,7 +78,8 @@ describe('notifier timer (CLI and daemon)', () => {
     t.cleanup();
   });
 
-  const ticks = (file: string) => (existsSync(file) ? readFileSync(file, 'utf8').trim().split('\n').length : 0);
+  // Counts whole lines only: the shell creates the file before it writes to it.
+  const ticks = (file: string) => (existsSync(file) ? readFileSync(file, 'utf8').split('\n').length - 1 : 0);
   const appendCommand = (file: string) => joinCommand(['bash', '-c', `echo "$THECLAW_TIMER" >> '${file}'`]);
 
   it('runs an interval timer, keeps it across a restart, and stops running it once removed', async () => {
