@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { existsSync, renameSync, writeFileSync } from 'node:fs';
-import { extname, join } from 'node:path';
+import { dirname, extname, join } from 'node:path';
 import { ensureDir } from './home.js';
 import { AGENT_FILES_DIR, agentRoot } from './layout.js';
 
@@ -30,16 +30,37 @@ const EXTENSIONS: Record<string, string> = {
  * the agent's directory (`files/<sha256>.<ext>`): the home can move.
  */
 export function storeFile(home: string, agent: string, bytes: Buffer, file: FileKind): string {
-  const dir = join(agentRoot(home, agent), AGENT_FILES_DIR);
-  ensureDir(dir);
-  const name = `${createHash('sha256').update(bytes).digest('hex')}${extensionOf(file)}`;
-  const path = join(dir, name);
+  const stored = storedFilePath(createHash('sha256').update(bytes).digest('hex'), file);
+  writeStoredFile(agentRoot(home, agent), stored, bytes);
+  return stored;
+}
+
+/** The path relative to an agent's directory of the file of this SHA-256 (hex) and kind: `files/<sha256>.<ext>`. */
+export function storedFilePath(sha256: string, file: FileKind): string {
+  return `${AGENT_FILES_DIR}/${sha256}${extensionOf(file)}`;
+}
+
+const STORED_PATH = /^files\/([0-9a-f]{64})(\.[a-z0-9]{1,8})?$/;
+
+/** The SHA-256 a path names when it is a stored file's (`storedFilePath`), else null: nothing else is. */
+export function storedFileHash(path: string | undefined): string | null {
+  return path === undefined ? null : (STORED_PATH.exec(path)?.[1] ?? null);
+}
+
+/**
+ * Writes a stored file (`storedFilePath`, checked by the caller) under `root` (an agent's
+ * directory, or the deliverer's `deliveries/`), whole or not at all; a copy there already is the
+ * file, since its name is its content's. Returns its absolute path.
+ */
+export function writeStoredFile(root: string, stored: string, bytes: Buffer): string {
+  const path = join(root, stored);
   if (!existsSync(path)) {
+    ensureDir(dirname(path));
     const partial = `${path}.${process.pid}.tmp`;
     writeFileSync(partial, bytes, { mode: 0o600 });
     renameSync(partial, path);
   }
-  return `${AGENT_FILES_DIR}/${name}`;
+  return path;
 }
 
 function extensionOf(file: FileKind): string {

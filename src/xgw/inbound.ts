@@ -1,10 +1,10 @@
 import { encodeSegment, formatAddress } from '../core/address.js';
-import { storeFile } from '../core/agent-files.js';
+import { storedFilePath, storeFile } from '../core/agent-files.js';
 import { ClawError, isClawError } from '../core/errors.js';
 import { agentInboxPath, INBOX_CONSUMER } from '../core/layout.js';
 import type { Logger } from '../core/logger.js';
 import { formatMessageContent, type Attachment, type GroupContextEntry } from '../core/message.js';
-import { MAX_CONTENT_BYTES, threadName, type StoredThread, type ThreadStore } from '../thread/index.js';
+import { MAX_CONTENT_BYTES, MAX_SHARED_FILE_BYTES, threadName, type StoredThread, type ThreadStore } from '../thread/index.js';
 import type { ChannelAdapter } from './channel.js';
 import type { ContextClaim } from './group-context.js';
 import type { GatewayState } from './state.js';
@@ -148,13 +148,18 @@ export class Inbound {
   }
 
   /**
-   * Downloads the message's files into the agent's `files/` (see files.ts), within the channel's
-   * `media` limits: a file too large, past the peer's quota of the day, or that cannot be fetched
-   * is the message's outcome (the person is told), and nothing of the message reaches the agent.
+   * Downloads the message's files into the agent's `files/` (core/agent-files.ts), within the
+   * channel's `media` limits: a file too large, past the peer's quota of the day, or that cannot be
+   * fetched is the message's outcome (the person is told), and nothing of the message reaches the
+   * agent. On a store shared by hosts the agent's directory may be on another host: the file goes
+   * into the store instead (at most `MAX_SHARED_FILE_BYTES`), under the same name, and the agent's
+   * host fetches it by that name before the turn (agent/delivery/shared-files.ts).
    */
   private async storeFiles(channel: ChannelConfig, message: InboundMessage, agent: string): Promise<Attachment[] | InboundOutcome> {
     const { state, logger, home } = this;
-    const { max_bytes: maxBytes, peer_daily_bytes: quota } = channel.media;
+    const shared = this.store.files;
+    const { peer_daily_bytes: quota } = channel.media;
+    const maxBytes = shared ? Math.min(channel.media.max_bytes, MAX_SHARED_FILE_BYTES) : channel.media.max_bytes;
     const adapter = this.adapter(channel.id);
     const day = new Date().toISOString().slice(0, 10);
     const attachments: Attachment[] = [];
@@ -176,7 +181,7 @@ export class Inbound {
         return { kind: 'file_failed' };
       }
       if (used + bytes.length > quota) return refused('over_quota');
-      const path = storeFile(home, agent, bytes, file);
+      const path = shared ? storedFilePath(await shared.put(bytes), file) : storeFile(home, agent, bytes, file);
       state.recordMediaUse(channel.id, message.peerId, day, bytes.length);
       attachments.push({ type: file.kind, path, bytes: bytes.length, ...(file.mime_type ? { mime_type: file.mime_type } : {}), ...(file.name ? { name: file.name } : {}) });
     }

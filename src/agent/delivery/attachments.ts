@@ -18,6 +18,8 @@ export function modelInput(dir: AgentDir, text: string, attachments: readonly At
     const path = attachment.path === undefined ? undefined : isAbsolute(attachment.path) ? attachment.path : join(dir.root, attachment.path);
     const what = [attachment.mime_type, attachment.bytes === undefined ? undefined : sizeOf(attachment.bytes)].filter(Boolean).join(', ');
     const named = `${attachment.name ? `"${attachment.name}" ` : ''}${path ?? attachment.url ?? '(no file)'}${what ? ` (${what})` : ''}`;
+    // A person's file that did not come with its message (shared-files.ts receiveFiles).
+    if (path === undefined && attachment.url === undefined) return `[${attachment.type}: ${named}. It did not reach me: I say so, and ask for it again]`;
     if (attachment.type === 'image' && seesImages && ownFile(dir, attachment) !== undefined) {
       images.push({ path: path!, mime_type: attachment.mime_type ?? 'image/jpeg' });
       return `[image, shown: ${named}]`;

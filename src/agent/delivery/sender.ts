@@ -8,7 +8,7 @@ import { agentDir, loadAgentConfig, requireAgent, type AgentDir } from '../agent
 import { placedElsewhere } from '../placement.js';
 import { DEFAULT_DELIVER_ATTEMPTS } from '../types.js';
 import { hasAgentThread, threadStore } from '../threads.js';
-import { fetchReplyFile } from './shared-reply-files.js';
+import { fetchReplyFile } from './shared-files.js';
 
 /**
  * The agent whose replies an `agent deliver` sends, as the delivering host sees it. Where its
@@ -19,7 +19,7 @@ import { fetchReplyFile } from './shared-reply-files.js';
  * thread does (as xgw routes), `deliver.max_attempts` comes with the subscription's handler
  * (`--max-attempts`, which the agent's host writes from its config), the attempts and given-up
  * replies are kept in this home's `deliveries/state.db`, the log is `logs/deliver.log`, and a
- * reply's files are read from the store (shared-reply-files.ts).
+ * reply's files are read from the store (shared-files.ts).
  */
 export interface Sender {
   readonly id: string;

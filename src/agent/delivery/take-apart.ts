@@ -9,7 +9,7 @@ import type { ThreadRoute } from '../types.js';
 import { modelInput, ownFile } from './attachments.js';
 import { replyProgress } from './reply-progress.js';
 import { takeAttachments } from './reply-files.js';
-import { shareReplyFiles } from './shared-reply-files.js';
+import { receiveFiles, shareReplyFiles } from './shared-files.js';
 import { answerUnheardVoice, hearVoice, unheardVoice } from './voice.js';
 import { pushOnce } from '../threads.js';
 
@@ -22,9 +22,13 @@ import { pushOnce } from '../threads.js';
 export async function takeApart(turn: TurnSettings, thread: StoredThread, route: ThreadRoute, event: ThreadEvent): Promise<TakenMessage | MessageOutcome> {
   const { dir, logger } = turn;
   // The inbox event's id is the key: a message put into its thread before a crash is not put twice.
-  // A voice message's words are transcribed first (voice.ts), once: a retried turn finds them there.
+  // Its files are fetched first where they are on another host (shared-files.ts), and a voice
+  // message's words transcribed (voice.ts), once: a retried turn finds them there.
   const inboxKey = `inbox:${event.id}`;
-  const heard = (await thread.findByKey(inboxKey)) === undefined ? await hearVoice(event.content, { dir, paiConfig: turn.paiConfig, env: turn.env, signal: turn.running?.signal }) : undefined;
+  const heard =
+    (await thread.findByKey(inboxKey)) === undefined
+      ? await hearVoice(await receiveFiles(turn.home, dir, event, turn.env, logger), { dir, paiConfig: turn.paiConfig, env: turn.env, signal: turn.running?.signal })
+      : undefined;
   const { id: inboundId } = await pushOnce(thread, { source: event.source, type: 'message', content: heard?.content ?? event.content, idempotency_key: inboxKey });
   const outcomeKey = `reply:${inboundId}`;
   if ((await thread.findByKey(outcomeKey)) !== undefined) {

@@ -12,5 +12,5 @@ export { describeSummary, migrateThreads, type MigrationResult, type StoreSummar
 export { createSqliteStore } from './sqlite-store.js';
 export { threadName } from './name.js';
 export { agentKey, channelKey, isLive, type ClaimOptions, type ClaimResult, type HostEntry, type Placement, type Placements } from './placements.js';
-export { SHARED_FILE_DAYS, sha256Of, type SharedFiles } from './shared-files.js';
+export { MAX_SHARED_FILE_BYTES, SHARED_FILE_DAYS, sha256Of, type SharedFiles } from './shared-files.js';
 export type { DueSubscription, HeldLease, LeaseHolder, PostgresLeases, TakenLease } from './postgres-leases.js';
