@@ -24,7 +24,8 @@ const EXTENSIONS: Record<string, string> = {
 };
 
 /**
- * An agent's files: what people send it (xgw stores them) and what it sends them (`agent
+ * An agent's files: what people send it (xgw stores them, or on a store shared by hosts its host
+ * copies them from there: agent/delivery/shared-files.ts) and what it sends them (`agent
  * attach`), in its `files/`, each named by its SHA-256 (the same file twice is kept once),
  * written whole or not at all, private to the owner. Messages refer to them by their path relative to
  * the agent's directory (`files/<sha256>.<ext>`): the home can move.

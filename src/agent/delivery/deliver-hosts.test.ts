@@ -1,14 +1,15 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import postgres from 'postgres';
+import type postgres from 'postgres';
 import { parse, stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { formatAddress } from '../../core/address.js';
 import type { FakeStep, LooseJson } from '../../testing/fake-llm.js';
 import { startFakeTelegram, textUpdate, type FakeTelegram } from '../../testing/fake-telegram.js';
-import { createTestHome, runTool, startFakeOpenAI, waitFor, writeFakePaiConfig, type FakeLlmServer, type TestHome } from '../../testing/index.js';
-import { NEEDS_POSTGRES, postgresUnavailable, startPostgres, type PostgresCluster } from '../../testing/postgres.js';
-import { openStoreAt, threadName, type ThreadStore } from '../../thread/index.js';
+import { runTool, startFakeOpenAI, waitFor, writeFakePaiConfig, type FakeLlmServer, type TestHome } from '../../testing/index.js';
+import { NEEDS_POSTGRES, postgresUnavailable } from '../../testing/postgres.js';
+import { startTwoHosts, type HostName, type TwoHosts } from '../../testing/two-hosts.js';
+import { threadName, type ThreadStore } from '../../thread/index.js';
 import { agentDir } from '../agent-dir.js';
 import { initAgent, startAgent, subscribeOutbound } from '../lifecycle.js';
 import { routeMessage } from '../router.js';
@@ -31,13 +32,13 @@ import { resendGivenUp } from './resend.js';
 const unavailable = postgresUnavailable();
 const PEER = 4242;
 const REPORT = 'quarterly numbers\n';
-let cluster: PostgresCluster | undefined;
+let two: TwoHosts | undefined;
 let store: ThreadStore;
 let admin: postgres.Sql;
 let telegram: FakeTelegram;
 let llm: FakeLlmServer;
-const hosts: Record<'a' | 'b', TestHome> = {} as never;
-let envs: Record<'a' | 'b', NodeJS.ProcessEnv>;
+let hosts: Record<HostName, TestHome>;
+let envs: Record<HostName, NodeJS.ProcessEnv>;
 
 /** Asked for the report, the agent writes it and attaches it; otherwise it answers in words. */
 const step: FakeStep = (request) => {
@@ -51,16 +52,9 @@ const step: FakeStep = (request) => {
 
 beforeAll(async () => {
   if (unavailable) return;
-  cluster = await startPostgres();
-  const url = await cluster.createDatabase('deliver_hosts');
   [telegram, llm] = await Promise.all([startFakeTelegram(), startFakeOpenAI({ defaultStep: step })]);
-  for (const host of ['a', 'b'] as const) hosts[host] = createTestHome();
-  envs = {
-    a: { ...hosts.a.env, THECLAW_DATABASE_URL: url, THECLAW_HOST: 'a', TELEGRAM_TOKEN: telegram.token },
-    b: { ...hosts.b.env, THECLAW_DATABASE_URL: url, THECLAW_HOST: 'b' },
-  };
-  store = await openStoreAt(url);
-  admin = postgres(url, { max: 1, onnotice: () => {} });
+  two = await startTwoHosts('deliver_hosts', { a: { TELEGRAM_TOKEN: telegram.token } });
+  ({ homes: hosts, envs, store, admin } = two);
   writeFakePaiConfig(hosts.b.home, llm);
   await initAgent(hosts.b.home, 'helper', {}, envs.b);
   const config = agentDir(hosts.b.home, 'helper').config;
@@ -76,13 +70,10 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  if (hosts.a) await runTool('xgw', ['stop'], envs.a);
-  await admin?.end();
-  await store?.close();
+  if (two) await runTool('xgw', ['stop'], envs.a);
   await closeThreadStores();
   await Promise.allSettled([telegram?.close(), llm?.close()]);
-  for (const host of ['a', 'b'] as const) hosts[host]?.cleanup();
-  await cluster?.stop();
+  await two?.stop();
 });
 
 /** Tells the agent `text` on a's Telegram, runs its turn on b, and returns its conversation's thread name. */

@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import postgres from 'postgres';
+import type postgres from 'postgres';
 import { parse, stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { formatAddress } from '../../core/address.js';
@@ -8,9 +8,10 @@ import { createLogger } from '../../core/logger.js';
 import { formatMessageContent, parseMessageContent, type Attachment } from '../../core/message.js';
 import type { FakeStep, LooseJson } from '../../testing/fake-llm.js';
 import { startFakeTelegram, textUpdate, type FakeTelegram } from '../../testing/fake-telegram.js';
-import { createTestHome, startFakeOpenAI, waitFor, writeFakePaiConfig, type FakeLlmServer, type TestHome } from '../../testing/index.js';
-import { NEEDS_POSTGRES, postgresUnavailable, startPostgres, type PostgresCluster } from '../../testing/postgres.js';
-import { openStoreAt, sha256Of, type ThreadStore } from '../../thread/index.js';
+import { startFakeOpenAI, waitFor, writeFakePaiConfig, type FakeLlmServer, type TestHome } from '../../testing/index.js';
+import { NEEDS_POSTGRES, postgresUnavailable } from '../../testing/postgres.js';
+import { startTwoHosts, type HostName, type TwoHosts } from '../../testing/two-hosts.js';
+import { sha256Of, type ThreadStore } from '../../thread/index.js';
 import { createChannel, Gateway, GatewayState, XgwConfigSchema, type ChannelAdapter } from '../../xgw/index.js';
 import { agentDir } from '../agent-dir.js';
 import { initAgent, startAgent } from '../lifecycle.js';
@@ -30,15 +31,15 @@ const unavailable = postgresUnavailable();
 const PEER = 4343;
 // The smallest valid PNG: 1×1, transparent.
 const PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=', 'base64');
-let cluster: PostgresCluster | undefined;
+let two: TwoHosts | undefined;
 let store: ThreadStore;
 let admin: postgres.Sql;
 let telegram: FakeTelegram;
 let llm: FakeLlmServer;
 let state: GatewayState;
 let channel: ChannelAdapter;
-const hosts: Record<'a' | 'b', TestHome> = {} as never;
-let envs: Record<'a' | 'b', NodeJS.ProcessEnv>;
+let hosts: Record<HostName, TestHome>;
+let envs: Record<HostName, NodeJS.ProcessEnv>;
 
 /** A file named in the person's message is read with a command (base64, so its bytes show); the command's output is the answer. */
 const step: FakeStep = (request) => {
@@ -51,16 +52,9 @@ const step: FakeStep = (request) => {
 
 beforeAll(async () => {
   if (unavailable) return;
-  cluster = await startPostgres();
-  const url = await cluster.createDatabase('receive_hosts');
   [telegram, llm] = await Promise.all([startFakeTelegram(), startFakeOpenAI({ defaultStep: step })]);
-  for (const host of ['a', 'b'] as const) hosts[host] = createTestHome();
-  envs = {
-    a: { ...hosts.a.env, THECLAW_DATABASE_URL: url, THECLAW_HOST: 'a', TELEGRAM_TOKEN: telegram.token },
-    b: { ...hosts.b.env, THECLAW_DATABASE_URL: url, THECLAW_HOST: 'b' },
-  };
-  store = await openStoreAt(url);
-  admin = postgres(url, { max: 1, onnotice: () => {} });
+  two = await startTwoHosts('receive_hosts', { a: { TELEGRAM_TOKEN: telegram.token } });
+  ({ homes: hosts, envs, store, admin } = two);
   writeFakePaiConfig(hosts.b.home, llm);
   for (const id of ['helper', 'other']) await initAgent(hosts.b.home, id, {}, envs.b);
   // The person is the owner, whose chat may run commands.
@@ -81,12 +75,9 @@ beforeAll(async () => {
 afterAll(async () => {
   await channel?.stop();
   state?.close();
-  await admin?.end();
-  await store?.close();
   await closeThreadStores();
   await Promise.allSettled([telegram?.close(), llm?.close()]);
-  for (const host of ['a', 'b'] as const) hosts[host]?.cleanup();
-  await cluster?.stop();
+  await two?.stop();
 });
 
 const helper = () => agentDir(hosts.b.home, 'helper');
