@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type postgres from 'postgres';
 import { parse, stringify } from 'yaml';
@@ -6,12 +6,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { formatAddress } from '../../core/address.js';
 import { createLogger } from '../../core/logger.js';
 import { formatMessageContent, parseMessageContent, type Attachment } from '../../core/message.js';
-import type { FakeStep, LooseJson } from '../../testing/fake-llm.js';
+import { transcriptionRequests, type FakeStep, type LooseJson } from '../../testing/fake-llm.js';
 import { startFakeTelegram, textUpdate, type FakeTelegram } from '../../testing/fake-telegram.js';
 import { startFakeOpenAI, waitFor, writeFakePaiConfig, type FakeLlmServer, type TestHome } from '../../testing/index.js';
 import { NEEDS_POSTGRES, postgresUnavailable } from '../../testing/postgres.js';
 import { startTwoHosts, type HostName, type TwoHosts } from '../../testing/two-hosts.js';
-import { sha256Of, type ThreadStore } from '../../thread/index.js';
+import { sha256Of, type ThreadEvent, type ThreadStore } from '../../thread/index.js';
 import { createChannel, Gateway, GatewayState, XgwConfigSchema, type ChannelAdapter } from '../../xgw/index.js';
 import { agentDir } from '../agent-dir.js';
 import { initAgent, startAgent } from '../lifecycle.js';
@@ -23,8 +23,9 @@ import { receiveFiles } from './shared-files.js';
  * Files people send, to an agent on another host than the gateway that takes them: two "hosts"
  * (two homes, THECLAW_HOST a and b) on one PostgreSQL store. a's gateway (in-process) owns
  * Telegram (a fake); the agent's directory is on b only, where its turns run (in-process). A photo
- * sent on a's Telegram reaches the turn on b, whose command reads its bytes; a message naming a
- * file it has no right to, or one the store no longer holds, gets nothing.
+ * sent on a's Telegram reaches the turn on b, whose command reads its bytes, and a voice message is
+ * transcribed there; a message naming a file it has no right to, or one the store no longer
+ * holds, gets nothing.
  */
 
 const unavailable = postgresUnavailable();
@@ -52,10 +53,11 @@ const step: FakeStep = (request) => {
 
 beforeAll(async () => {
   if (unavailable) return;
-  [telegram, llm] = await Promise.all([startFakeTelegram(), startFakeOpenAI({ defaultStep: step })]);
+  [telegram, llm] = await Promise.all([startFakeTelegram(), startFakeOpenAI({ defaultStep: step, transcribe: (audio) => ({ text: audio.bytes.toString() }) })]);
   two = await startTwoHosts('receive_hosts', { a: { TELEGRAM_TOKEN: telegram.token } });
   ({ homes: hosts, envs, store, admin } = two);
   writeFakePaiConfig(hosts.b.home, llm);
+  appendFileSync(join(hosts.b.home, 'pai', 'config.yaml'), 'transcription: { model: fake/whisper-1 }\n');
   for (const id of ['helper', 'other']) await initAgent(hosts.b.home, id, {}, envs.b);
   // The person is the owner, whose chat may run commands.
   const config = agentDir(hosts.b.home, 'helper').config;
@@ -84,6 +86,19 @@ const helper = () => agentDir(hosts.b.home, 'helper');
 const filesOf = (root: string) => (existsSync(join(root, 'files')) ? readdirSync(join(root, 'files')) : []);
 const person = formatAddress({ kind: 'external', channelType: 'telegram', instance: 'main', conversationType: 'dm', conversationId: String(PEER), peerId: String(PEER) });
 
+/** Sends a message with `what` (a photo, a voice message) on a's Telegram; returns its inbox event. */
+async function sendOnA(what: LooseJson): Promise<ThreadEvent> {
+  const inbox = await store.open('agents/helper/inbox');
+  try {
+    const before = (await inbox.info()).events;
+    telegram.queueUpdate(textUpdate({ from: PEER, with: what }));
+    await waitFor(async () => (await inbox.info()).events > before, 'the message in the inbox', 15_000, 20);
+    return (await inbox.peek({ last: 1 }))[0]!;
+  } finally {
+    await inbox.close();
+  }
+}
+
 /** What the turn's model was told last, and what its command answered. */
 function lastTurn(): { told: string; read: string | undefined } {
   const messages: LooseJson[] = llm.requests.at(-1)?.body?.messages ?? [];
@@ -93,11 +108,7 @@ function lastTurn(): { told: string; read: string | undefined } {
 
 describe.skipIf(unavailable !== null)(`files people send to an agent on another host${unavailable ? ` (skipped: ${NEEDS_POSTGRES})` : ''}`, () => {
   it("gives the turn on host b the photo a person sent through host a's Telegram, which its command reads", async () => {
-    const inbox = await store.open('agents/helper/inbox');
-    telegram.queueUpdate(textUpdate({ from: PEER, with: { caption: 'what is this?', photo: [{ file_id: telegram.addFile(PNG), file_unique_id: 'p', width: 1, height: 1, file_size: PNG.length }] } }));
-    await waitFor(async () => (await inbox.info()).events > 0, 'the photo in the inbox', 15_000, 20);
-    const [event] = await inbox.peek();
-    await inbox.close();
+    const event = await sendOnA({ caption: 'what is this?', photo: [{ file_id: telegram.addFile(PNG), file_unique_id: 'p', width: 1, height: 1, file_size: PNG.length }] });
     // The message names the file by its hash; its bytes are in the store, not in a's home.
     const stored = `files/${sha256Of(PNG)}.jpg`;
     expect(parseMessageContent(event!.content).attachments).toEqual([{ type: 'image', path: stored, bytes: PNG.length, mime_type: 'image/jpeg' }]);
@@ -106,6 +117,14 @@ describe.skipIf(unavailable !== null)(`files people send to an agent on another 
     expect(await runAgent('helper', { home: hosts.b.home, env: envs.b })).toMatchObject({ handled: 1, replied: 1, errors: 0 });
     expect(readFileSync(join(helper().root, stored))).toEqual(PNG);
     expect(lastTurn().read).toContain(PNG.toString('base64'));
+  });
+
+  it("transcribes on host b a voice message a person sent through host a's Telegram", async () => {
+    const words = 'OggS water the plants at six';
+    await sendOnA({ voice: { file_id: telegram.addFile(Buffer.from(words)), file_unique_id: 'v', duration: 2, mime_type: 'audio/ogg' } });
+    expect(await runAgent('helper', { home: hosts.b.home, env: envs.b })).toMatchObject({ handled: 1, replied: 1, errors: 0 });
+    expect(transcriptionRequests(llm)).toHaveLength(1);
+    expect(lastTurn().told).toContain(words);
   });
 
   it('copies no file a message has no right to, and tells the turn of one the store no longer holds', async () => {
