@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { formatAddress } from '../core/address.js';
@@ -5,7 +6,7 @@ import { request } from '../core/ipc.js';
 import { createLogger } from '../core/logger.js';
 import { BWRAP, createTestHome, NEEDS_BWRAP, startFakeOpenAI, writeFakePaiConfig, type FakeLlmServer, type LooseJson, type TestHome } from '../testing/index.js';
 import { NEEDS_POSTGRES, postgresUnavailable, startPostgres, type PostgresCluster } from '../testing/postgres.js';
-import { agentDir, type AgentDir } from './agent-dir.js';
+import { agentDir, conversationIndexFolder, type AgentDir } from './agent-dir.js';
 import { initAgent } from './lifecycle.js';
 import { openMemoryDoors, type MemoryDoors } from './memory/memory-door.js';
 import { searchMemory } from './memory/memory-search.js';
@@ -109,11 +110,15 @@ describe.skipIf(unavailable !== null)(`memory search on a PostgreSQL store${unav
     ]) {
       await expect(request(socket, hostile)).rejects.toMatchObject({ kind: 'usage', message: expect.stringMatching(/^invalid memory search request/) });
     }
-    // A thread several people share is not its conversation's own: its sandbox sees it not, nor does its search.
+    // A thread several people share is not its conversation's own: its sandbox sees it not, nor
+    // does its search, even once the agent's index holds it (a search at the terminal).
+    expect(await searchMemory(t.home, 'helper', 'shared', { all: true }, env)).toHaveLength(1);
     const shared = routeMessage(helper, 'per-channel', bob);
     const sharedSocket = await doors.socketFor(shared.threadId, messageScope(helper, shared, false).thread);
     expect(sharedSocket).not.toBe(socket);
-    expect(await request(sharedSocket, { op: 'search', query: 'Ostrich', limit: 5 })).toEqual([]);
+    expect(await request(sharedSocket, { op: 'search', query: 'Ostrich shared', limit: 5 })).toEqual([]);
+    // The run searched the agent's index, not the conversations' (their sandboxes write those).
+    expect(existsSync(conversationIndexFolder(helper, route.threadId))).toBe(false);
   });
 
   it("searches every conversation's thread in the database from the terminal", async () => {

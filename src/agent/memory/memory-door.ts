@@ -5,8 +5,8 @@ import type { Logger } from '../../core/logger.js';
 import { redactedError } from '../../core/secrets.js';
 import { validate } from '../../core/validate.js';
 import { requireAgent, type AgentDir } from '../agent-dir.js';
-import type { MemoryHit } from './memory-index.js';
-import { searchConversation, searchMemory, turnConversation, type MemorySearchOptions } from './memory-search.js';
+import { conversationScope, type MemoryHit } from './memory-index.js';
+import { searchIndex, searchMemory, turnConversation, type MemorySearchOptions } from './memory-search.js';
 import { storedThreads } from './memory-threads.js';
 
 /**
@@ -15,9 +15,11 @@ import { storedThreads } from './memory-threads.js';
  * which holds the store, serves each conversation it runs turns in a socket of its own (bound into
  * that turn's sandbox, as web search's and the browser's are). The socket searches that
  * conversation and nothing else — what the sandbox's own search sees on SQLite: the memory files
- * of its scope and its own thread, where the thread is its alone (sandbox-profile.ts) — in its
- * conversation's index. A request carries words and a limit (a strict schema): never an agent, a
- * conversation or a path. On SQLite the run serves none and the sandbox searches its files.
+ * of its scope and its own thread, where the thread is its alone (sandbox-profile.ts). It searches
+ * the agent's index, which no sandbox sees, and never the conversation's, which its sandbox writes
+ * (the run opens no database a command could have made). A request carries words and a limit (a
+ * strict schema): never an agent, a conversation or a path. On SQLite the run serves none and the
+ * sandbox searches its files.
  */
 export const MEMORY_SOCKET_ENV = 'THECLAW_MEMORY_SOCKET';
 
@@ -51,8 +53,16 @@ export function openMemoryDoors(home: string, dir: AgentDir, env: NodeJS.Process
   const serve = (threadId: string, thread: string | null) => async (raw: unknown) => {
     const { query, limit, asking } = validate(MemorySearchRequestSchema, raw, { what: 'memory search request', kind: 'usage', suggestion: 'send {"op":"search","query":"...","limit":5}' });
     try {
-      const threads = storedThreads(home, dir, env, thread === null ? [] : [thread]);
-      return await searchConversation(home, dir, threadId, query, { limit, asking: asking ?? Number.NaN, threads }, env);
+      const scope = conversationScope(dir, threadId);
+      const own = thread === null ? [] : [thread];
+      return await searchIndex(
+        home,
+        dir,
+        query,
+        // A shared thread stays out of the scope too: the agent's index may hold it from another search.
+        { scope: { ...scope, threads: thread === null ? [] : scope.threads }, limit, threads: storedThreads(home, dir, env, own), asking: { where: threadId, at: asking ?? Number.NaN } },
+        env,
+      );
     } catch (error) {
       if (isClawError(error)) throw redactedError(error, env);
       // The sandbox is told no more than that: a store's error may name what it holds.

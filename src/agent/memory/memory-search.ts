@@ -23,8 +23,12 @@ export async function searchMemory(home: string, id: string, query: string, opti
   const dir = requireAgent(home, id);
   const inTurn = turnConversation(id, options, env);
   const limit = options.limit ?? 5;
-  // In a turn, its sandbox's thread files: it has no other (sandbox-profile.ts).
-  if (inTurn !== undefined) return searchConversation(home, dir, inTurn, query, { limit, asking: Number(env.THECLAW_ASKING_EVENT), threads: threadFiles(dir) }, env);
+  // In a turn, the conversation's scope in its own index and its sandbox's thread files: it has
+  // no others (sandbox-profile.ts). The message it answers is no finding: the model has it already.
+  if (inTurn !== undefined) {
+    const asking = { where: inTurn, at: Number(env.THECLAW_ASKING_EVENT) };
+    return searchIndex(home, dir, query, { scope: conversationScope(dir, inTurn), limit, threads: threadFiles(dir), asking, folder: conversationIndexFolder(dir, inTurn) }, env);
+  }
   const scope = options.all ? null : options.peer !== undefined ? conversationScope(dir, options.peer) : agentScope(dir);
   const threads = (await threadStore(home, env)).kind === 'sqlite' ? threadFiles(dir) : storedThreads(home, dir, env);
   return searchIndex(home, dir, query, { scope, limit, threads }, env);
@@ -49,23 +53,7 @@ export function turnConversation(id: string, options: MemorySearchOptions, env: 
   return inTurn;
 }
 
-/**
- * A turn's search: the conversation's scope, in its own index (its sandbox shows it no other:
- * sandbox-profile.ts). The message it answers (`asking`) is no finding: the model has it already.
- */
-export function searchConversation(
-  home: string,
-  dir: AgentDir,
-  threadId: string,
-  query: string,
-  search: { limit: number; asking: number; threads: IndexedThreads },
-  env: NodeJS.ProcessEnv,
-): Promise<MemoryHit[]> {
-  const asking = { where: threadId, at: search.asking };
-  return searchIndex(home, dir, query, { scope: conversationScope(dir, threadId), limit: search.limit, threads: search.threads, asking, folder: conversationIndexFolder(dir, threadId) }, env);
-}
-
-interface IndexSearch {
+export interface IndexSearch {
   /** What may be found (memory-index.ts MemoryScope); null: everything. */
   scope: MemoryScope | null;
   limit: number;
@@ -76,7 +64,8 @@ interface IndexSearch {
   folder?: string;
 }
 
-async function searchIndex(home: string, dir: AgentDir, query: string, { scope, limit, threads, asking, folder }: IndexSearch, env: NodeJS.ProcessEnv): Promise<MemoryHit[]> {
+/** A search of the index in `folder`, brought up to date first with the memory files and `threads`. */
+export async function searchIndex(home: string, dir: AgentDir, query: string, { scope, limit, threads, asking, folder }: IndexSearch, env: NodeJS.ProcessEnv): Promise<MemoryHit[]> {
   const config = loadAgentConfig(dir);
   const logger = createLogger(dir.log, { env });
   const embedder = searchEmbedder(home, dir, config, env, logger);
