@@ -97,7 +97,7 @@ describe.skipIf(unavailable !== null)(`memory search on a PostgreSQL store${unav
 
   it("answers on a conversation's socket that conversation's search alone, refusing any other request", async () => {
     const route = routeMessage(helper, 'per-peer', bob);
-    const socket = await doors.socketFor(route.threadId, messageScope(helper, route, false).thread);
+    const socket = (await doors.socketFor(route.threadId, messageScope(helper, route, false).thread))!;
     expect(await doors.socketFor(route.threadId, route.path)).toBe(socket); // one per conversation
     const hits = await request<{ where: string; text: string }[]>(socket, { op: 'search', query: 'Ostrich', limit: 5 });
     expect(hits.map((hit) => [hit.where, hit.text])).toEqual([[route.threadId, 'My locker code is Ostrich.']]);
@@ -114,7 +114,7 @@ describe.skipIf(unavailable !== null)(`memory search on a PostgreSQL store${unav
     // does its search, even once the agent's index holds it (a search at the terminal).
     expect(await searchMemory(t.home, 'helper', 'shared', { all: true }, env)).toHaveLength(1);
     const shared = routeMessage(helper, 'per-channel', bob);
-    const sharedSocket = await doors.socketFor(shared.threadId, messageScope(helper, shared, false).thread);
+    const sharedSocket = (await doors.socketFor(shared.threadId, messageScope(helper, shared, false).thread))!;
     expect(sharedSocket).not.toBe(socket);
     expect(await request(sharedSocket, { op: 'search', query: 'Ostrich shared', limit: 5 })).toEqual([]);
     // The run searched the agent's index, not the conversations' (their sandboxes write those).

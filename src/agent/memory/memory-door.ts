@@ -42,8 +42,9 @@ export interface MemoryDoors {
   /**
    * The socket of conversation `threadId`, opened at its first turn; `thread`: its thread's path,
    * which the search reads, or null where the thread is shared (its sandbox does not see it).
+   * Null when it cannot be opened (said in the log): the turn goes on, its search finds no messages.
    */
-  socketFor(threadId: string, thread: string | null): Promise<string>;
+  socketFor(threadId: string, thread: string | null): Promise<string | null>;
   close(): Promise<void>;
 }
 
@@ -77,7 +78,13 @@ export function openMemoryDoors(home: string, dir: AgentDir, env: NodeJS.Process
         door = listenPrivateSocket('memory', serve(threadId, thread));
         doors.set(threadId, door);
       }
-      return (await door).socket;
+      try {
+        return (await door).socket;
+      } catch (error) {
+        doors.delete(threadId); // the next turn tries again
+        logger.warn(`run: memory search in thread ${threadId} finds no messages: no memory socket (${(error as Error).message})`);
+        return null;
+      }
     },
     async close() {
       const open = [...doors.values()];
