@@ -82,14 +82,16 @@ describe.skipIf(unavailable !== null)(`memory search on a PostgreSQL store${unav
     commands = [];
     await sendToAgent(t.home, 'helper', { text: 'My boat is called Marguerite.', source: owner, env });
     expect(await runAgent('helper', { home: t.home, env })).toMatchObject({ handled: 1, replied: 1 });
-    commands = ['agent memory search helper Marguerite', 'agent memory search helper Ostrich', 'env'];
+    const bobs = routeMessage(helper, 'per-peer', bob).threadId;
+    commands = ['agent memory search helper Marguerite', 'agent memory search helper Ostrich', `THECLAW_CONVERSATION=${bobs} agent memory search helper Ostrich`, 'env'];
     await sendToAgent(t.home, 'helper', { text: 'What is my boat called?', source: owner, env });
     expect(await runAgent('helper', { home: t.home, env })).toMatchObject({ handled: 1, replied: 1 });
-    const [found, others, environment] = printed();
+    const [found, others, claimed, environment] = printed();
     expect(found, found?.stderr).toMatchObject({ exit_code: 0 });
     expect(found!.stdout).toMatch(/^peer-terminal\.local\.\S+ #1 \S+ from external:terminal:local:dm:\S+\n {2}My boat is called Marguerite\.$/m);
     expect(found!.stdout).not.toContain('What is my boat called'); // the message it answers
     expect(others).toMatchObject({ exit_code: 0, stdout: 'nothing found\n' }); // bob's conversation is not this one
+    expect(claimed).toMatchObject({ exit_code: 0, stdout: 'nothing found\n' }); // nor by its command's say: the socket is this conversation's
     expect(environment!.stdout).toMatch(/^THECLAW_MEMORY_SOCKET=/m);
     expect(environment!.stdout).not.toContain('THECLAW_DATABASE_URL');
     expect(environment!.stdout).not.toContain(env.THECLAW_DATABASE_URL);
