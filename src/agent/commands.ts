@@ -178,8 +178,8 @@ export async function deliver(options: Json & { thread?: string; consumer: strin
 }
 
 export async function memorySearch(id: string, query: string, options: Json & { peer?: string; all?: boolean; limit: number }): Promise<void> {
-  const { searchMemory } = await import('./memory/memory-search.js');
-  const hits = await searchMemory(resolveHome(), id, query, options);
+  const { searchMemoryFromHere } = await import('./memory/memory-door.js');
+  const hits = await searchMemoryFromHere(resolveHome(), id, query, options);
   if (options.json) return printJson(hits);
   if (hits.length === 0) return printLines([await nothingFound(id, query, options)]);
   printLines(

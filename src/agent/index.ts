@@ -1,7 +1,7 @@
 export { runAgent, type RunOptions, type RunSummary } from './run.js';
 export { deliverReplies, type DeliverOptions, type DeliverSummary } from './delivery/deliver.js';
 export { resendGivenUp, type ResentReply } from './delivery/resend.js';
-export { initAgent, startAgent, stopAgent, agentStatus, listAgents, conversationThreads, INBOX_CONSUMER, INBOX_FILTER, OUTBOUND_CONSUMER, type AgentStatus } from './lifecycle.js';
+export { initAgent, startAgent, stopAgent, agentStatus, listAgents, storedConversationThreads, INBOX_CONSUMER, INBOX_FILTER, OUTBOUND_CONSUMER, type AgentStatus } from './lifecycle.js';
 export { sendToAgent, chatWithAgent, defaultSource } from './send.js';
 export { agentDir, requireAgent, loadAgentConfig, listAgentIds, type AgentDir } from './agent-dir.js';
 export { closeThreadStores, hasAgentThread, openAgentThread, withAgentThread } from './threads.js';

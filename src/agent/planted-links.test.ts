@@ -211,7 +211,7 @@ describe('agent memory show and search (memory-search.ts, memory-index.ts)', () 
     untouched();
   });
 
-  it('indexes no memory file that is a link or lies behind one, nor one swapped for a link while it is indexed', () => {
+  it('indexes no memory file that is a link or lies behind one, nor one swapped for a link while it is indexed', async () => {
     symlinkSync(secretFile, join(dir.memory, 'agent.md'));
     plantDirLink('daily');
     writeFileSync(join(outside, 'note.md'), 'sk-planted in a note\n');
@@ -223,7 +223,7 @@ describe('agent memory show and search (memory-search.ts, memory-index.ts)', () 
     };
     const index = MemoryIndex.open(dir);
     try {
-      index.refresh();
+      await index.refresh();
       expect(index.search('planted', null, 10)).toEqual([]);
     } finally {
       index.close();

@@ -16,6 +16,7 @@ import { takeApart } from './delivery/take-apart.js';
 import { setReminders } from './proactive/reminders.js';
 import { resolveFallbacks } from './turn/failover.js';
 import { serveEmbeddings } from './memory/memory-embedder.js';
+import { openMemoryDoors, type MemoryDoors } from './memory/memory-door.js';
 import { serveBrowserProxy } from '../browser/index.js';
 import { serveWebSearch } from '../web/search-door.js';
 import { SpendLedger } from './accounting/budget.js';
@@ -98,6 +99,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
   let embeddings: Awaited<ReturnType<typeof serveEmbeddings>> = null;
   let browser: Awaited<ReturnType<typeof serveBrowserProxy>> | null = null;
   let search: Awaited<ReturnType<typeof serveWebSearch>> | null = null;
+  let memoryDoors: MemoryDoors | null = null;
   try {
     // A model that cannot be resolved (unknown provider, no key) is a configuration error: each
     // message gets it as its error record, as the spec says of unrecoverable errors.
@@ -132,6 +134,8 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
       logger.warn(`run: web search in this run's turns goes without the owner's key: no search socket (${(error as Error).message})`);
       return null;
     });
+    // Memory search in the turns' commands reads the threads in the database through it (memory-door.ts); on SQLite their files.
+    if (store.kind === 'postgres') memoryDoors = openMemoryDoors(home, dir, env, logger);
     const turn: TurnSettings = {
       home,
       dir,
@@ -148,6 +152,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
       embeddingsSocket: embeddings?.socket ?? null,
       browserSocket: browser?.socket ?? null,
       searchSocket: search?.socket ?? null,
+      memoryDoors,
       toFeed: feedCopier(feeds, logger, 'run'),
     };
     const tellOwner = async (text: string): Promise<boolean> => {
@@ -299,6 +304,7 @@ export async function runAgent(id: string, options: RunOptions = {}): Promise<Ru
     await embeddings?.close();
     await browser?.close();
     await search?.close();
+    await memoryDoors?.close();
     for (const opening of threads.values()) await (await opening.catch(() => null))?.close();
     await inbox?.close();
     spend.close();

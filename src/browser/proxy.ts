@@ -1,7 +1,7 @@
 import * as z from 'zod/mini';
-import { ClawError, isClawError } from '../core/errors.js';
+import { isClawError } from '../core/errors.js';
 import { listenPrivateSocket } from '../core/ipc.js';
-import { createRedactor } from '../core/secrets.js';
+import { redactedError } from '../core/secrets.js';
 import { validate } from '../core/validate.js';
 import { parseFetchRequest } from '../web/fetch-request.js';
 import { askAgentBrowser, askBrowserService } from './client.js';
@@ -19,18 +19,9 @@ const ProxyRequestSchema = z.strictObject({ op: z.literal('command'), command: B
 export async function serveBrowserProxy(home: string, agent: string, env: NodeJS.ProcessEnv): Promise<{ socket: string; close: () => Promise<void> }> {
   return listenPrivateSocket('browser', async (raw) => {
     // The sandbox's request names no agent (a strict schema): the service is told this run's.
-    if ((raw as { op?: unknown } | null)?.op === 'fetch') return askBrowserService(home, { ...parseFetchRequest(raw), agent }, env).catch((error: unknown) => Promise.reject(redacted(error, env)));
+    if ((raw as { op?: unknown } | null)?.op === 'fetch')
+      return askBrowserService(home, { ...parseFetchRequest(raw), agent }, env).catch((error: unknown) => Promise.reject(isClawError(error) ? redactedError(error, env) : error));
     const { command } = validate(ProxyRequestSchema, raw, { what: 'browser request', kind: 'usage', suggestion: 'send {"op":"command","command":{...}} or {"op":"fetch","url":"..."}' });
     return askAgentBrowser(home, agent, command, env);
   });
-}
-
-/**
- * A failed fetch's error as the sandbox is told it, without this run's secrets (it holds the
- * model keys): the client in the sandbox cannot redact what it was never given.
- */
-function redacted(error: unknown, env: NodeJS.ProcessEnv): unknown {
-  if (!isClawError(error)) return error;
-  const redact = createRedactor(env);
-  return new ClawError(error.kind, redact(error.message), { suggestion: error.suggestion && redact(error.suggestion), status: error.status, exitCode: error.exitCode, cause: error });
 }

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { ClawError } from './errors.js';
 import { resolveHome } from './home.js';
 import { paiConfigPath, xgwConfigPath } from './layout.js';
 
@@ -123,4 +124,14 @@ export function createRedactor(env: NodeJS.ProcessEnv = process.env, extra: stri
     .sort((a, b) => b.length - a.length);
   if (values.length === 0) return (text) => text;
   return (text) => values.reduce((out, value) => out.split(value).join('[redacted]'), text);
+}
+
+/**
+ * An error as a sandbox is told it by the run that serves it (the run's environment holds the
+ * model keys and the store's URL): its message and suggestion without `env`'s secrets, which the
+ * client in the sandbox cannot redact, never having been given them.
+ */
+export function redactedError(error: ClawError, env: NodeJS.ProcessEnv): ClawError {
+  const redact = createRedactor(env);
+  return new ClawError(error.kind, redact(error.message), { suggestion: error.suggestion && redact(error.suggestion), status: error.status, exitCode: error.exitCode, cause: error });
 }

@@ -2,9 +2,22 @@
 import { existsSync, mkdirSync, readFileSync, rmdirSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, join, relative } from 'node:path';
-import { agentDir, agentModel, agentStatus, describeShortage, identityText, INBOX_CONSUMER, INBOX_FILTER, listAgentIds, loadAgentConfig, windowShortage, type AgentConfig } from '../agent/index.js';
+import {
+  agentDir,
+  agentModel,
+  agentStatus,
+  describeShortage,
+  identityText,
+  INBOX_CONSUMER,
+  INBOX_FILTER,
+  listAgentIds,
+  loadAgentConfig,
+  windowShortage,
+  withAgentThread,
+  type AgentConfig,
+} from '../agent/index.js';
 import type { DaemonName } from '../core/daemon.js';
-import { daemonPidFile, xgwConfigPath } from '../core/layout.js';
+import { daemonPidFile, resolveHomeRef, xgwConfigPath } from '../core/layout.js';
 import { ClawError, errnoCode, isClawError } from '../core/errors.js';
 import { storageError } from '../core/storage-error.js';
 import { yaml } from '../core/config.js';
@@ -14,7 +27,6 @@ import { isAlive } from '../core/process.js';
 import { createRedactor } from '../core/secrets.js';
 import { loadConfig as loadNotifierConfig, type SubscriptionStatus } from '../notifier/index.js';
 import { BUILTIN_PROVIDERS, chat, chooseModel, findBwrap, keyVariables, loadPaiConfig, MOCK_PROVIDER, providerSecrets, sandboxProblem, type PaiConfig } from '../pai/index.js';
-import { openThread } from '../thread/index.js';
 import { checkSearchProvider } from '../web/index.js';
 import { CHROMIUM } from '../browser/index.js';
 import { DEFAULT_XGW_CONFIG, inspectXgwConfig, XgwConfigSchema, xgwCheckEnvironment, type ChannelConfig } from '../xgw/index.js';
@@ -364,18 +376,19 @@ async function checkRuntime(home: string, configured: ChannelConfig[], now: numb
   const isLate = (since: string | null) => since !== null && now - Date.parse(since) > STALE_PENDING_MS;
   for (const sub of subscriptions) {
     if (sub.pending === 0) continue;
-    const since = oldestPending(home, sub.thread, sub.progress, sub.filter);
+    const path = subscribedPath(home, sub);
+    const since = await oldestPending(home, path, sub.progress, sub.filter);
     if (!isLate(since)) continue;
-    late.push(`${sub.pending} on ${relative(home, sub.thread)} (${sub.consumer}, since ${since}${sub.last_error ? `; last error: ${sub.last_error}` : ''})`);
+    late.push(`${sub.pending} on ${relative(home, path)} (${sub.consumer}, since ${since}${sub.last_error ? `; last error: ${sub.last_error}` : ''})`);
     fixes.add(notifier?.running ? 'see notifier status and the logs under $THECLAW_HOME/logs' : 'theclaw up');
   }
   // A stopped agent's inbox is not subscribed, so notifier does not list it.
   for (const id of listAgentIds(home)) {
     const inbox = agentDir(home, id).inbox;
-    const consumer = subscriptions.find((sub) => sub.thread === inbox && sub.consumer === INBOX_CONSUMER);
+    const consumer = subscriptions.find((sub) => subscribedPath(home, sub) === inbox && sub.consumer === INBOX_CONSUMER);
     if (consumer?.subscribed) continue;
     const status = await agentStatus(home, id);
-    if (status.pending === 0 || !isLate(oldestPending(home, inbox, consumer?.progress ?? 0, INBOX_FILTER))) continue;
+    if (status.pending === 0 || !isLate(await oldestPending(home, inbox, consumer?.progress ?? 0, INBOX_FILTER))) continue;
     late.push(`${status.pending} in the inbox of ${id}, which is stopped`);
     fixes.add(`agent start ${id}`);
   }
@@ -408,14 +421,15 @@ async function checkThreads(home: string, found: readonly AgentDamage[]): Promis
   };
 }
 
-function oldestPending(home: string, path: string, progress: number, filter: string | null): string | null {
+/** A subscription's thread as a path: notifier names it by its path (SQLite) or its name in the store (PostgreSQL). */
+function subscribedPath(home: string, sub: SubscriptionStatus): string {
+  return resolveHomeRef(home, sub.thread);
+}
+
+/** When the oldest event the consumer has yet to handle was written, read in the home's store. */
+async function oldestPending(home: string, path: string, progress: number, filter: string | null): Promise<string | null> {
   try {
-    const thread = openThread(path, { home });
-    try {
-      return thread.peek({ afterId: progress, limit: 1, ...(filter ? { filter } : {}) })[0]?.created_at ?? null;
-    } finally {
-      thread.close();
-    }
+    return await withAgentThread(home, path, async (thread) => (await thread.peek({ afterId: progress, limit: 1, ...(filter ? { filter } : {}) }))[0]?.created_at ?? null);
   } catch {
     return null; // removed since it subscribed: nothing waits there
   }

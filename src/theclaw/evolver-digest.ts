@@ -1,20 +1,21 @@
 import { parseAddress } from '../core/address.js';
 import { parseMessageContent } from '../core/message.js';
 import {
-  conversationThreads,
   isOwnerDirectChat,
   loadAgentConfig,
   NO_USAGE,
   plusUsage,
   proposedFile,
+  storedConversationThreads,
   usageOfRecord,
+  withAgentThread,
   type AgentDir,
   type DecisionRecord,
   type ErrorRecord,
   type ProposalFile,
   type UsageTotals,
 } from '../agent/index.js';
-import { openThread, type ThreadEvent } from '../thread/index.js';
+import type { ThreadEvent } from '../thread/index.js';
 
 /**
  * What the evolver's reflection gives the model about one agent's day (evolver.ts): its
@@ -48,7 +49,8 @@ const CORRECTION_CHARS = 300;
 /** What an owner's message that corrects the agent tends to say: cheap, and it errs towards including. */
 const CORRECTION = /\b(no|not|don'?t|do not|never|always|stop|wrong|instead|actually|i said|i told you|remember|should(?:n'?t)?|please)\b/i;
 
-export function dayDigest(home: string, dir: AgentDir, since: string, until: string): DayDigest {
+/** The agent's day from its conversation threads in the home's store (its SQLite files, or PostgreSQL). */
+export async function dayDigest(home: string, dir: AgentDir, since: string, until: string, env: NodeJS.ProcessEnv = process.env): Promise<DayDigest> {
   const { policy } = loadAgentConfig(dir);
   const digest: DayDigest = {
     agent: dir.id,
@@ -71,14 +73,8 @@ export function dayDigest(home: string, dir: AgentDir, since: string, until: str
   const errors = new Map<string, number>();
   // Filters take only literals; since and until are ISO times made here, never a person's text.
   const filter = `created_at >= '${since}' AND created_at < '${until}'`;
-  for (const path of conversationThreads(dir)) {
-    const thread = openThread(path, { home });
-    let events: ThreadEvent[];
-    try {
-      events = thread.peek({ filter, limit: 1_000_000 });
-    } finally {
-      thread.close();
-    }
+  for (const path of await storedConversationThreads(home, dir, env)) {
+    const events = await withAgentThread(home, path, (thread) => thread.peek({ filter, limit: 1_000_000 }), env);
     const inbound = events.filter((event) => event.type === 'message' && event.source !== 'self');
     digest.messages += inbound.length;
     if (inbound.length > 0) digest.conversations++;

@@ -82,7 +82,7 @@ export async function evolve(home: string, env: NodeJS.ProcessEnv = process.env)
         result.agents.push({ agent: id, outcome: 'waiting', proposals: [], detail: `proposal ${waiting.map((p) => p.code).join(', ')} waits for the owner` });
         continue;
       }
-      const digest = dayDigest(home, dir, since, until);
+      const digest = await dayDigest(home, dir, since, until, env);
       if (digest.messages === 0) {
         result.agents.push({ agent: id, outcome: 'inactive', proposals: [] });
         continue;

@@ -1,10 +1,12 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { closeThreadStores, FeedWriter, initAgent, openAgentThread } from '../agent/index.js';
+import { agentDir, closeThreadStores, FeedWriter, initAgent, openAgentThread } from '../agent/index.js';
 import { createTestHome, type TestHome } from '../testing/index.js';
 import { NEEDS_POSTGRES, postgresUnavailable, startPostgres, type PostgresCluster } from '../testing/postgres.js';
 import { openStoreAt, type ThreadStore } from '../thread/index.js';
+import { doctor } from './doctor.js';
+import { dayDigest } from './evolver-digest.js';
 import { recentErrors } from './failures.js';
 import { hasNew, sweepsHere } from './feed-sweep.js';
 import { sweep } from './maintainer.js';
@@ -13,7 +15,8 @@ import { statusDetails } from './status.js';
 import { ward } from './warden.js';
 
 /**
- * What `theclaw status`, `prune` and the feeds' sweeps read on a PostgreSQL store: the threads in
+ * What `theclaw status`, `prune`, the feeds' sweeps, the evolver's digest and doctor's look at
+ * waiting events read on a PostgreSQL store: the threads in
  * the database, not the home's SQLite files (which are not there). In-process, one cluster; the
  * process's environment names the store, as a host's would.
  */
@@ -69,6 +72,12 @@ describe.skipIf(unavailable)(`theclaw's reads of a PostgreSQL store (${NEEDS_POS
     expect(details.threads.map((thread) => [thread.thread, thread.events.map((event) => event.id)])).toEqual([['threads/peers/webchat.main.p1', [3, 2]]]);
   });
 
+  it("digests an agent's day from its conversations in the database", async () => {
+    const hour = 3_600_000;
+    const digest = await dayDigest(t.home, agentDir(t.home, 'admin'), new Date(Date.now() - hour).toISOString(), new Date(Date.now() + hour).toISOString());
+    expect(digest).toMatchObject({ messages: 1, conversations: 1, replies: 1, errors: [{ what: 'llm auth (401)', count: 1 }] });
+  });
+
   it("sweeps the feeds in the database: the maintainer's errors and the warden's commands, read once", async () => {
     expect([await hasNew(t.home, 'errors', 'maintainer'), await hasNew(t.home, 'toolcalls', 'warden')]).toEqual([true, true]);
     expect(await sweep(t.home)).toEqual({ read: 1, reported: [] }); // admin has no owner's chat to tell yet
@@ -89,5 +98,19 @@ describe.skipIf(unavailable)(`theclaw's reads of a PostgreSQL store (${NEEDS_POS
     // The conversation keeps its newest; each feed has one event, which stays as its newest.
     expect(report.events).toEqual({ threads: 1, removed: 2 });
     expect((await (await store.open(CONVERSATION)).peek()).map((event) => event.id)).toEqual([3]);
+  });
+
+  it("tells in doctor how long events have waited in the database: a subscription behind, and a stopped agent's inbox", async () => {
+    await (await store.open(CONVERSATION)).subscribe({ consumer: 'watcher', handler: 'true' });
+    const inbox = await openAgentThread(t.home, agentDir(t.home, 'admin').inbox);
+    await inbox.append([{ source: 'external:webchat:main:dm:p1:p1', type: 'message', content: '{"text":"anyone?"}' }]);
+    await inbox.close();
+    const pending = async (now: number) => (await doctor(t.home, process.env, now, { offline: true, bwrap: null, chromium: null })).find((check) => check.name === 'pending');
+    expect(await pending(Date.now())).toMatchObject({ status: 'ok' });
+    expect(await pending(Date.now() + 120_000)).toMatchObject({
+      status: 'warn',
+      detail: expect.stringMatching(new RegExp(`^events waiting more than a minute: 1 on ${CONVERSATION} \\(watcher, since \\d{4}-.+\\); 1 in the inbox of admin, which is stopped$`)),
+      fix: 'theclaw up; agent start admin',
+    });
   });
 });

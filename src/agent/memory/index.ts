@@ -6,4 +6,5 @@
  */
 export { capMemory, recordTruncations } from './memory-caps.js';
 export { EMBEDDINGS_SOCKET_ENV } from './memory-embedder.js';
+export { MEMORY_SOCKET_ENV, type MemoryDoors } from './memory-door.js';
 export { appendNewLines, ARCHIVE_DIR, archiveFolder, dailyFolder, fileStamp, memoryVersion, readMemoryFile, readMemoryOrEmpty, warnRefused, writeSummary } from './memory-store.js';

@@ -1,6 +1,6 @@
 // Over 400 lines on purpose: the index class and the scope and FTS helpers its SQL shares are one unit; split, they would export their internals to each other.
 import Database from 'better-sqlite3';
-import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { ClawError, errnoCode } from '../../core/errors.js';
@@ -8,15 +8,14 @@ import { ContainedPathError, holdContainedDir, type HeldDir, isContainedPathErro
 import type { Logger } from '../../core/logger.js';
 import { openSqlite } from '../../core/sqlite.js';
 import { isDamagedDatabase } from '../../core/storage-error.js';
-import { openThread } from '../../thread/index.js';
 import { loadAgentConfig, type AgentDir } from '../agent-dir.js';
 import { agentMemoryFile, CONVERSATIONS_DIR, memoryFiles, messageText } from '../context.js';
 import { archiveFolder, dailyFolder } from './memory-store.js';
 import { chunkMarkdown } from './memory-chunks.js';
 import { EMBED_BATCH, EMBED_CHARS, type MemoryEmbedder } from './memory-embedder.js';
 import { cosine, fromBlob, noteDate, rank, toBlob, type Candidate, type RankSettings } from './memory-ranking.js';
-import { conversationThreads } from '../lifecycle.js';
-import { threadById, threadIdOfPath } from '../router.js';
+import { threadFiles, type IndexedThreads } from './memory-threads.js';
+import { threadById } from '../router.js';
 import { DEFAULT_MEMORY_SEARCH } from '../types.js';
 
 /**
@@ -25,7 +24,7 @@ import { DEFAULT_MEMORY_SEARCH } from '../types.js';
  * `index/memory.db` in the agent's directory (a turn's commands have one of their conversation's
  * own, which holds only what their sandbox shows them), brought up to date by each search: a memory file
  * only when its size or time changed, a thread only from its last indexed event on, and only
- * when its database changed. Where the index cannot be written (a sandbox that keeps it
+ * when it changed (its files, or in the home's store its newest event: memory-threads.ts). Where the index cannot be written (a sandbox that keeps it
  * read-only), the search works on a private copy, brought up to date there.
  *
  * With embeddings (memory-embedder.ts) the chunks also get vectors, kept beside them (float32
@@ -182,8 +181,11 @@ export class MemoryIndex {
     this.cleanup();
   }
 
-  /** Brings the index up to date with the memory files and the threads. Returns what it (re)indexed. */
-  refresh(): { files: number; messages: number } {
+  /**
+   * Brings the index up to date with the memory files and the conversation threads (`threads`:
+   * their files as seen from here, unless given). Returns what it (re)indexed.
+   */
+  async refresh(threads: IndexedThreads = threadFiles(this.dir)): Promise<{ files: number; messages: number }> {
     let files = 0;
     let messages = 0;
     const known = new Map((this.db.prepare('SELECT path, signature FROM files').all() as { path: string; signature: string }[]).map((row) => [row.path, row.signature]));
@@ -213,7 +215,7 @@ export class MemoryIndex {
         this.db.prepare('DELETE FROM files WHERE path = ?').run(path);
       })();
     }
-    for (const thread of this.threads()) messages += this.refreshThread(thread.id, thread.path);
+    for (const thread of await threads.list()) messages += await this.refreshThread(threads, thread.id, thread.path);
     return { files, messages };
   }
 
@@ -300,33 +302,20 @@ export class MemoryIndex {
     this.db.prepare("DELETE FROM chunks WHERE kind = 'memory' AND owner = ?").run(path);
   }
 
-  /** Every conversation thread of the agent, by id. */
-  private threads(): { id: string; path: string }[] {
-    return conversationThreads(this.dir).flatMap((path) => {
-      const id = threadIdOfPath(this.dir, path);
-      return id ? [{ id, path }] : [];
-    });
-  }
-
-  private refreshThread(id: string, path: string): number {
-    const signature = signatureOf([join(path, 'events.db'), join(path, 'events.db-wal')]);
+  private async refreshThread(threads: IndexedThreads, id: string, path: string): Promise<number> {
     const known = this.db.prepare('SELECT last_id, signature FROM threads WHERE id = ?').get(id) as { last_id: number; signature: string } | undefined;
-    if (known?.signature === signature) return 0;
-    const thread = openThread(path, { readOnly: true });
-    try {
-      const events = thread.peek({ afterId: known?.last_id ?? 0, limit: 100_000, filter: "type = 'message'" });
-      this.db.transaction(() => {
-        const insert = this.db.prepare("INSERT INTO chunks (text, kind, owner, at, time, sender) VALUES (?, 'message', ?, ?, ?, ?)");
-        for (const event of events) {
-          const text = messageText(event.content).trim();
-          if (text) insert.run(text, id, event.id, event.created_at, event.source === 'self' ? 'me' : event.source);
-        }
-        this.db.prepare('INSERT OR REPLACE INTO threads VALUES (?, ?, ?)').run(id, events.at(-1)?.id ?? known?.last_id ?? 0, signature);
-      })();
-      return events.length;
-    } finally {
-      thread.close();
-    }
+    const read = await threads.read(path, known && { lastId: known.last_id, signature: known.signature });
+    if (read === null) return 0;
+    const { signature, messages } = read;
+    this.db.transaction(() => {
+      const insert = this.db.prepare("INSERT INTO chunks (text, kind, owner, at, time, sender) VALUES (?, 'message', ?, ?, ?, ?)");
+      for (const event of messages) {
+        const text = messageText(event.content).trim();
+        if (text) insert.run(text, id, event.id, event.created_at, event.source === 'self' ? 'me' : event.source);
+      }
+      this.db.prepare('INSERT OR REPLACE INTO threads VALUES (?, ?, ?)').run(id, messages.at(-1)?.id ?? known?.last_id ?? 0, signature);
+    })();
+    return messages.length;
   }
 }
 
@@ -354,15 +343,6 @@ const STOP_WORDS = new Set(
     ' ',
   ),
 );
-
-function signatureOf(files: string[]): string {
-  return files
-    .map((file) => {
-      const stat = statSync(file, { throwIfNoEntry: false });
-      return stat ? `${stat.size}:${stat.mtimeMs}` : '-';
-    })
-    .join(' ');
-}
 
 /** The plain files under a folder of the agent's directory; links are left out (memory/ is writable in its sandbox). */
 function listFiles(dir: AgentDir, folder: string): string[] {

@@ -110,7 +110,7 @@ describe('memory search', () => {
     writeFileSync(memoryOf(ANN), history.memoryFile);
     const index = MemoryIndex.open(dir);
     try {
-      expect(index.refresh()).toEqual({ files: 1, messages: 480 });
+      expect(await index.refresh()).toEqual({ files: 1, messages: 480 });
       const scope = conversationScope(dir, conversation);
       expect(FACTS.length).toBeGreaterThanOrEqual(30);
       expect(await evalRecall(`memory search (FTS5, BM25) over ${history.turns.length} turns`, (question) => index.search(question, scope, 5))).toBeGreaterThanOrEqual(0.8);
@@ -162,7 +162,7 @@ describe('memory search', () => {
     const index = MemoryIndex.open(dir);
     try {
       useEmbeddings(server);
-      index.refresh();
+      await index.refresh();
       // Every chunk of every conversation has a vector (7, and each person's daily note and archived version): a scope that leaked would show.
       expect(await index.embedMissing(paiEmbedder(t.home, dir, 'fake/e1', t.env, createLogger(dir.log)), null)).toBe(11);
       fc.assert(
@@ -191,16 +191,16 @@ describe('memory search', () => {
     }
   });
 
-  it('indexes only what changed: a new message, an edited file; a removed file leaves the index', () => {
+  it('indexes only what changed: a new message, an edited file; a removed file leaves the index', async () => {
     const conversation = converse(ANN, [{ person: 'The boiler is old.', agent: 'Noted.' }]);
     writeFileSync(memoryOf(ANN), 'Likes tea.\n');
     const index = MemoryIndex.open(dir);
     try {
-      expect(index.refresh()).toEqual({ files: 1, messages: 2 });
-      expect(index.refresh()).toEqual({ files: 0, messages: 0 });
+      expect(await index.refresh()).toEqual({ files: 1, messages: 2 });
+      expect(await index.refresh()).toEqual({ files: 0, messages: 0 });
       converse(ANN, [{ person: 'The boiler was replaced.', agent: 'Good.' }]);
       writeFileSync(memoryOf(ANN), 'Likes coffee now.\n');
-      expect(index.refresh()).toEqual({ files: 1, messages: 2 });
+      expect(await index.refresh()).toEqual({ files: 1, messages: 2 });
       const scope = conversationScope(dir, conversation);
       expect(index.search('tea', scope).map((hit) => hit.text)).toEqual([]);
       expect(index.search('coffee', scope).map((hit) => hit.text)).toEqual(['Likes coffee now.']);

@@ -4,39 +4,76 @@ import { splitCommand } from '../../core/command.js';
 import { ContainedPathError, isContainedPathError, kindContained, readContained, writeContained } from '../../core/contained-fs.js';
 import { ClawError, usageError } from '../../core/errors.js';
 import { createLogger } from '../../core/logger.js';
-import { conversationIndexFolder, loadAgentConfig, requireAgent } from '../agent-dir.js';
+import { conversationIndexFolder, loadAgentConfig, requireAgent, type AgentDir } from '../agent-dir.js';
+import { threadStore } from '../threads.js';
 import { searchEmbedder } from './memory-embedder.js';
 import { ARCHIVE_DIR, DAILY_DIR } from './memory-store.js';
 import { agentScope, conversationScope, MemoryIndex, type MemoryHit, type MemoryScope } from './memory-index.js';
+import { storedThreads, threadFiles, type IndexedThreads } from './memory-threads.js';
 
 /**
  * `agent memory search|show|edit`. In a turn (THECLAW_CONVERSATION set by the runtime) a search
  * sees what the conversation's context sees, and no wider: `--peer` naming another
  * conversation, or `--all`, is refused there. With memory.embeddings in the agent's config the
- * search is hybrid (memory-embedder.ts), within the same scope.
+ * search is hybrid (memory-embedder.ts), within the same scope. The threads are read where the
+ * home keeps them (memory-threads.ts); a turn's search on a PostgreSQL store is made by its run
+ * (memory-door.ts).
  */
-export async function searchMemory(home: string, id: string, query: string, options: { peer?: string; all?: boolean; limit?: number }, env: NodeJS.ProcessEnv = process.env): Promise<MemoryHit[]> {
+export async function searchMemory(home: string, id: string, query: string, options: MemorySearchOptions, env: NodeJS.ProcessEnv = process.env): Promise<MemoryHit[]> {
   const dir = requireAgent(home, id);
+  const inTurn = turnConversation(id, options, env);
+  const limit = options.limit ?? 5;
+  // In a turn, the conversation's scope in its own index and its sandbox's thread files: it has
+  // no others (sandbox-profile.ts). The message it answers is no finding: the model has it already.
+  if (inTurn !== undefined) {
+    const asking = { where: inTurn, at: Number(env.THECLAW_ASKING_EVENT) };
+    return searchIndex(home, dir, query, { scope: conversationScope(dir, inTurn), limit, threads: threadFiles(dir), asking, folder: conversationIndexFolder(dir, inTurn) }, env);
+  }
+  const scope = options.all ? null : options.peer !== undefined ? conversationScope(dir, options.peer) : agentScope(dir);
+  const threads = (await threadStore(home, env)).kind === 'sqlite' ? threadFiles(dir) : storedThreads(home, dir, env);
+  return searchIndex(home, dir, query, { scope, limit, threads }, env);
+}
+
+export interface MemorySearchOptions {
+  /** The conversation (thread id) whose scope to search; none: the agent's own memory. */
+  peer?: string;
+  /** Every conversation's memory and thread. */
+  all?: boolean;
+  /** Hits at most. Default: 5. */
+  limit?: number;
+}
+
+/** The conversation a turn's search is in (none outside a turn), once what a turn may not ask is refused. */
+export function turnConversation(id: string, options: MemorySearchOptions, env: NodeJS.ProcessEnv): string | undefined {
   const inTurn = env.THECLAW_AGENT === id ? env.THECLAW_CONVERSATION : undefined;
   if (options.all && options.peer) throw usageError('give --peer or --all, not both', 'leave one out');
   if (inTurn !== undefined && (options.all || (options.peer !== undefined && options.peer !== inTurn))) {
     throw new ClawError('usage', 'a search in a conversation sees only that conversation', { suggestion: 'leave out --peer and --all: this conversation is searched' });
   }
-  const conversation = inTurn ?? options.peer;
-  const scope: MemoryScope | null = options.all ? null : conversation !== undefined ? conversationScope(dir, conversation) : agentScope(dir);
-  // In a turn, the message it answers is no finding: the model has it already.
-  const asking = inTurn !== undefined ? Number(env.THECLAW_ASKING_EVENT) : Number.NaN;
-  const limit = options.limit ?? 5;
+  return inTurn;
+}
+
+export interface IndexSearch {
+  /** What may be found (memory-index.ts MemoryScope); null: everything. */
+  scope: MemoryScope | null;
+  limit: number;
+  threads: IndexedThreads;
+  /** A message left out of the hits. */
+  asking?: { where: string; at: number };
+  /** The index's folder; default: the agent's. */
+  folder?: string;
+}
+
+/** A search of the index in `folder`, brought up to date first with the memory files and `threads`. */
+export async function searchIndex(home: string, dir: AgentDir, query: string, { scope, limit, threads, asking, folder }: IndexSearch, env: NodeJS.ProcessEnv): Promise<MemoryHit[]> {
   const config = loadAgentConfig(dir);
   const logger = createLogger(dir.log, { env });
   const embedder = searchEmbedder(home, dir, config, env, logger);
-  // In a turn, the conversation's own index: its sandbox shows it no other (sandbox-profile.ts).
-  const folder = inTurn !== undefined ? conversationIndexFolder(dir, inTurn) : undefined;
   return MemoryIndex.using(
     dir,
     logger,
     async (index) => {
-      index.refresh();
+      await index.refresh(threads);
       // The query first: when the endpoint is down, the chunks are not tried too. A private copy
       // of the index (where it cannot be written) uses the vectors it has, and makes none.
       const [vector] = (embedder && (await embedder.embed([query]))) ?? [];
@@ -48,7 +85,7 @@ export async function searchMemory(home: string, id: string, query: string, opti
           halfLifeDays: config.memory.search.half_life_days,
           now: new Date(),
         })
-        .filter((hit) => !(hit.kind === 'message' && hit.where === inTurn && hit.at === asking))
+        .filter((hit) => !(hit.kind === 'message' && hit.where === asking?.where && hit.at === asking.at))
         .slice(0, limit);
     },
     folder,

@@ -6,7 +6,7 @@ import { withStoragePath } from '../../core/storage-error.js';
 import { BASE_SANDBOX_ENV, findBwrap, type Sandbox, type SandboxBind, type SandboxLimits } from '../../pai/index.js';
 import { agentDir, conversationIndexFolder, conversationWorkdir, listAgentIds, type AgentDir } from '../agent-dir.js';
 import { CONVERSATIONS_DIR, memoryFiles, ownMemoryFile, type MemoryFiles } from '../context.js';
-import { archiveFolder, dailyFolder, EMBEDDINGS_SOCKET_ENV } from '../memory/index.js';
+import { archiveFolder, dailyFolder, EMBEDDINGS_SOCKET_ENV, MEMORY_SOCKET_ENV } from '../memory/index.js';
 import { forwardSends, OUTBOX_ENV, outboxDir } from './sandbox-sends.js';
 import { manageDoor } from './manage-door.js';
 import { startRequestedTasks } from '../tasks.js';
@@ -29,6 +29,7 @@ const AGENT_ENV = [
   'THECLAW_ASKING_EVENT',
   'THECLAW_LOG_LEVEL',
   EMBEDDINGS_SOCKET_ENV,
+  MEMORY_SOCKET_ENV,
   BROWSER_SOCKET_ENV,
   WEB_SEARCH_SOCKET_ENV,
 ] as const;
@@ -96,7 +97,8 @@ export function turnWorkdir(dir: AgentDir, scope: Pick<TurnScope, 'threadId' | '
  * The narrow path the project's CLIs need: `cmds` reads `skills/` and its PATH index (`cmds/`)
  * of the home; `web` its config (`web/config.yaml`, read-only); `thread peek` reads the
  * conversation's thread (through a private copy); `agent memory search` gets embeddings from the
- * run's socket (memory-embedder.ts); `agent send`,
+ * run's socket (memory-embedder.ts), and on a PostgreSQL store searches through another
+ * (memory-door.ts); `agent send`,
  * `agent attach` and `notifier timer add --message` leave their requests in the conversation's
  * outbox (core/turn-outbox.ts), which the runtime carries out after the call or the turn, in
  * the name of the conversation (sandbox-sends.ts, reply-files.ts, reminders.ts). Not reachable:
@@ -125,6 +127,8 @@ export function agentSandbox(home: string, dir: AgentDir, settings: SandboxSetti
   const path = (env.PATH ?? '').split(delimiter).filter((entry) => isInside(home, entry));
   // The run's embeddings socket for memory search, in a directory of its own (connecting needs no write).
   const embeddings = env[EMBEDDINGS_SOCKET_ENV] ? [{ path: dirname(env[EMBEDDINGS_SOCKET_ENV]), writable: false, optional: true }] : [];
+  // The run's memory search of this conversation in a PostgreSQL store (memory-door.ts), likewise.
+  const memory = env[MEMORY_SOCKET_ENV] ? [{ path: dirname(env[MEMORY_SOCKET_ENV]), writable: false, optional: true }] : [];
   // The run's door to this agent's browser (browser/proxy.ts), likewise.
   const browser = env[BROWSER_SOCKET_ENV] ? [{ path: dirname(env[BROWSER_SOCKET_ENV]), writable: false, optional: true }] : [];
   // The run's search with the owner's key (web/search-door.ts), likewise.
@@ -149,6 +153,7 @@ export function agentSandbox(home: string, dir: AgentDir, settings: SandboxSetti
       { path: webConfigPath(home), writable: false, optional: true },
       ...path.map((entry) => ({ path: entry, writable: false, optional: true })),
       ...embeddings,
+      ...memory,
       ...browser,
       ...search,
       // TheClaw itself, read-only, wherever it is installed: under /tmp (a clone there) it would

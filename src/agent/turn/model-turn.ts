@@ -10,7 +10,7 @@ import { mixesPeople } from '../router.js';
 import { estimateTokens } from '../tokens.js';
 import type { DecisionRecord, ThreadRoute } from '../types.js';
 import type { ErrorFeedEntry, ToolcallFeedEntry } from '../accounting/index.js';
-import { EMBEDDINGS_SOCKET_ENV } from '../memory/index.js';
+import { EMBEDDINGS_SOCKET_ENV, MEMORY_SOCKET_ENV } from '../memory/index.js';
 import { type CommandRule, commandRuleFor, commandsFact, isOwnerDirectChat, messageScope, offersTools, sandboxFact, turnShows, turnWorkdir } from '../policy/index.js';
 import { answerFailure, TurnAbandoned } from './failure.js';
 import { withFailover } from './failover.js';
@@ -87,6 +87,8 @@ export async function runModelTurn(
     // message carries; the owner's files only in the owner's direct chat (a group reads the answer).
     const carried = message.carried();
     const scope = messageScope(dir, route, isOwnerDirectChat(config.policy, event.source), carried);
+    // Its memory searches ask the run, which reads its thread in the database (memory-door.ts).
+    const memorySocket = await turn.memoryDoors?.socketFor(route.threadId, scope.thread);
     const recordEvent = turnRecorder({
       account,
       redact: turn.redact,
@@ -116,6 +118,7 @@ export async function runModelTurn(
         ...(turn.embeddingsSocket ? { [EMBEDDINGS_SOCKET_ENV]: turn.embeddingsSocket } : {}),
         ...(turn.browserSocket ? { [BROWSER_SOCKET_ENV]: turn.browserSocket } : {}),
         ...(turn.searchSocket ? { [WEB_SEARCH_SOCKET_ENV]: turn.searchSocket } : {}),
+        ...(memorySocket ? { [MEMORY_SOCKET_ENV]: memorySocket } : {}),
       },
       joining: around.joining && (() => around.joining!(model.images)),
       onEvent(chatEvent) {

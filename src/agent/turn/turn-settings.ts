@@ -4,6 +4,7 @@ import type { StoredThread } from '../../thread/index.js';
 import type { Attachment } from '../../core/message.js';
 import type { ImageRef } from '../../pai/index.js';
 import type { AgentDir } from '../agent-dir.js';
+import type { MemoryDoors } from '../memory/index.js';
 import type { AnswerTarget, Inbound } from '../reply-context.js';
 import { accountedSummariser, type CallAccount, type feedCopier, type SpendLedger, type Summarise } from '../accounting/index.js';
 import type { AgentConfig, ThreadRoute, UpkeepPurpose } from '../types.js';
@@ -20,6 +21,8 @@ export interface TurnSettings {
   browserSocket: string | null;
   /** Where the turns' `web search` commands search with the owner's key (web/search-door.ts); null: none. */
   searchSocket: string | null;
+  /** Where the turns' memory searches read the threads in a PostgreSQL store (memory-door.ts); null: none, they read their files. */
+  memoryDoors: MemoryDoors | null;
   dir: AgentDir;
   config: AgentConfig;
   paiConfig: PaiConfig;
