@@ -6,7 +6,7 @@ import { parseMessageContent } from '../core/message.js';
 import { completionRequests, transcriptionRequests, type FakeStep, type LooseJson } from '../testing/fake-llm.js';
 import { textUpdate } from '../testing/fake-telegram.js';
 import { webchatCredential } from '../testing/index.js';
-import { lastUserText, openWebchatPage, startSystem, telegramThread, until, type System } from './support.js';
+import { lastUserText, openWebchatPage, startSystem, telegramThread, until, untilAnswered, type System } from './support.js';
 
 /**
  * Files people send on Telegram, through the whole system (real xgw, notifier, agent; fake
@@ -150,6 +150,7 @@ describe('files people send', () => {
     system = s;
     s.telegram.queueUpdate(textUpdate({ from: PEER, text: 'send me the report' }));
     await until(() => s.telegram.sent.length === 2, 'the answer and its file', 30_000);
+    await untilAnswered(s); // the answer sent may still be its draft
     const [answer, file] = s.telegram.sent;
     expect(answer!.text).toBe('Here is the report.');
     expect(file!.file).toEqual({ kind: 'document', name: 'report.txt', bytes: Buffer.from('quarterly numbers\n') });
