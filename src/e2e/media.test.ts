@@ -3,7 +3,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { parseMessageContent } from '../core/message.js';
-import { completionRequests, transcriptionRequests, type FakeStep, type LooseJson } from '../testing/fake-llm.js';
+import { completionRequests, transcriptionRequests, type FakeStep, type LooseJson, type RecordedRequest } from '../testing/fake-llm.js';
 import { textUpdate } from '../testing/fake-telegram.js';
 import { webchatCredential } from '../testing/index.js';
 import { lastUserText, openWebchatPage, startSystem, telegramThread, until, untilAnswered, type System } from './support.js';
@@ -33,7 +33,7 @@ afterAll(async () => {
 });
 
 /** The agent attaches a report to its answer. */
-const attachStep: FakeStep = (request) => {
+const attachStep = (request: RecordedRequest): FakeStep => {
   const messages: LooseJson[] = request.body?.messages ?? [];
   if (messages.at(-1)?.role === 'user') return { kind: 'tool_call', name: 'bash_exec', arguments: { command: "printf 'quarterly numbers\\n' > report.txt && agent attach report.txt" } };
   return { kind: 'text', text: 'Here is the report.' };
