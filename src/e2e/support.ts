@@ -205,7 +205,8 @@ ${(options.extraChannels ?? []).map((channel) => `  - ${channel}\n`).join('')}ro
   const stop = async () => {
     await Promise.allSettled([run('xgw', ['stop']), run('notifier', ['stop'])]);
     await Promise.allSettled([llm.close(), telegram.close(), discord?.close(), slack?.close()]);
-    if (!process.env.THECLAW_KEEP_HOME) rmSync(home, { recursive: true, force: true });
+    // A handler notifier let finish may still write in the home: its removal tries again then (ENOTEMPTY).
+    if (!process.env.THECLAW_KEEP_HOME) rmSync(home, { recursive: true, force: true, maxRetries: 10 });
   };
 
   try {
