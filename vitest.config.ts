@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import LongestFirst from './src/testing/sequencer.js';
 
 export default defineConfig({
   test: {
@@ -12,6 +13,8 @@ export default defineConfig({
     // the environment variables it sets and the listeners it adds.
     isolate: false,
     setupFiles: ['src/testing/process-state.ts'],
+    // The longest files first, from the last full run's durations (src/testing/sequencer.ts).
+    sequence: { sequencer: LongestFirst },
     testTimeout: 60_000,
     hookTimeout: 60_000,
   },

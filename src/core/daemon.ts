@@ -6,7 +6,7 @@ import { listenSocket, request, type Handler } from './ipc.js';
 import { daemonLogFile, daemonPidFile, daemonStderrFile, runDir, type DaemonName } from './layout.js';
 import { readLockHolder, tryLock, type LockHolder } from './lock.js';
 import { cliPath } from './package.js';
-import { isAlive, processEnvironment } from './process.js';
+import { isAlive, killGroup, processEnvironment } from './process.js';
 import { sleep } from './retry.js';
 
 /**
@@ -17,7 +17,8 @@ import { sleep } from './retry.js';
  */
 export type { DaemonName } from './layout.js';
 
-const START_TIMEOUT_MS = 10_000;
+/** A daemon that is alive but does not answer this long is stopped: slow starts on a loaded machine take seconds. */
+const START_TIMEOUT_MS = 30_000;
 const STOP_TIMEOUT_MS = 10_000;
 const POLL_MS = 25;
 
@@ -104,12 +105,19 @@ export async function runDaemon(home: string, name: DaemonName, setup: () => Pro
   await stopped;
 }
 
+export interface StartDaemonOptions {
+  /** How long the daemon may take to answer on its socket before it is stopped and the start fails. Default: 30000 (30 s). */
+  timeoutMs?: number;
+}
+
 /**
  * Starts the daemon in the background and returns once it answers on its socket. It is the same
  * CLI with `start --foreground`, detached so that it outlives the terminal; what it prints before
- * its log is open goes to `run/<name>.stderr`, and is quoted if it fails to start.
+ * its log is open goes to `run/<name>.stderr`, and is quoted if it fails to start. A start that
+ * fails leaves no daemon behind: one still alive is killed (it would run on, unknown to the
+ * caller told that it did not start, and hold the home's lock against the next start).
  */
-export async function startDaemonProcess(home: string, name: DaemonName, env: NodeJS.ProcessEnv = process.env): Promise<{ pid: number }> {
+export async function startDaemonProcess(home: string, name: DaemonName, env: NodeJS.ProcessEnv = process.env, options: StartDaemonOptions = {}): Promise<{ pid: number }> {
   const running = daemonHolder(home, name);
   if (running) throw new ClawError('conflict', `${name} is already running (pid ${running.pid})`, { suggestion: `stop it first with: ${name} stop` });
   ensureDir(runDir(home));
@@ -124,14 +132,24 @@ export async function startDaemonProcess(home: string, name: DaemonName, env: No
   child.unref();
   let exited = false;
   child.once('exit', () => (exited = true));
-  const deadline = Date.now() + START_TIMEOUT_MS;
+  try {
+    return await untilAnswering(home, name, stderrPath, options.timeoutMs ?? START_TIMEOUT_MS, () => exited);
+  } catch (error) {
+    if (!exited) killGroup(child.pid!, 'SIGKILL');
+    throw error;
+  }
+}
+
+/** Asks the starting daemon until it answers; fails once it exited or did not answer within `timeoutMs`. */
+async function untilAnswering(home: string, name: DaemonName, stderrPath: string, timeoutMs: number, exited: () => boolean): Promise<{ pid: number }> {
+  const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     try {
       // A daemon that just started may be busy for a moment (its first sweep starts many runs on
       // a loaded machine): the ping waits as long as the start may take, not a fixed second.
       return await askDaemon<{ pid: number }>(home, name, { op: 'ping' }, Math.max(POLL_MS, deadline - Date.now()));
     } catch (error) {
-      if (exited) {
+      if (exited()) {
         const said = readFileSync(stderrPath, 'utf8')
           .trim()
           .split('\n')
@@ -143,7 +161,7 @@ export async function startDaemonProcess(home: string, name: DaemonName, env: No
       await sleep(POLL_MS);
     }
   }
-  throw new ClawError('timeout', `${name} did not answer within ${START_TIMEOUT_MS / 1000} s of starting`, { suggestion: `see ${stderrPath}` });
+  throw new ClawError('timeout', `${name} did not answer within ${timeoutMs / 1000} s of starting, and was stopped`, { suggestion: `see ${stderrPath}` });
 }
 
 /**

@@ -244,7 +244,8 @@ describe('tryLock', () => {
       let err = '';
       child.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()));
       child.stderr!.on('data', (chunk: Buffer) => (err += chunk.toString()));
-      const done = new Promise<{ code: number | null; out: string; err: string }>((resolveDone) => child.once('exit', (code) => resolveDone({ code, out, err })));
+      // 'close', not 'exit': the output is read whole (it says why a racer failed).
+      const done = new Promise<{ code: number | null; out: string; err: string }>((resolveDone) => child.once('close', (code) => resolveDone({ code, out, err })));
       return { child, done };
     });
 

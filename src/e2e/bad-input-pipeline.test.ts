@@ -12,7 +12,7 @@ import type { ThreadEvent } from '../thread/types.js';
 import { MAX_TEXT_BYTES } from '../xgw/channels/webchat-protocol.js';
 import { webchatProtocols } from '../xgw/channels/webchat-http.js';
 import { cliPath } from '../core/package.js';
-import { runArgv, startSystem, threadSnapshot, until, type System } from './support.js';
+import { runArgv, startSystem, threadSnapshot, until, untilAnswered, type System } from './support.js';
 
 /**
  * Bad input at the running system's boundaries: web chat frames, Telegram updates, `agent send`,
@@ -40,13 +40,6 @@ function newInboxEvents(before: { rows: unknown[] }): ThreadEvent[] {
 }
 
 const textOf = (event: ThreadEvent) => parseMessageContent(event.content).text;
-
-async function agentIdle(): Promise<void> {
-  await until(async () => {
-    const status = JSON.parse((await s.must('agent', ['status', 'admin', '--json'])).stdout) as { pending: number; running: boolean; undelivered: number };
-    return status.pending === 0 && !status.running && status.undelivered === 0;
-  }, 'the agent to be idle');
-}
 
 describe('the web chat WebSocket', () => {
   interface Connection {
@@ -136,7 +129,7 @@ describe('the web chat WebSocket', () => {
     const stranger = await connect('..%2F..%2Fetc');
     expect(stranger.issued).toMatch(/^[0-9a-f]{32}\.[0-9a-f]{64}$/);
     stranger.ws.close();
-    await agentIdle();
+    await untilAnswered(s);
   });
 });
 
@@ -159,7 +152,7 @@ describe('Telegram inbound', () => {
     });
     await until(() => texts.every((_, index) => s.telegram.sent.some((sent) => sent.chat_id === 902 + index && sent.text === 'ok')), 'the answers', 20_000);
     expect(newInboxEvents(before).map(textOf)).toEqual(texts);
-    await agentIdle();
+    await untilAnswered(s);
   });
 });
 
@@ -175,7 +168,7 @@ describe('agent send --text', () => {
     expect(added.map((event) => event.id)).toEqual([(JSON.parse(result.stdout) as { id: number }).id]);
     expect(textOf(added[0]!) === long, 'the stored text is the text sent').toBe(true);
     await expect(send('x'.repeat(10 * 1024 * 1024))).rejects.toThrow(/E2BIG/);
-    await agentIdle();
+    await untilAnswered(s);
   });
 });
 
@@ -191,7 +184,7 @@ describe('the inbox', () => {
     await push('--source', plainFrom, '--type', 'message', '--content', '{"text": 42}');
     await push('--source', 'self', '--type', 'weird', '--content', 'the last event is not a message either');
     await s.must('agent', ['send', 'admin', '--text', 'after all that']);
-    await agentIdle();
+    await untilAnswered(s);
 
     const peers = join(s.home, 'agents', 'admin', 'threads', 'peers');
     const replies = (peer: string) =>
@@ -222,7 +215,7 @@ describe('hostile peer and channel ids', () => {
   it('a peer id with ../ in it gets a slugged thread inside the agent, and is answered', async () => {
     const source = formatAddress({ kind: 'external', channelType: 'terminal', instance: 'local', conversationType: 'dm', conversationId: '../../escape', peerId: '../../escape' });
     await s.must('agent', ['send', 'admin', '--source', source, '--text', 'let me out']);
-    await agentIdle();
+    await untilAnswered(s);
     const peers = join(s.home, 'agents', 'admin', 'threads', 'peers');
     const mine = readdirSync(peers).filter((name) => name.includes('escape'));
     expect(mine).toEqual([expect.stringMatching(/^terminal\.local\.[^/]*escape--[0-9a-f]{10}$/)]);

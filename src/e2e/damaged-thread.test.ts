@@ -5,7 +5,7 @@ import type { AgentStatus } from '../agent/lifecycle.js';
 import type { Check } from '../theclaw/doctor.js';
 import type { SystemStatus } from '../theclaw/status.js';
 import { textUpdate } from '../testing/fake-telegram.js';
-import { lastUserText, startSystem, telegramThread, until, type System } from './support.js';
+import { lastUserText, startSystem, telegramThread, until, untilAnswered, type System } from './support.js';
 
 /**
  * One damaged conversation thread (its events.db written over) stops only that conversation, through
@@ -31,6 +31,7 @@ describe('a damaged conversation thread', () => {
     system = s;
     s.telegram.queueUpdate(textUpdate({ from: DAMAGED, text: 'hello before the damage' }));
     await until(() => sentTo(s, DAMAGED).length === 1, 'the first answer to the person whose thread gets damaged');
+    await untilAnswered(s); // delivered and written down before the file is damaged
 
     const thread = telegramThread(s.home, DAMAGED);
     const file = join(thread, 'events.db');
@@ -39,9 +40,12 @@ describe('a damaged conversation thread', () => {
 
     const peers = [DAMAGED, ...OTHERS];
     for (let n = 0; n < 60; n++) s.telegram.queueUpdate(textUpdate({ from: peers[n % peers.length]!, text: `message ${n}` }));
-    await until(() => OTHERS.every((peer) => sentTo(s, peer).length === 12), 'every other person answered 12 times', 60_000);
+    const answersTo = (peer: number) => Array.from({ length: 12 }, (_, k) => `reply to: message ${peers.indexOf(peer) + 5 * k}`);
+    // A message sent may be its answer's draft until the answer edits it; a draft waits for the
+    // conversation's earlier answers to be out, so once the twelfth is whole, all are.
+    await until(() => OTHERS.every((peer) => sentTo(s, peer).length === 12 && sentTo(s, peer)[11]!.text === answersTo(peer)[11]), 'every other person answered 12 times', 60_000);
     for (const peer of OTHERS) {
-      expect(sentTo(s, peer).map((sent) => sent.text)).toEqual(Array.from({ length: 12 }, (_, k) => `reply to: message ${peers.indexOf(peer) + 5 * k}`));
+      expect(sentTo(s, peer).map((sent) => sent.text)).toEqual(answersTo(peer));
     }
     expect(sentTo(s, DAMAGED)).toHaveLength(1);
     // Let go, not waiting: nothing of the inbox stays pending.
@@ -74,7 +78,7 @@ describe('a damaged conversation thread', () => {
     const [, from, to] = /^move it away to start the conversation afresh: mv (".*") (".*")$/.exec(admin.damaged[0]!.fix)!;
     renameSync(JSON.parse(from!) as string, JSON.parse(to!) as string);
     s.telegram.queueUpdate(textUpdate({ from: DAMAGED, text: 'hello again' }));
-    await until(() => sentTo(s, DAMAGED).length === 2, 'the answer in the fresh conversation');
+    await until(() => sentTo(s, DAMAGED)[1]?.text === 'reply to: hello again', 'the answer in the fresh conversation, whole (not its draft)');
     expect(sentTo(s, DAMAGED)[1]!.text).toBe('reply to: hello again');
   }, 120_000);
 });

@@ -1,12 +1,12 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { parseMessageContent } from '../core/message.js';
-import { completionRequests, transcriptionRequests, type FakeStep, type LooseJson } from '../testing/fake-llm.js';
+import { completionRequests, transcriptionRequests, type FakeStep, type LooseJson, type RecordedRequest } from '../testing/fake-llm.js';
 import { textUpdate } from '../testing/fake-telegram.js';
 import { webchatCredential } from '../testing/index.js';
-import { lastUserText, openWebchatPage, startSystem, telegramThread, until, type System } from './support.js';
+import { lastUserText, openWebchatPage, startSystem, telegramThread, until, untilAnswered, type System } from './support.js';
 
 /**
  * Files people send on Telegram, through the whole system (real xgw, notifier, agent; fake
@@ -20,11 +20,38 @@ const PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR
 const PDF = Buffer.from('%PDF-1.4\n% a test document\n1 0 obj << >> endobj\ntrailer << >>\n%%EOF\n');
 
 let system: System | undefined;
+/** The system of the tests that need no option of their own (see up). */
+let plain: System | undefined;
 
 afterEach(async () => {
   await system?.stop();
   system = undefined;
 });
+
+afterAll(async () => {
+  await plain?.stop();
+});
+
+/** The agent attaches a report to its answer. */
+const attachStep = (request: RecordedRequest): FakeStep => {
+  const messages: LooseJson[] = request.body?.messages ?? [];
+  if (messages.at(-1)?.role === 'user') return { kind: 'tool_call', name: 'bash_exec', arguments: { command: "printf 'quarterly numbers\\n' > report.txt && agent attach report.txt" } };
+  return { kind: 'text', text: 'Here is the report.' };
+};
+
+/**
+ * The system of the tests that need no option of their own, started by the first and shared (a
+ * start is most of a test's time); what the fakes recorded is cleared before each. Its model
+ * attaches the report when asked for it, and otherwise says it has the file.
+ */
+async function up(): Promise<System> {
+  plain ??= await startSystem({
+    logLevel: 'info',
+    llm: { defaultStep: (request) => (lastUserText(request) === 'send me the report' ? attachStep(request) : { kind: 'text', text: 'I cannot see images, but I have the file.' }) },
+  });
+  for (const recorded of [plain.telegram.sent, plain.telegram.calls, plain.llm.requests]) recorded.splice(0);
+  return plain;
+}
 
 /** The parts of the last user message of a model request (OpenAI chat format). */
 function lastUserParts(request: { body?: LooseJson }): LooseJson[] {
@@ -73,8 +100,7 @@ describe('files people send', () => {
   });
 
   it('tells the model it cannot see an image when its model takes text only, so the person hears so', { timeout: 60_000 }, async () => {
-    const s = await startSystem({ logLevel: 'info', llm: { defaultStep: { kind: 'text', text: 'I cannot see images, but I have the file.' } } });
-    system = s;
+    const s = await up();
     s.telegram.queueUpdate(textUpdate({ from: PEER, with: { photo: [{ file_id: s.telegram.addFile(PNG), file_unique_id: 'p', width: 1, height: 1 }] } }));
     await until(() => s.telegram.sent.length === 1, 'the answer', 30_000);
     const request = s.llm.requests.at(-1)!;
@@ -141,15 +167,10 @@ describe('files people send', () => {
   });
 
   it('sends a file the agent attached with its answer: a document on Telegram, a download in the web chat for that person only', { timeout: 60_000 }, async () => {
-    const attachStep: FakeStep = (request) => {
-      const messages: LooseJson[] = request.body?.messages ?? [];
-      if (messages.at(-1)?.role === 'user') return { kind: 'tool_call', name: 'bash_exec', arguments: { command: "printf 'quarterly numbers\\n' > report.txt && agent attach report.txt" } };
-      return { kind: 'text', text: 'Here is the report.' };
-    };
-    const s = await startSystem({ logLevel: 'info', llm: { defaultStep: attachStep } });
-    system = s;
+    const s = await up();
     s.telegram.queueUpdate(textUpdate({ from: PEER, text: 'send me the report' }));
     await until(() => s.telegram.sent.length === 2, 'the answer and its file', 30_000);
+    await untilAnswered(s); // the answer sent may still be its draft
     const [answer, file] = s.telegram.sent;
     expect(answer!.text).toBe('Here is the report.');
     expect(file!.file).toEqual({ kind: 'document', name: 'report.txt', bytes: Buffer.from('quarterly numbers\n') });

@@ -7,7 +7,7 @@ import type { FakeStep, LooseJson, RecordedRequest } from '../testing/fake-llm.j
 import { textUpdate } from '../testing/fake-telegram.js';
 import { openThread } from '../thread/thread.js';
 import type { MailboxEntry } from '../xgw/state.js';
-import { agentStatus, contentText, echoToolStep, lastUserText, openWebchatPage, settle, startSystem, telegramThread, until, type System, type SystemOptions } from './support.js';
+import { agentStatus, contentText, echoToolStep, lastUserText, openWebchatPage, settle, startSystem, telegramThread, until, untilAnswered, type System, type SystemOptions } from './support.js';
 
 /**
  * The whole system end to end, as a user runs it: `agent init/start admin`, `notifier start` and
@@ -152,6 +152,7 @@ describe('the whole pipeline, end to end', () => {
     const approved = await s.must('xgw', ['pair', 'approve', code]);
     expect(approved.stdout).toBe('approved 777 on telegram:main; they were told, and their first message passed on\n');
     await until(() => s.telegram.sent.length >= 3, 'the welcome and the answer', 30_000);
+    await untilAnswered(s); // the answer sent may still be its draft
     expect(s.telegram.sent.slice(1).map((sent) => [sent.text, sent.reply_parameters?.message_id])).toEqual([
       ['You are approved: you can write to me now. Your first message has been passed on.', undefined],
       ['reply to: hi, it is Ann', first],

@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { FakeStep, LooseJson, RecordedRequest } from '../testing/fake-llm.js';
 import { textUpdate } from '../testing/fake-telegram.js';
 import { BWRAP, NEEDS_BWRAP } from '../testing/index.js';
-import { contentText, echoToolStep, lastUserText, startSystem, telegramThread, until, type System } from './support.js';
+import { contentText, echoToolStep, lastUserText, startSystem, telegramThread, until, untilAnswered, type System } from './support.js';
 
 /**
  * A conversation is a conversation (issue 10 §1), through the whole system: real daemons, the
@@ -45,6 +45,7 @@ describe('privacy: a conversation is a conversation', () => {
     await until(() => sentTo(s, PERSON).length === 1, 'the answer in the direct chat');
     s.telegram.queueUpdate(textUpdate({ from: PERSON, chat: GROUP, text: mention(s, 'what is new?') }));
     await until(() => sentTo(s, GROUP).length === 1, 'the answer in the group');
+    await untilAnswered(s); // a message sent may still be the answer's draft
 
     const direct = s.llm.requests.filter((request) => threadOf(request) === `peer-telegram.main.${PERSON}`);
     const group = s.llm.requests.filter((request) => threadOf(request).startsWith('group-'));
@@ -138,6 +139,7 @@ describe('privacy: a conversation is a conversation', () => {
       await until(() => sentTo(s, GROUP).length === 1 && sentTo(s, 222).length === 1, 'the answers in the group and to 222');
       release();
       await until(() => sentTo(s, PERSON).length === 2, 'the answer passed on', 30_000);
+      await untilAnswered(s); // a message sent may still be the answer's draft
 
       expect(sentTo(s, PERSON).map((sent) => [sent.text, sent.reply_parameters?.message_id])).toEqual([
         ['I asked the helper.', asked.message.message_id],

@@ -41,7 +41,8 @@ const DOCUMENTS = [
     .sort()
     .map((name) => `docs/guide/${name}`),
 ];
-const COMMAND_TIMEOUT_MS = 20_000;
+/** For a command that hangs, not a slow one: the sections run side by side, and 20 s was missed on a loaded machine. */
+const COMMAND_TIMEOUT_MS = 60_000;
 
 /**
  * What a section's examples take for granted, done in its home before them: a section that talks to

@@ -1,8 +1,8 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { formatAddress } from '../core/address.js';
 import type { FakeStep, LooseJson } from '../testing/fake-llm.js';
 import { textUpdate } from '../testing/fake-telegram.js';
-import { lastUserText, startSystem, until, type System } from './support.js';
+import { lastUserText, startSystem, until, untilAnswered, type System } from './support.js';
 
 /**
  * A reminder the agent sets from its sandboxed shell with `notifier timer add --message`,
@@ -14,9 +14,8 @@ const BOB = 7272;
 
 let system: System | undefined;
 
-afterEach(async () => {
+afterAll(async () => {
   await system?.stop();
-  system = undefined;
 });
 
 const model: FakeStep = (request) => {
@@ -29,10 +28,25 @@ const model: FakeStep = (request) => {
   return { kind: 'text', text: `echo: ${text}` };
 };
 
+/** One system for the tests (a start is most of a test's time), started by the first. */
+async function up(): Promise<System> {
+  system ??= await startSystem({ logLevel: 'info', llm: { defaultStep: model } });
+  return system;
+}
+
 describe('reminders an agent sets', () => {
+  // First: the system has no timer yet.
+  it('refuses a command timer in a turn, where it would run outside the sandbox', async () => {
+    const s = await up();
+    const turn = { ...s.env, THECLAW_AGENT: 'admin', THECLAW_CONVERSATION: 'peer-telegram.main.7171' };
+    const result = await s.run('notifier', ['timer', 'add', '--id', 'x', '--in', '1m', '--command', 'touch /tmp/owned'], undefined, turn);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/^Error: in an agent's turn a timer sends a message, not a command/);
+    expect(JSON.parse((await s.must('notifier', ['timer', 'list', '--json'])).stdout)).toEqual([]);
+  });
+
   it('sets a timer from its sandboxed shell that, when it fires, tells the agent in the asking conversation, which alone gets the answer', { timeout: 60_000 }, async () => {
-    const s = await startSystem({ logLevel: 'info', llm: { defaultStep: model } });
-    system = s;
+    const s = await up();
     s.telegram.queueUpdate(textUpdate({ from: ANN, text: 'remind me in 6 seconds to stretch' }));
     await until(() => s.telegram.sent.some((sent) => sent.text === 'I will remind you.'), 'the agent to say it will', 30_000);
     // The turn's request for the timer is carried out as its run goes on: the answer can be out first.
@@ -46,17 +60,8 @@ describe('reminders an agent sets', () => {
     s.telegram.queueUpdate(textUpdate({ from: BOB, text: 'hello' }));
     await until(() => s.telegram.sent.some((sent) => sent.text === 'Reminder: time to stretch'), 'the reminder', 30_000);
     await until(() => s.telegram.sent.some((sent) => sent.chat_id === BOB), "Bob's answer", 30_000);
+    await untilAnswered(s); // Bob's answer sent may still be its draft
     expect(s.telegram.sent.filter((sent) => sent.text === 'Reminder: time to stretch').map((sent) => sent.chat_id)).toEqual([ANN]);
     expect(s.telegram.sent.filter((sent) => sent.chat_id === BOB).map((sent) => sent.text)).toEqual(['echo: hello']);
-  });
-
-  it('refuses a command timer in a turn, where it would run outside the sandbox', async () => {
-    const s = await startSystem({ logLevel: 'info' });
-    system = s;
-    const turn = { ...s.env, THECLAW_AGENT: 'admin', THECLAW_CONVERSATION: 'peer-telegram.main.7171' };
-    const result = await s.run('notifier', ['timer', 'add', '--id', 'x', '--in', '1m', '--command', 'touch /tmp/owned'], undefined, turn);
-    expect(result.code).toBe(2);
-    expect(result.stderr).toMatch(/^Error: in an agent's turn a timer sends a message, not a command/);
-    expect(JSON.parse((await s.must('notifier', ['timer', 'list', '--json'])).stdout)).toEqual([]);
   });
 });

@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { TYPING_EVERY_MS } from '../agent/delivery/reply-progress.js';
 import type { FakeStep } from '../testing/fake-llm.js';
 import { textUpdate } from '../testing/fake-telegram.js';
@@ -18,12 +18,26 @@ const RENEWED = 3;
 
 let system: System | undefined;
 
-afterEach(async () => {
+afterAll(async () => {
   await system?.stop();
-  system = undefined;
 });
 
 const STREAMED = 'Here is what I found: the report is due on Friday, the slides are ready, and the budget still needs your approval before noon.';
+
+/** The model's answer to a question that gets neither the slow turn nor the streamed answer. */
+const quick: FakeStep = { kind: 'text', text: 'quick' };
+
+/**
+ * One system for the tests (a start is most of a test's time), started by the first, its model
+ * answering each test's questions; what the fakes recorded is cleared before each.
+ */
+async function up(step: (text: string) => FakeStep | Promise<FakeStep> | undefined): Promise<System> {
+  steps.push(step);
+  system ??= await startSystem({ logLevel: 'info', llm: { defaultStep: (request) => steps.map((answer) => answer(lastUserText(request))).find(Boolean) ?? quick } });
+  for (const recorded of [system.telegram.sent, system.telegram.calls, system.llm.requests]) recorded.splice(0);
+  return system;
+}
+const steps: Array<(text: string) => FakeStep | Promise<FakeStep> | undefined> = [];
 
 describe('what the person sees while the agent works', () => {
   it('shows typing in the chat from the start of a turn to its answer, renewed while it runs, and only in that chat', { timeout: 90_000 }, async () => {
@@ -38,8 +52,7 @@ describe('what the person sees while the agent works', () => {
       shownWhileThinking = typing(PEER).length;
       return { kind: 'text', text: 'thought' };
     };
-    s = await startSystem({ logLevel: 'info', llm: { defaultStep: (request) => (lastUserText(request) === 'think hard' ? think() : { kind: 'text', text: 'quick' }) } });
-    system = s;
+    s = await up((text) => (text === 'think hard' ? think() : undefined));
 
     s.telegram.queueUpdate(textUpdate({ from: PEER, text: 'think hard' }));
     await until(() => s.telegram.sent.some((sent) => sent.text === 'thought'), 'the slow answer', 60_000);
@@ -59,8 +72,7 @@ describe('what the person sees while the agent works', () => {
   });
 
   it('streams a slow answer into one message edited in place at most every 1.5 s, which the answer becomes: no second message', { timeout: 60_000 }, async () => {
-    const s = await startSystem({ logLevel: 'info', llm: { defaultStep: { kind: 'text', text: STREAMED, streamMs: 250 } } });
-    system = s;
+    const s = await up((text) => (text === 'what is new?' ? { kind: 'text', text: STREAMED, streamMs: 250 } : undefined));
     const asked = s.telegram.queueUpdate(textUpdate({ from: PEER, text: 'what is new?' })).message.message_id as number;
     await until(() => s.telegram.sent.some((sent) => sent.text === STREAMED), 'the whole answer', 40_000);
 

@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { encodedForms } from '../core/secrets.js';
 import { createTestHome, runToolAlone, startFakeOpenAI, type FakeStep, type LooseJson, type RecordedRequest } from '../testing/index.js';
 import { startFakeTelegram, textUpdate, type FakeTelegram } from '../testing/fake-telegram.js';
-import { startSystem, telegramThread, TELEGRAM_TOKEN_ENV, until, type System } from './support.js';
+import { startSystem, telegramThread, TELEGRAM_TOKEN_ENV, until, untilAnswered, type System } from './support.js';
 
 /**
  * Secrets (a provider key, the bot token) never reach a file under THECLAW_HOME, a record, the
@@ -97,10 +97,7 @@ describe('secrets', () => {
     revived.queueUpdate(textUpdate({ from: 111, text: 'second' }));
     await s.must('agent', ['send', 'admin', '--text', 'from the terminal']);
     await until(() => revived!.sent.length >= 2, 'the two Telegram replies', 30_000);
-    await until(async () => {
-      const status = JSON.parse((await s.must('agent', ['status', 'admin', '--json'])).stdout) as { pending: number; running: boolean; undelivered: number };
-      return status.pending === 0 && !status.running && status.undelivered === 0;
-    }, 'the agent to be idle');
+    await untilAnswered(s);
 
     // The model was really called with the key, and ran every command for every message.
     expect(s.llm.requests.every((request) => request.headers.authorization === `Bearer ${apiKey}`)).toBe(true);
@@ -151,10 +148,7 @@ describe('secrets', () => {
     s.llm.enqueue({ kind: 'error', status: 401, message: `Incorrect API key provided: ${apiKey}` });
     s.telegram.queueUpdate(textUpdate({ from: 111, text: 'second' }));
     await until(() => s.telegram.sent.length >= 2, 'the error notice', 30_000);
-    await until(async () => {
-      const status = JSON.parse((await s.must('agent', ['status', 'admin', '--json'])).stdout) as { pending: number; running: boolean; undelivered: number };
-      return status.pending === 0 && !status.running && status.undelivered === 0;
-    }, 'the agent to be idle');
+    await untilAnswered(s);
 
     const toolcalls = s
       .events(telegramThread(s.home, 111))

@@ -205,7 +205,8 @@ ${(options.extraChannels ?? []).map((channel) => `  - ${channel}\n`).join('')}ro
   const stop = async () => {
     await Promise.allSettled([run('xgw', ['stop']), run('notifier', ['stop'])]);
     await Promise.allSettled([llm.close(), telegram.close(), discord?.close(), slack?.close()]);
-    if (!process.env.THECLAW_KEEP_HOME) rmSync(home, { recursive: true, force: true });
+    // A handler notifier let finish may still write in the home: its removal tries again then (ENOTEMPTY).
+    if (!process.env.THECLAW_KEEP_HOME) rmSync(home, { recursive: true, force: true, maxRetries: 10 });
   };
 
   try {
@@ -254,12 +255,21 @@ export async function agentStatus(s: System): Promise<AgentStatus> {
   return JSON.parse((await s.must('agent', ['status', 'admin', '--json'])).stdout) as AgentStatus;
 }
 
-/** Waits until admin has nothing pending, running or undelivered, then two more sweeps, so that a late duplicate would show. */
-export async function settle(s: System): Promise<void> {
+/**
+ * Waits until admin has nothing pending, running or undelivered: every answer is out whole. Until
+ * then a message that was sent may be the answer's draft (a turn that takes over a second streams
+ * into the message, and the answer then edits it), so its text is read after this.
+ */
+export async function untilAnswered(s: System): Promise<void> {
   await waitFor(async () => {
     const status = await agentStatus(s);
     return status.pending === 0 && !status.running && status.undelivered === 0;
   }, 'the agent to be idle');
+}
+
+/** Waits until admin has nothing pending, running or undelivered, then two more sweeps, so that a late duplicate would show. */
+export async function settle(s: System): Promise<void> {
+  await untilAnswered(s);
   await sleep(1_200); // not a wait for anything: the window in which a duplicate would appear
 }
 

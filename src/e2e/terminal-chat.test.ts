@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { userInfo } from 'node:os';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { cliPath } from '../core/package.js';
 import { GatewayState } from '../xgw/index.js';
 import { lastUserText, startSystem, until, type System } from './support.js';
@@ -12,10 +12,24 @@ import { lastUserText, startSystem, until, type System } from './support.js';
  */
 let system: System | undefined;
 
-afterEach(async () => {
+afterAll(async () => {
   await system?.stop();
-  system = undefined;
 });
+
+/** The questions whose answer comes after 3 s: the chat that asked is closed by then. */
+const SLOW = ['a slow question', 'for admin'];
+
+/**
+ * One system for the tests (a start is most of a test's time), started by the first; each leaves
+ * the terminal's mailbox with nothing unseen.
+ */
+async function up(): Promise<System> {
+  system ??= await startSystem({
+    logLevel: 'info',
+    llm: { defaultStep: (request) => ({ kind: 'text', text: `the answer to "${lastUserText(request)}"`, delayMs: SLOW.includes(lastUserText(request)) ? 3_000 : 0 }) },
+  });
+  return system;
+}
 
 /** Whether the terminal mailbox holds an answer no chat has shown yet. */
 function unseenAnswers(s: System): number {
@@ -29,11 +43,7 @@ function unseenAnswers(s: System): number {
 
 describe('agent chat', () => {
   it('says whom it talks to and how to leave, and shows an answer that came while it was closed with what it answers', { timeout: 60_000 }, async () => {
-    const s = await startSystem({
-      logLevel: 'info',
-      llm: { defaultStep: (request) => ({ kind: 'text', text: `the answer to "${lastUserText(request)}"`, delayMs: lastUserText(request) === 'a slow question' ? 3_000 : 0 }) },
-    });
-    system = s;
+    const s = await up();
     const quick = await s.run('agent', ['chat', 'admin'], 'hello\n');
     expect(quick.code, quick.stderr).toBe(0);
     expect(quick.stderr).toContain('Chat with admin (fake/m1) through xgw. /quit or Ctrl-D leaves; /help lists the chat commands.');
@@ -55,11 +65,8 @@ describe('agent chat', () => {
   });
 
   it("keeps an agent's waiting answer for the chat with that agent: not shown in another agent's chat", { timeout: 90_000 }, async () => {
-    const s = await startSystem({
-      logLevel: 'info',
-      llm: { defaultStep: (request) => ({ kind: 'text', text: `the answer to "${lastUserText(request)}"`, delayMs: lastUserText(request) === 'for admin' ? 3_000 : 0 }) },
-    });
-    system = s;
+    const s = await up();
+    expect(unseenAnswers(s)).toBe(0);
     await s.must('agent', ['init', 'helper']);
     await s.must('agent', ['start', 'helper']);
     const chat = spawn(process.execPath, [cliPath('agent'), 'chat', 'admin'], { env: s.env, stdio: ['pipe', 'ignore', 'ignore'] });

@@ -165,16 +165,6 @@ describe('notifier dispatch', () => {
     }
   });
 
-  it('refuses to start a second daemon while one runs', async () => {
-    await startNotifier();
-    const second = await runTool('notifier', ['start'], t.env);
-    expect(second.code).toBe(1);
-    expect(second.stderr).toMatch(/^Error: notifier is already running \(pid \d+\) - stop it first with: notifier stop\n$/);
-    const foreground = await runTool('notifier', ['start', '--foreground', '--json'], t.env);
-    expect(foreground.code).toBe(1);
-    expect(JSON.parse(foreground.stdout).error).toMatch(/already running/);
-  });
-
   it('reclaims the pid file of a daemon killed with SIGKILL', async () => {
     await startNotifier();
     const { pid } = await status();
@@ -385,7 +375,8 @@ describe('notifier dispatch', () => {
     let stderr = '';
     child.stderr.on('data', (chunk) => (stderr += chunk));
     const code = await new Promise<number | null>((resolve) => {
-      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      // Only a daemon that runs on is killed: a loaded machine may take over 10 s to start one.
+      const timer = setTimeout(() => child.kill('SIGKILL'), 45_000);
       child.on('close', (exitCode) => {
         clearTimeout(timer);
         resolve(exitCode);
@@ -396,7 +387,8 @@ describe('notifier dispatch', () => {
     expect((await status()).running).toBe(false);
   });
 
-  it('removes run output files older than a day when it starts', async () => {
+  // What a start does, on one start.
+  it('removes run output files older than a day when it starts, keeps its control socket private to its owner, and refuses to start a second daemon while one runs', async () => {
     const outputDir = join(t.home, 'run', 'notifier-output');
     mkdirSync(outputDir, { recursive: true });
     const old = join(outputDir, 'handler.1.1.abc.out');
@@ -408,12 +400,16 @@ describe('notifier dispatch', () => {
     await startNotifier();
     expect(existsSync(old)).toBe(false);
     expect(existsSync(fresh)).toBe(true);
-  });
 
-  it('keeps the control socket private to its owner', async () => {
-    await startNotifier();
     const mode = statSync(join(t.home, 'run', 'notifier.sock')).mode & 0o777;
     expect(mode).toBe(0o600);
+
+    const second = await runTool('notifier', ['start'], t.env);
+    expect(second.code).toBe(1);
+    expect(second.stderr).toMatch(/^Error: notifier is already running \(pid \d+\) - stop it first with: notifier stop\n$/);
+    const foreground = await runTool('notifier', ['start', '--foreground', '--json'], t.env);
+    expect(foreground.code).toBe(1);
+    expect(JSON.parse(foreground.stdout).error).toMatch(/already running/);
   });
 });
 

@@ -67,7 +67,8 @@ export function createTestHome(parent = tmpdir()): TestHome {
   mkdirSync(bin);
   for (const tool of TOOLS) symlinkSync(cliPath(tool), join(bin, tool));
   const env = { ...process.env, THECLAW_HOME: home, PATH: `${bin}:${process.env.PATH}`, THECLAW_LOG_LEVEL: 'debug', ...TEST_QUEUE_MODE };
-  return { home, env, cleanup: () => rmSync(home, { recursive: true, force: true }) };
+  // A handler a stopped notifier let finish may still write in the home: its removal tries again then (ENOTEMPTY).
+  return { home, env, cleanup: () => rmSync(home, { recursive: true, force: true, maxRetries: 10 }) };
 }
 
 export interface RunResult {
