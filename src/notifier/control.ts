@@ -1,7 +1,9 @@
+import { relative } from 'node:path';
 import { askDaemon, daemonHolder, startDaemonProcess, stopDaemonProcess } from '../core/daemon.js';
 import { ClawError, isClawError } from '../core/errors.js';
 import { withStoredSecrets } from '../core/secrets-file.js';
 import { socketPath } from '../core/home.js';
+import { resolveHomeRef } from '../core/layout.js';
 import { notify } from '../core/ipc.js';
 import { listThreads, openStoreAt, openThread, storeSetting, type PostgresLeases, type Thread, type ThreadStore } from '../thread/index.js';
 import { storedSubscriptions as postgresSubscriptions } from './pg-dispatcher.js';
@@ -40,6 +42,20 @@ export async function reloadNotifier(home: string): Promise<NotifierReloadResult
 /** What a reload did, for a person. */
 export function describeNotifierReload(result: NotifierReloadResult): string[] {
   return [`notifier reloaded ${result.file}: ${result.changed.length ? `applied ${result.changed.join(', ')}` : 'nothing changed'}`];
+}
+
+/**
+ * A subscription's thread as a path of `home`: the status names a thread by its path on SQLite and
+ * by its name in the store, relative to the home, on PostgreSQL (thread/store/name.ts). Whoever
+ * compares it with a path of the home or shows it resolves it here.
+ */
+export function subscribedPath(home: string, sub: Pick<SubscriptionStatus, 'thread'>): string {
+  return resolveHomeRef(home, sub.thread);
+}
+
+/** A subscription's thread relative to the home, as theclaw shows it. */
+export function subscribedThread(home: string, sub: Pick<SubscriptionStatus, 'thread'>): string {
+  return relative(home, subscribedPath(home, sub));
 }
 
 /** The daemon's own status when it runs; otherwise what the stored state tells. */

@@ -17,7 +17,8 @@ import {
   type AgentConfig,
 } from '../agent/index.js';
 import type { DaemonName } from '../core/daemon.js';
-import { daemonPidFile, resolveHomeRef, xgwConfigPath } from '../core/layout.js';
+import { daemonPidFile, xgwConfigPath } from '../core/layout.js';
+import { hostName } from '../core/host.js';
 import { ClawError, errnoCode, isClawError } from '../core/errors.js';
 import { storageError } from '../core/storage-error.js';
 import { yaml } from '../core/config.js';
@@ -25,6 +26,7 @@ import { lockState } from '../core/lock.js';
 import { packageRoot } from '../core/package.js';
 import { isAlive } from '../core/process.js';
 import { createRedactor } from '../core/secrets.js';
+import { subscribedPath, subscribedThread } from '../notifier/control.js';
 import { loadConfig as loadNotifierConfig, type SubscriptionStatus } from '../notifier/index.js';
 import { BUILTIN_PROVIDERS, chat, chooseModel, findBwrap, keyVariables, loadPaiConfig, MOCK_PROVIDER, providerSecrets, sandboxProblem, type PaiConfig } from '../pai/index.js';
 import { checkSearchProvider } from '../web/index.js';
@@ -76,7 +78,7 @@ export async function doctor(home: string, env: NodeJS.ProcessEnv = process.env,
   checks.push(...(await checkAgentWindows(home, configs.agents, env)));
   checks.push(checkSandbox(home, configs.agents, options.bwrap !== undefined ? options.bwrap : findBwrap(agentsEnvironment(home, env))));
   checks.push(checkBrowser(options.chromium !== undefined ? options.chromium : existsSync(CHROMIUM) ? CHROMIUM : null));
-  checks.push(...(await checkRuntime(home, configs.channels, now, xgwCheckEnvironment(home, env).env, options.offline === true)));
+  checks.push(...(await checkRuntime(home, env, configs.channels, now, xgwCheckEnvironment(home, env).env, options.offline === true)));
   return checks;
 }
 
@@ -321,7 +323,7 @@ async function checkFailures(home: string, subscriptions: readonly SubscriptionS
   ];
 }
 
-async function checkRuntime(home: string, configured: ChannelConfig[], now: number, xgwEnv: NodeJS.ProcessEnv, offline: boolean): Promise<Check[]> {
+async function checkRuntime(home: string, env: NodeJS.ProcessEnv, configured: ChannelConfig[], now: number, xgwEnv: NodeJS.ProcessEnv, offline: boolean): Promise<Check[]> {
   const checks: Check[] = [];
   const { notifier, xgw, components } = await probeDaemons(home);
   const hung = components.filter((c) => c.running && !c.answering);
@@ -364,7 +366,11 @@ async function checkRuntime(home: string, configured: ChannelConfig[], now: numb
   for (const name of ['notifier', 'xgw'] as DaemonName[]) if (lockState(daemonPidFile(home, name)) === 'stale') stale.push(relative(home, daemonPidFile(home, name)));
   for (const id of listAgentIds(home)) if (lockState(agentDir(home, id).runLock) === 'stale') stale.push(relative(home, agentDir(home, id).runLock));
   const subscriptions = notifier?.subscriptions ?? [];
-  for (const sub of subscriptions) if (sub.lease && !isAlive(sub.lease)) stale.push(`lease of ${sub.consumer} on ${relative(home, sub.thread)} (pid ${sub.lease.pid})`);
+  const here = notifier?.host ?? thisHost(home, env);
+  for (const sub of subscriptions) {
+    // Another host's lease names a process of that machine, which this one's cannot tell dead.
+    if (sub.lease && (sub.lease.host === undefined || sub.lease.host === here) && !isAlive(sub.lease)) stale.push(`lease of ${sub.consumer} on ${subscribedThread(home, sub)} (pid ${sub.lease.pid})`);
+  }
   checks.push(
     stale.length === 0
       ? { name: 'locks', status: 'ok', detail: 'no lock or lease is held by a dead process' }
@@ -421,9 +427,14 @@ async function checkThreads(home: string, found: readonly AgentDamage[]): Promis
   };
 }
 
-/** A subscription's thread as a path: notifier names it by its path (SQLite) or its name in the store (PostgreSQL). */
-function subscribedPath(home: string, sub: SubscriptionStatus): string {
-  return resolveHomeRef(home, sub.thread);
+/** This host's name, or null when its setting is wrong (notifier does not start with it either): then no host's lease is judged here. */
+function thisHost(home: string, env: NodeJS.ProcessEnv): string | null {
+  try {
+    return hostName(home, env);
+  } catch (error) {
+    if (!isClawError(error)) throw error;
+    return null;
+  }
 }
 
 /** When the oldest event the consumer has yet to handle was written, read in the home's store. */

@@ -3,6 +3,7 @@ import { agentDir, listAgentIds } from '../agent/agent-dir.js';
 import { INBOX_CONSUMER } from '../agent/lifecycle.js';
 import { readOutage } from '../agent/turn/outage.js';
 import type { ErrorRecord } from '../agent/index.js';
+import { subscribedPath } from '../notifier/control.js';
 import type { SubscriptionStatus } from '../notifier/index.js';
 import { forEachAgentThread, newestFirst, type AgentDamage } from './agent-threads.js';
 
@@ -43,7 +44,7 @@ export function modelWaits(home: string, subscriptions: readonly SubscriptionSta
   return listAgentIds(home).flatMap((id): ModelWait[] => {
     const dir = agentDir(home, id);
     const outage = readOutage(dir);
-    const inbox = subscriptions.find((sub) => sub.thread === dir.inbox && sub.consumer === INBOX_CONSUMER);
+    const inbox = subscriptions.find((sub) => subscribedPath(home, sub) === dir.inbox && sub.consumer === INBOX_CONSUMER);
     if (!outage || !inbox || inbox.pending === 0) return [];
     return [{ agent: id, pending: inbox.pending, since: outage.since, kind: outage.kind, status: outage.status, error: firstLine(outage.error), retry_at: inbox.retry_at }];
   });

@@ -1,7 +1,8 @@
-import { existsSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { agentDir, closeThreadStores, FeedWriter, initAgent, openAgentThread } from '../agent/index.js';
+import { agentDir, closeThreadStores, FeedWriter, INBOX_CONSUMER, INBOX_FILTER, initAgent, openAgentThread } from '../agent/index.js';
 import { createTestHome, type TestHome } from '../testing/index.js';
 import { NEEDS_POSTGRES, postgresUnavailable, startPostgres, type PostgresCluster } from '../testing/postgres.js';
 import { openStoreAt, type ThreadStore } from '../thread/index.js';
@@ -11,12 +12,14 @@ import { recentErrors } from './failures.js';
 import { hasNew, sweepsHere } from './feed-sweep.js';
 import { sweep } from './maintainer.js';
 import { prune } from './prune.js';
-import { statusDetails } from './status.js';
+import { startDaemon, stopDaemon } from '../notifier/control.js';
+import { retry } from './system.js';
+import { statusDetails, systemStatus } from './status.js';
 import { ward } from './warden.js';
 
 /**
- * What `theclaw status`, `prune`, the feeds' sweeps, the evolver's digest and doctor's look at
- * waiting events read on a PostgreSQL store: the threads in
+ * What `theclaw status`, `prune`, the feeds' sweeps, the evolver's digest and doctor's looks at
+ * waiting events and leases read on a PostgreSQL store: the threads in
  * the database, not the home's SQLite files (which are not there). In-process, one cluster; the
  * process's environment names the store, as a host's would.
  */
@@ -51,6 +54,7 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
+  if (cluster) await stopDaemon(t.home);
   await closeThreadStores();
   await store?.close();
   await cluster?.stop();
@@ -112,5 +116,37 @@ describe.skipIf(unavailable)(`theclaw's reads of a PostgreSQL store (${NEEDS_POS
       detail: expect.stringMatching(new RegExp(`^events waiting more than a minute: 1 on ${CONVERSATION} \\(watcher, since \\d{4}-.+\\); 1 in the inbox of admin, which is stopped$`)),
       fix: 'theclaw up; agent start admin',
     });
+  });
+
+  it("names the subscriptions by their threads in the home: a model outage, the queues, and only this host's leases held by dead processes", async () => {
+    const admin = agentDir(t.home, 'admin');
+    await (await store.open('agents/admin/inbox')).subscribe({ consumer: INBOX_CONSUMER, handler: 'true', filter: INBOX_FILTER });
+    // Both leases name a process that has ended; the watcher's is host b's, whose pids mean nothing here.
+    const dead = spawnSync('true').pid;
+    const due = await store.leases!.due('b');
+    const lease = (consumer: string) => due.find((sub) => sub.consumer === consumer)!;
+    await store.leases!.take(lease('watcher'), { host: 'b', pid: dead, ttlMs: 3_600_000 });
+    await store.leases!.take(lease(INBOX_CONSUMER), { host: 'a', pid: dead, ttlMs: 3_600_000 });
+    const retryAt = new Date(Date.now() + 3_600_000);
+    await (await store.open('agents/admin/inbox')).recordRun(INBOX_CONSUMER, { ok: false, error: 'the model is unavailable', retryAt });
+    const since = new Date().toISOString();
+    writeFileSync(admin.outage, JSON.stringify({ since, last_at: since, kind: 'unavailable', status: 503, error: 'the provider answered 503' }));
+
+    const status = await systemStatus(t.home);
+    expect(status.model_waits).toEqual([{ agent: 'admin', pending: 1, since, kind: 'unavailable', status: 503, error: 'the provider answered 503', retry_at: retryAt.toISOString() }]);
+    expect(status.queues.map((queue) => [queue.thread, queue.consumer, queue.state])).toEqual(
+      expect.arrayContaining([
+        ['agents/admin/inbox', INBOX_CONSUMER, 'running'],
+        [CONVERSATION, 'watcher', 'running'],
+      ]),
+    );
+    const checks = await doctor(t.home, process.env, Date.now(), { offline: true, bwrap: null, chromium: null });
+    expect(checks.find((check) => check.name === 'model')?.detail).toMatch(/^messages wait for the model: 1 of admin since /);
+    expect(checks.find((check) => check.name === 'locks')?.detail).toBe(`held by processes that died: lease of ${INBOX_CONSUMER} on agents/admin/inbox (pid ${dead})`);
+  });
+
+  it('wakes the inbox waiting out its backoff in the database, named by its thread in the home (theclaw retry)', async () => {
+    await startDaemon(t.home);
+    expect((await retry(t.home)).woken).toEqual([{ thread: 'agents/admin/inbox', consumer: INBOX_CONSUMER, failures: 1, last_error: 'the model is unavailable' }]);
   });
 });

@@ -7,7 +7,7 @@ import { formatError, isClawError } from '../core/errors.js';
 import { daemonPidFile } from '../core/layout.js';
 import { lockState } from '../core/lock.js';
 import { residentBytes } from '../core/process.js';
-import { daemonStatus } from '../notifier/control.js';
+import { daemonStatus, subscribedThread } from '../notifier/control.js';
 import type { NotifierStatus } from '../notifier/index.js';
 import type { ThreadEvent } from '../thread/index.js';
 import { gatewayStatus } from '../xgw/control.js';
@@ -164,7 +164,7 @@ export async function systemStatus(home: string, env: NodeJS.ProcessEnv = proces
     if (sub.pending === 0 && sub.failures === 0) return [];
     return [
       {
-        thread: relative(home, sub.thread),
+        thread: subscribedThread(home, sub),
         consumer: sub.consumer,
         pending: sub.pending,
         state: sub.lease ? 'running' : sub.failures > 0 ? 'failing' : 'waiting',

@@ -1,5 +1,5 @@
 import { existsSync, writeFileSync } from 'node:fs';
-import { dirname, relative } from 'node:path';
+import { dirname } from 'node:path';
 import { agentDir, listAgentIds } from '../agent/agent-dir.js';
 import { SYSTEM_AGENTS } from '../agent/identity.js';
 import { initAgent, startAgent } from '../agent/lifecycle.js';
@@ -13,7 +13,7 @@ import { waitForLock, type Lock } from '../core/lock.js';
 import { ClawError, isClawError } from '../core/errors.js';
 import { wakeNotifier } from '../thread/index.js';
 import { loadConfig as loadNotifierConfig } from '../notifier/config.js';
-import { daemonStatus, listTimers, reloadNotifier, startDaemon } from '../notifier/control.js';
+import { daemonStatus, listTimers, reloadNotifier, startDaemon, subscribedThread } from '../notifier/control.js';
 import type { NotifierReloadResult } from '../notifier/index.js';
 import { registerSystemTimers } from './system-timers.js';
 import { chooseModel, loadPaiConfig, MOCK_PROVIDER } from '../pai/models.js';
@@ -215,7 +215,9 @@ export async function retry(home: string): Promise<RetryResult> {
   if (!daemonHolder(home, 'notifier')) throw new ClawError('conflict', 'notifier is not running, so nothing is retried', { suggestion: 'theclaw up starts it, and it runs what waits' });
   const { subscriptions } = await daemonStatus(home);
   await wakeNotifier(home);
-  const woken = subscriptions.filter((sub) => sub.retry_at !== null).map((sub) => ({ thread: relative(home, sub.thread), consumer: sub.consumer, failures: sub.failures, last_error: sub.last_error }));
+  const woken = subscriptions
+    .filter((sub) => sub.retry_at !== null)
+    .map((sub) => ({ thread: subscribedThread(home, sub), consumer: sub.consumer, failures: sub.failures, last_error: sub.last_error }));
   return { woken, resent: await resendGivenUp(home) };
 }
 
