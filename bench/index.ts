@@ -763,7 +763,7 @@ try {
   for (const [name, bench] of benches) if (!process.env.BENCH_ONLY || name.includes(process.env.BENCH_ONLY)) await bench();
 } finally {
   await stopPostgres();
-  leaveCgroup();
+  await leaveCgroup();
   if (!process.env.THECLAW_KEEP_HOME) rmSync(home, { recursive: true, force: true });
 }
 writeFileSync(1, JSON.stringify({ machine: { cpus: (await import('node:os')).cpus().length, node: process.version }, figures }, null, 2) + '\n');

@@ -136,12 +136,17 @@ function ownCgroup(): string | null {
   }
 }
 
-/** Leaves the cgroup treeCpuSeconds made and removes it (once nothing started from here is left in it). */
-export function leaveCgroup(): void {
+/**
+ * Leaves the cgroup treeCpuSeconds made and removes it once the processes started from here have
+ * left it too (a daemon that was told to stop may still be ending), or leaves it to them after 10 s.
+ */
+export async function leaveCgroup(): Promise<void> {
   if (!benchCgroup) return;
+  const cgroup = benchCgroup;
+  writeFileSync(join(dirname(cgroup), 'cgroup.procs'), String(process.pid));
+  await waitUntil(() => readFileSync(join(cgroup, 'cgroup.procs'), 'utf8').trim() === '', 10_000).catch(() => {});
   try {
-    writeFileSync(join(dirname(benchCgroup), 'cgroup.procs'), String(process.pid));
-    rmdirSync(benchCgroup);
+    rmdirSync(cgroup);
   } catch {
     // a process started from here still runs in it: left to it
   }
