@@ -2,8 +2,8 @@
  * What the benchmarks measure with: figures and their targets, medians and percentiles, waits, and
  * the CPU and memory of process trees read from /proc (Linux).
  */
-import { readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 
 export interface Figure {
   name: string;
@@ -104,4 +104,50 @@ export function totalRssMb(pids: number[]): number {
 
 export function daemonPid(home: string, name: 'notifier' | 'xgw'): number {
   return (JSON.parse(readFileSync(join(home, 'run', `${name}.pid`), 'utf8')) as { pid: number }).pid;
+}
+
+/**
+ * CPU seconds used so far by this process and every process started below it since the first
+ * call, wherever they went: a turn's command runs in bubblewrap, which does not wait for the
+ * sandbox's processes, so their time never reaches a parent's cutime. Read from a cpuacct cgroup
+ * of this process's own (cgroup v1, root); null where there is none. Not cgroup v2's: there a
+ * sandboxed call run as root moves to a pids cgroup of its own (pai/sandbox-limits.ts), out of it.
+ */
+export function treeCpuSeconds(): number | null {
+  benchCgroup ??= ownCgroup();
+  return benchCgroup ? Number(readFileSync(join(benchCgroup, 'cpuacct.usage'), 'utf8')) / 1e9 : null;
+}
+
+let benchCgroup: string | null | undefined;
+
+function ownCgroup(): string | null {
+  const dir = `/sys/fs/cgroup/cpuacct/theclaw-bench-${process.pid}`;
+  try {
+    mkdirSync(dir);
+  } catch {
+    return null;
+  }
+  try {
+    writeFileSync(join(dir, 'cgroup.procs'), String(process.pid));
+    return dir;
+  } catch {
+    rmdirSync(dir);
+    return null;
+  }
+}
+
+/**
+ * Leaves the cgroup treeCpuSeconds made and removes it once the processes started from here have
+ * left it too (a daemon that was told to stop may still be ending), or leaves it to them after 10 s.
+ */
+export async function leaveCgroup(): Promise<void> {
+  if (!benchCgroup) return;
+  const cgroup = benchCgroup;
+  writeFileSync(join(dirname(cgroup), 'cgroup.procs'), String(process.pid));
+  await waitUntil(() => readFileSync(join(cgroup, 'cgroup.procs'), 'utf8').trim() === '', 10_000).catch(() => {});
+  try {
+    rmdirSync(cgroup);
+  } catch {
+    // a process started from here still runs in it: left to it
+  }
 }

@@ -1,7 +1,6 @@
 import { existsSync } from 'node:fs';
 import { errnoCode, errorToJson, exitCodeOf, formatError, isClawError } from '../core/errors.js';
-import { resolveHome, socketPath } from '../core/home.js';
-import { request } from '../core/ipc.js';
+import { request } from '../core/ipc-client.js';
 import type { FetchRequest } from './fetch-request.js';
 
 /**
@@ -56,11 +55,13 @@ export function thinFetchRequest(args: readonly string[]): FetchRequest | undefi
 /**
  * The warm service's socket: in a turn the proxy's; else the home's browser service when its
  * socket is there, unless an agent's directory is named (an agent's command outside a turn's
- * proxy caches in its own workdir, which only the full CLI knows of).
+ * proxy caches in its own workdir, which only the full CLI knows of). The home's code (and
+ * node:crypto with it) loads only then: a turn's fetch does without it.
  */
-function serviceSocket(env: NodeJS.ProcessEnv): string | undefined {
+async function serviceSocket(env: NodeJS.ProcessEnv): Promise<string | undefined> {
   if (env[SERVICE_SOCKET_ENV]) return env[SERVICE_SOCKET_ENV];
   if (env.THECLAW_AGENT_DIR?.trim()) return undefined;
+  const { resolveHome, socketPath } = await import('../core/home.js');
   try {
     const socket = socketPath(resolveHome(env), 'browser');
     return existsSync(socket) ? socket : undefined;
@@ -75,7 +76,7 @@ function serviceSocket(env: NodeJS.ProcessEnv): string | undefined {
  */
 export async function fetchThroughService(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<boolean> {
   const fetch = thinFetchRequest(argv.slice(2));
-  const socket = fetch && serviceSocket(env);
+  const socket = fetch && (await serviceSocket(env));
   if (!fetch || !socket) return false;
   let reply: { stdout: string };
   try {
