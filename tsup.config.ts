@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs';
 import { isBuiltin } from 'node:module';
 import { defineConfig, type Options } from 'tsup';
 
@@ -15,77 +14,6 @@ const noStyleSheets: NonNullable<Options['esbuildPlugins']>[number] = {
       contents: "export function parse() { throw new Error('style sheets are not parsed in this build (tsup.config.ts)'); }",
       loader: 'js',
     }));
-  },
-};
-
-/**
- * Work the article reader's libraries do on every page that `web fetch` never uses, patched out of
- * the bundle (each patch names what it replaces, and the build fails when that is not there: an
- * upgrade is to be looked at again). Together a sixth of a warm read of the bench's 200 KB article:
- * - linkedom gives each node, as it is created, its own map of event listeners in a WeakMap: a
- *   Map and a weak entry per node, which the collector must trace, for listeners no page read
- *   here ever adds. The map is made when a first listener is added instead.
- * - Readability (0.6) writes four debug lines with the article serialised as HTML in them, and
- *   makes each line (the serialising) before its `log`, which drops it unless `debug` is on.
- * - turndown (7.2) asks of every element whether it is blank by testing its whole text, which
- *   is the page's text again for each element that holds the article; it now looks at its text
- *   nodes until one is not white space (the same answer: textContent is their text put together).
- */
-/** Whether no text node below `root` holds more than white space: \`/^\\s*$/.test(root.textContent)\`, without making the text. */
-const HAS_NO_TEXT = `function hasNoText(root) {
-  var node = root.firstChild;
-  while (node) {
-    var type = node.nodeType;
-    if ((type === 3 || type === 4) && /\\S/.test(node.nodeValue)) return false;
-    if (type === 1 && node.firstChild) {
-      node = node.firstChild;
-      continue;
-    }
-    while (!node.nextSibling) {
-      node = node.parentNode;
-      if (node === root) return true;
-    }
-    node = node.nextSibling;
-  }
-  return true;
-}`;
-
-const READER_PATCHES: { file: RegExp; replace: [string | RegExp, string, number][] }[] = [
-  {
-    file: /\/linkedom\/esm\/interface\/event-target\.js$/,
-    replace: [
-      ['  constructor() {\n    wm.set(this, new Map);\n  }', '', 1],
-      ['    const map = wm.get(this);\n    if (!map.has(type)) \n      map.set', '    let map = wm.get(this);\n    if (!map) wm.set(this, map = new Map);\n    if (!map.has(type)) \n      map.set', 1],
-      ['    const map = wm.get(this);\n    if (map.has(type)) {', '    const map = wm.get(this);\n    if (map && map.has(type)) {', 1],
-    ],
-  },
-  {
-    file: /\/@mozilla\/readability\/Readability\.js$/,
-    replace: [[/this\.log\(("[\w -]+: ") \+ articleContent\.innerHTML\)/g, 'this._debug && this.log($1 + articleContent.innerHTML)', 4]],
-  },
-  {
-    file: /\/turndown\/lib\/turndown\.browser\.cjs\.js$/,
-    replace: [
-      ['/^\\s*$/i.test(node.textContent)', 'hasNoText(node)', 1],
-      ['function isBlank(node) {', `${HAS_NO_TEXT}\nfunction isBlank(node) {`, 1],
-    ],
-  },
-];
-
-const readerPatches: NonNullable<Options['esbuildPlugins']>[number] = {
-  name: 'reader-patches',
-  setup(build) {
-    for (const { file, replace } of READER_PATCHES) {
-      build.onLoad({ filter: file }, ({ path }) => {
-        let contents = readFileSync(path, 'utf8');
-        for (const [from, to, times] of replace) {
-          const found = typeof from === 'string' ? contents.split(from).length - 1 : (contents.match(from) ?? []).length;
-          if (found !== times) throw new Error(`${path}: ${times} of ${String(from)} expected, ${found} found (tsup.config.ts READER_PATCHES)`);
-          contents = typeof from === 'string' ? contents.replaceAll(from, to) : contents.replace(from, to);
-        }
-        return { contents, loader: 'js' };
-      });
-    }
   },
 };
 
@@ -141,7 +69,7 @@ export default defineConfig([
     // time of their hundreds of files (the bench's web fetch figure). yaml for preloadYaml's
     // import (src/core/config.ts): the rest of the code requires it from node_modules when used.
     noExternal: ['zod', '@mariozechner/pi-ai', 'openai', '@anthropic-ai/sdk', 'partial-json', 'linkedom', '@mozilla/readability', 'turndown', 'yaml'],
-    esbuildPlugins: [noStyleSheets, yamlBuiltins, readerPatches],
+    esbuildPlugins: [noStyleSheets, yamlBuiltins],
     target: 'node20',
     platform: 'node',
     splitting: true,
