@@ -11,6 +11,9 @@ export { agentsRoot };
 import { AgentConfigSchema, type AgentConfig } from './types.js';
 import { linkedOwners } from './identities.js';
 
+/** The thread id of the heartbeats' thread (THECLAW_CONVERSATION in a beat): no conversation's id has this form (router.ts). */
+export const HEARTBEAT_THREAD_ID = 'heartbeat';
+
 /**
  * The layout of an agent directory, in one place. The parts other tools use (its inbox, `files/`,
  * `outbox/`) are named in core/layout.ts; the rest is the agent runtime's own.
@@ -71,7 +74,7 @@ export function agentDir(home: string, id: string): AgentDir {
     turnProcesses: join(root, 'turn-processes'),
     outage: join(root, 'model-outage.json'),
     embeddingsOutage: join(root, 'embeddings-outage.json'),
-    heartbeat: join(root, 'threads', 'heartbeat'),
+    heartbeat: join(root, 'threads', HEARTBEAT_THREAD_ID),
     heartbeatLock: join(root, 'heartbeat.lock'),
   };
 }

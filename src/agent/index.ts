@@ -3,7 +3,7 @@ export { deliverReplies, type DeliverOptions, type DeliverSummary } from './deli
 export { resendGivenUp, type ResentReply } from './delivery/resend.js';
 export { initAgent, startAgent, stopAgent, agentStatus, listAgents, storedConversationThreads, INBOX_CONSUMER, INBOX_FILTER, OUTBOUND_CONSUMER, type AgentStatus } from './lifecycle.js';
 export { sendToAgent, chatWithAgent, defaultSource } from './send.js';
-export { agentDir, requireAgent, loadAgentConfig, listAgentIds, type AgentDir } from './agent-dir.js';
+export { agentDir, requireAgent, loadAgentConfig, listAgentIds, HEARTBEAT_THREAD_ID, type AgentDir } from './agent-dir.js';
 export { closeThreadStores, hasAgentThread, openAgentThread, withAgentThread } from './threads.js';
 export { setIdentity } from './agent-settings.js';
 export { waitingDecisions, decideFor, type OwnerDecision, type WaitingDecisions } from './owner-decisions.js';
@@ -18,7 +18,7 @@ export { NO_USAGE, plusUsage, usageOfRecord } from './accounting/usage.js';
 export * from './types.js';
 export { FeedWriter, ErrorFeedEntrySchema, ToolcallFeedEntrySchema, type ErrorFeedEntry, type ToolcallFeedEntry } from './accounting/feeds.js';
 export { tellOwnerOf } from './conversation/owner-notice.js';
-export { runHeartbeat, heartbeatTimerId, HEARTBEAT_THREAD_ID, type HeartbeatOutcome } from './proactive/heartbeat.js';
+export { runHeartbeat, heartbeatTimerId, type HeartbeatOutcome } from './proactive/heartbeat.js';
 export { setHeartbeat, removeHeartbeat, showHeartbeat, syncAllHeartbeatTimers, type HeartbeatView } from './proactive/heartbeat-setup.js';
 export { shellCommands, roughCommands, type ShellCommand } from './policy/shell-commands.js';
 export { isOwnerDirectChat } from './policy/tool-policy.js';

@@ -8,7 +8,7 @@ import { ContainedPathError, holdContainedDir, type HeldDir, isContainedPathErro
 import type { Logger } from '../../core/logger.js';
 import { openSqlite } from '../../core/sqlite.js';
 import { isDamagedDatabase } from '../../core/storage-error.js';
-import { loadAgentConfig, type AgentDir } from '../agent-dir.js';
+import { HEARTBEAT_THREAD_ID, loadAgentConfig, type AgentDir } from '../agent-dir.js';
 import { agentMemoryFile, CONVERSATIONS_DIR, memoryFiles, messageText } from '../context.js';
 import { archiveFolder, dailyFolder } from './memory-store.js';
 import { chunkMarkdown } from './memory-chunks.js';
@@ -80,10 +80,13 @@ const EMBED_PER_SEARCH = 512;
 const CANDIDATES_PER_HIT = 4;
 
 /**
- * The scope of one conversation (a thread id), as its context has it: with each memory file its
+ * The scope of one conversation (a thread id), or of the heartbeat, as its context has it: with each memory file its
  * daily notes and its archived versions, which hold what the file held or was written from.
  */
 export function conversationScope(dir: AgentDir, threadId: string): MemoryScope {
+  // A heartbeat acts for the owner in no one's conversation: it sees what each of theirs sees, the
+  // agent's memory, and no person's (heartbeat.ts). Its thread holds records, no messages.
+  if (threadId === HEARTBEAT_THREAD_ID) return agentScope(dir);
   const route = threadById(dir, threadId, loadAgentConfig(dir).identities);
   if (!route) throw new ClawError('not_found', `${agentLabel(dir)} has no conversation ${JSON.stringify(threadId)}`, { suggestion: `see its conversations with: agent status ${dir.id}` });
   const { agent, user, group, thread } = memoryFiles(dir, route);

@@ -7,7 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatAddress } from '../../core/address.js';
 import { feedPath } from '../../core/layout.js';
 import { parseMessageContent } from '../../core/message.js';
-import { createTestHome, startFakeOpenAI, threadEvents, writeFakePaiConfig, type FakeLlmServer, type LooseJson, type TestHome } from '../../testing/index.js';
+import { BWRAP, createTestHome, NEEDS_BWRAP, startFakeOpenAI, threadEvents, writeFakePaiConfig, type FakeLlmServer, type LooseJson, type TestHome } from '../../testing/index.js';
 import type { AgentDir } from '../agent-dir.js';
 import { ACK_MAX_CHARS, HEARTBEAT_OK, heartbeatFinding, runHeartbeat, withinActiveHours } from './heartbeat.js';
 import { initAgent, startAgent, stopAgent } from '../lifecycle.js';
@@ -165,6 +165,17 @@ describe('a heartbeat', () => {
     const feed = threadEvents(t.home, feedPath(t.home, 'toolcalls')).map((event) => JSON.parse(event.content));
     expect(feed).toEqual([{ agent: 'helper', thread: 'heartbeat', event: record.id, command: expect.not.stringContaining('hb-secret-value'), exit_code: 0 }]);
     expect(feed[0].command).toMatch(/^echo .+ \| wc -c$/);
+  });
+
+  it.skipIf(!BWRAP)(`searches the memory every conversation of the owner's sees, the agent's, and no conversation's thread (${NEEDS_BWRAP})`, async () => {
+    await ownerSays('My locker code is Ostrich.');
+    writeFileSync(join(dir.memory, 'agent.md'), 'My owner keeps a boat called Marguerite.\n');
+    const search = (words: string) => ({ kind: 'tool_call' as const, name: 'bash_exec', arguments: { command: `agent memory search helper ${words}` } });
+    server.enqueue(search('Marguerite'), search('Ostrich'), { kind: 'text', text: HEARTBEAT_OK });
+    await beat();
+    const printed = (completions().at(-1)!.body.messages as LooseJson[]).filter((message) => message.role === 'tool').map((message) => JSON.parse(String(message.content)));
+    expect(printed[0], printed[0]?.stderr).toMatchObject({ exit_code: 0, stdout: expect.stringContaining('My owner keeps a boat called Marguerite.') });
+    expect(printed[1]).toMatchObject({ exit_code: 0, stdout: 'nothing found\n' }); // the owner's chat is a person's conversation
   });
 
   it("that the model refuses is recorded, goes to the maintainer's feed and fails; an outage only misses the beat", async () => {

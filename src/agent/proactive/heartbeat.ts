@@ -11,7 +11,7 @@ import { turnOutbox } from '../../core/turn-outbox.js';
 import { TurnRegistry } from '../../core/turn-processes.js';
 import { loadPaiConfig, providerSecrets, resolveModel, type ChatResult, type ModelCaller } from '../../pai/index.js';
 import type { StoredThread } from '../../thread/index.js';
-import { loadAgentConfig, requireAgent, type AgentDir } from '../agent-dir.js';
+import { HEARTBEAT_THREAD_ID, loadAgentConfig, requireAgent, type AgentDir } from '../agent-dir.js';
 import { estimateTokens } from '../tokens.js';
 import { SpendLedger, feedCopier, FeedWriter, type ErrorFeedEntry, type ToolcallFeedEntry } from '../accounting/index.js';
 import { agentMemoryFile, identityText } from '../context.js';
@@ -47,7 +47,6 @@ import { openAgentThread, push, recordWriter, withAgentThread } from '../threads
  * rule asks about waits for the owner's approval there. A finding goes into that chat like an
  * answer (owner-notice.ts), so that the owner's reply has it as context.
  */
-export const HEARTBEAT_THREAD_ID = 'heartbeat';
 export const HEARTBEAT_OK = 'HEARTBEAT_OK';
 
 /** What may come with HEARTBEAT_OK and still be nothing to report (OpenClaw's ackMaxChars). */
