@@ -1,13 +1,16 @@
-import { existsSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { userInfo } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { formatAddress } from '../core/address.js';
+import { setYamlConfigKey } from '../core/config.js';
 import { request } from '../core/ipc.js';
 import { createLogger } from '../core/logger.js';
 import { BWRAP, createTestHome, NEEDS_BWRAP, startFakeOpenAI, writeFakePaiConfig, type FakeLlmServer, type LooseJson, type TestHome } from '../testing/index.js';
 import { NEEDS_POSTGRES, postgresUnavailable, startPostgres, type PostgresCluster } from '../testing/postgres.js';
 import { agentDir, conversationIndexFolder, type AgentDir } from './agent-dir.js';
-import { initAgent } from './lifecycle.js';
+import { initAgent, startAgent } from './lifecycle.js';
+import { runHeartbeat } from './proactive/heartbeat.js';
 import { openMemoryDoors, type MemoryDoors } from './memory/memory-door.js';
 import { searchMemory } from './memory/memory-search.js';
 import { messageScope } from './policy/index.js';
@@ -121,6 +124,20 @@ describe.skipIf(unavailable !== null)(`memory search on a PostgreSQL store${unav
     expect(await request(sharedSocket, { op: 'search', query: 'Ostrich shared', limit: 5 })).toEqual([]);
     // The run searched the agent's index, not the conversations' (their sandboxes write those).
     expect(existsSync(conversationIndexFolder(helper, route.threadId))).toBe(false);
+  });
+
+  it.skipIf(!BWRAP)(`finds in a heartbeat's sandboxed search the agent's memory, and no conversation's thread (${NEEDS_BWRAP})`, async () => {
+    commands = [];
+    await sendToAgent(t.home, 'helper', { text: 'My boat is called Marguerite.', source: owner, env });
+    await runAgent('helper', { home: t.home, env }); // the owner's direct chat, where a finding goes
+    await startAgent(t.home, 'helper', env);
+    setYamlConfigKey(helper.config, 'heartbeat', { every: '30m' });
+    writeFileSync(join(helper.memory, 'agent.md'), 'The lighthouse opens at nine.\n');
+    commands = ['agent memory search helper lighthouse', 'agent memory search helper Marguerite'];
+    expect(await runHeartbeat('helper', { home: t.home, env })).toMatchObject({ outcome: 'told_owner' });
+    const [found, conversation] = printed();
+    expect(found, found?.stderr).toMatchObject({ exit_code: 0, stdout: expect.stringContaining('The lighthouse opens at nine.') });
+    expect(conversation).toMatchObject({ exit_code: 0, stdout: 'nothing found\n' });
   });
 
   it("searches every conversation's thread in the database from the terminal", async () => {
