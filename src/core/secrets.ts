@@ -102,13 +102,23 @@ export function encodedForms(secret: string): string[] {
   return [...forms];
 }
 
+/** Removes secrets from text; `aroundCut` does it for what is left of a text whose middle was dropped. */
+export type Redactor = ((text: string) => string) & {
+  /**
+   * The head and tail of a text whose middle was cut out (bash_exec's truncation), redacted, and
+   * without the piece of a secret the cut split: the head's end that begins one, the tail's start
+   * that ends one. Redacting the joined text would miss them, each being only part of a secret.
+   */
+  aroundCut: (head: string, tail: string) => [string, string];
+};
+
 /**
  * Replaces every secret value found in `env` (named like a secret or named by a config), the
  * keys a config holds, any `extra` ones, and their encoded forms (see encodedForms), with
  * `[redacted]`. Best effort against text a command printed: a secret transformed otherwise
  * (reversed, hex) is not recognised.
  */
-export function createRedactor(env: NodeJS.ProcessEnv = process.env, extra: string[] = []): (text: string) => string {
+export function createRedactor(env: NodeJS.ProcessEnv = process.env, extra: string[] = []): Redactor {
   const configured = configuredSecrets(env);
   const values = [
     ...Object.entries(env)
@@ -122,8 +132,20 @@ export function createRedactor(env: NodeJS.ProcessEnv = process.env, extra: stri
     .filter((value) => value.length >= MIN_SECRET_LENGTH)
     // Longest first, so a secret that contains another one is replaced whole.
     .sort((a, b) => b.length - a.length);
-  if (values.length === 0) return (text) => text;
-  return (text) => values.reduce((out, value) => out.split(value).join('[redacted]'), text);
+  const redact = (text: string) => values.reduce((out, value) => out.split(value).join('[redacted]'), text);
+  const aroundCut = (head: string, tail: string): [string, string] => {
+    const [redactedHead, redactedTail] = [redact(head), redact(tail)];
+    const headPiece = Math.max(0, ...values.map((value) => longestPiece(value.length, (k) => redactedHead.endsWith(value.slice(0, k)))));
+    const tailPiece = Math.max(0, ...values.map((value) => longestPiece(value.length, (k) => redactedTail.startsWith(value.slice(value.length - k)))));
+    return [headPiece ? `${redactedHead.slice(0, redactedHead.length - headPiece)}[redacted]` : redactedHead, tailPiece ? `[redacted]${redactedTail.slice(tailPiece)}` : redactedTail];
+  };
+  return Object.assign(redact, { aroundCut });
+}
+
+/** The longest length k (1 to `length - 1`: a whole secret is redacted already) of a piece of a secret that `fits`, or 0. */
+function longestPiece(length: number, fits: (k: number) => boolean): number {
+  for (let k = length - 1; k > 0; k--) if (fits(k)) return k;
+  return 0;
 }
 
 /**

@@ -1,8 +1,10 @@
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isAlive } from '../core/process.js';
+import { createRedactor } from '../core/secrets.js';
 import { findMarked, killMarked, newMark, TURN_MARK } from '../core/turn-processes.js';
 import { waitFor } from '../testing/index.js';
 import { bashExec, HeadTail } from './bash-exec.js';
@@ -54,6 +56,33 @@ describe('bashExec output', () => {
     const small = new HeadTail(10);
     small.push(Buffer.from('short'));
     expect(small.toString()).toBe('short');
+  });
+
+  it('leaves no piece of a secret the truncation cut, whatever the chunks and wherever the cut falls in it', () => {
+    // The secret's characters are never in the text around it: any left in the output leaked.
+    const secretChar = fc.constantFrom(...'abcdefghijklmnopqrstuvwxyz0123456789');
+    const otherText = fc.string({ unit: fc.constantFrom(...'ABCDEFGHIJKLMNOPQRSTUVWXYZ \n'), maxLength: 40 });
+    fc.assert(
+      fc.property(fc.string({ unit: secretChar, minLength: 8, maxLength: 40 }), otherText, otherText, fc.array(fc.nat()), fc.nat(), (secret, before, after, splits, cut) => {
+        const redact = createRedactor({ THECLAW_HOME: '/nonexistent/secflake-home', MY_TOKEN: secret });
+        const stream = Buffer.from(before + secret + after);
+        const output = new HeadTail(2 + (cut % stream.length));
+        const offsets = [0, ...splits.map((split) => split % stream.length).sort((a, b) => a - b), stream.length];
+        for (const [index, offset] of offsets.slice(1).entries()) output.push(stream.subarray(offsets[index], offset));
+        // As chat.ts does: redacted around the cut, then as a whole.
+        const shown = redact(output.toString(redact));
+        expect(shown.replaceAll('[redacted]', '').replace(/\[\.\.\. \d+ bytes truncated \.\.\.\]/, '')).not.toMatch(/[a-z0-9]/);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('redacts around the cut of a truncated output given a redactor', async () => {
+    const secret = 'k3y0ff1c3r0fth3w0rld0123456789';
+    const redact = createRedactor({ THECLAW_HOME: '/nonexistent/secflake-home', MY_TOKEN: secret });
+    // 64 bytes kept: the head's 32 end with the secret's first 2 characters, the tail's start with its last 4.
+    const result = await bashExec({ command: `printf '%s' ${'X'.repeat(30)}${secret}${'Y'.repeat(50)}${secret}${'W'.repeat(28)}` }, { env: plainEnv(), maxOutputBytes: 64, redact });
+    expect(result.stdout).toBe(`${'X'.repeat(30)}[redacted]\n[... ${2 * secret.length + 108 - 64} bytes truncated ...]\n[redacted]${'W'.repeat(28)}`);
   });
 });
 

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { killGroup, watchGroup } from '../core/process.js';
-import { withoutSecrets } from '../core/secrets.js';
+import { withoutSecrets, type Redactor } from '../core/secrets.js';
 import { CALL_MARK, killMarked, markedEnv, newMark, TURN_MARK, type ProcessMark } from '../core/turn-processes.js';
 import { SANDBOX_MISSING, sandboxArgs, sandboxEnv, type Sandbox } from './sandbox.js';
 import { diskLimitReached, limitsReached, processGroup, watchDisk } from './sandbox-limits.js';
@@ -42,6 +42,11 @@ export interface BashExecOptions {
   timeoutSeconds?: number;
   /** Bytes kept per stream, head and tail together. Default: 32,768. */
   maxOutputBytes?: number;
+  /**
+   * Applied around the cut of a truncated output: redacting the whole afterwards would miss a
+   * secret the cut split (see Redactor.aroundCut). The caller still redacts the whole.
+   */
+  redact?: Redactor;
   signal?: AbortSignal;
   /**
    * The turn this call belongs to: what the command leaves running (a server started with `&`)
@@ -128,8 +133,8 @@ export function bashExec(args: BashExecArgs, options: BashExecOptions = {}): Pro
       const killedFor = watch?.killedFor === 'timeout' ? `timed out after ${timeoutMs / 1000} s` : watch?.killedFor;
       if (killedFor) stderr.push(Buffer.from(`\n[bash_exec: ${killedFor}; the command and its children were killed]`));
       resolve({
-        stdout: stdout.toString(),
-        stderr: stderr.toString(),
+        stdout: stdout.toString(options.redact),
+        stderr: stderr.toString(options.redact),
         // Over the disk limit a call fails, whatever the command said: so do the next until it is under.
         exit_code: killedFor ? 124 : overDiskLine && exitCode === 0 ? 1 : exitCode,
       });
@@ -166,10 +171,12 @@ export class HeadTail {
     }
   }
 
-  toString(): string {
+  /** With `redact`, a truncated text is redacted on either side of its cut (see Redactor.aroundCut). */
+  toString(redact?: Redactor): string {
     const head = Buffer.concat(this.head);
     const dropped = this.total - head.length - this.tail.length;
     if (dropped <= 0) return Buffer.concat([head, this.tail]).toString('utf8');
-    return `${head.toString('utf8')}\n[... ${dropped} bytes truncated ...]\n${this.tail.toString('utf8')}`;
+    const [kept, last] = redact ? redact.aroundCut(head.toString('utf8'), this.tail.toString('utf8')) : [head.toString('utf8'), this.tail.toString('utf8')];
+    return `${kept}\n[... ${dropped} bytes truncated ...]\n${last}`;
   }
 }

@@ -187,7 +187,12 @@ async function runTurn(options: ChatOptions, turnMark: ProcessMark): Promise<Cha
         : index >= perRound
           ? { stdout: '', stderr: `not run: at most ${perRound} commands run per answer (max_tool_calls_per_round); ask for the rest in the next round`, exit_code: 125 }
           : call.name === BASH_EXEC_TOOL.name && args.command
-            ? await authorizedRun(args, options.authorize, () => bashExec(args, { cwd: options.cwd, env, secretNames, signal: options.signal, turnMark, sandbox: options.sandbox }), options.signal)
+            ? await authorizedRun(
+                args,
+                options.authorize,
+                () => bashExec(args, { cwd: options.cwd, env, secretNames, redact, signal: options.signal, turnMark, sandbox: options.sandbox }),
+                options.signal,
+              )
             : { stdout: '', stderr: `unknown tool ${call.name} or no command; the only tool is bash_exec with {"command": "..."}`, exit_code: 127 };
       const output = { ...ran, stdout: redact(ran.stdout), stderr: redact(ran.stderr) };
       emit({ type: 'tool_result', id: call.id, exit_code: output.exit_code, stdout: output.stdout, stderr: output.stderr, duration_ms: Date.now() - started });
