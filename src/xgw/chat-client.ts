@@ -58,7 +58,9 @@ export async function runTerminalChat(options: TerminalChatOptions): Promise<voi
     if (!bannerShown && options.banner) status.write(`${options.banner}\n`);
     bannerShown = true;
   };
-  let outstanding = 0;
+  // The messages sent whose answer is awaited, by the id this client gave them. An id is added
+  // before the message is sent: its answer may come over the stream before xgw's reply to the send.
+  const awaiting = new Set<string>();
   let refused = 0;
   /** Why the awaited answers are late, once the watch said. */
   let late: string | undefined;
@@ -72,6 +74,8 @@ export async function runTerminalChat(options: TerminalChatOptions): Promise<voi
     else notices.set(text, count);
   };
   const noticesDue = () => [...notices.values()].some((count) => count > 0);
+  /** Takes the message an answer names off `awaiting` (one that names none, the oldest); whether it was awaited. */
+  const answered = (replyTo: string | null): boolean => awaiting.delete(replyTo ?? awaiting.values().next().value ?? '');
   let settle: (() => void) | undefined;
   let lines: ReturnType<typeof createInterface> | undefined;
   // At a terminal: line editing and history (readline's), and a prompt; piped input is read as it is.
@@ -95,12 +99,11 @@ export async function runTerminalChat(options: TerminalChatOptions): Promise<voi
           for (const file of entry.files ?? []) if (file.ref) output.write(`(file) ${file.name}: ${join(options.home, file.ref)}\n`);
           if (terminal) lines?.prompt(true);
           // A delayed notice announces the answer, an approval request is not one; an error notice takes its place.
-          if (entry.role === 'agent' && entry.notice !== 'delayed' && entry.notice !== 'approval' && outstanding > 0) {
-            outstanding--;
+          if (entry.role === 'agent' && entry.notice !== 'delayed' && entry.notice !== 'approval' && answered(entry.reply_to)) {
             if (entry.notice === 'error') refused++;
           }
           if (entry.role === 'system') countNotice(entry.text, -1);
-          if (outstanding > 0) spinner.start();
+          if (awaiting.size > 0) spinner.start();
           else if (!noticesDue()) settle?.();
         },
         onClose() {
@@ -115,7 +118,7 @@ export async function runTerminalChat(options: TerminalChatOptions): Promise<voi
   }
   showBanner();
   const unwatch = options.watchDelays?.((reason) => {
-    if (outstanding === 0 || reason === late) return;
+    if (awaiting.size === 0 || reason === late) return;
     late = reason;
     spinner.stop();
     status.write(`(${reason})\n`);
@@ -130,15 +133,15 @@ export async function runTerminalChat(options: TerminalChatOptions): Promise<voi
       const text = line.trim();
       if (text === '') continue;
       if (text === '/quit' || text === '/exit') break;
-      const outcome = await askXgw<InboundOutcome>(options.home, { op: 'chat_message', channel, agent: options.agent, message_id: randomUUID(), text });
-      if (outcome.kind === 'accepted') {
-        outstanding++;
-        spinner.start();
-      }
+      const messageId = randomUUID();
+      awaiting.add(messageId);
+      const outcome = await askXgw<InboundOutcome>(options.home, { op: 'chat_message', channel, agent: options.agent, message_id: messageId, text });
+      if (outcome.kind !== 'accepted') awaiting.delete(messageId);
+      else if (awaiting.has(messageId)) spinner.start();
       const notice = noticeFor(outcome);
       if (notice !== null) countNotice(notice, +1);
     }
-    if ((outstanding > 0 && late === undefined) || noticesDue()) {
+    if ((awaiting.size > 0 && late === undefined) || noticesDue()) {
       await new Promise<void>((resolve) => {
         settle = resolve;
         setTimeout(resolve, waitSeconds * 1000).unref();
@@ -149,11 +152,13 @@ export async function runTerminalChat(options: TerminalChatOptions): Promise<voi
         suggestion: 'the owner sees the error in theclaw status and the agent log',
       });
     }
-    if (outstanding > 0 && late !== undefined) {
-      throw new ClawError('upstream', `no answer yet to ${outstanding} message(s): ${late}`, { suggestion: 'the answer is kept: it is shown the next time this chat is opened' });
+    if (awaiting.size > 0 && late !== undefined) {
+      throw new ClawError('upstream', `no answer yet to ${awaiting.size} message(s): ${late}`, { suggestion: 'the answer is kept: it is shown the next time this chat is opened' });
     }
-    if (outstanding > 0) {
-      throw new ClawError('timeout', `no answer yet to ${outstanding} message(s) (waited up to ${waitSeconds} s)`, { suggestion: 'the answer is kept: it is shown the next time this chat is opened' });
+    if (awaiting.size > 0) {
+      throw new ClawError('timeout', `no answer yet to ${awaiting.size} message(s) (waited up to ${waitSeconds} s)`, {
+        suggestion: 'the answer is kept: it is shown the next time this chat is opened',
+      });
     }
   } finally {
     unwatch?.();
