@@ -155,10 +155,17 @@ const UPGRADES: Record<number, string> = { 1: SCHEMA_2, 2: SCHEMA_3, 3: SCHEMA_4
 /** Any constant: the advisory lock under which the first of several processes creates the schema. */
 const SCHEMA_LOCK = 0x7468_7264;
 
-/** The schema's version in this database, or null where there is none yet. Creates nothing. */
+/**
+ * The schema's version in this database, or null where there is none yet. Creates nothing.
+ * It reads `pg_class` as a table, not through `to_regclass`: that takes no lock, so a session's
+ * cached "no such table" outlives another's commit, and the second of two processes starting
+ * together would create the schema again under the lock.
+ */
 export async function readSchemaVersion(sql: Sql | TransactionSql): Promise<number | null> {
-  const [exists] = await sql<{ table: string | null }[]>`SELECT to_regclass('theclaw.meta')::text AS table`;
-  if (!exists?.table) return null;
+  const [exists] = await sql<{ found: boolean }[]>`
+    SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+      WHERE n.nspname = 'theclaw' AND c.relname = 'meta') AS found`;
+  if (!exists?.found) return null;
   const [row] = await sql<{ value: string }[]>`SELECT value FROM theclaw.meta WHERE key = 'schema_version'`;
   return row ? Number(row.value) : null;
 }

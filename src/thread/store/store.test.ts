@@ -281,6 +281,17 @@ describe.skipIf(unavailable !== null)(`the PostgreSQL filter dialect${unavailabl
 });
 
 describe.skipIf(unavailable !== null)(`the PostgreSQL schema${unavailable ? ` (skipped: ${NEEDS_POSTGRES})` : ''}`, () => {
+  it('is created once when several processes open a new database at the same moment, and each of them opens it', async () => {
+    // Two hosts' notifiers started together: each had looked (and found no schema) before the first created it.
+    for (let round = 0; round < 3; round++) {
+      const url = await cluster!.createDatabase(`together${round}`);
+      const opened = await Promise.allSettled(Array.from({ length: 4 }, () => openStoreAt(url)));
+      const failures = opened.flatMap((result) => (result.status === 'rejected' ? [(result.reason as Error).message] : []));
+      for (const result of opened) if (result.status === 'fulfilled') await result.value.close();
+      expect(failures).toEqual([]);
+    }
+  });
+
   it('brings a version 1 schema up to this version, keeping its rows', async () => {
     const url = await cluster!.createDatabase('upgrade');
     const pg = postgres(url, { max: 1, onnotice: () => {} });
