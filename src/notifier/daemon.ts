@@ -47,7 +47,12 @@ export async function runNotifier(home: string): Promise<void> {
     const launch = createLauncher(launching);
     const prepare = (handler: string) => launching.pool?.prepare(handler);
     const host = hostName(home);
-    const { store: threads, dispatcher } = await createDispatcher({ home, host, config, logger, launch, limit, prepare });
+    const { store: threads, dispatcher } = await createDispatcher({ home, host, config, logger, launch, limit, prepare }).catch((error: unknown) => {
+      // A warm runner already waits, and would keep this failed daemon alive: its start would wait for an answer, not say why.
+      launching.pool?.stop();
+      store.close();
+      throw error;
+    });
     const scheduler = new TimerScheduler({ home, store, logger, launch, limit });
     const startSweep = () =>
       setInterval(() => {

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { joinCommand } from '../core/command.js';
+import { findVictims } from '../e2e/chaos.js';
 import { daemonLogFile } from '../core/layout.js';
 import { isAlive } from '../core/process.js';
 import { createTestHome, fixture, runTool, waitFor, type TestHome } from '../testing/index.js';
@@ -160,5 +161,24 @@ describe.skipIf(unavailable !== null)(`notifier on a PostgreSQL store shared by 
     const down = await status(victim);
     expect(down.running).toBe(false);
     expect(down.subscriptions).toContainEqual(expect.objectContaining({ thread: thread.name, consumer: 'worker', pending: 0, progress: 3 }));
+  });
+
+  it('fails to start on a store it cannot use at once, saying why, and leaves no process behind', async () => {
+    const newer = await cluster!.createDatabase('newer');
+    const pg = postgres(newer, { max: 1, onnotice: () => {} });
+    await pg`CREATE SCHEMA theclaw`;
+    await pg`CREATE TABLE theclaw.meta (key text PRIMARY KEY, value text NOT NULL)`;
+    await pg`INSERT INTO theclaw.meta VALUES ('schema_version', '99')`;
+    await pg.end();
+    const t = createTestHome();
+    try {
+      // Its warm runner had started before the store failed, and kept the failed daemon alive: the start waited 30 s for an answer.
+      const result = await runTool('notifier', ['start'], { ...t.env, THECLAW_DATABASE_URL: newer });
+      expect(result.code).not.toBe(0);
+      expect(result.stderr).toMatch(/^Error: notifier did not start: .*schema version 99, this thread tool knows \d+ - upgrade theclaw/);
+      expect(findVictims(t.home)).toEqual([]);
+    } finally {
+      t.cleanup();
+    }
   });
 });
