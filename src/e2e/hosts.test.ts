@@ -28,8 +28,12 @@ const unavailable = postgresUnavailable();
 type Host = 'host-a' | 'host-b';
 const AGENTS: Record<Host, string[]> = { 'host-a': ['a1', 'a2'], 'host-b': ['b1', 'b2'] };
 const hostOf = (agent: string): Host => (agent.startsWith('a') ? 'host-a' : 'host-b');
-/** notifier's default: a wait for the killed notifier's lease to expire would show even on a loaded machine. */
-const LEASE_TTL_SECONDS = 30;
+/**
+ * Four times notifier's default: a wait for the killed notifier's lease to expire would show (the
+ * answer's wait gives up at 30 s), and a machine loaded enough to take 30 s from the kill to the
+ * answer does not pass for one.
+ */
+const LEASE_TTL_SECONDS = 120;
 const NOTIFIER_CONFIG = `sweep_interval_seconds: 0.5\nbackoff: { initial_seconds: 0.2, max_seconds: 1 }\nleases: { ttl_seconds: ${LEASE_TTL_SECONDS}, heartbeat_seconds: 0.5 }\n`;
 
 let cluster: PostgresCluster | undefined;
