@@ -25,4 +25,4 @@ export { isOwnerDirectChat } from './policy/tool-policy.js';
 export { classifyFailure } from './turn/failure.js';
 export { createProposal, pendingProposals, proposedFile, PROPOSAL_FILES, type Proposal, type ProposalFile } from './policy/proposals.js';
 export type { UsageTotals } from './accounting/usage.js';
-export { placedElsewhere } from './placement.js';
+export { agentPlacement, claimPlacement, placedElsewhere } from './placement.js';

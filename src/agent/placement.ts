@@ -40,6 +40,24 @@ export async function placedElsewhere(home: string, id: string, env: NodeJS.Proc
 }
 
 /**
+ * Places an agent that has no directory yet on this host, unless a host has it already: the host
+ * it runs on. Of two hosts making it at once, one gets it and the other is told that one's name,
+ * before either has made a directory (SQLite: always this host).
+ */
+export async function claimPlacement(home: string, id: string, env: NodeJS.ProcessEnv = process.env): Promise<string> {
+  const store = await threadStore(home, env);
+  const here = hostName(home, env);
+  if (store.kind === 'postgres') await store.placements.seen(here, home);
+  return (await store.placements.claim(agentKey(id), here)).placement.host;
+}
+
+/** The host an agent is placed on, or null where it was never started (SQLite: this host). */
+export async function agentPlacement(home: string, id: string, env: NodeJS.ProcessEnv = process.env): Promise<string | null> {
+  const store = await threadStore(home, env);
+  return store.kind === 'sqlite' ? hostName(home, env) : agentHost(store, id);
+}
+
+/**
  * The agent's directory on this host, or an error that says where it is when the agent is
  * another host's (its directory is there): a person talks to it on that host.
  */

@@ -21,14 +21,18 @@ beforeAll(async () => {
   cluster = await startPostgres();
   url = await cluster.createDatabase('up');
   const port = await freePort();
-  for (const host of ['a', 'b'] as const) {
-    hosts[host] = createTestHome();
-    writeXgwConfig(
-      hosts[host].home,
-      `channels:\n  - { id: webchat:main, type: webchat, port: ${port}, access: open }\n  - { id: terminal:local, type: terminal, access: open }\nroutes:\n  - { channel: "*", peer: "*", agent: admin }\n`,
-    );
-  }
+  for (const host of ['a', 'b'] as const) hosts[host] = hostHome(port);
 }, 120_000);
+
+/** A host's home, whose gateway has one web chat on `port` (the same on every host: one serves it, the others stand by). */
+function hostHome(port: number): TestHome {
+  const t = createTestHome();
+  writeXgwConfig(
+    t.home,
+    `channels:\n  - { id: webchat:main, type: webchat, port: ${port}, access: open }\n  - { id: terminal:local, type: terminal, access: open }\nroutes:\n  - { channel: "*", peer: "*", agent: admin }\n`,
+  );
+  return t;
+}
 
 afterAll(async () => {
   for (const host of ['b', 'a'] as const) {
@@ -63,5 +67,31 @@ describe.skipIf(unavailable !== null)(`theclaw up on hosts sharing a PostgreSQL 
     const chat = await runTool('agent', ['send', 'admin', '--text', 'hello'], envOf('b'));
     expect(chat).toMatchObject({ code: 1 });
     expect(chat.stderr).toBe('Error: agent admin runs on host host-a, not on this one (host-b) - talk to it on host-a (agent chat admin there), or through a channel whose route goes to it\n');
+  });
+
+  it("puts every system agent on one host when two hosts' first ups run at once on a new database, and neither fails", async () => {
+    const together = await cluster!.createDatabase('together');
+    const port = await freePort();
+    const homes = [hostHome(port), hostHome(port)];
+    const envs = homes.map((t, i) => ({ ...t.env, THECLAW_DATABASE_URL: together, THECLAW_HOST: `host-${i}` }));
+    try {
+      const ups = await Promise.all(envs.map((env) => runToolAlone('theclaw', ['up', '--json'], env)));
+      expect(
+        ups.map((up) => up.code),
+        ups.map((up) => up.stdout).join(''),
+      ).toEqual([0, 0]);
+      const results = ups.map((up) => JSON.parse(up.stdout) as UpResult);
+      const first = results.findIndex((result) => result.agents.length > 0);
+      expect(first).not.toBe(-1);
+      const [winner, loser] = [results[first]!, results[1 - first]!];
+      expect(winner).toMatchObject({ agents: ['admin', 'warden', 'maintainer', 'evolver'], elsewhere: {} });
+      const there = `host-${first}`;
+      expect(loser).toMatchObject({ agents: [], created: [], elsewhere: { admin: there, warden: there, maintainer: there, evolver: there } });
+    } finally {
+      for (const [i, t] of homes.entries()) {
+        await runTool('theclaw', ['down'], envs[i]!);
+        t.cleanup();
+      }
+    }
   });
 });

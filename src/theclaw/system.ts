@@ -3,7 +3,8 @@ import { dirname } from 'node:path';
 import { agentDir, listAgentIds } from '../agent/agent-dir.js';
 import { SYSTEM_AGENTS } from '../agent/identity.js';
 import { initAgent, startAgent } from '../agent/lifecycle.js';
-import { placedElsewhere, resendGivenUp, type ResentReply } from '../agent/index.js';
+import { agentPlacement, claimPlacement, resendGivenUp, type ResentReply } from '../agent/index.js';
+import { hostName } from '../core/host.js';
 import { daemonEnvironment, daemonHolder, stopDaemonProcess, type DaemonName } from '../core/daemon.js';
 import { ensureDir } from '../core/home.js';
 import { runDir, upLockPath, xgwConfigPath } from '../core/layout.js';
@@ -87,6 +88,25 @@ export interface UpResult {
 }
 
 /**
+ * Where the system agents run on a store shared by hosts: each where it is placed, the others with
+ * admin, which the first `up` places before it makes any directory. So of two hosts' first ups at
+ * once, one makes and starts them all, and the other leaves them to it (each claiming its own would
+ * split them, or fail the loser's start). On SQLite all are here.
+ */
+async function placeSystemAgents(home: string, env: NodeJS.ProcessEnv): Promise<{ here: string[]; elsewhere: Record<string, string> }> {
+  const thisHost = hostName(home, env);
+  const admin = existsSync(agentDir(home, 'admin').config) ? ((await agentPlacement(home, 'admin', env)) ?? thisHost) : await claimPlacement(home, 'admin', env);
+  const here: string[] = [];
+  const elsewhere: Record<string, string> = {};
+  for (const id of Object.keys(SYSTEM_AGENTS)) {
+    const host = id === 'admin' ? admin : ((await agentPlacement(home, id, env)) ?? admin);
+    if (host === thisHost) here.push(id);
+    else elsewhere[id] = host;
+  }
+  return { here, elsewhere };
+}
+
+/**
  * `theclaw up`: every config is checked before anything starts, so a mistake is reported whole
  * rather than as a half-started system. Then the system agents that are missing are created and
  * all of them started (subscribing is idempotent), and the two daemons are started side by side;
@@ -117,14 +137,7 @@ async function upLocked(home: string, env: NodeJS.ProcessEnv): Promise<Omit<UpRe
   loadNotifierConfig(home);
   loadPaiConfig(home);
 
-  // On a store shared by hosts, the system agents run where they were first started.
-  const systemAgents: string[] = [];
-  const elsewhere: Record<string, string> = {};
-  for (const id of Object.keys(SYSTEM_AGENTS)) {
-    const host = await placedElsewhere(home, id, env);
-    if (host === null) systemAgents.push(id);
-    else elsewhere[id] = host;
-  }
+  const { here: systemAgents, elsewhere } = await placeSystemAgents(home, env);
   const created = systemAgents.filter((id) => !existsSync(agentDir(home, id).config));
   for (const id of created) await initAgent(home, id, {}, env);
   for (const id of systemAgents) await startAgent(home, id, env);
@@ -160,7 +173,8 @@ async function upLocked(home: string, env: NodeJS.ProcessEnv): Promise<Omit<UpRe
   // A daemon started now has just loaded its file; one running already may run an older one.
   const notifierStatus = started.includes('notifier') ? null : await daemonStatus(home).catch(() => null);
   const config_changed = changedConfigs(home, notifierStatus, xgw.value);
-  const agents = [...systemAgents, ...listAgentIds(home).filter((id) => !systemAgents.includes(id))];
+  // A directory left by `agent move` is another host's agent now.
+  const agents = [...systemAgents, ...listAgentIds(home).filter((id) => !systemAgents.includes(id) && !(id in elsewhere))];
   return {
     home,
     started,
