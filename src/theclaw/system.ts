@@ -173,7 +173,7 @@ async function upLocked(home: string, env: NodeJS.ProcessEnv): Promise<Omit<UpRe
   // A daemon started now has just loaded its file; one running already may run an older one.
   const notifierStatus = started.includes('notifier') ? null : await daemonStatus(home).catch(() => null);
   const config_changed = changedConfigs(home, notifierStatus, xgw.value);
-  // A directory left by `agent move` is another host's agent now.
+  // A system agent of another host whose directory is still here (`agent move` leaves it) is not this host's.
   const agents = [...systemAgents, ...listAgentIds(home).filter((id) => !systemAgents.includes(id) && !(id in elsewhere))];
   return {
     home,
