@@ -188,4 +188,16 @@ describe.skipIf(unavailable !== null)(`the system when its PostgreSQL store goes
     expect({ notifier: notifier.pid, xgw: (await xgwStatus()).pid }).toEqual(pids);
     for (const message of accepted) expect(repliesTo(message), message.text).toEqual([`reply to: ${message.text}`]);
   });
+
+  it('stops the shared channel before its claim lapses when the database stops answering (its host cut off), and serves it again once it answers', async () => {
+    await cluster!.freeze();
+    try {
+      // Its renewals hang rather than fail; another gateway could take the channel once its claim lapsed.
+      await waitFor(async () => (await webchatState()) === 'standby', 'the web chat to stop', 15_000, 100);
+    } finally {
+      await cluster!.thaw();
+    }
+    await waitFor(async () => (await webchatState()) === 'running', 'the web chat to run again', 15_000, 100);
+    expect((await xgwStatus()).pid).toBe(pids.xgw);
+  });
 });

@@ -27,6 +27,12 @@ export interface PostgresCluster {
   halt(): Promise<void>;
   /** Starts a halted server again, on the same port and data. */
   restart(): Promise<void>;
+  /**
+   * Stops the server's processes (SIGSTOP) without closing a connection, as a host that stops
+   * answering (cut off, or hung) looks to its clients: their queries wait; `thaw` lets them on.
+   */
+  freeze(): Promise<void>;
+  thaw(): Promise<void>;
   /** Stops the server at once and removes its files; safe to call twice. */
   stop(): Promise<void>;
 }
@@ -99,6 +105,12 @@ export async function startPostgres(options: PostgresOptions = {}): Promise<Post
     const stats = options.statementStats ? ' -c shared_preload_libraries=pg_stat_statements' : '';
     settings = `-c listen_addresses=127.0.0.1 -p ${port} -k ${socket}${durability}${stats}`;
     await start();
+    const serverPid = () => Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    /** The server and its children (every backend and worker is the postmaster's child). */
+    const signalServer = async (signal: NodeJS.Signals) => {
+      const children = (await run('pgrep', ['-P', String(serverPid())]).catch(() => ({ stdout: '' }))).stdout.split('\n').filter(Boolean).map(Number);
+      for (const pid of [serverPid(), ...children]) process.kill(pid, signal);
+    };
     const url = (database: string) => `postgres://postgres@127.0.0.1:${port}/${database}`;
     return {
       url: url('postgres'),
@@ -106,9 +118,11 @@ export async function startPostgres(options: PostgresOptions = {}): Promise<Post
         await pg('psql', ['-h', socket, '-p', String(port), '-U', 'postgres', '-d', 'postgres', '-q', '-c', `CREATE DATABASE "${name}"`]);
         return url(name);
       },
-      serverPid: () => Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]),
+      serverPid,
       halt: () => halt(),
       restart: start,
+      freeze: () => signalServer('SIGSTOP'),
+      thaw: () => signalServer('SIGCONT'),
       stop,
     };
   } catch (error) {
