@@ -19,7 +19,10 @@ import { lastUserText } from './support.js';
  * cannot be stored), a turn under way when it went down is cut off, and the web chat (a channel
  * hosts share, held by a claim) is stopped; once it is back, with no daemon restarted, the web chat
  * runs again, the cut-off turn runs again from its stored progress, a new message is answered, and
- * every accepted message has exactly one reply. Leases, claims and backoffs are short here.
+ * every accepted message has exactly one reply. Then the server stops answering without closing a
+ * connection (SIGSTOP: its host cut off or hung): the web chat stops before its claim lapses, and
+ * a message sent meanwhile gets no answer in time but is stored, and answered once, when the server
+ * answers again. Leases, claims and backoffs are short here.
  */
 
 const unavailable = postgresUnavailable();
@@ -43,9 +46,9 @@ const accepted: Sent[] = [];
 let count = 0;
 
 /** Sends a message through xgw's terminal channel; one it accepts must be answered. */
-async function chat(text: string): Promise<{ message: Sent; outcome: InboundOutcome }> {
+async function chat(text: string, timeoutMs?: number): Promise<{ message: Sent; outcome: InboundOutcome }> {
   const message = { id: `msg-${++count}`, text };
-  const outcome = await askDaemon<InboundOutcome>(t.home, 'xgw', { op: 'chat_message', channel: 'terminal:local', peer: 'p', agent: AGENT, message_id: message.id, text });
+  const outcome = await askDaemon<InboundOutcome>(t.home, 'xgw', { op: 'chat_message', channel: 'terminal:local', peer: 'p', agent: AGENT, message_id: message.id, text }, timeoutMs);
   if (outcome.kind === 'accepted') accepted.push(message);
   return { message, outcome };
 }
@@ -72,6 +75,18 @@ const notifierStatus = async () => runTool('notifier', ['status', '--json'], t.e
 const xgwStatus = async () => JSON.parse((await runTool('xgw', ['status', '--json'], t.env)).stdout) as XgwStatus;
 const webchatState = async () => (await xgwStatus()).channels.find((channel) => channel.id === 'webchat:main')?.state;
 let pids: { notifier: number; xgw: number };
+
+/** Waits until no subscription has work left or a lease held (so no late copy of a reply can come); notifier's status then. */
+const allDone = () =>
+  waitFor(
+    async () => {
+      const status = JSON.parse((await notifierStatus()).stdout) as NotifierStatus;
+      return status.subscriptions.every((s) => s.pending === 0 && s.lease === null) ? status : null;
+    },
+    'every subscription to be done',
+    30_000,
+    100,
+  );
 
 beforeAll(async () => {
   if (unavailable) return;
@@ -175,29 +190,32 @@ describe.skipIf(unavailable !== null)(`the system when its PostgreSQL store goes
     await answered(cut, 30_000);
     await waitFor(async () => (await webchatState()) === 'running', 'the web chat to run again', 15_000, 100);
 
-    // Nothing left to do, so no late copy can come; then every accepted message has one reply.
-    const notifier = await waitFor(
-      async () => {
-        const status = JSON.parse((await notifierStatus()).stdout) as NotifierStatus;
-        return status.subscriptions.every((s) => s.pending === 0 && s.lease === null) ? status : null;
-      },
-      'every subscription to be done',
-      30_000,
-      100,
-    );
+    const notifier = await allDone();
     expect({ notifier: notifier.pid, xgw: (await xgwStatus()).pid }).toEqual(pids);
     for (const message of accepted) expect(repliesTo(message), message.text).toEqual([`reply to: ${message.text}`]);
   });
 
-  it('stops the shared channel before its claim lapses when the database stops answering (its host cut off), and serves it again once it answers', async () => {
+  it('stops the shared channel before its claim lapses when the database stops answering (its host cut off), and serves it again once it answers; a message sent meanwhile gets no answer in time, and is answered once', async () => {
     await cluster!.freeze();
+    let late: Sent;
     try {
+      // Its push waits for the database: the sender sees no answer, and the message is stored once it answers.
+      const text = 'while the database does not answer';
+      const unanswered = await chat(text, 1_000).then(
+        () => null,
+        (error: Error) => error,
+      );
+      expect(unanswered?.message).toMatch(/no answer on .*xgw\.sock within 1000 ms/);
+      late = { id: `msg-${count}`, text };
       // Its renewals hang rather than fail; another gateway could take the channel once its claim lapsed.
       await waitFor(async () => (await webchatState()) === 'standby', 'the web chat to stop', 15_000, 100);
     } finally {
       await cluster!.thaw();
     }
     await waitFor(async () => (await webchatState()) === 'running', 'the web chat to run again', 15_000, 100);
-    expect((await xgwStatus()).pid).toBe(pids.xgw);
+    await answered(late);
+    const notifier = await allDone();
+    expect(repliesTo(late)).toEqual([`reply to: ${late.text}`]);
+    expect({ notifier: notifier.pid, xgw: (await xgwStatus()).pid }).toEqual(pids);
   });
 });
