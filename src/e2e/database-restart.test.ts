@@ -20,9 +20,10 @@ import { lastUserText } from './support.js';
  * hosts share, held by a claim) is stopped; once it is back, with no daemon restarted, the web chat
  * runs again, the cut-off turn runs again from its stored progress, a new message is answered, and
  * every accepted message has exactly one reply. Then the server stops answering without closing a
- * connection (SIGSTOP: its host cut off or hung): the web chat stops before its claim lapses, and
- * a message sent meanwhile gets no answer in time but is stored, and answered once, when the server
- * answers again. Leases, claims and backoffs are short here.
+ * connection (SIGSTOP: its host cut off or hung): the web chat stops before its claim lapses,
+ * `notifier status` says the store did not answer, and a message sent meanwhile gets no answer in
+ * time but is stored, and answered once, when the server answers again. Leases, claims and
+ * backoffs are short here.
  */
 
 const unavailable = postgresUnavailable();
@@ -195,7 +196,7 @@ describe.skipIf(unavailable !== null)(`the system when its PostgreSQL store goes
     for (const message of accepted) expect(repliesTo(message), message.text).toEqual([`reply to: ${message.text}`]);
   });
 
-  it('stops the shared channel before its claim lapses when the database stops answering (its host cut off), and serves it again once it answers; a message sent meanwhile gets no answer in time, and is answered once', async () => {
+  it('stops the shared channel before its claim lapses when the database stops answering (its host cut off), and serves it again once it answers; notifier status says so, and a message sent meanwhile gets no answer in time, and is answered once', async () => {
     await cluster!.freeze();
     let late: Sent;
     try {
@@ -208,7 +209,11 @@ describe.skipIf(unavailable !== null)(`the system when its PostgreSQL store goes
       expect(unanswered?.message).toMatch(/no answer on .*xgw\.sock within 1000 ms/);
       late = { id: `msg-${count}`, text };
       // Its renewals hang rather than fail; another gateway could take the channel once its claim lapsed.
-      await waitFor(async () => (await webchatState()) === 'standby', 'the web chat to stop', 15_000, 100);
+      const [notifier] = await Promise.all([runTool('notifier', ['status'], t.env), waitFor(async () => (await webchatState()) === 'standby', 'the web chat to stop', 15_000, 100)]);
+      expect(notifier.stderr, 'notifier status says it runs and the store does not answer').toMatch(
+        /^Error: notifier runs \(pid \d+\), but its thread store postgres:\/\/postgres@127\.0\.0\.1:\d+\/restart did not answer within 3 s - check that the database server runs/,
+      );
+      expect(notifier.code).toBe(1);
     } finally {
       await cluster!.thaw();
     }
