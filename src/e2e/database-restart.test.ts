@@ -1,10 +1,11 @@
 import Database from 'better-sqlite3';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { initAgent, startAgent } from '../agent/lifecycle.js';
 import { closeThreadStores } from '../agent/threads.js';
 import { askDaemon } from '../core/daemon.js';
+import { daemonLogFile } from '../core/layout.js';
 import { createTestHome, runTool, startFakeOpenAI, waitFor, writeFakePaiConfig, type FakeLlmServer, type TestHome } from '../testing/index.js';
 import { NEEDS_POSTGRES, postgresUnavailable, startPostgres, type PostgresCluster } from '../testing/postgres.js';
 import type { NotifierStatus } from '../notifier/types.js';
@@ -175,6 +176,9 @@ describe.skipIf(unavailable !== null)(`the system when its PostgreSQL store goes
     expect(notifier.code).toBe(1);
     expect((await xgwStatus()).pid).toBe(pids.xgw);
     expect(repliesTo(cut)).toEqual([]);
+    // Each says in its log what is wrong.
+    expect(readFileSync(daemonLogFile(t.home, 'notifier'), 'utf8')).toMatch(/\[ERROR\] dispatch failed: cannot use postgres:\/\/postgres@127\.0\.0\.1:\d+\/restart: connect ECONNREFUSED/);
+    expect(readFileSync(daemonLogFile(t.home, 'xgw'), 'utf8')).toMatch(/\[WARN\] webchat:main: stopped, its claim could not be renewed for \d+s; it starts again once the store answers/);
   });
 
   it('goes on once the database is back, with no daemon restarted: the web chat runs again, the cut-off turn and a new message are answered, every accepted message once', async () => {
