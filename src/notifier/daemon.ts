@@ -1,7 +1,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import { availableParallelism } from 'node:os';
 import { runDaemon } from '../core/daemon.js';
-import { usageError } from '../core/errors.js';
+import { ClawError, usageError } from '../core/errors.js';
 import { ensureDir } from '../core/home.js';
 import { daemonLogFile, notifierConfigPath, notifierOutputDir } from '../core/layout.js';
 import { createLogger, type Logger } from '../core/logger.js';
@@ -18,6 +18,12 @@ import { RunnerPool } from './runner-pool.js';
 import { TimerScheduler } from './scheduler.js';
 import { TimerStore, timerToJson } from './timers.js';
 import type { NotifierReloadResult, NotifierRequest, NotifierStatus } from './types.js';
+
+/**
+ * How long `status` waits for the store's subscriptions: a database that does not answer (its host
+ * cut off) must not make a running notifier look like one that does not answer (the client waits 5 s).
+ */
+const STATUS_STORE_WAIT_MS = 3000;
 
 /** Output files of runs are removed when the run ends; older ones were left by a killed daemon. */
 const STALE_OUTPUT_MS = 24 * 3600 * 1000;
@@ -70,7 +76,7 @@ export async function runNotifier(home: string): Promise<void> {
       started_at: startedAt.toISOString(),
       uptime_seconds: Math.round((Date.now() - startedAt.getTime()) / 1000),
       runs: { running: limit.active, waiting: limit.queued, limit: limit.limit, runners: launching.pool?.size ?? 0 },
-      subscriptions: await dispatcher.status(),
+      subscriptions: await (threads ? inStoreTime(dispatcher.status(), threads.location) : dispatcher.status()),
       timers: store.list().map((timer) => timerToJson(timer)),
       config_sha256: configSha256,
       host,
@@ -161,6 +167,22 @@ async function createDispatcher(options: Omit<PostgresDispatcherOptions, 'store'
     throw error;
   }
   return { store, dispatcher };
+}
+
+/** The subscriptions read from a PostgreSQL store, or an error saying it did not answer in time. */
+async function inStoreTime<T>(reading: T | Promise<T>, location: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    const error = new ClawError('upstream', `notifier runs (pid ${process.pid}), but its thread store ${location} did not answer within ${STATUS_STORE_WAIT_MS / 1000} s`, {
+      suggestion: 'check that the database server runs and is reachable from this host; theclaw doctor checks it',
+    });
+    timer = setTimeout(() => reject(error), STATUS_STORE_WAIT_MS);
+  });
+  try {
+    return await Promise.race([reading, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 function runLimitOf(config: NotifierConfig): number {

@@ -36,6 +36,11 @@ interface Run {
   renewedAt: number;
   /** Killed because its lease was lost or could not be renewed in time: not its failure. */
   lost: boolean;
+  /**
+   * Its handler ended: its lease is being released (a renewal that crosses the release misses it)
+   * and a warm runner's pid may be running the next job, which a kill would end.
+   */
+  exited: boolean;
   /** Settles once the run ended and its lease was released. */
   ended: Promise<void>;
 }
@@ -206,12 +211,15 @@ export class PostgresDispatcher implements ThreadDispatcher {
       }
       const { pid, kill, outcome } = launched.run;
       this.reaper.watch(pid);
-      const run: Run = { lease, thread: due.name, pid, kill, renewedAt: asked, lost: false, ended: Promise.resolve() };
+      const run: Run = { lease, thread: due.name, pid, kill, renewedAt: asked, lost: false, exited: false, ended: Promise.resolve() };
       this.runs.set(key, run);
       started = true;
       logger.debug(`started ${due.consumer} on ${due.name} (pid ${pid})`);
       run.ended = outcome
-        .then((ended) => this.finished(due, taken, run, ended))
+        .then((ended) => {
+          run.exited = true;
+          return this.finished(due, taken, run, ended);
+        })
         .catch((error: unknown) => logger.error(`${due.consumer} on ${due.name} (pid ${pid}): ${(error as Error).message}`))
         .finally(() => {
           this.runs.delete(key);
@@ -324,6 +332,7 @@ export class PostgresDispatcher implements ThreadDispatcher {
   }
 
   private lose(run: Run, why: string): void {
+    if (run.exited) return;
     run.lost = true;
     this.options.logger.error(`${run.lease.consumer} on ${run.thread} (pid ${run.pid}): ${why}; killed, so that it never runs beside the next holder`);
     run.kill();

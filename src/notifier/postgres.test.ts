@@ -8,7 +8,11 @@ import { daemonLogFile } from '../core/layout.js';
 import { isAlive } from '../core/process.js';
 import { createTestHome, fixture, runTool, waitFor, type TestHome } from '../testing/index.js';
 import { NEEDS_POSTGRES, postgresUnavailable, startPostgres, type PostgresCluster } from '../testing/postgres.js';
-import { openStoreAt, type StoredThread, type ThreadStore } from '../thread/index.js';
+import { openStoreAt, type PostgresLeases, type StoredThread, type ThreadStore } from '../thread/index.js';
+import { NotifierConfigSchema } from './config.js';
+import { createLauncher, type CommandLauncher } from './launcher.js';
+import { PostgresDispatcher } from './pg-dispatcher.js';
+import { RunLimit } from './run-limit.js';
 import type { NotifierStatus } from './types.js';
 
 // Two notifiers (real daemons, homes and host names of their own: "host-a" and "host-b") share one
@@ -136,6 +140,52 @@ describe.skipIf(unavailable !== null)(`notifier on a PostgreSQL store shared by 
     await admin`UPDATE theclaw.consumers SET lease_host = NULL, lease_pid = NULL, lease_expires = NULL WHERE ${where}`;
     await thread.append([{ source: 'self', type: 'note', content: 'look again' }]); // a NOTIFY; the sweep would find it too
     expect(await allResults(thread, 1)).toEqual([expect.stringMatching(/^1 host-/)]);
+  });
+
+  it('never kills a handler that has ended when a renewal of its lease crosses the release', async () => {
+    // In this process, as host-c: its leases' release is held once done, as a slow connection would hold it.
+    await admin`INSERT INTO theclaw.placements (key, host) VALUES ('agent:cee', 'host-c')`;
+    const thread = await store.init('agents/cee/inbox');
+    await thread.subscribe({ consumer: 'worker', handler: 'true', runOn: 'agent:cee' }); // exits 0 without an ack: a failure, then the release
+    const own = (await openStoreAt(url)) as ThreadStore & { leases: PostgresLeases; listen: NonNullable<ThreadStore['listen']> };
+    let released = false;
+    let renewedAfter = 0;
+    let letGo!: () => void;
+    const held = new Promise<void>((resolve) => {
+      letGo = resolve;
+    });
+    const { release, renew } = own.leases;
+    own.leases.release = async (...args) => {
+      await release.apply(own.leases, args);
+      released = true;
+      await held;
+    };
+    own.leases.renew = async (...args) => {
+      const kept = await renew.apply(own.leases, args);
+      if (released) renewedAfter++;
+      return kept;
+    };
+    const lines: string[] = [];
+    const logger = { debug: () => {}, info: (line: string) => lines.push(line), warn: (line: string) => lines.push(line), error: (line: string) => lines.push(line) };
+    const killed: number[] = [];
+    const spawn = createLauncher({ outputDir: dir, limits: { timeoutMs: 30_000, outputLimitBytes: 1000 }, pool: null });
+    const launch: CommandLauncher = (name) => (command, env) => {
+      const launched = spawn(name)(command, env);
+      return launched.ok ? { ok: true, run: { ...launched.run, kill: () => killed.push(launched.run.pid) } } : launched;
+    };
+    const config = NotifierConfigSchema.parse({ leases: { ttl_seconds: 3, heartbeat_seconds: 0.05 } });
+    const dispatcher = new PostgresDispatcher({ home: hosts['host-a'].home, host: 'host-c', store: own, config, logger, launch, limit: new RunLimit(1) });
+    try {
+      await dispatcher.start();
+      await push(thread, ['x']);
+      await waitFor(() => renewedAfter >= 2, 'two renewals after the release', 10_000);
+      expect(killed).toEqual([]);
+      expect(lines.filter((line) => line.includes('killed'))).toEqual([]);
+    } finally {
+      letGo();
+      await dispatcher.stop();
+      await own.close();
+    }
   });
 
   it('takes over the subscription of a host whose notifier was killed mid-handler once its lease expired, losing and doubling nothing', async () => {

@@ -19,6 +19,20 @@ export interface PostgresCluster {
   createDatabase(name: string): Promise<string>;
   /** The server's main process (its connections' processes are its children), for the bench's CPU and memory. */
   serverPid(): number;
+  /**
+   * Stops the server as an upgrade's restart does (`-m fast`: its connections are cut, what was
+   * committed is kept; `immediate` could lose the last commits, which run without synchronous
+   * commit here), keeping its files, for `restart`.
+   */
+  halt(): Promise<void>;
+  /** Starts a halted server again, on the same port and data. */
+  restart(): Promise<void>;
+  /**
+   * Stops the server's processes (SIGSTOP) without closing a connection, as a host that stops
+   * answering (cut off, or hung) looks to its clients: their queries wait; `thaw` lets them on.
+   */
+  freeze(): Promise<void>;
+  thaw(): Promise<void>;
   /** Stops the server at once and removes its files; safe to call twice. */
   stop(): Promise<void>;
 }
@@ -70,11 +84,18 @@ export async function startPostgres(options: PostgresOptions = {}): Promise<Post
   }
   const pg = (tool: string, args: string[]) => (asRoot ? run('runuser', ['-u', 'postgres', '--', join(bin, tool), ...args]) : run(join(bin, tool), args));
   let started = false;
+  let settings = '';
+  const halt = async (mode = 'fast') => {
+    if (!started) return;
+    started = false;
+    await pg('pg_ctl', ['-D', data, '-m', mode, '-w', 'stop']);
+  };
+  const start = async () => {
+    await pg('pg_ctl', ['-D', data, '-l', join(dir, 'server.log'), '-o', settings, '-w', '-t', '60', 'start']);
+    started = true;
+  };
   const stop = async () => {
-    if (started) {
-      started = false;
-      await pg('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']).catch(() => {});
-    }
+    await halt('immediate').catch(() => {});
     rmSync(dir, { recursive: true, force: true });
   };
   try {
@@ -82,9 +103,14 @@ export async function startPostgres(options: PostgresOptions = {}): Promise<Post
     const port = await freePort();
     const durability = options.durable ? '' : ' -c fsync=off -c synchronous_commit=off -c full_page_writes=off';
     const stats = options.statementStats ? ' -c shared_preload_libraries=pg_stat_statements' : '';
-    const settings = `-c listen_addresses=127.0.0.1 -p ${port} -k ${socket}${durability}${stats}`;
-    await pg('pg_ctl', ['-D', data, '-l', join(dir, 'server.log'), '-o', settings, '-w', '-t', '60', 'start']);
-    started = true;
+    settings = `-c listen_addresses=127.0.0.1 -p ${port} -k ${socket}${durability}${stats}`;
+    await start();
+    const serverPid = () => Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    /** The server and its children (every backend and worker is the postmaster's child). */
+    const signalServer = async (signal: NodeJS.Signals) => {
+      const children = (await run('pgrep', ['-P', String(serverPid())]).catch(() => ({ stdout: '' }))).stdout.split('\n').filter(Boolean).map(Number);
+      for (const pid of [serverPid(), ...children]) process.kill(pid, signal);
+    };
     const url = (database: string) => `postgres://postgres@127.0.0.1:${port}/${database}`;
     return {
       url: url('postgres'),
@@ -92,7 +118,11 @@ export async function startPostgres(options: PostgresOptions = {}): Promise<Post
         await pg('psql', ['-h', socket, '-p', String(port), '-U', 'postgres', '-d', 'postgres', '-q', '-c', `CREATE DATABASE "${name}"`]);
         return url(name);
       },
-      serverPid: () => Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]),
+      serverPid,
+      halt: () => halt(),
+      restart: start,
+      freeze: () => signalServer('SIGSTOP'),
+      thaw: () => signalServer('SIGCONT'),
       stop,
     };
   } catch (error) {

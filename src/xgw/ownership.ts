@@ -24,7 +24,8 @@ export interface OwnedChannels {
  * host's claims and tries the others, so that a channel whose owner died (its claim lapsed) is
  * taken over; on the way out the claims are released, for a takeover without the wait.
  * A channel is served by at most one gateway as long as each beats in time: one that could not
- * renew (the database away) stops its channels before its claims lapse.
+ * renew (the database away, or not answering: a beat then hangs) stops its channels before its
+ * claims lapse.
  */
 export class ChannelOwnership {
   private readonly held = new Set<string>();
@@ -34,6 +35,7 @@ export class ChannelOwnership {
   private renewedAt = 0;
   private timer: NodeJS.Timeout | undefined;
   private beating: Promise<void> = Promise.resolve();
+  private inBeat = false;
   private readonly claimMs: number;
 
   constructor(
@@ -60,7 +62,13 @@ export class ChannelOwnership {
   async start(channels: OwnedChannels): Promise<void> {
     await this.beat(channels);
     this.timer = setInterval(() => {
-      this.beating = this.beating.then(() => this.beat(channels));
+      // Checked here, not in the beat: one that hangs on a connection nobody answers renews nothing.
+      if (this.lapsing()) void this.standDown(channels);
+      if (this.inBeat) return;
+      this.inBeat = true;
+      this.beating = this.beat(channels).finally(() => {
+        this.inBeat = false;
+      });
     }, this.claimMs / 3);
   }
 
@@ -100,13 +108,23 @@ export class ChannelOwnership {
       this.renewedAt = beganAt;
     } catch (error) {
       this.logger.warn(`cannot renew the claims on the channels: ${error instanceof Error ? error.message : String(error)}`);
-      // Claims not renewed lapse, and another gateway may take the channels then: stop first.
-      if (Date.now() - this.renewedAt < (this.claimMs * 2) / 3) return;
-      for (const id of [...this.held]) {
-        this.held.delete(id);
-        this.standby.set(id, 'nobody');
-        await channels.lost(id);
-      }
+      if (this.lapsing()) await this.standDown(channels);
+    }
+  }
+
+  /** Whether the claims went unrenewed so long that they may lapse before the next beat. */
+  private lapsing(): boolean {
+    return this.held.size > 0 && Date.now() - this.renewedAt >= (this.claimMs * 2) / 3;
+  }
+
+  /** Claims not renewed lapse, and another gateway may take the channels then: stop them first. */
+  private async standDown(channels: OwnedChannels): Promise<void> {
+    const seconds = Math.round((Date.now() - this.renewedAt) / 1000);
+    for (const id of [...this.held]) {
+      this.held.delete(id);
+      this.standby.set(id, 'nobody');
+      this.logger.warn(`${id}: stopped, its claim could not be renewed for ${seconds}s; it starts again once the store answers`);
+      await channels.lost(id);
     }
   }
 }

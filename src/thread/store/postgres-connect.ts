@@ -4,6 +4,15 @@ import { ClawError, isClawError, usageError } from '../../core/errors.js';
 /** How long a connection may take before the store says PostgreSQL cannot be reached. */
 const CONNECT_TIMEOUT_SECONDS = 10;
 
+/**
+ * How long a connection waits before it connects again after failures, in seconds: doubling from
+ * 50 ms to at most 2 s, with jitter. postgres.js's own delay grows to 10–20 s, and its count of
+ * failures is shared by the pool and its LISTEN connection, which tries again each time it is
+ * refused: after an outage of a few seconds every query waited that long for a database that was
+ * back (a notifier ran nothing for ~11 s after a restart).
+ */
+const reconnectDelaySeconds = (failures: number) => (0.5 + Math.random() / 2) * Math.min(0.05 * 2 ** failures, 2);
+
 /** Whether a store setting names PostgreSQL (the rest are homes or `sqlite`). */
 export function isPostgresUrl(value: string): boolean {
   return /^postgres(ql)?:\/\//i.test(value);
@@ -35,6 +44,7 @@ export async function connectPostgres(url: string, options: { maxConnections?: n
   const sql = postgres(url, {
     max: options.maxConnections ?? 4,
     connect_timeout: CONNECT_TIMEOUT_SECONDS,
+    backoff: reconnectDelaySeconds,
     onnotice: () => {},
     connection: { application_name: 'theclaw' },
     types: { bigint: { to: 20, from: [20], serialize: (value: number) => String(value), parse: (value: string) => Number(value) } },
