@@ -120,8 +120,10 @@ export class ChannelOwnership {
   /** Claims not renewed lapse, and another gateway may take the channels then: stop them first. */
   private async standDown(channels: OwnedChannels): Promise<void> {
     const seconds = Math.round((Date.now() - this.renewedAt) / 1000);
-    for (const id of [...this.held]) {
-      this.held.delete(id);
+    // All at once: the timer's check and a failed beat may both stand down, and each channel stops once.
+    const stopping = [...this.held];
+    this.held.clear();
+    for (const id of stopping) {
       this.standby.set(id, 'nobody');
       this.logger.warn(`${id}: stopped, its claim could not be renewed for ${seconds}s; it starts again once the store answers`);
       await channels.lost(id);
