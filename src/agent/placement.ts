@@ -28,14 +28,9 @@ export async function placeAgent(home: string, id: string, env: NodeJS.ProcessEn
   if (!claimed) throw placedElsewhereError(id, placement.host, here, `the placements in ${store.location}`);
 }
 
-/**
- * The other host an agent is placed on, or null when it may run here (placed here, never placed,
- * or SQLite): `theclaw up` leaves the system agents of another host alone rather than refuse.
- */
+/** The other host an agent is placed on, or null when it may run here (placed here, never placed, or SQLite). */
 export async function placedElsewhere(home: string, id: string, env: NodeJS.ProcessEnv = process.env): Promise<string | null> {
-  const store = await threadStore(home, env);
-  if (store.kind === 'sqlite') return null;
-  const placed = await agentHost(store, id);
+  const placed = await agentPlacement(home, id, env);
   return placed !== null && placed !== hostName(home, env) ? placed : null;
 }
 
