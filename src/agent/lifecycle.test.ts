@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { parse } from 'yaml';
@@ -211,6 +211,19 @@ describe('agent start, stop, status, list', () => {
     expect(missingJson.code).toBe(1);
     expect(JSON.parse(missingJson.stdout)).toMatchObject({ error: 'there is no agent nobody' });
     expect((await agent(['start', 'nobody'])).code).toBe(1);
+  });
+
+  it('status reads past a conversation whose events.db has no schema (its creator was killed in the midst): it holds nothing', async () => {
+    await ok(['init', 'helper']);
+    const thread = openThread(join(t.home, 'agents', 'helper', 'threads', 'peers', 'telegram.main.1'), { home: t.home, create: true });
+    thread.push({ type: 'message', source: 'telegram:main:1', content: '{"text":"hi"}' });
+    thread.close();
+    const left = join(t.home, 'agents', 'helper', 'threads', 'peers', 'telegram.main.2');
+    mkdirSync(left);
+    writeFileSync(join(left, 'events.db'), '');
+    const aMinuteAgo = new Date(Date.now() - 60_000);
+    utimesSync(join(left, 'events.db'), aMinuteAgo, aMinuteAgo);
+    expect(JSON.parse(await ok(['status', 'helper', '--json']))).toMatchObject({ id: 'helper', threads: 1, damaged: [] });
   });
 });
 

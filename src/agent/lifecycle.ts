@@ -3,7 +3,7 @@ import { yaml } from '../core/config.js';
 import { join } from 'node:path';
 import { joinCommand } from '../core/command.js';
 import { isHostsOwnChannel, parseAddress } from '../core/address.js';
-import { ClawError, usageError } from '../core/errors.js';
+import { ClawError, isClawError, usageError } from '../core/errors.js';
 import { readLockHolder } from '../core/lock.js';
 import { validate } from '../core/validate.js';
 import { createLogger } from '../core/logger.js';
@@ -249,9 +249,9 @@ export async function agentStatus(home: string, id: string, env: NodeJS.ProcessE
   );
   let lastActivity = lastInbox;
   let undelivered = 0;
-  const threads = await storedConversationThreads(home, dir, env);
+  let threads = 0;
   const damaged: DamagedThread[] = [];
-  for (const path of threads) {
+  for (const path of await storedConversationThreads(home, dir, env)) {
     try {
       await withAgentThread(
         home,
@@ -263,7 +263,10 @@ export async function agentStatus(home: string, id: string, env: NodeJS.ProcessE
         },
         env,
       );
+      threads++;
     } catch (error) {
+      // An events.db without a schema, which a creator killed in the midst left: nothing in it.
+      if (isClawError(error, 'not_found')) continue;
       const damage = damagedThread(dir, path, error);
       if (!damage) throw error;
       damaged.push(damage);
@@ -278,7 +281,7 @@ export async function agentStatus(home: string, id: string, env: NodeJS.ProcessE
     running: Boolean(consumer?.lease) || readLockHolder(dir.runLock) !== null,
     last_activity: lastActivity,
     model: config.pai.provider ? `${config.pai.provider}/${config.pai.model ?? '(default)'}` : '(pai default)',
-    threads: threads.length,
+    threads,
     undelivered,
     damaged,
   };

@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { ClawError } from '../core/errors.js';
 import { openSqlite } from '../core/sqlite.js';
@@ -69,6 +69,28 @@ export function damagedThread(threadDir: string, cause: unknown): ClawError {
   });
 }
 
+/** How long a reader gives the creator of a new thread database to make its schema. */
+const CREATOR_GRACE_MS = 3_000;
+/** A database file without a schema that is older than this has no creator coming. */
+const NEW_FILE_MS = 10_000;
+
+/**
+ * A thread another process is creating has no schema until its creator's transaction commits.
+ * Taking the write lock (briefly) waits for a creator inside that transaction; a file made
+ * moments ago is given a little longer, since its creator may not have begun that transaction yet
+ * (on a busy machine it can be held up between making the file and its schema). Either way the
+ * file is not mistaken for an empty or foreign one while it is being made.
+ */
+function awaitCreator(db: Database.Database, file: string, schemaless: () => boolean): void {
+  const deadline = Date.now() + CREATOR_GRACE_MS;
+  for (;;) {
+    if (!schemaless()) return;
+    db.transaction(() => {}).immediate();
+    if (!schemaless() || Date.now() > deadline || Date.now() - statSync(file).mtimeMs > NEW_FILE_MS) return;
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 20);
+  }
+}
+
 /** Creates the schema if asked, then checks that the file is a thread database of this version. */
 function checkSchema(db: Database.Database, threadDir: string, file: string, create: boolean): Database.Database {
   const readVersion = () => db.pragma('user_version', { simple: true }) as number;
@@ -80,11 +102,9 @@ function checkSchema(db: Database.Database, threadDir: string, file: string, cre
       db.pragma(`user_version = ${SCHEMA_VERSION}`);
     }).immediate();
   }
-  // A thread another process is creating has no schema until its transaction commits; taking
-  // the write lock (briefly) waits for that creator instead of mistaking the file for a foreign one.
-  if (!create && readVersion() === 0) db.transaction(() => {}).immediate();
-  const version = readVersion();
   const empty = () => (db.prepare('SELECT COUNT(*) FROM sqlite_master').pluck().get() as number) === 0;
+  if (!create) awaitCreator(db, file, () => readVersion() === 0 && empty());
+  const version = readVersion();
   if (version === 0 && !create && empty()) {
     throw new ClawError('not_found', `${threadDir} is not a thread (its database has no schema)`, {
       suggestion: `if nothing is creating it now, remove the empty ${file} and run: thread init ${JSON.stringify(threadDir)}`,

@@ -1,7 +1,7 @@
 import Database from 'better-sqlite3';
 import fc from 'fast-check';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -524,9 +524,44 @@ describe('opening threads', () => {
     const dir = join(t.home, 'notdb');
     mkdirSync(dir);
     writeFileSync(join(dir, 'events.db'), '');
+    // Not made moments ago, so no creator is waited for (see the next test).
+    const aMinuteAgo = new Date(Date.now() - 60_000);
+    utimesSync(join(dir, 'events.db'), aMinuteAgo, aMinuteAgo);
     // An empty file is a valid empty SQLite database without our schema: as good as no thread.
     const error = expectClawError(() => openThread(dir, { home: t.home }), 'not_found');
     expect(error.message).toContain('its database has no schema');
+  });
+
+  it('a thread whose creator has made its file but not yet its schema is opened once the schema is made, not refused', async () => {
+    // A busy machine can hold a creator up between the two; a reader (agent status listing the
+    // conversations) meets the file in that moment.
+    const path = join(t.home, 'being-made');
+    mkdirSync(path);
+    writeFileSync(join(path, 'events.db'), '');
+    const library = pathToFileURL(join(packageRoot(), 'dist', 'thread', 'index.js')).href;
+    const script = `
+      import { openThread } from ${JSON.stringify(library)};
+      const alive = setInterval(() => {}, 60_000);
+      // Held up for a moment after being told to go on, as a busy machine holds a process up.
+      process.once('SIGUSR2', () => setTimeout(() => {
+        openThread(process.argv[1], { create: true }).close();
+        clearInterval(alive);
+      }, 300));
+      process.stdout.write('ready\\n');
+    `;
+    const creator = spawn(process.execPath, ['--input-type=module', '-e', script, path], { env: t.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    creator.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => creator.once('close', resolve));
+    await new Promise<void>((resolve, reject) => {
+      creator.stdout.once('data', () => resolve());
+      creator.once('exit', (code) => reject(new Error(`the creator exited with ${code}: ${stderr}`)));
+    });
+    creator.kill('SIGUSR2'); // it makes the schema in a moment, while this process opens the thread
+    const thread = openThread(path, { home: t.home });
+    opened.push(thread);
+    expect(thread.info()).toMatchObject({ events: 0 });
+    expect(await exited, stderr).toBe(0);
   });
 
   it('a database written over is damaged: the error names the file and moves it aside, never deletes it', () => {
