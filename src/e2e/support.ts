@@ -73,6 +73,11 @@ export interface SystemOptions {
   transcription?: boolean;
   /** The Telegram channel's `media` settings, as YAML (e.g. `{ max_bytes: 1000 }`). Default: none. */
   telegramMedia?: string;
+  /**
+   * The Telegram channel's `stream`. Default: on. Off where a test counts the sendMessage calls a
+   * reply makes: a turn over a second (a busy machine) also sends its draft with one.
+   */
+  telegramStream?: boolean;
   /** More channels for xgw's config, each a YAML flow mapping (e.g. `{ id: webchat:quiet, type: webchat, port: 0 }`). Default: none. */
   extraChannels?: string[];
   /** admin's `turn.max_attempts`. Default: the config's default (3). */
@@ -179,7 +184,7 @@ ${options.leases ? `leases: { ttl_seconds: ${options.leases.ttl_seconds}, heartb
     api_root: "${telegram.apiRoot}"
     access: ${options.telegramAccess ?? 'open'}
     allow: ${JSON.stringify(allow)}
-    groups: { require_mention: ${options.telegramRequireMention ?? true} }${options.telegramMedia ? `\n    media: ${options.telegramMedia}` : ''}${
+    groups: { require_mention: ${options.telegramRequireMention ?? true} }${options.telegramMedia ? `\n    media: ${options.telegramMedia}` : ''}${options.telegramStream === false ? '\n    stream: false' : ''}${
       discord
         ? `
   - { id: discord:main, type: discord, token_env: ${DISCORD_TOKEN_ENV}, api_root: "${discord.apiRoot}", access: open }`
@@ -199,7 +204,7 @@ ${(options.extraChannels ?? []).map((channel) => `  - ${channel}\n`).join('')}ro
   const run = (tool: SystemTool, args: string[], input?: string, environment = env) => runCli(tool, args, environment, input);
   const must = async (tool: SystemTool, args: string[], input?: string) => {
     const result = await run(tool, args, input);
-    if (result.code !== 0) throw new Error(`${tool} ${args.join(' ')} exited ${result.code}: ${result.stderr}`);
+    if (result.code !== 0) throw new Error(`${tool} ${args.join(' ')} exited ${result.code}: ${result.stderr || result.stdout}`);
     return result;
   };
   const stop = async () => {
