@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createTestHome, expectClawError, PROVIDER_KEYS, runTool, type TestHome } from '../testing/index.js';
+import { createTestHome, expectClawError, PROVIDER_KEYS, runTool, webchatOnFreePort, type TestHome } from '../testing/index.js';
 import { secretsEnvPath } from './layout.js';
 import { readSecretsFile, storeSecret, withStoredSecrets } from './secrets-file.js';
 
@@ -47,9 +47,10 @@ describe('secrets.env', () => {
     const doctor = await runTool('theclaw', ['doctor', '--offline', '--json'], t.env);
     const providers = (JSON.parse(doctor.stdout) as { checks: { name: string; status: string; detail: string }[] }).checks.find((check) => check.name === 'providers');
     expect(providers).toMatchObject({ status: 'ok', detail: expect.stringContaining('agents use openai/gpt-4o-mini') });
+    webchatOnFreePort(t.home);
     const up = await runTool('theclaw', ['up', '--json'], t.env);
     try {
-      expect(up.code, up.stderr).toBe(0);
+      expect(up.code, up.stderr || up.stdout).toBe(0);
       expect(JSON.parse(up.stdout).model).toEqual({ provider: 'openai', model: 'gpt-4o-mini', offline: false });
       const status = await runTool('theclaw', ['status', '--json'], t.env);
       expect(JSON.parse(status.stdout).shell_model).toBeUndefined(); // the shell's view counts the file too

@@ -1,8 +1,10 @@
 import { execFileSync, spawn, type SpawnOptions } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, expect } from 'vitest';
+import type { YAMLMap, YAMLSeq } from 'yaml';
+import { configDocumentText, parseConfigDocument } from '../core/config.js';
 import { isClawError, type ClawError, type ErrorKind } from '../core/errors.js';
 import { cliPath, packageRoot } from '../core/package.js';
 import { findBwrap } from '../pai/sandbox.js';
@@ -84,6 +86,20 @@ export interface RunResult {
 export function writeXgwConfig(home: string, text = DEFAULT_XGW_CONFIG): void {
   mkdirSync(join(home, 'xgw'), { recursive: true, mode: 0o700 });
   writeFileSync(xgwConfigPath(home), text, { mode: 0o600 });
+}
+
+/**
+ * Moves the home's web chats off their fixed ports onto free ones (`port: 0`), writing the config
+ * `theclaw up` writes first where there is none. For a test that starts xgw with the config `theclaw
+ * up` or `theclaw setup` writes: its port 18790 may be held by another test running at the same
+ * time, or by the machine's own TheClaw.
+ */
+export function webchatOnFreePort(home: string): void {
+  const file = xgwConfigPath(home);
+  const config = parseConfigDocument(file, existsSync(file) ? readFileSync(file, 'utf8') : DEFAULT_XGW_CONFIG);
+  const channels = config.get('channels') as YAMLSeq<YAMLMap>;
+  for (const channel of channels.items) if (channel.get('type') === 'webchat') channel.set('port', 0);
+  writeXgwConfig(home, configDocumentText(config));
 }
 
 /** The config `theclaw up` writes plus the README's guest web chat (`xgw channel add webchat:guests --access pairing`). */

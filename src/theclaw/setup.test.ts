@@ -11,6 +11,7 @@ import {
   startFakeOpenAI,
   startFakeTelegram,
   waitFor,
+  webchatOnFreePort,
   type FakeDiscord,
   type FakeLlmServer,
   type FakeTelegram,
@@ -145,6 +146,7 @@ describe('theclaw setup --provider', () => {
     llm = await startFakeOpenAI();
     expect((await runTool('theclaw', ['setup', '--provider', 'openai-compatible', '--base-url', llm.url, '--model', 'fake-model', '--api-key-stdin'], t.env, KEY)).code).toBe(0);
     llm.enqueue({ kind: 'tool_call', name: 'bash_exec', arguments: { command: 'echo ENV-START; env; cat "$THECLAW_HOME/secrets.env"; cat /proc/$PPID/environ' } }, { kind: 'text', text: 'done' });
+    webchatOnFreePort(t.home);
     const up = await runTool('theclaw', ['up'], t.env);
     expect(up.code, up.stderr).toBe(0);
     expect(up.stdout).toContain('model     openai-compatible/fake-model');
@@ -216,6 +218,7 @@ describe('theclaw setup --discord-token-stdin', () => {
     expect(output.stdout + output.stderr).not.toContain(discord.token);
 
     // The token reaches xgw from secrets.env alone, and the owner is admitted.
+    webchatOnFreePort(t.home);
     const up = await runTool('theclaw', ['up'], t.env);
     expect(up.code, up.stderr).toBe(0);
     expect(up.stderr).not.toContain('discord:main is not running');
