@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import { existsSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { ClawError } from '../core/errors.js';
 import { openSqlite } from '../core/sqlite.js';
@@ -42,15 +42,18 @@ export function dbPath(threadDir: string): string {
 /** Opens a thread's database; `create` makes the schema (the caller made the directory). */
 export function openDatabase(threadDir: string, create: boolean): Database.Database {
   const file = dbPath(threadDir);
-  if (!create && !existsSync(file)) {
+  // Read before opening it: opening a file without a schema writes its header (WAL), and its time.
+  const modified = statSync(file, { throwIfNoEntry: false })?.mtimeMs;
+  if (!create && modified === undefined) {
     throw new ClawError('not_found', `${threadDir} is not a thread`, {
       suggestion: `create it with: thread init ${JSON.stringify(threadDir)}`,
     });
   }
+  const opening: Opening = create ? 'create' : Date.now() - modified! < NEW_FILE_MS ? 'read new' : 'read old';
   let db: Database.Database | undefined;
   try {
     db = openSqlite(file);
-    return withStoragePath(file, () => checkSchema(db!, threadDir, file, create));
+    return withStoragePath(file, () => checkSchema(db!, threadDir, file, opening));
   } catch (error) {
     db?.close();
     throw isDamagedDatabase(error) ? damagedThread(threadDir, error) : error;
@@ -69,8 +72,14 @@ export function damagedThread(threadDir: string, cause: unknown): ClawError {
   });
 }
 
+/**
+ * How a thread's database is opened: to create its schema where it has none, or to read it, its
+ * file made moments ago (its creator may still be making the schema) or earlier.
+ */
+type Opening = 'create' | 'read new' | 'read old';
+
 /** How long a reader gives the creator of a new thread database to make its schema. */
-const CREATOR_GRACE_MS = 3_000;
+const CREATOR_GRACE_MS = 1_500;
 /** A database file without a schema that is older than this has no creator coming. */
 const NEW_FILE_MS = 10_000;
 
@@ -81,18 +90,19 @@ const NEW_FILE_MS = 10_000;
  * (on a busy machine it can be held up between making the file and its schema). Either way the
  * file is not mistaken for an empty or foreign one while it is being made.
  */
-function awaitCreator(db: Database.Database, file: string, schemaless: () => boolean): void {
+function awaitCreator(db: Database.Database, opening: Exclude<Opening, 'create'>, schemaless: () => boolean): void {
   const deadline = Date.now() + CREATOR_GRACE_MS;
   for (;;) {
     if (!schemaless()) return;
     db.transaction(() => {}).immediate();
-    if (!schemaless() || Date.now() > deadline || Date.now() - statSync(file).mtimeMs > NEW_FILE_MS) return;
+    if (!schemaless() || opening === 'read old' || Date.now() > deadline) return;
     Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 20);
   }
 }
 
 /** Creates the schema if asked, then checks that the file is a thread database of this version. */
-function checkSchema(db: Database.Database, threadDir: string, file: string, create: boolean): Database.Database {
+function checkSchema(db: Database.Database, threadDir: string, file: string, opening: Opening): Database.Database {
+  const create = opening === 'create';
   const readVersion = () => db.pragma('user_version', { simple: true }) as number;
   if (create && readVersion() === 0) {
     // Checked again under the write lock: two processes may create the same thread at once.
@@ -103,7 +113,7 @@ function checkSchema(db: Database.Database, threadDir: string, file: string, cre
     }).immediate();
   }
   const empty = () => (db.prepare('SELECT COUNT(*) FROM sqlite_master').pluck().get() as number) === 0;
-  if (!create) awaitCreator(db, file, () => readVersion() === 0 && empty());
+  if (opening !== 'create') awaitCreator(db, opening, () => readVersion() === 0 && empty());
   const version = readVersion();
   if (version === 0 && !create && empty()) {
     throw new ClawError('not_found', `${threadDir} is not a thread (its database has no schema)`, {
