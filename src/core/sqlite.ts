@@ -39,7 +39,12 @@ function enableWal(db: Database.Database): void {
       return;
     } catch (error) {
       if (errnoCode(error) !== 'SQLITE_BUSY' || Date.now() > deadline) throw error;
-      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5 + Math.random() * 10);
+      pauseSync(5 + Math.random() * 10);
     }
   }
+}
+
+/** Blocks this thread for `ms`: a wait for another process's hold on a file, where the caller is synchronous (better-sqlite3). */
+export function pauseSync(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 }

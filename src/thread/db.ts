@@ -2,7 +2,7 @@ import type Database from 'better-sqlite3';
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { ClawError } from '../core/errors.js';
-import { openSqlite } from '../core/sqlite.js';
+import { openSqlite, pauseSync } from '../core/sqlite.js';
 import { isDamagedDatabase, withStoragePath } from '../core/storage-error.js';
 
 const SCHEMA_VERSION = 1;
@@ -42,14 +42,7 @@ export function dbPath(threadDir: string): string {
 /** Opens a thread's database; `create` makes the schema (the caller made the directory). */
 export function openDatabase(threadDir: string, create: boolean): Database.Database {
   const file = dbPath(threadDir);
-  // Read before opening it: opening a file without a schema writes its header (WAL), and its time.
-  const modified = statSync(file, { throwIfNoEntry: false })?.mtimeMs;
-  if (!create && modified === undefined) {
-    throw new ClawError('not_found', `${threadDir} is not a thread`, {
-      suggestion: `create it with: thread init ${JSON.stringify(threadDir)}`,
-    });
-  }
-  const opening: Opening = create ? 'create' : Date.now() - modified! < NEW_FILE_MS ? 'read new' : 'read old';
+  const opening = create ? 'create' : readingOpening(threadDir, file);
   let db: Database.Database | undefined;
   try {
     db = openSqlite(file);
@@ -58,6 +51,18 @@ export function openDatabase(threadDir: string, create: boolean): Database.Datab
     db?.close();
     throw isDamagedDatabase(error) ? damagedThread(threadDir, error) : error;
   }
+}
+
+/** How a reader opens the file: refused where there is none, else by its age. */
+function readingOpening(threadDir: string, file: string): Exclude<Opening, 'create'> {
+  // Read before opening it: opening a file without a schema writes its header (WAL), and its time.
+  const modified = statSync(file, { throwIfNoEntry: false })?.mtimeMs;
+  if (modified === undefined) {
+    throw new ClawError('not_found', `${threadDir} is not a thread`, {
+      suggestion: `create it with: thread init ${JSON.stringify(threadDir)}`,
+    });
+  }
+  return Date.now() - modified < NEW_FILE_MS ? 'read new' : 'read old';
 }
 
 /**
@@ -96,7 +101,7 @@ function awaitCreator(db: Database.Database, opening: Exclude<Opening, 'create'>
     if (!schemaless()) return;
     db.transaction(() => {}).immediate();
     if (!schemaless() || opening === 'read old' || Date.now() > deadline) return;
-    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 20);
+    pauseSync(20);
   }
 }
 
